@@ -1,0 +1,1 @@
+"""Client side: StreamGraph and JobGraph generation, submission, the ``millstream`` CLI."""

@@ -1,0 +1,1 @@
+"""Internals shared by every Millstream process: key groups, configuration, operators, serialization."""

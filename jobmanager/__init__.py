@@ -1,0 +1,1 @@
+"""The JobManager: Dispatcher, ResourceManager with its SlotManager, JobMasters, BlobServer."""

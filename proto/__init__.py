@@ -1,0 +1,1 @@
+"""Protobuf messages and gRPC services: the contracts between client, JobManager and TaskManagers."""

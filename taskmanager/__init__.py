@@ -1,0 +1,1 @@
+"""The TaskManager: slot table, task execution inside PySpark executors, the data exchange service."""
