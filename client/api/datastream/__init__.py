@@ -1,0 +1,43 @@
+"""The DataStream API at PyFlink's ``pyflink.datastream`` path."""
+from millstream.datastream.checkpoint_config import CheckpointConfig
+from millstream.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink, KeyedStream, OutputTag
+from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
+from millstream.datastream.functions import (
+    AggregateFunction,
+    FilterFunction,
+    FlatMapFunction,
+    KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
+    Partitioner,
+    ProcessFunction,
+    ReduceFunction,
+    RuntimeContext,
+    SinkFunction,
+    SourceFunction,
+)
+from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+__all__ = [
+    "AggregateFunction",
+    "CheckpointConfig",
+    "CheckpointingMode",
+    "CloseableIterator",
+    "DataStream",
+    "DataStreamSink",
+    "FilterFunction",
+    "FlatMapFunction",
+    "KeyedProcessFunction",
+    "KeyedStream",
+    "KeySelector",
+    "MapFunction",
+    "OutputTag",
+    "Partitioner",
+    "ProcessFunction",
+    "ReduceFunction",
+    "RuntimeContext",
+    "RuntimeExecutionMode",
+    "SinkFunction",
+    "SourceFunction",
+    "StreamExecutionEnvironment",
+]

@@ -1,0 +1,1 @@
+"""Connectors at PyFlink's paths (``millstream.datastream.connectors.file_system``)."""

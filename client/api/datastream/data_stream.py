@@ -1,0 +1,336 @@
+"""``DataStream``, ``KeyedStream`` and ``DataStreamSink``: PyFlink's stream API over transformations."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from millstream.common.typeinfo import TypeInformation
+from millstream.datastream import functions as fn
+from millstream.datastream.transformations import (
+    UNSET,
+    ChainingStrategy,
+    OneInputTransformation,
+    PartitionTransformation,
+    SideOutputTransformation,
+    SinkTransformation,
+    Transformation,
+    UnionTransformation,
+)
+from millstream.runtime import operators as ops
+from millstream.runtime import partitioners as parts
+from millstream.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
+
+if TYPE_CHECKING:
+    from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+
+class OutputTag:
+    """Names a side output; ``yield tag, value`` in a process function emits to it."""
+
+    def __init__(self, tag_id: str, type_info: TypeInformation | None = None) -> None:
+        if not isinstance(tag_id, str) or not tag_id:
+            raise ValueError("OutputTag id must be a non-empty string")
+        self.tag_id = tag_id
+        self.type_info = type_info
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OutputTag) and other.tag_id == self.tag_id
+
+    def __hash__(self) -> int:
+        return hash(("OutputTag", self.tag_id))
+
+    def __repr__(self) -> str:
+        return f"OutputTag({self.tag_id!r}, {self.type_info})"
+
+
+def _check_parallelism(parallelism: int, what: str) -> int:
+    if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
+        raise ValueError(f"The parallelism of {what} must be at least 1, got {parallelism!r}.")
+    return parallelism
+
+
+def _check_max_parallelism(max_parallelism: int, what: str) -> int:
+    if not isinstance(max_parallelism, int) or not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise ValueError(
+            f"The maximum parallelism of {what} must be between 1 and "
+            f"{UPPER_BOUND_MAX_PARALLELISM} (inclusive), got {max_parallelism!r}."
+        )
+    return max_parallelism
+
+
+class _Configurable:
+    """Settings shared by operators and sinks (Flink's SingleOutputStreamOperator/DataStreamSink)."""
+
+    _transformation: Transformation
+
+    def _operator(self, setting: str) -> Transformation:
+        t = self._transformation
+        if t.is_virtual:
+            raise TypeError(
+                f"{setting} applies to an operator, but this stream is a {t.name.lower()} of "
+                f"'{t.inputs[0].name}'; call it on an operator (map, process, a source or a sink)."
+            )
+        return t
+
+    def name(self, name: str) -> Any:
+        self._operator("name()").name = name
+        return self
+
+    def get_name(self) -> str:
+        return self._transformation.name
+
+    def uid(self, uid: str) -> Any:
+        if not uid:
+            raise ValueError("uid must be a non-empty string")
+        self._operator("uid()").uid = uid
+        return self
+
+    def set_uid_hash(self, uid_hash: str) -> Any:
+        t = self._operator("set_uid_hash()")
+        if len(uid_hash) != 32 or any(c not in "0123456789abcdefABCDEF" for c in uid_hash):
+            raise ValueError(f"The uid hash of '{t.name}' must be 32 hex characters, got {uid_hash!r}")
+        t.uid_hash = uid_hash.lower()
+        return self
+
+    def set_parallelism(self, parallelism: int) -> Any:
+        t = self._operator("set_parallelism()")
+        _check_parallelism(parallelism, f"operator '{t.name}'")
+        factory = getattr(t, "factory", None)
+        if isinstance(factory, ops.SourceFactory) and not factory.parallel and parallelism != 1:
+            raise ValueError(f"The parallelism of non parallel operator '{t.name}' must be 1.")
+        t.parallelism = parallelism
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> Any:
+        t = self._operator("set_max_parallelism()")
+        t.max_parallelism = _check_max_parallelism(max_parallelism, f"operator '{t.name}'")
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> Any:
+        name = getattr(slot_sharing_group, "get_name", lambda: slot_sharing_group)()
+        if not isinstance(name, str) or not name:
+            raise ValueError("slot_sharing_group needs a non-empty name")
+        self._operator("slot_sharing_group()").slot_sharing_group = name
+        return self
+
+    def disable_chaining(self) -> Any:
+        self._operator("disable_chaining()").chaining_strategy = ChainingStrategy.NEVER
+        return self
+
+    def start_new_chain(self) -> Any:
+        self._operator("start_new_chain()").chaining_strategy = ChainingStrategy.HEAD
+        return self
+
+    def set_buffer_timeout(self, timeout_millis: int) -> Any:
+        if timeout_millis < -1:
+            raise ValueError("buffer timeout must be >= -1")
+        self._operator("set_buffer_timeout()").buffer_timeout = timeout_millis
+        return self
+
+
+class DataStream(_Configurable):
+    """A stream of records; every operation returns a new stream backed by a transformation."""
+
+    def __init__(self, transformation: Transformation, env: "StreamExecutionEnvironment") -> None:
+        self._transformation = transformation
+        self._env = env
+
+    def get_type(self) -> TypeInformation | None:
+        return self._transformation.output_type
+
+    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+        return self._env
+
+    def get_transformation(self) -> Transformation:
+        return self._transformation
+
+    # -- one-input operators -----------------------------------------------------------------
+
+    def _one_input(
+        self, name: str, factory: ops.OperatorFactory, output_type: Any = None, keyed: "KeyedStream | None" = None
+    ) -> "DataStream":
+        t = OneInputTransformation(
+            self._env,
+            name,
+            self._transformation,
+            factory,
+            self._env.get_parallelism(),
+            output_type,
+            state_key_selector=keyed._key_selector if keyed else None,
+            state_key_type=keyed._key_type if keyed else None,
+        )
+        self._env._add_operator(t)
+        return DataStream(t, self._env)
+
+    def map(self, func: Any, output_type: TypeInformation | None = None) -> "DataStream":
+        return self._one_input("Map", ops.MapFactory(fn.as_map_function(func)), output_type, self._keyed())
+
+    def flat_map(self, func: Any, output_type: TypeInformation | None = None) -> "DataStream":
+        return self._one_input("FlatMap", ops.FlatMapFactory(fn.as_flat_map_function(func)), output_type, self._keyed())
+
+    def filter(self, func: Any) -> "DataStream":
+        return self._one_input("Filter", ops.FilterFactory(fn.as_filter_function(func)), self.get_type(), self._keyed())
+
+    def process(self, func: fn.ProcessFunction, output_type: TypeInformation | None = None) -> "DataStream":
+        if isinstance(func, fn.KeyedProcessFunction):
+            raise TypeError("A KeyedProcessFunction needs a keyed stream: call key_by(...) before process(...)")
+        if not isinstance(func, fn.ProcessFunction):
+            raise TypeError(f"process() needs a ProcessFunction, got {type(func).__name__}")
+        return self._one_input("Process", ops.ProcessFactory(func), output_type)
+
+    def _keyed(self) -> "KeyedStream | None":
+        return None
+
+    # -- partitioning (virtual) ----------------------------------------------------------------
+
+    def _partition(self, partitioner: parts.StreamPartitioner) -> "DataStream":
+        return DataStream(PartitionTransformation(self._env, self._transformation, partitioner), self._env)
+
+    def key_by(self, key_selector: Any, key_type: TypeInformation | None = None) -> "KeyedStream":
+        if not (isinstance(key_selector, fn.KeySelector) or callable(key_selector)):
+            raise TypeError(
+                f"key_by on '{self._transformation.name}' needs a KeySelector or a callable, "
+                f"got {type(key_selector).__name__}"
+            )
+        return KeyedStream(self, fn.as_key_selector(key_selector), key_type)
+
+    def forward(self) -> "DataStream":
+        return self._partition(parts.ForwardPartitioner())
+
+    def rebalance(self) -> "DataStream":
+        return self._partition(parts.RebalancePartitioner())
+
+    def rescale(self) -> "DataStream":
+        return self._partition(parts.RescalePartitioner())
+
+    def shuffle(self) -> "DataStream":
+        return self._partition(parts.ShufflePartitioner())
+
+    def broadcast(self) -> "DataStream":
+        return self._partition(parts.BroadcastPartitioner())
+
+    def global_(self) -> "DataStream":
+        return self._partition(parts.GlobalPartitioner())
+
+    def partition_custom(self, partitioner: Any, key_selector: Any) -> "DataStream":
+        wrapper = parts.CustomPartitionerWrapper(fn.as_partitioner(partitioner), fn.as_key_selector(key_selector))
+        return self._partition(wrapper)
+
+    def union(self, *streams: "DataStream") -> "DataStream":
+        inputs = [self._transformation] + [s._transformation for s in streams]
+        for s in streams:
+            if s._env is not self._env:
+                raise ValueError("union() needs streams of the same StreamExecutionEnvironment")
+        return DataStream(UnionTransformation(self._env, inputs), self._env)
+
+    def get_side_output(self, output_tag: OutputTag) -> "DataStream":
+        t = self._operator("get_side_output()")
+        known = t.side_output_types.get(output_tag.tag_id, output_tag.type_info)
+        if output_tag.tag_id in t.side_output_types and known != output_tag.type_info:
+            raise ValueError(
+                f"Operator '{t.name}' already has a side output '{output_tag.tag_id}' of type {known}; "
+                f"it cannot be requested again with type {output_tag.type_info}. Side output ids must be unique."
+            )
+        t.side_output_types[output_tag.tag_id] = output_tag.type_info
+        return DataStream(SideOutputTransformation(self._env, t, output_tag.tag_id, output_tag.type_info), self._env)
+
+    # -- sinks -------------------------------------------------------------------------------
+
+    def _sink(self, name: str, factory: ops.SinkFactory) -> "DataStreamSink":
+        t = SinkTransformation(self._env, name, self._transformation, factory, self._env.get_parallelism())
+        self._env._add_operator(t)
+        return DataStreamSink(t)
+
+    def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
+        return self._sink("Print to Std. Out", ops.PrintSinkFactory(sink_identifier))
+
+    def add_sink(self, sink_func: Any) -> "DataStreamSink":
+        return self._sink("Unnamed", ops.SinkFunctionFactory(fn.as_sink_function(sink_func)))
+
+    def sink_to(self, sink: Any) -> "DataStreamSink":
+        factory = getattr(sink, "_sink_factory", None)
+        if not callable(factory):
+            raise TypeError(f"sink_to() needs a Sink such as FileSink, got {type(sink).__name__}")
+        return self._sink(getattr(sink, "name", type(sink).__name__), factory())
+
+    def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
+        """Run the job and iterate over this stream's records (PyFlink's form; usable in ``with``)."""
+        return self._env._execute_and_collect(self, job_execution_name, limit)
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key; its operators may use keyed state."""
+
+    def __init__(self, input: DataStream, key_selector: fn.KeySelector, key_type: TypeInformation | None) -> None:
+        partition = PartitionTransformation(
+            input._env, input._transformation, parts.KeyGroupStreamPartitioner(key_selector)
+        )
+        super().__init__(partition, input._env)
+        self._key_selector = key_selector
+        self._key_type = key_type
+
+    def _keyed(self) -> "KeyedStream":
+        return self
+
+    def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+        if not isinstance(func, fn.KeyedProcessFunction):
+            if isinstance(func, fn.ProcessFunction):
+                raise TypeError("A keyed stream needs a KeyedProcessFunction, got a ProcessFunction")
+            raise TypeError(f"process() on a keyed stream needs a KeyedProcessFunction, got {type(func).__name__}")
+        return self._one_input("KeyedProcess", ops.KeyedProcessFactory(func), output_type, self)
+
+    def reduce(self, func: Any) -> DataStream:
+        return self._one_input("Keyed Reduce", ops.ReduceFactory(fn.as_reduce_function(func)), self.get_type(), self)
+
+    def _aggregate(self, aggregation: str, field: int | str) -> DataStream:
+        if not isinstance(field, (int, str)):
+            raise TypeError(f"{aggregation}() needs a field position or name, got {field!r}")
+        factory = ops.AggregationFactory(aggregation=aggregation, field=field)
+        return self._one_input("Keyed Aggregation", factory, self.get_type(), self)
+
+    def sum(self, position_to_sum: int | str = 0) -> DataStream:
+        return self._aggregate("sum", position_to_sum)
+
+    def min(self, position_to_min: int | str = 0) -> DataStream:
+        return self._aggregate("min", position_to_min)
+
+    def max(self, position_to_max: int | str = 0) -> DataStream:
+        return self._aggregate("max", position_to_max)
+
+    def min_by(self, position_to_min_by: int | str = 0) -> DataStream:
+        return self._aggregate("min_by", position_to_min_by)
+
+    def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
+        return self._aggregate("max_by", position_to_max_by)
+
+
+class DataStreamSink(_Configurable):
+    """The end of a pipeline; configurable like an operator."""
+
+    def __init__(self, transformation: SinkTransformation) -> None:
+        self._transformation = transformation
+
+    def get_transformation(self) -> Transformation:
+        return self._transformation
+
+
+class CloseableIterator(Iterator[Any]):
+    """The result of ``execute_and_collect``: iterate records, close when done (a context manager)."""
+
+    def __init__(self, records: Iterator[Any], close: Callable[[], None] = lambda: None) -> None:
+        self._records = records
+        self._close = close
+
+    def __iter__(self) -> "CloseableIterator":
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._records)
+
+    def close(self) -> None:
+        self._close()
+
+    def __enter__(self) -> "CloseableIterator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,185 @@
+"""``StreamExecutionEnvironment``: where a pipeline is declared, planned and executed."""
+from __future__ import annotations
+
+import itertools
+import os
+from typing import TYPE_CHECKING, Any, Iterable
+
+from millstream.common.configuration import Configuration
+from millstream.common.restart_strategy import RestartStrategyConfiguration
+from millstream.common.typeinfo import TypeInformation
+from millstream.datastream.checkpoint_config import CheckpointConfig
+from millstream.datastream.data_stream import DataStream, _check_max_parallelism, _check_parallelism
+from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
+from millstream.datastream.functions import SourceFunction
+from millstream.datastream.transformations import UNSET, SourceTransformation, Transformation
+from millstream.runtime import operators as ops
+
+if TYPE_CHECKING:
+    from millstream.client.job_graph import JobGraph
+    from millstream.client.stream_graph import StreamGraph
+
+DEFAULT_JOB_NAME = "Millstream Streaming Job"
+
+
+class StreamExecutionEnvironment:
+    """Collects transformations and turns them into a StreamGraph, a JobGraph and a running job."""
+
+    def __init__(self, configuration: Configuration | None = None) -> None:
+        self._configuration = Configuration(configuration)
+        self._ids = itertools.count(1)
+        self._transformations: list[Transformation] = []
+        self._parallelism = self._configuration.get_integer("parallelism.default", 1)
+        self._max_parallelism = UNSET
+        self._runtime_mode = RuntimeExecutionMode[
+            (self._configuration.get_string("execution.runtime-mode") or "STREAMING").upper()
+        ]
+        self._chaining_enabled = True
+        self._checkpoint_config = CheckpointConfig()
+        self._restart_strategy: RestartStrategyConfiguration | None = None
+        self._buffer_timeout_ms = 100
+
+    @staticmethod
+    def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
+        return StreamExecutionEnvironment(configuration)
+
+    def _next_transformation_id(self) -> int:
+        return next(self._ids)
+
+    def _add_operator(self, transformation: Transformation) -> None:
+        self._transformations.append(transformation)
+
+    # -- settings ------------------------------------------------------------------------------
+
+    def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        self._parallelism = _check_parallelism(parallelism, "the environment")
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._parallelism
+
+    def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
+        self._max_parallelism = _check_max_parallelism(max_parallelism, "the environment")
+        return self
+
+    def get_max_parallelism(self) -> int:
+        return self._max_parallelism
+
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
+        if not isinstance(execution_mode, RuntimeExecutionMode):
+            raise TypeError(f"set_runtime_mode needs a RuntimeExecutionMode, got {execution_mode!r}")
+        self._runtime_mode = execution_mode
+        return self
+
+    def get_runtime_mode(self) -> RuntimeExecutionMode:
+        return self._runtime_mode
+
+    def disable_operator_chaining(self) -> "StreamExecutionEnvironment":
+        self._chaining_enabled = False
+        return self
+
+    def is_chaining_enabled(self) -> bool:
+        return self._chaining_enabled
+
+    def enable_checkpointing(self, interval: int, mode: CheckpointingMode | None = None) -> "StreamExecutionEnvironment":
+        self._checkpoint_config.set_checkpoint_interval(interval)
+        if mode is not None:
+            self._checkpoint_config.set_checkpointing_mode(mode)
+        return self
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return self._checkpoint_config
+
+    def get_checkpoint_interval(self) -> int:
+        return self._checkpoint_config.get_checkpoint_interval()
+
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return self._checkpoint_config.get_checkpointing_mode()
+
+    def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration) -> "StreamExecutionEnvironment":
+        if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
+            raise TypeError("set_restart_strategy needs a RestartStrategies.* configuration")
+        self._restart_strategy = restart_strategy_configuration
+        return self
+
+    def get_restart_strategy(self) -> RestartStrategyConfiguration | None:
+        return self._restart_strategy
+
+    def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
+        if timeout_millis < -1:
+            raise ValueError("buffer timeout must be >= -1")
+        self._buffer_timeout_ms = int(timeout_millis)
+        return self
+
+    def get_buffer_timeout(self) -> int:
+        return self._buffer_timeout_ms
+
+    def configure(self, configuration: Configuration) -> "StreamExecutionEnvironment":
+        self._configuration.add_all(configuration)
+        return self
+
+    def get_configuration(self) -> Configuration:
+        return self._configuration
+
+    # -- sources -------------------------------------------------------------------------------
+
+    def _source(self, name: str, factory: ops.SourceFactory, type_info: Any, parallelism: int | None = None) -> DataStream:
+        t = SourceTransformation(self, f"{name}", factory, parallelism or self._parallelism, type_info)
+        return DataStream(t, self)
+
+    def from_collection(self, collection: Iterable[Any], type_info: TypeInformation | None = None) -> DataStream:
+        elements = list(collection)
+        return self._source("Collection Source", ops.CollectionSourceFactory(elements=elements), type_info, 1)
+
+    def from_sequence(self, start: int, end: int) -> DataStream:
+        if end < start:
+            raise ValueError(f"from_sequence needs start <= end, got {start}..{end}")
+        return self._source("Sequence Source", ops.SequenceSourceFactory(start=int(start), end=int(end)), None)
+
+    def read_text_file(self, file_path: str, charset_name: str = "UTF-8") -> DataStream:
+        factory = ops.TextFileSourceFactory(paths=(os.fspath(file_path),), charset=charset_name.lower())
+        return self._source("Read Text File", factory, None)
+
+    def add_source(self, source_func: SourceFunction, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
+        if not isinstance(source_func, SourceFunction):
+            raise TypeError(f"add_source needs a SourceFunction, got {type(source_func).__name__}")
+        return self._source(source_name, ops.SourceFunctionFactory(function=source_func), type_info)
+
+    def from_source(self, source: Any, watermark_strategy: Any, source_name: str, type_info: Any = None) -> DataStream:
+        make_factory = getattr(source, "_source_factory", None)
+        if not callable(make_factory):
+            raise TypeError(f"from_source needs a Source such as FileSource, got {type(source).__name__}")
+        stream = self._source(source_name, make_factory(), type_info)
+        stream._transformation.watermark_strategy = watermark_strategy  # type: ignore[attr-defined]
+        return stream
+
+    # -- plans and execution -------------------------------------------------------------------
+
+    def get_stream_graph(self, job_name: str | None = None, clear_transformations: bool = False) -> "StreamGraph":
+        from millstream.client.stream_graph import StreamGraphGenerator
+
+        graph = StreamGraphGenerator(self, self._transformations).generate(job_name or DEFAULT_JOB_NAME)
+        if clear_transformations:
+            self._transformations = []
+        return graph
+
+    def get_execution_plan(self) -> str:
+        """The StreamGraph as JSON, in the shape of Flink's execution plan."""
+        return self.get_stream_graph().to_json()
+
+    def get_job_graph(self, job_name: str | None = None) -> "JobGraph":
+        from millstream.client.job_graph import JobGraphGenerator
+
+        return JobGraphGenerator(self.get_stream_graph(job_name)).generate()
+
+    def execute(self, job_name: str | None = None) -> Any:
+        from millstream.client.execution import execute
+
+        job_graph = self.get_job_graph(job_name)
+        self._transformations = []
+        return execute(job_graph, self._configuration)
+
+    def _execute_and_collect(self, stream: DataStream, job_name: str | None, limit: int | None) -> Any:
+        from millstream.client.execution import execute_and_collect
+
+        return execute_and_collect(self, stream, job_name, limit)

@@ -1,0 +1,148 @@
+"""Operator factories: what a transformation records and a task turns into a running operator.
+
+A factory is cloudpickled into the JobGraph (Flink's StreamOperatorFactory in StreamConfig). It
+holds the user's function and the operator's settings; the task builds the runtime operator from
+it. ``kind`` is what plans and the JobGraph show.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+
+@dataclass
+class OperatorFactory:
+    kind: ClassVar[str] = "operator"
+
+    def user_function(self) -> Any:
+        """The user's function, for validation and error messages (None for built-ins)."""
+        return getattr(self, "function", None)
+
+
+# -- sources ---------------------------------------------------------------------------------
+
+
+@dataclass
+class SourceFactory(OperatorFactory):
+    kind: ClassVar[str] = "source"
+    bounded: ClassVar[bool] = True
+    parallel: ClassVar[bool] = True
+
+
+@dataclass
+class CollectionSourceFactory(SourceFactory):
+    """A non-parallel source over an in-memory collection (``from_collection``)."""
+
+    elements: Sequence[Any] = ()
+    parallel: ClassVar[bool] = False
+
+
+@dataclass
+class SequenceSourceFactory(SourceFactory):
+    """Numbers ``start..end`` inclusive, split into contiguous ranges across subtasks."""
+
+    start: int = 0
+    end: int = 0
+
+
+@dataclass
+class TextFileSourceFactory(SourceFactory):
+    """Lines of text files, read in parallel over byte-range splits (a line is never split)."""
+
+    paths: Sequence[str] = ()
+    charset: str = "utf-8"
+
+
+@dataclass
+class SourceFunctionFactory(SourceFactory):
+    """A user ``SourceFunction`` (``add_source``); bounded when its ``run`` returns."""
+
+    function: Any = None
+    bounded: ClassVar[bool] = False  # like Flink's legacy sources: the runtime cannot know it ends
+
+
+# -- one-input operators ---------------------------------------------------------------------
+
+
+@dataclass
+class MapFactory(OperatorFactory):
+    kind: ClassVar[str] = "map"
+    function: Any = None
+
+
+@dataclass
+class FlatMapFactory(OperatorFactory):
+    kind: ClassVar[str] = "flat_map"
+    function: Any = None
+
+
+@dataclass
+class FilterFactory(OperatorFactory):
+    kind: ClassVar[str] = "filter"
+    function: Any = None
+
+
+@dataclass
+class ProcessFactory(OperatorFactory):
+    kind: ClassVar[str] = "process"
+    function: Any = None
+
+
+@dataclass
+class KeyedProcessFactory(OperatorFactory):
+    kind: ClassVar[str] = "keyed_process"
+    function: Any = None
+
+
+@dataclass
+class ReduceFactory(OperatorFactory):
+    """Rolling reduce per key (STREAMING) or one final value per key (BATCH)."""
+
+    kind: ClassVar[str] = "reduce"
+    function: Any = None
+
+
+@dataclass
+class AggregationFactory(OperatorFactory):
+    """``sum/min/max/min_by/max_by`` on a field (index or name) of the records, per key."""
+
+    kind: ClassVar[str] = "aggregation"
+    aggregation: str = "sum"
+    field: int | str = 0
+
+
+# -- sinks -----------------------------------------------------------------------------------
+
+
+@dataclass
+class SinkFactory(OperatorFactory):
+    kind: ClassVar[str] = "sink"
+
+
+@dataclass
+class PrintSinkFactory(SinkFactory):
+    """Flink's print sink: ``N> record`` when the sink runs with parallelism > 1."""
+
+    sink_identifier: str | None = None
+    to_stderr: bool = False
+
+
+@dataclass
+class SinkFunctionFactory(SinkFactory):
+    function: Any = None
+
+
+@dataclass
+class FileSinkFactory(SinkFactory):
+    """One part file per subtask under ``base_path``."""
+
+    base_path: str = ""
+    encoder: Any = None
+
+
+@dataclass
+class CollectSinkFactory(SinkFactory):
+    """Streams records back to the client for ``execute_and_collect``."""
+
+    collect_id: str = ""
+    options: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,139 @@
+"""Stream partitioners: how a producer subtask picks the consumer channel(s) of each record.
+
+The names are Flink's ship strategies. ``pointwise`` partitioners (forward, rescale) connect a
+producer to a subset of consumers; all others connect every producer to every consumer.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, ClassVar
+
+from millstream.runtime import keygroups
+
+
+class StreamPartitioner:
+    ship_strategy: ClassVar[str] = ""
+    pointwise: ClassVar[bool] = False
+    broadcast: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.num_channels = 1
+
+    def setup(self, num_channels: int) -> None:
+        """Called once per producer subtask with the number of channels it writes to."""
+        self.num_channels = num_channels
+
+    def select_channel(self, record: Any) -> int:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.ship_strategy
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+
+class ForwardPartitioner(StreamPartitioner):
+    ship_strategy = "FORWARD"
+    pointwise = True
+
+    def select_channel(self, record: Any) -> int:
+        return 0
+
+
+class RebalancePartitioner(StreamPartitioner):
+    """Round robin; each producer starts at a random channel so producers do not move in step."""
+
+    ship_strategy = "REBALANCE"
+
+    def setup(self, num_channels: int) -> None:
+        super().setup(num_channels)
+        self._next = random.randrange(num_channels)
+
+    def select_channel(self, record: Any) -> int:
+        self._next = (self._next + 1) % self.num_channels
+        return self._next
+
+
+class RescalePartitioner(StreamPartitioner):
+    """Round robin over the producer's own (pointwise-connected) channels."""
+
+    ship_strategy = "RESCALE"
+    pointwise = True
+
+    def setup(self, num_channels: int) -> None:
+        super().setup(num_channels)
+        self._next = -1
+
+    def select_channel(self, record: Any) -> int:
+        self._next = (self._next + 1) % self.num_channels
+        return self._next
+
+
+class ShufflePartitioner(StreamPartitioner):
+    ship_strategy = "SHUFFLE"
+
+    def select_channel(self, record: Any) -> int:
+        return random.randrange(self.num_channels)
+
+
+class BroadcastPartitioner(StreamPartitioner):
+    ship_strategy = "BROADCAST"
+    broadcast = True
+
+    def select_channel(self, record: Any) -> int:
+        raise RuntimeError("Broadcast partitioning sends every record to every channel")
+
+
+class GlobalPartitioner(StreamPartitioner):
+    ship_strategy = "GLOBAL"
+
+    def select_channel(self, record: Any) -> int:
+        return 0
+
+
+class KeyGroupStreamPartitioner(StreamPartitioner):
+    """Hash partitioning: key → key group (murmur of a stable hash) → consumer subtask."""
+
+    ship_strategy = "HASH"
+
+    def __init__(self, key_selector: Any, max_parallelism: int = 0) -> None:
+        super().__init__()
+        self.key_selector = key_selector
+        self.max_parallelism = max_parallelism
+
+    def select_channel(self, record: Any) -> int:
+        key = self.key_selector.get_key(record)
+        return keygroups.assign_key_to_parallel_operator(key, self.max_parallelism, self.num_channels)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyGroupStreamPartitioner) and other.key_selector is self.key_selector
+
+    def __hash__(self) -> int:
+        return id(self.key_selector)
+
+
+class CustomPartitionerWrapper(StreamPartitioner):
+    ship_strategy = "CUSTOM"
+
+    def __init__(self, partitioner: Any, key_selector: Any) -> None:
+        super().__init__()
+        self.partitioner = partitioner
+        self.key_selector = key_selector
+
+    def select_channel(self, record: Any) -> int:
+        channel = self.partitioner.partition(self.key_selector.get_key(record), self.num_channels)
+        if not 0 <= channel < self.num_channels:
+            raise ValueError(
+                f"Custom partitioner returned channel {channel} for {self.num_channels} channels"
+            )
+        return channel
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CustomPartitionerWrapper) and other.partitioner is self.partitioner
+
+    def __hash__(self) -> int:
+        return id(self.partitioner)
