@@ -14,8 +14,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Until the cluster runtime lands, the demo shows the word-count job's JobGraph plan.
 demo: $(STAMP)
-	$(PY) examples/word_count.py
+	$(VENV)/bin/millstream plan examples/word_count.py
+	$(VENV)/bin/millstream plan examples/word_count.py --json
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests

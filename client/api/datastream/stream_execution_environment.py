@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import uuid
 from typing import TYPE_CHECKING, Any, Iterable
 
 from millstream.common.configuration import Configuration
@@ -182,4 +183,8 @@ class StreamExecutionEnvironment:
     def _execute_and_collect(self, stream: DataStream, job_name: str | None, limit: int | None) -> Any:
         from millstream.client.execution import execute_and_collect
 
-        return execute_and_collect(self, stream, job_name, limit)
+        collect_id = uuid.uuid4().hex
+        stream._sink("Collect Sink", ops.CollectSinkFactory(collect_id=collect_id))
+        job_graph = self.get_job_graph(job_name)
+        self._transformations = []
+        return execute_and_collect(job_graph, self._configuration, collect_id, limit)
