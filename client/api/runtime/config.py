@@ -1,0 +1,584 @@
+"""Configuration options, declared once, and the layered loader.
+
+Every option a Millstream process reads is a :class:`ConfigOption` in the registry below, with
+Flink's key and default wherever Flink has one, so a Flink user finds each knob where they expect
+it. :func:`load_configuration` layers defaults -> YAML file -> environment -> ``-D key=value``, a
+later layer winning. Unregistered keys are kept as user job parameters. The documentation table is
+generated from the registry: ``python -m millstream.runtime.config``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Generic, TypeVar, cast
+
+import yaml
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+ENV_PREFIX = "MILLSTREAM_CONF_"  # MILLSTREAM_CONF_HEARTBEAT_TIMEOUT=5s sets heartbeat.timeout
+ENV_JOBMANAGER = "MILLSTREAM_JOBMANAGER"  # host:port -> jobmanager.rpc.address and .port
+ENV_CONFIG_FILE = "MILLSTREAM_CONFIG_FILE"  # YAML file read when load_configuration gets none
+
+
+class ConfigurationError(ValueError):
+    """A value, file or override that cannot be used; the message names the key or the path."""
+
+
+class OptionType(str, enum.Enum):
+    """Value type of an option; the comment gives what :meth:`Configuration.get` returns."""
+
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    STRING = "string"
+    DURATION = "duration"  # int, milliseconds
+    MEMORY_SIZE = "memory size"  # int, bytes
+    LIST = "list"  # tuple[str, ...]
+
+
+def _units(spec: Mapping[int, str]) -> dict[str, int]:
+    return {name: size for size, names in spec.items() for name in names.split()}
+
+
+# Flink's TimeUtils and MemorySize spellings; a bare number is milliseconds or bytes, as in Flink.
+_MS_PER = {"d": 86_400_000, "h": 3_600_000, "min": 60_000, "s": 1000, "ms": 1}
+_DURATION_UNITS = _units({
+    1: "ms milli millis millisecond milliseconds", 1000: "s sec secs second seconds",
+    60_000: "m min mins minute minutes", 3_600_000: "h hour hours", 86_400_000: "d day days"})
+_BYTES_PER = {"tb": 1 << 40, "gb": 1 << 30, "mb": 1 << 20, "kb": 1 << 10, "b": 1}
+_MEMORY_UNITS = _units({
+    1: "b bytes", 1 << 10: "k kb kibibytes", 1 << 20: "m mb mebibytes",
+    1 << 30: "g gb gibibytes", 1 << 40: "t tb tebibytes"})
+_NUMBER_WITH_UNIT = re.compile(r"\s*(\d+)\s*([a-zA-Z]*)\s*")
+
+
+def _scaled(value: object, units: Mapping[str, int], what: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    match = _NUMBER_WITH_UNIT.fullmatch(value) if isinstance(value, str) else None
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in units and unit != "":
+        raise ValueError(f"not a {what}: {value!r}")
+    return int(match.group(1)) * (units[unit] if unit else 1)
+
+
+def parse_duration(value: object) -> int:
+    """Milliseconds of "10 s", "10s", "500 ms", "1 min", "2 h", "1 d", a bare integer
+    (milliseconds) or a :class:`~datetime.timedelta`."""
+    if isinstance(value, timedelta):
+        return value // timedelta(milliseconds=1)
+    return _scaled(value, _DURATION_UNITS, "duration")
+
+
+def parse_memory_size(value: object) -> int:
+    """Bytes of "32 kb", "32k", "64 mb", "1 gb" or a bare integer (bytes); 1 kb = 1024 bytes."""
+    return _scaled(value, _MEMORY_UNITS, "memory size")
+
+
+def _largest_unit(amount: int, per: Mapping[str, int]) -> str:
+    unit = next((u for u, size in per.items() if amount and amount % size == 0), list(per)[-1])
+    return f"{amount // per[unit]} {unit}"
+
+
+def format_duration(millis: int) -> str:
+    """The largest exact unit: 10000 -> "10 s", 1500 -> "1500 ms"."""
+    return _largest_unit(millis, _MS_PER)
+
+
+def format_memory_size(size: int) -> str:
+    """The largest exact unit: 32768 -> "32 kb"."""
+    return _largest_unit(size, _BYTES_PER)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):  # YAML reads `true` as True; Flink and Spark want "true"
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise ValueError(f"not a scalar: {value!r}")
+
+
+def _parse_int(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(value)
+    raise ValueError(value)
+
+
+def _parse_float(value: object) -> float:
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        return float(value)
+    raise ValueError(value)
+
+
+def _parse_bool(value: object) -> bool:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text in ("true", "false"):
+        return text == "true"
+    if isinstance(value, bool):
+        return value
+    raise ValueError(value)
+
+
+def _parse_list(value: object) -> tuple[str, ...]:
+    if isinstance(value, Mapping):  # millstream.spark.conf: {spark.ui.enabled: false}
+        return tuple(f"{key}={_text(item)}" for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(_text(item) for item in value)
+    if isinstance(value, str):  # Flink's list syntax "a;b;c"
+        return tuple(part.strip() for part in value.split(";") if part.strip())
+    raise ValueError(value)
+
+
+_PARSERS: dict[OptionType, Callable[[object], Any]] = {
+    OptionType.INT: _parse_int, OptionType.FLOAT: _parse_float, OptionType.BOOL: _parse_bool,
+    OptionType.STRING: _text, OptionType.DURATION: parse_duration,
+    OptionType.MEMORY_SIZE: parse_memory_size, OptionType.LIST: _parse_list,
+}
+
+
+def _squash(text: str) -> str:
+    """Spelling-blind form of a choice: "fixeddelay", "Fixed-Delay" and "FIXED_DELAY" agree."""
+    return text.replace("-", "").replace("_", "").lower()
+
+
+@dataclass(frozen=True)
+class ConfigOption(Generic[T]):
+    """One option: key, value type, default and documentation.
+
+    ``fallback_keys`` are other spellings read silently (such as Flink 2's name of a Flink 1 key);
+    ``deprecated_keys`` are read with a warning. ``choices`` restrict a string option: a value
+    matches ignoring case, dashes and underscores and is stored in the declared spelling.
+    """
+
+    key: str
+    type: OptionType
+    default: T
+    description: str
+    fallback_keys: tuple[str, ...] = ()
+    deprecated_keys: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
+
+    def parse(self, value: object) -> T:
+        """A YAML, environment or command-line value (or an already typed one) as ``T``."""
+        try:
+            parsed = _PARSERS[self.type](value)
+            if self.choices:
+                parsed = next(c for c in self.choices if _squash(c) == _squash(parsed))
+        except (ValueError, TypeError, StopIteration):
+            message = f"{self.key}: expected {self._expected()}, got {value!r}"
+            raise ConfigurationError(message) from None
+        return cast(T, parsed)
+
+    def format(self, value: Any) -> str:
+        """Text that :meth:`parse` reads back as ``value``: "10 s", "32 kb", "a;b", "true"."""
+        if value is None:
+            return ""
+        if self.type is OptionType.DURATION:
+            return format_duration(value)
+        if self.type is OptionType.MEMORY_SIZE:
+            return format_memory_size(value)
+        return ";".join(value) if self.type is OptionType.LIST else _text(value)
+
+    def _expected(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        example = self.format(self.default) if self.default else ""
+        return {
+            OptionType.INT: "an integer", OptionType.FLOAT: "a number",
+            OptionType.BOOL: "true or false", OptionType.STRING: "a string",
+            OptionType.DURATION: f"a duration like '{example or '10 s'}' or milliseconds",
+            OptionType.MEMORY_SIZE: f"a memory size like '{example or '32 kb'}' or bytes",
+            OptionType.LIST: "a list, a mapping or 'a;b;c'",
+        }[self.type]
+
+
+_REGISTRY: dict[str, ConfigOption[Any]] = {}
+_ALIASES: dict[str, ConfigOption[Any]] = {}  # fallback and deprecated keys -> their option
+
+
+def _option(key: str, type_: OptionType, default: Any, description: str,
+            fallback_keys: tuple[str, ...] = (), deprecated_keys: tuple[str, ...] = (),
+            choices: tuple[str, ...] = ()) -> ConfigOption[Any]:
+    option = ConfigOption(key, type_, default, description, fallback_keys, deprecated_keys, choices)
+    for name in (key, *fallback_keys, *deprecated_keys):
+        if name in _REGISTRY or name in _ALIASES:
+            raise ValueError(f"configuration key {name!r} is declared twice")
+    if default is not None and option.parse(default) != default:
+        raise ValueError(f"{key}: default {default!r} is not a canonical {type_.value}")
+    _REGISTRY[key] = option
+    _ALIASES.update(dict.fromkeys((*fallback_keys, *deprecated_keys), option))
+    return option
+
+
+_INT, _FLOAT, _BOOL, _STR = OptionType.INT, OptionType.FLOAT, OptionType.BOOL, OptionType.STRING
+_DURATION, _MEMORY, _LIST = OptionType.DURATION, OptionType.MEMORY_SIZE, OptionType.LIST
+_S, _MIN, _H, _KB, _MB = 1000, 60_000, 3_600_000, 1 << 10, 1 << 20
+
+# The registry. Keys and defaults are Flink's where Flink has the option; `millstream.*` are ours.
+# ---- JobManager: Dispatcher, JobMasters, BlobServer, REST -----------------------------------
+JOBMANAGER_RPC_ADDRESS: ConfigOption[str] = _option(
+    "jobmanager.rpc.address", _STR, "localhost",
+    "Host of the JobManager's gRPC endpoint, used by TaskManagers and clients.")
+JOBMANAGER_RPC_PORT: ConfigOption[int] = _option(
+    "jobmanager.rpc.port", _INT, 6123, "Port of the JobManager's gRPC endpoint (0: a free port).")
+JOBMANAGER_BIND_HOST: ConfigOption[str | None] = _option(
+    "jobmanager.bind-host", _STR, None, "Local address the JobManager binds to; unset: 0.0.0.0.")
+REST_PORT: ConfigOption[int] = _option(
+    "rest.port", _INT, 8081, "Port of the REST API and web UI (0: a free port).")
+JOBSTORE_EXPIRATION_TIME: ConfigOption[int] = _option(
+    "jobstore.expiration-time", _INT, 3600,
+    "Seconds (an integer, as in Flink) a finished job is kept for the REST API.")
+BLOB_STORAGE_DIR: ConfigOption[str | None] = _option(
+    "millstream.blob.storage-dir", _STR, None,
+    "Directory of the BlobServer and of the TaskManagers' blob caches; unset: a temporary one.",
+    fallback_keys=("blob.storage.directory",))
+
+# ---- ResourceManager and slots ---------------------------------------------------------------
+SLOT_REQUEST_TIMEOUT: ConfigOption[int] = _option(
+    "slot.request.timeout", _DURATION, 300 * _S,
+    "How long a JobMaster waits for the slots it declared before the job fails.")
+RESOURCEMANAGER_TASKMANAGER_TIMEOUT: ConfigOption[int] = _option(
+    "resourcemanager.taskmanager-timeout", _DURATION, 30 * _S,
+    "How long a TaskManager may stay idle (no allocated slot) before it is released.")
+
+# ---- TaskManager: slots, servers, network buffers --------------------------------------------
+TASKMANAGER_NUM_TASK_SLOTS: ConfigOption[int] = _option(
+    "taskmanager.numberOfTaskSlots", _INT, 1,
+    "Slots a TaskManager offers; each runs one parallel pipeline of a job.")
+TASKMANAGER_HOST: ConfigOption[str | None] = _option(
+    "taskmanager.host", _STR, None,
+    "Address a TaskManager advertises to the JobManager and other TaskManagers; unset: detected.")
+TASKMANAGER_RPC_PORT: ConfigOption[int] = _option(
+    "taskmanager.rpc.port", _INT, 0, "Port of the TaskManager's gRPC endpoint (0: a free port).")
+TASKMANAGER_DATA_PORT: ConfigOption[int] = _option(
+    "taskmanager.data.port", _INT, 0,
+    "Port of the TaskManager's data (partition) service (0: a free port).")
+MEMORY_SEGMENT_SIZE: ConfigOption[int] = _option(
+    "taskmanager.memory.segment-size", _MEMORY, 32 * _KB,
+    "Size of a network buffer: records travel in pickled batches of up to this size.")
+NETWORK_BUFFERS_PER_CHANNEL: ConfigOption[int] = _option(
+    "taskmanager.network.memory.buffers-per-channel", _INT, 2,
+    "Exclusive credits a consumer grants each input channel.")
+NETWORK_FLOATING_BUFFERS_PER_GATE: ConfigOption[int] = _option(
+    "taskmanager.network.memory.floating-buffers-per-gate", _INT, 8,
+    "Extra credits shared by all channels of an input gate.")
+
+# ---- Heartbeats: JobMaster <-> TaskManager, ResourceManager <-> TaskManager ------------------
+HEARTBEAT_INTERVAL: ConfigOption[int] = _option(
+    "heartbeat.interval", _DURATION, 10 * _S, "Time between two heartbeat requests.")
+HEARTBEAT_TIMEOUT: ConfigOption[int] = _option(
+    "heartbeat.timeout", _DURATION, 50 * _S,
+    "Time without a heartbeat after which the peer is considered lost.")
+
+# ---- Execution -------------------------------------------------------------------------------
+DEFAULT_PARALLELISM: ConfigOption[int] = _option(
+    "parallelism.default", _INT, 1, "Parallelism of operators that set none.")
+MAX_PARALLELISM: ConfigOption[int] = _option(
+    "pipeline.max-parallelism", _INT, -1,
+    "Number of key groups, the upper bound for rescaling; -1 derives it from the parallelism.")
+RUNTIME_MODE: ConfigOption[str] = _option(
+    "execution.runtime-mode", _STR, "STREAMING", "Execution mode of jobs.",
+    choices=("STREAMING", "BATCH", "AUTOMATIC"))
+OPERATOR_CHAINING: ConfigOption[bool] = _option(
+    "pipeline.operator-chaining.enabled", _BOOL, True,
+    "Whether chainable operators are fused into one task (see the JobGraph chaining rules).",
+    deprecated_keys=("pipeline.operator-chaining",))
+BUFFER_TIMEOUT: ConfigOption[int] = _option(
+    "execution.buffer-timeout", _DURATION, 100,
+    "Longest time a partly filled output buffer waits before it is sent; 0: after every record.",
+    fallback_keys=("execution.buffer-timeout.interval",))
+
+# ---- Checkpointing ---------------------------------------------------------------------------
+CHECKPOINTING_INTERVAL: ConfigOption[int | None] = _option(
+    "execution.checkpointing.interval", _DURATION, None,
+    "Time between two checkpoints; unset or 0 disables checkpointing.")
+CHECKPOINTING_MODE: ConfigOption[str] = _option(
+    "execution.checkpointing.mode", _STR, "EXACTLY_ONCE",
+    "EXACTLY_ONCE aligns barriers before a snapshot; AT_LEAST_ONCE does not.",
+    choices=("EXACTLY_ONCE", "AT_LEAST_ONCE"))
+CHECKPOINTING_TIMEOUT: ConfigOption[int] = _option(
+    "execution.checkpointing.timeout", _DURATION, 10 * _MIN,
+    "Time after which a checkpoint in progress is aborted.")
+CHECKPOINTS_DIRECTORY: ConfigOption[str | None] = _option(
+    "state.checkpoints.dir", _STR, None,
+    "Directory (path or file:// URI) for checkpoint data and metadata.",
+    fallback_keys=("execution.checkpointing.dir",))
+
+# ---- Restart strategies ----------------------------------------------------------------------
+RESTART_STRATEGY: ConfigOption[str] = _option(
+    "restart-strategy.type", _STR, "none", "Restart strategy of failed jobs.",
+    deprecated_keys=("restart-strategy",),
+    choices=("none", "fixed-delay", "failure-rate", "exponential-delay"))
+FIXED_DELAY_ATTEMPTS: ConfigOption[int] = _option(
+    "restart-strategy.fixed-delay.attempts", _INT, 1,
+    "Restarts tried before the job fails (fixed-delay).")
+FIXED_DELAY_DELAY: ConfigOption[int] = _option(
+    "restart-strategy.fixed-delay.delay", _DURATION, 1 * _S,
+    "Time between two restarts (fixed-delay).")
+EXPONENTIAL_DELAY_INITIAL_BACKOFF: ConfigOption[int] = _option(
+    "restart-strategy.exponential-delay.initial-backoff", _DURATION, 1 * _S,
+    "Delay before the first restart (exponential-delay).")
+EXPONENTIAL_DELAY_MAX_BACKOFF: ConfigOption[int] = _option(
+    "restart-strategy.exponential-delay.max-backoff", _DURATION, 1 * _MIN,
+    "Upper bound of the delay between restarts (exponential-delay).")
+EXPONENTIAL_DELAY_BACKOFF_MULTIPLIER: ConfigOption[float] = _option(
+    "restart-strategy.exponential-delay.backoff-multiplier", _FLOAT, 2.0,
+    "Factor applied to the delay after each failure (exponential-delay).")
+EXPONENTIAL_DELAY_RESET_BACKOFF_THRESHOLD: ConfigOption[int] = _option(
+    "restart-strategy.exponential-delay.reset-backoff-threshold", _DURATION, 1 * _H,
+    "Failure-free time after which the delay is back to the initial backoff (exponential-delay).")
+EXPONENTIAL_DELAY_JITTER_FACTOR: ConfigOption[float] = _option(
+    "restart-strategy.exponential-delay.jitter-factor", _FLOAT, 0.1,
+    "Fraction of the delay added or removed at random (exponential-delay).")
+FAILURE_RATE_MAX_FAILURES_PER_INTERVAL: ConfigOption[int] = _option(
+    "restart-strategy.failure-rate.max-failures-per-interval", _INT, 1,
+    "Failures within one interval before the job fails (failure-rate).")
+FAILURE_RATE_INTERVAL: ConfigOption[int] = _option(
+    "restart-strategy.failure-rate.failure-rate-interval", _DURATION, 1 * _MIN,
+    "Window in which failures are counted (failure-rate).")
+FAILURE_RATE_DELAY: ConfigOption[int] = _option(
+    "restart-strategy.failure-rate.delay", _DURATION, 1 * _S,
+    "Time between two restarts (failure-rate).")
+
+# ---- High availability -----------------------------------------------------------------------
+HA_TYPE: ConfigOption[str] = _option(
+    "high-availability.type", _STR, "NONE",
+    "High-availability mode of the JobManager, compared case-insensitively; NONE disables it.",
+    deprecated_keys=("high-availability",))
+HA_STORAGE_DIR: ConfigOption[str | None] = _option(
+    "high-availability.storageDir", _STR, None,
+    "Shared directory for the job graphs and checkpoint metadata a new leader recovers.")
+
+# ---- Millstream: Spark, RPC, client ----------------------------------------------------------
+SPARK_MASTER: ConfigOption[str] = _option(
+    "millstream.spark.master", _STR, "",
+    "Spark master URL for TaskManagers' Spark sessions; empty: embedded local[N] sized to slots.")
+SPARK_CONF: ConfigOption[tuple[str, ...]] = _option(
+    "millstream.spark.conf", _LIST, (),
+    "Extra Spark properties: a YAML mapping, a list of key=value, or 'k1=v1;k2=v2'.")
+RPC_TIMEOUT: ConfigOption[int] = _option(
+    "millstream.rpc.timeout", _DURATION, 10 * _S, "Deadline of every gRPC call.")
+RPC_MAX_MESSAGE_SIZE: ConfigOption[int] = _option(
+    "millstream.rpc.max-message-size", _MEMORY, 64 * _MB, "Largest gRPC message sent or received.")
+CLIENT_SUBMISSION_TIMEOUT: ConfigOption[int] = _option(
+    "millstream.client.submission-timeout", _DURATION, 60 * _S,
+    "How long the client waits for the Dispatcher to accept a job.",
+    fallback_keys=("client.timeout",))
+
+
+def registered_options() -> tuple[ConfigOption[Any], ...]:
+    """Every declared option, in declaration (component) order."""
+    return tuple(_REGISTRY.values())
+
+
+def find_option(key: str) -> ConfigOption[Any] | None:
+    """The option declared under ``key`` or under one of its fallback or deprecated keys."""
+    return _REGISTRY.get(key) or _ALIASES.get(key)
+
+
+def _warn_if_typo(key: str, source: str) -> None:
+    known = {name.lower(): name for name in (*_REGISTRY, *_ALIASES)}
+    close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.85)
+    if close:
+        log.warning("unknown configuration key %r%s: did you mean %r? Kept as a user parameter.",
+                    key, f" (from {source})" if source else "", known[close[0]])
+
+
+class Configuration:
+    """Resolved values of registered options, plus the user's own keys.
+
+    Registered options are parsed and validated when set and read as their default when unset;
+    other keys keep the value they were given.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], *, source: str = "") -> Configuration:
+        """A configuration from raw ``key: value`` pairs (text or typed values)."""
+        return cls().update(values, source=source)
+
+    def get(self, option: ConfigOption[T]) -> T:
+        return cast(T, self._values.get(option.key, option.default))
+
+    def set(self, option: ConfigOption[Any], value: object) -> Configuration:
+        """Parse and store ``value`` (typed or text); ``None`` unsets the option (back to default)."""
+        if value is None:
+            self._values.pop(option.key, None)
+        else:
+            self._values[option.key] = option.parse(value)
+        return self
+
+    def get_raw(self, key: str, default: Any = None) -> Any:
+        """The value under any key: typed for registered options, as given for user keys."""
+        option = find_option(key)
+        return self.get(option) if option is not None else self._values.get(key, default)
+
+    def update(self, values: Mapping[str, Any], *, source: str = "") -> Configuration:
+        """Apply one layer of raw ``key: value`` pairs; ``None`` values are skipped.
+
+        Within a layer a registered key wins over its fallback or deprecated spellings.
+        """
+        for raw_key, value in sorted(values.items(), key=lambda kv: str(kv[0]) not in _ALIASES):
+            key = str(raw_key).strip()
+            option = find_option(key)
+            if value is None:
+                continue
+            if option is None:
+                _warn_if_typo(key, source)
+                self._values[key] = value
+                continue
+            if key in option.deprecated_keys:
+                log.warning("configuration key %r is deprecated: use %r", key, option.key)
+            self._values[option.key] = option.parse(value)
+        return self
+
+    def to_dict(self, *, include_defaults: bool = False,
+                as_strings: bool = False) -> dict[str, Any]:
+        """The values set (with ``include_defaults``, every option's effective value too).
+
+        ``as_strings`` renders text that :meth:`from_dict` reads back, e.g. for a protobuf map.
+        """
+        result = {o.key: o.default for o in _REGISTRY.values()} if include_defaults else {}
+        result.update(self._values)
+        if not as_strings:
+            return result
+        return {key: option.format(value) if (option := _REGISTRY.get(key)) else _user_text(value)
+                for key, value in result.items() if value is not None}
+
+    def copy(self) -> Configuration:
+        clone = Configuration()
+        clone._values = dict(self._values)
+        return clone
+
+    def __contains__(self, item: object) -> bool:
+        """Whether a key or option was set explicitly (not merely defaulted)."""
+        return (item.key if isinstance(item, ConfigOption) else item) in self._values
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Configuration) and self._values == other._values
+
+    def __repr__(self) -> str:
+        return f"Configuration({self._values!r})"
+
+
+def _user_text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ";".join(_user_text(item) for item in value)
+    return _text(value) if isinstance(value, (str, int, float)) else str(value)
+
+
+def _flatten(data: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in data.items():
+        key = f"{prefix}{name}"
+        option = find_option(key)
+        # A mapping under a list option (millstream.spark.conf) is its value, not more nesting.
+        if isinstance(value, Mapping) and (option is None or option.type is not OptionType.LIST):
+            flat.update(_flatten(value, key + "."))
+        else:
+            flat[key] = value
+    return flat
+
+
+def read_yaml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The flat ``key: value`` pairs of a YAML file, in Flink's flat form or nested mappings."""
+    file = Path(path)
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigurationError(f"configuration file not found: {file}") from None
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigurationError(f"cannot read configuration file {file}: {error}") from error
+    if data is not None and not isinstance(data, Mapping):
+        raise ConfigurationError(f"{file}: expected a mapping of keys to values, got {data!r}")
+    return _flatten(data or {})
+
+
+def parse_host_port(value: str, what: str = ENV_JOBMANAGER) -> tuple[str, int | None]:
+    """ "host:port", "host" or "[::1]:6123" -> (host, port or None)."""
+    match = re.fullmatch(r"\s*(\[[^\]]*\]|[^:\s]*)(?::(\d{1,5}))?\s*", value)
+    if match is None or match.group(1).strip("[]") == "" or int(match.group(2) or 0) > 65535:
+        raise ConfigurationError(f"{what}: expected host:port, got {value!r}")
+    return match.group(1).strip("[]"), int(match.group(2)) if match.group(2) else None
+
+
+def env_overrides(env: Mapping[str, str]) -> dict[str, str]:
+    """The ``key: value`` layer given by ``MILLSTREAM_JOBMANAGER`` and ``MILLSTREAM_CONF_*``.
+
+    A ``MILLSTREAM_CONF_*`` name matches a key (or fallback spelling) with dots and dashes as
+    underscores, ignoring case; any other name becomes a user key, lower case, ``_`` read as ``.``.
+    These win over ``MILLSTREAM_JOBMANAGER``, the shorter, general form.
+    """
+    layer: dict[str, str] = {}
+    if env.get(ENV_JOBMANAGER):
+        host, port = parse_host_port(env[ENV_JOBMANAGER])
+        layer[JOBMANAGER_RPC_ADDRESS.key] = host
+        if port is not None:
+            layer[JOBMANAGER_RPC_PORT.key] = str(port)
+    known = {re.sub(r"[.-]", "_", key).upper(): key for key in (*_ALIASES, *_REGISTRY)}
+    for name, value in env.items():
+        suffix = name[len(ENV_PREFIX):] if name.upper().startswith(ENV_PREFIX) else ""
+        if suffix:
+            layer[known.get(suffix.upper(), suffix.lower().replace("_", "."))] = value
+    return layer
+
+
+def parse_dynamic_properties(args: Iterable[str]) -> dict[str, str]:
+    """``["key=value", "-Dkey=value"]`` -> ``{"key": "value"}``: the values of ``-D`` flags."""
+    layer: dict[str, str] = {}
+    for arg in args:
+        key, equals, value = arg.removeprefix("-D").partition("=")
+        if not equals or not key.strip():
+            raise ConfigurationError(f"invalid -D property {arg!r}: expected key=value")
+        layer[key.strip()] = value.strip()
+    return layer
+
+
+def load_configuration(path: str | os.PathLike[str] | None = None, *,
+                       env: Mapping[str, str] | None = None,
+                       dynamic_properties: Iterable[str] = ()) -> Configuration:
+    """Defaults -> YAML file -> environment -> ``-D key=value``, a later layer winning.
+
+    ``path`` defaults to ``$MILLSTREAM_CONFIG_FILE`` (none when unset), ``env`` to ``os.environ``.
+    """
+    env = os.environ if env is None else env
+    path = path if path is not None else env.get(ENV_CONFIG_FILE) or None
+    config = Configuration()
+    if path is not None:
+        config.update(read_yaml_file(path), source=str(path))
+    config.update(env_overrides(env), source="environment")
+    return config.update(parse_dynamic_properties(dynamic_properties), source="-D")
+
+
+def render_markdown_table() -> str:
+    """The documentation table of every registered option: key, type, default, description."""
+    lines = ["| Key | Type | Default | Description |", "|---|---|---|---|"]
+    for option in _REGISTRY.values():
+        text = option.format(option.default) or '""'
+        default = "(none)" if option.default in (None, ()) else f"`{text}`"
+        notes = [option.description]
+        for label, names in (("One of", option.choices), ("Also read from", option.fallback_keys),
+                             ("Deprecated keys", option.deprecated_keys)):
+            if names:
+                notes.append(f"{label}: " + ", ".join(f"`{name}`" for name in names) + ".")
+        cells = [f"`{option.key}`", option.type.value, default, " ".join(notes)]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_markdown_table(), end="")

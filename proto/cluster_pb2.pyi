@@ -1,0 +1,428 @@
+from millstream.proto import jobgraph_pb2 as _jobgraph_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATUS_UNSPECIFIED: _ClassVar[JobStatus]
+    INITIALIZING: _ClassVar[JobStatus]
+    CREATED: _ClassVar[JobStatus]
+    RUNNING: _ClassVar[JobStatus]
+    FAILING: _ClassVar[JobStatus]
+    FAILED: _ClassVar[JobStatus]
+    CANCELLING: _ClassVar[JobStatus]
+    CANCELED: _ClassVar[JobStatus]
+    FINISHED: _ClassVar[JobStatus]
+    RESTARTING: _ClassVar[JobStatus]
+    SUSPENDED: _ClassVar[JobStatus]
+
+class ExecutionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXECUTION_STATE_UNSPECIFIED: _ClassVar[ExecutionState]
+    EXEC_CREATED: _ClassVar[ExecutionState]
+    EXEC_SCHEDULED: _ClassVar[ExecutionState]
+    EXEC_DEPLOYING: _ClassVar[ExecutionState]
+    EXEC_INITIALIZING: _ClassVar[ExecutionState]
+    EXEC_RUNNING: _ClassVar[ExecutionState]
+    EXEC_FINISHED: _ClassVar[ExecutionState]
+    EXEC_CANCELING: _ClassVar[ExecutionState]
+    EXEC_CANCELED: _ClassVar[ExecutionState]
+    EXEC_FAILED: _ClassVar[ExecutionState]
+JOB_STATUS_UNSPECIFIED: JobStatus
+INITIALIZING: JobStatus
+CREATED: JobStatus
+RUNNING: JobStatus
+FAILING: JobStatus
+FAILED: JobStatus
+CANCELLING: JobStatus
+CANCELED: JobStatus
+FINISHED: JobStatus
+RESTARTING: JobStatus
+SUSPENDED: JobStatus
+EXECUTION_STATE_UNSPECIFIED: ExecutionState
+EXEC_CREATED: ExecutionState
+EXEC_SCHEDULED: ExecutionState
+EXEC_DEPLOYING: ExecutionState
+EXEC_INITIALIZING: ExecutionState
+EXEC_RUNNING: ExecutionState
+EXEC_FINISHED: ExecutionState
+EXEC_CANCELING: ExecutionState
+EXEC_CANCELED: ExecutionState
+EXEC_FAILED: ExecutionState
+
+class Empty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Artifact(_message.Message):
+    __slots__ = ("name", "content")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    content: bytes
+    def __init__(self, name: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
+
+class ArtifactRef(_message.Message):
+    __slots__ = ("name", "blob_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BLOB_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    blob_key: str
+    def __init__(self, name: _Optional[str] = ..., blob_key: _Optional[str] = ...) -> None: ...
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("submission_id", "job_graph", "artifacts")
+    SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_GRAPH_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    submission_id: str
+    job_graph: _jobgraph_pb2.JobGraph
+    artifacts: _containers.RepeatedCompositeFieldContainer[Artifact]
+    def __init__(self, submission_id: _Optional[str] = ..., job_graph: _Optional[_Union[_jobgraph_pb2.JobGraph, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ...) -> None: ...
+
+class SubmitJobResponse(_message.Message):
+    __slots__ = ("job_id", "duplicate")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    duplicate: bool
+    def __init__(self, job_id: _Optional[bytes] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class JobIdRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    def __init__(self, job_id: _Optional[bytes] = ...) -> None: ...
+
+class JobFailure(_message.Message):
+    __slots__ = ("message", "task_name", "traceback")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TASK_NAME_FIELD_NUMBER: _ClassVar[int]
+    TRACEBACK_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    task_name: str
+    traceback: str
+    def __init__(self, message: _Optional[str] = ..., task_name: _Optional[str] = ..., traceback: _Optional[str] = ...) -> None: ...
+
+class JobSummary(_message.Message):
+    __slots__ = ("job_id", "job_name", "status", "start_time_ms", "end_time_ms", "num_tasks", "tasks_per_state", "failure")
+    class TasksPerStateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_PER_STATE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    job_name: str
+    status: JobStatus
+    start_time_ms: int
+    end_time_ms: int
+    num_tasks: int
+    tasks_per_state: _containers.ScalarMap[str, int]
+    failure: JobFailure
+    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobSummary]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ...) -> None: ...
+
+class CollectBatch(_message.Message):
+    __slots__ = ("collect_id", "subtask_index", "sequence", "payload")
+    COLLECT_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    collect_id: str
+    subtask_index: int
+    sequence: int
+    payload: bytes
+    def __init__(self, collect_id: _Optional[str] = ..., subtask_index: _Optional[int] = ..., sequence: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class JobStatusUpdate(_message.Message):
+    __slots__ = ("summary", "collected", "terminal")
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    COLLECTED_FIELD_NUMBER: _ClassVar[int]
+    TERMINAL_FIELD_NUMBER: _ClassVar[int]
+    summary: JobSummary
+    collected: _containers.RepeatedCompositeFieldContainer[CollectBatch]
+    terminal: bool
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., collected: _Optional[_Iterable[_Union[CollectBatch, _Mapping]]] = ..., terminal: _Optional[bool] = ...) -> None: ...
+
+class ClusterOverview(_message.Message):
+    __slots__ = ("taskmanagers", "slots_total", "slots_available", "jobs_running", "jobs_finished", "jobs_failed", "jobs_cancelled")
+    TASKMANAGERS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    JOBS_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FAILED_FIELD_NUMBER: _ClassVar[int]
+    JOBS_CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    taskmanagers: int
+    slots_total: int
+    slots_available: int
+    jobs_running: int
+    jobs_finished: int
+    jobs_failed: int
+    jobs_cancelled: int
+    def __init__(self, taskmanagers: _Optional[int] = ..., slots_total: _Optional[int] = ..., slots_available: _Optional[int] = ..., jobs_running: _Optional[int] = ..., jobs_finished: _Optional[int] = ..., jobs_failed: _Optional[int] = ..., jobs_cancelled: _Optional[int] = ...) -> None: ...
+
+class GetBlobRequest(_message.Message):
+    __slots__ = ("blob_key",)
+    BLOB_KEY_FIELD_NUMBER: _ClassVar[int]
+    blob_key: str
+    def __init__(self, blob_key: _Optional[str] = ...) -> None: ...
+
+class BlobChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class SlotStatus(_message.Message):
+    __slots__ = ("slot_index", "allocation_id", "job_id")
+    SLOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    slot_index: int
+    allocation_id: bytes
+    job_id: bytes
+    def __init__(self, slot_index: _Optional[int] = ..., allocation_id: _Optional[bytes] = ..., job_id: _Optional[bytes] = ...) -> None: ...
+
+class SlotReport(_message.Message):
+    __slots__ = ("slots",)
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    slots: _containers.RepeatedCompositeFieldContainer[SlotStatus]
+    def __init__(self, slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ...) -> None: ...
+
+class RegisterTaskManagerRequest(_message.Message):
+    __slots__ = ("resource_id", "address", "data_address", "num_slots", "slot_report")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    NUM_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SLOT_REPORT_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    address: str
+    data_address: str
+    num_slots: int
+    slot_report: SlotReport
+    def __init__(self, resource_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ..., num_slots: _Optional[int] = ..., slot_report: _Optional[_Union[SlotReport, _Mapping]] = ...) -> None: ...
+
+class RegisterTaskManagerResponse(_message.Message):
+    __slots__ = ("registration_id", "heartbeat_interval_ms", "heartbeat_timeout_ms")
+    REGISTRATION_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    registration_id: str
+    heartbeat_interval_ms: int
+    heartbeat_timeout_ms: int
+    def __init__(self, registration_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., heartbeat_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class TaskManagerRef(_message.Message):
+    __slots__ = ("resource_id", "registration_id", "reason")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    registration_id: str
+    reason: str
+    def __init__(self, resource_id: _Optional[str] = ..., registration_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class SlotReportRequest(_message.Message):
+    __slots__ = ("resource_id", "registration_id", "slot_report")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_REPORT_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    registration_id: str
+    slot_report: SlotReport
+    def __init__(self, resource_id: _Optional[str] = ..., registration_id: _Optional[str] = ..., slot_report: _Optional[_Union[SlotReport, _Mapping]] = ...) -> None: ...
+
+class SlotOffer(_message.Message):
+    __slots__ = ("allocation_id", "slot_index")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: bytes
+    slot_index: int
+    def __init__(self, allocation_id: _Optional[bytes] = ..., slot_index: _Optional[int] = ...) -> None: ...
+
+class OfferSlotsRequest(_message.Message):
+    __slots__ = ("job_id", "resource_id", "taskmanager_address", "data_address", "offers")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TASKMANAGER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    OFFERS_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    resource_id: str
+    taskmanager_address: str
+    data_address: str
+    offers: _containers.RepeatedCompositeFieldContainer[SlotOffer]
+    def __init__(self, job_id: _Optional[bytes] = ..., resource_id: _Optional[str] = ..., taskmanager_address: _Optional[str] = ..., data_address: _Optional[str] = ..., offers: _Optional[_Iterable[_Union[SlotOffer, _Mapping]]] = ...) -> None: ...
+
+class OfferSlotsResponse(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, accepted: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class TaskExecutionState(_message.Message):
+    __slots__ = ("job_id", "execution_attempt_id", "state", "failure")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    execution_attempt_id: bytes
+    state: ExecutionState
+    failure: JobFailure
+    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ...) -> None: ...
+
+class CollectRequest(_message.Message):
+    __slots__ = ("job_id", "execution_attempt_id", "batch")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    execution_attempt_id: bytes
+    batch: CollectBatch
+    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., batch: _Optional[_Union[CollectBatch, _Mapping]] = ...) -> None: ...
+
+class RequestSlotRequest(_message.Message):
+    __slots__ = ("slot_index", "job_id", "allocation_id", "jobmaster_address", "registration_id")
+    SLOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOBMASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_ID_FIELD_NUMBER: _ClassVar[int]
+    slot_index: int
+    job_id: bytes
+    allocation_id: bytes
+    jobmaster_address: str
+    registration_id: str
+    def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[bytes] = ..., allocation_id: _Optional[bytes] = ..., jobmaster_address: _Optional[str] = ..., registration_id: _Optional[str] = ...) -> None: ...
+
+class InputChannelDescriptor(_message.Message):
+    __slots__ = ("result_id", "partition_index", "subpartition_index", "producer_data_address", "producer_attempt_id")
+    RESULT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SUBPARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    result_id: bytes
+    partition_index: int
+    subpartition_index: int
+    producer_data_address: str
+    producer_attempt_id: bytes
+    def __init__(self, result_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., subpartition_index: _Optional[int] = ..., producer_data_address: _Optional[str] = ..., producer_attempt_id: _Optional[bytes] = ...) -> None: ...
+
+class InputGateDescriptor(_message.Message):
+    __slots__ = ("result_id", "target_node_id", "input_index", "ship_strategy", "channels")
+    RESULT_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    INPUT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SHIP_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    result_id: bytes
+    target_node_id: int
+    input_index: int
+    ship_strategy: str
+    channels: _containers.RepeatedCompositeFieldContainer[InputChannelDescriptor]
+    def __init__(self, result_id: _Optional[bytes] = ..., target_node_id: _Optional[int] = ..., input_index: _Optional[int] = ..., ship_strategy: _Optional[str] = ..., channels: _Optional[_Iterable[_Union[InputChannelDescriptor, _Mapping]]] = ...) -> None: ...
+
+class ResultPartitionDescriptor(_message.Message):
+    __slots__ = ("result_id", "partition_index", "num_subpartitions", "partition_type")
+    RESULT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    NUM_SUBPARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    result_id: bytes
+    partition_index: int
+    num_subpartitions: int
+    partition_type: _jobgraph_pb2.ResultPartitionType
+    def __init__(self, result_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., num_subpartitions: _Optional[int] = ..., partition_type: _Optional[_Union[_jobgraph_pb2.ResultPartitionType, str]] = ...) -> None: ...
+
+class TaskDeploymentDescriptor(_message.Message):
+    __slots__ = ("job_id", "job_name", "execution_attempt_id", "attempt_number", "allocation_id", "vertex", "subtask_index", "key_group_start", "key_group_end", "execution_config", "artifacts", "input_gates", "produced_partitions")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    VERTEX_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    KEY_GROUP_START_FIELD_NUMBER: _ClassVar[int]
+    KEY_GROUP_END_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_GATES_FIELD_NUMBER: _ClassVar[int]
+    PRODUCED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    job_name: str
+    execution_attempt_id: bytes
+    attempt_number: int
+    allocation_id: bytes
+    vertex: _jobgraph_pb2.JobVertex
+    subtask_index: int
+    key_group_start: int
+    key_group_end: int
+    execution_config: _jobgraph_pb2.ExecutionConfig
+    artifacts: _containers.RepeatedCompositeFieldContainer[ArtifactRef]
+    input_gates: _containers.RepeatedCompositeFieldContainer[InputGateDescriptor]
+    produced_partitions: _containers.RepeatedCompositeFieldContainer[ResultPartitionDescriptor]
+    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., execution_attempt_id: _Optional[bytes] = ..., attempt_number: _Optional[int] = ..., allocation_id: _Optional[bytes] = ..., vertex: _Optional[_Union[_jobgraph_pb2.JobVertex, _Mapping]] = ..., subtask_index: _Optional[int] = ..., key_group_start: _Optional[int] = ..., key_group_end: _Optional[int] = ..., execution_config: _Optional[_Union[_jobgraph_pb2.ExecutionConfig, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., input_gates: _Optional[_Iterable[_Union[InputGateDescriptor, _Mapping]]] = ..., produced_partitions: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ...) -> None: ...
+
+class SubmitTaskRequest(_message.Message):
+    __slots__ = ("tdd",)
+    TDD_FIELD_NUMBER: _ClassVar[int]
+    tdd: TaskDeploymentDescriptor
+    def __init__(self, tdd: _Optional[_Union[TaskDeploymentDescriptor, _Mapping]] = ...) -> None: ...
+
+class CancelTaskRequest(_message.Message):
+    __slots__ = ("execution_attempt_id",)
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    execution_attempt_id: bytes
+    def __init__(self, execution_attempt_id: _Optional[bytes] = ...) -> None: ...
+
+class FreeSlotRequest(_message.Message):
+    __slots__ = ("allocation_id", "cause")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: bytes
+    cause: str
+    def __init__(self, allocation_id: _Optional[bytes] = ..., cause: _Optional[str] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("sender", "job_id", "registration_id")
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_ID_FIELD_NUMBER: _ClassVar[int]
+    sender: str
+    job_id: bytes
+    registration_id: str
+    def __init__(self, sender: _Optional[str] = ..., job_id: _Optional[bytes] = ..., registration_id: _Optional[str] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("slot_report", "tasks")
+    SLOT_REPORT_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    slot_report: SlotReport
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskExecutionState]
+    def __init__(self, slot_report: _Optional[_Union[SlotReport, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskExecutionState, _Mapping]]] = ...) -> None: ...
