@@ -99,7 +99,8 @@ class StreamGraph:
     def to_json(self) -> str:
         """Flink's execution-plan JSON: nodes with id, type, pact, contents, parallelism, predecessors."""
         out = []
-        for node in sorted(self.nodes.values(), key=lambda n: n.id):
+        # Flink's JSONGenerator lists sinks after every other node, each part by id.
+        for node in sorted(self.nodes.values(), key=lambda n: (n.is_sink, n.id)):
             entry: dict[str, Any] = {
                 "id": node.id,
                 "type": node.operator_name,

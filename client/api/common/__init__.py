@@ -1,5 +1,6 @@
 """Common types of the user API, at PyFlink's ``pyflink.common`` path."""
 from millstream.common.configuration import Configuration
+from millstream.common.job_execution_result import JobExecutionResult
 from millstream.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from millstream.common.row import Row, RowKind
 from millstream.common.time import Duration, Time
@@ -9,6 +10,7 @@ from millstream.common.watermark_strategy import TimestampAssigner, WatermarkStr
 __all__ = [
     "Configuration",
     "Duration",
+    "JobExecutionResult",
     "RestartStrategies",
     "RestartStrategyConfiguration",
     "Row",

@@ -39,6 +39,7 @@ class StreamExecutionEnvironment:
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategyConfiguration | None = None
         self._buffer_timeout_ms = 100
+        self._python_files: list[str] = []
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
@@ -115,6 +116,21 @@ class StreamExecutionEnvironment:
     def get_buffer_timeout(self) -> int:
         return self._buffer_timeout_ms
 
+    def add_python_file(self, file_path: str) -> "StreamExecutionEnvironment":
+        """Ships a module (``.py``) or an archive (``.zip``, ``.egg``, ``.whl``) with the job."""
+        path = os.path.abspath(os.fspath(file_path))
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"add_python_file: no such file: {file_path}")
+        if path not in self._python_files:
+            self._python_files.append(path)
+        return self
+
+    def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> "StreamExecutionEnvironment":
+        return self.add_python_file(archive_path)
+
+    def get_python_files(self) -> list[str]:
+        return list(self._python_files)
+
     def configure(self, configuration: Configuration) -> "StreamExecutionEnvironment":
         self._configuration.add_all(configuration)
         return self
@@ -178,7 +194,7 @@ class StreamExecutionEnvironment:
 
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
-        return execute(job_graph, self._configuration)
+        return execute(job_graph, self._configuration, self._python_files)
 
     def _execute_and_collect(self, stream: DataStream, job_name: str | None, limit: int | None) -> Any:
         from millstream.client.execution import execute_and_collect
@@ -187,4 +203,4 @@ class StreamExecutionEnvironment:
         stream._sink("Collect Sink", ops.CollectSinkFactory(collect_id=collect_id))
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
-        return execute_and_collect(job_graph, self._configuration, collect_id, limit)
+        return execute_and_collect(job_graph, self._configuration, self._python_files, collect_id, limit)

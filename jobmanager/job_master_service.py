@@ -1,0 +1,185 @@
+"""The JobMaster shell: runs one job's JobMasterCore commands over gRPC and heartbeats its TaskManagers."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable, Protocol
+
+import grpc
+
+from millstream.jobmanager.execution_state import ExecutionState, JobStatus
+from millstream.jobmanager.heartbeat import HeartbeatMonitor
+from millstream.jobmanager.job_master import (
+    CancelTask,
+    Command,
+    DeclareRequirements,
+    DeployTask,
+    FreeSlot,
+    JobMasterCore,
+    JobStatusChanged,
+)
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime.rpc import aio_channel
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class ResourceManagerGateway(Protocol):
+    def declare_requirements(self, job_id: bytes, jobmaster_address: str, slots: int) -> None: ...
+
+
+class TaskExecutorClients:
+    """One channel per TaskManager address, shared by every job of this JobManager."""
+
+    def __init__(self, rpc_timeout_s: float, max_message_bytes: int) -> None:
+        self.rpc_timeout_s = rpc_timeout_s
+        self._max_message_bytes = max_message_bytes
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def stub(self, address: str) -> cpb_grpc.TaskExecutorStub:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = aio_channel(address, self._max_message_bytes)
+        return cpb_grpc.TaskExecutorStub(channel)
+
+    def forget(self, address: str) -> None:
+        channel = self._channels.pop(address, None)
+        if channel is not None:
+            asyncio.ensure_future(channel.close())
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+
+class JobMaster:
+    def __init__(
+        self,
+        core: JobMasterCore,
+        address: str,
+        resource_manager: ResourceManagerGateway,
+        task_executors: TaskExecutorClients,
+        on_status: Callable[[JobStatus, cpb.JobFailure | None], None],
+        heartbeat_interval_ms: int,
+        heartbeat_timeout_ms: int,
+    ) -> None:
+        self.core = core
+        self.address = address
+        self._rm = resource_manager
+        self._te = task_executors
+        self._on_status = on_status
+        self._heartbeats = HeartbeatMonitor(heartbeat_interval_ms, heartbeat_timeout_ms)
+        self._tm_addresses: dict[str, str] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._heartbeat_task: asyncio.Task[None] | None = None
+
+    @property
+    def job_id(self) -> bytes:
+        return self.core.job_id
+
+    def start(self) -> None:
+        self._heartbeat_task = asyncio.ensure_future(self._heartbeat_loop())
+        self._run(self.core.start())
+
+    async def stop(self) -> None:
+        if self._heartbeat_task:
+            self._heartbeat_task.cancel()
+        for task in list(self._background):
+            task.cancel()
+
+    # -- events from TaskManagers --------------------------------------------------------------
+
+    def offer_slots(self, request: cpb.OfferSlotsRequest) -> list[bytes]:
+        accepted, commands = self.core.offer_slots(
+            request.resource_id, request.taskmanager_address, request.data_address, list(request.offers)
+        )
+        if accepted and request.resource_id not in self._tm_addresses:
+            self._tm_addresses[request.resource_id] = request.taskmanager_address
+            self._heartbeats.monitor_target(request.resource_id, now_ms())
+        self._run(commands)
+        return accepted
+
+    def update_task_state(self, update: cpb.TaskExecutionState) -> None:
+        state = ExecutionState.from_proto(update.state)
+        failure = update.failure if update.HasField("failure") else None
+        self._run(self.core.update_task_state(update.execution_attempt_id, state, failure))
+
+    def is_current_attempt(self, attempt_id: bytes) -> bool:
+        execution = self.core.executions.get(attempt_id)
+        return execution is not None and not execution.state.is_terminal()
+
+    def cancel(self) -> None:
+        self._run(self.core.cancel())
+
+    def resources_unavailable(self, message: str) -> None:
+        self._run(self.core.resources_unavailable(message))
+
+    def task_manager_lost(self, resource_id: str, reason: str) -> None:
+        if resource_id in self._tm_addresses:
+            self._heartbeats.unmonitor_target(resource_id)
+            del self._tm_addresses[resource_id]
+            self._run(self.core.task_manager_lost(resource_id, reason))
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def _run(self, commands: list[Command]) -> None:
+        for command in commands:
+            if isinstance(command, DeclareRequirements):
+                self._rm.declare_requirements(self.job_id, self.address, command.slots)
+            elif isinstance(command, DeployTask):
+                self._spawn(self._deploy(command))
+            elif isinstance(command, CancelTask):
+                self._spawn(self._call(command.tm_address, "CancelTask", cpb.CancelTaskRequest(execution_attempt_id=command.attempt_id)))
+            elif isinstance(command, FreeSlot):
+                self._spawn(self._call(command.tm_address, "FreeSlot", cpb.FreeSlotRequest(allocation_id=command.allocation_id, cause=command.cause)))
+            elif isinstance(command, JobStatusChanged):
+                self._on_status(command.status, command.failure)
+                if command.status.is_terminal() and self._heartbeat_task:
+                    self._heartbeat_task.cancel()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _deploy(self, command: DeployTask) -> None:
+        try:
+            await self._te.stub(command.tm_address).SubmitTask(
+                cpb.SubmitTaskRequest(tdd=command.tdd), timeout=self._te.rpc_timeout_s
+            )
+        except grpc.aio.AioRpcError as exc:
+            self._run(self.core.deploy_failed(command.tdd.execution_attempt_id, f"{exc.code().name}: {exc.details()}"))
+
+    async def _call(self, address: str, method: str, request: Any) -> None:
+        try:
+            await getattr(self._te.stub(address), method)(request, timeout=self._te.rpc_timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            # A TaskManager that cannot be reached is found lost by the heartbeats.
+            log.warning("%s to %s failed: %s", method, address, exc.code().name)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self._heartbeats.interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for resource_id, address in list(self._tm_addresses.items()):
+                self._spawn(self._heartbeat(resource_id, address, interval))
+            for resource_id in self._heartbeats.timed_out(now_ms()):
+                self.task_manager_lost(resource_id, "heartbeat timed out")
+
+    async def _heartbeat(self, resource_id: str, address: str, deadline_s: float) -> None:
+        try:
+            await self._te.stub(address).Heartbeat(
+                cpb.HeartbeatRequest(sender="jobmaster", job_id=self.job_id), timeout=max(deadline_s, 0.5)
+            )
+        except grpc.aio.AioRpcError as exc:
+            if self._heartbeats.record_rpc_failure(resource_id, now_ms()):
+                self.task_manager_lost(resource_id, f"unreachable: {exc.code().name}")
+        else:
+            self._heartbeats.record_heartbeat(resource_id, now_ms())

@@ -1,0 +1,34 @@
+"""The JobMasterService endpoint: routes TaskManagers' calls to the job's JobMaster by job id."""
+from __future__ import annotations
+
+import grpc
+
+from millstream.jobmanager.dispatcher import Dispatcher, DispatcherError
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import cluster_pb2_grpc as cpb_grpc
+
+
+class JobMasterServicer(cpb_grpc.JobMasterServiceServicer):
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+
+    async def _job_master(self, job_id: bytes, context: grpc.aio.ServicerContext):  # noqa: ANN202
+        try:
+            return self.dispatcher.job_master(job_id)
+        except DispatcherError as exc:
+            await context.abort(exc.code, str(exc))
+
+    async def OfferSlots(self, request, context):  # noqa: N802, ANN001, ANN201
+        job_master = await self._job_master(request.job_id, context)
+        return cpb.OfferSlotsResponse(accepted=job_master.offer_slots(request))
+
+    async def UpdateTaskExecutionState(self, request, context):  # noqa: N802, ANN001, ANN201
+        job_master = await self._job_master(request.job_id, context)
+        job_master.update_task_state(request)
+        return cpb.Empty()
+
+    async def ReportCollectBatch(self, request, context):  # noqa: N802, ANN001, ANN201
+        job_master = await self._job_master(request.job_id, context)
+        if job_master.is_current_attempt(request.execution_attempt_id):  # fence stale attempts
+            self.dispatcher.add_collected(request.job_id, request.batch)
+        return cpb.Empty()
