@@ -1,17 +1,32 @@
-"""Running a JobGraph: on the cluster named by MILLSTREAM_JOBMANAGER, or an embedded mini-cluster.
+"""Running a JobGraph from a user program: ``env.execute()`` and ``execute_and_collect()``.
 
-``capture_job_graphs()`` turns ``execute()`` into "record the JobGraph and stop the program", which
-is how ``millstream plan JOB.py`` learns a script's job without running it (Flink's ``flink info``).
+The job goes to the cluster named by ``MILLSTREAM_JOBMANAGER=host:port``; without it, to an
+embedded mini-cluster started for this job and stopped after it. Either way the JobGraph travels
+over gRPC to a Dispatcher. ``capture_job_graphs()`` turns ``execute()`` into "record the JobGraph
+and stop the program", which is how ``millstream plan JOB.py`` learns a job without running it.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Any, Iterator
+import os
+import pickle
+import sys
+from typing import Any, Iterator, Sequence
+
+from millstream.common.job_execution_result import JobExecutionResult
+from millstream.proto import cluster_pb2 as cpb
+from millstream.runtime import config as cfg
+
+ENV_JOBMANAGER = "MILLSTREAM_JOBMANAGER"
 
 
-class ClusterUnavailableError(RuntimeError):
-    pass
+class JobExecutionException(RuntimeError):
+    """A job ended FAILED or CANCELED; the message carries the cause and the remote traceback."""
+
+    def __init__(self, message: str, summary: cpb.JobSummary | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
 
 
 class JobGraphCaptured(Exception):
@@ -34,19 +49,120 @@ def capture_job_graphs() -> Iterator[None]:
         _capturing.reset(token)
 
 
-def execute(job_graph: Any, configuration: Any) -> Any:
-    if _capturing.get():
-        raise JobGraphCaptured(job_graph)
-    raise ClusterUnavailableError(
-        f"Cannot execute job '{job_graph.job_name}': the Millstream cluster runtime (JobManager, "
-        "TaskManagers) is not available in this version. Use get_execution_plan() or get_job_graph() "
-        "to inspect the job, or `millstream plan JOB.py`."
-    )
+def job_artifacts(python_files: Sequence[str]) -> list[cpb.Artifact]:
+    """The main script and the files added with ``add_python_file``."""
+    files = list(python_files)
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main and main.endswith(".py") and os.path.isfile(main):
+        files.insert(0, os.path.abspath(main))
+    artifacts: dict[str, cpb.Artifact] = {}
+    for path in files:
+        with open(path, "rb") as f:
+            artifacts.setdefault(os.path.basename(path), cpb.Artifact(name=os.path.basename(path), content=f.read()))
+    return list(artifacts.values())
 
 
-def execute_and_collect(job_graph: Any, configuration: Any, collect_id: str, limit: int | None) -> Any:
+def _client_configuration(user_conf: Any) -> cfg.Configuration:
+    return cfg.load_configuration(dynamic_properties=[f"{k}={v}" for k, v in user_conf.to_dict().items()])
+
+
+class _Session:
+    """Where one job runs: the named cluster, or a mini-cluster owned by this session."""
+
+    def __init__(self, job_graph: Any, user_conf: Any) -> None:
+        from millstream.client.cluster_client import ClusterClient
+        from millstream.jobmanager.execution_graph import ExecutionGraph
+
+        self.config = _client_configuration(user_conf)
+        self.minicluster = None
+        address = os.environ.get(ENV_JOBMANAGER)
+        if not address:
+            from millstream.client.minicluster import MiniCluster
+
+            slots = ExecutionGraph(job_graph.proto).total_required_slots()
+            self.minicluster = MiniCluster(self.config, slots).start()
+            address = self.minicluster.address
+        self.client = ClusterClient(address, self.config.get(cfg.RPC_TIMEOUT) / 1000, self.config.get(cfg.RPC_MAX_MESSAGE_SIZE))
+
+    def close(self) -> None:
+        self.client.close()
+        if self.minicluster is not None:
+            self.minicluster.close()
+
+
+def _raise_unless_finished(job_graph: Any, summary: cpb.JobSummary) -> None:
+    from millstream.jobmanager.execution_state import JobStatus
+
+    status = JobStatus.from_proto(summary.status)
+    if status is JobStatus.FINISHED:
+        return
+    failure = summary.failure
+    message = f"Job '{job_graph.job_name}' ({summary.job_id.hex()}) {status.value}"
+    if failure.message:
+        message += f": {failure.message}"
+    if failure.task_name:
+        message += f"\n  in task {failure.task_name}"
+    if failure.traceback:
+        message += f"\n\nRemote traceback:\n{failure.traceback}"
+    raise JobExecutionException(message, summary)
+
+
+def _result(summary: cpb.JobSummary) -> JobExecutionResult:
+    return JobExecutionResult(summary.job_id.hex(), summary.job_name, max(0, summary.end_time_ms - summary.start_time_ms))
+
+
+def execute(job_graph: Any, configuration: Any, python_files: Sequence[str] = ()) -> JobExecutionResult:
     if _capturing.get():
         raise JobGraphCaptured(job_graph)
-    raise ClusterUnavailableError(
-        "Cannot execute_and_collect: the Millstream cluster runtime is not available in this version."
-    )
+    session = _Session(job_graph, configuration)
+    try:
+        job_id = session.client.submit(job_graph.proto, job_artifacts(python_files))
+        summary = None
+        for update in session.client.wait(job_id):
+            summary = update.summary
+        assert summary is not None
+        _raise_unless_finished(job_graph, summary)
+        return _result(summary)
+    finally:
+        session.close()
+
+
+def execute_and_collect(
+    job_graph: Any, configuration: Any, python_files: Sequence[str], collect_id: str, limit: int | None
+) -> Any:
+    from millstream.datastream.data_stream import CloseableIterator
+
+    if _capturing.get():
+        raise JobGraphCaptured(job_graph)
+    session = _Session(job_graph, configuration)
+    state: dict[str, Any] = {"job_id": None, "done": False}
+
+    def records() -> Iterator[Any]:
+        try:
+            job_id = state["job_id"] = session.client.submit(job_graph.proto, job_artifacts(python_files))
+            produced = 0
+            for update in session.client.wait(job_id):
+                for batch in update.collected:
+                    if batch.collect_id != collect_id:
+                        continue
+                    for record in pickle.loads(batch.payload):
+                        if limit is not None and produced >= limit:
+                            return
+                        produced += 1
+                        yield record
+                if update.terminal:
+                    state["done"] = True
+                    _raise_unless_finished(job_graph, update.summary)
+        finally:
+            close()
+
+    def close() -> None:
+        if state.get("closed"):
+            return
+        state["closed"] = True
+        if state["job_id"] is not None and not state["done"]:
+            with contextlib.suppress(Exception):
+                session.client.cancel(state["job_id"])
+        session.close()
+
+    return CloseableIterator(records(), close)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from millstream.jobmanager.blob_server import BlobStore, InvalidArtifactError, check_artifact_name
 from millstream.jobmanager.execution_state import JobStatus
@@ -20,6 +21,7 @@ from millstream.jobmanager.job_master import JobMasterCore
 from millstream.jobmanager.job_master_service import JobMaster
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.proto import jobgraph_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,10 @@ class Dispatcher:
     def submit(self, request: cpb.SubmitJobRequest) -> cpb.SubmitJobResponse:
         if request.submission_id and request.submission_id in self._by_submission:
             return cpb.SubmitJobResponse(job_id=self._by_submission[request.submission_id], duplicate=True)
-        graph = request.job_graph
+        try:
+            graph = pb.JobGraph.FromString(request.job_graph)
+        except DecodeError as exc:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"The JobGraph cannot be decoded: {exc}") from exc
         try:
             validate_job_graph(graph)
         except InvalidJobGraphError as exc:

@@ -82,9 +82,9 @@ class SubmitJobRequest(_message.Message):
     JOB_GRAPH_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
-    job_graph: _jobgraph_pb2.JobGraph
+    job_graph: bytes
     artifacts: _containers.RepeatedCompositeFieldContainer[Artifact]
-    def __init__(self, submission_id: _Optional[str] = ..., job_graph: _Optional[_Union[_jobgraph_pb2.JobGraph, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ...) -> None: ...
+    def __init__(self, submission_id: _Optional[str] = ..., job_graph: _Optional[bytes] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job_id", "duplicate")

@@ -61,6 +61,24 @@ class SourceFunctionFactory(SourceFactory):
     bounded: ClassVar[bool] = False  # like Flink's legacy sources: the runtime cannot know it ends
 
 
+@dataclass
+class GeneratorSourceFactory(SourceFactory):
+    """``generator_fn(index)`` for index 0, 1, ... (Flink's DataGeneratorSource): ``count`` records in
+    all (None: unbounded), split into contiguous index ranges across subtasks, at most
+    ``records_per_second`` in total (None: as fast as possible)."""
+
+    generator_fn: Any = None
+    records_per_second: float | None = None
+    count: int | None = None
+
+    @property  # type: ignore[misc]  # per instance: bounded exactly when a count is given
+    def bounded(self) -> bool:  # type: ignore[override]
+        return self.count is not None
+
+    def user_function(self) -> Any:
+        return self.generator_fn
+
+
 # -- one-input operators ---------------------------------------------------------------------
 
 

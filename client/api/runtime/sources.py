@@ -1,0 +1,456 @@
+"""Source readers: what one subtask of a source reads, batch by batch, and where it is.
+
+Splits are computed the same way in every subtask from the factory and the parallelism, so no
+coordinator is needed: subtask ``i`` reads split ``i`` (sequences, generators) or its share of the
+bytes of all input files (text). Every reader reports ``position()`` per split id, the value a
+later checkpoint stores and ``start_positions`` resumes from.
+
+Pull readers (:class:`SourceReader`) return a batch per ``poll()``: a list, ``[]`` when nothing is
+available yet (a rate limit), ``None`` at the end. A ``SourceFunction`` pushes instead
+(:class:`SourceFunctionReader`), so it gets its own ``run``.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+from millstream.datastream.functions import RuntimeContext, SourceFunction
+from millstream.runtime import operators as ops
+
+if TYPE_CHECKING:
+    from millstream.runtime.task_environment import TaskEnvironment
+
+__all__ = [
+    "SourceReader", "CollectionReader", "SequenceReader", "TextFileReader", "GeneratorReader",
+    "SourceFunctionReader", "FileSplit", "SourceCancelled", "sequence_splits", "text_file_splits",
+    "create_source_reader",
+]
+
+Emit = Callable[[list[Any]], None]
+_LONG_MAX = 2**63 - 1
+_MIN_CHUNK = 4 << 10
+_MAX_CHUNK = 8 << 20
+
+
+class SourceReader:
+    """A pull reader over this subtask's splits."""
+
+    def open(self) -> None:
+        pass
+
+    def poll(self) -> list[Any] | None:
+        raise NotImplementedError
+
+    def wait_hint_ms(self) -> int:
+        """After ``poll()`` returned ``[]``: how long until more is available."""
+        return 1
+
+    def position(self) -> dict[str, Any]:
+        return {}
+
+    def cancel(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class CollectionReader(SourceReader):
+    """``from_collection``: non-parallel, so subtask 0 owns the single split."""
+
+    SPLIT_ID = "collection"
+
+    def __init__(self, elements: list[Any], batch_size: int, start: int = 0) -> None:
+        self._elements = elements
+        self._batch_size = batch_size
+        self._next = start
+
+    def poll(self) -> list[Any] | None:
+        if self._next >= len(self._elements):
+            return None
+        batch = self._elements[self._next : self._next + self._batch_size]
+        self._next += len(batch)
+        return batch
+
+    def position(self) -> dict[str, Any]:
+        return {self.SPLIT_ID: self._next}
+
+
+def sequence_splits(start: int, end: int, num_splits: int) -> list[tuple[str, int, int]]:
+    """Flink's NumberSequenceIterator.split: contiguous inclusive ranges ``(split_id, from, to)``; the
+    first ``total % num_splits`` splits hold one number more; empty splits are dropped; ids from "1"."""
+    total = end - start + 1
+    per_split, extra = divmod(total, num_splits)
+    splits: list[tuple[str, int, int]] = []
+    current = start
+    for i in range(num_splits):
+        n = per_split + (1 if i < extra else 0)
+        if n > 0:
+            splits.append((str(len(splits) + 1), current, current + n - 1))
+        current += n
+    return splits
+
+
+def _split_of_subtask(splits: list[tuple[str, int, int]], subtask_index: int) -> tuple[str, int, int] | None:
+    # Empty splits are only dropped at the tail (counts never increase), so split i is subtask i's.
+    return splits[subtask_index] if subtask_index < len(splits) else None
+
+
+class SequenceReader(SourceReader):
+    """``from_sequence``: this subtask's contiguous range of numbers."""
+
+    def __init__(self, split: tuple[str, int, int] | None, batch_size: int, start_positions: Mapping[str, Any]) -> None:
+        self._split_id, self._next, self._end = split if split else ("", 0, -1)
+        if self._split_id in start_positions:
+            self._next = int(start_positions[self._split_id])
+        self._batch_size = batch_size
+
+    def poll(self) -> list[Any] | None:
+        if self._next > self._end:
+            return None
+        stop = min(self._next + self._batch_size, self._end + 1)
+        batch = list(range(self._next, stop))
+        self._next = stop
+        return batch
+
+    def position(self) -> dict[str, Any]:
+        return {self._split_id: self._next} if self._split_id else {}
+
+
+@dataclass(frozen=True)
+class FileSplit:
+    """Bytes [start, end) of one file; it owns every line that *starts* in that range."""
+
+    path: str
+    start: int
+    end: int
+    whole_file: bool = False  # charsets where b"\n" is not a line break byte cannot be cut
+
+    @property
+    def split_id(self) -> str:
+        return f"{self.path}@{self.start}-{self.end}"
+
+
+def _list_files(paths: list[str]) -> list[tuple[str, int]]:
+    """(path, size) for every input; a directory stands for its visible files, like Flink's
+    FileInputFormat (names starting with '.' or '_' are skipped)."""
+    files: list[tuple[str, int]] = []
+    for path in paths:
+        if os.path.isdir(path):
+            for name in sorted(os.listdir(path)):
+                full = os.path.join(path, name)
+                if not name.startswith((".", "_")) and os.path.isfile(full):
+                    files.append((full, os.path.getsize(full)))
+            continue
+        try:
+            files.append((path, os.path.getsize(path)))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"Input file not found: {path}") from None
+    return files
+
+
+def _splittable(charset: str) -> bool:
+    """Byte-range splits need b"\\n" to be the line break byte (UTF-8, ASCII, Latin-1, GBK...; not UTF-16)."""
+    try:
+        return "\n".encode(charset) == b"\n" and "a\nb".encode(charset) == b"a\nb"
+    except LookupError:
+        raise ValueError(f"Unknown charset {charset!r}") from None
+
+
+def text_file_splits(paths: list[str], parallelism: int, charset: str = "utf-8") -> list[list[FileSplit]]:
+    """Per subtask, its splits: the files' bytes concatenated and cut into ``parallelism`` equal
+    contiguous ranges, so the work is balanced whatever the file sizes."""
+    files = _list_files(paths)
+    plan: list[list[FileSplit]] = [[] for _ in range(parallelism)]
+    if not _splittable(charset):
+        for i, (path, _) in enumerate(files):
+            plan[i % parallelism].append(FileSplit(path, 0, 0, whole_file=True))
+        return plan
+    total = sum(size for _, size in files)
+    bounds = [total * k // parallelism for k in range(parallelism + 1)]
+    offset = 0
+    for path, size in files:
+        for k in range(parallelism):
+            lo, hi = max(bounds[k], offset), min(bounds[k + 1], offset + size)
+            if lo < hi:
+                plan[k].append(FileSplit(path, lo - offset, hi - offset))
+        offset += size
+    return plan
+
+
+class TextFileReader(SourceReader):
+    """Lines of this subtask's file splits; a line belongs to the split where it starts.
+
+    A split that does not start at 0 or right after a newline skips the partial first line (the
+    previous split reads it); the last line a split owns is read to its end even past the split.
+    Lines end at ``\\n``; a ``\\r`` before it is dropped (Flink's TextInputFormat). The reader reads
+    chunks sized to yield about ``batch_size`` lines, so every batch ends on a line boundary and the
+    position after it is an exact byte offset.
+    """
+
+    def __init__(
+        self, splits: list[FileSplit], charset: str, batch_size: int, start_positions: Mapping[str, Any]
+    ) -> None:
+        self._splits = splits
+        self._charset = charset
+        self._batch_size = batch_size
+        self._positions: dict[str, int] = {s.split_id: int(start_positions.get(s.split_id, -1)) for s in splits}
+        self._chunk = 64 << 10
+        self._batches: Iterator[list[str]] | None = None
+
+    def open(self) -> None:
+        for split in self._splits:  # fail before the first record, naming the path
+            if not os.path.isfile(split.path):
+                raise FileNotFoundError(f"Input file not found: {split.path}")
+        self._batches = self._read_all()
+
+    def poll(self) -> list[Any] | None:
+        if self._batches is None:
+            self.open()
+        assert self._batches is not None
+        return next(self._batches, None)
+
+    def position(self) -> dict[str, Any]:
+        """Per split: the byte offset of the next line to read (-1: not started)."""
+        return dict(self._positions)
+
+    def _read_all(self) -> Iterator[list[str]]:
+        for split in self._splits:
+            if split.whole_file:
+                yield from self._read_whole(split)
+            else:
+                yield from self._read_split(split)
+
+    def _decode(self, data: bytes, split: FileSplit, pos: int) -> list[str]:
+        try:
+            text = data.decode(self._charset)
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"Cannot decode {split.path} as {self._charset} near byte {pos + e.start}: {e.reason}"
+            ) from None
+        lines = text.split("\n")
+        if "\r" in text:
+            lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+        return lines
+
+    def _read_split(self, split: FileSplit) -> Iterator[list[str]]:
+        sid, end = split.split_id, split.end
+        pos = self._positions[sid]
+        with open(split.path, "rb") as f:
+            if pos < 0:  # a fresh split: find the first line that starts inside it
+                pos = split.start
+                if pos > 0:
+                    f.seek(pos - 1)
+                    if f.read(1) != b"\n":
+                        pos += len(f.readline())  # the partial line belongs to the previous split
+            f.seek(pos)
+            self._positions[sid] = pos
+            pending: list[bytes] = []  # a line longer than a chunk, read so far
+            pending_len = 0
+            chunk = self._chunk
+            while pos < end:
+                data = f.read(chunk)
+                if not data:  # EOF: what is pending is the file's last line, without newline
+                    if pending:
+                        tail = b"".join(pending)
+                        pos += len(tail)
+                        self._positions[sid] = pos
+                        yield self._decode(tail, split, pos - len(tail))
+                    break
+                nl = data.rfind(b"\n")
+                if nl < 0:
+                    pending.append(data)
+                    pending_len += len(data)
+                    chunk = min(chunk * 2, _MAX_CHUNK)  # amortize very long lines
+                    continue
+                buf = b"".join(pending) + data if pending else data
+                last_nl = pending_len + nl
+                limit = end - pos  # lines starting before this offset of buf are ours
+                done = last_nl >= limit
+                cut = buf.find(b"\n", limit - 1) if done else last_nl
+                lines = self._decode(buf[:cut], split, pos)
+                consumed = cut + 1
+                rest = buf[consumed:]  # f stays at pos + len(buf): rest is the start of the next line
+                pos += consumed
+                pending, pending_len = ([rest], len(rest)) if rest else ([], 0)
+                self._positions[sid] = pos
+                # Size the next read to about batch_size lines of the average length seen.
+                chunk = max(_MIN_CHUNK, min(_MAX_CHUNK, consumed * self._batch_size // max(len(lines), 1)))
+                self._chunk = chunk
+                yield lines
+                if done:
+                    break
+            self._positions[sid] = max(pos, end)
+
+    def _read_whole(self, split: FileSplit) -> Iterator[list[str]]:
+        """An unsplittable file: decode it whole; the position counts lines."""
+        sid = split.split_id
+        start = max(self._positions[sid], 0)
+        with open(split.path, "rb") as f:
+            lines = self._decode(f.read(), split, 0)
+        if lines and lines[-1] == "":
+            lines.pop()  # a trailing newline ends the last line; it does not start a new one
+        for i in range(start, len(lines), self._batch_size):
+            batch = lines[i : i + self._batch_size]
+            self._positions[sid] = i + len(batch)
+            yield batch
+        self._positions[sid] = max(len(lines), start)
+
+
+class GeneratorReader(SourceReader):
+    """Records ``generator_fn(index)`` over this subtask's index range, at most ``records_per_second``
+    / parallelism per second (Flink's DataGeneratorSource with a RateLimiterStrategy)."""
+
+    def __init__(
+        self,
+        factory: "ops.GeneratorSourceFactory",
+        env: "TaskEnvironment",
+        batch_size: int,
+        start_positions: Mapping[str, Any],
+    ) -> None:
+        last = (factory.count - 1) if factory.count is not None else _LONG_MAX - 1
+        split = _split_of_subtask(sequence_splits(0, last, env.parallelism), env.subtask_index)
+        self._split_id, self._next, self._end = split if split else ("", 0, -1)
+        if self._split_id in start_positions:
+            self._next = int(start_positions[self._split_id])
+        self._fn = factory.generator_fn
+        rate = factory.records_per_second
+        self._rate = None if rate is None else float(rate) / env.parallelism
+        self._env = env
+        self._batch_size = batch_size
+        self._start_ms: int | None = None
+        self._emitted = 0
+        self._wait = 1
+
+    def poll(self) -> list[Any] | None:
+        if self._next > self._end:
+            return None
+        n = self._batch_size
+        if self._rate is not None:
+            now = self._env.now_ms()
+            if self._start_ms is None:
+                self._start_ms = now
+            due = int((now - self._start_ms) * self._rate / 1000) + 1  # the first record is due at once
+            n = min(n, due - self._emitted)
+            if n <= 0:
+                next_due_ms = self._start_ms + self._emitted * 1000 / self._rate
+                self._wait = max(1, math.ceil(next_due_ms - now))
+                return []
+        stop = min(self._next + n, self._end + 1)
+        fn = self._fn
+        batch = [fn(i) for i in range(self._next, stop)]
+        self._emitted += stop - self._next
+        self._next = stop
+        return batch
+
+    def wait_hint_ms(self) -> int:
+        return self._wait
+
+    def position(self) -> dict[str, Any]:
+        return {self._split_id: self._next} if self._split_id else {}
+
+
+class SourceCancelled(BaseException):
+    """Unwinds a SourceFunction's ``run`` on cancellation; a BaseException so that a user's
+    ``except Exception`` inside ``run`` cannot swallow it."""
+
+
+class _SourceContext(SourceFunction.SourceContext):
+    """Buffers collected records into batches: full batches go at once, a partial one after the
+    buffer timeout, so a slow source still has low latency."""
+
+    def __init__(self, reader: "SourceFunctionReader", emit: Emit, between_batches: Callable[[], None]) -> None:
+        self._reader = reader
+        self._emit = emit
+        self._between = between_batches
+        env = reader.env
+        self._now = env.now_ms
+        self._timeout = env.buffer_timeout_ms
+        self._batch_size = reader.batch_size
+        self._buffer: list[Any] = []
+        self._last_push = self._now()
+
+    def collect(self, element: Any) -> None:
+        buf = self._buffer
+        buf.append(element)
+        if len(buf) >= self._batch_size or (self._timeout >= 0 and self._now() - self._last_push >= self._timeout):
+            self.push()
+
+    def push(self) -> None:
+        reader = self._reader
+        if reader.cancelled():
+            reader.cancel()
+            raise SourceCancelled()
+        buf, self._buffer = self._buffer, []
+        reader.records += len(buf)
+        if buf:
+            self._emit(buf)
+        self._last_push = self._now()
+        self._between()
+
+
+class SourceFunctionReader:
+    """Runs a user ``SourceFunction``; ``run`` returns True when the function ended, False when cancelled."""
+
+    def __init__(self, function: SourceFunction, env: "TaskEnvironment", batch_size: int) -> None:
+        self.function = function
+        self.env = env
+        self.batch_size = batch_size
+        self.records = 0
+        self._cancel_requested = False
+        self._cancel_called = False
+
+    def open(self) -> None:
+        pass
+
+    def cancelled(self) -> bool:
+        return self._cancel_requested or self.env.is_cancelled()
+
+    def run(self, emit: Emit, between_batches: Callable[[], None]) -> bool:
+        ctx = _SourceContext(self, emit, between_batches)
+        try:
+            self.function.run(ctx)
+            ctx.push()  # the tail of the input
+        except SourceCancelled:
+            return False
+        return not self.cancelled()
+
+    def cancel(self) -> None:
+        """Asks the function to stop (Flink calls ``cancel()`` from the cancelling thread); once."""
+        self._cancel_requested = True
+        if not self._cancel_called:
+            self._cancel_called = True
+            self.function.cancel()
+
+    def position(self) -> dict[str, Any]:
+        return {"records": self.records}
+
+    def close(self) -> None:
+        pass
+
+
+def create_source_reader(
+    factory: ops.SourceFactory,
+    env: "TaskEnvironment",
+    runtime_context: RuntimeContext,
+    start_positions: Mapping[str, Any] | None = None,
+) -> SourceReader | SourceFunctionReader:
+    """The reader of this subtask (``env.subtask_index`` of ``env.parallelism``) for ``factory``."""
+    positions = start_positions or {}
+    batch_size = max(1, int(env.source_batch_size))
+    if isinstance(factory, ops.CollectionSourceFactory):
+        elements = list(factory.elements) if env.subtask_index == 0 else []
+        return CollectionReader(elements, batch_size, int(positions.get(CollectionReader.SPLIT_ID, 0)))
+    if isinstance(factory, ops.SequenceSourceFactory):
+        splits = sequence_splits(factory.start, factory.end, env.parallelism)
+        return SequenceReader(_split_of_subtask(splits, env.subtask_index), batch_size, positions)
+    if isinstance(factory, ops.TextFileSourceFactory):
+        plan = text_file_splits(list(factory.paths), env.parallelism, factory.charset)
+        return TextFileReader(plan[env.subtask_index], factory.charset, batch_size, positions)
+    if isinstance(factory, ops.GeneratorSourceFactory):
+        return GeneratorReader(factory, env, batch_size, positions)
+    if isinstance(factory, ops.SourceFunctionFactory):
+        return SourceFunctionReader(factory.function, env, batch_size)
+    raise TypeError(f"No source reader for {type(factory).__name__}")

@@ -1,0 +1,254 @@
+"""What a running task knows about itself and how it reaches the outside (Flink's Environment).
+
+An :class:`~millstream.runtime.chain.OperatorChain` never touches sockets, consoles or clocks
+directly: it goes through a :class:`TaskEnvironment`. The Spark worker gives it one wired to its
+control channel; tests give it a :class:`SimpleTaskEnvironment` with a :class:`ManualClock`, so
+timers and rate limits run without sleeping. :class:`StreamingRuntimeContext` is what user
+functions receive in ``open(runtime_context)``.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+import cloudpickle
+
+from millstream.datastream.functions import RuntimeContext
+from millstream.runtime.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
+
+if TYPE_CHECKING:
+    from millstream.datastream.state import (
+        AggregatingState,
+        AggregatingStateDescriptor,
+        ListState,
+        ListStateDescriptor,
+        MapState,
+        MapStateDescriptor,
+        ReducingState,
+        ReducingStateDescriptor,
+        ValueState,
+        ValueStateDescriptor,
+    )
+    from millstream.runtime.state_backend import KeyedStateBackend
+
+__all__ = [
+    "STREAMING", "BATCH", "Clock", "ManualClock", "WallClock", "TaskEnvironment", "SimpleTaskEnvironment",
+    "StreamingRuntimeContext",
+]
+
+STREAMING = "STREAMING"
+BATCH = "BATCH"
+
+
+class TaskEnvironment(Protocol):
+    """The task's identity and its doors to the outside; every method is called from the task's thread,
+    except :meth:`is_cancelled`, which any thread may call."""
+
+    job_name: str
+    task_name: str  # the vertex (chain) name, e.g. "Source: A -> Map"
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    attempt_number: int
+    key_group_range: KeyGroupRange
+    runtime_mode: str  # STREAMING or BATCH
+    job_parameters: Mapping[str, str]
+    source_batch_size: int  # records per batch a source reader emits (approximately, for text files)
+    buffer_timeout_ms: int  # flush partial outputs at least this often; -1: only when full or at the end
+
+    def print_lines(self, lines: list[str], to_stderr: bool = False) -> None:
+        """Print sink output, one call per batch of lines."""
+
+    def emit_collect(self, collect_id: str, records: list[Any]) -> None:
+        """Records for ``execute_and_collect``. Serializes synchronously, so a record that cannot be
+        pickled raises here, where the collect sink can name itself in the error."""
+
+    def is_cancelled(self) -> bool: ...
+
+    def now_ms(self) -> int:
+        """Processing time: wall-clock milliseconds in production, a manual clock in tests."""
+
+    def wait_ms(self, timeout_ms: int) -> None:
+        """Block up to ``timeout_ms`` (a rate-limited source ahead of its rate); returns early on cancel."""
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+    def sleep_ms(self, timeout_ms: int, wake: threading.Event) -> None: ...
+
+
+class WallClock:
+    """Processing time as Flink defines it: epoch milliseconds."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def sleep_ms(self, timeout_ms: int, wake: threading.Event) -> None:
+        wake.wait(max(timeout_ms, 0) / 1000)
+
+
+class ManualClock:
+    """A clock that moves only when told to; waiting on it moves it, so tests never sleep."""
+
+    def __init__(self, start_ms: int = 0) -> None:
+        self._now = start_ms
+        self.waits: list[int] = []
+
+    def now_ms(self) -> int:
+        return self._now
+
+    def advance(self, ms: int) -> int:
+        self._now += ms
+        return self._now
+
+    def set(self, now_ms: int) -> None:
+        self._now = now_ms
+
+    def sleep_ms(self, timeout_ms: int, wake: threading.Event) -> None:
+        self.waits.append(timeout_ms)
+        self._now += max(timeout_ms, 0)
+
+
+def _print_to_console(lines: list[str], to_stderr: bool) -> None:
+    stream = sys.stderr if to_stderr else sys.stdout
+    stream.write("\n".join(lines) + "\n")
+    stream.flush()
+
+
+@dataclass
+class SimpleTaskEnvironment:
+    """A TaskEnvironment from plain values and callables: the worker plugs in its channel, tests use defaults.
+
+    By default printed lines go to the console and collected batches are pickled (the same check the
+    real transfer makes) and kept in ``collected`` / ``collect_calls``.
+    """
+
+    job_name: str = "job"
+    task_name: str = "task"
+    subtask_index: int = 0
+    parallelism: int = 1
+    max_parallelism: int = 128
+    attempt_number: int = 0
+    key_group_range: KeyGroupRange | None = None  # None: derived from max parallelism, parallelism, index
+    runtime_mode: str = STREAMING
+    job_parameters: Mapping[str, str] = field(default_factory=dict)
+    source_batch_size: int = 1024
+    buffer_timeout_ms: int = 100
+    clock: Clock = field(default_factory=WallClock)
+    print_sink: Callable[[list[str], bool], None] = _print_to_console
+    collect_sink: Callable[[str, list[Any]], None] | None = None
+    collected: dict[str, list[Any]] = field(default_factory=dict)
+    collect_calls: int = 0
+    _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.runtime_mode not in (STREAMING, BATCH):
+            raise ValueError(f"runtime_mode must be {STREAMING!r} or {BATCH!r}, got {self.runtime_mode!r}")
+        if self.key_group_range is None:
+            self.key_group_range = compute_key_group_range_for_operator_index(
+                self.max_parallelism, self.parallelism, self.subtask_index
+            )
+
+    @classmethod
+    def from_deployment(cls, tdd: Any, **hooks: Any) -> "SimpleTaskEnvironment":
+        """From a ``TaskDeploymentDescriptor`` proto; ``hooks`` sets the remaining fields (sinks, clock)."""
+        vertex, config = tdd.vertex, tdd.execution_config
+        batch = config.runtime_mode == 2  # jobgraph_pb2.BATCH; no proto import in the worker's hot module
+        env = cls(
+            job_name=tdd.job_name,
+            task_name=vertex.name,
+            subtask_index=tdd.subtask_index,
+            parallelism=vertex.parallelism,
+            max_parallelism=vertex.max_parallelism,
+            attempt_number=tdd.attempt_number,
+            key_group_range=KeyGroupRange.of(tdd.key_group_start, tdd.key_group_end),
+            runtime_mode=BATCH if batch else STREAMING,
+            job_parameters=dict(config.configuration),
+            buffer_timeout_ms=int(config.buffer_timeout_ms),
+            **hooks,
+        )
+        return env
+
+    def print_lines(self, lines: list[str], to_stderr: bool = False) -> None:
+        self.print_sink(lines, to_stderr)
+
+    def emit_collect(self, collect_id: str, records: list[Any]) -> None:
+        self.collect_calls += 1
+        if self.collect_sink is not None:
+            self.collect_sink(collect_id, records)
+            return
+        payload = cloudpickle.dumps(records)  # fails here, like the real transfer, on an unpicklable record
+        self.collected.setdefault(collect_id, []).extend(cloudpickle.loads(payload))
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def is_cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    def wait_ms(self, timeout_ms: int) -> None:
+        self.clock.sleep_ms(timeout_ms, self._cancelled)
+
+
+_NOT_KEYED = (
+    "Keyed state can only be used on a 'keyed stream', i.e., after a 'key_by()' operation "
+    "(operator '{name}' is not keyed)."
+)
+
+
+class StreamingRuntimeContext(RuntimeContext):
+    """The RuntimeContext of one operator of one subtask; keyed state only when the operator is keyed."""
+
+    def __init__(self, env: TaskEnvironment, operator_name: str, backend: "KeyedStateBackend | None") -> None:
+        self._env = env
+        self._operator_name = operator_name
+        self._backend = backend
+
+    def get_task_name(self) -> str:
+        return self._env.task_name
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self._env.parallelism
+
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        return self._env.max_parallelism
+
+    def get_index_of_this_subtask(self) -> int:
+        return self._env.subtask_index
+
+    def get_attempt_number(self) -> int:
+        return self._env.attempt_number
+
+    def get_task_name_with_subtasks(self) -> str:
+        env = self._env
+        return f"{env.task_name} ({env.subtask_index + 1}/{env.parallelism})#{env.attempt_number}"
+
+    def get_job_parameter(self, key: str, default_value: str) -> str:
+        return self._env.job_parameters.get(key, default_value)
+
+    def _keyed(self) -> "KeyedStateBackend":
+        if self._backend is None:
+            raise RuntimeError(_NOT_KEYED.format(name=self._operator_name))
+        return self._backend
+
+    def get_state(self, state_descriptor: "ValueStateDescriptor") -> "ValueState":
+        return self._keyed().get_value_state(state_descriptor)
+
+    def get_list_state(self, state_descriptor: "ListStateDescriptor") -> "ListState":
+        return self._keyed().get_list_state(state_descriptor)
+
+    def get_map_state(self, state_descriptor: "MapStateDescriptor") -> "MapState":
+        return self._keyed().get_map_state(state_descriptor)
+
+    def get_reducing_state(self, state_descriptor: "ReducingStateDescriptor") -> "ReducingState":
+        return self._keyed().get_reducing_state(state_descriptor)
+
+    def get_aggregating_state(self, state_descriptor: "AggregatingStateDescriptor") -> "AggregatingState":
+        return self._keyed().get_aggregating_state(state_descriptor)

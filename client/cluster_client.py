@@ -1,0 +1,76 @@
+"""A synchronous client of the JobManager's Dispatcher: what the CLI and ``env.execute()`` use."""
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Iterator, Sequence
+
+import grpc
+from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
+
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.proto import jobgraph_pb2 as pb
+from millstream.runtime.rpc import DEFAULT_MAX_MESSAGE_BYTES, sync_channel
+
+log = logging.getLogger(__name__)
+
+
+def _retryable(error: BaseException) -> bool:
+    return isinstance(error, grpc.RpcError) and error.code() in (grpc.StatusCode.UNAVAILABLE,)
+
+
+class ClusterClient:
+    def __init__(self, address: str, rpc_timeout_s: float = 10.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.address = address
+        self.rpc_timeout_s = rpc_timeout_s
+        self._channel = sync_channel(address, max_message_bytes)
+        self._stub = cpb_grpc.DispatcherStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "ClusterClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _retrying(self, give_up_after_s: float) -> Retrying:
+        # Only for idempotent calls: a submission carries its submission id.
+        return Retrying(
+            retry=retry_if_exception(_retryable),
+            wait=wait_exponential_jitter(initial=0.1, max=2.0),
+            stop=stop_after_delay(give_up_after_s),
+            before_sleep=before_sleep_log(log, logging.WARNING),
+            reraise=True,
+        )
+
+    def submit(self, job_graph: pb.JobGraph, artifacts: Sequence[cpb.Artifact] = (), give_up_after_s: float = 30.0) -> bytes:
+        request = cpb.SubmitJobRequest(submission_id=uuid.uuid4().hex, job_graph=job_graph.SerializeToString(), artifacts=artifacts)
+        for attempt in self._retrying(give_up_after_s):
+            with attempt:
+                return self._stub.SubmitJob(request, timeout=self.rpc_timeout_s).job_id
+        raise AssertionError("unreachable")
+
+    def wait(self, job_id: bytes) -> Iterator[cpb.JobStatusUpdate]:
+        """Status updates and collected records until the job is terminal (no deadline: jobs run long)."""
+        yield from self._stub.WaitJobResult(cpb.JobIdRequest(job_id=job_id))
+
+    def status(self, job_id: bytes) -> cpb.JobSummary:
+        return self._stub.GetJobStatus(cpb.JobIdRequest(job_id=job_id), timeout=self.rpc_timeout_s)
+
+    def cancel(self, job_id: bytes) -> cpb.JobSummary:
+        return self._stub.CancelJob(cpb.JobIdRequest(job_id=job_id), timeout=self.rpc_timeout_s)
+
+    def list_jobs(self) -> list[cpb.JobSummary]:
+        return list(self._stub.ListJobs(cpb.Empty(), timeout=self.rpc_timeout_s).jobs)
+
+    def overview(self) -> cpb.ClusterOverview:
+        return self._stub.GetClusterOverview(cpb.Empty(), timeout=self.rpc_timeout_s)
+
+    def wait_until_ready(self, timeout_s: float = 30.0) -> cpb.ClusterOverview:
+        for attempt in self._retrying(timeout_s):
+            with attempt:
+                return self.overview()
+        raise AssertionError("unreachable")

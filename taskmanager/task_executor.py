@@ -1,0 +1,347 @@
+"""The TaskExecutor: a TaskManager's slots and tasks, driven over gRPC by the JobManager.
+
+Slots are allocated on the ResourceManager's request and offered to the job's JobMaster; tasks
+run in the SparkHost's executors and report every state change, in order, to the JobMaster.
+Heartbeats from the ResourceManager and JobMasters are watched: without the ResourceManager the
+TaskManager registers again; without a job's JobMaster it cancels that job's tasks and frees its
+slots, as a Flink TaskExecutor does.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import grpc
+
+from millstream.jobmanager.blob_server import check_artifact_name
+from millstream.jobmanager.heartbeat import HeartbeatMonitor
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime.rpc import aio_channel
+from millstream.taskmanager import task as task_body
+from millstream.taskmanager.slot_table import SlotTableError, TaskSlotTable
+from millstream.taskmanager.spark_runner import SparkHost, TaskExit, TaskHandle, make_payload
+
+log = logging.getLogger(__name__)
+
+RESOURCE_MANAGER = "resourcemanager"
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass(eq=False)
+class RunningTask:
+    tdd: cpb.TaskDeploymentDescriptor
+    events: asyncio.Queue = field(default_factory=asyncio.Queue)
+    handle: TaskHandle | None = None
+    state: str = "DEPLOYING"
+
+    @property
+    def attempt_id(self) -> bytes:
+        return self.tdd.execution_attempt_id
+
+    @property
+    def name(self) -> str:
+        return f"{self.tdd.vertex.name} ({self.tdd.subtask_index + 1}/{self.tdd.vertex.parallelism})"
+
+
+class TaskExecutor:
+    def __init__(
+        self,
+        resource_id: str,
+        num_slots: int,
+        spark: SparkHost,
+        rpc_timeout_s: float,
+        max_message_bytes: int,
+        work_dir: str,
+        jobmanager_address: str,
+        print_line: Callable[[str], None] = lambda line: print(line, flush=False),
+    ) -> None:
+        self.resource_id = resource_id
+        self.slots = TaskSlotTable(num_slots)
+        self.spark = spark
+        self.address = ""
+        self.data_address = ""
+        self.registration_id = ""
+        self._rpc_timeout_s = rpc_timeout_s
+        self._max_message_bytes = max_message_bytes
+        self._work_dir = work_dir
+        self.jobmanager_address = jobmanager_address
+        self._print_line = print_line
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self.tasks: dict[bytes, RunningTask] = {}
+        self._heartbeats = HeartbeatMonitor[str](10_000, 50_000)
+        self._background: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.registered = asyncio.Event()
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _channel(self, address: str) -> grpc.aio.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = aio_channel(address, self._max_message_bytes)
+        return channel
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def close(self) -> None:
+        for task in list(self.tasks.values()):
+            if task.handle is not None:
+                await asyncio.to_thread(task.handle.cancel)
+        for bg in list(self._background):
+            bg.cancel()
+        for channel in self._channels.values():
+            await channel.close()
+
+    # -- registration with the ResourceManager --------------------------------------------------
+
+    def registered_with(self, response: cpb.RegisterTaskManagerResponse) -> None:
+        self.registration_id = response.registration_id
+        self._heartbeats = HeartbeatMonitor[str](response.heartbeat_interval_ms, response.heartbeat_timeout_ms)
+        self._heartbeats.monitor_target(RESOURCE_MANAGER, now_ms())
+        for job_id in self.slots.jobs():
+            self._heartbeats.monitor_target(job_id.hex(), now_ms())
+        self.registered.set()
+
+    def slot_report(self) -> cpb.SlotReport:
+        return cpb.SlotReport(
+            slots=[
+                cpb.SlotStatus(slot_index=s.slot_index, allocation_id=s.allocation_id or b"", job_id=s.job_id or b"")
+                for s in self.slots.slot_report()
+            ]
+        )
+
+    def check_heartbeats(self) -> bool:
+        """Acts on lost JobMasters; returns False when the ResourceManager is lost (re-register)."""
+        rm_alive = True
+        for target in self._heartbeats.timed_out(now_ms()):
+            if target == RESOURCE_MANAGER:
+                log.warning("TaskManager %s: ResourceManager heartbeat timed out", self.resource_id)
+                self.registered.clear()
+                rm_alive = False
+            else:
+                self._job_master_lost(bytes.fromhex(target), "JobMaster heartbeat timed out")
+        return rm_alive
+
+    def _job_master_lost(self, job_id: bytes, reason: str) -> None:
+        log.warning("TaskManager %s: %s for job %s; freeing its slots", self.resource_id, reason, job_id.hex())
+        self._heartbeats.unmonitor_target(job_id.hex())
+        for allocation_id in self.slots.allocations_of_job(job_id):
+            self._free_slot(allocation_id, reason)
+
+    # -- RPC handlers --------------------------------------------------------------------------
+
+    def request_slot(self, request: cpb.RequestSlotRequest) -> None:
+        if request.registration_id != self.registration_id:
+            raise SlotTableError(
+                f"RequestSlot from an unknown ResourceManager registration {request.registration_id!r}"
+            )
+        if self.slots.allocate_slot(request.slot_index, request.job_id, request.allocation_id, request.jobmaster_address):
+            self._heartbeats.monitor_target(request.job_id.hex(), now_ms())
+            self._spawn(self._offer_slot(request))
+
+    async def _offer_slot(self, request: cpb.RequestSlotRequest) -> None:
+        offer = cpb.OfferSlotsRequest(
+            job_id=request.job_id,
+            resource_id=self.resource_id,
+            taskmanager_address=self.address,
+            data_address=self.data_address,
+            offers=[cpb.SlotOffer(allocation_id=request.allocation_id, slot_index=request.slot_index)],
+        )
+        stub = cpb_grpc.JobMasterServiceStub(self._channel(request.jobmaster_address))
+        try:
+            response = await stub.OfferSlots(offer, timeout=self._rpc_timeout_s)
+            accepted = request.allocation_id in response.accepted
+        except grpc.aio.AioRpcError as exc:
+            log.warning("offering slot %d to job %s failed: %s", request.slot_index, request.job_id.hex(), exc.code().name)
+            accepted = False
+        if accepted:
+            self.slots.mark_active(request.allocation_id)
+        else:
+            self._free_slot(request.allocation_id, "offer rejected by the JobMaster")
+
+    def free_slot(self, request: cpb.FreeSlotRequest) -> None:
+        self._free_slot(request.allocation_id, request.cause or "freed by the JobManager")
+
+    def _free_slot(self, allocation_id: bytes, cause: str) -> None:
+        slot = self.slots.slot_of(allocation_id)
+        for attempt_id in self.slots.free_slot(allocation_id):
+            self._cancel(attempt_id)
+        if slot is not None:
+            if not self.slots.allocations_of_job(slot.job_id):
+                self._heartbeats.unmonitor_target(slot.job_id.hex())
+            log.info("slot %d freed: %s", slot.slot_index, cause)
+            self._spawn(self._send_slot_report())
+
+    async def _send_slot_report(self) -> None:
+        if not self.registration_id:
+            return
+        stub = cpb_grpc.ResourceManagerStub(self._channel(self.jobmanager_address))
+        try:
+            await stub.SendSlotReport(
+                cpb.SlotReportRequest(resource_id=self.resource_id, registration_id=self.registration_id, slot_report=self.slot_report()),
+                timeout=self._rpc_timeout_s,
+            )
+        except grpc.aio.AioRpcError as exc:
+            log.info("slot report not delivered (%s); the next heartbeat carries it", exc.code().name)
+
+    async def submit_task(self, tdd: cpb.TaskDeploymentDescriptor) -> None:
+        if tdd.execution_attempt_id in self.tasks:
+            return  # a retried SubmitTask
+        task = RunningTask(tdd)
+        if not self.slots.add_task(tdd.allocation_id, tdd.job_id, tdd.execution_attempt_id, task.name):
+            return
+        self.tasks[task.attempt_id] = task
+        jobmaster_address = self.slots.slot_of(tdd.allocation_id).jobmaster_address  # type: ignore[union-attr]
+        self._spawn(self._forward_events(task, jobmaster_address))
+        self._spawn(self._start(task))
+
+    async def _start(self, task: RunningTask) -> None:
+        try:
+            paths = await self._fetch_artifacts(task.tdd)
+            payload = make_payload(task_body.run_task, task.tdd.SerializeToString(), paths)
+            loop = asyncio.get_running_loop()
+
+            def on_event(task_id: str, msg: Any) -> None:  # a runner thread: hop onto the loop
+                loop.call_soon_threadsafe(task.events.put_nowait, msg)
+
+            task.handle = self.spark.submit(task.attempt_id.hex(), payload, on_event)
+        except Exception as exc:
+            log.exception("task %s could not start", task.name)
+            task.events.put_nowait(TaskExit("FAILED", f"Task {task.name} could not start: {type(exc).__name__}: {exc}"))
+
+    async def _fetch_artifacts(self, tdd: cpb.TaskDeploymentDescriptor) -> list[str]:
+        """Downloads the job's artifacts once per job; returns the sys.path entries for them."""
+        job_dir = os.path.join(self._work_dir, "jobs", tdd.job_id.hex())
+        paths: list[str] = []
+        for ref in tdd.artifacts:
+            name = check_artifact_name(ref.name)
+            target = os.path.join(job_dir, name)
+            if not os.path.exists(target):
+                os.makedirs(job_dir, exist_ok=True)
+                stub = cpb_grpc.BlobServerStub(self._channel(self.jobmanager_address))
+                tmp = f"{target}.{os.getpid()}.part"
+                with open(tmp, "wb") as f:
+                    async for chunk in stub.GetBlob(cpb.GetBlobRequest(blob_key=ref.blob_key), timeout=self._rpc_timeout_s * 6):
+                        f.write(chunk.data)
+                os.replace(tmp, target)
+            paths.append(job_dir if name.endswith(".py") else target)
+        return list(dict.fromkeys(paths))
+
+    async def _forward_events(self, task: RunningTask, jobmaster_address: str) -> None:
+        """Sends the task's events to its JobMaster strictly in order (results before FINISHED)."""
+        stub = cpb_grpc.JobMasterServiceStub(self._channel(jobmaster_address))
+        while True:
+            msg = await task.events.get()
+            if isinstance(msg, TaskExit):
+                failure = cpb.JobFailure(message=_first_line(msg.error), task_name=task.name, traceback=msg.error or "") if msg.error else None
+                await self._report(stub, task, msg.status, failure)
+                self.tasks.pop(task.attempt_id, None)
+                self.slots.remove_task(task.attempt_id)
+                return
+            kind = msg[0]
+            if kind == task_body.STATE:
+                await self._report(stub, task, msg[1], None)
+            elif kind == task_body.PRINT:
+                for line in msg[1]:
+                    self._print_line(line)
+                sys.stdout.flush()
+            elif kind == task_body.COLLECT:
+                _, collect_id, subtask, sequence, payload = msg
+                batch = cpb.CollectBatch(collect_id=collect_id, subtask_index=subtask, sequence=sequence, payload=payload)
+                await self._call(stub.ReportCollectBatch, cpb.CollectRequest(job_id=task.tdd.job_id, execution_attempt_id=task.attempt_id, batch=batch))
+
+    async def _report(self, stub: cpb_grpc.JobMasterServiceStub, task: RunningTask, state: str, failure: cpb.JobFailure | None) -> None:
+        task.state = state
+        update = cpb.TaskExecutionState(
+            job_id=task.tdd.job_id,
+            execution_attempt_id=task.attempt_id,
+            state=cpb.ExecutionState.Value(f"EXEC_{state}"),
+            failure=failure,
+        )
+        await self._call(stub.UpdateTaskExecutionState, update)
+
+    async def _call(self, method: Any, request: Any, attempts: int = 5) -> None:
+        """Idempotent reports to the JobMaster: retried on UNAVAILABLE, then given up (heartbeats take over)."""
+        for attempt in range(attempts):
+            try:
+                await method(request, timeout=self._rpc_timeout_s)
+                return
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    log.warning("report to JobMaster rejected: %s %s", exc.code().name, exc.details())
+                    return
+                await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+        log.warning("report to JobMaster dropped after %d attempts", attempts)
+
+    def cancel_task(self, attempt_id: bytes) -> None:
+        self._cancel(attempt_id)
+
+    def _cancel(self, attempt_id: bytes) -> None:
+        task = self.tasks.get(attempt_id)
+        if task is None:
+            return
+        if task.handle is None:
+            task.events.put_nowait(TaskExit("CANCELED"))
+        else:
+            self._spawn(asyncio.to_thread(task.handle.cancel))  # one py4j call: off the loop
+
+    def heartbeat(self, request: cpb.HeartbeatRequest) -> cpb.HeartbeatResponse:
+        if request.sender == RESOURCE_MANAGER:
+            if request.registration_id == self.registration_id:
+                self._heartbeats.record_heartbeat(RESOURCE_MANAGER, now_ms())
+            return cpb.HeartbeatResponse(slot_report=self.slot_report())
+        self._heartbeats.record_heartbeat(request.job_id.hex(), now_ms())
+        tasks = [
+            cpb.TaskExecutionState(job_id=t.tdd.job_id, execution_attempt_id=t.attempt_id, state=cpb.ExecutionState.Value(f"EXEC_{t.state}"))
+            for t in self.tasks.values()
+            if t.tdd.job_id == request.job_id
+        ]
+        return cpb.HeartbeatResponse(slot_report=self.slot_report(), tasks=tasks)
+
+
+def _first_line(text: str | None) -> str:
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "task failed"
+
+
+class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
+    def __init__(self, executor: TaskExecutor) -> None:
+        self.te = executor
+
+    async def RequestSlot(self, request, context):  # noqa: N802, ANN001, ANN201
+        try:
+            self.te.request_slot(request)
+        except SlotTableError as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return cpb.Empty()
+
+    async def SubmitTask(self, request, context):  # noqa: N802, ANN001, ANN201
+        try:
+            await self.te.submit_task(request.tdd)
+        except SlotTableError as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return cpb.Empty()
+
+    async def CancelTask(self, request, context):  # noqa: N802, ANN001, ANN201
+        self.te.cancel_task(request.execution_attempt_id)
+        return cpb.Empty()
+
+    async def FreeSlot(self, request, context):  # noqa: N802, ANN001, ANN201
+        self.te.free_slot(request)
+        return cpb.Empty()
+
+    async def Heartbeat(self, request, context):  # noqa: N802, ANN001, ANN201
+        return self.te.heartbeat(request)

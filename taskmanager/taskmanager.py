@@ -1,0 +1,176 @@
+"""The TaskManager process: a TaskExecutor gRPC server, a SparkHost, and its ResourceManager link."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+import tempfile
+import uuid
+
+import grpc
+from tenacity import AsyncRetrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
+
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime import config as cfg
+from millstream.runtime.rpc import RpcServer, is_unavailable
+from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.task_executor import TaskExecutor, TaskExecutorServicer
+
+log = logging.getLogger(__name__)
+
+SERVICES = [cpb.DESCRIPTOR.services_by_name["TaskExecutor"].full_name]
+
+
+def spark_conf(configuration: cfg.Configuration) -> dict[str, str]:
+    pairs = (item.split("=", 1) for item in configuration.get(cfg.SPARK_CONF))
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+class TaskManager:
+    """``async with TaskManager(config, "host:port") as tm:`` registers and serves until the block ends.
+
+    ``spark``: a started SparkHost to share (tests run several TaskManagers in one process, and a
+    process has one SparkContext); without it the TaskManager starts and owns its own.
+    """
+
+    def __init__(
+        self,
+        configuration: cfg.Configuration | None,
+        jobmanager_address: str,
+        spark: SparkHost | None = None,
+        resource_id: str | None = None,
+        registration_timeout_s: float = 60.0,
+    ) -> None:
+        self.config = configuration or cfg.Configuration()
+        self.jobmanager_address = jobmanager_address
+        self.resource_id = resource_id or f"taskmanager-{uuid.uuid4().hex[:12]}"
+        self.num_slots = self.config.get(cfg.TASKMANAGER_NUM_TASK_SLOTS)
+        self._spark = spark
+        self._owns_spark = spark is None
+        self._registration_timeout_s = registration_timeout_s
+        self._work = tempfile.TemporaryDirectory(prefix="millstream-tm-")
+        self._link_task: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        return self.executor.address
+
+    async def start(self) -> "TaskManager":
+        c = self.config
+        if self._spark is None:
+            self._spark = SparkHost(self.num_slots, c.get(cfg.SPARK_MASTER) or None, conf=spark_conf(c))
+            # Warm before offering slots: the first task must not pay Spark's start-up.
+            await asyncio.to_thread(self._spark.start)
+        self.executor = TaskExecutor(
+            self.resource_id,
+            self.num_slots,
+            self._spark,
+            c.get(cfg.RPC_TIMEOUT) / 1000,
+            c.get(cfg.RPC_MAX_MESSAGE_SIZE),
+            self._work.name,
+            self.jobmanager_address,
+        )
+        self.server = RpcServer(f"TaskManager {self.resource_id}", c.get(cfg.RPC_MAX_MESSAGE_SIZE))
+        self.server.add(cpb_grpc.add_TaskExecutorServicer_to_server, TaskExecutorServicer(self.executor), SERVICES)
+        host = c.get(cfg.TASKMANAGER_HOST) or "127.0.0.1"
+        port = await self.server.start(host, c.get(cfg.TASKMANAGER_RPC_PORT))
+        self.executor.address = f"{host}:{port}"
+        self.executor.data_address = self.executor.address
+        self._channel = grpc.aio.insecure_channel(self.jobmanager_address)
+        self._link_task = asyncio.ensure_future(self._resource_manager_link())
+        try:
+            await asyncio.wait_for(self.executor.registered.wait(), self._registration_timeout_s)
+        except asyncio.TimeoutError:
+            await self.stop()
+            raise RuntimeError(
+                f"TaskManager {self.resource_id} could not register at the JobManager {self.jobmanager_address} "
+                f"within {self._registration_timeout_s:.0f} s"
+            ) from None
+        return self
+
+    async def _register(self) -> None:
+        stub = cpb_grpc.ResourceManagerStub(self._channel)
+        request = cpb.RegisterTaskManagerRequest(
+            resource_id=self.resource_id,
+            address=self.executor.address,
+            data_address=self.executor.data_address,
+            num_slots=self.num_slots,
+            slot_report=self.executor.slot_report(),
+        )
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(is_unavailable),
+            wait=wait_exponential_jitter(initial=0.1, max=5.0),
+            stop=stop_after_delay(self._registration_timeout_s),
+            before_sleep=before_sleep_log(log, logging.WARNING),
+            reraise=True,
+        ):
+            with attempt:
+                response = await stub.RegisterTaskManager(request, timeout=self.executor._rpc_timeout_s)
+        self.executor.registered_with(response)
+        log.info("TaskManager %s registered at %s with %d slots", self.resource_id, self.jobmanager_address, self.num_slots)
+
+    async def _resource_manager_link(self) -> None:
+        """Registers, then watches heartbeats; registers again whenever the ResourceManager is lost."""
+        while True:
+            try:
+                await self._register()
+            except grpc.aio.AioRpcError as exc:
+                log.error("TaskManager %s cannot register at %s: %s", self.resource_id, self.jobmanager_address, exc.details())
+                await asyncio.sleep(1.0)
+                continue
+            while self.executor.check_heartbeats():
+                await asyncio.sleep(self.executor._heartbeats.interval_ms / 1000 / 2)
+
+    async def stop(self) -> None:
+        if self._link_task:
+            self._link_task.cancel()
+        if getattr(self.executor, "registration_id", ""):
+            try:
+                await cpb_grpc.ResourceManagerStub(self._channel).DisconnectTaskManager(
+                    cpb.TaskManagerRef(resource_id=self.resource_id, registration_id=self.executor.registration_id, reason="TaskManager shut down"),
+                    timeout=2.0,
+                )
+            except grpc.aio.AioRpcError:
+                pass
+        await self.executor.close()
+        await self.server.stop(1.0)
+        await self._channel.close()
+        if self._owns_spark and self._spark is not None:
+            await asyncio.to_thread(self._spark.stop)
+        self._work.cleanup()
+
+    async def __aenter__(self) -> "TaskManager":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+async def serve(configuration: cfg.Configuration, jobmanager_address: str) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with TaskManager(configuration, jobmanager_address) as tm:
+        print(f"TaskManager {tm.resource_id} serving at {tm.address} with {tm.num_slots} slots", flush=True)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="millstream taskmanager")
+    parser.add_argument("--config", help="YAML configuration file")
+    parser.add_argument("--jobmanager", help="host:port of the JobManager (default: jobmanager.rpc.address/port)")
+    parser.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    configuration = cfg.load_configuration(args.config, dynamic_properties=args.dynamic)
+    address = args.jobmanager or f"{configuration.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{configuration.get(cfg.JOBMANAGER_RPC_PORT)}"
+    asyncio.run(serve(configuration, address))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""A session cluster of real processes started by the CLI: run, list, status, and kill -9 detection."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import cloudpickle
+import pytest
+
+from millstream.client.cluster_client import ClusterClient
+from millstream.datastream import SourceFunction, StreamExecutionEnvironment
+from millstream.jobmanager.execution_state import JobStatus
+
+from .harness import poll_for
+
+# Functions and classes of this module run on TaskManagers, which cannot import test modules.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = pytest.mark.timeout(240)
+
+HEARTBEAT_TIMEOUT_S = 3.0
+
+
+def _cli(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "millstream.client.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def session_cluster(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cluster")
+    env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(directory)}
+    env.pop("MILLSTREAM_JOBMANAGER", None)
+    started = _cli(
+        "cluster", "start", "--taskmanagers", "2", "--slots", "2", "--port", "0",
+        "-D", "heartbeat.interval=500 ms", "-D", f"heartbeat.timeout={HEARTBEAT_TIMEOUT_S} s",
+        env=env,
+    )
+    assert started.returncode == 0, started.stderr + started.stdout
+    yield env, directory
+    stopped = _cli("cluster", "stop", env=env, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def _state(directory) -> dict:
+    import json
+
+    with open(os.path.join(directory, "cluster.json")) as f:
+        return json.load(f)
+
+
+def test_run_list_and_status_through_the_cli(session_cluster, tmp_path) -> None:
+    env, directory = session_cluster
+    job = tmp_path / "squares.py"
+    job.write_text(textwrap.dedent("""
+        from millstream.datastream import StreamExecutionEnvironment
+
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(4)
+        stream = env.from_sequence(1, 100).map(lambda x: x * x)
+        with stream.execute_and_collect("squares") as results:
+            print("SUM", sum(results))
+    """))
+    run = _cli("run", str(job), env=env)
+    assert run.returncode == 0, run.stderr
+    assert f"SUM {sum(x * x for x in range(1, 101))}" in run.stdout
+    listed = _cli("list", env=env)
+    assert "FINISHED" in listed.stdout and "squares" in listed.stdout
+    job_id = next(line.split()[0] for line in listed.stdout.splitlines() if "squares" in line)
+    status = _cli("status", job_id, env=env)
+    assert "FINISHED" in status.stdout and "FINISHED 4" in status.stdout
+
+
+def test_a_bad_job_id_is_a_clear_cli_error(session_cluster) -> None:
+    env, _ = session_cluster
+    result = _cli("status", "nope", env=env)
+    assert result.returncode == 2 and "Not a job id" in result.stderr
+    result = _cli("status", "00" * 16, env=env)
+    assert result.returncode == 1 and "NOT_FOUND" in result.stderr
+
+
+class Endless(SourceFunction):
+    def __init__(self) -> None:
+        self.running = True
+
+    def run(self, ctx) -> None:
+        while self.running:
+            ctx.collect(1)
+            time.sleep(0.01)
+
+    def cancel(self) -> None:
+        self.running = False
+
+
+def test_kill_9_of_a_task_manager_is_detected_and_fails_the_job(session_cluster) -> None:
+    env, directory = session_cluster
+    state = _state(directory)
+    with ClusterClient(state["jobmanager"]) as client:
+        job_env = StreamExecutionEnvironment.get_execution_environment()
+        job_env.set_parallelism(4)  # all four slots: both TaskManagers host tasks
+        job_env.add_source(Endless()).add_sink(lambda x: None)
+        job_id = client.submit(job_env.get_job_graph("victim").proto)
+        poll_for(lambda: client.status(job_id).tasks_per_state.get("RUNNING") == 4, 60, what="all tasks running")
+        victim = state["pids"][-1]
+        killed_at = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        poll_for(
+            lambda: JobStatus.from_proto(client.status(job_id).status) is JobStatus.FAILED,
+            HEARTBEAT_TIMEOUT_S + 5, interval=0.05, what="the job to fail",
+        )
+        detected = time.monotonic() - killed_at
+        assert detected <= HEARTBEAT_TIMEOUT_S + 1.0, f"detected after {detected:.1f} s"
+        assert "was lost" in client.status(job_id).failure.message
+        poll_for(lambda: client.overview().taskmanagers == 1, 10, what="the lost TaskManager to leave")
