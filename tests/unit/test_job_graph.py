@@ -611,3 +611,27 @@ def test_manual_hash_assignment_survives_program_change():
         got = [i for n, i in after.items() if n.endswith(name)]
         want = [i for n, i in before.items() if n.endswith(name)]
         assert got == want and got, name
+
+
+def test_automatic_mode_with_bounded_sources_is_batch(env):
+    env.set_runtime_mode(RuntimeExecutionMode.AUTOMATIC)
+    _partition_heavy_job(env)
+    jg = env.get_job_graph()
+    assert jg.proto.execution_config.runtime_mode == pb.BATCH
+    assert {i["partition_type"] for v in jg.to_dict()["vertices"] for i in v["inputs"]} == {"BLOCKING"}
+
+
+def test_automatic_mode_with_unbounded_source_is_streaming(env):
+    from millstream.datastream import SourceFunction
+
+    class Endless(SourceFunction):
+        def run(self, ctx):
+            while True:
+                ctx.collect(1)
+
+    env.set_runtime_mode(RuntimeExecutionMode.AUTOMATIC)
+    env.set_parallelism(2)
+    env.add_source(Endless()).rebalance().map(identity).print()
+    jg = env.get_job_graph()
+    assert jg.proto.execution_config.runtime_mode == pb.STREAMING
+    assert {i["partition_type"] for v in jg.to_dict()["vertices"] for i in v["inputs"]} == {"PIPELINED_BOUNDED"}

@@ -171,8 +171,10 @@ def test_unpicklable_key_selector_rejected_while_building(env):
     lock = threading.Lock()
     env.set_parallelism(2)
     env.from_collection([1]).key_by(lambda x: (lock, x)[1]).map(identity).name("Keyed").print()
-    with pytest.raises(ValueError):
+    with pytest.raises(StreamGraphError) as err:
         env.get_job_graph()
+    assert "Keyed" in str(err.value)  # the operator whose key selector it is
+    assert _mentions_serialization(str(err.value)), str(err.value)
 
 
 def test_unpicklable_error_only_for_the_bad_operator(env):
@@ -288,3 +290,33 @@ def test_validation_does_not_modify_the_graph(env):
     before = g.SerializeToString(deterministic=True)
     validate_job_graph(g)
     assert g.SerializeToString(deterministic=True) == before
+
+
+# =========================================================================== runtime mode / empty jobs
+
+
+def _endless_source():
+    from millstream.datastream import SourceFunction
+
+    class Endless(SourceFunction):
+        def run(self, ctx):
+            while True:
+                ctx.collect(1)
+
+    return Endless()
+
+
+def test_batch_mode_with_unbounded_source_rejected(env):
+    # Flink: "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to 'BATCH'..."
+    from millstream.datastream import RuntimeExecutionMode
+
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.add_source(_endless_source(), "forever").print()
+    with pytest.raises(StreamGraphError, match="UNBOUNDED"):
+        env.get_job_graph()
+
+
+def test_job_without_operators_rejected(env):
+    # Flink: "No operators defined in streaming topology. Cannot execute."
+    with pytest.raises(ValueError, match="No operators defined in streaming topology"):
+        env.get_job_graph()
