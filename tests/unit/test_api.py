@@ -279,3 +279,16 @@ def test_execution_plan_union_has_one_predecessor_per_input(env):
     ids = {n["id"]: n["type"] for n in nodes}
     u = next(n for n in nodes if n["type"] == "U")
     assert sorted(ids[p["id"]] for p in u["predecessors"]) == ["Source: a", "Source: b"]
+
+
+def test_key_by_rejects_key_types_that_cannot_be_keys() -> None:
+    from millstream.common import Types
+    from millstream.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    words = env.from_collection([["a"]]).name("lists")
+    with pytest.raises(ValueError, match=r"key_by on 'lists': type LIST<STRING> cannot be used as a key"):
+        words.key_by(lambda x: x, key_type=Types.LIST(Types.STRING()))
+    with pytest.raises(TypeError, match="key_by on 'lists' needs a KeySelector or a callable"):
+        words.key_by("not callable")
+    words.key_by(lambda x: tuple(x), key_type=Types.TUPLE([Types.STRING()]))  # fine

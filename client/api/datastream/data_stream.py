@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 
+# Like Flink's arrays, Python's lists and dicts cannot be keys: they are neither hashable nor stable.
+_UNKEYABLE_TYPES = frozenset({"LIST", "MAP", "BASIC_ARRAY", "PRIMITIVE_ARRAY", "OBJECT_ARRAY"})
+
+
 class OutputTag:
     """Names a side output; ``yield tag, value`` in a process function emits to it."""
 
@@ -190,6 +194,11 @@ class DataStream(_Configurable):
             raise TypeError(
                 f"key_by on '{self._transformation.name}' needs a KeySelector or a callable, "
                 f"got {type(key_selector).__name__}"
+            )
+        if key_type is not None and key_type.name in _UNKEYABLE_TYPES:
+            raise ValueError(
+                f"key_by on '{self._transformation.name}': type {key_type} cannot be used as a key "
+                "(keys must be hashable and compare by value: use a tuple or a string instead)."
             )
         return KeyedStream(self, fn.as_key_selector(key_selector), key_type)
 
