@@ -40,7 +40,7 @@ class ClusterClient:
         # Only for idempotent calls: a submission carries its submission id.
         return Retrying(
             retry=retry_if_exception(_retryable),
-            wait=wait_exponential_jitter(initial=0.1, max=2.0),
+            wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
             stop=stop_after_delay(give_up_after_s),
             before_sleep=before_sleep_log(log, logging.WARNING),
             reraise=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pickle
 import sys
+import threading
 import time
 from typing import Any
 
@@ -20,6 +21,8 @@ from millstream.runtime.keygroups import KeyGroupRange
 STATE = "state"        # ("state", "INITIALIZING" | "RUNNING")
 PRINT = "print"        # ("print", [lines])
 COLLECT = "collect"    # ("collect", collect_id, subtask_index, sequence, pickled list)
+
+SOURCE_BATCH_SIZE = 1024
 
 
 class WorkerTaskEnvironment:
@@ -37,10 +40,12 @@ class WorkerTaskEnvironment:
         self.key_group_range = KeyGroupRange.of(tdd.key_group_start, tdd.key_group_end)
         self.runtime_mode = "BATCH" if tdd.execution_config.runtime_mode == 2 else "STREAMING"
         self.job_parameters = dict(tdd.execution_config.configuration)
+        self.buffer_timeout_ms = tdd.execution_config.buffer_timeout_ms
+        self.source_batch_size = SOURCE_BATCH_SIZE
         self._collect_sequence = 0
 
-    def print_lines(self, lines: list[str]) -> None:
-        self._channel.send((PRINT, lines))
+    def print_lines(self, lines: list[str], to_stderr: bool = False) -> None:
+        self._channel.send((PRINT, lines, to_stderr))
 
     def emit_collect(self, collect_id: str, records: list) -> None:
         payload = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
@@ -52,6 +57,9 @@ class WorkerTaskEnvironment:
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
+
+    def wait_ms(self, timeout_ms: int) -> None:
+        self._channel.wait_cancelled(timeout_ms / 1000)
 
 
 def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
@@ -66,6 +74,13 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
             f"Task {tdd.vertex.name} reads from other tasks; data exchange between tasks is not available yet"
         )
     chain = OperatorChain(tdd.vertex, env, {})
+
+    def relay_cancel() -> None:  # a SourceFunction's run() only stops when told through cancel()
+        while not channel.wait_cancelled(3600):
+            pass
+        chain.cancel()
+
+    threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True).start()
     chain.open()
     try:
         channel.send((STATE, "RUNNING"))

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 
@@ -62,7 +63,6 @@ class TaskExecutor:
         max_message_bytes: int,
         work_dir: str,
         jobmanager_address: str,
-        print_line: Callable[[str], None] = lambda line: print(line, flush=False),
     ) -> None:
         self.resource_id = resource_id
         self.slots = TaskSlotTable(num_slots)
@@ -74,12 +74,11 @@ class TaskExecutor:
         self._max_message_bytes = max_message_bytes
         self._work_dir = work_dir
         self.jobmanager_address = jobmanager_address
-        self._print_line = print_line
         self._channels: dict[str, grpc.aio.Channel] = {}
         self.tasks: dict[bytes, RunningTask] = {}
         self._heartbeats = HeartbeatMonitor[str](10_000, 50_000)
         self._background: set[asyncio.Task[Any]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._artifact_fetches: dict[bytes, asyncio.Future[list[str]]] = {}
         self.registered = asyncio.Event()
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -182,6 +181,7 @@ class TaskExecutor:
         if slot is not None:
             if not self.slots.allocations_of_job(slot.job_id):
                 self._heartbeats.unmonitor_target(slot.job_id.hex())
+                self._forget_job(slot.job_id)
             log.info("slot %d freed: %s", slot.slot_index, cause)
             self._spawn(self._send_slot_report())
 
@@ -223,7 +223,17 @@ class TaskExecutor:
             task.events.put_nowait(TaskExit("FAILED", f"Task {task.name} could not start: {type(exc).__name__}: {exc}"))
 
     async def _fetch_artifacts(self, tdd: cpb.TaskDeploymentDescriptor) -> list[str]:
-        """Downloads the job's artifacts once per job; returns the sys.path entries for them."""
+        """The sys.path entries of the job's artifacts, downloaded once per job for all its tasks."""
+        fetch = self._artifact_fetches.get(tdd.job_id)
+        if fetch is None or (fetch.done() and fetch.exception() is not None):
+            fetch = self._artifact_fetches[tdd.job_id] = asyncio.ensure_future(self._download_artifacts(tdd))
+        return await asyncio.shield(fetch)
+
+    def _forget_job(self, job_id: bytes) -> None:
+        self._artifact_fetches.pop(job_id, None)
+        shutil.rmtree(os.path.join(self._work_dir, "jobs", job_id.hex()), ignore_errors=True)
+
+    async def _download_artifacts(self, tdd: cpb.TaskDeploymentDescriptor) -> list[str]:
         job_dir = os.path.join(self._work_dir, "jobs", tdd.job_id.hex())
         paths: list[str] = []
         for ref in tdd.artifacts:
@@ -255,9 +265,9 @@ class TaskExecutor:
             if kind == task_body.STATE:
                 await self._report(stub, task, msg[1], None)
             elif kind == task_body.PRINT:
-                for line in msg[1]:
-                    self._print_line(line)
-                sys.stdout.flush()
+                stream = sys.stderr if msg[2] else sys.stdout
+                stream.write("".join(f"{line}\n" for line in msg[1]))
+                stream.flush()
             elif kind == task_body.COLLECT:
                 _, collect_id, subtask, sequence, payload = msg
                 batch = cpb.CollectBatch(collect_id=collect_id, subtask_index=subtask, sequence=sequence, payload=payload)

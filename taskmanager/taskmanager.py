@@ -101,7 +101,7 @@ class TaskManager:
         )
         async for attempt in AsyncRetrying(
             retry=retry_if_exception(is_unavailable),
-            wait=wait_exponential_jitter(initial=0.1, max=5.0),
+            wait=wait_exponential_jitter(multiplier=0.1, max=5.0),
             stop=stop_after_delay(self._registration_timeout_s),
             before_sleep=before_sleep_log(log, logging.WARNING),
             reraise=True,

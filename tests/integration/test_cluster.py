@@ -37,8 +37,7 @@ def spark():
 @pytest.fixture(scope="module")
 def cluster(spark):
     """Two TaskManagers with two slots each."""
-    with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:
-        mc.add_task_manager()
+    with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:  # starts one TaskManager
         mc.add_task_manager()
         yield mc
 

@@ -38,7 +38,7 @@ def session_cluster(tmp_path_factory):
     env.pop("MILLSTREAM_JOBMANAGER", None)
     started = _cli(
         "cluster", "start", "--taskmanagers", "2", "--slots", "2", "--port", "0",
-        "-D", "heartbeat.interval=500 ms", "-D", f"heartbeat.timeout={HEARTBEAT_TIMEOUT_S} s",
+        "-D", "heartbeat.interval=500 ms", "-D", f"heartbeat.timeout={int(HEARTBEAT_TIMEOUT_S * 1000)} ms",
         env=env,
     )
     assert started.returncode == 0, started.stderr + started.stdout

@@ -71,7 +71,7 @@ class GeneratorSourceFactory(SourceFactory):
     records_per_second: float | None = None
     count: int | None = None
 
-    @property  # type: ignore[misc]  # per instance: bounded exactly when a count is given
+    @property  # per instance: bounded exactly when a count is given
     def bounded(self) -> bool:  # type: ignore[override]
         return self.count is not None
 

@@ -191,13 +191,20 @@ class TextFileReader(SourceReader):
     """
 
     def __init__(
-        self, splits: list[FileSplit], charset: str, batch_size: int, start_positions: Mapping[str, Any]
+        self,
+        splits: list[FileSplit],
+        charset: str,
+        batch_size: int,
+        start_positions: Mapping[str, Any],
+        chunk_bytes: int = 64 << 10,
+        min_chunk_bytes: int = _MIN_CHUNK,
     ) -> None:
         self._splits = splits
         self._charset = charset
         self._batch_size = batch_size
         self._positions: dict[str, int] = {s.split_id: int(start_positions.get(s.split_id, -1)) for s in splits}
-        self._chunk = 64 << 10
+        self._chunk = chunk_bytes
+        self._min_chunk = min_chunk_bytes
         self._batches: Iterator[list[str]] | None = None
 
     def open(self) -> None:
@@ -277,7 +284,7 @@ class TextFileReader(SourceReader):
                 pending, pending_len = ([rest], len(rest)) if rest else ([], 0)
                 self._positions[sid] = pos
                 # Size the next read to about batch_size lines of the average length seen.
-                chunk = max(_MIN_CHUNK, min(_MAX_CHUNK, consumed * self._batch_size // max(len(lines), 1)))
+                chunk = max(self._min_chunk, min(_MAX_CHUNK, consumed * self._batch_size // max(len(lines), 1)))
                 self._chunk = chunk
                 yield lines
                 if done:
@@ -394,7 +401,7 @@ class _SourceContext(SourceFunction.SourceContext):
 class SourceFunctionReader:
     """Runs a user ``SourceFunction``; ``run`` returns True when the function ended, False when cancelled."""
 
-    def __init__(self, function: SourceFunction, env: "TaskEnvironment", batch_size: int) -> None:
+    def __init__(self, function: SourceFunction[Any], env: "TaskEnvironment", batch_size: int) -> None:
         self.function = function
         self.env = env
         self.batch_size = batch_size

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 import cloudpickle
 
@@ -33,6 +33,7 @@ _KIND_NAMES = {
 }
 _MISSING: Any = object()
 _SNAPSHOT_VERSION = 1
+_S = TypeVar("_S")
 
 
 class KeyGroupOutOfRangeError(RuntimeError):
@@ -181,7 +182,7 @@ class _KeyedState:
         self._table.remove(b.current_key_group, b.current_key)
 
 
-class HeapValueState(_KeyedState, api.ValueState):
+class HeapValueState(_KeyedState, api.ValueState[Any]):
     def value(self) -> Any:
         v = self._read()
         return None if v is _MISSING else v
@@ -193,7 +194,7 @@ class HeapValueState(_KeyedState, api.ValueState):
             self._write(value)
 
 
-class HeapListState(_KeyedState, api.ListState):
+class HeapListState(_KeyedState, api.ListState[Any]):
     def get(self) -> list[Any]:
         v = self._read()
         return [] if v is _MISSING else list(v)  # a copy: mutating it must not change the state
@@ -228,13 +229,13 @@ class HeapListState(_KeyedState, api.ListState):
             self.clear()
 
 
-class HeapMapState(_KeyedState, api.MapState):
+class HeapMapState(_KeyedState, api.MapState[Any, Any]):
     def _map(self) -> dict[Any, Any]:
-        v = self._read()
+        v: dict[Any, Any] = self._read()
         return {} if v is _MISSING else v
 
     def _map_for_write(self) -> dict[Any, Any]:
-        v = self._read()
+        v: dict[Any, Any] = self._read()
         if v is _MISSING:
             v = {}
             self._write(v)
@@ -276,7 +277,7 @@ class HeapMapState(_KeyedState, api.MapState):
         return self.keys()
 
 
-class HeapReducingState(_KeyedState, api.ReducingState):
+class HeapReducingState(_KeyedState, api.ReducingState[Any]):
     def __init__(self, backend: "KeyedStateBackend", table: StateTable, descriptor: api.ReducingStateDescriptor) -> None:
         super().__init__(backend, table)
         self._reduce = descriptor.reduce_function.reduce
@@ -290,7 +291,7 @@ class HeapReducingState(_KeyedState, api.ReducingState):
         self._write(value if v is _MISSING else self._reduce(v, value))
 
 
-class HeapAggregatingState(_KeyedState, api.AggregatingState):
+class HeapAggregatingState(_KeyedState, api.AggregatingState[Any, Any]):
     """Stores the accumulator; ``get()`` is the function's result, None while nothing was added."""
 
     def __init__(
@@ -382,13 +383,13 @@ class KeyedStateBackend:
             )
         return t
 
-    def _handle(self, descriptor: api.StateDescriptor, kind: str, make: Any) -> Any:
+    def _handle(self, descriptor: api.StateDescriptor, kind: str, make: Callable[[StateTable], _S]) -> _S:
         name = descriptor.get_name()
         table = self.table(name, kind)
         handle = self._handles.get(name)
         if handle is None:
             handle = self._handles[name] = make(table)
-        return handle
+        return handle  # registered under this name with this kind, so of the type ``make`` returns
 
     def get_value_state(self, descriptor: api.ValueStateDescriptor) -> HeapValueState:
         return self._handle(descriptor, VALUE, lambda t: HeapValueState(self, t))

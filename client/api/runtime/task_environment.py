@@ -133,7 +133,7 @@ class SimpleTaskEnvironment:
     parallelism: int = 1
     max_parallelism: int = 128
     attempt_number: int = 0
-    key_group_range: KeyGroupRange | None = None  # None: derived from max parallelism, parallelism, index
+    key_group_range: KeyGroupRange = KeyGroupRange.EMPTY  # EMPTY: derived from max parallelism, parallelism, index
     runtime_mode: str = STREAMING
     job_parameters: Mapping[str, str] = field(default_factory=dict)
     source_batch_size: int = 1024
@@ -148,7 +148,7 @@ class SimpleTaskEnvironment:
     def __post_init__(self) -> None:
         if self.runtime_mode not in (STREAMING, BATCH):
             raise ValueError(f"runtime_mode must be {STREAMING!r} or {BATCH!r}, got {self.runtime_mode!r}")
-        if self.key_group_range is None:
+        if self.key_group_range == KeyGroupRange.EMPTY:
             self.key_group_range = compute_key_group_range_for_operator_index(
                 self.max_parallelism, self.parallelism, self.subtask_index
             )
@@ -238,17 +238,17 @@ class StreamingRuntimeContext(RuntimeContext):
             raise RuntimeError(_NOT_KEYED.format(name=self._operator_name))
         return self._backend
 
-    def get_state(self, state_descriptor: "ValueStateDescriptor") -> "ValueState":
+    def get_state(self, state_descriptor: "ValueStateDescriptor") -> "ValueState[Any]":
         return self._keyed().get_value_state(state_descriptor)
 
-    def get_list_state(self, state_descriptor: "ListStateDescriptor") -> "ListState":
+    def get_list_state(self, state_descriptor: "ListStateDescriptor") -> "ListState[Any]":
         return self._keyed().get_list_state(state_descriptor)
 
-    def get_map_state(self, state_descriptor: "MapStateDescriptor") -> "MapState":
+    def get_map_state(self, state_descriptor: "MapStateDescriptor") -> "MapState[Any, Any]":
         return self._keyed().get_map_state(state_descriptor)
 
-    def get_reducing_state(self, state_descriptor: "ReducingStateDescriptor") -> "ReducingState":
+    def get_reducing_state(self, state_descriptor: "ReducingStateDescriptor") -> "ReducingState[Any]":
         return self._keyed().get_reducing_state(state_descriptor)
 
-    def get_aggregating_state(self, state_descriptor: "AggregatingStateDescriptor") -> "AggregatingState":
+    def get_aggregating_state(self, state_descriptor: "AggregatingStateDescriptor") -> "AggregatingState[Any, Any]":
         return self._keyed().get_aggregating_state(state_descriptor)

@@ -1,0 +1,336 @@
+"""OperatorChain: one task's chained operators, wired by direct calls (Flink's OperatorChain).
+
+Built from a ``JobVertex`` (operators in chain order, head first, each with its cloudpickled
+factory), a :class:`TaskEnvironment` and one :class:`ResultWriter` per produced data set. The task
+loop that owns it (the Spark worker) calls, from one thread:
+
+    chain.open()
+    finished = chain.run_source()                 # a source vertex, or
+    chain.process_batch(records, target_node_id)  # per input batch of another vertex,
+    chain.advance_processing_time(now)            # ... with timers and
+    chain.flush()                                 # ... the buffer timeout in between
+    if finished / all inputs ended: chain.end_input()
+    chain.close()
+
+Only :meth:`OperatorChain.cancel` may be called from another thread.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Protocol
+
+import cloudpickle
+
+from millstream.datastream.functions import KeySelector, _KeySelectorWrapper
+from millstream.runtime.runtime_operators import (
+    Emit,
+    KeyedProcessOperator,
+    OperatorContext,
+    OperatorError,
+    SourceOperator,
+    StreamOperator,
+    create_operator,
+    discard,
+)
+from millstream.runtime.sources import SourceFunctionReader
+from millstream.runtime.state_backend import KeyedStateBackend
+from millstream.runtime.task_environment import (
+    BATCH,
+    STREAMING,
+    SimpleTaskEnvironment,
+    StreamingRuntimeContext,
+    TaskEnvironment,
+)
+
+__all__ = [
+    "BATCH", "STREAMING", "OperatorChain", "OperatorError", "ResultWriter", "SimpleTaskEnvironment",
+    "TaskEnvironment",
+]
+
+
+class ResultWriter(Protocol):
+    """The producer side of one IntermediateDataSet: partitions, buffers and sends records.
+
+    ``emit`` may buffer; ``flush`` sends what is buffered. Either may raise if a record cannot be
+    serialized; the chain reports that as the emitting operator's error.
+    """
+
+    def emit(self, records: list[Any]) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+def _fan_out(targets: list[Emit]) -> Emit:
+    if not targets:
+        return discard
+    if len(targets) == 1:
+        return targets[0]
+    fixed = tuple(targets)
+
+    def fan_out(records: list[Any]) -> None:
+        for emit in fixed:  # every consumer gets the same list: operators never mutate their input
+            emit(records)
+
+    return fan_out
+
+
+class _WriterOutput:
+    """Emits into a ResultWriter and names the producing operator if the writer fails."""
+
+    def __init__(self, writer: ResultWriter, operator: StreamOperator, result_id: bytes) -> None:
+        self.writer = writer
+        self.operator = operator
+        self.result_id = result_id
+        self._emit = writer.emit
+
+    def emit(self, records: list[Any]) -> None:
+        try:
+            self._emit(records)
+        except Exception as e:
+            self.operator.fail(e, f"writing to result {self.result_id.hex()}")
+
+    def flush(self) -> None:
+        try:
+            self.writer.flush()
+        except Exception as e:
+            self.operator.fail(e, f"flushing result {self.result_id.hex()}")
+
+
+def _key_function(selector: Any) -> Callable[[Any], Any]:
+    if type(selector) is _KeySelectorWrapper:
+        return selector.fn
+    if isinstance(selector, KeySelector):
+        return selector.get_key
+    if callable(selector):
+        plain: Callable[[Any], Any] = selector
+        return plain
+    raise TypeError(f"A key selector must be a KeySelector or a callable, got {type(selector).__name__}")
+
+
+class OperatorChain:
+    """Runs one subtask of a JobVertex: its operators from the head to the sinks and result writers."""
+
+    def __init__(
+        self,
+        vertex: Any,  # millstream.proto.jobgraph_pb2.JobVertex
+        task_env: TaskEnvironment,
+        result_writers: Mapping[bytes, ResultWriter] | None = None,
+    ) -> None:
+        if not vertex.operators:
+            raise ValueError(f"Vertex '{vertex.name}' has no operators")
+        self.vertex = vertex
+        self.env = task_env
+        self.operators: list[StreamOperator] = []
+        self._by_node: dict[int, StreamOperator] = {}
+        self._backends: dict[str, KeyedStateBackend] = {}
+        for op in vertex.operators:
+            operator = self._build(op)
+            self.operators.append(operator)
+            self._by_node[op.node_id] = operator
+        self._writer_outputs: list[_WriterOutput] = []
+        self._wire(result_writers or {})
+        self.head = self.operators[0]
+        self._timer_operators = [o for o in self.operators if isinstance(o, KeyedProcessOperator)]
+        self._cancelled = False
+        self._last_flush_ms = task_env.now_ms()
+        self._opened = False
+
+    # -- construction --------------------------------------------------------------------------
+
+    def _build(self, op: Any) -> StreamOperator:
+        env = self.env
+        try:
+            factory = cloudpickle.loads(op.factory)
+            key_selector = _key_function(cloudpickle.loads(op.state_key_selector)) if op.state_key_selector else None
+        except Exception as e:
+            raise OperatorError(
+                f"Operator '{op.name}': cannot deserialize its function or key selector: {type(e).__name__}: {e} "
+                "(is the module that defines it shipped with the job?)",
+                op.name,
+            ) from e
+        backend = None
+        if key_selector is not None:
+            backend = KeyedStateBackend(env.max_parallelism, env.parallelism, env.key_group_range)
+            self._backends[op.operator_id.hex()] = backend
+        ctx = OperatorContext(
+            name=op.name,
+            node_id=op.node_id,
+            operator_id=op.operator_id.hex(),
+            env=env,
+            runtime_context=StreamingRuntimeContext(env, op.name, backend),
+            key_selector=key_selector,
+            backend=backend,
+        )
+        try:
+            return create_operator(factory, ctx)
+        except OperatorError:
+            raise
+        except Exception as e:
+            raise OperatorError(f"Operator '{op.name}': {type(e).__name__}: {e}", op.name) from e
+
+    def _wire(self, result_writers: Mapping[bytes, ResultWriter]) -> None:
+        produced = {ds.id: ds for ds in self.vertex.produced}
+        for op in self.vertex.operators:
+            operator = self._by_node[op.node_id]
+            main: list[Emit] = []
+            side: dict[str, list[Emit]] = {}
+            for out in op.chained_outputs:
+                target = self._by_node.get(out.target_node_id)
+                if target is None:
+                    raise ValueError(f"Operator '{op.name}' chains to unknown node {out.target_node_id}")
+                (side.setdefault(out.output_tag, []) if out.output_tag else main).append(target.process_batch)
+            for result_id in op.non_chained_outputs:
+                writer = result_writers.get(result_id)
+                dataset = produced.get(result_id)
+                if writer is None or dataset is None:
+                    raise ValueError(f"Operator '{op.name}' emits into result {result_id.hex()}, which has no writer")
+                output = _WriterOutput(writer, operator, result_id)
+                self._writer_outputs.append(output)
+                tag = dataset.output_tag
+                (side.setdefault(tag, []) if tag else main).append(output.emit)
+            operator.output = _fan_out(main)
+            operator.side_outputs = {tag: _fan_out(targets) for tag, targets in side.items()}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Opens every operator, the tail first, so an operator never emits into an unopened one."""
+        self._opened = True
+        for operator in reversed(self.operators):
+            operator.open()
+
+    def run_source(self) -> bool:
+        """Reads this subtask's splits through the chain. True when the input is exhausted (then call
+        ``end_input``), False when cancelled."""
+        source = self.head
+        if not isinstance(source, SourceOperator):
+            raise TypeError(f"Vertex '{self.vertex.name}' is not a source vertex")
+        if not self._opened:
+            raise RuntimeError("open() the chain before run_source()")
+        reader = source.reader
+        emit = source.output
+        if isinstance(reader, SourceFunctionReader):
+            try:
+                return reader.run(emit, self._between_batches)
+            except Exception as e:
+                source.fail(e, "run()")
+        assert reader is not None
+        env = self.env
+        while not (self._cancelled or env.is_cancelled()):
+            try:
+                batch = reader.poll()
+            except Exception as e:
+                source.fail(e, "reading")
+            if batch is None:
+                return True
+            if batch:
+                emit(batch)
+            else:  # ahead of a rate limit: wait, but not past a due timer or flush
+                env.wait_ms(self._wait_bound(reader.wait_hint_ms()))
+            self._between_batches()
+        return False
+
+    def _wait_bound(self, wait_ms: int) -> int:
+        now = self.env.now_ms()
+        next_timer = self.next_timer_ms()
+        if next_timer is not None:
+            wait_ms = min(wait_ms, next_timer - now)
+        if self.env.buffer_timeout_ms >= 0:
+            wait_ms = min(wait_ms, self._last_flush_ms + self.env.buffer_timeout_ms - now)
+        return max(wait_ms, 0)
+
+    def _between_batches(self) -> None:
+        """Fires due timers and flushes on the buffer timeout: the source loop's housekeeping."""
+        now = self.env.now_ms()
+        if self._timer_operators:
+            self.advance_processing_time(now)
+        timeout = self.env.buffer_timeout_ms
+        if timeout >= 0 and now - self._last_flush_ms >= timeout:
+            self.flush()
+
+    def process_batch(self, records: list[Any], target_node_id: int, input_index: int = 0) -> None:
+        """One input batch for the chain's head (``target_node_id`` from the JobEdge)."""
+        operator = self._by_node.get(target_node_id)
+        if operator is not self.head or isinstance(operator, SourceOperator):
+            raise ValueError(f"Node {target_node_id} is not the input operator of vertex '{self.vertex.name}'")
+        operator.process_batch(records)
+
+    def end_input(self) -> None:
+        """Bounded input done: every operator emits what it held back (head first, so its last records
+        reach operators that have not ended yet), then everything is flushed."""
+        for operator in self.operators:
+            operator.end_input()
+        self.flush()
+
+    def advance_processing_time(self, now_ms: int) -> None:
+        """Fires every processing-time timer due at ``now_ms``."""
+        for operator in self._timer_operators:
+            operator.on_processing_time(now_ms)
+
+    def next_timer_ms(self) -> int | None:
+        """The earliest pending processing-time timer, so the task loop knows when to wake."""
+        times = [t for o in self._timer_operators if (t := o.next_timer_ms()) is not None]
+        return min(times) if times else None
+
+    def flush(self) -> None:
+        """Hands buffered output on: sinks' buffers, then the result writers."""
+        self._last_flush_ms = self.env.now_ms()
+        for operator in self.operators:
+            operator.flush()
+        for output in self._writer_outputs:
+            output.flush()
+
+    def close(self) -> None:
+        """Closes every operator, head first; all are closed even if one fails, then the first error is raised."""
+        first: BaseException | None = None
+        for operator in self.operators:
+            try:
+                operator.close()
+            except Exception as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    def cancel(self) -> None:
+        """From any thread: stop the source loop; a SourceFunction gets ``cancel()``."""
+        self._cancelled = True
+        head = self.head
+        if isinstance(head, SourceOperator) and isinstance(head.reader, SourceFunctionReader):
+            head.reader.cancel()
+
+    # -- positions and state, for checkpoints --------------------------------------------------
+
+    def restore_positions(self, positions: Mapping[str, Any]) -> None:
+        """Before ``open()``: resume the source's splits at ``positions`` (from ``snapshot_positions``)."""
+        if isinstance(self.head, SourceOperator):
+            self.head.start_positions = dict(positions)
+
+    def snapshot_positions(self) -> dict[str, Any]:
+        """The source's read position per split id (empty for a non-source vertex)."""
+        head = self.head
+        if isinstance(head, SourceOperator) and head.reader is not None:
+            return head.reader.position()
+        return {}
+
+    def keyed_state_backends(self) -> dict[str, KeyedStateBackend]:
+        """Keyed state per operator id (hex), for the keyed operators of this chain."""
+        return dict(self._backends)
+
+    def snapshot_keyed_state(self) -> dict[str, dict[int, bytes]]:
+        """Per keyed operator id: one blob per key group holding state or timers."""
+        return {op_id: backend.snapshot() for op_id, backend in self._backends.items()}
+
+    def restore_keyed_state(self, states: Mapping[str, Mapping[int, bytes]]) -> None:
+        """Loads the key groups of this subtask's range, per operator id; unknown operators are an error
+        (Flink refuses state it cannot map unless told to skip it)."""
+        for op_id, groups in states.items():
+            backend = self._backends.get(op_id)
+            if backend is None:
+                raise ValueError(f"Keyed state for operator {op_id}, which is not a keyed operator of '{self.vertex.name}'")
+            backend.restore(groups)
+
+    def operator(self, node_id: int) -> StreamOperator:
+        return self._by_node[node_id]
+
+    def __repr__(self) -> str:
+        env = self.env
+        return f"OperatorChain({self.vertex.name!r} {env.subtask_index + 1}/{env.parallelism})"

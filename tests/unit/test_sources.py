@@ -1,0 +1,281 @@
+"""Source readers: Flink's sequence splits, text-file byte-range splits that never lose or repeat a
+line, positions per split, rate limiting on a manual clock, and SourceFunction batching."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from millstream.datastream import SourceFunction
+from millstream.runtime import operators as ops
+from millstream.runtime.sources import (
+    CollectionReader,
+    FileSplit,
+    SourceFunctionReader,
+    TextFileReader,
+    create_source_reader,
+    sequence_splits,
+    text_file_splits,
+)
+from millstream.runtime.task_environment import ManualClock, SimpleTaskEnvironment, StreamingRuntimeContext
+
+
+def task_env(parallelism: int = 1, subtask: int = 0, **kwargs: Any) -> SimpleTaskEnvironment:
+    kwargs.setdefault("clock", ManualClock(0))
+    return SimpleTaskEnvironment(parallelism=parallelism, subtask_index=subtask, **kwargs)
+
+
+def reader_for(factory: ops.SourceFactory, env: SimpleTaskEnvironment, positions: dict[str, Any] | None = None) -> Any:
+    reader = create_source_reader(factory, env, StreamingRuntimeContext(env, "source", None), positions)
+    reader.open()
+    return reader
+
+
+def drain(reader: Any) -> list[Any]:
+    out: list[Any] = []
+    while (batch := reader.poll()) is not None:
+        out.extend(batch)
+    return out
+
+
+def expected_lines(data: bytes, charset: str = "utf-8") -> list[str]:
+    """Flink's TextInputFormat: split on \\n, a trailing \\n ends the last line, a \\r before \\n is dropped."""
+    if not data:
+        return []
+    parts = data.split(b"\n")
+    if parts[-1] == b"":
+        parts.pop()
+    return [p[:-1].decode(charset) if p.endswith(b"\r") else p.decode(charset) for p in parts]
+
+
+# -- sequences ---------------------------------------------------------------------------------
+
+
+def test_sequence_splits_follow_flinks_number_sequence_iterator() -> None:
+    assert sequence_splits(0, 9, 3) == [("1", 0, 3), ("2", 4, 6), ("3", 7, 9)]
+    assert sequence_splits(1, 2, 4) == [("1", 1, 1), ("2", 2, 2)]  # empty splits are dropped
+    assert sequence_splits(5, 5, 1) == [("1", 5, 5)]
+    assert sequence_splits(-3, 3, 2) == [("1", -3, 0), ("2", 1, 3)]
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("start, end", [(1, 1), (0, 3), (-10, 10), (1, 10_001)])
+def test_sequence_readers_cover_the_range_once_in_contiguous_pieces(parallelism: int, start: int, end: int) -> None:
+    factory = ops.SequenceSourceFactory(start=start, end=end)
+    pieces = []
+    for subtask in range(parallelism):
+        reader = reader_for(factory, task_env(parallelism, subtask, source_batch_size=333))
+        numbers = drain(reader)
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers))) if numbers else True
+        pieces.append(numbers)
+    assert [n for piece in pieces for n in piece] == list(range(start, end + 1))
+    sizes = [len(p) for p in pieces]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_sequence_batches_and_positions() -> None:
+    reader = reader_for(ops.SequenceSourceFactory(start=1, end=10), task_env(source_batch_size=4))
+    assert reader.position() == {"1": 1}
+    assert reader.poll() == [1, 2, 3, 4] and reader.position() == {"1": 5}
+    assert drain(reader) == [5, 6, 7, 8, 9, 10] and reader.position() == {"1": 11}
+    resumed = reader_for(ops.SequenceSourceFactory(start=1, end=10), task_env(), {"1": 8})
+    assert drain(resumed) == [8, 9, 10]
+
+
+def test_collection_reader_batches_positions_and_resume() -> None:
+    factory = ops.CollectionSourceFactory(elements=list("abcdefg"))
+    reader = reader_for(factory, task_env(source_batch_size=3))
+    assert reader.poll() == ["a", "b", "c"] and reader.position() == {CollectionReader.SPLIT_ID: 3}
+    assert drain(reader_for(factory, task_env(), {CollectionReader.SPLIT_ID: 5})) == ["f", "g"]
+
+
+# -- text files ------------------------------------------------------------------------------------
+
+FILES: dict[str, bytes] = {
+    "trailing.txt": b"alpha\nbeta\n\ngamma delta\n",
+    "no_trailing.txt": b"one\ntwo\nthree",
+    "crlf.txt": b"win 1\r\nwin 2\r\n\r\nwin 4\r\n",
+    "crlf_no_trailing.txt": b"a\r\nb",
+    "long.txt": b"short\n" + b"L" * 300_000 + b"\nmiddle\n" + b"M" * 150_001 + b"\nend\n",
+    "empty.txt": b"",
+    "blank_lines.txt": b"\n\n\nx\n\n",
+    "unicode.txt": "größe\nnaïve café\n日本語のテキスト\n🙂 emoji\n".encode(),
+    "single_newline.txt": b"\n",
+}
+
+
+@pytest.fixture
+def text_files(tmp_path: Path) -> list[str]:
+    paths = []
+    for name, data in FILES.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        paths.append(str(path))
+    return paths
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 3, 4, 5])
+def test_text_splits_read_every_line_exactly_once(text_files: list[str], parallelism: int) -> None:
+    factory = ops.TextFileSourceFactory(paths=tuple(text_files))
+    expected = [line for name in FILES for line in expected_lines(FILES[name])]
+    lines = []
+    for subtask in range(parallelism):
+        lines += drain(reader_for(factory, task_env(parallelism, subtask, source_batch_size=2)))
+    assert lines == expected
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_every_cut_point_splits_a_file_without_losing_or_repeating_lines(tmp_path: Path, name: str) -> None:
+    data = FILES[name]
+    if len(data) > 100:  # the long file: cut around its line boundaries instead of everywhere
+        cuts = sorted({c for nl in range(len(data)) if data[nl : nl + 1] == b"\n" for c in (nl - 1, nl, nl + 1, nl + 2)})
+        cuts = [c for c in cuts if 0 <= c <= len(data)] + [1, 70_000, len(data)]
+    else:
+        cuts = list(range(len(data) + 1))
+    path = tmp_path / name
+    path.write_bytes(data)
+    for cut in cuts:
+        lines = []
+        for start, end in ((0, cut), (cut, len(data))):
+            reader = TextFileReader([FileSplit(str(path), start, end)], "utf-8", 3, {}, chunk_bytes=7, min_chunk_bytes=5)
+            lines += drain(reader)
+        assert lines == expected_lines(data), f"cut at {cut}"
+
+
+def test_text_positions_are_byte_offsets_of_the_next_line_and_resume_exactly(tmp_path: Path) -> None:
+    data = b"".join(f"line {i:04d}\r\n".encode() for i in range(500))  # 11 bytes per line
+    path = tmp_path / "lines.txt"
+    path.write_bytes(data)
+    split = FileSplit(str(path), 0, len(data))
+    reader = TextFileReader([split], "utf-8", 50, {}, chunk_bytes=1000)
+    first = reader.poll() + reader.poll()
+    offset = reader.position()[split.split_id]
+    assert offset == 11 * len(first)
+    resumed = TextFileReader([split], "utf-8", 50, {split.split_id: offset})
+    assert first + drain(resumed) == expected_lines(data)
+    assert resumed.position()[split.split_id] == len(data)
+
+
+def test_batches_follow_the_configured_size_approximately(tmp_path: Path) -> None:
+    path = tmp_path / "many.txt"
+    path.write_bytes(b"".join(b"word %d\n" % i for i in range(20_000)))
+    reader = TextFileReader(text_file_splits([str(path)], 1)[0], "utf-8", 500, {})
+    sizes = []
+    while (batch := reader.poll()) is not None:
+        sizes.append(len(batch))
+    assert sum(sizes) == 20_000
+    assert max(sizes[1:]) <= 1_000 and len(sizes) >= 20
+
+
+def test_splits_balance_bytes_across_files(text_files: list[str]) -> None:
+    total = sum(len(d) for d in FILES.values())
+    for p in (1, 2, 3, 5):
+        plan = text_file_splits(text_files, p)
+        sizes = [sum(s.end - s.start for s in splits) for splits in plan]
+        assert sum(sizes) == total and max(sizes) - min(sizes) <= 1
+
+
+def test_missing_file_fails_naming_the_path(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.txt")
+    with pytest.raises(FileNotFoundError, match=missing):
+        text_file_splits([missing], 2)
+
+
+def test_a_directory_stands_for_its_visible_files(tmp_path: Path) -> None:
+    (tmp_path / "b.txt").write_text("b1\nb2\n")
+    (tmp_path / "a.txt").write_text("a1\n")
+    (tmp_path / ".hidden").write_text("no\n")
+    (tmp_path / "_SUCCESS").write_text("")
+    factory = ops.TextFileSourceFactory(paths=(str(tmp_path),))
+    lines = drain(reader_for(factory, task_env(2, 0))) + drain(reader_for(factory, task_env(2, 1)))
+    assert lines == ["a1", "b1", "b2"]
+
+
+def test_utf16_files_are_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "wide.txt"
+    path.write_bytes("first\r\nsecond\nthird".encode("utf-16"))
+    factory = ops.TextFileSourceFactory(paths=(str(path),), charset="utf-16")
+    per_subtask = [drain(reader_for(factory, task_env(3, i))) for i in range(3)]
+    assert per_subtask == [["first", "second", "third"], [], []]
+
+
+def test_undecodable_bytes_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"ok\n\xff\xfe\n")
+    with pytest.raises(ValueError, match=f"Cannot decode {path}"):
+        drain(reader_for(ops.TextFileSourceFactory(paths=(str(path),)), task_env()))
+
+
+# -- generator and SourceFunction ----------------------------------------------------------------
+
+
+def test_generator_source_is_rate_limited_on_the_clock() -> None:
+    clock = ManualClock(10_000)
+    env = task_env(clock=clock, source_batch_size=100)
+    reader = reader_for(ops.GeneratorSourceFactory(lambda i: f"r{i}", records_per_second=50, count=None), env)
+    assert reader.poll() == ["r0"]
+    assert reader.poll() == [] and reader.wait_hint_ms() == 20
+    clock.advance(20)
+    assert reader.poll() == ["r1"]
+    clock.advance(1000)  # behind by a second: catches up at once
+    assert len(reader.poll()) == 50
+    assert reader.position() == {"1": 52}
+
+
+def test_generator_splits_count_and_rate_across_subtasks() -> None:
+    factory = ops.GeneratorSourceFactory(lambda i: i, records_per_second=None, count=10)
+    parts = [drain(reader_for(factory, task_env(3, i))) for i in range(3)]
+    assert parts == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    clock = ManualClock(0)
+    limited = reader_for(ops.GeneratorSourceFactory(lambda i: i, records_per_second=300), task_env(3, 1, clock=clock))
+    assert limited.poll() == [limited.position()["2"] - 1]  # the first record is due at once
+    clock.advance(1000)
+    assert len(limited.poll()) == 100  # 300/s shared by 3 subtasks
+    assert factory.bounded and not ops.GeneratorSourceFactory(lambda i: i, 1.0).bounded
+
+
+class SlowSource(SourceFunction):
+    """Collects 10 records, 30 ms of manual time apart."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+
+    def run(self, ctx: Any) -> None:
+        for i in range(10):
+            ctx.collect(i)
+            self.clock.advance(30)
+
+
+def test_source_function_batches_by_size_and_by_buffer_timeout() -> None:
+    clock = ManualClock(0)
+    env = task_env(clock=clock, buffer_timeout_ms=100, source_batch_size=1000)
+    reader = SourceFunctionReader(SlowSource(clock), env, env.source_batch_size)
+    batches: list[list[int]] = []
+    housekeeping = []
+    assert reader.run(batches.append, lambda: housekeeping.append(clock.now_ms())) is True
+    assert [r for b in batches for r in b] == list(range(10))
+    assert [len(b) for b in batches] == [5, 4, 1]  # pushed once 100 ms passed (at 120 and 240 ms), then the tail
+    assert len(housekeeping) == 3 and reader.position() == {"records": 10}
+
+
+def test_source_function_batches_by_size() -> None:
+    class Burst(SourceFunction):
+        def run(self, ctx: Any) -> None:
+            for i in range(25):
+                ctx.collect(i)
+
+    env = task_env(buffer_timeout_ms=-1)
+    batches: list[list[int]] = []
+    SourceFunctionReader(Burst(), env, 10).run(batches.append, lambda: None)
+    assert [len(b) for b in batches] == [10, 10, 5]
+
+
+def test_text_reader_requires_existing_files_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "gone.txt"
+    path.write_text("x\n")
+    splits = text_file_splits([str(path)], 1)[0]
+    os.remove(path)
+    with pytest.raises(FileNotFoundError, match=str(path)):
+        TextFileReader(splits, "utf-8", 10, {}).open()
