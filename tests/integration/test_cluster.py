@@ -244,3 +244,18 @@ def test_unknown_job_ids_are_not_found(client) -> None:
     with pytest.raises(grpc.RpcError) as info:
         client.status(b"\x00" * 16)
     assert info.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+def test_servers_answer_health_checks_and_reflection(cluster) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    for address in [cluster.address, *(tm.address for tm in cluster.task_managers)]:
+        with grpc.insecure_channel(address) as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            request = reflection_pb2.ServerReflectionRequest(list_services="")
+            (response,) = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(iter([request]), timeout=5)
+            names = {s.name for s in response.list_services_response.service}
+            assert "grpc.health.v1.Health" in names
+            assert names & {"millstream.v1.Dispatcher", "millstream.v1.TaskExecutor"}

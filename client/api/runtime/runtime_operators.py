@@ -11,6 +11,7 @@ so a failure downstream is reported by the operator where it happened.
 """
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, NoReturn
@@ -32,6 +33,7 @@ Emit = Callable[[list[Any]], None]
 LONG_MIN = -(2**63)
 _MISSING: Any = object()
 _INF = float("inf")
+_flatten = itertools.chain.from_iterable
 COLLECT_BATCH_SIZE = 1024  # records per emit_collect call unless the sink's options say otherwise
 
 
@@ -141,11 +143,9 @@ class StreamOperator:
         selector = self.ctx.key_selector
         backend = self.ctx.backend
         assert selector is not None and backend is not None
-        kg_of = backend.key_group_of
         try:
-            keys = [selector(r) for r in records]
-            key_groups = [kg_of(k) for k in keys]
-            backend.check_key_groups(keys, key_groups)
+            keys = list(map(selector, records))
+            key_groups = backend.assign_key_groups(keys)
         except Exception as e:
             self.fail(e, "the key selector")
         return keys, key_groups
@@ -160,9 +160,8 @@ class MapOperator(StreamOperator):
         self._fn = _call_target(factory.function, fn._MapWrapper, "map")
 
     def process_batch(self, records: list[Any]) -> None:
-        f = self._fn
         try:
-            out = [f(r) for r in records]
+            out = list(map(self._fn, records))  # C-level loop: only the user's function runs per record
         except Exception as e:
             self.fail(e, "map")
         self.output(out)
@@ -174,9 +173,8 @@ class FlatMapOperator(StreamOperator):
         self._fn = _call_target(factory.function, fn._FlatMapWrapper, "flat_map")
 
     def process_batch(self, records: list[Any]) -> None:
-        f = self._fn
         try:
-            out = [v for r in records for v in f(r)]
+            out = list(_flatten(map(self._fn, records)))
         except Exception as e:
             self.fail(e, "flat_map")
         if out:
@@ -189,9 +187,8 @@ class FilterOperator(StreamOperator):
         self._fn = _call_target(factory.function, fn._FilterWrapper, "filter")
 
     def process_batch(self, records: list[Any]) -> None:
-        f = self._fn
         try:
-            out = [r for r in records if f(r)]
+            out = list(filter(self._fn, records))
         except Exception as e:
             self.fail(e, "filter")
         if out:
@@ -468,10 +465,14 @@ class ReduceOperator(StreamOperator):
         self._batch_mode = ctx.env.runtime_mode == BATCH
         self._reduce = reduce or _call_target(factory.function, fn._ReduceWrapper, "reduce")
         self._what = "reduce"
+        # Only a ReduceFunction class can reach keyed state (through open's runtime context); a
+        # wrapped lambda or an aggregation cannot, so they skip setting the key per record.
+        self._sets_key = reduce is None and type(factory.function) is not fn._ReduceWrapper
 
     def process_batch(self, records: list[Any]) -> None:
         keys, key_groups = self.key_batch(records)
         groups, reduce, b = self._table.groups, self._reduce, self._state
+        sets_key = self._sets_key
         out: list[Any] = []
         append = out.append
         try:
@@ -481,8 +482,8 @@ class ReduceOperator(StreamOperator):
                     d = groups[kg] = {}
                 cur = d.get(key, _MISSING)
                 if cur is not _MISSING:
-                    b.current_key = key  # a rich reduce function may read keyed state
-                    b.current_key_group = kg
+                    if sets_key:
+                        b.current_key, b.current_key_group = key, kg
                     r = reduce(cur, r)
                 d[key] = r
                 append(r)

@@ -1,0 +1,35 @@
+"""``python job.py`` with no cluster named: an embedded mini-cluster runs the job and goes away."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_a_job_script_runs_on_an_embedded_cluster_and_prints_to_the_console(tmp_path) -> None:
+    (tmp_path / "helpers.py").write_text("def triple(x):\n    return 3 * x\n")
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent("""
+        import os
+        from millstream.datastream import StreamExecutionEnvironment
+        from helpers import triple   # imported by reference: must travel as an artifact
+
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.add_python_file(os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers.py"))
+        env.set_parallelism(2)
+        env.from_sequence(1, 3).map(triple).print()
+        result = env.execute("embedded")
+        print("JOB", result.get_job_id(), "DONE")
+    """))
+    env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
+    run = subprocess.run([sys.executable, str(job)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert sorted(line.split("> ", 1)[1] for line in lines if "> " in line) == ["3", "6", "9"]
+    assert all(line[:2] in ("1>", "2>") for line in lines if "> " in line)
+    assert any(line.startswith("JOB ") and line.endswith(" DONE") for line in lines)
