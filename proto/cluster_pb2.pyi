@@ -426,3 +426,25 @@ class HeartbeatResponse(_message.Message):
     slot_report: SlotReport
     tasks: _containers.RepeatedCompositeFieldContainer[TaskExecutionState]
     def __init__(self, slot_report: _Optional[_Union[SlotReport, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskExecutionState, _Mapping]]] = ...) -> None: ...
+
+class LookupPartitionRequest(_message.Message):
+    __slots__ = ("producer_attempt_id",)
+    PRODUCER_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    producer_attempt_id: bytes
+    def __init__(self, producer_attempt_id: _Optional[bytes] = ...) -> None: ...
+
+class LookupPartitionResponse(_message.Message):
+    __slots__ = ("state", "address")
+    class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        PENDING: _ClassVar[LookupPartitionResponse.State]
+        READY: _ClassVar[LookupPartitionResponse.State]
+        GONE: _ClassVar[LookupPartitionResponse.State]
+    PENDING: LookupPartitionResponse.State
+    READY: LookupPartitionResponse.State
+    GONE: LookupPartitionResponse.State
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    state: LookupPartitionResponse.State
+    address: str
+    def __init__(self, state: _Optional[_Union[LookupPartitionResponse.State, str]] = ..., address: _Optional[str] = ...) -> None: ...

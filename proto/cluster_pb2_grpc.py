@@ -735,6 +735,11 @@ class TaskExecutorStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.HeartbeatRequest.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
+        self.LookupPartition = channel.unary_unary(
+                '/millstream.v1.TaskExecutor/LookupPartition',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.LookupPartitionRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.LookupPartitionResponse.FromString,
+                _registered_method=True)
 
 
 class TaskExecutorServicer:
@@ -770,6 +775,13 @@ class TaskExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LookupPartition(self, request, context):
+        """Where a producer task serves its result partitions (consumers connect to it directly).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -797,6 +809,11 @@ def add_TaskExecutorServicer_to_server(servicer, server):
                     servicer.Heartbeat,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.HeartbeatRequest.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'LookupPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.LookupPartition,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.LookupPartitionRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.LookupPartitionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -934,6 +951,33 @@ class TaskExecutor:
             '/millstream.v1.TaskExecutor/Heartbeat',
             millstream_dot_proto_dot_cluster__pb2.HeartbeatRequest.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LookupPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.TaskExecutor/LookupPartition',
+            millstream_dot_proto_dot_cluster__pb2.LookupPartitionRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.LookupPartitionResponse.FromString,
             options,
             channel_credentials,
             insecure,

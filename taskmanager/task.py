@@ -1,9 +1,10 @@
 """The body of a deployed task: runs inside a PySpark executor's Python worker.
 
-It unpacks the TaskDeploymentDescriptor, makes the job's artifacts importable, builds the operator
-chain and drives it for the task's whole life. Everything it tells the TaskManager (state changes,
-printed lines, collected records) travels in order over the worker's control channel; the final
-FINISHED / FAILED / CANCELED is the runner's TaskExit.
+It unpacks the TaskDeploymentDescriptor, makes the job's artifacts importable, serves its result
+partitions, connects its input gates to the producers, builds the operator chain and drives it for
+the task's whole life. Everything it tells the TaskManager (state changes, where its partitions
+are served, printed lines, collected records) travels in order over the worker's control channel;
+the final FINISHED / FAILED / CANCELED is the runner's TaskExit.
 """
 from __future__ import annotations
 
@@ -13,16 +14,26 @@ import threading
 import time
 from typing import Any
 
+import cloudpickle
+
 from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime.chain import OperatorChain
 from millstream.runtime.keygroups import KeyGroupRange
+from millstream.runtime.rpc import sync_channel
+from millstream.taskmanager.network import BUFFER, ChannelSpec, EndOfPartition, InputGate, PartitionServer, ResultPartition
 
 # Messages from the worker to the TaskManager.
-STATE = "state"        # ("state", "INITIALIZING" | "RUNNING")
-PRINT = "print"        # ("print", [lines])
-COLLECT = "collect"    # ("collect", collect_id, subtask_index, sequence, pickled list)
+STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")
+PARTITIONS = "partitions"  # ("partitions", "host:port") where this task serves its result partitions
+PRINT = "print"            # ("print", [lines], to_stderr)
+COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, pickled list)
 
 SOURCE_BATCH_SIZE = 1024
+RECORDS_PER_BUFFER = 1024
+CONNECT_TIMEOUT_S = 60.0
+CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers before giving up
 
 
 class WorkerTaskEnvironment:
@@ -38,7 +49,7 @@ class WorkerTaskEnvironment:
         self.max_parallelism = vertex.max_parallelism
         self.attempt_number = tdd.attempt_number
         self.key_group_range = KeyGroupRange.of(tdd.key_group_start, tdd.key_group_end)
-        self.runtime_mode = "BATCH" if tdd.execution_config.runtime_mode == 2 else "STREAMING"
+        self.runtime_mode = "BATCH" if tdd.execution_config.runtime_mode == pb.BATCH else "STREAMING"
         self.job_parameters = dict(tdd.execution_config.configuration)
         self.buffer_timeout_ms = tdd.execution_config.buffer_timeout_ms
         self.source_batch_size = SOURCE_BATCH_SIZE
@@ -62,6 +73,87 @@ class WorkerTaskEnvironment:
         self._channel.wait_cancelled(timeout_ms / 1000)
 
 
+class PartitionResolver:
+    """Asks a producer's TaskManager where the producer task serves its partitions."""
+
+    def __init__(self, rpc_timeout_s: float = 5.0) -> None:
+        self._stubs: dict[str, cpb_grpc.TaskExecutorStub] = {}
+        self._channels: list[Any] = []
+        self._timeout = rpc_timeout_s
+
+    def __call__(self, spec: ChannelSpec) -> tuple[str, int] | None:
+        stub = self._stubs.get(spec.producer_location)
+        if stub is None:
+            channel = sync_channel(spec.producer_location)
+            self._channels.append(channel)
+            stub = self._stubs[spec.producer_location] = cpb_grpc.TaskExecutorStub(channel)
+        try:
+            response = stub.LookupPartition(cpb.LookupPartitionRequest(producer_attempt_id=spec.producer_attempt_id), timeout=self._timeout)
+        except Exception:  # the producer's TaskManager is not reachable (yet): ask again
+            return None
+        if response.state == cpb.LookupPartitionResponse.GONE:
+            raise ConnectionError(
+                f"the producer of partition {spec.result_id.hex()}#{spec.partition_index} ended before this task connected"
+            )
+        if response.state == cpb.LookupPartitionResponse.READY:
+            host, port = response.address.rsplit(":", 1)
+            return host, int(port)
+        return None
+
+    def close(self) -> None:
+        for channel in self._channels:
+            channel.close()
+
+
+def _result_partitions(tdd: cpb.TaskDeploymentDescriptor, is_cancelled: Any) -> dict[bytes, ResultPartition]:
+    produced = {r.id: r for r in tdd.vertex.produced}
+    partitions = {}
+    for descriptor in tdd.produced_partitions:
+        partitioner = cloudpickle.loads(produced[descriptor.result_id].partitioner.payload)
+        partitions[descriptor.result_id] = ResultPartition(
+            descriptor.result_id,
+            descriptor.partition_index,
+            descriptor.num_subpartitions,
+            partitioner,
+            tdd.execution_attempt_id,
+            records_per_buffer=RECORDS_PER_BUFFER,
+            is_cancelled=is_cancelled,
+        )
+    return partitions
+
+
+def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, is_cancelled: Any) -> InputGate:
+    specs = [
+        ChannelSpec(
+            result_id=c.result_id,
+            partition_index=c.partition_index,
+            subpartition_index=c.subpartition_index,
+            producer_attempt_id=c.producer_attempt_id,
+            target_node_id=gate.target_node_id,
+            input_index=gate.input_index,
+            producer_location=c.producer_data_address,
+        )
+        for gate in tdd.input_gates
+        for c in gate.channels
+    ]
+    return InputGate(specs, resolve, is_cancelled=is_cancelled, connect_timeout_s=CONNECT_TIMEOUT_S)
+
+
+def _consume(chain: OperatorChain, gate: InputGate, env: WorkerTaskEnvironment) -> bool:
+    """Feeds input buffers to the chain until every channel ended; False when cancelled."""
+    while not gate.all_finished:
+        if env.is_cancelled():
+            return False
+        timeout_ms = chain._wait_bound(100)
+        item = gate.poll(timeout_ms / 1000)
+        if item is not None:
+            spec, kind, payload = item
+            if kind == BUFFER:
+                chain.process_batch(payload, spec.target_node_id, spec.input_index)
+        chain._between_batches()
+    return True
+
+
 def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
     for path in reversed(artifact_paths):
@@ -69,23 +161,40 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
             sys.path.insert(0, path)
     channel.send((STATE, "INITIALIZING"))
     env = WorkerTaskEnvironment(tdd, channel)
-    if not tdd.vertex.is_source:
-        raise NotImplementedError(
-            f"Task {tdd.vertex.name} reads from other tasks; data exchange between tasks is not available yet"
-        )
-    chain = OperatorChain(tdd.vertex, env, {})
-
-    def relay_cancel() -> None:  # a SourceFunction's run() only stops when told through cancel()
-        while not channel.wait_cancelled(3600):
-            pass
-        chain.cancel()
-
-    threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True).start()
-    chain.open()
+    partitions = _result_partitions(tdd, env.is_cancelled)
+    server = PartitionServer()
+    resolver = PartitionResolver()
+    gate = _input_gate(tdd, resolver, env.is_cancelled) if tdd.input_gates else None
     try:
-        channel.send((STATE, "RUNNING"))
-        chain.run_source()
-        if not env.is_cancelled():
-            chain.end_input()
+        for partition in partitions.values():
+            server.register(partition)
+        server.start()
+        channel.send((PARTITIONS, "%s:%d" % server.address))
+        chain = OperatorChain(tdd.vertex, env, partitions)
+
+        def relay_cancel() -> None:  # a SourceFunction's run() only stops when told through cancel()
+            while not channel.wait_cancelled(3600):
+                pass
+            chain.cancel()
+
+        threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True).start()
+        if gate is not None:
+            gate.start()
+        chain.open()
+        try:
+            channel.send((STATE, "RUNNING"))
+            ended = chain.run_source() if tdd.vertex.is_source else _consume(chain, gate, env)  # type: ignore[arg-type]
+            if ended and not env.is_cancelled():
+                chain.end_input()
+                for partition in partitions.values():
+                    partition.finish()
+                for partition in partitions.values():
+                    if not partition.wait_consumed(CONSUMED_TIMEOUT_S):
+                        raise TimeoutError(f"the consumers of {tdd.vertex.name} did not read its output in time")
+        finally:
+            chain.close()
     finally:
-        chain.close()
+        if gate is not None:
+            gate.close()
+        server.close()
+        resolver.close()

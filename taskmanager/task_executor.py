@@ -9,6 +9,7 @@ slots, as a Flink TaskExecutor does.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import shutil
@@ -79,6 +80,9 @@ class TaskExecutor:
         self._heartbeats = HeartbeatMonitor[str](10_000, 50_000)
         self._background: set[asyncio.Task[Any]] = set()
         self._artifact_fetches: dict[bytes, asyncio.Future[list[str]]] = {}
+        # Where each running task serves its result partitions, and the attempts that ended here.
+        self.partition_servers: dict[bytes, str] = {}
+        self._ended_attempts: collections.deque[bytes] = collections.deque(maxlen=10_000)
         self.registered = asyncio.Event()
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -257,12 +261,16 @@ class TaskExecutor:
             msg = await task.events.get()
             if isinstance(msg, TaskExit):
                 failure = cpb.JobFailure(message=_first_line(msg.error), task_name=task.name, traceback=msg.error or "") if msg.error else None
+                self.partition_servers.pop(task.attempt_id, None)
+                self._ended_attempts.append(task.attempt_id)
                 await self._report(stub, task, msg.status, failure)
                 self.tasks.pop(task.attempt_id, None)
                 self.slots.remove_task(task.attempt_id)
                 return
             kind = msg[0]
-            if kind == task_body.STATE:
+            if kind == task_body.PARTITIONS:
+                self.partition_servers[task.attempt_id] = msg[1]
+            elif kind == task_body.STATE:
                 await self._report(stub, task, msg[1], None)
             elif kind == task_body.PRINT:
                 stream = sys.stderr if msg[2] else sys.stdout
@@ -307,6 +315,14 @@ class TaskExecutor:
             task.events.put_nowait(TaskExit("CANCELED"))
         else:
             self._spawn(asyncio.to_thread(task.handle.cancel))  # one py4j call: off the loop
+
+    def lookup_partition(self, attempt_id: bytes) -> cpb.LookupPartitionResponse:
+        address = self.partition_servers.get(attempt_id)
+        if address:
+            return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.READY, address=address)
+        if attempt_id in self._ended_attempts:
+            return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.GONE)
+        return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.PENDING)
 
     def heartbeat(self, request: cpb.HeartbeatRequest) -> cpb.HeartbeatResponse:
         if request.sender == RESOURCE_MANAGER:
@@ -355,3 +371,6 @@ class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
 
     async def Heartbeat(self, request, context):  # noqa: N802, ANN001, ANN201
         return self.te.heartbeat(request)
+
+    async def LookupPartition(self, request, context):  # noqa: N802, ANN001, ANN201
+        return self.te.lookup_partition(request.producer_attempt_id)

@@ -477,6 +477,12 @@ def test_aggregations_on_named_and_positional_rows_lists_and_numbers(env: Stream
     assert sorted(run_input(vertex(env4, index=1), [1, 2, 3, 4, 5], runtime_mode=BATCH).collected()) == [6, 9]
 
 
+def test_sum_over_pairs_handles_records_of_other_shapes(env: StreamExecutionEnvironment) -> None:
+    records: list[Any] = [("a", 1), ("b", 1, "extra"), ("a", 2), ["c", 5], ("b", 4), ("c", 1), ("a", 3)]
+    out = _keyed_job(env, STREAMING, lambda ks: ks.sum(1), records)
+    assert out == [("a", 1), ("b", 1, "extra"), ("a", 3), ["c", 5], ("b", 5, "extra"), ["c", 6], ("a", 6)]
+
+
 def test_aggregation_field_errors_name_the_operator(env: StreamExecutionEnvironment) -> None:
     with pytest.raises(OperatorError, match=r"'Keyed Aggregation'.*sum\('count'\).*no field named 'count'"):
         _keyed_job(env, STREAMING, lambda ks: ks.sum("count"), [("a", 1)])
@@ -571,6 +577,28 @@ def test_pending_processing_timers_are_dropped_at_end_of_streaming_input_but_fir
     run.chain.process_batch([("a", "1")], target)
     run.chain.end_input()
     assert run.collected()[-1] == ("timeout", "a", 1010, 1010, "PROCESSING_TIME")
+
+
+class AtEnd(KeyedProcessFunction):
+    """Registers an event-time timer per record; they fire at the final watermark, in order."""
+
+    def process_element(self, value: tuple[str, int], ctx: Any) -> Iterable[Any]:
+        ctx.timer_service().register_event_time_timer(value[1])
+        yield "watermark", ctx.timer_service().current_watermark()
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any]:
+        yield ctx.time_domain(), ctx.get_current_key(), timestamp
+        yield ODD, ("side", timestamp)
+
+
+def test_event_time_timers_fire_at_the_end_of_input(env: StreamExecutionEnvironment) -> None:
+    fired = env.from_collection([("a", 1)]).key_by(lambda r: r[0]).process(AtEnd())
+    collect(fired)
+    collect(fired.get_side_output(ODD), "side")
+    run = run_input(vertex(env, index=1), [("a", 30), ("b", 10), ("a", 20), ("a", 30)])
+    assert run.collected()[:4] == [("watermark", -(2**63))] * 4
+    assert run.collected()[4:] == [("EVENT_TIME", "b", 10), ("EVENT_TIME", "a", 20), ("EVENT_TIME", "a", 30)]
+    assert run.collected("side") == [("side", 10), ("side", 20), ("side", 30)]
 
 
 def test_timers_in_a_non_keyed_process_function_are_rejected(env: StreamExecutionEnvironment) -> None:

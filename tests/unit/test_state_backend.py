@@ -249,3 +249,27 @@ def test_timer_keys_need_not_be_orderable() -> None:
     q.register(5, frozenset({1}), 0)
     q.register(5, frozenset({2}), 0)  # a tuple compare of the keys would raise
     assert q.poll(5) is not None and q.poll(5) is not None and q.poll(5) is None
+
+
+def test_batch_key_groups_match_flink_for_every_key_type_and_never_mix_equal_keys() -> None:
+    b = backend()
+    keys: list[object] = ["a", 1, 1.0, True, b"x", (1, "a"), -7, 2**40, "a", 1, True, 1.0]
+    expected = [assign_to_key_group(k, MAX_P) for k in keys]
+    assert b.assign_key_groups(keys) == expected
+    assert b.assign_key_groups(keys) == expected  # from the cache the second time
+    assert b.assign_key_groups([1.0, True, 1]) == [assign_to_key_group(k, MAX_P) for k in (1.0, True, 1)]
+    with pytest.raises(ValueError, match="None"):
+        b.assign_key_groups(["a", None])
+
+
+def test_batch_key_groups_check_the_range_and_bound_the_cache() -> None:
+    b = KeyedStateBackend(MAX_P, 2, KeyGroupRange(0, 63), batch_cache_size=10)
+    mine = [k for k in range(500) if assign_to_key_group(k, MAX_P) < 64]
+    for i in range(0, 200, 20):
+        assert b.assign_key_groups(mine[i : i + 20]) == [assign_to_key_group(k, MAX_P) for k in mine[i : i + 20]]
+    assert len(b._kg_cache) <= 30
+    foreign = next(k for k in range(500) if assign_to_key_group(k, MAX_P) >= 64)
+    with pytest.raises(KeyGroupOutOfRangeError, match=f"Key {foreign} "):
+        b.assign_key_groups([mine[0], foreign])
+    with pytest.raises(KeyGroupOutOfRangeError, match=f"Key {foreign!r} "):  # also on the uncached path
+        b.assign_key_groups([(1,), foreign])

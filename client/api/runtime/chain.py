@@ -21,9 +21,9 @@ from typing import Any, Callable, Mapping, Protocol
 import cloudpickle
 
 from millstream.datastream.functions import KeySelector, _KeySelectorWrapper
+from millstream.runtime.process_operators import KeyedProcessOperator
 from millstream.runtime.runtime_operators import (
     Emit,
-    KeyedProcessOperator,
     OperatorContext,
     OperatorError,
     SourceOperator,

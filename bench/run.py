@@ -1,0 +1,184 @@
+"""Millstream benchmarks, one command: ``python bench/run.py`` (or ``make bench``).
+
+1. word count over a generated Zipf corpus: Millstream (parallelism 2, one TaskManager) vs the same
+   job written directly in PySpark (RDD flatMap/map/reduceByKey on local[2]) vs a single-process
+   ``collections.Counter`` (the per-core floor);
+2. exchange throughput: source -> rebalance -> sink across two TaskManagers;
+3. latency: a 1,000 records/s source -> key_by -> map -> sink, emission to sink, p50/p99.
+
+Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+
+def _corpus(size_mb: int) -> str:
+    from corpus import generate
+
+    return generate(os.path.join(ROOT, "data", f"corpus-{size_mb}mb.txt"), size_mb * 1024 * 1024)
+
+
+# -- single measurements (each in its own process) ---------------------------------------------
+
+
+def measure_counter(path: str) -> dict:
+    started = time.perf_counter()
+    counts: collections.Counter[str] = collections.Counter()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            counts.update(line.split())
+    return {"wall_s": time.perf_counter() - started, "words": sum(counts.values()), "distinct": len(counts)}
+
+
+def measure_pyspark(path: str) -> dict:
+    from operator import add
+
+    from pyspark.sql import SparkSession
+
+    started = time.perf_counter()
+    spark = (
+        SparkSession.builder.master("local[2]").appName("wordcount-rdd")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1").config("spark.pyspark.python", sys.executable)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    ready = time.perf_counter()
+    counts = spark.sparkContext.textFile(path, 2).flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add).collect()
+    done = time.perf_counter()
+    spark.stop()
+    return {"wall_s": done - started, "startup_s": ready - started, "job_s": done - ready,
+            "words": sum(c for _, c in counts), "distinct": len(counts)}
+
+
+def measure_millstream(path: str) -> dict:
+    from word_count import build
+
+    from millstream.client.execution import ENV_JOBMANAGER
+    from millstream.client.minicluster import MiniCluster
+    from millstream.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+    from millstream.runtime import config as cfg
+
+    started = time.perf_counter()
+    with MiniCluster(cfg.Configuration(), num_slots=2) as cluster:
+        ready = time.perf_counter()
+        os.environ[ENV_JOBMANAGER] = cluster.address
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+        env.set_parallelism(2)
+        counts = build(env, path, None)
+        submitted = time.perf_counter()
+        with counts.execute_and_collect("word count bench") as results:
+            totals = dict(results)
+        done = time.perf_counter()
+    return {"wall_s": done - submitted, "startup_s": ready - started, "words": sum(totals.values()), "distinct": len(totals)}
+
+
+def measure_exchange(records: int) -> dict:
+    from millstream.client.execution import ENV_JOBMANAGER
+    from millstream.client.minicluster import MiniCluster
+    from millstream.common import WatermarkStrategy
+    from millstream.datastream import StreamExecutionEnvironment
+    from millstream.datastream.connectors.datagen import DataGeneratorSource
+    from millstream.runtime import config as cfg
+    from millstream.taskmanager.spark_runner import SparkHost
+
+    payload = "x" * 90  # ~100-byte records
+    with SparkHost(slots=4) as spark, MiniCluster(cfg.Configuration(), num_slots=2, spark=spark) as cluster:
+        cluster.add_task_manager()
+        os.environ[ENV_JOBMANAGER] = cluster.address
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        source = DataGeneratorSource(lambda i: (i, payload), count=records)
+        stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "generator").slot_sharing_group("sources")
+        stream.rebalance().filter(lambda r: False).slot_sharing_group("sinks").add_sink(lambda r: None)
+        started = time.perf_counter()
+        env.execute("exchange bench")
+        elapsed = time.perf_counter() - started
+    size = len(__import__("pickle").dumps((records, payload)))
+    return {"wall_s": elapsed, "records": records, "records_per_s": records / elapsed, "mb_per_s": records * size / elapsed / 1e6}
+
+
+def measure_latency(seconds: int, rate: int) -> dict:
+    from millstream.client.execution import ENV_JOBMANAGER
+    from millstream.client.minicluster import MiniCluster
+    from millstream.common import WatermarkStrategy
+    from millstream.datastream import StreamExecutionEnvironment
+    from millstream.datastream.connectors.datagen import DataGeneratorSource
+    from millstream.runtime import config as cfg
+
+    with MiniCluster(cfg.Configuration(), num_slots=2) as cluster:
+        os.environ[ENV_JOBMANAGER] = cluster.address
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(1)
+        env.set_buffer_timeout(1)
+        source = DataGeneratorSource(lambda i: (i % 16, time.time()), count=seconds * rate, records_per_second=rate)
+        stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "timestamps")
+        latencies = stream.key_by(lambda r: r[0]).map(lambda r: (time.time() - r[1]) * 1000)
+        with latencies.execute_and_collect("latency bench") as results:
+            values = sorted(results)
+    warm = values[len(values) // 10 :]  # the first records meet cold connections
+    return {"records": len(values), "p50_ms": warm[len(warm) // 2], "p99_ms": warm[int(len(warm) * 0.99)], "max_ms": warm[-1]}
+
+
+# -- the table -----------------------------------------------------------------------------
+
+
+def _run(kind: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--measure", kind, *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{kind} failed:\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=int, default=200)
+    parser.add_argument("--exchange-records", type=int, default=2_000_000)
+    parser.add_argument("--latency-seconds", type=int, default=20)
+    parser.add_argument("--only", choices=["wordcount", "exchange", "latency"])
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
+    a = parser.parse_args()
+    if a.measure:
+        fn = {"counter": measure_counter, "pyspark": measure_pyspark, "millstream": measure_millstream,
+              "exchange": lambda n: measure_exchange(int(n)), "latency": lambda s: measure_latency(int(s), 1000)}[a.measure]
+        print(json.dumps(fn(*a.args)))
+        return
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    if a.only in (None, "wordcount"):
+        path = _corpus(a.size_mb)
+        counter, pyspark, mill = _run("counter", path), _run("pyspark", path), _run("millstream", path)
+        assert counter["words"] == pyspark["words"] == mill["words"], (counter, pyspark, mill)
+        assert counter["distinct"] == pyspark["distinct"] == mill["distinct"]
+        words = counter["words"]
+        print(f"\nword count, {a.size_mb} MB, {words:,} words, {counter['distinct']:,} distinct")
+        print(f"{'':<34}{'wall s':>8}{'records/s':>14}{'vs PySpark':>12}")
+        print(f"{'PySpark RDD local[2] (incl. start)':<34}{pyspark['wall_s']:>8.1f}{words / pyspark['wall_s']:>14,.0f}{1.0:>12.2f}")
+        print(f"{'  of which Spark start-up':<34}{pyspark['startup_s']:>8.1f}")
+        print(f"{'Millstream p=2 (job, excl. start)':<34}{mill['wall_s']:>8.1f}{words / mill['wall_s']:>14,.0f}{mill['wall_s'] / pyspark['wall_s']:>12.2f}")
+        print(f"{'  cluster start-up (separate)':<34}{mill['startup_s']:>8.1f}")
+        print(f"{'collections.Counter, 1 core':<34}{counter['wall_s']:>8.1f}{words / counter['wall_s']:>14,.0f}{counter['wall_s'] / pyspark['wall_s']:>12.2f}")
+    if a.only in (None, "exchange"):
+        ex = _run("exchange", str(a.exchange_records))
+        print(f"\nexchange source -> rebalance -> sink, 2 TaskManagers: {ex['records']:,} records in {ex['wall_s']:.1f} s, "
+              f"{ex['records_per_s']:,.0f} records/s, {ex['mb_per_s']:.1f} MB/s")
+    if a.only in (None, "latency"):
+        lat = _run("latency", str(a.latency_seconds))
+        print(f"\nlatency at 1,000 records/s (key_by -> map): p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
+              f"max {lat['max_ms']:.1f} ms over {lat['records']:,} records")
+
+
+if __name__ == "__main__":
+    main()

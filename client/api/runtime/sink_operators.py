@@ -1,0 +1,162 @@
+"""Sink operators: print, SinkFunction, the row-format file sink and the collect sink.
+
+Sinks take whole batches: print builds its lines in one comprehension, the file sink encodes and
+writes a batch with one call, the collect sink sends ``COLLECT_BATCH_SIZE`` records per call.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from millstream.common.serialization import Encoder
+from millstream.datastream import functions as fn
+from millstream.runtime import operators as ops
+from millstream.runtime.runtime_operators import LONG_MIN, OperatorContext, StreamOperator
+from millstream.runtime.task_environment import TaskEnvironment
+
+__all__ = ["COLLECT_BATCH_SIZE", "PrintSinkOperator", "SinkFunctionOperator", "FileSinkOperator", "CollectSinkOperator"]
+
+COLLECT_BATCH_SIZE = 1024  # records per emit_collect call unless the sink's options say otherwise
+
+
+
+class PrintSinkOperator(StreamOperator):
+    """Flink's PrintSinkFunction: ``id:N> `` / ``N> `` / ``id> `` prefixes (N = subtask + 1 when parallel)."""
+
+    def __init__(self, factory: ops.PrintSinkFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx)
+        env = ctx.env
+        prefix = factory.sink_identifier or ""
+        if env.parallelism > 1:
+            prefix = f"{prefix}:{env.subtask_index + 1}" if prefix else str(env.subtask_index + 1)
+        self.prefix = f"{prefix}> " if prefix else ""
+        self._stderr = factory.to_stderr
+
+    def process_batch(self, records: list[Any]) -> None:
+        p = self.prefix
+        try:
+            lines = [p + str(r) for r in records] if p else [str(r) for r in records]
+            if self._stderr:
+                self.ctx.env.print_lines(lines, to_stderr=True)
+            else:
+                self.ctx.env.print_lines(lines)
+        except Exception as e:
+            self.fail(e, "print")
+
+
+class _SinkContext:
+    """The ``context`` argument of ``SinkFunction.invoke``."""
+
+    def __init__(self, env: TaskEnvironment) -> None:
+        self._env = env
+
+    def current_processing_time(self) -> int:
+        return self._env.now_ms()
+
+    def current_watermark(self) -> int:
+        return LONG_MIN
+
+    def timestamp(self) -> int | None:
+        return None
+
+
+class SinkFunctionOperator(StreamOperator):
+    def __init__(self, factory: ops.SinkFunctionFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx)
+        function = factory.function
+        if type(function) is fn._SinkWrapper:
+            f = function.fn
+            self._invoke: Callable[[Any], Any] = f
+        else:
+            invoke, sink_ctx = function.invoke, _SinkContext(ctx.env)
+            self._invoke = lambda value: invoke(value, sink_ctx)
+
+    def process_batch(self, records: list[Any]) -> None:
+        invoke = self._invoke
+        try:
+            for r in records:
+                invoke(r)
+        except Exception as e:
+            self.fail(e, "invoke")
+
+
+class FileSinkOperator(StreamOperator):
+    """Row-format file sink: this subtask writes ``<base_path>/part-<subtask>-0``, one encoded record per line."""
+
+    def __init__(self, factory: ops.FileSinkFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx)
+        self.path = os.path.join(factory.base_path, f"part-{ctx.env.subtask_index}-0")
+        self._encoder: Any = factory.encoder or Encoder.simple_string_encoder()
+        self._file: Any = None
+
+    def open(self) -> None:
+        base = self.factory.base_path  # type: ignore[attr-defined]
+        try:
+            os.makedirs(base, exist_ok=True)
+            self._file = open(self.path, "wb")
+        except OSError as e:
+            self.fail(e, f"opening its output: cannot write to directory {base!r}")
+        super().open()
+
+    def process_batch(self, records: list[Any]) -> None:
+        enc = self._encoder
+        try:
+            if type(enc) is Encoder:  # the simple string encoder: one join and one encode per batch
+                data = ("\n".join([str(r) for r in records]) + "\n").encode(enc.charset)
+            else:
+                data = b"".join([enc.encode(r) for r in records])
+            self._file.write(data)
+        except Exception as e:
+            self.fail(e, f"writing {self.path!r}")
+
+    def flush(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.flush()
+            except OSError as e:
+                self.fail(e, f"writing {self.path!r}")
+
+    def close(self) -> None:
+        f, self._file = self._file, None
+        try:
+            if f is not None:
+                f.close()
+        except OSError as e:
+            self.fail(e, f"closing {self.path!r}")
+        finally:
+            super().close()
+
+
+class CollectSinkOperator(StreamOperator):
+    """Sends records to the client for ``execute_and_collect``, ``batch_size`` records per call at
+    most, the rest on flush (buffer timeout or end of input): never one call per record."""
+
+    def __init__(self, factory: ops.CollectSinkFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx)
+        self._collect_id = factory.collect_id
+        self._batch_size = max(1, int(factory.options.get("batch_size", COLLECT_BATCH_SIZE)))
+        self._buffer: list[Any] = []
+
+    def process_batch(self, records: list[Any]) -> None:
+        buf = self._buffer
+        buf.extend(records)
+        if len(buf) >= self._batch_size:
+            n = len(buf) - len(buf) % self._batch_size
+            for i in range(0, n, self._batch_size):
+                self._send(buf[i : i + self._batch_size])
+            del buf[:n]
+
+    def _send(self, records: list[Any]) -> None:
+        try:
+            self.ctx.env.emit_collect(self._collect_id, records)
+        except Exception as e:
+            self._buffer = []
+            self.fail(e, "sending records to the client")
+
+    def flush(self) -> None:
+        if self._buffer:
+            buf, self._buffer = self._buffer, []
+            self._send(buf)
+
+    def end_input(self) -> None:
+        self.flush()
