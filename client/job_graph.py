@@ -18,7 +18,9 @@ from millstream.client.stream_graph import StreamEdge, StreamGraph, StreamGraphE
 from millstream.datastream.execution_mode import RuntimeExecutionMode
 from millstream.datastream.transformations import UNSET, ChainingStrategy, StreamExchangeMode
 from millstream.proto import jobgraph_pb2 as pb
+from millstream.datastream.functions import _ReduceWrapper
 from millstream.runtime.keygroups import compute_default_max_parallelism
+from millstream.runtime.operators import AggregationFactory, ReduceFactory
 from millstream.runtime.partitioners import ForwardPartitioner, KeyGroupStreamPartitioner
 
 DISTRIBUTION_NAMES = {pb.POINTWISE: "POINTWISE", pb.ALL_TO_ALL: "ALL_TO_ALL"}
@@ -172,7 +174,7 @@ class JobGraphGenerator:
         source = self._graph.node(edge.source_id)
         partition_type = self._partition_type(edge)
         result_id = self._result_id(edge)
-        producer.produced.add(
+        dataset = producer.produced.add(
             id=result_id,
             source_node_id=edge.source_id,
             output_tag=edge.output_tag or "",
@@ -185,6 +187,9 @@ class JobGraphGenerator:
             ),
             partition_type=partition_type,
         )
+        combiner = self._combiner(edge)
+        if combiner is not None:
+            dataset.combiner = _pickle(combiner, f"the aggregation of '{self._graph.node(edge.target_id)}'")
         consumer.inputs.add(
             source_vertex=producer.id,
             result_id=result_id,
@@ -194,6 +199,21 @@ class JobGraphGenerator:
             target_node_id=edge.target_id,
             input_index=edge.type_number,
         )
+
+    def _combiner(self, edge: StreamEdge) -> Any:
+        """The consumer's aggregation when a producer may pre-aggregate for it (BATCH, keyed, and an
+        aggregation that needs no runtime context: a built-in one or a plain reduce callable)."""
+        if self._graph.runtime_mode is not RuntimeExecutionMode.BATCH:
+            return None
+        if not isinstance(edge.partitioner, KeyGroupStreamPartitioner):
+            return None
+        target = self._graph.node(edge.target_id)
+        factory = target.factory
+        if isinstance(factory, AggregationFactory):
+            return factory
+        if isinstance(factory, ReduceFactory) and type(factory.function) is _ReduceWrapper:
+            return factory
+        return None
 
     def _topological_heads(self) -> list[int]:
         """Kahn's algorithm; among ready vertices the smallest head id first, for a stable order."""

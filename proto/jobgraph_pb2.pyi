@@ -96,7 +96,7 @@ class Partitioner(_message.Message):
     def __init__(self, ship_strategy: _Optional[str] = ..., payload: _Optional[bytes] = ..., max_parallelism: _Optional[int] = ...) -> None: ...
 
 class IntermediateDataSet(_message.Message):
-    __slots__ = ("id", "source_node_id", "output_tag", "consumer_vertex", "target_node_id", "partitioner", "partition_type")
+    __slots__ = ("id", "source_node_id", "output_tag", "consumer_vertex", "target_node_id", "partitioner", "partition_type", "combiner")
     ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_NODE_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TAG_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +104,7 @@ class IntermediateDataSet(_message.Message):
     TARGET_NODE_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITIONER_FIELD_NUMBER: _ClassVar[int]
     PARTITION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    COMBINER_FIELD_NUMBER: _ClassVar[int]
     id: bytes
     source_node_id: int
     output_tag: str
@@ -111,7 +112,8 @@ class IntermediateDataSet(_message.Message):
     target_node_id: int
     partitioner: Partitioner
     partition_type: ResultPartitionType
-    def __init__(self, id: _Optional[bytes] = ..., source_node_id: _Optional[int] = ..., output_tag: _Optional[str] = ..., consumer_vertex: _Optional[bytes] = ..., target_node_id: _Optional[int] = ..., partitioner: _Optional[_Union[Partitioner, _Mapping]] = ..., partition_type: _Optional[_Union[ResultPartitionType, str]] = ...) -> None: ...
+    combiner: bytes
+    def __init__(self, id: _Optional[bytes] = ..., source_node_id: _Optional[int] = ..., output_tag: _Optional[str] = ..., consumer_vertex: _Optional[bytes] = ..., target_node_id: _Optional[int] = ..., partitioner: _Optional[_Union[Partitioner, _Mapping]] = ..., partition_type: _Optional[_Union[ResultPartitionType, str]] = ..., combiner: _Optional[bytes] = ...) -> None: ...
 
 class JobEdge(_message.Message):
     __slots__ = ("source_vertex", "result_id", "ship_strategy", "distribution", "partition_type", "target_node_id", "input_index")

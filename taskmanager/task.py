@@ -20,6 +20,7 @@ from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime.chain import OperatorChain
+from millstream.runtime.combiner import CombiningWriter
 from millstream.runtime.keygroups import KeyGroupRange
 from millstream.runtime.rpc import sync_channel
 from millstream.taskmanager.network import BUFFER, ChannelSpec, EndOfPartition, InputGate, PartitionServer, ResultPartition
@@ -105,12 +106,16 @@ class PartitionResolver:
             channel.close()
 
 
-def _result_partitions(tdd: cpb.TaskDeploymentDescriptor, is_cancelled: Any) -> dict[bytes, ResultPartition]:
+def _result_partitions(tdd: cpb.TaskDeploymentDescriptor, is_cancelled: Any) -> tuple[dict[bytes, ResultPartition], dict[bytes, Any]]:
+    """The task's result partitions, and the writers the chain emits into (a combiner in front of a
+    partition whose consumer aggregates per key in BATCH mode)."""
     produced = {r.id: r for r in tdd.vertex.produced}
-    partitions = {}
+    partitions: dict[bytes, ResultPartition] = {}
+    writers: dict[bytes, Any] = {}
     for descriptor in tdd.produced_partitions:
-        partitioner = cloudpickle.loads(produced[descriptor.result_id].partitioner.payload)
-        partitions[descriptor.result_id] = ResultPartition(
+        dataset = produced[descriptor.result_id]
+        partitioner = cloudpickle.loads(dataset.partitioner.payload)
+        partition = partitions[descriptor.result_id] = ResultPartition(
             descriptor.result_id,
             descriptor.partition_index,
             descriptor.num_subpartitions,
@@ -119,7 +124,11 @@ def _result_partitions(tdd: cpb.TaskDeploymentDescriptor, is_cancelled: Any) -> 
             records_per_buffer=RECORDS_PER_BUFFER,
             is_cancelled=is_cancelled,
         )
-    return partitions
+        writers[descriptor.result_id] = partition
+        if dataset.combiner:
+            name = f"{tdd.vertex.name} -> pre-aggregation for node {dataset.target_node_id}"
+            writers[descriptor.result_id] = CombiningWriter(partition, cloudpickle.loads(dataset.combiner), partitioner.key_selector, name)
+    return partitions, writers
 
 
 def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, is_cancelled: Any) -> InputGate:
@@ -161,7 +170,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
             sys.path.insert(0, path)
     channel.send((STATE, "INITIALIZING"))
     env = WorkerTaskEnvironment(tdd, channel)
-    partitions = _result_partitions(tdd, env.is_cancelled)
+    partitions, writers = _result_partitions(tdd, env.is_cancelled)
     server = PartitionServer()
     resolver = PartitionResolver()
     gate = _input_gate(tdd, resolver, env.is_cancelled) if tdd.input_gates else None
@@ -170,7 +179,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
             server.register(partition)
         server.start()
         channel.send((PARTITIONS, "%s:%d" % server.address))
-        chain = OperatorChain(tdd.vertex, env, partitions)
+        chain = OperatorChain(tdd.vertex, env, writers)
 
         def relay_cancel() -> None:  # a SourceFunction's run() only stops when told through cancel()
             while not channel.wait_cancelled(3600):
@@ -186,8 +195,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
             ended = chain.run_source() if tdd.vertex.is_source else _consume(chain, gate, env)  # type: ignore[arg-type]
             if ended and not env.is_cancelled():
                 chain.end_input()
-                for partition in partitions.values():
-                    partition.finish()
+                for writer in writers.values():
+                    writer.finish()
                 for partition in partitions.values():
                     if not partition.wait_consumed(CONSUMED_TIMEOUT_S):
                         raise TimeoutError(f"the consumers of {tdd.vertex.name} did not read its output in time")

@@ -1,0 +1,72 @@
+"""Pre-aggregation before a keyed exchange in BATCH mode (a combiner).
+
+In BATCH mode a keyed reduce or aggregation emits one final value per key. Each producer can
+therefore reduce its own records per key first and send one partial value per key and producer:
+the consumer's reduce of the partials gives the same result, while the exchange carries thousands of
+times fewer records for skewed keys (word count). Only aggregations that need no runtime context are
+combined: the built-in ones and plain reduce callables (see JobGraphGenerator._combiner).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from millstream.datastream import functions as fn
+from millstream.runtime import operators as ops
+from millstream.runtime.runtime_operators import OperatorError, make_aggregator
+
+_MISSING = object()
+
+
+class CombiningWriter:
+    """A ResultWriter that reduces records per key and hands the partials on at ``finish``."""
+
+    def __init__(self, writer: Any, factory: ops.OperatorFactory, key_selector: Any, operator_name: str) -> None:
+        self._writer = writer
+        self._factory = factory
+        self._key = key_selector.fn if type(key_selector) is fn._KeySelectorWrapper else key_selector.get_key
+        self._name = operator_name
+        self._acc: dict[Any, Any] = {}
+        self._reduce: Callable[[Any, Any], Any] | None = None
+        self._pairs = False
+        if isinstance(factory, ops.ReduceFactory):
+            self._reduce = factory.function.fn
+
+    def _resolve(self, sample: Any) -> None:
+        factory: Any = self._factory
+        self._reduce = make_aggregator(factory.aggregation, factory.field, sample)
+        # (key, count) pairs summed on field 1: word count's shape, inlined below.
+        self._pairs = factory.aggregation == "sum" and type(sample) is tuple and len(sample) == 2 and factory.field in (1, -1)
+
+    def emit(self, records: list[Any]) -> None:
+        if not records:
+            return
+        try:
+            if self._reduce is None:
+                self._resolve(records[0])
+            acc, key, reduce = self._acc, self._key, self._reduce
+            assert reduce is not None
+            if self._pairs:
+                for r in records:
+                    k = key(r)
+                    cur = acc.get(k, _MISSING)
+                    acc[k] = r if cur is _MISSING else (cur[0], cur[1] + r[1])
+            else:
+                for r in records:
+                    k = key(r)
+                    cur = acc.get(k, _MISSING)
+                    acc[k] = r if cur is _MISSING else reduce(cur, r)
+        except Exception as exc:
+            raise OperatorError(f"Operator '{self._name}' (pre-aggregation): {type(exc).__name__}: {exc}", self._name) from exc
+
+    def flush(self) -> None:
+        pass  # partials are final only at the end of the input
+
+    def finish(self) -> None:
+        partials = list(self._acc.values())
+        self._acc.clear()
+        for start in range(0, len(partials), 4096):
+            self._writer.emit(partials[start : start + 4096])
+        self._writer.finish()
+
+    def __getattr__(self, name: str) -> Any:  # wait_consumed, counters, ...: the real writer's
+        return getattr(self._writer, name)
