@@ -258,6 +258,8 @@ def test_batch_key_groups_match_flink_for_every_key_type_and_never_mix_equal_key
     assert b.assign_key_groups(keys) == expected
     assert b.assign_key_groups(keys) == expected  # from the cache the second time
     assert b.assign_key_groups([1.0, True, 1]) == [assign_to_key_group(k, MAX_P) for k in (1.0, True, 1)]
+    assert b.assign_key_groups([1, 2, 1.0]) == [assign_to_key_group(k, MAX_P) for k in (1, 2, 1.0)]
+    assert b.assign_key_groups([True, 1]) == [assign_to_key_group(k, MAX_P) for k in (True, 1)]
     with pytest.raises(ValueError, match="None"):
         b.assign_key_groups(["a", None])
 
@@ -267,7 +269,7 @@ def test_batch_key_groups_check_the_range_and_bound_the_cache() -> None:
     mine = [k for k in range(500) if assign_to_key_group(k, MAX_P) < 64]
     for i in range(0, 200, 20):
         assert b.assign_key_groups(mine[i : i + 20]) == [assign_to_key_group(k, MAX_P) for k in mine[i : i + 20]]
-    assert len(b._kg_cache) <= 30
+    assert len(b._int_kg_cache) <= 30
     foreign = next(k for k in range(500) if assign_to_key_group(k, MAX_P) >= 64)
     with pytest.raises(KeyGroupOutOfRangeError, match=f"Key {foreign} "):
         b.assign_key_groups([mine[0], foreign])

@@ -5,10 +5,10 @@ factory), a :class:`TaskEnvironment` and one :class:`ResultWriter` per produced 
 loop that owns it (the Spark worker) calls, from one thread:
 
     chain.open()
-    finished = chain.run_source()                 # a source vertex, or
-    chain.process_batch(records, target_node_id)  # per input batch of another vertex,
-    chain.advance_processing_time(now)            # ... with timers and
-    chain.flush()                                 # ... the buffer timeout in between
+    finished = chain.run_source()                 # a source vertex, or, for another vertex:
+    chain.process_batch(records, target_node_id)  #   per input batch, then
+    chain.between_batches()                       #   due timers and the buffer-timeout flush;
+    chain.wait_bound_ms(max_wait)                 #   how long an idle loop may wait
     if finished / all inputs ended: chain.end_input()
     chain.close()
 
@@ -210,7 +210,7 @@ class OperatorChain:
         emit = source.output
         if isinstance(reader, SourceFunctionReader):
             try:
-                return reader.run(emit, self._between_batches)
+                return reader.run(emit, self.between_batches)
             except Exception as e:
                 source.fail(e, "run()")
         assert reader is not None
@@ -225,11 +225,12 @@ class OperatorChain:
             if batch:
                 emit(batch)
             else:  # ahead of a rate limit: wait, but not past a due timer or flush
-                env.wait_ms(self._wait_bound(reader.wait_hint_ms()))
-            self._between_batches()
+                env.wait_ms(self.wait_bound_ms(reader.wait_hint_ms()))
+            self.between_batches()
         return False
 
-    def _wait_bound(self, wait_ms: int) -> int:
+    def wait_bound_ms(self, wait_ms: int) -> int:
+        """``wait_ms`` cut short so an idle task loop wakes for the next due timer or flush."""
         now = self.env.now_ms()
         next_timer = self.next_timer_ms()
         if next_timer is not None:
@@ -238,14 +239,19 @@ class OperatorChain:
             wait_ms = min(wait_ms, self._last_flush_ms + self.env.buffer_timeout_ms - now)
         return max(wait_ms, 0)
 
-    def _between_batches(self) -> None:
-        """Fires due timers and flushes on the buffer timeout: the source loop's housekeeping."""
+    def between_batches(self) -> None:
+        """Fires due timers and flushes on the buffer timeout: a task loop's housekeeping, to call
+        after every input batch (or wait) of a non-source vertex; ``run_source`` calls it itself."""
         now = self.env.now_ms()
         if self._timer_operators:
             self.advance_processing_time(now)
         timeout = self.env.buffer_timeout_ms
         if timeout >= 0 and now - self._last_flush_ms >= timeout:
             self.flush()
+
+    # The first task loop (taskmanager/task.py) was written against these private names.
+    _wait_bound = wait_bound_ms
+    _between_batches = between_batches
 
     def process_batch(self, records: list[Any], target_node_id: int, input_index: int = 0) -> None:
         """One input batch for the chain's head (``target_node_id`` from the JobEdge)."""

@@ -34,7 +34,8 @@ _KIND_NAMES = {
 _MISSING: Any = object()
 _SNAPSHOT_VERSION = 1
 _S = TypeVar("_S")
-_CACHEABLE = frozenset({str, int, bytes})
+_TEXT = frozenset({str, bytes})
+_INT_ONLY = frozenset({int})
 _MINUS_ONE = itertools.repeat(-1)
 
 
@@ -339,24 +340,25 @@ class KeyedStateBackend:
         self._handles: dict[str, Any] = {}
         self.processing_timers = TimerQueue()
         self.event_timers = TimerQueue()
-        # Batch path: a plain dict looked up with one C-level map() per batch. Computing a key group
+        # Batch path: plain dicts looked up with one C-level map() per batch. Computing a key group
         # costs ~1-3 µs (Java hash + murmur), an LRU hit ~0.5 µs of Python call per key, this ~50 ns.
-        self._kg_cache: dict[Any, int] = {}
+        # str and bytes keys equal no key of another type that hashes differently in Java, so their
+        # cache may be consulted with any key, unchecked; ints equal floats and bools (1 == 1.0 ==
+        # True, three Java hashes), so the int cache serves only batches of exact ints.
+        self._text_kg_cache: dict[Any, int] = {}
+        self._int_kg_cache: dict[int, int] = {}
         self._kg_cache_size = batch_cache_size
 
     def assign_key_groups(self, keys: list[Any]) -> list[int]:
         """The key groups of a batch of keys, each checked against this subtask's range."""
         if not keys:
             return []
-        # Only exact str/int/bytes keys share the cache: no two of them compare equal across types,
-        # while 1 == 1.0 == True do and hash differently in Java (see KeyGroupAssigner).
-        if not _CACHEABLE.issuperset(map(type, keys)):
-            kgs = [self.key_group_of(k) for k in keys]
-            self.check_key_groups(keys, kgs)
-            return kgs
-        cache = self._kg_cache
+        ints = type(keys[0]) is int
+        if ints and not _INT_ONLY.issuperset(map(type, keys)):
+            ints = False
+        cache: dict[Any, int] = self._int_kg_cache if ints else self._text_kg_cache
         kgs = list(map(cache.get, keys, _MINUS_ONE))
-        if min(kgs) < 0:  # keys seen for the first time: compute, check, remember
+        if min(kgs) < 0:  # keys not cached (new, or of a type never cached): compute, check, remember
             if len(cache) > self._kg_cache_size:
                 cache.clear()  # amortized bound on memory for ever-new keys
             r = self.key_group_range
@@ -364,13 +366,12 @@ class KeyedStateBackend:
             for i, kg in enumerate(kgs):
                 if kg < 0:
                     key = keys[i]
-                    kg = kg_of(key)
+                    kg = kgs[i] = kg_of(key)
                     if not r.start_key_group <= kg <= r.end_key_group:
                         raise self.out_of_range(key, kg)
-                    kgs[i] = cache[key] = kg
+                    if ints or type(key) in _TEXT:
+                        cache[key] = kg
         return kgs
-
-    # -- the current key -----------------------------------------------------------------------
 
     def set_current_key(self, key: Any) -> None:
         kg = self.key_group_of(key)
