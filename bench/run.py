@@ -63,6 +63,7 @@ def measure_pyspark(path: str) -> dict:
 
 
 def measure_millstream(path: str) -> dict:
+    import word_count
     from word_count import build
 
     from millstream.client.execution import ENV_JOBMANAGER
@@ -77,6 +78,7 @@ def measure_millstream(path: str) -> dict:
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_runtime_mode(RuntimeExecutionMode.BATCH)
         env.set_parallelism(2)
+        env.add_python_file(word_count.__file__)
         counts = build(env, path, None)
         submitted = time.perf_counter()
         with counts.execute_and_collect("word count bench") as results:
@@ -95,7 +97,7 @@ def measure_exchange(records: int) -> dict:
     from millstream.taskmanager.spark_runner import SparkHost
 
     payload = "x" * 90  # ~100-byte records
-    with SparkHost(slots=4) as spark, MiniCluster(cfg.Configuration(), num_slots=2, spark=spark) as cluster:
+    with SparkHost(slots=4, tasks_per_slot=2) as spark, MiniCluster(cfg.Configuration(), num_slots=2, spark=spark) as cluster:
         cluster.add_task_manager()
         os.environ[ENV_JOBMANAGER] = cluster.address
         env = StreamExecutionEnvironment.get_execution_environment()

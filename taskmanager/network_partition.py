@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import pickle
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -333,7 +334,7 @@ class ResultPartition:
                 early = not sub.eop_taken
             if early:
                 self._subpartition_failed(sub, "the consumer closed its connection before the end of the partition")
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, struct.error) as e:
             self._subpartition_failed(sub, f"the consumer connection failed: {e}")
 
     def _subpartition_failed(self, sub: _Subpartition, message: str) -> None:
@@ -457,9 +458,10 @@ class PartitionServer:
             with self._lock:
                 partition = self._partitions.get((hello.result_id, hello.partition_index))
             if partition is None:
+                host, port = self.address
                 refusal: tuple[ErrorCode, str] | None = (
                     ErrorCode.PARTITION_NOT_FOUND,
-                    f"partition {hello.result_id.hex()}#{hello.partition_index} is not served at {self.address[0]}:{self.address[1]}",
+                    f"partition {hello.result_id.hex()}#{hello.partition_index} is not served at {host}:{port}",
                 )
             elif partition.attempt_id != hello.attempt_id:
                 refusal = (
@@ -472,7 +474,7 @@ class PartitionServer:
             if refusal is not None:
                 conn.sendall(encode_error(*refusal))
             attached = refusal is None
-        except (OSError, EOFError, ValueError) as e:
+        except (OSError, EOFError, ValueError, struct.error) as e:
             log.info("data server %s: dropped a connection during its handshake: %s", self.address, e)
             try:
                 conn.sendall(encode_error(ErrorCode.PROTOCOL, str(e)))

@@ -27,7 +27,7 @@ import struct
 import threading
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 __all__ = [
     "BUFFER", "CREDIT", "ERROR", "EVENT", "HELLO", "CheckpointBarrier", "EndOfPartition", "ErrorCode",
@@ -96,7 +96,7 @@ class Watermark:
     timestamp: int
 
 
-Event = Union[EndOfPartition, CheckpointBarrier, Watermark]
+Event = EndOfPartition | CheckpointBarrier | Watermark
 
 # An event is a type code + its fields packed with a fixed struct: no pickle for control data, so a
 # consumer can always decode them, and a new event is one line here.

@@ -345,11 +345,14 @@ class SparkHost:
 
     def __init__(self, slots: int, master: str | None = None, app_name: str = "millstream-taskmanager",
                  conf: Mapping[str, str] | None = None, control_host: str = "127.0.0.1",
-                 log_level: str = "WARN") -> None:
+                 log_level: str = "WARN", tasks_per_slot: int = 1) -> None:
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         self.slots = slots
-        self.master = master or f"local[{slots}]"
+        # Every task the TaskManager hosts runs at once (a pipelined consumer waiting for a core its
+        # producer holds would deadlock): with slot sharing that is slots x tasks per slot.
+        self.max_concurrent_tasks = slots * tasks_per_slot
+        self.master = master or f"local[{self.max_concurrent_tasks}]"
         self.app_name = app_name
         self.conf = dict(conf or {})
         self.control_host = control_host
@@ -364,6 +367,13 @@ class SparkHost:
     @property
     def _local(self) -> bool:
         return self.master.startswith("local")
+
+    def __enter__(self) -> SparkHost:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def start(self) -> SparkHostTimings:
         """Start the session (5-20 s) and warm one worker per slot (1.5-4.5 s); return the timings."""

@@ -205,6 +205,12 @@ class TaskExecutor:
         if tdd.execution_attempt_id in self.tasks:
             return  # a retried SubmitTask
         task = RunningTask(tdd)
+        capacity = self.spark.max_concurrent_tasks
+        if self.spark.master.startswith("local") and len(self.spark.running_task_ids()) >= capacity:
+            raise SlotTableError(
+                f"Task {task.name}: this TaskManager's Spark runs at most {capacity} tasks at once and all are busy; "
+                "raise millstream.spark.tasks-per-slot (a slot runs one task per vertex of its slot sharing group)"
+            )
         if not self.slots.add_task(tdd.allocation_id, tdd.job_id, tdd.execution_attempt_id, task.name):
             return
         self.tasks[task.attempt_id] = task

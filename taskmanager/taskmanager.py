@@ -60,7 +60,9 @@ class TaskManager:
     async def start(self) -> "TaskManager":
         c = self.config
         if self._spark is None:
-            self._spark = SparkHost(self.num_slots, c.get(cfg.SPARK_MASTER) or None, conf=spark_conf(c))
+            self._spark = SparkHost(
+                self.num_slots, c.get(cfg.SPARK_MASTER) or None, conf=spark_conf(c), tasks_per_slot=c.get(cfg.SPARK_TASKS_PER_SLOT)
+            )
             # Warm before offering slots: the first task must not pay Spark's start-up.
             await asyncio.to_thread(self._spark.start)
         self.executor = TaskExecutor(

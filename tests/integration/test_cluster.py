@@ -28,7 +28,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def spark():
-    host = SparkHost(slots=8)
+    host = SparkHost(slots=4, tasks_per_slot=4)
     host.start()
     yield host
     host.stop()

@@ -365,6 +365,10 @@ HA_STORAGE_DIR: ConfigOption[str | None] = _option(
 SPARK_MASTER: ConfigOption[str] = _option(
     "millstream.spark.master", _STR, "",
     "Spark master URL for TaskManagers' Spark sessions; empty: embedded local[N] sized to slots.")
+SPARK_TASKS_PER_SLOT: ConfigOption[int] = _option(
+    "millstream.spark.tasks-per-slot", _INT, 8,
+    "Tasks one slot may run at once (slot sharing puts one task per vertex of a group in a slot); "
+    "the embedded Spark is local[slots x this] so that every deployed task holds a core.")
 SPARK_CONF: ConfigOption[tuple[str, ...]] = _option(
     "millstream.spark.conf", _LIST, (),
     "Extra Spark properties: a YAML mapping, a list of key=value, or 'k1=v1;k2=v2'.")

@@ -1,0 +1,166 @@
+"""Multi-vertex jobs across two TaskManagers: exchanges, keyed state, sources and sinks, word count."""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+
+import cloudpickle
+import pytest
+
+from millstream.client.execution import JobExecutionException
+from millstream.client.minicluster import MiniCluster
+from millstream.common import Types, WatermarkStrategy
+from millstream.datastream import (
+    KeyedProcessFunction,
+    OutputTag,
+    ProcessFunction,
+    RuntimeExecutionMode,
+    StreamExecutionEnvironment,
+)
+from millstream.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
+from millstream.datastream.state import ValueStateDescriptor
+from millstream.taskmanager.spark_runner import SparkHost
+
+from .harness import fast_config, jobmanager_env
+
+# Functions and classes of this module run on TaskManagers, which cannot import test modules.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = pytest.mark.timeout(180)
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with SparkHost(slots=4, tasks_per_slot=4) as spark:
+        with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:  # starts one TaskManager
+            mc.add_task_manager()
+            with jobmanager_env(mc.address):
+                yield mc
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    from corpus import generate
+
+    return generate(str(tmp_path_factory.mktemp("corpus") / "corpus.txt"), 600_000, vocabulary_size=2_000)
+
+
+def _env(parallelism: int, mode: RuntimeExecutionMode = RuntimeExecutionMode.STREAMING) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(parallelism)
+    env.set_runtime_mode(mode)
+    return env
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 4])
+def test_word_count_equals_a_counter_over_the_same_file(cluster, corpus, parallelism: int) -> None:
+    import word_count
+    from word_count import build
+
+    env = _env(parallelism, RuntimeExecutionMode.BATCH)
+    env.add_python_file(word_count.__file__)  # build()'s functions live in that module
+    counts = build(env, corpus, None)
+    with counts.execute_and_collect(f"word count p{parallelism}") as results:
+        got = list(results)
+    with open(corpus, encoding="utf-8") as f:
+        expected = collections.Counter(w for line in f for w in line.split())
+    assert len(got) == len(expected)  # BATCH: exactly one final count per word
+    assert dict(got) == dict(expected)
+
+
+def test_streaming_reduce_emits_a_rolling_result_per_record(cluster) -> None:
+    env = _env(2)
+    pairs = env.from_collection([("a", 1), ("b", 2), ("a", 3), ("a", 4), ("b", 5)])
+    rolling = pairs.key_by(lambda p: p[0]).reduce(lambda x, y: (x[0], x[1] + y[1]))
+    with rolling.execute_and_collect() as results:
+        got = list(results)
+    assert sorted(v for k, v in got if k == "a") == [1, 4, 8]
+    assert sorted(v for k, v in got if k == "b") == [2, 7]
+
+
+class CountPerKey(KeyedProcessFunction):
+    def open(self, runtime_context) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield ctx.get_current_key(), n
+
+
+def test_keyed_state_is_scoped_to_the_key_across_a_hash_exchange(cluster) -> None:
+    env = _env(3)
+    keys = env.from_sequence(0, 299).rebalance().map(lambda i: i % 7)
+    counted = keys.key_by(lambda k: k).process(CountPerKey())
+    with counted.execute_and_collect() as results:
+        got = list(results)
+    final = {}
+    for key, n in got:
+        final[key] = max(final.get(key, 0), n)
+    assert final == collections.Counter(i % 7 for i in range(300))
+    for key in range(7):  # every key's counts are 1..n without gaps: one subtask owns each key
+        assert sorted(n for k, n in got if k == key) == list(range(1, final[key] + 1))
+
+
+LATE = OutputTag("odd", Types.LONG())
+
+
+class SplitOdd(ProcessFunction):
+    def process_element(self, value, ctx):
+        if value % 2:
+            yield LATE, value
+        else:
+            yield value
+
+
+def test_union_side_outputs_and_partitioners_deliver_every_record_once(cluster) -> None:
+    env = _env(2)
+    numbers = env.from_sequence(1, 200)
+    main = numbers.process(SplitOdd())
+    odd = main.get_side_output(LATE).shuffle().map(lambda x: -x)
+    evens = main.rescale().map(lambda x: x).set_parallelism(4)
+    merged = evens.union(odd, env.from_collection([1000]).broadcast().map(lambda x: x).set_parallelism(2))
+    with merged.global_().map(lambda x: x).set_parallelism(2).execute_and_collect() as results:
+        got = sorted(results)
+    expected = sorted([x for x in range(1, 201) if x % 2 == 0] + [-x for x in range(1, 201) if x % 2] + [1000, 1000])
+    assert got == expected
+
+
+def test_file_sink_writes_one_part_file_per_subtask(cluster, tmp_path) -> None:
+    env = _env(2)
+    env.from_sequence(1, 100).rebalance().map(str).sink_to(FileSink.for_row_format(str(tmp_path / "out")).build())
+    env.execute("file sink")
+    parts = sorted(os.listdir(tmp_path / "out"))
+    assert len(parts) == 2
+    lines = [line for p in parts for line in (tmp_path / "out" / p).read_text().splitlines()]
+    assert sorted(map(int, lines)) == list(range(1, 101))
+
+
+def test_a_missing_input_file_fails_the_job_naming_the_path(cluster, tmp_path) -> None:
+    env = _env(2)
+    source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "nope.txt")).build()
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "missing").key_by(lambda x: x).map(len).add_sink(lambda x: None)
+    with pytest.raises(JobExecutionException) as info:
+        env.execute("missing file")
+    assert "nope.txt" in str(info.value)
+
+
+def test_a_key_selector_that_raises_fails_the_job_naming_the_operator(cluster) -> None:
+    env = _env(2)
+    env.from_sequence(1, 10).key_by(lambda x: 1 // (x - 5)).map(lambda x: x).name("after-bad-key").add_sink(lambda x: None)
+    with pytest.raises(JobExecutionException) as info:
+        env.execute("bad key")
+    assert "ZeroDivisionError" in str(info.value)
+
+
+def test_a_record_that_cannot_be_pickled_fails_the_job_naming_the_operator(cluster) -> None:
+    import threading
+
+    env = _env(2)
+    env.from_sequence(1, 3).map(lambda x: threading.Lock()).name("makes-locks").rebalance().add_sink(lambda x: None)
+    with pytest.raises(JobExecutionException) as info:
+        env.execute("unpicklable")
+    assert "makes-locks" in str(info.value) and "lock" in str(info.value).lower()
