@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install proto clean
+.PHONY: demo test bench install proto clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,10 +14,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Until the cluster runtime lands, the demo shows the word-count job's JobGraph plan.
+# The main job on the embedded default: word count over a generated ~20 MB corpus.
 demo: $(STAMP)
-	$(VENV)/bin/millstream plan examples/word_count.py
-	$(VENV)/bin/millstream plan examples/word_count.py --json
+	$(PY) examples/word_count.py
+
+# Benchmarks against plain PySpark and a single-core Counter (prints a table; takes minutes).
+bench: $(STAMP)
+	$(PY) bench/run.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests

@@ -80,11 +80,11 @@ class ResourceManager:
     def disconnect(self, request: cpb.TaskManagerRef) -> None:
         tm = self.slots.task_manager(request.resource_id)
         if tm is not None and tm.registration_id == request.registration_id:
-            self._lost(request.resource_id, request.reason or "disconnected")
+            self._lost(request.resource_id, request.reason or "disconnected", graceful=True)
 
-    def _lost(self, resource_id: str, reason: str) -> None:
+    def _lost(self, resource_id: str, reason: str, graceful: bool = False) -> None:
         tm = self.slots.task_manager(resource_id)
-        log.warning("TaskManager %s lost: %s", resource_id, reason)
+        log.log(logging.INFO if graceful else logging.WARNING, "TaskManager %s %s: %s", resource_id, "left" if graceful else "lost", reason)
         self._heartbeats.unmonitor_target(resource_id)
         jobs = {s.job_id for s in tm.slots if s.job_id} if tm else set()
         if tm is not None:

@@ -152,11 +152,9 @@ class ResultPartition:
             self._stage(self._subs[0].staged, records, self._subs)
         else:
             subs = self._subs
-            select = self.partitioner.select_channel
-            staged = [sub.staged for sub in subs]
-            for record in records:
-                staged[select(record)].append(record)
-            for sub in subs:
+            for sub, routed in zip(subs, self.partitioner.route(records)):
+                if routed:
+                    sub.staged.extend(routed)
                 if len(sub.staged) >= self.records_per_buffer:
                     self._stage(sub.staged, [], [sub])
 

@@ -8,20 +8,19 @@ the final FINISHED / FAILED / CANCELED is the runner's TaskExit.
 """
 from __future__ import annotations
 
+import itertools
 import pickle
 import sys
 import threading
-import time
 from typing import Any
 
 import cloudpickle
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
-from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime.chain import OperatorChain
 from millstream.runtime.combiner import CombiningWriter
-from millstream.runtime.keygroups import KeyGroupRange
+from millstream.runtime.task_environment import SimpleTaskEnvironment
 from millstream.runtime.rpc import sync_channel
 from millstream.taskmanager.network import BUFFER, ChannelSpec, EndOfPartition, InputGate, PartitionServer, ResultPartition
 
@@ -37,41 +36,20 @@ CONNECT_TIMEOUT_S = 60.0
 CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers before giving up
 
 
-class WorkerTaskEnvironment:
-    """What the chain sees of its task: subtask facts and the doors to the TaskManager."""
+def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> SimpleTaskEnvironment:
+    """The chain's TaskEnvironment, with printed lines and collected records sent to the TaskManager."""
+    sequence = itertools.count()
 
-    def __init__(self, tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> None:
-        vertex = tdd.vertex
-        self._channel = channel
-        self.job_name = tdd.job_name
-        self.task_name = vertex.name
-        self.subtask_index = tdd.subtask_index
-        self.parallelism = vertex.parallelism
-        self.max_parallelism = vertex.max_parallelism
-        self.attempt_number = tdd.attempt_number
-        self.key_group_range = KeyGroupRange.of(tdd.key_group_start, tdd.key_group_end)
-        self.runtime_mode = "BATCH" if tdd.execution_config.runtime_mode == pb.BATCH else "STREAMING"
-        self.job_parameters = dict(tdd.execution_config.configuration)
-        self.buffer_timeout_ms = tdd.execution_config.buffer_timeout_ms
-        self.source_batch_size = SOURCE_BATCH_SIZE
-        self._collect_sequence = 0
+    def collect(collect_id: str, records: list) -> None:
+        payload = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)  # fails here on a bad record
+        channel.send((COLLECT, collect_id, tdd.subtask_index, next(sequence), payload))
 
-    def print_lines(self, lines: list[str], to_stderr: bool = False) -> None:
-        self._channel.send((PRINT, lines, to_stderr))
-
-    def emit_collect(self, collect_id: str, records: list) -> None:
-        payload = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
-        self._channel.send((COLLECT, collect_id, self.subtask_index, self._collect_sequence, payload))
-        self._collect_sequence += 1
-
-    def is_cancelled(self) -> bool:
-        return self._channel.cancelled
-
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def wait_ms(self, timeout_ms: int) -> None:
-        self._channel.wait_cancelled(timeout_ms / 1000)
+    return SimpleTaskEnvironment.from_deployment(
+        tdd,
+        print_sink=lambda lines, to_stderr: channel.send((PRINT, lines, to_stderr)),
+        collect_sink=collect,
+        source_batch_size=SOURCE_BATCH_SIZE,
+    )
 
 
 class PartitionResolver:
@@ -148,18 +126,18 @@ def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, i
     return InputGate(specs, resolve, is_cancelled=is_cancelled, connect_timeout_s=CONNECT_TIMEOUT_S)
 
 
-def _consume(chain: OperatorChain, gate: InputGate, env: WorkerTaskEnvironment) -> bool:
+def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) -> bool:
     """Feeds input buffers to the chain until every channel ended; False when cancelled."""
     while not gate.all_finished:
         if env.is_cancelled():
             return False
-        timeout_ms = chain._wait_bound(100)
+        timeout_ms = chain.wait_bound_ms(100)
         item = gate.poll(timeout_ms / 1000)
         if item is not None:
             spec, kind, payload = item
             if kind == BUFFER:
                 chain.process_batch(payload, spec.target_node_id, spec.input_index)
-        chain._between_batches()
+        chain.between_batches()
     return True
 
 
@@ -169,7 +147,17 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
         if path not in sys.path:
             sys.path.insert(0, path)
     channel.send((STATE, "INITIALIZING"))
-    env = WorkerTaskEnvironment(tdd, channel)
+    env = _task_environment(tdd, channel)
+    chain: OperatorChain | None = None
+
+    def relay_cancel() -> None:  # the channel's cancel reaches the environment and the source loop
+        while not channel.wait_cancelled(3600):
+            pass
+        env.cancel()
+        if chain is not None:
+            chain.cancel()  # a SourceFunction's run() only stops when told through cancel()
+
+    threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True).start()
     partitions, writers = _result_partitions(tdd, env.is_cancelled)
     server = PartitionServer()
     resolver = PartitionResolver()
@@ -180,13 +168,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
         server.start()
         channel.send((PARTITIONS, "%s:%d" % server.address))
         chain = OperatorChain(tdd.vertex, env, writers)
-
-        def relay_cancel() -> None:  # a SourceFunction's run() only stops when told through cancel()
-            while not channel.wait_cancelled(3600):
-                pass
-            chain.cancel()
-
-        threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True).start()
+        if env.is_cancelled():
+            return
         if gate is not None:
             gate.start()
         chain.open()

@@ -5,4 +5,9 @@ User programs import the API from PyFlink's module paths with ``pyflink`` replac
 ``millstream.client``, ``millstream.jobmanager`` and ``millstream.taskmanager``.
 """
 
+import os as _os
+
+# gRPC's C core logs fork() notices at INFO when Spark or a subprocess forks: keep consoles clean.
+_os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 __version__ = "0.1.0"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
+from millstream.datastream.functions import _KeySelectorWrapper
 from millstream.runtime import keygroups
 
 
@@ -25,6 +26,14 @@ class StreamPartitioner:
 
     def select_channel(self, record: Any) -> int:
         raise NotImplementedError
+
+    def route(self, records: list[Any]) -> list[list[Any]]:
+        """One list per channel: the batch form of ``select_channel``, the one on the hot path."""
+        out: list[list[Any]] = [[] for _ in range(self.num_channels)]
+        select = self.select_channel
+        for record in records:
+            out[select(record)].append(record)
+        return out
 
     def __str__(self) -> str:
         return self.ship_strategy
@@ -56,6 +65,13 @@ class RebalancePartitioner(StreamPartitioner):
     def select_channel(self, record: Any) -> int:
         self._next = (self._next + 1) % self.num_channels
         return self._next
+
+    def route(self, records: list[Any]) -> list[list[Any]]:
+        # Record i goes to channel (next + 1 + i) % n, exactly as select_channel would send it.
+        n = self.num_channels
+        first = (self._next + 1) % n
+        self._next = (self._next + len(records)) % n
+        return [records[(c - first) % n :: n] for c in range(n)]
 
 
 class RescalePartitioner(StreamPartitioner):
@@ -108,6 +124,31 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
     def select_channel(self, record: Any) -> int:
         key = self.key_selector.get_key(record)
         return keygroups.assign_key_to_parallel_operator(key, self.max_parallelism, self.num_channels)
+
+    def setup(self, num_channels: int) -> None:
+        super().setup(num_channels)
+        self._channel_of: dict[Any, int] = {}
+
+    def route(self, records: list[Any]) -> list[list[Any]]:
+        # Hashing a key (Java hashCode + murmur) costs ~1 us; keys repeat, so remember each key's
+        # channel. Only exact str/bytes/int keys are cached: 1 == 1.0 == True hash differently in Java.
+        out: list[list[Any]] = [[] for _ in range(self.num_channels)]
+        selector = self.key_selector
+        get_key = selector.fn if type(selector) is _KeySelectorWrapper else selector.get_key
+        cache = self._channel_of
+        if len(cache) > 1_000_000:
+            cache.clear()
+        assign, max_p, n = keygroups.assign_key_to_parallel_operator, self.max_parallelism, self.num_channels
+        cacheable = (str, bytes, int)
+        for record in records:
+            key = get_key(record)
+            channel = cache.get(key) if type(key) in cacheable else None
+            if channel is None:
+                channel = assign(key, max_p, n)
+                if type(key) in cacheable:
+                    cache[key] = channel
+            out[channel].append(record)
+        return out
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, KeyGroupStreamPartitioner) and other.key_selector is self.key_selector

@@ -1,0 +1,52 @@
+"""Partitioners: the batch routing on the hot path sends every record where Flink's rule says."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from millstream.datastream import KeySelector
+from millstream.datastream.functions import as_key_selector
+from millstream.runtime import keygroups
+from millstream.runtime import partitioners as p
+
+
+def _per_record(partitioner: p.StreamPartitioner, records: list) -> list[list]:
+    out: list[list] = [[] for _ in range(partitioner.num_channels)]
+    for r in records:
+        out[partitioner.select_channel(r)].append(r)
+    return out
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 5])
+def test_rebalance_batches_continue_the_round_robin_of_single_records(channels: int) -> None:
+    a = p.RebalancePartitioner()
+    a.setup(channels)
+    b = copy.deepcopy(a)  # same random start
+    for size in (1, 7, 10, 3):
+        records = list(range(size))
+        assert a.route(records) == _per_record(b, records)
+
+
+class FirstChar(KeySelector):
+    def get_key(self, value):
+        return value[0]
+
+
+@pytest.mark.parametrize("selector", [as_key_selector(lambda r: r[0]), FirstChar()])
+def test_hash_routing_follows_the_key_group_of_each_key(selector) -> None:
+    partitioner = p.KeyGroupStreamPartitioner(selector, max_parallelism=128)
+    partitioner.setup(3)
+    records = [(w, 1) for w in "the quick brown fox jumps over the lazy dog".split()] * 3 + [(7, 1), (7.0, 1), (True, 1)]
+    for _ in range(2):  # the second pass is served from the channel cache
+        routed = partitioner.route(records)
+        for channel, batch in enumerate(routed):
+            for key, _ in batch:
+                assert keygroups.assign_key_to_parallel_operator(key, 128, 3) == channel
+        assert sorted(map(repr, sum(routed, []))) == sorted(map(repr, records))
+
+
+def test_the_default_route_uses_select_channel() -> None:
+    g = p.GlobalPartitioner()
+    g.setup(4)
+    assert g.route([1, 2, 3]) == [[1, 2, 3], [], [], []]
