@@ -147,7 +147,7 @@ def _run(kind: str, *args: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=200)
-    parser.add_argument("--exchange-records", type=int, default=2_000_000)
+    parser.add_argument("--exchange-records", type=int, default=5_000_000)
     parser.add_argument("--latency-seconds", type=int, default=20)
     parser.add_argument("--only", choices=["wordcount", "exchange", "latency"])
     parser.add_argument("--measure", help=argparse.SUPPRESS)
