@@ -141,7 +141,8 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) 
     return True
 
 
-def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
+def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, channel: Any) -> None:
+    """``data_host``: the TaskManager's host, where consumers on other machines reach this task."""
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
     for path in reversed(artifact_paths):
         if path not in sys.path:
@@ -159,7 +160,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], channel: Any) -> None:
 
     threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True).start()
     partitions, writers = _result_partitions(tdd, env.is_cancelled)
-    server = PartitionServer()
+    server = PartitionServer(data_host)
     resolver = PartitionResolver()
     gate = _input_gate(tdd, resolver, env.is_cancelled) if tdd.input_gates else None
     try:

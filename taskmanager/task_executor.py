@@ -221,7 +221,8 @@ class TaskExecutor:
     async def _start(self, task: RunningTask) -> None:
         try:
             paths = await self._fetch_artifacts(task.tdd)
-            payload = make_payload(task_body.run_task, task.tdd.SerializeToString(), paths)
+            data_host = self.data_address.rsplit(":", 1)[0]
+            payload = make_payload(task_body.run_task, task.tdd.SerializeToString(), paths, data_host)
             loop = asyncio.get_running_loop()
 
             def on_event(task_id: str, msg: Any) -> None:  # a runner thread: hop onto the loop
