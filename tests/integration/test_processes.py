@@ -97,6 +97,20 @@ class Endless(SourceFunction):
         self.running = False
 
 
+def test_cancel_through_the_cli_stops_the_job_and_frees_its_slots(session_cluster) -> None:
+    env, directory = session_cluster
+    with ClusterClient(_state(directory)["jobmanager"]) as client:
+        job_env = StreamExecutionEnvironment.get_execution_environment()
+        job_env.set_parallelism(2)
+        job_env.add_source(Endless()).add_sink(lambda x: None)
+        job_id = client.submit(job_env.get_job_graph("to cancel").proto)
+        poll_for(lambda: client.status(job_id).tasks_per_state.get("RUNNING") == 2, 60, what="tasks running")
+        cancelled = _cli("cancel", job_id.hex(), env=env, timeout=60)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "CANCELED" in cancelled.stdout
+        poll_for(lambda: client.overview().slots_available == 4, 15, what="slots to be freed")
+
+
 def test_kill_9_of_a_task_manager_is_detected_and_fails_the_job(session_cluster) -> None:
     env, directory = session_cluster
     state = _state(directory)
