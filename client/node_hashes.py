@@ -62,10 +62,10 @@ def _hash_node(
         return False
     position = len(hashes)
     local = [position] + [position for edge in node.out_edges if is_chainable(edge)]
-    digest = bytearray(murmur3_128(struct.pack(f"<{len(local)}i", *local)))
+    mixed = bytearray(murmur3_128(struct.pack(f"<{len(local)}i", *local)))
     for edge in node.in_edges:
         other = hashes[edge.source_id]
-        for j in range(len(digest)):
-            digest[j] = ((digest[j] * 37) ^ other[j]) & 0xFF
-    hashes[node.id] = bytes(digest)
+        for j in range(len(mixed)):
+            mixed[j] = ((mixed[j] * 37) ^ other[j]) & 0xFF
+    hashes[node.id] = bytes(mixed)
     return True

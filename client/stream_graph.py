@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from millstream.datastream.execution_mode import RuntimeExecutionMode
 from millstream.datastream.transformations import (
@@ -150,7 +150,7 @@ class StreamGraphGenerator:
 
     def _resolve_runtime_mode(self) -> RuntimeExecutionMode:
         sources = _reachable_sources(self._transformations)
-        unbounded = [s for s in sources if not s.factory.bounded]
+        unbounded = [s for s in sources if not getattr(s.factory, "bounded", True)]
         mode = self._env.get_runtime_mode()
         if mode is RuntimeExecutionMode.AUTOMATIC:
             return RuntimeExecutionMode.STREAMING if unbounded else RuntimeExecutionMode.BATCH
@@ -199,7 +199,7 @@ class StreamGraphGenerator:
         # and clear of real node ids by going negative (Flink draws them from the id counter).
         return -(t.id * 100_000 + abs(input_id))
 
-    def _add_node(self, t: Any, is_source: bool = False, is_sink: bool = False, input_ids: list[int] = ()) -> int:
+    def _add_node(self, t: Any, is_source: bool = False, is_sink: bool = False, input_ids: Sequence[int] = ()) -> int:
         name = t.name
         if is_source:
             name = f"Source: {name}"
@@ -225,7 +225,7 @@ class StreamGraphGenerator:
         self._graph.nodes[node.id] = node
         return node.id
 
-    def _slot_sharing_group(self, specified: str | None, input_ids: list[int]) -> str:
+    def _slot_sharing_group(self, specified: str | None, input_ids: Sequence[int]) -> str:
         """Flink's rule: the user's group, else the inputs' common group, else ``default``."""
         if specified:
             return specified

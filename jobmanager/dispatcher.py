@@ -55,7 +55,7 @@ class JobRecord:
         summary = cpb.JobSummary(
             job_id=self.job_id,
             job_name=self.job_name,
-            status=self.status.to_proto(),
+            status=self.status.to_proto(),  # type: ignore[arg-type]  # an enum value is an int
             start_time_ms=self.start_time_ms,
             end_time_ms=self.end_time_ms,
             num_tasks=self.num_tasks,

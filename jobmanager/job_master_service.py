@@ -75,7 +75,7 @@ class JobMaster:
         self._rm = resource_manager
         self._te = task_executors
         self._on_status = on_status
-        self._heartbeats = HeartbeatMonitor(heartbeat_interval_ms, heartbeat_timeout_ms)
+        self._heartbeats = HeartbeatMonitor[str](heartbeat_interval_ms, heartbeat_timeout_ms)
         self._tm_addresses: dict[str, str] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._heartbeat_task: asyncio.Task[None] | None = None

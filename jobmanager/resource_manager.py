@@ -34,7 +34,7 @@ class ResourceManager:
         self._job_master = job_master
         self._interval_ms = heartbeat_interval_ms
         self._timeout_ms = heartbeat_timeout_ms
-        self._heartbeats = HeartbeatMonitor(heartbeat_interval_ms, heartbeat_timeout_ms)
+        self._heartbeats = HeartbeatMonitor[str](heartbeat_interval_ms, heartbeat_timeout_ms)
         self._background: set[asyncio.Task[Any]] = set()
         self._loop_task: asyncio.Task[None] | None = None
 
