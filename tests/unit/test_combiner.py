@@ -85,3 +85,11 @@ def test_partial_max_by_keeps_whole_records() -> None:
     records = [(k, v) for v in range(20) for k in (0, 1, 2)]
     (partial,) = _combine(_dataset(RuntimeExecutionMode.BATCH, lambda k: k.max_by(1)), [records])
     assert sorted(partial) == [(0, 19), (1, 19), (2, 19)]
+
+
+def test_a_change_of_record_shape_midway_keeps_the_sequential_result() -> None:
+    dataset = _dataset(RuntimeExecutionMode.BATCH, lambda k: k.sum(1))
+    pairs = [("a", 1), ("b", 2.5), ("a", 3), ("a", 1), ("b", 1), ("a", 1), ("b", 1)]  # one whole batch of 7
+    records = pairs + [("a", 10, "extra"), ("c", 1, "x"), ("b", 0.25)]
+    (partial,) = _combine(dataset, [records])
+    assert sorted(partial, key=lambda r: r[0]) == [("a", 16), ("b", 4.75), ("c", 1, "x")]

@@ -26,6 +26,8 @@ class CombiningWriter:
         self._key = key_selector.fn if type(key_selector) is fn._KeySelectorWrapper else key_selector.get_key
         self._name = operator_name
         self._acc: dict[Any, Any] = {}
+        self._counts: dict[Any, Any] = {}  # the (x, count) fast path: running counts per key
+        self._firsts: dict[Any, Any] = {}  # ... and each key's first record
         self._reduce: Callable[[Any, Any], Any] | None = None
         self._pairs = False
         if isinstance(factory, ops.ReduceFactory):
@@ -45,23 +47,47 @@ class CombiningWriter:
                 self._resolve(records[0])
             acc, key, reduce = self._acc, self._key, self._reduce
             assert reduce is not None
+            if self._pairs and set(map(type, records)) == {tuple} and set(map(len, records)) == {2}:
+                self._sum_pairs(records)
+                return
             if self._pairs:
-                for r in records:
-                    k = key(r)
-                    cur = acc.get(k, _MISSING)
-                    acc[k] = r if cur is _MISSING else (cur[0], cur[1] + r[1])
-            else:
-                for r in records:
-                    k = key(r)
-                    cur = acc.get(k, _MISSING)
-                    acc[k] = r if cur is _MISSING else reduce(cur, r)
+                self._leave_pairs()
+            for r in records:
+                k = key(r)
+                cur = acc.get(k, _MISSING)
+                acc[k] = r if cur is _MISSING else reduce(cur, r)
         except Exception as exc:
             raise OperatorError(f"Operator '{self._name}' (pre-aggregation): {type(exc).__name__}: {exc}", self._name) from exc
+
+    def _sum_pairs(self, records: list[Any]) -> None:
+        """``sum(1)`` over ``(x, count)`` pairs, word count's shape: running counts live in a dict of
+        plain numbers (no tuple per record), each key's first record is kept for its first field.
+        Counts add up in record order, so the result equals the consumer's sequential sum."""
+        key, counts, firsts = self._key, self._counts, self._firsts
+        get = counts.get
+        for r in records:
+            k = key(r)
+            c = get(k, _MISSING)
+            if c is _MISSING:
+                firsts[k] = r
+                counts[k] = r[1]
+            else:
+                counts[k] = c + r[1]
+
+    def _leave_pairs(self) -> None:
+        """A record of another shape arrived: continue with whole records, as the consumer would."""
+        self._pairs = False
+        firsts = self._firsts
+        self._acc.update((k, (firsts[k][0], c)) for k, c in self._counts.items())
+        self._counts.clear()
+        firsts.clear()
 
     def flush(self) -> None:
         pass  # partials are final only at the end of the input
 
     def finish(self) -> None:
+        if self._pairs:
+            self._leave_pairs()
         partials = list(self._acc.values())
         self._acc.clear()
         for start in range(0, len(partials), 4096):
