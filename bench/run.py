@@ -96,19 +96,22 @@ def measure_exchange(records: int) -> dict:
     from millstream.runtime import config as cfg
     from millstream.taskmanager.spark_runner import SparkHost
 
-    payload = "x" * 90  # ~100-byte records
     with SparkHost(slots=4, tasks_per_slot=2) as spark, MiniCluster(cfg.Configuration(), num_slots=2, spark=spark) as cluster:
         cluster.add_task_manager()
         os.environ[ENV_JOBMANAGER] = cluster.address
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(2)
-        source = DataGeneratorSource(lambda i: (i, payload), count=records)
+        # Distinct ~100-byte records: pickle would store a repeated string once per buffer.
+        source = DataGeneratorSource(lambda i: (i, f"{i:090d}"), count=records)
         stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "generator").slot_sharing_group("sources")
         stream.rebalance().filter(lambda r: False).slot_sharing_group("sinks").add_sink(lambda r: None)
         started = time.perf_counter()
         env.execute("exchange bench")
         elapsed = time.perf_counter() - started
-    size = len(__import__("pickle").dumps((records, payload)))
+    import pickle
+
+    sample = [(i, f"{i:090d}") for i in range(1024)]
+    size = len(pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL)) / len(sample)
     return {"wall_s": elapsed, "records": records, "records_per_s": records / elapsed, "mb_per_s": records * size / elapsed / 1e6}
 
 
