@@ -169,17 +169,20 @@ class JobMaster:
         while True:
             await asyncio.sleep(interval)
             for resource_id, address in list(self._tm_addresses.items()):
-                self._spawn(self._heartbeat(resource_id, address, interval))
+                self._spawn(self._heartbeat(resource_id, address))
             for resource_id in self._heartbeats.timed_out(now_ms()):
                 self.task_manager_lost(resource_id, "heartbeat timed out")
 
-    async def _heartbeat(self, resource_id: str, address: str, deadline_s: float) -> None:
+    async def _heartbeat(self, resource_id: str, address: str) -> None:
         try:
             await self._te.stub(address).Heartbeat(
-                cpb.HeartbeatRequest(sender="jobmaster", job_id=self.job_id), timeout=max(deadline_s, 0.5)
+                cpb.HeartbeatRequest(sender="jobmaster", job_id=self.job_id),
+                timeout=self._heartbeats.timeout_ms / 1000,
             )
         except grpc.aio.AioRpcError as exc:
-            if self._heartbeats.record_rpc_failure(resource_id, now_ms()):
+            # Only a refused connection counts towards the failure threshold: a slow answer is
+            # the heartbeat timeout's business, so a busy TaskManager is not declared lost early.
+            if exc.code() is grpc.StatusCode.UNAVAILABLE and self._heartbeats.record_rpc_failure(resource_id, now_ms()):
                 self.task_manager_lost(resource_id, f"unreachable: {exc.code().name}")
         else:
             self._heartbeats.record_heartbeat(resource_id, now_ms())

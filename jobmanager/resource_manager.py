@@ -163,9 +163,10 @@ class ResourceManager:
     async def _heartbeat(self, resource_id: str, address: str, registration_id: str) -> None:
         request = cpb.HeartbeatRequest(sender="resourcemanager", registration_id=registration_id)
         try:
-            response = await self._te.stub(address).Heartbeat(request, timeout=max(self._interval_ms / 1000, 0.5))
+            response = await self._te.stub(address).Heartbeat(request, timeout=self._timeout_ms / 1000)
         except grpc.aio.AioRpcError as exc:
-            if self._heartbeats.record_rpc_failure(resource_id, now_ms()):
+            # Only a refused connection counts towards the failure threshold (see JobMaster._heartbeat).
+            if exc.code() is grpc.StatusCode.UNAVAILABLE and self._heartbeats.record_rpc_failure(resource_id, now_ms()):
                 self._lost(resource_id, f"unreachable ({exc.code().name})")
             return
         self._heartbeats.record_heartbeat(resource_id, now_ms())

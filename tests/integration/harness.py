@@ -11,7 +11,7 @@ T = TypeVar("T")
 
 FAST = {
     "heartbeat.interval": "200 ms",
-    "heartbeat.timeout": "1500 ms",
+    "heartbeat.timeout": "3 s",
     "millstream.rpc.timeout": "5 s",
 }
 
