@@ -141,15 +141,17 @@ def execute_and_collect(
         try:
             job_id = state["job_id"] = session.client.submit(job_graph.proto, job_artifacts(python_files))
             produced = 0
+            if limit is not None and limit <= 0:
+                return
             for update in session.client.wait(job_id):
                 for batch in update.collected:
                     if batch.collect_id != collect_id:
                         continue
                     for record in pickle.loads(batch.payload):
-                        if limit is not None and produced >= limit:
-                            return
                         produced += 1
                         yield record
+                        if limit is not None and produced >= limit:
+                            return  # closing cancels the job if it still runs
                 if update.terminal:
                     state["done"] = True
                     _raise_unless_finished(job_graph, update.summary)

@@ -249,8 +249,11 @@ class JobMasterCore:
             log.info("ignoring %s from stale or unknown attempt %s", state.value, attempt_id.hex())
             return []
         out: list[Command] = []
-        if execution.state is ExecutionState.CANCELING and state is ExecutionState.FINISHED:
-            state = ExecutionState.CANCELED  # finished while its cancellation was on the way
+        if execution.state is state:
+            return out  # a retried report
+        if execution.state is ExecutionState.CANCELING and state in (ExecutionState.FINISHED, ExecutionState.FAILED):
+            # Finished, or failed because its peers were cancelled, while its cancellation was on the way.
+            state = ExecutionState.CANCELED
         if not self._set_state(execution, state, "reported by TaskManager"):
             return out
         if state is ExecutionState.FAILED:

@@ -164,3 +164,41 @@ def test_a_record_that_cannot_be_pickled_fails_the_job_naming_the_operator(clust
     with pytest.raises(JobExecutionException) as info:
         env.execute("unpicklable")
     assert "makes-locks" in str(info.value) and "lock" in str(info.value).lower()
+
+
+def test_an_unwritable_sink_directory_fails_the_job_naming_the_path(cluster, tmp_path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    env = _env(2)
+    env.from_sequence(1, 10).rebalance().map(str).sink_to(FileSink.for_row_format(str(blocker / "out")).build())
+    with pytest.raises(JobExecutionException) as info:
+        env.execute("unwritable")
+    assert "FileSink" in str(info.value) and str(blocker / "out") in str(info.value)
+
+
+class TimerEcho(KeyedProcessFunction):
+    """Registers a processing-time timer 50 ms ahead for each key's first record; emits when it fires."""
+
+    def open(self, runtime_context) -> None:
+        self.seen = runtime_context.get_state(ValueStateDescriptor("seen", Types.BOOLEAN()))
+
+    def process_element(self, value, ctx):
+        if not self.seen.value():
+            self.seen.update(True)
+            ctx.timer_service().register_processing_time_timer(ctx.timer_service().current_processing_time() + 50)
+        return []
+
+    def on_timer(self, timestamp, ctx):
+        yield ("fired", ctx.get_current_key())
+
+
+def test_processing_time_timers_fire_per_key_on_the_cluster(cluster) -> None:
+    from millstream.datastream.connectors.datagen import DataGeneratorSource
+
+    env = _env(2)
+    # An unbounded source keeps the job running; the iterator stops after the three timers and
+    # closing it cancels the job (pending timers of a bounded STREAMING input are dropped, as in Flink).
+    source = DataGeneratorSource(lambda i: i % 3, records_per_second=200)
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "slow")
+    with stream.key_by(lambda k: k).process(TimerEcho()).execute_and_collect(limit=3) as results:
+        assert sorted(results) == [("fired", 0), ("fired", 1), ("fired", 2)]

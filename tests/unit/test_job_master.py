@@ -212,3 +212,17 @@ def test_a_failed_deployment_fails_the_task() -> None:
     core.deploy_failed(deploy.tdd.execution_attempt_id, "UNAVAILABLE: connection refused")
     assert core.status is JobStatus.FAILED
     assert "Could not deploy" in core.failure.message and "connection refused" in core.failure.message
+
+
+def test_a_failure_while_cancelling_counts_as_cancelled_and_retried_reports_are_idempotent(caplog) -> None:
+    core = _core(parallelism=2)
+    _deploy(core)
+    _report_all(core, ExecutionState.RUNNING)
+    core.cancel()
+    a, b = core.current_executions()
+    core.update_task_state(a.attempt_id, ExecutionState.FAILED, cpb.JobFailure(message="consumer closed its connection"))
+    with caplog.at_level(logging.WARNING):
+        assert core.update_task_state(a.attempt_id, ExecutionState.CANCELED) == []  # retried report
+    assert a.state is ExecutionState.CANCELED and "illegal" not in caplog.text
+    core.update_task_state(b.attempt_id, ExecutionState.CANCELED)
+    assert core.status is JobStatus.CANCELED and core.failure is None

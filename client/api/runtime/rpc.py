@@ -38,12 +38,22 @@ def sync_channel(address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTE
     return grpc.insecure_channel(address, options=channel_options(max_message_bytes))
 
 
+def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    # Clients ping every 10 s on long streams (WaitJobResult); without these the server answers
+    # the third ping with GOAWAY "too_many_pings" and the stream dies.
+    return channel_options(max_message_bytes) + [
+        ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+        ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+
+
 class RpcServer:
     """A grpc.aio server with health checking and reflection for the services added to it."""
 
     def __init__(self, name: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.name = name
-        self.server = grpc.aio.server(options=channel_options(max_message_bytes))
+        self.server = grpc.aio.server(options=server_options(max_message_bytes))
         self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self._service_names: list[str] = []
