@@ -174,7 +174,7 @@ class Dispatcher:
             if terminal:
                 return
             async with record.changed:
-                await record.changed.wait_for(lambda: record.version != version)
+                await record.changed.wait_for(lambda seen=version: record.version != seen)
 
     def expire_finished(self) -> None:
         cutoff = wall_ms() - self._retention_ms

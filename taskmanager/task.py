@@ -22,7 +22,7 @@ from millstream.runtime.chain import OperatorChain
 from millstream.runtime.combiner import CombiningWriter
 from millstream.runtime.task_environment import SimpleTaskEnvironment
 from millstream.runtime.rpc import sync_channel
-from millstream.taskmanager.network import BUFFER, ChannelSpec, EndOfPartition, InputGate, PartitionServer, ResultPartition
+from millstream.taskmanager.network import BUFFER, ChannelSpec, InputGate, PartitionServer, ResultPartition
 
 # Messages from the worker to the TaskManager.
 STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")

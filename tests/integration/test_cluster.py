@@ -1,7 +1,6 @@
 """A real JobManager and TaskManagers (in-process gRPC servers, one shared Spark) running jobs."""
 from __future__ import annotations
 
-import threading
 import sys
 import time
 import uuid

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from millstream.common.typeinfo import TypeInformation
 from millstream.datastream import functions as fn
 from millstream.datastream.transformations import (
-    UNSET,
     ChainingStrategy,
     OneInputTransformation,
     PartitionTransformation,
