@@ -23,6 +23,7 @@ class MiniCluster:
         self.config.set(cfg.TASKMANAGER_NUM_TASK_SLOTS, max(1, num_slots))
         self.address = ""
         self._spark = spark
+        self._owned_spark: Any = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="millstream-minicluster", daemon=True)
         self.job_manager: Any = None
@@ -35,7 +36,13 @@ class MiniCluster:
 
     def start(self, task_managers: int = 1) -> "MiniCluster":
         from millstream.jobmanager.jobmanager import JobManager
+        from millstream.taskmanager.taskmanager import spark_host_for
 
+        if self._spark is None:
+            # Spark forks its JVM: do it before any gRPC server or channel runs in this process,
+            # since a fork among gRPC's threads can break the child (JAVA_GATEWAY_EXITED).
+            self._spark = self._owned_spark = spark_host_for(self.config)
+            self._spark.start()
         self._thread.start()
         try:
             self.job_manager = self.call(JobManager(self.config).start())
@@ -73,6 +80,9 @@ class MiniCluster:
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
+        if self._owned_spark is not None:
+            self._owned_spark.stop()
+            self._owned_spark = None
 
     def __enter__(self) -> "MiniCluster":
         return self.start()

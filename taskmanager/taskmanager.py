@@ -28,6 +28,16 @@ def spark_conf(configuration: cfg.Configuration) -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in pairs}
 
 
+def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
+    """The SparkHost a TaskManager with this configuration runs its tasks on (not started)."""
+    return SparkHost(
+        configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS),
+        configuration.get(cfg.SPARK_MASTER) or None,
+        conf=spark_conf(configuration),
+        tasks_per_slot=configuration.get(cfg.SPARK_TASKS_PER_SLOT),
+    )
+
+
 class TaskManager:
     """``async with TaskManager(config, "host:port") as tm:`` registers and serves until the block ends.
 
@@ -60,9 +70,7 @@ class TaskManager:
     async def start(self) -> "TaskManager":
         c = self.config
         if self._spark is None:
-            self._spark = SparkHost(
-                self.num_slots, c.get(cfg.SPARK_MASTER) or None, conf=spark_conf(c), tasks_per_slot=c.get(cfg.SPARK_TASKS_PER_SLOT)
-            )
+            self._spark = spark_host_for(c)
             # Warm before offering slots: the first task must not pay Spark's start-up.
             await asyncio.to_thread(self._spark.start)
         self.executor = TaskExecutor(
