@@ -44,6 +44,7 @@ class RunningTask:
     events: asyncio.Queue = field(default_factory=asyncio.Queue)
     handle: TaskHandle | None = None
     state: str = "DEPLOYING"
+    cancelled: bool = False  # cancelled before its Spark task started: it must never start
 
     @property
     def attempt_id(self) -> bytes:
@@ -223,6 +224,8 @@ class TaskExecutor:
             paths = await self._fetch_artifacts(task.tdd)
             data_host = self.data_address.rsplit(":", 1)[0]
             payload = make_payload(task_body.run_task, task.tdd.SerializeToString(), paths, data_host)
+            if task.cancelled:
+                return
             loop = asyncio.get_running_loop()
 
             def on_event(task_id: str, msg: Any) -> None:  # a runner thread: hop onto the loop
@@ -319,7 +322,9 @@ class TaskExecutor:
         if task is None:
             return
         if task.handle is None:
-            task.events.put_nowait(TaskExit("CANCELED"))
+            if not task.cancelled:
+                task.cancelled = True
+                task.events.put_nowait(TaskExit("CANCELED"))
         else:
             self._spawn(asyncio.to_thread(task.handle.cancel))  # one py4j call: off the loop
 
