@@ -14,7 +14,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from millstream.common import WatermarkStrategy  # noqa: E402
+from millstream.common import Types, WatermarkStrategy  # noqa: E402
+from millstream.common.serialization import Encoder  # noqa: E402
 from millstream.datastream import RuntimeExecutionMode, StreamExecutionEnvironment  # noqa: E402
 from millstream.datastream.connectors.file_system import FileSink, FileSource, StreamFormat  # noqa: E402
 
@@ -28,9 +29,11 @@ def split_words(line: str):
 def build(env: StreamExecutionEnvironment, input_path: str, output_path: str | None):
     source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), input_path).build()
     lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "file-source")
-    counts = lines.flat_map(split_words).name("split").key_by(lambda pair: pair[0]).sum(1).name("count")
+    # Declaring the tuple type is what PyFlink needs to sum natively (and prints "(word,count)").
+    pairs = lines.flat_map(split_words, output_type=Types.TUPLE([Types.STRING(), Types.INT()])).name("split")
+    counts = pairs.key_by(lambda pair: pair[0]).sum(1).name("count")
     if output_path:
-        counts.sink_to(FileSink.for_row_format(output_path).build())
+        counts.sink_to(FileSink.for_row_format(output_path, Encoder.simple_string_encoder()).build())
     return counts
 
 
