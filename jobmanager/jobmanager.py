@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
-import sys
 from typing import Any
 
 from millstream.jobmanager.blob_server import BlobServerServicer, BlobStore
@@ -17,6 +15,7 @@ from millstream.jobmanager.slot_manager import SlotManager
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
+from millstream.runtime.process import process_parser, start_process, until_terminated
 from millstream.runtime.rpc import RpcServer
 
 log = logging.getLogger(__name__)
@@ -118,30 +117,20 @@ class JobManager:
 
 async def serve(configuration: cfg.Configuration, ready_file: str | None = None) -> None:
     """Runs a JobManager until SIGTERM/SIGINT; writes its address to ``ready_file`` once serving."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     async with JobManager(configuration) as jm:
         print(f"JobManager serving at {jm.address}", flush=True)
         if ready_file:
             with open(ready_file, "w") as f:
                 f.write(jm.address)
-        await stop.wait()
+        await until_terminated()
     log.info("JobManager stopped")
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="millstream jobmanager")
-    parser.add_argument("--config", help="YAML configuration file")
+    parser = process_parser("millstream jobmanager")
     parser.add_argument("--ready-file", help="write the serving address here once up")
-    parser.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    configuration = cfg.load_configuration(args.config, dynamic_properties=args.dynamic)
-    asyncio.run(serve(configuration, args.ready_file))
+    asyncio.run(serve(start_process(args), args.ready_file))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
-import sys
 import tempfile
 import uuid
 
@@ -14,6 +12,7 @@ from tenacity import AsyncRetrying, before_sleep_log, retry_if_exception, stop_a
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
+from millstream.runtime.process import process_parser, start_process, until_terminated
 from millstream.runtime.rpc import RpcServer, is_unavailable
 from millstream.taskmanager.spark_runner import SparkHost
 from millstream.taskmanager.task_executor import TaskExecutor, TaskExecutorServicer
@@ -159,25 +158,16 @@ class TaskManager:
 
 
 async def serve(configuration: cfg.Configuration, jobmanager_address: str) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     async with TaskManager(configuration, jobmanager_address) as tm:
         print(f"TaskManager {tm.resource_id} serving at {tm.address} with {tm.num_slots} slots", flush=True)
-        await stop.wait()
+        await until_terminated()
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="millstream taskmanager")
-    parser.add_argument("--config", help="YAML configuration file")
+    parser = process_parser("millstream taskmanager")
     parser.add_argument("--jobmanager", help="host:port of the JobManager (default: jobmanager.rpc.address/port)")
-    parser.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    configuration = cfg.load_configuration(args.config, dynamic_properties=args.dynamic)
+    configuration = start_process(args)
     address = args.jobmanager or f"{configuration.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{configuration.get(cfg.JOBMANAGER_RPC_PORT)}"
     asyncio.run(serve(configuration, address))
 
