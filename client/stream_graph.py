@@ -24,7 +24,7 @@ from millstream.datastream.transformations import (
     Transformation,
     UnionTransformation,
 )
-from millstream.runtime.operators import OperatorFactory, SourceFactory
+from millstream.runtime.factories import OperatorFactory, SourceFactory
 from millstream.runtime.partitioners import ForwardPartitioner, RebalancePartitioner, StreamPartitioner
 
 DEFAULT_SLOT_SHARING_GROUP = "default"

@@ -17,8 +17,8 @@ from google.protobuf.message import DecodeError
 from millstream.jobmanager.blob_server import BlobStore, InvalidArtifactError, check_artifact_name
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, validate_job_graph
-from millstream.jobmanager.job_master import JobMasterCore
-from millstream.jobmanager.job_master_service import JobMaster
+from millstream.jobmanager.job_master_core import JobMasterCore
+from millstream.jobmanager.job_master import JobMaster
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb

@@ -1,342 +1,188 @@
-"""The JobMaster's core: one job's scheduling and execution bookkeeping, without I/O.
-
-Events (``start``, ``offer_slots``, ``update_task_state``, ``task_manager_lost``, ``cancel``...)
-go in; commands (declare slot needs, deploy, cancel, free slots, job status changes) come out and
-are carried out by the gRPC shell in ``job_master_service``. Every task deployment is an Execution
-attempt with its own id; reports for any other attempt are stale and ignored.
-
-Scheduling is all-at-once, as Flink schedules a streaming job: the job declares the slots it needs
-(per slot sharing group, its largest parallelism), accepts offers until it has them, puts subtask
-``k`` of every vertex of a group into the group's slot ``k``, and deploys every task.
-"""
+"""The JobMaster shell: runs one job's JobMasterCore commands over gRPC and heartbeats its TaskManagers."""
 from __future__ import annotations
 
+import asyncio
 import logging
-import os
-from dataclasses import dataclass, field
-from typing import Callable, Union
+import time
+from typing import Any, Callable, Protocol
 
-from millstream.jobmanager.execution_graph import ExecutionGraph, ExecutionVertex
-from millstream.jobmanager.execution_state import (
-    EXECUTION_TRANSITIONS,
-    JOB_TRANSITIONS,
-    ExecutionState,
-    JobStatus,
-    check_transition,
+import grpc
+
+from millstream.jobmanager.execution_state import ExecutionState, JobStatus
+from millstream.jobmanager.heartbeat import HeartbeatMonitor
+from millstream.jobmanager.job_master_core import (
+    CancelTask,
+    Command,
+    DeclareRequirements,
+    DeployTask,
+    FreeSlot,
+    JobMasterCore,
+    JobStatusChanged,
 )
 from millstream.proto import cluster_pb2 as cpb
-from millstream.proto import jobgraph_pb2 as pb
+from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime.rpc import aio_channel
 
 log = logging.getLogger(__name__)
 
 
-# -- commands ------------------------------------------------------------------------------------
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
-@dataclass(frozen=True)
-class DeclareRequirements:
-    slots: int
+class ResourceManagerGateway(Protocol):
+    def declare_requirements(self, job_id: bytes, jobmaster_address: str, slots: int) -> None: ...
 
 
-@dataclass(frozen=True)
-class DeployTask:
-    resource_id: str
-    tm_address: str
-    tdd: cpb.TaskDeploymentDescriptor
+class TaskExecutorClients:
+    """One channel per TaskManager address, shared by every job of this JobManager."""
+
+    def __init__(self, rpc_timeout_s: float, max_message_bytes: int) -> None:
+        self.rpc_timeout_s = rpc_timeout_s
+        self._max_message_bytes = max_message_bytes
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def stub(self, address: str) -> cpb_grpc.TaskExecutorStub:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = aio_channel(address, self._max_message_bytes)
+        return cpb_grpc.TaskExecutorStub(channel)
+
+    def forget(self, address: str) -> None:
+        channel = self._channels.pop(address, None)
+        if channel is not None:
+            asyncio.ensure_future(channel.close())
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
 
 
-@dataclass(frozen=True)
-class CancelTask:
-    resource_id: str
-    tm_address: str
-    attempt_id: bytes
-
-
-@dataclass(frozen=True)
-class FreeSlot:
-    resource_id: str
-    tm_address: str
-    allocation_id: bytes
-    cause: str
-
-
-@dataclass(frozen=True)
-class JobStatusChanged:
-    status: JobStatus
-    failure: cpb.JobFailure | None = None
-
-
-Command = Union[DeclareRequirements, DeployTask, CancelTask, FreeSlot, JobStatusChanged]
-
-
-# -- state ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SlotInfo:
-    allocation_id: bytes
-    resource_id: str
-    tm_address: str
-    data_address: str
-    slot_index: int
-
-
-@dataclass(eq=False)
-class Execution:
-    """One attempt to run one subtask."""
-
-    vertex: ExecutionVertex
-    attempt_id: bytes
-    attempt_number: int
-    state: ExecutionState = ExecutionState.CREATED
-    slot: SlotInfo | None = None
-    failure: cpb.JobFailure | None = None
-
-    @property
-    def name(self) -> str:
-        return self.vertex.task_name_with_subtasks
-
-
-@dataclass
-class JobMasterCore:
-    job_graph: pb.JobGraph
-    artifacts: list[cpb.ArtifactRef] = field(default_factory=list)
-    new_id: Callable[[], bytes] = lambda: os.urandom(16)
-
-    def __post_init__(self) -> None:
-        self.graph = ExecutionGraph(self.job_graph)
-        self.status = JobStatus.CREATED
-        self.failure: cpb.JobFailure | None = None
-        self.executions: dict[bytes, Execution] = {}
-        self.current: dict[tuple[bytes, int], Execution] = {}
-        for ev in self.graph.all_execution_vertices():
-            self._new_attempt(ev, 0)
-        self.slots: dict[bytes, SlotInfo] = {}
-        self.required_slots = self.graph.total_required_slots()
+class JobMaster:
+    def __init__(
+        self,
+        core: JobMasterCore,
+        address: str,
+        resource_manager: ResourceManagerGateway,
+        task_executors: TaskExecutorClients,
+        on_status: Callable[[JobStatus, cpb.JobFailure | None], None],
+        heartbeat_interval_ms: int,
+        heartbeat_timeout_ms: int,
+    ) -> None:
+        self.core = core
+        self.address = address
+        self._rm = resource_manager
+        self._te = task_executors
+        self._on_status = on_status
+        self._heartbeats = HeartbeatMonitor[str](heartbeat_interval_ms, heartbeat_timeout_ms)
+        self._tm_addresses: dict[str, str] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._heartbeat_task: asyncio.Task[None] | None = None
 
     @property
     def job_id(self) -> bytes:
-        return self.graph.job_id
+        return self.core.job_id
 
-    def _new_attempt(self, ev: ExecutionVertex, attempt_number: int) -> Execution:
-        execution = Execution(ev, self.new_id(), attempt_number)
-        self.executions[execution.attempt_id] = execution
-        self.current[(ev.job_vertex.id, ev.subtask_index)] = execution
-        return execution
+    def start(self) -> None:
+        self._heartbeat_task = asyncio.ensure_future(self._heartbeat_loop())
+        self._run(self.core.start())
 
-    def current_executions(self) -> list[Execution]:
-        return list(self.current.values())
+    async def stop(self) -> None:
+        if self._heartbeat_task:
+            self._heartbeat_task.cancel()
+        for task in list(self._background):
+            task.cancel()
 
-    def tasks_per_state(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for e in self.current.values():
-            counts[e.state.value] = counts.get(e.state.value, 0) + 1
-        return counts
+    # -- events from TaskManagers --------------------------------------------------------------
 
-    # -- transitions ---------------------------------------------------------------------------
-
-    def _set_job_status(self, target: JobStatus, reason: str, out: list[Command]) -> bool:
-        if not check_transition(JOB_TRANSITIONS, self.status, target, f"job {self.job_id.hex()}", reason):
-            return False
-        log.info("job %s (%s): %s -> %s (%s)", self.graph.job_name, self.job_id.hex(), self.status.value, target.value, reason)
-        self.status = target
-        out.append(JobStatusChanged(target, self.failure if target is JobStatus.FAILED else None))
-        return True
-
-    def _set_state(self, execution: Execution, target: ExecutionState, reason: str = "") -> bool:
-        if not check_transition(EXECUTION_TRANSITIONS, execution.state, target, execution.name, reason):
-            return False
-        execution.state = target
-        return True
-
-    # -- events --------------------------------------------------------------------------------
-
-    def start(self) -> list[Command]:
-        out: list[Command] = []
-        self._set_job_status(JobStatus.RUNNING, "scheduling started", out)
-        for execution in self.current.values():
-            self._set_state(execution, ExecutionState.SCHEDULED, "waiting for slots")
-        out.append(DeclareRequirements(self.required_slots))
-        return out
-
-    def offer_slots(self, resource_id: str, tm_address: str, data_address: str, offers: list[cpb.SlotOffer]) -> tuple[list[bytes], list[Command]]:
-        """Accepts offered slots up to the job's needs; returns (accepted allocation ids, commands)."""
-        accepted: list[bytes] = []
-        out: list[Command] = []
-        if self.status is not JobStatus.RUNNING:
-            return accepted, out
-        for offer in offers:
-            if offer.allocation_id in self.slots:
-                accepted.append(offer.allocation_id)  # a retried offer
-            elif len(self.slots) < self.required_slots and not self._deployed():
-                self.slots[offer.allocation_id] = SlotInfo(
-                    offer.allocation_id, resource_id, tm_address, data_address, offer.slot_index
-                )
-                accepted.append(offer.allocation_id)
-        if len(self.slots) == self.required_slots and not self._deployed():
-            out += self._deploy_all()
-        return accepted, out
-
-    def _deployed(self) -> bool:
-        return any(e.state is not ExecutionState.SCHEDULED for e in self.current.values())
-
-    def _deploy_all(self) -> list[Command]:
-        slots = sorted(self.slots.values(), key=lambda s: (s.resource_id, s.slot_index))
-        groups: dict[str, list[SlotInfo]] = {}
-        cursor = 0
-        for group, count in self.graph.required_slots().items():
-            groups[group] = slots[cursor : cursor + count]
-            cursor += count
-        for ejv in self.graph.job_vertices:
-            for ev in ejv.task_vertices:
-                self.current[(ejv.id, ev.subtask_index)].slot = groups[ejv.slot_sharing_group][ev.subtask_index]
-        out: list[Command] = []
-        for ejv in self.graph.job_vertices:  # topological: producers first
-            for ev in ejv.task_vertices:
-                execution = self.current[(ejv.id, ev.subtask_index)]
-                self._set_state(execution, ExecutionState.DEPLOYING, "slot assigned")
-                assert execution.slot is not None
-                out.append(DeployTask(execution.slot.resource_id, execution.slot.tm_address, self._tdd(execution)))
-        return out
-
-    def _tdd(self, execution: Execution) -> cpb.TaskDeploymentDescriptor:
-        ev = execution.vertex
-        ejv = ev.job_vertex
-        kgr = ev.key_group_range
-        assert execution.slot is not None
-        tdd = cpb.TaskDeploymentDescriptor(
-            job_id=self.job_id,
-            job_name=self.graph.job_name,
-            execution_attempt_id=execution.attempt_id,
-            attempt_number=execution.attempt_number,
-            allocation_id=execution.slot.allocation_id,
-            vertex=ejv.proto,
-            subtask_index=ev.subtask_index,
-            key_group_start=kgr.start_key_group,
-            key_group_end=kgr.end_key_group,
-            execution_config=self.job_graph.execution_config,
-            artifacts=self.artifacts,
+    def offer_slots(self, request: cpb.OfferSlotsRequest) -> list[bytes]:
+        accepted, commands = self.core.offer_slots(
+            request.resource_id, request.taskmanager_address, request.data_address, list(request.offers)
         )
-        for result_id, partition in ev.produced.items():
-            tdd.produced_partitions.add(
-                result_id=result_id,
-                partition_index=partition.id.partition_index,
-                num_subpartitions=partition.num_subpartitions,
-                partition_type=next(r.partition_type for r in ejv.proto.produced if r.id == result_id),
+        if accepted and request.resource_id not in self._tm_addresses:
+            self._tm_addresses[request.resource_id] = request.taskmanager_address
+            self._heartbeats.monitor_target(request.resource_id, now_ms())
+        self._run(commands)
+        return accepted
+
+    def update_task_state(self, update: cpb.TaskExecutionState) -> None:
+        state = ExecutionState.from_proto(update.state)
+        failure = update.failure if update.HasField("failure") else None
+        self._run(self.core.update_task_state(update.execution_attempt_id, state, failure))
+
+    def is_current_attempt(self, attempt_id: bytes) -> bool:
+        execution = self.core.executions.get(attempt_id)
+        return execution is not None and not execution.state.is_terminal()
+
+    def cancel(self) -> None:
+        self._run(self.core.cancel())
+
+    def resources_unavailable(self, message: str) -> None:
+        self._run(self.core.resources_unavailable(message))
+
+    def task_manager_lost(self, resource_id: str, reason: str) -> None:
+        if resource_id in self._tm_addresses:
+            self._heartbeats.unmonitor_target(resource_id)
+            del self._tm_addresses[resource_id]
+            self._run(self.core.task_manager_lost(resource_id, reason))
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def _run(self, commands: list[Command]) -> None:
+        for command in commands:
+            if isinstance(command, DeclareRequirements):
+                self._rm.declare_requirements(self.job_id, self.address, command.slots)
+            elif isinstance(command, DeployTask):
+                self._spawn(self._deploy(command))
+            elif isinstance(command, CancelTask):
+                self._spawn(self._call(command.tm_address, "CancelTask", cpb.CancelTaskRequest(execution_attempt_id=command.attempt_id)))
+            elif isinstance(command, FreeSlot):
+                self._spawn(self._call(command.tm_address, "FreeSlot", cpb.FreeSlotRequest(allocation_id=command.allocation_id, cause=command.cause)))
+            elif isinstance(command, JobStatusChanged):
+                self._on_status(command.status, command.failure)
+                if command.status.is_terminal() and self._heartbeat_task:
+                    self._heartbeat_task.cancel()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _deploy(self, command: DeployTask) -> None:
+        try:
+            await self._te.stub(command.tm_address).SubmitTask(
+                cpb.SubmitTaskRequest(tdd=command.tdd), timeout=self._te.rpc_timeout_s
             )
-        for gate in ev.input_gates:
-            descriptor = tdd.input_gates.add(
-                result_id=gate.edge.result_id,
-                target_node_id=gate.edge.target_node_id,
-                input_index=gate.edge.input_index,
-                ship_strategy=gate.edge.ship_strategy,
+        except grpc.aio.AioRpcError as exc:
+            self._run(self.core.deploy_failed(command.tdd.execution_attempt_id, f"{exc.code().name}: {exc.details()}"))
+
+    async def _call(self, address: str, method: str, request: Any) -> None:
+        try:
+            await getattr(self._te.stub(address), method)(request, timeout=self._te.rpc_timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            # A TaskManager that cannot be reached is found lost by the heartbeats.
+            log.warning("%s to %s failed: %s", method, address, exc.code().name)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self._heartbeats.interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for resource_id, address in list(self._tm_addresses.items()):
+                self._spawn(self._heartbeat(resource_id, address))
+            for resource_id in self._heartbeats.timed_out(now_ms()):
+                self.task_manager_lost(resource_id, "heartbeat timed out")
+
+    async def _heartbeat(self, resource_id: str, address: str) -> None:
+        try:
+            await self._te.stub(address).Heartbeat(
+                cpb.HeartbeatRequest(sender="jobmaster", job_id=self.job_id),
+                timeout=self._heartbeats.timeout_ms / 1000,
             )
-            for channel in gate.channels:
-                producer = self.current[(channel.producer.job_vertex_id, channel.producer.subtask_index)]
-                assert producer.slot is not None
-                descriptor.channels.add(
-                    result_id=channel.partition.result_id,
-                    partition_index=channel.partition.partition_index,
-                    subpartition_index=channel.subpartition_index,
-                    producer_data_address=producer.slot.data_address,
-                    producer_attempt_id=producer.attempt_id,
-                )
-        return tdd
-
-    def update_task_state(self, attempt_id: bytes, state: ExecutionState, failure: cpb.JobFailure | None = None) -> list[Command]:
-        execution = self.executions.get(attempt_id)
-        if execution is None or self.current.get((execution.vertex.job_vertex.id, execution.vertex.subtask_index)) is not execution:
-            log.info("ignoring %s from stale or unknown attempt %s", state.value, attempt_id.hex())
-            return []
-        out: list[Command] = []
-        if execution.state is state:
-            return out  # a retried report
-        if execution.state is ExecutionState.CANCELING and state in (ExecutionState.FINISHED, ExecutionState.FAILED):
-            # Finished, or failed because its peers were cancelled, while its cancellation was on the way.
-            state = ExecutionState.CANCELED
-        if not self._set_state(execution, state, "reported by TaskManager"):
-            return out
-        if state is ExecutionState.FAILED:
-            execution.failure = failure or cpb.JobFailure(message="task failed", task_name=execution.name)
-            if not execution.failure.task_name:
-                execution.failure.task_name = execution.name
-            out += self._fail_job(execution.failure)
-        out += self._check_job_done()
-        return out
-
-    def deploy_failed(self, attempt_id: bytes, message: str) -> list[Command]:
-        execution = self.executions.get(attempt_id)
-        name = execution.name if execution else attempt_id.hex()
-        return self.update_task_state(
-            attempt_id, ExecutionState.FAILED, cpb.JobFailure(message=f"Could not deploy task {name}: {message}", task_name=name)
-        )
-
-    def task_manager_lost(self, resource_id: str, reason: str) -> list[Command]:
-        out: list[Command] = []
-        for allocation_id in [a for a, s in self.slots.items() if s.resource_id == resource_id]:
-            del self.slots[allocation_id]
-        for execution in list(self.current.values()):
-            if execution.slot and execution.slot.resource_id == resource_id and not execution.state.is_terminal():
-                failure = cpb.JobFailure(
-                    message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
-                    task_name=execution.name,
-                )
-                execution.slot = None  # nothing to cancel or free on a lost TaskManager
-                out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
-        return out
-
-    def resources_unavailable(self, message: str) -> list[Command]:
-        return self._fail_job(cpb.JobFailure(message=message)) + self._check_job_done()
-
-    def cancel(self) -> list[Command]:
-        out: list[Command] = []
-        if self.status.is_terminal() or self.status is JobStatus.CANCELLING:
-            return out
-        if not self._set_job_status(JobStatus.CANCELLING, "cancelled by the user", out):
-            return out
-        out += self._cancel_executions()
-        out += self._check_job_done()
-        return out
-
-    def _fail_job(self, failure: cpb.JobFailure) -> list[Command]:
-        out: list[Command] = []
-        if self.status in (JobStatus.RUNNING, JobStatus.CREATED):
-            self.failure = failure  # the first failure is the root cause
-            self._set_job_status(JobStatus.FAILING, failure.message, out)
-            out += self._cancel_executions()
-        return out
-
-    def _cancel_executions(self) -> list[Command]:
-        out: list[Command] = []
-        for execution in self.current.values():
-            if execution.state.is_terminal():
-                continue
-            if execution.state in (ExecutionState.CREATED, ExecutionState.SCHEDULED) or execution.slot is None:
-                self._set_state(execution, ExecutionState.CANCELED, "job is stopping before deployment")
-            elif self._set_state(execution, ExecutionState.CANCELING, "job is stopping"):
-                out.append(CancelTask(execution.slot.resource_id, execution.slot.tm_address, execution.attempt_id))
-        return out
-
-    def _check_job_done(self) -> list[Command]:
-        out: list[Command] = []
-        states = [e.state for e in self.current.values()]
-        if not all(s.is_terminal() for s in states):
-            return out
-        if self.status is JobStatus.RUNNING and all(s is ExecutionState.FINISHED for s in states):
-            self._set_job_status(JobStatus.FINISHED, "all tasks finished", out)
-        elif self.status is JobStatus.FAILING:
-            self._set_job_status(JobStatus.FAILED, "all tasks stopped after a failure", out)
-        elif self.status is JobStatus.CANCELLING:
-            self._set_job_status(JobStatus.CANCELED, "all tasks cancelled", out)
-        if self.status.is_terminal():
-            out += self._release_slots()
-        return out
-
-    def _release_slots(self) -> list[Command]:
-        out: list[Command] = [
-            FreeSlot(s.resource_id, s.tm_address, s.allocation_id, f"job {self.status.value.lower()}")
-            for s in self.slots.values()
-        ]
-        self.slots.clear()
-        out.append(DeclareRequirements(0))
-        return out
+        except grpc.aio.AioRpcError as exc:
+            # Only a refused connection counts towards the failure threshold: a slow answer is
+            # the heartbeat timeout's business, so a busy TaskManager is not declared lost early.
+            if exc.code() is grpc.StatusCode.UNAVAILABLE and self._heartbeats.record_rpc_failure(resource_id, now_ms()):
+                self.task_manager_lost(resource_id, f"unreachable: {exc.code().name}")
+        else:
+            self._heartbeats.record_heartbeat(resource_id, now_ms())

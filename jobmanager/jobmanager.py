@@ -7,9 +7,9 @@ from typing import Any
 
 from millstream.jobmanager.blob_server import BlobServerServicer, BlobStore
 from millstream.jobmanager.dispatcher import Dispatcher, DispatcherServicer
-from millstream.jobmanager.job_master import JobMasterCore
-from millstream.jobmanager.job_master_servicer import JobMasterServicer
-from millstream.jobmanager.job_master_service import JobMaster, TaskExecutorClients
+from millstream.jobmanager.job_master_core import JobMasterCore
+from millstream.jobmanager.job_master_endpoint import JobMasterServicer
+from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients
 from millstream.jobmanager.resource_manager import ResourceManager, ResourceManagerServicer
 from millstream.jobmanager.slot_manager import SlotManager
 from millstream.proto import cluster_pb2 as cpb

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import grpc
 
 from millstream.jobmanager.heartbeat import HeartbeatMonitor
-from millstream.jobmanager.job_master_service import JobMaster, TaskExecutorClients, now_ms
+from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients, now_ms
 from millstream.jobmanager.slot_manager import AllocateSlot, Command, FreeSlots, RequirementsTimedOut, SlotManager
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc

@@ -18,9 +18,9 @@ import cloudpickle
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
-from millstream.runtime.chain import OperatorChain
-from millstream.runtime.combiner import CombiningWriter
-from millstream.runtime.task_environment import SimpleTaskEnvironment
+from millstream.runtime.task.chain import OperatorChain
+from millstream.runtime.operators.combiner import CombiningWriter
+from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.rpc import sync_channel
 from millstream.taskmanager.network import BUFFER, ChannelSpec, InputGate, PartitionServer, ResultPartition
 

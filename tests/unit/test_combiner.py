@@ -7,7 +7,7 @@ import random
 import cloudpickle
 
 from millstream.datastream import ReduceFunction, RuntimeExecutionMode, StreamExecutionEnvironment
-from millstream.runtime.combiner import CombiningWriter
+from millstream.runtime.operators.combiner import CombiningWriter
 
 
 class ListWriter:

@@ -8,7 +8,7 @@ import pytest
 
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
-from millstream.jobmanager.job_master import (
+from millstream.jobmanager.job_master_core import (
     CancelTask,
     DeclareRequirements,
     DeployTask,

@@ -37,9 +37,9 @@ from millstream.datastream.state import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from millstream.runtime import operators as ops
-from millstream.runtime.chain import OperatorChain, OperatorError
-from millstream.runtime.task_environment import BATCH, STREAMING, ManualClock, SimpleTaskEnvironment
+from millstream.runtime import factories as ops
+from millstream.runtime.task.chain import OperatorChain, OperatorError
+from millstream.runtime.task.environment import BATCH, STREAMING, ManualClock, SimpleTaskEnvironment
 
 # -- harness -----------------------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from millstream.datastream import SourceFunction
-from millstream.runtime import operators as ops
-from millstream.runtime.sources import (
+from millstream.runtime import factories as ops
+from millstream.runtime.operators.sources import (
     CollectionReader,
     FileSplit,
     SourceFunctionReader,
@@ -19,7 +19,7 @@ from millstream.runtime.sources import (
     sequence_splits,
     text_file_splits,
 )
-from millstream.runtime.task_environment import ManualClock, SimpleTaskEnvironment, StreamingRuntimeContext
+from millstream.runtime.task.environment import ManualClock, SimpleTaskEnvironment, StreamingRuntimeContext
 
 
 def task_env(parallelism: int = 1, subtask: int = 0, **kwargs: Any) -> SimpleTaskEnvironment:

@@ -17,7 +17,7 @@ from millstream.runtime.keygroups import (
     assign_to_key_group,
     compute_key_group_range_for_operator_index,
 )
-from millstream.runtime.state_backend import KeyedStateBackend, KeyGroupOutOfRangeError, TimerQueue
+from millstream.runtime.state.heap_backend import KeyedStateBackend, KeyGroupOutOfRangeError, TimerQueue
 
 MAX_P = 128
 

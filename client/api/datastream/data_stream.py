@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from millstream.common.typeinfo import TypeInformation
+from millstream.runtime.output_tag import OutputTag
 from millstream.datastream import functions as fn
 from millstream.datastream.transformations import (
     ChainingStrategy,
@@ -14,7 +15,7 @@ from millstream.datastream.transformations import (
     Transformation,
     UnionTransformation,
 )
-from millstream.runtime import operators as ops
+from millstream.runtime import factories as ops
 from millstream.runtime import partitioners as parts
 from millstream.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
 
@@ -24,25 +25,6 @@ if TYPE_CHECKING:
 
 # Like Flink's arrays, Python's lists and dicts cannot be keys: they are neither hashable nor stable.
 _UNKEYABLE_TYPES = frozenset({"LIST", "MAP", "BASIC_ARRAY", "PRIMITIVE_ARRAY", "OBJECT_ARRAY"})
-
-
-class OutputTag:
-    """Names a side output; ``yield tag, value`` in a process function emits to it."""
-
-    def __init__(self, tag_id: str, type_info: TypeInformation | None = None) -> None:
-        if not isinstance(tag_id, str) or not tag_id:
-            raise ValueError("OutputTag id must be a non-empty string")
-        self.tag_id = tag_id
-        self.type_info = type_info
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OutputTag) and other.tag_id == self.tag_id
-
-    def __hash__(self) -> int:
-        return hash(("OutputTag", self.tag_id))
-
-    def __repr__(self) -> str:
-        return f"OutputTag({self.tag_id!r}, {self.type_info})"
 
 
 def _check_parallelism(parallelism: int, what: str) -> int:

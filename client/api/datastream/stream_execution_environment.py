@@ -14,7 +14,7 @@ from millstream.datastream.data_stream import DataStream, _check_max_parallelism
 from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
 from millstream.datastream.functions import SourceFunction
 from millstream.datastream.transformations import UNSET, SourceTransformation, Transformation
-from millstream.runtime import operators as ops
+from millstream.runtime import factories as ops
 
 if TYPE_CHECKING:
     from millstream.client.job_graph import JobGraph

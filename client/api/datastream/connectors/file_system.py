@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 
 from millstream.common.serialization import Encoder
-from millstream.runtime import operators as ops
+from millstream.runtime import factories as ops
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 from millstream.datastream import functions as fn
-from millstream.datastream.data_stream import OutputTag
-from millstream.runtime import operators as ops
-from millstream.runtime.runtime_operators import LONG_MIN, OperatorContext, StreamOperator, discard
-from millstream.runtime.state_backend import KeyedStateBackend, TimerQueue
-from millstream.runtime.task_environment import BATCH, TaskEnvironment
+from millstream.runtime.output_tag import OutputTag
+from millstream.runtime import factories as ops
+from millstream.runtime.operators.base import LONG_MIN, OperatorContext, StreamOperator, discard
+from millstream.runtime.state.heap_backend import KeyedStateBackend, TimerQueue
+from millstream.runtime.task.environment import BATCH, TaskEnvironment
 
 __all__ = ["ProcessOperator", "KeyedProcessOperator"]
 

@@ -21,19 +21,19 @@ from typing import Any, Callable, Mapping, Protocol
 import cloudpickle
 
 from millstream.datastream.functions import KeySelector, _KeySelectorWrapper
-from millstream.runtime.process_operators import KeyedProcessOperator
-from millstream.runtime.runtime_operators import (
+from millstream.runtime.operators.process import KeyedProcessOperator
+from millstream.runtime.operators.base import (
     Emit,
     OperatorContext,
     OperatorError,
     SourceOperator,
     StreamOperator,
-    create_operator,
     discard,
 )
-from millstream.runtime.sources import SourceFunctionReader
-from millstream.runtime.state_backend import KeyedStateBackend
-from millstream.runtime.task_environment import (
+from millstream.runtime.operators import create_operator
+from millstream.runtime.operators.sources import SourceFunctionReader
+from millstream.runtime.state.heap_backend import KeyedStateBackend
+from millstream.runtime.task.environment import (
     BATCH,
     STREAMING,
     SimpleTaskEnvironment,

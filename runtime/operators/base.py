@@ -1,8 +1,7 @@
 """Runtime operators: what a task builds from each operator factory and pushes records through.
 
 This module holds the base class, the stateless and keyed one-input operators, reduce and the
-aggregations, and the source head; process functions live in ``process_operators`` and sinks in
-``sink_operators``; :func:`create_operator` maps every factory to its operator.
+aggregations, and the source head; process functions live in ``process`` and sinks in ``sinks``.
 
 Operators work a batch at a time: ``process_batch(records)`` takes a list and hands one list per
 output to ``output`` (the next operator's ``process_batch``, a fan-out, or a result writer), so the
@@ -21,13 +20,13 @@ from typing import Any, Callable, NoReturn
 
 from millstream.common.row import Row
 from millstream.datastream import functions as fn
-from millstream.runtime import operators as ops
-from millstream.runtime.sources import SourceCancelled, SourceFunctionReader, SourceReader, create_source_reader
-from millstream.runtime.state_backend import VALUE, KeyedStateBackend
-from millstream.runtime.task_environment import BATCH, StreamingRuntimeContext, TaskEnvironment
+from millstream.runtime import factories as ops
+from millstream.runtime.operators.sources import SourceCancelled, SourceFunctionReader, SourceReader, create_source_reader
+from millstream.runtime.state.heap_backend import VALUE, KeyedStateBackend
+from millstream.runtime.task.environment import BATCH, StreamingRuntimeContext, TaskEnvironment
 
 __all__ = [
-    "Emit", "OperatorContext", "OperatorError", "StreamOperator", "SourceOperator", "call_target", "create_operator",
+    "Emit", "OperatorContext", "OperatorError", "StreamOperator", "SourceOperator", "call_target",
     "discard", "make_aggregator",
 ]
 
@@ -472,41 +471,3 @@ class SourceOperator(StreamOperator):
                 self.reader.close()
         finally:
             super().close()
-
-
-_KEYED: dict[type, tuple[type[_KeyedRecordOperator], type, str]] = {
-    ops.MapFactory: (KeyedMapOperator, fn._MapWrapper, "map"),
-    ops.FlatMapFactory: (KeyedFlatMapOperator, fn._FlatMapWrapper, "flat_map"),
-    ops.FilterFactory: (KeyedFilterOperator, fn._FilterWrapper, "filter"),
-}
-
-
-def create_operator(factory: ops.OperatorFactory, ctx: OperatorContext) -> StreamOperator:
-    """The runtime operator for ``factory``; map/flat_map/filter on a keyed stream get keyed variants."""
-    # The process and sink operators build on this module, so they are imported here, not at the top.
-    from millstream.runtime import process_operators as proc
-    from millstream.runtime import sink_operators as sinks
-
-    if isinstance(factory, ops.SourceFactory):
-        return SourceOperator(factory, ctx)
-    keyed = _KEYED.get(type(factory)) if ctx.key_selector is not None else None
-    if keyed is not None:
-        cls, wrapper, method = keyed
-        return cls(factory, ctx, call_target(factory.user_function(), wrapper, method))
-    operators: dict[type, Callable[[Any, OperatorContext], StreamOperator]] = {
-        ops.MapFactory: MapOperator,
-        ops.FlatMapFactory: FlatMapOperator,
-        ops.FilterFactory: FilterOperator,
-        ops.ProcessFactory: proc.ProcessOperator,
-        ops.KeyedProcessFactory: proc.KeyedProcessOperator,
-        ops.ReduceFactory: ReduceOperator,
-        ops.AggregationFactory: AggregationOperator,
-        ops.PrintSinkFactory: sinks.PrintSinkOperator,
-        ops.SinkFunctionFactory: sinks.SinkFunctionOperator,
-        ops.FileSinkFactory: sinks.FileSinkOperator,
-        ops.CollectSinkFactory: sinks.CollectSinkOperator,
-    }
-    make = operators.get(type(factory))
-    if make is None:
-        raise TypeError(f"Operator '{ctx.name}': no runtime operator for {type(factory).__name__} ({factory.kind})")
-    return make(factory, ctx)

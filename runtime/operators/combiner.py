@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from millstream.datastream import functions as fn
-from millstream.runtime import operators as ops
-from millstream.runtime.runtime_operators import OperatorError, make_aggregator
+from millstream.runtime import factories as ops
+from millstream.runtime.operators.base import OperatorError, make_aggregator
 
 _MISSING = object()
 

@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 from millstream.common.serialization import Encoder
 from millstream.datastream import functions as fn
-from millstream.runtime import operators as ops
-from millstream.runtime.runtime_operators import LONG_MIN, OperatorContext, StreamOperator
-from millstream.runtime.task_environment import TaskEnvironment
+from millstream.runtime import factories as ops
+from millstream.runtime.operators.base import LONG_MIN, OperatorContext, StreamOperator
+from millstream.runtime.task.environment import TaskEnvironment
 
 __all__ = ["COLLECT_BATCH_SIZE", "PrintSinkOperator", "SinkFunctionOperator", "FileSinkOperator", "CollectSinkOperator"]
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from millstream.datastream.functions import RuntimeContext, SourceFunction
-from millstream.runtime import operators as ops
+from millstream.runtime import factories as ops
 
 if TYPE_CHECKING:
-    from millstream.runtime.task_environment import TaskEnvironment
+    from millstream.runtime.task.environment import TaskEnvironment
 
 __all__ = [
     "SourceReader", "CollectionReader", "SequenceReader", "TextFileReader", "GeneratorReader",

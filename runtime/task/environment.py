@@ -1,6 +1,6 @@
 """What a running task knows about itself and how it reaches the outside (Flink's Environment).
 
-An :class:`~millstream.runtime.chain.OperatorChain` never touches sockets, consoles or clocks
+An :class:`~millstream.runtime.task.chain.OperatorChain` never touches sockets, consoles or clocks
 directly: it goes through a :class:`TaskEnvironment`. The Spark worker gives it one wired to its
 control channel; tests give it a :class:`SimpleTaskEnvironment` with a :class:`ManualClock`, so
 timers and rate limits run without sleeping. :class:`StreamingRuntimeContext` is what user
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         ValueState,
         ValueStateDescriptor,
     )
-    from millstream.runtime.state_backend import KeyedStateBackend
+    from millstream.runtime.state.heap_backend import KeyedStateBackend
 
 __all__ = [
     "STREAMING", "BATCH", "Clock", "ManualClock", "WallClock", "TaskEnvironment", "SimpleTaskEnvironment",

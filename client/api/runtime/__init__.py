@@ -1,1 +1,0 @@
-"""Internals shared by every Millstream process: key groups, configuration, operators, serialization."""

@@ -1,0 +1,342 @@
+"""The JobMaster's core: one job's scheduling and execution bookkeeping, without I/O.
+
+Events (``start``, ``offer_slots``, ``update_task_state``, ``task_manager_lost``, ``cancel``...)
+go in; commands (declare slot needs, deploy, cancel, free slots, job status changes) come out and
+are carried out by the gRPC shell in ``job_master``. Every task deployment is an Execution
+attempt with its own id; reports for any other attempt are stale and ignored.
+
+Scheduling is all-at-once, as Flink schedules a streaming job: the job declares the slots it needs
+(per slot sharing group, its largest parallelism), accepts offers until it has them, puts subtask
+``k`` of every vertex of a group into the group's slot ``k``, and deploys every task.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Union
+
+from millstream.jobmanager.execution_graph import ExecutionGraph, ExecutionVertex
+from millstream.jobmanager.execution_state import (
+    EXECUTION_TRANSITIONS,
+    JOB_TRANSITIONS,
+    ExecutionState,
+    JobStatus,
+    check_transition,
+)
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import jobgraph_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeclareRequirements:
+    slots: int
+
+
+@dataclass(frozen=True)
+class DeployTask:
+    resource_id: str
+    tm_address: str
+    tdd: cpb.TaskDeploymentDescriptor
+
+
+@dataclass(frozen=True)
+class CancelTask:
+    resource_id: str
+    tm_address: str
+    attempt_id: bytes
+
+
+@dataclass(frozen=True)
+class FreeSlot:
+    resource_id: str
+    tm_address: str
+    allocation_id: bytes
+    cause: str
+
+
+@dataclass(frozen=True)
+class JobStatusChanged:
+    status: JobStatus
+    failure: cpb.JobFailure | None = None
+
+
+Command = Union[DeclareRequirements, DeployTask, CancelTask, FreeSlot, JobStatusChanged]
+
+
+# -- state ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlotInfo:
+    allocation_id: bytes
+    resource_id: str
+    tm_address: str
+    data_address: str
+    slot_index: int
+
+
+@dataclass(eq=False)
+class Execution:
+    """One attempt to run one subtask."""
+
+    vertex: ExecutionVertex
+    attempt_id: bytes
+    attempt_number: int
+    state: ExecutionState = ExecutionState.CREATED
+    slot: SlotInfo | None = None
+    failure: cpb.JobFailure | None = None
+
+    @property
+    def name(self) -> str:
+        return self.vertex.task_name_with_subtasks
+
+
+@dataclass
+class JobMasterCore:
+    job_graph: pb.JobGraph
+    artifacts: list[cpb.ArtifactRef] = field(default_factory=list)
+    new_id: Callable[[], bytes] = lambda: os.urandom(16)
+
+    def __post_init__(self) -> None:
+        self.graph = ExecutionGraph(self.job_graph)
+        self.status = JobStatus.CREATED
+        self.failure: cpb.JobFailure | None = None
+        self.executions: dict[bytes, Execution] = {}
+        self.current: dict[tuple[bytes, int], Execution] = {}
+        for ev in self.graph.all_execution_vertices():
+            self._new_attempt(ev, 0)
+        self.slots: dict[bytes, SlotInfo] = {}
+        self.required_slots = self.graph.total_required_slots()
+
+    @property
+    def job_id(self) -> bytes:
+        return self.graph.job_id
+
+    def _new_attempt(self, ev: ExecutionVertex, attempt_number: int) -> Execution:
+        execution = Execution(ev, self.new_id(), attempt_number)
+        self.executions[execution.attempt_id] = execution
+        self.current[(ev.job_vertex.id, ev.subtask_index)] = execution
+        return execution
+
+    def current_executions(self) -> list[Execution]:
+        return list(self.current.values())
+
+    def tasks_per_state(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for e in self.current.values():
+            counts[e.state.value] = counts.get(e.state.value, 0) + 1
+        return counts
+
+    # -- transitions ---------------------------------------------------------------------------
+
+    def _set_job_status(self, target: JobStatus, reason: str, out: list[Command]) -> bool:
+        if not check_transition(JOB_TRANSITIONS, self.status, target, f"job {self.job_id.hex()}", reason):
+            return False
+        log.info("job %s (%s): %s -> %s (%s)", self.graph.job_name, self.job_id.hex(), self.status.value, target.value, reason)
+        self.status = target
+        out.append(JobStatusChanged(target, self.failure if target is JobStatus.FAILED else None))
+        return True
+
+    def _set_state(self, execution: Execution, target: ExecutionState, reason: str = "") -> bool:
+        if not check_transition(EXECUTION_TRANSITIONS, execution.state, target, execution.name, reason):
+            return False
+        execution.state = target
+        return True
+
+    # -- events --------------------------------------------------------------------------------
+
+    def start(self) -> list[Command]:
+        out: list[Command] = []
+        self._set_job_status(JobStatus.RUNNING, "scheduling started", out)
+        for execution in self.current.values():
+            self._set_state(execution, ExecutionState.SCHEDULED, "waiting for slots")
+        out.append(DeclareRequirements(self.required_slots))
+        return out
+
+    def offer_slots(self, resource_id: str, tm_address: str, data_address: str, offers: list[cpb.SlotOffer]) -> tuple[list[bytes], list[Command]]:
+        """Accepts offered slots up to the job's needs; returns (accepted allocation ids, commands)."""
+        accepted: list[bytes] = []
+        out: list[Command] = []
+        if self.status is not JobStatus.RUNNING:
+            return accepted, out
+        for offer in offers:
+            if offer.allocation_id in self.slots:
+                accepted.append(offer.allocation_id)  # a retried offer
+            elif len(self.slots) < self.required_slots and not self._deployed():
+                self.slots[offer.allocation_id] = SlotInfo(
+                    offer.allocation_id, resource_id, tm_address, data_address, offer.slot_index
+                )
+                accepted.append(offer.allocation_id)
+        if len(self.slots) == self.required_slots and not self._deployed():
+            out += self._deploy_all()
+        return accepted, out
+
+    def _deployed(self) -> bool:
+        return any(e.state is not ExecutionState.SCHEDULED for e in self.current.values())
+
+    def _deploy_all(self) -> list[Command]:
+        slots = sorted(self.slots.values(), key=lambda s: (s.resource_id, s.slot_index))
+        groups: dict[str, list[SlotInfo]] = {}
+        cursor = 0
+        for group, count in self.graph.required_slots().items():
+            groups[group] = slots[cursor : cursor + count]
+            cursor += count
+        for ejv in self.graph.job_vertices:
+            for ev in ejv.task_vertices:
+                self.current[(ejv.id, ev.subtask_index)].slot = groups[ejv.slot_sharing_group][ev.subtask_index]
+        out: list[Command] = []
+        for ejv in self.graph.job_vertices:  # topological: producers first
+            for ev in ejv.task_vertices:
+                execution = self.current[(ejv.id, ev.subtask_index)]
+                self._set_state(execution, ExecutionState.DEPLOYING, "slot assigned")
+                assert execution.slot is not None
+                out.append(DeployTask(execution.slot.resource_id, execution.slot.tm_address, self._tdd(execution)))
+        return out
+
+    def _tdd(self, execution: Execution) -> cpb.TaskDeploymentDescriptor:
+        ev = execution.vertex
+        ejv = ev.job_vertex
+        kgr = ev.key_group_range
+        assert execution.slot is not None
+        tdd = cpb.TaskDeploymentDescriptor(
+            job_id=self.job_id,
+            job_name=self.graph.job_name,
+            execution_attempt_id=execution.attempt_id,
+            attempt_number=execution.attempt_number,
+            allocation_id=execution.slot.allocation_id,
+            vertex=ejv.proto,
+            subtask_index=ev.subtask_index,
+            key_group_start=kgr.start_key_group,
+            key_group_end=kgr.end_key_group,
+            execution_config=self.job_graph.execution_config,
+            artifacts=self.artifacts,
+        )
+        for result_id, partition in ev.produced.items():
+            tdd.produced_partitions.add(
+                result_id=result_id,
+                partition_index=partition.id.partition_index,
+                num_subpartitions=partition.num_subpartitions,
+                partition_type=next(r.partition_type for r in ejv.proto.produced if r.id == result_id),
+            )
+        for gate in ev.input_gates:
+            descriptor = tdd.input_gates.add(
+                result_id=gate.edge.result_id,
+                target_node_id=gate.edge.target_node_id,
+                input_index=gate.edge.input_index,
+                ship_strategy=gate.edge.ship_strategy,
+            )
+            for channel in gate.channels:
+                producer = self.current[(channel.producer.job_vertex_id, channel.producer.subtask_index)]
+                assert producer.slot is not None
+                descriptor.channels.add(
+                    result_id=channel.partition.result_id,
+                    partition_index=channel.partition.partition_index,
+                    subpartition_index=channel.subpartition_index,
+                    producer_data_address=producer.slot.data_address,
+                    producer_attempt_id=producer.attempt_id,
+                )
+        return tdd
+
+    def update_task_state(self, attempt_id: bytes, state: ExecutionState, failure: cpb.JobFailure | None = None) -> list[Command]:
+        execution = self.executions.get(attempt_id)
+        if execution is None or self.current.get((execution.vertex.job_vertex.id, execution.vertex.subtask_index)) is not execution:
+            log.info("ignoring %s from stale or unknown attempt %s", state.value, attempt_id.hex())
+            return []
+        out: list[Command] = []
+        if execution.state is state:
+            return out  # a retried report
+        if execution.state is ExecutionState.CANCELING and state in (ExecutionState.FINISHED, ExecutionState.FAILED):
+            # Finished, or failed because its peers were cancelled, while its cancellation was on the way.
+            state = ExecutionState.CANCELED
+        if not self._set_state(execution, state, "reported by TaskManager"):
+            return out
+        if state is ExecutionState.FAILED:
+            execution.failure = failure or cpb.JobFailure(message="task failed", task_name=execution.name)
+            if not execution.failure.task_name:
+                execution.failure.task_name = execution.name
+            out += self._fail_job(execution.failure)
+        out += self._check_job_done()
+        return out
+
+    def deploy_failed(self, attempt_id: bytes, message: str) -> list[Command]:
+        execution = self.executions.get(attempt_id)
+        name = execution.name if execution else attempt_id.hex()
+        return self.update_task_state(
+            attempt_id, ExecutionState.FAILED, cpb.JobFailure(message=f"Could not deploy task {name}: {message}", task_name=name)
+        )
+
+    def task_manager_lost(self, resource_id: str, reason: str) -> list[Command]:
+        out: list[Command] = []
+        for allocation_id in [a for a, s in self.slots.items() if s.resource_id == resource_id]:
+            del self.slots[allocation_id]
+        for execution in list(self.current.values()):
+            if execution.slot and execution.slot.resource_id == resource_id and not execution.state.is_terminal():
+                failure = cpb.JobFailure(
+                    message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
+                    task_name=execution.name,
+                )
+                execution.slot = None  # nothing to cancel or free on a lost TaskManager
+                out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
+        return out
+
+    def resources_unavailable(self, message: str) -> list[Command]:
+        return self._fail_job(cpb.JobFailure(message=message)) + self._check_job_done()
+
+    def cancel(self) -> list[Command]:
+        out: list[Command] = []
+        if self.status.is_terminal() or self.status is JobStatus.CANCELLING:
+            return out
+        if not self._set_job_status(JobStatus.CANCELLING, "cancelled by the user", out):
+            return out
+        out += self._cancel_executions()
+        out += self._check_job_done()
+        return out
+
+    def _fail_job(self, failure: cpb.JobFailure) -> list[Command]:
+        out: list[Command] = []
+        if self.status in (JobStatus.RUNNING, JobStatus.CREATED):
+            self.failure = failure  # the first failure is the root cause
+            self._set_job_status(JobStatus.FAILING, failure.message, out)
+            out += self._cancel_executions()
+        return out
+
+    def _cancel_executions(self) -> list[Command]:
+        out: list[Command] = []
+        for execution in self.current.values():
+            if execution.state.is_terminal():
+                continue
+            if execution.state in (ExecutionState.CREATED, ExecutionState.SCHEDULED) or execution.slot is None:
+                self._set_state(execution, ExecutionState.CANCELED, "job is stopping before deployment")
+            elif self._set_state(execution, ExecutionState.CANCELING, "job is stopping"):
+                out.append(CancelTask(execution.slot.resource_id, execution.slot.tm_address, execution.attempt_id))
+        return out
+
+    def _check_job_done(self) -> list[Command]:
+        out: list[Command] = []
+        states = [e.state for e in self.current.values()]
+        if not all(s.is_terminal() for s in states):
+            return out
+        if self.status is JobStatus.RUNNING and all(s is ExecutionState.FINISHED for s in states):
+            self._set_job_status(JobStatus.FINISHED, "all tasks finished", out)
+        elif self.status is JobStatus.FAILING:
+            self._set_job_status(JobStatus.FAILED, "all tasks stopped after a failure", out)
+        elif self.status is JobStatus.CANCELLING:
+            self._set_job_status(JobStatus.CANCELED, "all tasks cancelled", out)
+        if self.status.is_terminal():
+            out += self._release_slots()
+        return out
+
+    def _release_slots(self) -> list[Command]:
+        out: list[Command] = [
+            FreeSlot(s.resource_id, s.tm_address, s.allocation_id, f"job {self.status.value.lower()}")
+            for s in self.slots.values()
+        ]
+        self.slots.clear()
+        out.append(DeclareRequirements(0))
+        return out

@@ -1,0 +1,47 @@
+"""Running operators: what a task builds from each operator factory and pushes records through.
+
+``base`` holds the operator base class, the stateless and keyed one-input operators, reduce,
+aggregations and the source head; ``process`` the process-function operators; ``sinks`` the sinks;
+``sources`` the source readers; ``combiner`` the BATCH pre-aggregation before a keyed exchange.
+:func:`create_operator` maps every factory to its operator.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from millstream.datastream import functions as fn
+from millstream.runtime import factories as ops
+from millstream.runtime.operators import base, process as proc, sinks
+
+_KEYED: dict[type, tuple[type[base._KeyedRecordOperator], type, str]] = {
+    ops.MapFactory: (base.KeyedMapOperator, fn._MapWrapper, "map"),
+    ops.FlatMapFactory: (base.KeyedFlatMapOperator, fn._FlatMapWrapper, "flat_map"),
+    ops.FilterFactory: (base.KeyedFilterOperator, fn._FilterWrapper, "filter"),
+}
+
+
+def create_operator(factory: ops.OperatorFactory, ctx: base.OperatorContext) -> base.StreamOperator:
+    """The runtime operator for ``factory``; map/flat_map/filter on a keyed stream get keyed variants."""
+    if isinstance(factory, ops.SourceFactory):
+        return base.SourceOperator(factory, ctx)
+    keyed = _KEYED.get(type(factory)) if ctx.key_selector is not None else None
+    if keyed is not None:
+        cls, wrapper, method = keyed
+        return cls(factory, ctx, base.call_target(factory.user_function(), wrapper, method))
+    operators: dict[type, Callable[[Any, base.OperatorContext], base.StreamOperator]] = {
+        ops.MapFactory: base.MapOperator,
+        ops.FlatMapFactory: base.FlatMapOperator,
+        ops.FilterFactory: base.FilterOperator,
+        ops.ProcessFactory: proc.ProcessOperator,
+        ops.KeyedProcessFactory: proc.KeyedProcessOperator,
+        ops.ReduceFactory: base.ReduceOperator,
+        ops.AggregationFactory: base.AggregationOperator,
+        ops.PrintSinkFactory: sinks.PrintSinkOperator,
+        ops.SinkFunctionFactory: sinks.SinkFunctionOperator,
+        ops.FileSinkFactory: sinks.FileSinkOperator,
+        ops.CollectSinkFactory: sinks.CollectSinkOperator,
+    }
+    make = operators.get(type(factory))
+    if make is None:
+        raise TypeError(f"Operator '{ctx.name}': no runtime operator for {type(factory).__name__} ({factory.kind})")
+    return make(factory, ctx)

@@ -1,0 +1,1 @@
+"""Keyed state backends: state tables laid out by key group."""

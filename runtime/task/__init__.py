@@ -1,0 +1,1 @@
+"""One task: its operator chain, wired by direct calls, and what it knows of its environment."""
