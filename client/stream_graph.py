@@ -125,6 +125,7 @@ class StreamGraphGenerator:
         self._translated: dict[int, list[int]] = {}
         self._virtual_partitions: dict[int, tuple[int, StreamPartitioner, StreamExchangeMode]] = {}
         self._virtual_side_outputs: dict[int, tuple[int, str]] = {}
+        self._last_virtual_id = 0
         self._edge_count = 0
 
     def generate(self, job_name: str) -> StreamGraph:
@@ -195,9 +196,11 @@ class StreamGraphGenerator:
         return ids
 
     def _virtual_id(self, t: Transformation, input_id: int) -> int:
-        # A virtual transformation over a union has one virtual node per input; keep ids unique
-        # and clear of real node ids by going negative (Flink draws them from the id counter).
-        return -(t.id * 100_000 + abs(input_id))
+        # A virtual transformation over a union has one virtual node per input. Ids come from a
+        # counter (as Flink draws them from its id counter), negative to stay clear of real node
+        # ids; deriving them from the transformation and input ids made distinct nodes collide.
+        self._last_virtual_id -= 1
+        return self._last_virtual_id
 
     def _add_node(self, t: Any, is_source: bool = False, is_sink: bool = False, input_ids: Sequence[int] = ()) -> int:
         name = t.name

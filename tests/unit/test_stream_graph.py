@@ -423,3 +423,40 @@ def test_union_inputs_get_their_own_default_partitioner(env):
     sg = env.get_stream_graph()
     assert str(the_edge(sg, "Source: A", "U").partitioner) == "REBALANCE"
     assert str(the_edge(sg, "Source: B", "U").partitioner) == "FORWARD"
+
+
+class TwoSideOutputs(ProcessFunction):
+    def __init__(self, odd, big):
+        self.odd, self.big = odd, big
+
+    def process_element(self, value, ctx):
+        yield (self.odd if value % 2 else self.big), value
+
+
+@pytest.mark.parametrize("padding", range(6))
+def test_two_partitioned_side_outputs_each_reach_their_own_consumer(env, padding):
+    """Virtual nodes (side outputs, partitions) get unique ids, whatever the transformation ids."""
+    env.set_parallelism(2)
+    odd, big = OutputTag("odd", Types.INT()), OutputTag("big", Types.INT())
+    for _ in range(padding):  # shifts the transformation ids the virtual ids are derived from
+        env.from_collection([0]).print()
+    split = env.from_collection([1, 2, 3]).process(TwoSideOutputs(odd, big)).name("Split")
+    odd_rebalanced = split.get_side_output(odd).rebalance()
+    odd_rebalanced.map(identity).name("Odd").print()
+    big_shuffled = split.get_side_output(big).shuffle()
+    big_shuffled.map(identity).name("Big").print()
+    split.get_side_output(odd).broadcast().map(identity).name("Odd2").print()
+    # second consumers, translated after every virtual node above exists
+    odd_rebalanced.map(identity).name("OddAgain").print()
+    big_shuffled.map(identity).name("BigAgain").print()
+    sg = env.get_stream_graph()
+    assert tag_id(the_edge(sg, "Split", "OddAgain").output_tag) == "odd"
+    assert str(the_edge(sg, "Split", "OddAgain").partitioner) == "REBALANCE"
+    assert tag_id(the_edge(sg, "Split", "BigAgain").output_tag) == "big"
+    assert str(the_edge(sg, "Split", "BigAgain").partitioner) == "SHUFFLE"
+    assert tag_id(the_edge(sg, "Split", "Odd").output_tag) == "odd"
+    assert str(the_edge(sg, "Split", "Odd").partitioner) == "REBALANCE"
+    assert tag_id(the_edge(sg, "Split", "Big").output_tag) == "big"
+    assert str(the_edge(sg, "Split", "Big").partitioner) == "SHUFFLE"
+    assert tag_id(the_edge(sg, "Split", "Odd2").output_tag) == "odd"
+    assert str(the_edge(sg, "Split", "Odd2").partitioner) == "BROADCAST"
