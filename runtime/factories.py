@@ -143,6 +143,7 @@ class PrintSinkFactory(SinkFactory):
 
     sink_identifier: str | None = None
     to_stderr: bool = False
+    type_info: Any = None  # the printed stream's declared type: decides how a record reads (record_text)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from millstream.common.serialization import Encoder
 from millstream.datastream import functions as fn
 from millstream.runtime import factories as ops
+from millstream.runtime.operators.record_text import record_formatter
 from millstream.runtime.operators.base import LONG_MIN, OperatorContext, StreamOperator
 from millstream.runtime.task.environment import TaskEnvironment
 
@@ -31,11 +32,12 @@ class PrintSinkOperator(StreamOperator):
             prefix = f"{prefix}:{env.subtask_index + 1}" if prefix else str(env.subtask_index + 1)
         self.prefix = f"{prefix}> " if prefix else ""
         self._stderr = factory.to_stderr
+        self._text = record_formatter(factory.type_info)
 
     def process_batch(self, records: list[Any]) -> None:
-        p = self.prefix
+        p, text = self.prefix, self._text
         try:
-            lines = [p + str(r) for r in records] if p else [str(r) for r in records]
+            lines = [p + text(r) for r in records] if p else list(map(text, records))
             if self._stderr:
                 self.ctx.env.print_lines(lines, to_stderr=True)
             else:

@@ -4,6 +4,14 @@ from __future__ import annotations
 import pytest
 
 from millstream.datastream import StreamExecutionEnvironment
+from millstream.datastream import stream_execution_environment as environment_module
+
+
+@pytest.fixture(autouse=True)
+def one_default_parallelism(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests read graphs at a known default parallelism of 1, whatever this machine's cores
+    (the local default is the core count: test_api checks that rule itself)."""
+    monkeypatch.setattr(environment_module, "_default_parallelism", lambda: 1)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from millstream.common import Row, Types
+from millstream.common import Configuration, Row, Types
 from millstream.datastream import (
     KeyedProcessFunction,
     KeySelector,
@@ -292,3 +292,17 @@ def test_key_by_rejects_key_types_that_cannot_be_keys() -> None:
     with pytest.raises(TypeError, match="key_by on 'lists' needs a KeySelector or a callable"):
         words.key_by("not callable")
     words.key_by(lambda x: tuple(x), key_type=Types.TUPLE([Types.STRING()]))  # fine
+
+
+def test_local_default_parallelism_is_the_number_of_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from millstream.datastream import stream_execution_environment as module
+
+    monkeypatch.undo()  # the conftest pins 1; this test checks the real rule
+    monkeypatch.delenv("MILLSTREAM_JOBMANAGER", raising=False)
+    monkeypatch.setattr(module.os, "cpu_count", lambda: 7)
+    assert StreamExecutionEnvironment.get_execution_environment().get_parallelism() == 7
+    monkeypatch.setenv("MILLSTREAM_JOBMANAGER", "localhost:6123")  # a job for a cluster: 1, as Flink
+    assert StreamExecutionEnvironment.get_execution_environment().get_parallelism() == 1
+    conf = Configuration()
+    conf.set_string("parallelism.default", "3")
+    assert StreamExecutionEnvironment.get_execution_environment(conf).get_parallelism() == 3

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 import cloudpickle
 import pytest
 
-from millstream.common import Row
+from millstream.common import Row, Types
 from millstream.common.serialization import Encoder
 from millstream.datastream import (
     KeyedProcessFunction,
@@ -172,6 +172,23 @@ def test_source_flat_map_map_print_runs_in_one_chain(env: StreamExecutionEnviron
     assert [op.kind for op in v.operators] == ["source", "flat_map", "map", "sink"]
     run = run_source(v)
     assert run.printed == ["('a', 1)", "('b', 1)", "('b', 1)", "('c', 1)"]
+
+
+def test_print_follows_the_declared_type_as_pyflink(env: StreamExecutionEnvironment) -> None:
+    """A declared tuple prints as Flink's Tuple2, a row as ``+I[...]``; undeclared as Python's str."""
+    words = env.from_collection(["a b", "b"]).flat_map(lambda s: s.split())
+    words.map(lambda w: (w, 1), output_type=Types.TUPLE([Types.STRING(), Types.INT()])).print()
+    v = vertex(env, "Collection")
+    assert run_source(v).printed == ["(a,1)", "(b,1)", "(b,1)"]
+
+
+def test_a_named_row_source_hands_functions_rows_with_fields(env: StreamExecutionEnvironment) -> None:
+    row_type = Types.ROW_NAMED(["id", "info"], [Types.INT(), Types.STRING()])
+    rows = env.from_collection([(1, "x"), (2, "y")], type_info=row_type)
+    rows.map(lambda r: (r.id, r.info.upper())).print()
+    rows.filter(lambda r: r["id"] == 2).print()
+    v = vertex(env, "Collection")
+    assert sorted(run_source(v).printed) == sorted(["(1, 'X')", "(2, 'Y')", "+I[2, y]"])
 
 
 class Upper(MapFunction):
@@ -461,10 +478,10 @@ def test_min_by_and_max_by_keep_the_first_record_on_ties(env: StreamExecutionEnv
 
 
 def test_aggregations_on_named_and_positional_rows_lists_and_numbers(env: StreamExecutionEnvironment) -> None:
-    named = [Row(word="a", n=2), Row(word="a", n=5)]
+    named = [Row(key="a", n=2), Row(key="a", n=5)]  # PyFlink sorts named fields: (key, n)
     out = _keyed_job(env, STREAMING, lambda ks: ks.sum("n"), named)
-    assert out == [Row(word="a", n=2), Row(word="a", n=7)]
-    assert out[1].as_dict() == {"word": "a", "n": 7} and named[0].n == 2  # inputs never mutated
+    assert out == [Row(key="a", n=2), Row(key="a", n=7)]
+    assert out[1].as_dict() == {"key": "a", "n": 7} and named[0].n == 2  # inputs never mutated
     positional = [Row("a", 2, "p"), Row("a", 1, "q")]
     env2 = StreamExecutionEnvironment.get_execution_environment()
     assert _keyed_job(env2, STREAMING, lambda ks: ks.min(1), positional) == [Row("a", 2, "p"), Row("a", 1, "p")]

@@ -231,7 +231,7 @@ class DataStream(_Configurable):
         return DataStreamSink(t)
 
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
-        return self._sink("Print to Std. Out", ops.PrintSinkFactory(sink_identifier))
+        return self._sink("Print to Std. Out", ops.PrintSinkFactory(sink_identifier, type_info=self.get_type()))
 
     def add_sink(self, sink_func: Any) -> "DataStreamSink":
         return self._sink("Unnamed", ops.SinkFunctionFactory(fn.as_sink_function(sink_func)))

@@ -7,6 +7,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Iterable
 
 from millstream.common.configuration import Configuration
+from millstream.common.row import Row
 from millstream.common.restart_strategy import RestartStrategyConfiguration
 from millstream.common.typeinfo import TypeInformation
 from millstream.datastream.checkpoint_config import CheckpointConfig
@@ -30,7 +31,7 @@ class StreamExecutionEnvironment:
         self._configuration = Configuration(configuration)
         self._ids = itertools.count(1)
         self._transformations: list[Transformation] = []
-        self._parallelism = self._configuration.get_integer("parallelism.default", 1)
+        self._parallelism = self._configuration.get_integer("parallelism.default", _default_parallelism())
         self._max_parallelism = UNSET
         self._runtime_mode = RuntimeExecutionMode[
             (self._configuration.get_string("execution.runtime-mode") or "STREAMING").upper()
@@ -146,6 +147,8 @@ class StreamExecutionEnvironment:
 
     def from_collection(self, collection: Iterable[Any], type_info: TypeInformation | None = None) -> DataStream:
         elements = list(collection)
+        if type_info is not None and type_info.name == "ROW":
+            elements = [_as_row(e, type_info) for e in elements]
         return self._source("Collection Source", ops.CollectionSourceFactory(elements=elements), type_info, 1)
 
     def from_sequence(self, start: int, end: int) -> DataStream:
@@ -204,3 +207,28 @@ class StreamExecutionEnvironment:
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
         return execute_and_collect(job_graph, self._configuration, self._python_files, collect_id, limit)
+
+
+def _default_parallelism() -> int:
+    """Flink's default: a local environment uses every CPU core; a job for a cluster uses 1 (the
+    cluster's ``parallelism.default``) unless the program or ``-p`` says otherwise."""
+    if os.environ.get("MILLSTREAM_JOBMANAGER"):
+        return 1
+    return os.cpu_count() or 1
+
+
+def _as_row(element: Any, type_info: TypeInformation) -> Row:
+    """A ROW-typed collection hands functions ``Row`` objects with the type's field names, as PyFlink."""
+    names = type_info.field_names
+    if isinstance(element, Row):
+        values = list(element)
+    elif isinstance(element, (tuple, list)):
+        values = list(element)
+    else:
+        raise TypeError(f"An element of a collection of type {type_info} must be a tuple, list or Row, got {element!r}")
+    if len(values) != len(names):
+        raise ValueError(f"An element of a collection of type {type_info} needs {len(names)} fields, got {element!r}")
+    row = Row.of_names(names, values)
+    if isinstance(element, Row):
+        row.set_row_kind(element.get_row_kind())
+    return row

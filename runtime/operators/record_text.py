@@ -1,0 +1,107 @@
+"""Records as text, the way PyFlink's print sink and simple string encoder show them.
+
+In PyFlink a stream with a declared type is handed to the Java sink as Java objects, so the text
+is Java's ``toString``: a ``Types.TUPLE`` prints ``(a,5)``, a ``Types.ROW`` prints ``+I[a, 5]``,
+a boolean ``true``, a missing value ``null``, a double ``1.0E7``. An undeclared (pickled) record
+prints its Python ``str``. :func:`record_formatter` builds the formatter for a type once, so the
+per-record cost is a single call.
+"""
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Any, Callable
+
+from millstream.common.row import Row
+from millstream.common.typeinfo import TypeInformation
+
+Formatter = Callable[[Any], str]
+
+_FLOATING = {"FLOAT", "DOUBLE"}
+_ARRAYS = {"LIST", "BASIC_ARRAY", "PRIMITIVE_ARRAY", "OBJECT_ARRAY"}
+
+
+def java_double(value: float) -> str:
+    """Java's ``Double.toString``: plain between 10^-3 and 10^7, ``d.dddEn`` outside."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        text = repr(float(value))
+        return text if "e" not in text else format(Decimal(text), "f")
+    sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    mantissa = "".join(map(str, digits))
+    power = len(digits) - 1 + exponent
+    return f"{'-' if sign else ''}{mantissa[0]}.{mantissa[1:] or '0'}E{power}"
+
+
+def java_value(value: Any) -> str:
+    """Java's text of a value whose type was not declared in detail (a field of unknown type)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, float):
+        return java_double(value)
+    if isinstance(value, Row):
+        return value.get_row_kind().short_string() + "[" + ", ".join(java_value(v) for v in value) + "]"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(java_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{java_value(k)}={java_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def record_formatter(type_info: TypeInformation | None) -> Formatter:
+    """The text of each record of a stream of ``type_info`` (``None``: undeclared, Python's ``str``)."""
+    if type_info is None or type_info.name == "PICKLED_BYTE_ARRAY":
+        return str
+    return _typed(type_info)
+
+
+def _typed(t: TypeInformation) -> Formatter:
+    name = t.name
+    if name == "TUPLE":
+        fields = [_typed(c) for c in t.components]
+
+        def tuple_text(value: Any) -> str:
+            if not isinstance(value, (tuple, list, Row)) or len(value) != len(fields):
+                return java_value(value)
+            return "(" + ",".join(f(v) for f, v in zip(fields, value)) + ")"
+
+        return tuple_text
+    if name == "ROW":
+        fields = [_typed(c) for c in t.components]
+
+        def row_text(value: Any) -> str:
+            if not isinstance(value, (tuple, list, Row)) or len(value) != len(fields):
+                return java_value(value)
+            kind = value.get_row_kind().short_string() if isinstance(value, Row) else "+I"
+            return kind + "[" + ", ".join(f(v) for f, v in zip(fields, value)) + "]"
+
+        return row_text
+    if name in _ARRAYS:
+        element = _typed(t.components[0]) if t.components else java_value
+
+        def array_text(value: Any) -> str:
+            if value is None:
+                return "null"
+            return "[" + ", ".join(element(v) for v in value) + "]"
+
+        return array_text
+    if name == "MAP":
+        key, val = (_typed(t.components[0]), _typed(t.components[1])) if len(t.components) == 2 else (java_value, java_value)
+
+        def map_text(value: Any) -> str:
+            if not isinstance(value, dict):
+                return java_value(value)
+            return "{" + ", ".join(f"{key(k)}={val(v)}" for k, v in value.items()) + "}"
+
+        return map_text
+    if name in _FLOATING:
+        return lambda value: java_double(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else java_value(value)
+    return java_value

@@ -1,0 +1,60 @@
+"""Typed records print as PyFlink prints them (Java's toString); untyped ones as Python's str."""
+from __future__ import annotations
+
+import pytest
+
+from millstream.common import Row, RowKind, Types
+from millstream.runtime.operators.record_text import java_double, record_formatter
+
+
+def test_a_declared_tuple_prints_like_flinks_tuple() -> None:
+    text = record_formatter(Types.TUPLE([Types.STRING(), Types.INT()]))
+    assert text(("a", 5)) == "(a,5)"
+
+
+def test_a_row_prints_its_kind_and_fields() -> None:
+    text = record_formatter(Types.ROW_NAMED(["id", "info"], [Types.INT(), Types.STRING()]))
+    assert text(Row.of_names(["id", "info"], [1, "x y"])) == "+I[1, x y]"
+    deleted = Row(1, "x")
+    deleted.set_row_kind(RowKind.DELETE)
+    assert record_formatter(Types.ROW([Types.INT(), Types.STRING()]))(deleted) == "-D[1, x]"
+
+
+def test_untyped_records_print_their_python_str() -> None:
+    assert record_formatter(None)(("a", 5)) == "('a', 5)"
+    assert record_formatter(Types.PICKLED_BYTE_ARRAY())(("a", 5)) == "('a', 5)"
+    assert record_formatter(None)(Row(a=1)) == "Row(a=1)"
+
+
+@pytest.mark.parametrize(
+    ("type_info", "value", "text"),
+    [
+        (Types.BOOLEAN(), True, "true"),
+        (Types.STRING(), None, "null"),
+        (Types.STRING(), "plain", "plain"),
+        (Types.LONG(), 12345678901, "12345678901"),
+        (Types.DOUBLE(), 1.0, "1.0"),
+        (Types.DOUBLE(), 0.001, "0.001"),
+        (Types.DOUBLE(), 1e7, "1.0E7"),
+        (Types.DOUBLE(), 12345678.9, "1.23456789E7"),
+        (Types.DOUBLE(), 1.5e-5, "1.5E-5"),
+        (Types.DOUBLE(), -2.5e20, "-2.5E20"),
+        (Types.DOUBLE(), float("inf"), "Infinity"),
+        (Types.DOUBLE(), float("nan"), "NaN"),
+        (Types.LIST(Types.INT()), [1, 2], "[1, 2]"),
+        (Types.MAP(Types.STRING(), Types.BOOLEAN()), {"a": False}, "{a=false}"),
+        (Types.TUPLE([Types.STRING(), Types.ROW([Types.INT(), Types.DOUBLE()])]), ("k", Row(1, 2.0)), "(k,+I[1, 2.0])"),
+    ],
+)
+def test_java_text_of_typed_values(type_info, value, text) -> None:
+    assert record_formatter(type_info)(value) == text
+
+
+def test_a_record_that_does_not_match_its_declared_shape_still_prints() -> None:
+    assert record_formatter(Types.TUPLE([Types.STRING(), Types.INT()]))("lonely") == "lonely"
+
+
+def test_java_double_plain_range() -> None:
+    assert java_double(9999999.0) == "9999999.0"
+    assert java_double(0.0) == "0.0"
+    assert java_double(-0.5) == "-0.5"
