@@ -153,10 +153,19 @@ class SinkFunctionFactory(SinkFactory):
 
 @dataclass
 class FileSinkFactory(SinkFactory):
-    """One part file per subtask under ``base_path``."""
+    """Flink's row-format FileSink: rolling part files per bucket under ``base_path``."""
 
     base_path: str = ""
     encoder: Any = None
+    part_prefix: str = "part"
+    part_suffix: str = ""
+    part_size: int | None = 128 * 1024 * 1024  # None: never roll on this condition
+    rollover_interval_ms: int | None = 60_000
+    inactivity_interval_ms: int | None = 60_000
+    bucket_format: str | None = "yyyy-MM-dd--HH"  # a Java date pattern; None: the base path itself
+    bucket_timezone: str | None = None
+    bucket_check_interval_ms: int = 60_000
+    type_info: Any = None  # the input's declared type: the simple string encoder writes its Java text
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from millstream.datastream import functions as fn
 from millstream.runtime import factories as ops
-from millstream.runtime.operators import base, process as proc, sinks
+from millstream.runtime.operators import base, file_sink, process as proc, sinks
 
 _KEYED: dict[type, tuple[type[base._KeyedRecordOperator], type, str]] = {
     ops.MapFactory: (base.KeyedMapOperator, fn._MapWrapper, "map"),
@@ -38,7 +38,7 @@ def create_operator(factory: ops.OperatorFactory, ctx: base.OperatorContext) -> 
         ops.AggregationFactory: base.AggregationOperator,
         ops.PrintSinkFactory: sinks.PrintSinkOperator,
         ops.SinkFunctionFactory: sinks.SinkFunctionOperator,
-        ops.FileSinkFactory: sinks.FileSinkOperator,
+        ops.FileSinkFactory: file_sink.FileSinkOperator,
         ops.CollectSinkFactory: sinks.CollectSinkOperator,
     }
     make = operators.get(type(factory))

@@ -1,21 +1,19 @@
-"""Sink operators: print, SinkFunction, the row-format file sink and the collect sink.
+"""Sink operators: print, SinkFunction and the collect sink (the file sink is ``file_sink``).
 
-Sinks take whole batches: print builds its lines in one comprehension, the file sink encodes and
-writes a batch with one call, the collect sink sends ``COLLECT_BATCH_SIZE`` records per call.
+Sinks take whole batches: print builds its lines in one comprehension, the collect sink sends
+``COLLECT_BATCH_SIZE`` records per call.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
-from millstream.common.serialization import Encoder
 from millstream.datastream import functions as fn
 from millstream.runtime import factories as ops
 from millstream.runtime.operators.record_text import record_formatter
 from millstream.runtime.operators.base import LONG_MIN, OperatorContext, StreamOperator
 from millstream.runtime.task.environment import TaskEnvironment
 
-__all__ = ["COLLECT_BATCH_SIZE", "PrintSinkOperator", "SinkFunctionOperator", "FileSinkOperator", "CollectSinkOperator"]
+__all__ = ["COLLECT_BATCH_SIZE", "PrintSinkOperator", "SinkFunctionOperator", "CollectSinkOperator"]
 
 COLLECT_BATCH_SIZE = 1024  # records per emit_collect call unless the sink's options say otherwise
 
@@ -80,53 +78,6 @@ class SinkFunctionOperator(StreamOperator):
                 invoke(r)
         except Exception as e:
             self.fail(e, "invoke")
-
-
-class FileSinkOperator(StreamOperator):
-    """Row-format file sink: this subtask writes ``<base_path>/part-<subtask>-0``, one encoded record per line."""
-
-    def __init__(self, factory: ops.FileSinkFactory, ctx: OperatorContext) -> None:
-        super().__init__(factory, ctx)
-        self.path = os.path.join(factory.base_path, f"part-{ctx.env.subtask_index}-0")
-        self._encoder: Any = factory.encoder or Encoder.simple_string_encoder()
-        self._file: Any = None
-
-    def open(self) -> None:
-        base = self.factory.base_path  # type: ignore[attr-defined]
-        try:
-            os.makedirs(base, exist_ok=True)
-            self._file = open(self.path, "wb")
-        except OSError as e:
-            self.fail(e, f"opening its output: cannot write to directory {base!r}")
-        super().open()
-
-    def process_batch(self, records: list[Any]) -> None:
-        enc = self._encoder
-        try:
-            if type(enc) is Encoder:  # the simple string encoder: one join and one encode per batch
-                data = ("\n".join([str(r) for r in records]) + "\n").encode(enc.charset)
-            else:
-                data = b"".join([enc.encode(r) for r in records])
-            self._file.write(data)
-        except Exception as e:
-            self.fail(e, f"writing {self.path!r}")
-
-    def flush(self) -> None:
-        if self._file is not None:
-            try:
-                self._file.flush()
-            except OSError as e:
-                self.fail(e, f"writing {self.path!r}")
-
-    def close(self) -> None:
-        f, self._file = self._file, None
-        try:
-            if f is not None:
-                f.close()
-        except OSError as e:
-            self.fail(e, f"closing {self.path!r}")
-        finally:
-            super().close()
 
 
 class CollectSinkOperator(StreamOperator):

@@ -675,18 +675,6 @@ def test_sink_function_invoked_per_record_with_a_context(env: StreamExecutionEnv
     assert sink.values == [("a", 1000), ("b", 1000)]
 
 
-def test_file_sink_writes_one_part_file_per_subtask(env: StreamExecutionEnvironment, tmp_path: Any) -> None:
-    base = tmp_path / "out" / "nested"
-    env.set_parallelism(2)
-    env.from_sequence(1, 6).sink_to(FileSink.for_row_format(str(base), Encoder.simple_string_encoder()).build())
-    v = vertex(env, "Sequence")
-    for subtask in (0, 1):
-        run_source(v, subtask)
-    assert sorted(os.listdir(base)) == ["part-0-0", "part-1-0"]
-    assert (base / "part-0-0").read_text() == "1\n2\n3\n"
-    assert (base / "part-1-0").read_text() == "4\n5\n6\n"
-
-
 def test_file_sink_unwritable_directory_names_operator_and_path(env: StreamExecutionEnvironment, tmp_path: Any) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")

@@ -3,6 +3,7 @@ from millstream.common.configuration import Configuration
 from millstream.common.job_execution_result import JobExecutionResult
 from millstream.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from millstream.common.row import Row, RowKind
+from millstream.common.serialization import Encoder
 from millstream.common.time import Duration, Time
 from millstream.common.typeinfo import TypeInformation, Types
 from millstream.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
@@ -10,6 +11,7 @@ from millstream.common.watermark_strategy import TimestampAssigner, WatermarkStr
 __all__ = [
     "Configuration",
     "Duration",
+    "Encoder",
     "JobExecutionResult",
     "RestartStrategies",
     "RestartStrategyConfiguration",

@@ -240,7 +240,10 @@ class DataStream(_Configurable):
         factory = getattr(sink, "_sink_factory", None)
         if not callable(factory):
             raise TypeError(f"sink_to() needs a Sink such as FileSink, got {type(sink).__name__}")
-        return self._sink(getattr(sink, "name", type(sink).__name__), factory())
+        sink_factory = factory()
+        if hasattr(sink_factory, "type_info"):  # sinks that write records as text follow the declared type
+            sink_factory.type_info = self.get_type()
+        return self._sink(getattr(sink, "name", type(sink).__name__), sink_factory)
 
     def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
         """Run the job and iterate over this stream's records (PyFlink's form; usable in ``with``)."""

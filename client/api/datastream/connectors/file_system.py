@@ -1,8 +1,12 @@
-"""File connectors shaped like PyFlink's ``FileSource`` / ``FileSink``.
+"""File connectors shaped like PyFlink's ``pyflink.datastream.connectors.file_system``.
 
 ``FileSource.for_record_stream_format(StreamFormat.text_line_format(), path).build()`` reads text
-lines in parallel over byte-range splits; ``FileSink.for_row_format(path, encoder).build()`` writes
-one part file per subtask.
+lines in parallel over byte-range splits. ``FileSink.for_row_format(path, encoder)`` writes one
+encoded record per line into part files, as Flink's row-format FileSink: each subtask writes
+``<bucket>/<prefix>-<uuid>-<subtask>-<n><suffix>``, where the bucket is a directory chosen by the
+bucket assigner (by default the hour of processing time, ``yyyy-MM-dd--HH``). A part file is
+written hidden (``.<name>.inprogress.<uuid>``) and appears under its final name when it is rolled
+(by size, age or inactivity, per the rolling policy) or when the input ends.
 """
 from __future__ import annotations
 
@@ -11,6 +15,16 @@ from dataclasses import dataclass
 
 from millstream.common.serialization import Encoder
 from millstream.runtime import factories as ops
+
+__all__ = [
+    "BucketAssigner",
+    "FileSink",
+    "FileSource",
+    "FileSourceBuilder",
+    "OutputFileConfig",
+    "RollingPolicy",
+    "StreamFormat",
+]
 
 
 @dataclass(frozen=True)
@@ -44,31 +58,162 @@ class FileSourceBuilder:
         self._paths = paths
 
     def process_static_file_set(self) -> "FileSourceBuilder":
+        """Read the files present now and end (bounded): the only mode there is so far."""
         return self
 
     def build(self) -> FileSource:
         return FileSource(self._format, self._paths)
 
 
+@dataclass(frozen=True)
+class OutputFileConfig:
+    """Part-file name prefix and suffix (Flink's defaults: ``part`` and none)."""
+
+    part_prefix: str = "part"
+    part_suffix: str = ""
+
+    def get_part_prefix(self) -> str:
+        return self.part_prefix
+
+    def get_part_suffix(self) -> str:
+        return self.part_suffix
+
+    @staticmethod
+    def builder() -> "OutputFileConfig.OutputFileConfigBuilder":
+        return OutputFileConfig.OutputFileConfigBuilder()
+
+    class OutputFileConfigBuilder:
+        def __init__(self) -> None:
+            self._prefix = "part"
+            self._suffix = ""
+
+        def with_part_prefix(self, prefix: str) -> "OutputFileConfig.OutputFileConfigBuilder":
+            self._prefix = prefix
+            return self
+
+        def with_part_suffix(self, suffix: str) -> "OutputFileConfig.OutputFileConfigBuilder":
+            self._suffix = suffix
+            return self
+
+        def build(self) -> "OutputFileConfig":
+            return OutputFileConfig(self._prefix, self._suffix)
+
+
+@dataclass(frozen=True)
+class RollingPolicy:
+    """When a part file is finished and a new one started (Flink's DefaultRollingPolicy): once it
+    holds ``part_size`` bytes, is ``rollover_interval`` ms old, or got nothing for
+    ``inactivity_interval`` ms. ``on_checkpoint_rolling_policy`` never rolls on size or time."""
+
+    part_size: int | None = 128 * 1024 * 1024
+    rollover_interval_ms: int | None = 60_000
+    inactivity_interval_ms: int | None = 60_000
+
+    @staticmethod
+    def default_rolling_policy(
+        part_size: int = 128 * 1024 * 1024, rollover_interval: int = 60_000, inactivity_interval: int = 60_000
+    ) -> "RollingPolicy":
+        for name, value in (("part_size", part_size), ("rollover_interval", rollover_interval), ("inactivity_interval", inactivity_interval)):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"RollingPolicy {name} must be a positive number, got {value!r}")
+        return RollingPolicy(part_size, rollover_interval, inactivity_interval)
+
+    @staticmethod
+    def on_checkpoint_rolling_policy() -> "RollingPolicy":
+        return RollingPolicy(None, None, None)
+
+
+@dataclass(frozen=True)
+class BucketAssigner:
+    """The sub-directory of the base path a record goes to: the processing time formatted with a
+    Java date pattern (Flink's DateTimeBucketAssigner, ``yyyy-MM-dd--HH``), or the base path itself."""
+
+    date_format: str | None = "yyyy-MM-dd--HH"
+    timezone_id: str | None = None
+
+    @staticmethod
+    def base_path_bucket_assigner() -> "BucketAssigner":
+        return BucketAssigner(None)
+
+    @staticmethod
+    def date_time_bucket_assigner(format_str: str = "yyyy-MM-dd--HH", timezone_id: str | None = None) -> "BucketAssigner":
+        return BucketAssigner(format_str, timezone_id)
+
+
 class FileSink:
     name = "FileSink"
 
-    def __init__(self, base_path: str, encoder: Encoder) -> None:
+    def __init__(
+        self,
+        base_path: str,
+        encoder: Encoder,
+        output_file_config: OutputFileConfig,
+        rolling_policy: RollingPolicy,
+        bucket_assigner: BucketAssigner,
+        bucket_check_interval_ms: int,
+    ) -> None:
         self.base_path = base_path
         self.encoder = encoder
+        self.output_file_config = output_file_config
+        self.rolling_policy = rolling_policy
+        self.bucket_assigner = bucket_assigner
+        self.bucket_check_interval_ms = bucket_check_interval_ms
 
     @staticmethod
-    def for_row_format(base_path: str, encoder: Encoder | None = None) -> "FileSinkBuilder":
-        return FileSinkBuilder(os.fspath(base_path), encoder or Encoder.simple_string_encoder())
+    def for_row_format(base_path: str, encoder: Encoder | None = None) -> "FileSink.RowFormatBuilder":
+        return FileSink.RowFormatBuilder(os.fspath(base_path), encoder or Encoder.simple_string_encoder())
 
     def _sink_factory(self) -> ops.SinkFactory:
-        return ops.FileSinkFactory(base_path=self.base_path, encoder=self.encoder)
+        return ops.FileSinkFactory(
+            base_path=self.base_path,
+            encoder=self.encoder,
+            part_prefix=self.output_file_config.part_prefix,
+            part_suffix=self.output_file_config.part_suffix,
+            part_size=self.rolling_policy.part_size,
+            rollover_interval_ms=self.rolling_policy.rollover_interval_ms,
+            inactivity_interval_ms=self.rolling_policy.inactivity_interval_ms,
+            bucket_format=self.bucket_assigner.date_format,
+            bucket_timezone=self.bucket_assigner.timezone_id,
+            bucket_check_interval_ms=self.bucket_check_interval_ms,
+        )
+
+    class RowFormatBuilder:
+        def __init__(self, base_path: str, encoder: Encoder) -> None:
+            self._base_path = base_path
+            self._encoder = encoder
+            self._output_file_config = OutputFileConfig()
+            self._rolling_policy = RollingPolicy()
+            self._bucket_assigner = BucketAssigner()
+            self._bucket_check_interval_ms = 60_000
+
+        def with_output_file_config(self, output_file_config: OutputFileConfig) -> "FileSink.RowFormatBuilder":
+            self._output_file_config = output_file_config
+            return self
+
+        def with_rolling_policy(self, rolling_policy: RollingPolicy) -> "FileSink.RowFormatBuilder":
+            self._rolling_policy = rolling_policy
+            return self
+
+        def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> "FileSink.RowFormatBuilder":
+            self._bucket_assigner = bucket_assigner
+            return self
+
+        def with_bucket_check_interval(self, interval: int) -> "FileSink.RowFormatBuilder":
+            """How often (ms) part files are checked for rolling on age or inactivity."""
+            if not isinstance(interval, int) or interval <= 0:
+                raise ValueError(f"bucket check interval must be a positive number of ms, got {interval!r}")
+            self._bucket_check_interval_ms = interval
+            return self
+
+        def build(self) -> "FileSink":
+            return FileSink(
+                self._base_path,
+                self._encoder,
+                self._output_file_config,
+                self._rolling_policy,
+                self._bucket_assigner,
+                self._bucket_check_interval_ms,
+            )
 
 
-class FileSinkBuilder:
-    def __init__(self, base_path: str, encoder: Encoder) -> None:
-        self._base_path = base_path
-        self._encoder = encoder
-
-    def build(self) -> FileSink:
-        return FileSink(self._base_path, self._encoder)
+FileSinkBuilder = FileSink.RowFormatBuilder
