@@ -101,6 +101,8 @@ async def _measure(parallelism: int, address: str, jm_pid: int, taskmanagers: in
             await asyncio.sleep(0.05)
         result["running_s"] = time.monotonic() - started
         result["rss_running_mb"] = _rss_mb(jm_pid)["VmRSS"]
+        result["failed_reports"] = sum(f.failed_reports for f in fakes)
+        result["report_errors"] = sorted({f.last_report_error for f in fakes if f.last_report_error})
         cancel_started = time.monotonic()
         await dispatcher.CancelJob(job, timeout=60)
         while (await dispatcher.GetJobStatus(job, timeout=60)).status != cpb.CANCELED:

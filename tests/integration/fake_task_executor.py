@@ -34,6 +34,8 @@ class FakeTaskExecutor(cpb_grpc.TaskExecutorServicer):
         self.submitted = 0
         self.submit_bytes = 0
         self.last_submit_at = 0.0
+        self.failed_reports = 0
+        self.last_report_error = ""
         self._background: set[asyncio.Task[Any]] = set()
         self._server: grpc.aio.Server | None = None
         self._channel: grpc.aio.Channel | None = None
@@ -98,11 +100,17 @@ class FakeTaskExecutor(cpb_grpc.TaskExecutorServicer):
             self.slots.pop(request.slot_index, None)
 
     async def _report(self, job_id: bytes, attempt_id: bytes, *states: str) -> None:
+        """Reports in order; a failed report is counted and retried (the measurement must end)."""
         for state in states:
-            await self._jobmaster().UpdateTaskExecutionState(
-                cpb.TaskExecutionState(job_id=job_id, execution_attempt_id=attempt_id, state=cpb.ExecutionState.Value(f"EXEC_{state}")),
-                timeout=RPC_TIMEOUT_S,
-            )
+            request = cpb.TaskExecutionState(job_id=job_id, execution_attempt_id=attempt_id, state=cpb.ExecutionState.Value(f"EXEC_{state}"))
+            for attempt in range(20):
+                try:
+                    await self._jobmaster().UpdateTaskExecutionState(request, timeout=RPC_TIMEOUT_S)
+                    break
+                except grpc.aio.AioRpcError as exc:
+                    self.failed_reports += 1
+                    self.last_report_error = f"{exc.code().name}: {exc.details()}"
+                    await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
 
     # -- the TaskExecutor service ----------------------------------------------------------------
 
