@@ -130,6 +130,7 @@ def measure_scale(parallelism: int, taskmanagers: int = 10) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         ready = os.path.join(tmp, "ready")
         log_path = os.path.join(tmp, "jobmanager.log")
+        log_path = os.environ.get("SCALE_JM_LOG", log_path)
         with open(log_path, "w") as log:
             jm = subprocess.Popen(
                 [sys.executable, "-m", "millstream.jobmanager.jobmanager", "--ready-file", ready,

@@ -28,9 +28,10 @@ log = logging.getLogger(__name__)
 
 
 SUBMIT_TASK_METHOD = f"/{cpb.DESCRIPTOR.services_by_name['TaskExecutor'].full_name}/SubmitTask"
-# SubmitTask calls in flight at once: bounds the event loop's work per turn while deploying
-# thousands of tasks (each call costs the loop a little; all at once would block it).
-MAX_CONCURRENT_DEPLOYMENTS = 64
+# Calls to TaskManagers in flight at once (deploy, cancel, slot requests and frees): starting a
+# gRPC call costs the event loop a fraction of a millisecond, so starting thousands in one turn
+# (all the tasks of a p = 1000 job) would block it for a quarter of a second or more.
+MAX_CONCURRENT_CALLS = 64
 
 
 def now_ms() -> int:
@@ -48,6 +49,7 @@ class TaskExecutorClients:
         self.rpc_timeout_s = rpc_timeout_s
         self._max_message_bytes = max_message_bytes
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self.in_flight = asyncio.Semaphore(MAX_CONCURRENT_CALLS)  # taken around every call but heartbeats
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
@@ -95,7 +97,6 @@ class JobMaster:
         self._tm_addresses: dict[str, str] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._heartbeat_task: asyncio.Task[None] | None = None
-        self._deploy_slots = asyncio.Semaphore(MAX_CONCURRENT_DEPLOYMENTS)
 
     @property
     def job_id(self) -> bytes:
@@ -175,7 +176,7 @@ class JobMaster:
         self._run(self.core.deployments_built(built))
 
     async def _deploy(self, command: DeployTask) -> None:
-        async with self._deploy_slots:
+        async with self._te.in_flight:
             try:
                 await self._te.submit_task(command.tm_address)(command.request, timeout=self._te.rpc_timeout_s)
             except grpc.aio.AioRpcError as exc:
@@ -183,7 +184,8 @@ class JobMaster:
 
     async def _call(self, address: str, method: str, request: Any) -> None:
         try:
-            await getattr(self._te.stub(address), method)(request, timeout=self._te.rpc_timeout_s)
+            async with self._te.in_flight:
+                await getattr(self._te.stub(address), method)(request, timeout=self._te.rpc_timeout_s)
         except grpc.aio.AioRpcError as exc:
             # A TaskManager that cannot be reached is found lost by the heartbeats.
             log.warning("%s to %s failed: %s", method, address, exc.code().name)
