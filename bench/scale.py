@@ -126,7 +126,7 @@ async def _measure(parallelism: int, address: str, jm_pid: int, taskmanagers: in
     return result
 
 
-def measure_scale(parallelism: int, taskmanagers: int = 10) -> dict:
+def measure_scale(parallelism: int, taskmanagers: int = 10) -> dict:  # noqa: C901
     with tempfile.TemporaryDirectory() as tmp:
         ready = os.path.join(tmp, "ready")
         log_path = os.path.join(tmp, "jobmanager.log")
