@@ -4,7 +4,9 @@
    job written directly in PySpark (RDD flatMap/map/reduceByKey on local[2]) vs a single-process
    ``collections.Counter`` (the per-core floor);
 2. exchange throughput: source -> rebalance -> sink across two TaskManagers;
-3. latency: a 1,000 records/s source -> key_by -> map -> sink, emission to sink, p50/p99.
+3. latency: a 1,000 records/s source -> key_by -> map -> sink, emission to sink, p50/p99;
+4. JobManager at scale: accept and deploy a parallelism-1000 all-to-all job to fake TaskExecutors
+   (real gRPC, no Spark): time, the JobManager's RSS, and its longest event-loop stall.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 """
@@ -21,6 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
+sys.path.insert(0, HERE)
 
 
 def _corpus(size_mb: int) -> str:
@@ -152,13 +155,15 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=200)
     parser.add_argument("--exchange-records", type=int, default=5_000_000)
     parser.add_argument("--latency-seconds", type=int, default=20)
-    parser.add_argument("--only", choices=["wordcount", "exchange", "latency"])
+    parser.add_argument("--scale-parallelism", type=int, default=1000)
+    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "scale"])
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.measure:
         fn = {"counter": measure_counter, "pyspark": measure_pyspark, "millstream": measure_millstream,
-              "exchange": lambda n: measure_exchange(int(n)), "latency": lambda s: measure_latency(int(s), 1000)}[a.measure]
+              "exchange": lambda n: measure_exchange(int(n)), "latency": lambda s: measure_latency(int(s), 1000),
+              "scale": lambda p: measure_scale(int(p))}[a.measure]
         print(json.dumps(fn(*a.args)))
         return
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
@@ -183,6 +188,21 @@ def main() -> None:
         lat = _run("latency", str(a.latency_seconds))
         print(f"\nlatency at 1,000 records/s (key_by -> map): p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
               f"max {lat['max_ms']:.1f} ms over {lat['records']:,} records")
+
+    if a.only in (None, "scale"):
+        sc = _run("scale", str(a.scale_parallelism))
+        print(f"\nJobManager, all-to-all p={sc['parallelism']} ({sc['tasks']:,} tasks, {sc['taskmanagers']} fake TaskManagers): "
+              f"submission answered in {sc['submit_s'] * 1000:.0f} ms, all deployed in {sc['deployed_s']:.1f} s, "
+              f"all RUNNING in {sc['running_s']:.1f} s, cancelled in {sc['cancel_s']:.1f} s")
+        print(f"  JobManager RSS: {sc['rss_idle_before_mb']:.0f} MB idle, peak {sc['rss_peak_mb']:.0f} MB, "
+              f"{sc['rss_after_mb']:.0f} MB after the job; longest event-loop stall {sc.get('jm_loop_max_lag_ms', float('nan')):.0f} ms "
+              f"(slowest overview RPC from a probe process: {sc['probe_max_ms']:.0f} ms)")
+
+
+def measure_scale(parallelism: int) -> dict:
+    from scale import measure_scale as measure
+
+    return measure(parallelism)
 
 
 if __name__ == "__main__":

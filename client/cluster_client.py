@@ -20,6 +20,18 @@ def _retryable(error: BaseException) -> bool:
     return isinstance(error, grpc.RpcError) and error.code() in (grpc.StatusCode.UNAVAILABLE,)
 
 
+_UNACKNOWLEDGED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def _unacknowledged(error: BaseException) -> bool:
+    """The submission may or may not have arrived: safe to resend, as it carries its submission id."""
+    return isinstance(error, grpc.RpcError) and error.code() in _UNACKNOWLEDGED
+
+
+class JobSubmissionError(RuntimeError):
+    """The JobManager never acknowledged a submission; the job id was cancelled so nothing runs."""
+
+
 class ClusterClient:
     def __init__(self, address: str, rpc_timeout_s: float = 10.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.address = address
@@ -47,11 +59,36 @@ class ClusterClient:
         )
 
     def submit(self, job_graph: pb.JobGraph, artifacts: Sequence[cpb.Artifact] = (), give_up_after_s: float = 30.0) -> bytes:
+        """Submits with this client's submission id and the JobGraph's job id, resending on
+        UNAVAILABLE / DEADLINE_EXCEEDED (the Dispatcher answers a resend with the same job). If no
+        answer comes within ``give_up_after_s``, the job id is cancelled before giving up, so a job
+        never keeps running unknown to the user."""
         request = cpb.SubmitJobRequest(submission_id=uuid.uuid4().hex, job_graph=job_graph.SerializeToString(), artifacts=artifacts)
-        for attempt in self._retrying(give_up_after_s):
-            with attempt:
-                return self._stub.SubmitJob(request, timeout=self.rpc_timeout_s).job_id
+        retrying = Retrying(
+            retry=retry_if_exception(_unacknowledged),
+            wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
+            stop=stop_after_delay(give_up_after_s),
+            before_sleep=before_sleep_log(log, logging.WARNING),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self._stub.SubmitJob(request, timeout=self.rpc_timeout_s).job_id
+        except grpc.RpcError as exc:
+            if exc.code() not in _UNACKNOWLEDGED:
+                raise
+            raise JobSubmissionError(self._give_up(job_graph.job_id, exc)) from exc
         raise AssertionError("unreachable")
+
+    def _give_up(self, job_id: bytes, error: grpc.RpcError) -> str:
+        message = f"The JobManager at {self.address} did not acknowledge job {job_id.hex()} ({error.code().name})"
+        try:
+            self._stub.CancelJob(cpb.JobIdRequest(job_id=job_id), timeout=self.rpc_timeout_s)
+        except grpc.RpcError as cancel_error:
+            if cancel_error.code() is not grpc.StatusCode.NOT_FOUND:  # NOT_FOUND: it never arrived, and now never starts
+                return f"{message}, and cancelling it failed ({cancel_error.code().name}): it may be running; cancel it with `millstream cancel {job_id.hex()}`."
+        return f"{message}; the job was cancelled."
 
     def wait(self, job_id: bytes) -> Iterator[cpb.JobStatusUpdate]:
         """Status updates and collected records until the job is terminal (no deadline: jobs run long)."""

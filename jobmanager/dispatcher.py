@@ -1,11 +1,17 @@
 """The Dispatcher: accepts jobs, starts one JobMaster each, and keeps their results for a while.
 
-Submissions are idempotent by the client's submission id. A finished job's record (status,
-failure, collected records) stays for ``jobstore.expiration-time`` so a client can still fetch it.
+Submissions are idempotent by the client's submission id. A submission returns the job id as
+soon as the JobGraph is validated and its artifacts stored (the job is INITIALIZING); building
+the ExecutionGraph runs in a thread and the JobMaster starts when it is done, so a large job never
+blocks the event loop nor outlives the client's deadline unknown to it. A job id cancelled before
+its submission arrived is remembered, so a late submission cannot start it. A finished job's
+record (status, failure, collected records) stays for ``jobstore.expiration-time`` so a client can
+still fetch it.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from dataclasses import dataclass, field
@@ -24,6 +30,9 @@ from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
 
 log = logging.getLogger(__name__)
+
+
+CANCELLED_IDS_KEPT = 10_000
 
 
 class DispatcherError(Exception):
@@ -86,6 +95,9 @@ class Dispatcher:
         self._retention_ms = job_retention_ms
         self.jobs: dict[bytes, JobRecord] = {}
         self._by_submission: dict[str, bytes] = {}
+        # Job ids cancelled before any submission of them arrived (a client that gave up).
+        self._cancelled_before_submission: collections.OrderedDict[bytes, None] = collections.OrderedDict()
+        self._starting: set[asyncio.Task[None]] = set()
 
     # -- submission ----------------------------------------------------------------------------
 
@@ -105,22 +117,48 @@ class Dispatcher:
             raise DispatcherError(
                 grpc.StatusCode.ALREADY_EXISTS, f"Job {graph.job_id.hex()} ('{existing.job_name}') is already running."
             )
+        if graph.job_id in self._cancelled_before_submission:
+            raise DispatcherError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"Job {graph.job_id.hex()} was cancelled by its client before this submission arrived; it is not started.",
+            )
         artifacts: list[cpb.ArtifactRef] = []
         try:
             for artifact in request.artifacts:
                 artifacts.append(cpb.ArtifactRef(name=check_artifact_name(artifact.name), blob_key=self._blobs.put(artifact.content)))
         except InvalidArtifactError as exc:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
-        core = JobMasterCore(graph, artifacts)
-        record = JobRecord(graph.job_id, graph.job_name, request.submission_id, len(core.executions))
+        num_tasks = sum(v.parallelism for v in graph.vertices)
+        record = JobRecord(graph.job_id, graph.job_name, request.submission_id, num_tasks)
         self.jobs[graph.job_id] = record
         if request.submission_id:
             self._by_submission[request.submission_id] = graph.job_id
+        log.info("job %s ('%s') accepted: %d tasks", graph.job_id.hex(), graph.job_name, num_tasks)
+        starting = asyncio.ensure_future(self._start_job(record, graph, artifacts))
+        self._starting.add(starting)
+        starting.add_done_callback(self._starting.discard)
+        return cpb.SubmitJobResponse(job_id=graph.job_id)
+
+    async def _start_job(self, record: JobRecord, graph: pb.JobGraph, artifacts: list[cpb.ArtifactRef]) -> None:
+        """Builds the ExecutionGraph off the event loop, then starts the job's JobMaster."""
+        started = time.monotonic()
+        try:
+            core = await asyncio.to_thread(JobMasterCore, graph, artifacts)
+        except Exception as exc:  # the job fails with the reason; the Dispatcher keeps serving
+            log.exception("job %s: building its ExecutionGraph failed", graph.job_id.hex())
+            if not record.status.is_terminal():
+                failure = cpb.JobFailure(message=f"Could not build the ExecutionGraph: {type(exc).__name__}: {exc}")
+                self._on_status(record, JobStatus.FAILED, failure)
+            return
+        if record.status.is_terminal():
+            return  # cancelled while initializing
         record.job_master = self._make_job_master(core, lambda status, failure: self._on_status(record, status, failure))
         record.status = JobStatus.CREATED
-        log.info("job %s ('%s') submitted: %d tasks, %d slots", graph.job_id.hex(), graph.job_name, record.num_tasks, core.required_slots)
+        log.info(
+            "job %s ('%s') created in %.2f s: %d tasks, %d slots",
+            graph.job_id.hex(), graph.job_name, time.monotonic() - started, record.num_tasks, core.required_slots,
+        )
         record.job_master.start()
-        return cpb.SubmitJobResponse(job_id=graph.job_id)
 
     def _on_status(self, record: JobRecord, status: JobStatus, failure: cpb.JobFailure | None) -> None:
         record.status = status
@@ -153,9 +191,16 @@ class Dispatcher:
         return record.job_master
 
     def cancel(self, job_id: bytes) -> cpb.JobSummary:
+        if job_id and job_id not in self.jobs:
+            self._cancelled_before_submission[job_id] = None
+            while len(self._cancelled_before_submission) > CANCELLED_IDS_KEPT:
+                self._cancelled_before_submission.popitem(last=False)
         record = self.record(job_id)
-        if not record.status.is_terminal() and record.job_master is not None:
-            record.job_master.cancel()
+        if not record.status.is_terminal():
+            if record.job_master is not None:
+                record.job_master.cancel()
+            elif record.status is JobStatus.INITIALIZING:  # its ExecutionGraph is still being built
+                self._on_status(record, JobStatus.CANCELED, None)
         return record.summary()
 
     async def wait(self, job_id: bytes) -> AsyncIterator[cpb.JobStatusUpdate]:

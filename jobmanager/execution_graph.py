@@ -2,8 +2,9 @@
 
 One ExecutionJobVertex per JobVertex, one ExecutionVertex per subtask, one
 IntermediateResultPartition per producer subtask. POINTWISE inputs connect producers and consumers
-in contiguous blocks exactly as Flink's EdgeManagerBuildUtil does; ALL_TO_ALL connects every pair.
-A consumer reads one subpartition of each partition it is connected to.
+in contiguous blocks exactly as Flink's EdgeManagerBuildUtil does; ALL_TO_ALL connects every
+consumer to one ConsumedPartitionGroup shared by the whole edge, so a graph holds O(n) objects per
+edge, never n² channels. A consumer reads the same subpartition of each partition of its gate.
 """
 from __future__ import annotations
 
@@ -52,14 +53,43 @@ class ResultPartitionID:
 
 
 @dataclass(eq=False)
+class ConsumerVertexGroup:
+    """The consumers of a partition, in subpartition order (Flink's ConsumerVertexGroup).
+
+    ALL_TO_ALL shares one group among every partition of the result; consumer ``k`` of the group
+    reads subpartition ``k``.
+    """
+
+    vertices: list["ExecutionVertex"]
+
+
+@dataclass(eq=False)
 class IntermediateResultPartition:
     id: ResultPartitionID
     producer: "ExecutionVertex"
-    consumers: list["ExecutionVertex"] = field(default_factory=list)
+    consumer_groups: list[ConsumerVertexGroup] = field(default_factory=list)
+
+    @property
+    def consumers(self) -> list["ExecutionVertex"]:
+        return [v for group in self.consumer_groups for v in group.vertices]
 
     @property
     def num_subpartitions(self) -> int:
-        return len(self.consumers)
+        return sum(len(group.vertices) for group in self.consumer_groups)
+
+
+@dataclass(eq=False)
+class ConsumedPartitionGroup:
+    """Partitions of one result that a set of consumers all read (Flink's ConsumedPartitionGroup).
+
+    ALL_TO_ALL builds one group per edge, shared by every consumer, instead of one edge per
+    (producer, consumer) pair; the deployment descriptors serialize a group once for all its
+    consumers.
+    """
+
+    result_id: bytes
+    partitions: list[IntermediateResultPartition]
+    num_consumers: int
 
 
 @dataclass(frozen=True)
@@ -73,8 +103,17 @@ class InputChannel:
 
 @dataclass(eq=False)
 class InputGate:
+    """A consumer's input from one edge: a consumed partition group, of which it reads the same
+    subpartition of every partition."""
+
     edge: pb.JobEdge
-    channels: list[InputChannel] = field(default_factory=list)
+    consumed: ConsumedPartitionGroup
+    subpartition_index: int
+
+    @property
+    def channels(self) -> list[InputChannel]:
+        """The gate's channels, made on demand (they are never stored: n² for ALL_TO_ALL)."""
+        return [InputChannel(p.id, self.subpartition_index, p.producer.id) for p in self.consumed.partitions]
 
 
 @dataclass(eq=False)
@@ -150,18 +189,40 @@ class ExecutionGraph:
                 self._connect(self._by_id[edge.source_vertex], ejv, edge)
 
     def _connect(self, producer: ExecutionJobVertex, consumer: ExecutionJobVertex, edge: pb.JobEdge) -> None:
-        gates = [InputGate(edge) for _ in consumer.task_vertices]
-        for gate, ev in zip(gates, consumer.task_vertices):
-            ev.input_gates.append(gate)
-        if edge.distribution == pb.POINTWISE:
-            wiring = pointwise_consumers(producer.parallelism, consumer.parallelism)
-        else:
-            wiring = [list(range(producer.parallelism))] * consumer.parallelism
-        for c, producer_indices in enumerate(wiring):
-            for p in producer_indices:
-                partition = producer.task_vertices[p].produced[edge.result_id]
-                gates[c].channels.append(InputChannel(partition.id, len(partition.consumers), partition.producer.id))
-                partition.consumers.append(consumer.task_vertices[c])
+        """Wires one edge as Flink's EdgeManagerBuildUtil does: O(producers + consumers) objects."""
+        partitions = [ev.produced[edge.result_id] for ev in producer.task_vertices]
+        consumers = consumer.task_vertices
+        if edge.distribution != pb.POINTWISE:
+            group = ConsumedPartitionGroup(edge.result_id, partitions, len(consumers))
+            consumer_group = ConsumerVertexGroup(list(consumers))
+            for partition in partitions:
+                partition.consumer_groups.append(consumer_group)
+            for index, ev in enumerate(consumers):
+                ev.input_gates.append(InputGate(edge, group, index))
+            return
+        p, c = len(partitions), len(consumers)
+        if p >= c:  # consumer i reads partitions [i*p//c, (i+1)*p//c), each its only consumer
+            for i, ev in enumerate(consumers):
+                consumed = partitions[i * p // c : (i + 1) * p // c]
+                for partition in consumed:
+                    partition.consumer_groups.append(ConsumerVertexGroup([ev]))
+                ev.input_gates.append(InputGate(edge, ConsumedPartitionGroup(edge.result_id, consumed, 1), 0))
+        else:  # partition j feeds consumers [(j*c+p-1)//p, ((j+1)*c+p-1)//p), one subpartition each
+            for j, partition in enumerate(partitions):
+                fed = consumers[(j * c + p - 1) // p : ((j + 1) * c + p - 1) // p]
+                group = ConsumedPartitionGroup(edge.result_id, [partition], len(fed))
+                partition.consumer_groups.append(ConsumerVertexGroup(list(fed)))
+                for index, ev in enumerate(fed):
+                    ev.input_gates.append(InputGate(edge, group, index))
+
+    def consumed_partition_groups(self) -> list[ConsumedPartitionGroup]:
+        """Every group once (Flink's EdgeManager keeps them registered the same way)."""
+        seen: dict[int, ConsumedPartitionGroup] = {}
+        for ejv in self.job_vertices:
+            for ev in ejv.task_vertices:
+                for gate in ev.input_gates:
+                    seen.setdefault(id(gate.consumed), gate.consumed)
+        return list(seen.values())
 
     def job_vertex(self, vertex_id: bytes) -> ExecutionJobVertex:
         return self._by_id[vertex_id]

@@ -11,6 +11,7 @@ import grpc
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.heartbeat import HeartbeatMonitor
 from millstream.jobmanager.job_master_core import (
+    BuildDeployments,
     CancelTask,
     Command,
     DeclareRequirements,
@@ -24,6 +25,13 @@ from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.rpc import aio_channel
 
 log = logging.getLogger(__name__)
+
+
+SUBMIT_TASK_METHOD = f"/{cpb.DESCRIPTOR.services_by_name['TaskExecutor'].full_name}/SubmitTask"
+# Calls to TaskManagers in flight at once (deploy, cancel, slot requests and frees): starting a
+# gRPC call costs the event loop a fraction of a millisecond, so starting thousands in one turn
+# (all the tasks of a p = 1000 job) would block it for a quarter of a second or more.
+MAX_CONCURRENT_CALLS = 64
 
 
 def now_ms() -> int:
@@ -41,12 +49,22 @@ class TaskExecutorClients:
         self.rpc_timeout_s = rpc_timeout_s
         self._max_message_bytes = max_message_bytes
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self.in_flight = asyncio.Semaphore(MAX_CONCURRENT_CALLS)  # taken around every call but heartbeats
 
-    def stub(self, address: str) -> cpb_grpc.TaskExecutorStub:
+    def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
             channel = self._channels[address] = aio_channel(address, self._max_message_bytes)
-        return cpb_grpc.TaskExecutorStub(channel)
+        return channel
+
+    def stub(self, address: str) -> cpb_grpc.TaskExecutorStub:
+        return cpb_grpc.TaskExecutorStub(self._channel(address))
+
+    def submit_task(self, address: str) -> Any:
+        """SubmitTask taking an already serialized request (built off the event loop)."""
+        return self._channel(address).unary_unary(
+            SUBMIT_TASK_METHOD, request_serializer=None, response_deserializer=cpb.Empty.FromString
+        )
 
     def forget(self, address: str) -> None:
         channel = self._channels.pop(address, None)
@@ -133,6 +151,8 @@ class JobMaster:
         for command in commands:
             if isinstance(command, DeclareRequirements):
                 self._rm.declare_requirements(self.job_id, self.address, command.slots)
+            elif isinstance(command, BuildDeployments):
+                self._spawn(self._build_deployments(command))
             elif isinstance(command, DeployTask):
                 self._spawn(self._deploy(command))
             elif isinstance(command, CancelTask):
@@ -149,17 +169,23 @@ class JobMaster:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    async def _build_deployments(self, command: BuildDeployments) -> None:
+        started = time.monotonic()
+        built = await asyncio.to_thread(command.build)
+        log.info("job %s: %d deployment descriptors built in %.2f s", self.job_id.hex(), len(built), time.monotonic() - started)
+        self._run(self.core.deployments_built(built))
+
     async def _deploy(self, command: DeployTask) -> None:
-        try:
-            await self._te.stub(command.tm_address).SubmitTask(
-                cpb.SubmitTaskRequest(tdd=command.tdd), timeout=self._te.rpc_timeout_s
-            )
-        except grpc.aio.AioRpcError as exc:
-            self._run(self.core.deploy_failed(command.tdd.execution_attempt_id, f"{exc.code().name}: {exc.details()}"))
+        async with self._te.in_flight:
+            try:
+                await self._te.submit_task(command.tm_address)(command.request, timeout=self._te.rpc_timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                self._run(self.core.deploy_failed(command.attempt_id, f"{exc.code().name}: {exc.details()}"))
 
     async def _call(self, address: str, method: str, request: Any) -> None:
         try:
-            await getattr(self._te.stub(address), method)(request, timeout=self._te.rpc_timeout_s)
+            async with self._te.in_flight:
+                await getattr(self._te.stub(address), method)(request, timeout=self._te.rpc_timeout_s)
         except grpc.aio.AioRpcError as exc:
             # A TaskManager that cannot be reached is found lost by the heartbeats.
             log.warning("%s to %s failed: %s", method, address, exc.code().name)

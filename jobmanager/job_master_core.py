@@ -16,6 +16,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
+from millstream.jobmanager.deployment import (
+    BuiltDeployment,
+    PlannedTask,
+    ProducerLocation,
+    TaskDeploymentDescriptorFactory,
+    VertexKey,
+)
 from millstream.jobmanager.execution_graph import ExecutionGraph, ExecutionVertex
 from millstream.jobmanager.execution_state import (
     EXECUTION_TRANSITIONS,
@@ -39,10 +46,24 @@ class DeclareRequirements:
 
 
 @dataclass(frozen=True)
+class BuildDeployments:
+    """Build the round's deployment descriptors off the event loop: ``build()`` only reads a
+    snapshot, so it may run in a thread; its result goes back through ``deployments_built``."""
+
+    build: Callable[[], list[BuiltDeployment]]
+    num_tasks: int
+
+
+@dataclass(frozen=True)
 class DeployTask:
     resource_id: str
     tm_address: str
-    tdd: cpb.TaskDeploymentDescriptor
+    attempt_id: bytes
+    request: bytes  # a serialized SubmitTaskRequest
+
+    @property
+    def tdd(self) -> cpb.TaskDeploymentDescriptor:
+        return cpb.SubmitTaskRequest.FromString(self.request).tdd
 
 
 @dataclass(frozen=True)
@@ -66,7 +87,7 @@ class JobStatusChanged:
     failure: cpb.JobFailure | None = None
 
 
-Command = Union[DeclareRequirements, DeployTask, CancelTask, FreeSlot, JobStatusChanged]
+Command = Union[DeclareRequirements, BuildDeployments, DeployTask, CancelTask, FreeSlot, JobStatusChanged]
 
 
 # -- state ---------------------------------------------------------------------------------------
@@ -109,6 +130,8 @@ class JobMasterCore:
         self.failure: cpb.JobFailure | None = None
         self.executions: dict[bytes, Execution] = {}
         self.current: dict[tuple[bytes, int], Execution] = {}
+        self._state_counts: dict[ExecutionState, int] = {}  # of the current executions
+        self._deployment_started = False
         for ev in self.graph.all_execution_vertices():
             self._new_attempt(ev, 0)
         self.slots: dict[bytes, SlotInfo] = {}
@@ -121,17 +144,18 @@ class JobMasterCore:
     def _new_attempt(self, ev: ExecutionVertex, attempt_number: int) -> Execution:
         execution = Execution(ev, self.new_id(), attempt_number)
         self.executions[execution.attempt_id] = execution
+        replaced = self.current.get((ev.job_vertex.id, ev.subtask_index))
+        if replaced is not None:
+            self._state_counts[replaced.state] -= 1
         self.current[(ev.job_vertex.id, ev.subtask_index)] = execution
+        self._state_counts[execution.state] = self._state_counts.get(execution.state, 0) + 1
         return execution
 
     def current_executions(self) -> list[Execution]:
         return list(self.current.values())
 
     def tasks_per_state(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for e in self.current.values():
-            counts[e.state.value] = counts.get(e.state.value, 0) + 1
-        return counts
+        return {state.value: n for state, n in self._state_counts.items() if n}
 
     # -- transitions ---------------------------------------------------------------------------
 
@@ -146,6 +170,9 @@ class JobMasterCore:
     def _set_state(self, execution: Execution, target: ExecutionState, reason: str = "") -> bool:
         if not check_transition(EXECUTION_TRANSITIONS, execution.state, target, execution.name, reason):
             return False
+        if self.current.get((execution.vertex.job_vertex.id, execution.vertex.subtask_index)) is execution:
+            self._state_counts[execution.state] -= 1
+            self._state_counts[target] = self._state_counts.get(target, 0) + 1
         execution.state = target
         return True
 
@@ -168,80 +195,50 @@ class JobMasterCore:
         for offer in offers:
             if offer.allocation_id in self.slots:
                 accepted.append(offer.allocation_id)  # a retried offer
-            elif len(self.slots) < self.required_slots and not self._deployed():
+            elif len(self.slots) < self.required_slots and not self._deployment_started:
                 self.slots[offer.allocation_id] = SlotInfo(
                     offer.allocation_id, resource_id, tm_address, data_address, offer.slot_index
                 )
                 accepted.append(offer.allocation_id)
-        if len(self.slots) == self.required_slots and not self._deployed():
-            out += self._deploy_all()
+        if len(self.slots) == self.required_slots and not self._deployment_started:
+            out.append(self._plan_deployment())
         return accepted, out
 
-    def _deployed(self) -> bool:
-        return any(e.state is not ExecutionState.SCHEDULED for e in self.current.values())
-
-    def _deploy_all(self) -> list[Command]:
+    def _plan_deployment(self) -> BuildDeployments:
+        """Assigns slots (subtask k of every vertex of a group to the group's slot k) and returns the
+        command that builds the descriptors from a snapshot; executions stay SCHEDULED until then."""
+        self._deployment_started = True
         slots = sorted(self.slots.values(), key=lambda s: (s.resource_id, s.slot_index))
         groups: dict[str, list[SlotInfo]] = {}
         cursor = 0
         for group, count in self.graph.required_slots().items():
             groups[group] = slots[cursor : cursor + count]
             cursor += count
-        for ejv in self.graph.job_vertices:
-            for ev in ejv.task_vertices:
-                self.current[(ejv.id, ev.subtask_index)].slot = groups[ejv.slot_sharing_group][ev.subtask_index]
-        out: list[Command] = []
+        tasks: list[PlannedTask] = []
+        producers: dict[VertexKey, ProducerLocation] = {}
         for ejv in self.graph.job_vertices:  # topological: producers first
             for ev in ejv.task_vertices:
                 execution = self.current[(ejv.id, ev.subtask_index)]
-                self._set_state(execution, ExecutionState.DEPLOYING, "slot assigned")
-                assert execution.slot is not None
-                out.append(DeployTask(execution.slot.resource_id, execution.slot.tm_address, self._tdd(execution)))
-        return out
-
-    def _tdd(self, execution: Execution) -> cpb.TaskDeploymentDescriptor:
-        ev = execution.vertex
-        ejv = ev.job_vertex
-        kgr = ev.key_group_range
-        assert execution.slot is not None
-        tdd = cpb.TaskDeploymentDescriptor(
-            job_id=self.job_id,
-            job_name=self.graph.job_name,
-            execution_attempt_id=execution.attempt_id,
-            attempt_number=execution.attempt_number,
-            allocation_id=execution.slot.allocation_id,
-            vertex=ejv.proto,
-            subtask_index=ev.subtask_index,
-            key_group_start=kgr.start_key_group,
-            key_group_end=kgr.end_key_group,
-            execution_config=self.job_graph.execution_config,
-            artifacts=self.artifacts,
-        )
-        for result_id, partition in ev.produced.items():
-            tdd.produced_partitions.add(
-                result_id=result_id,
-                partition_index=partition.id.partition_index,
-                num_subpartitions=partition.num_subpartitions,
-                partition_type=next(r.partition_type for r in ejv.proto.produced if r.id == result_id),
-            )
-        for gate in ev.input_gates:
-            descriptor = tdd.input_gates.add(
-                result_id=gate.edge.result_id,
-                target_node_id=gate.edge.target_node_id,
-                input_index=gate.edge.input_index,
-                ship_strategy=gate.edge.ship_strategy,
-            )
-            for channel in gate.channels:
-                producer = self.current[(channel.producer.job_vertex_id, channel.producer.subtask_index)]
-                assert producer.slot is not None
-                descriptor.channels.add(
-                    result_id=channel.partition.result_id,
-                    partition_index=channel.partition.partition_index,
-                    subpartition_index=channel.subpartition_index,
-                    producer_data_address=producer.slot.data_address,
-                    producer_attempt_id=producer.attempt_id,
+                slot = execution.slot = groups[ejv.slot_sharing_group][ev.subtask_index]
+                producers[(ejv.id, ev.subtask_index)] = ProducerLocation(slot.data_address, execution.attempt_id)
+                tasks.append(
+                    PlannedTask(ev, execution.attempt_id, execution.attempt_number, slot.allocation_id, slot.resource_id, slot.tm_address)
                 )
-        return tdd
+        factory = TaskDeploymentDescriptorFactory(self.graph, self.artifacts, producers)
+        return BuildDeployments(lambda: factory.build(tasks), len(tasks))
+
+    def deployments_built(self, built: list[BuiltDeployment]) -> list[Command]:
+        """Deploys the built descriptors whose executions are still waiting for them (a cancel or a
+        lost TaskManager while they were being built already ended the others)."""
+        out: list[Command] = []
+        for deployment in built:
+            execution = self.executions.get(deployment.task.attempt_id)
+            if execution is None or execution.state is not ExecutionState.SCHEDULED or execution.slot is None:
+                continue
+            if self._set_state(execution, ExecutionState.DEPLOYING, "slot assigned"):
+                task = deployment.task
+                out.append(DeployTask(task.resource_id, task.tm_address, task.attempt_id, deployment.request))
+        return out
 
     def update_task_state(self, attempt_id: bytes, state: ExecutionState, failure: cpb.JobFailure | None = None) -> list[Command]:
         execution = self.executions.get(attempt_id)
@@ -319,10 +316,11 @@ class JobMasterCore:
 
     def _check_job_done(self) -> list[Command]:
         out: list[Command] = []
-        states = [e.state for e in self.current.values()]
-        if not all(s.is_terminal() for s in states):
+        counts = self._state_counts
+        finished = counts.get(ExecutionState.FINISHED, 0)
+        if finished + counts.get(ExecutionState.CANCELED, 0) + counts.get(ExecutionState.FAILED, 0) < len(self.current):
             return out
-        if self.status is JobStatus.RUNNING and all(s is ExecutionState.FINISHED for s in states):
+        if self.status is JobStatus.RUNNING and finished == len(self.current):
             self._set_job_status(JobStatus.FINISHED, "all tasks finished", out)
         elif self.status is JobStatus.FAILING:
             self._set_job_status(JobStatus.FAILED, "all tasks stopped after a failure", out)

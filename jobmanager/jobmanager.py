@@ -15,6 +15,7 @@ from millstream.jobmanager.slot_manager import SlotManager
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
+from millstream.runtime.loop_monitor import EventLoopMonitor
 from millstream.runtime.process import process_parser, start_process, until_terminated
 from millstream.runtime.rpc import RpcServer
 
@@ -30,6 +31,7 @@ class JobManager:
         self.config = configuration or cfg.Configuration()
         self.address = ""
         self._cleanup_task: asyncio.Task[None] | None = None
+        self.loop_monitor = EventLoopMonitor("JobManager")
 
     async def start(self) -> "JobManager":
         c = self.config
@@ -60,6 +62,7 @@ class JobManager:
         port = await self.server.start(host, c.get(cfg.JOBMANAGER_RPC_PORT))
         self.address = f"{advertised}:{port}"
         self.resource_manager.start()
+        self.loop_monitor.start()
         self._cleanup_task = asyncio.ensure_future(self._expire_jobs())
         return self
 
@@ -90,6 +93,7 @@ class JobManager:
             jobs_finished=statuses.count("FINISHED"),
             jobs_failed=statuses.count("FAILED"),
             jobs_cancelled=statuses.count("CANCELED"),
+            max_event_loop_lag_ms=round(self.loop_monitor.max_lag_ms),
         )
 
     async def _expire_jobs(self) -> None:
@@ -100,6 +104,7 @@ class JobManager:
     async def stop(self, grace: float = 2.0) -> None:
         if self._cleanup_task:
             self._cleanup_task.cancel()
+        self.loop_monitor.stop()
         for record in self.dispatcher.jobs.values():
             if record.job_master is not None:
                 await record.job_master.stop()

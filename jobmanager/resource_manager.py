@@ -135,7 +135,8 @@ class ResourceManager:
             registration_id=command.registration_id,
         )
         try:
-            await self._te.stub(command.tm_address).RequestSlot(request, timeout=self._te.rpc_timeout_s)
+            async with self._te.in_flight:
+                await self._te.stub(command.tm_address).RequestSlot(request, timeout=self._te.rpc_timeout_s)
         except grpc.aio.AioRpcError as exc:
             log.warning("RequestSlot to %s failed: %s %s", command.resource_id, exc.code().name, exc.details())
             self._run(self.slots.allocation_failed(command.allocation_id, exc.details() or exc.code().name, now_ms()))
@@ -144,9 +145,10 @@ class ResourceManager:
 
     async def _free(self, address: str, allocation_id: bytes, cause: str) -> None:
         try:
-            await self._te.stub(address).FreeSlot(
-                cpb.FreeSlotRequest(allocation_id=allocation_id, cause=cause), timeout=self._te.rpc_timeout_s
-            )
+            async with self._te.in_flight:
+                await self._te.stub(address).FreeSlot(
+                    cpb.FreeSlotRequest(allocation_id=allocation_id, cause=cause), timeout=self._te.rpc_timeout_s
+                )
         except grpc.aio.AioRpcError as exc:
             log.info("FreeSlot to %s failed: %s", address, exc.code().name)
 

@@ -166,7 +166,7 @@ class JobStatusUpdate(_message.Message):
     def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., collected: _Optional[_Iterable[_Union[CollectBatch, _Mapping]]] = ..., terminal: _Optional[bool] = ...) -> None: ...
 
 class ClusterOverview(_message.Message):
-    __slots__ = ("taskmanagers", "slots_total", "slots_available", "jobs_running", "jobs_finished", "jobs_failed", "jobs_cancelled")
+    __slots__ = ("taskmanagers", "slots_total", "slots_available", "jobs_running", "jobs_finished", "jobs_failed", "jobs_cancelled", "max_event_loop_lag_ms")
     TASKMANAGERS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     SLOTS_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +174,7 @@ class ClusterOverview(_message.Message):
     JOBS_FINISHED_FIELD_NUMBER: _ClassVar[int]
     JOBS_FAILED_FIELD_NUMBER: _ClassVar[int]
     JOBS_CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    MAX_EVENT_LOOP_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     taskmanagers: int
     slots_total: int
     slots_available: int
@@ -181,7 +182,8 @@ class ClusterOverview(_message.Message):
     jobs_finished: int
     jobs_failed: int
     jobs_cancelled: int
-    def __init__(self, taskmanagers: _Optional[int] = ..., slots_total: _Optional[int] = ..., slots_available: _Optional[int] = ..., jobs_running: _Optional[int] = ..., jobs_finished: _Optional[int] = ..., jobs_failed: _Optional[int] = ..., jobs_cancelled: _Optional[int] = ...) -> None: ...
+    max_event_loop_lag_ms: int
+    def __init__(self, taskmanagers: _Optional[int] = ..., slots_total: _Optional[int] = ..., slots_available: _Optional[int] = ..., jobs_running: _Optional[int] = ..., jobs_finished: _Optional[int] = ..., jobs_failed: _Optional[int] = ..., jobs_cancelled: _Optional[int] = ..., max_event_loop_lag_ms: _Optional[int] = ...) -> None: ...
 
 class GetBlobRequest(_message.Message):
     __slots__ = ("blob_key",)
@@ -319,33 +321,37 @@ class RequestSlotRequest(_message.Message):
     registration_id: str
     def __init__(self, slot_index: _Optional[int] = ..., job_id: _Optional[bytes] = ..., allocation_id: _Optional[bytes] = ..., jobmaster_address: _Optional[str] = ..., registration_id: _Optional[str] = ...) -> None: ...
 
-class InputChannelDescriptor(_message.Message):
-    __slots__ = ("result_id", "partition_index", "subpartition_index", "producer_data_address", "producer_attempt_id")
-    RESULT_ID_FIELD_NUMBER: _ClassVar[int]
+class ConsumedPartitionDescriptor(_message.Message):
+    __slots__ = ("partition_index", "producer_data_address", "producer_attempt_id")
     PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
-    SUBPARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
-    result_id: bytes
     partition_index: int
-    subpartition_index: int
     producer_data_address: str
     producer_attempt_id: bytes
-    def __init__(self, result_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., subpartition_index: _Optional[int] = ..., producer_data_address: _Optional[str] = ..., producer_attempt_id: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, partition_index: _Optional[int] = ..., producer_data_address: _Optional[str] = ..., producer_attempt_id: _Optional[bytes] = ...) -> None: ...
+
+class ConsumedPartitionGroupDescriptor(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[ConsumedPartitionDescriptor]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[ConsumedPartitionDescriptor, _Mapping]]] = ...) -> None: ...
 
 class InputGateDescriptor(_message.Message):
-    __slots__ = ("result_id", "target_node_id", "input_index", "ship_strategy", "channels")
+    __slots__ = ("result_id", "target_node_id", "input_index", "ship_strategy", "subpartition_index", "consumed_partition_group")
     RESULT_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_NODE_ID_FIELD_NUMBER: _ClassVar[int]
     INPUT_INDEX_FIELD_NUMBER: _ClassVar[int]
     SHIP_STRATEGY_FIELD_NUMBER: _ClassVar[int]
-    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    SUBPARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_PARTITION_GROUP_FIELD_NUMBER: _ClassVar[int]
     result_id: bytes
     target_node_id: int
     input_index: int
     ship_strategy: str
-    channels: _containers.RepeatedCompositeFieldContainer[InputChannelDescriptor]
-    def __init__(self, result_id: _Optional[bytes] = ..., target_node_id: _Optional[int] = ..., input_index: _Optional[int] = ..., ship_strategy: _Optional[str] = ..., channels: _Optional[_Iterable[_Union[InputChannelDescriptor, _Mapping]]] = ...) -> None: ...
+    subpartition_index: int
+    consumed_partition_group: bytes
+    def __init__(self, result_id: _Optional[bytes] = ..., target_node_id: _Optional[int] = ..., input_index: _Optional[int] = ..., ship_strategy: _Optional[str] = ..., subpartition_index: _Optional[int] = ..., consumed_partition_group: _Optional[bytes] = ...) -> None: ...
 
 class ResultPartitionDescriptor(_message.Message):
     __slots__ = ("result_id", "partition_index", "num_subpartitions", "partition_type")

@@ -109,21 +109,28 @@ def _result_partitions(tdd: cpb.TaskDeploymentDescriptor, is_cancelled: Any) -> 
     return partitions, writers
 
 
-def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, is_cancelled: Any) -> InputGate:
-    specs = [
-        ChannelSpec(
-            result_id=c.result_id,
-            partition_index=c.partition_index,
-            subpartition_index=c.subpartition_index,
-            producer_attempt_id=c.producer_attempt_id,
-            target_node_id=gate.target_node_id,
-            input_index=gate.input_index,
-            producer_location=c.producer_data_address,
+def _channel_specs(tdd: cpb.TaskDeploymentDescriptor) -> list[ChannelSpec]:
+    """One channel per partition of each gate's consumed partition group, reading the gate's subpartition."""
+    specs: list[ChannelSpec] = []
+    for gate in tdd.input_gates:
+        group = cpb.ConsumedPartitionGroupDescriptor.FromString(gate.consumed_partition_group)
+        specs.extend(
+            ChannelSpec(
+                result_id=gate.result_id,
+                partition_index=p.partition_index,
+                subpartition_index=gate.subpartition_index,
+                producer_attempt_id=p.producer_attempt_id,
+                target_node_id=gate.target_node_id,
+                input_index=gate.input_index,
+                producer_location=p.producer_data_address,
+            )
+            for p in group.partitions
         )
-        for gate in tdd.input_gates
-        for c in gate.channels
-    ]
-    return InputGate(specs, resolve, is_cancelled=is_cancelled, connect_timeout_s=CONNECT_TIMEOUT_S)
+    return specs
+
+
+def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, is_cancelled: Any) -> InputGate:
+    return InputGate(_channel_specs(tdd), resolve, is_cancelled=is_cancelled, connect_timeout_s=CONNECT_TIMEOUT_S)
 
 
 def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) -> bool:

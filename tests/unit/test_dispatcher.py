@@ -11,6 +11,7 @@ from millstream.jobmanager.blob_server import BlobStore
 from millstream.jobmanager.dispatcher import Dispatcher, DispatcherError
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import jobgraph_pb2 as pb
 
 
 class FakeJobMaster:
@@ -46,11 +47,19 @@ def _run(test):
     asyncio.run(body())
 
 
+async def _started(d: Dispatcher, job_id: bytes) -> FakeJobMaster:
+    for _ in range(500):
+        if d.jobs[job_id].job_master is not None:
+            return d.jobs[job_id].job_master
+        await asyncio.sleep(0.01)
+    raise AssertionError("the JobMaster did not start")
+
+
 def test_a_submission_starts_a_job_master_and_a_retry_returns_the_same_job() -> None:
     async def test(d: Dispatcher) -> None:
         graph = _graph()
         first = d.submit(cpb.SubmitJobRequest(submission_id="s1", job_graph=graph))
-        assert d.jobs[first.job_id].job_master.started
+        assert (await _started(d, first.job_id)).started
         again = d.submit(cpb.SubmitJobRequest(submission_id="s1", job_graph=graph))
         assert again.job_id == first.job_id and again.duplicate and len(d.jobs) == 1
         with pytest.raises(DispatcherError) as info:
@@ -76,9 +85,52 @@ def test_bad_submissions_are_invalid_arguments_naming_the_problem() -> None:
     _run(test)
 
 
+def test_a_submission_returns_the_job_id_before_the_execution_graph_is_built() -> None:
+    """Flink's Dispatcher acknowledges a submission once the JobGraph is persisted; the JobMaster
+    (and its ExecutionGraph) comes up afterwards, the job INITIALIZING meanwhile."""
+
+    async def test(d: Dispatcher) -> None:
+        job_id = d.submit(cpb.SubmitJobRequest(submission_id="s", job_graph=_graph())).job_id
+        record = d.jobs[job_id]
+        assert record.status is JobStatus.INITIALIZING and record.job_master is None
+        assert d.record(job_id).summary().status == cpb.INITIALIZING
+        assert (await _started(d, job_id)).started and record.status is JobStatus.RUNNING
+
+    _run(test)
+
+
+def test_a_job_cancelled_while_initializing_never_starts() -> None:
+    async def test(d: Dispatcher) -> None:
+        job_id = d.submit(cpb.SubmitJobRequest(submission_id="s", job_graph=_graph())).job_id
+        assert d.cancel(job_id).status == cpb.CANCELED
+        await asyncio.sleep(0.3)
+        assert d.jobs[job_id].job_master is None and d.jobs[job_id].status is JobStatus.CANCELED
+
+    _run(test)
+
+
+def test_a_job_id_cancelled_before_its_submission_arrives_is_never_started() -> None:
+    """A client that gave up on its submission cancels the job id it chose; a submission still in
+    flight must not start the job afterwards."""
+
+    async def test(d: Dispatcher) -> None:
+        graph = _graph()
+        job_id = pb.JobGraph.FromString(graph).job_id
+        with pytest.raises(DispatcherError) as info:
+            d.cancel(job_id)
+        assert info.value.code is grpc.StatusCode.NOT_FOUND
+        with pytest.raises(DispatcherError) as info:
+            d.submit(cpb.SubmitJobRequest(submission_id="late", job_graph=graph))
+        assert info.value.code is grpc.StatusCode.FAILED_PRECONDITION and "cancelled" in str(info.value)
+        assert job_id not in d.jobs
+
+    _run(test)
+
+
 def test_finished_jobs_are_kept_for_the_retention_time_then_forgotten() -> None:
     async def test(d: Dispatcher) -> None:
         job_id = d.submit(cpb.SubmitJobRequest(submission_id="s", job_graph=_graph())).job_id
+        await _started(d, job_id)
         record = d.jobs[job_id]
         record.job_master.on_status(JobStatus.FINISHED, None)
         d.expire_finished()
@@ -96,6 +148,7 @@ def test_finished_jobs_are_kept_for_the_retention_time_then_forgotten() -> None:
 def test_wait_streams_status_changes_and_collected_records_until_terminal() -> None:
     async def test(d: Dispatcher) -> None:
         job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
+        await _started(d, job_id)
         updates = []
 
         async def consume() -> None:

@@ -9,6 +9,7 @@ import pytest
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.job_master_core import (
+    BuildDeployments,
     CancelTask,
     DeclareRequirements,
     DeployTask,
@@ -36,10 +37,24 @@ def _offers(n: int, start: int = 0) -> list[cpb.SlotOffer]:
     return [cpb.SlotOffer(allocation_id=bytes([100 + i]) * 16, slot_index=i) for i in range(start, start + n)]
 
 
+def _built(core: JobMasterCore, commands: list) -> list:
+    """What the shell does with a BuildDeployments command: build (in a thread there), hand back."""
+    out = []
+    for command in commands:
+        out += core.deployments_built(command.build()) if isinstance(command, BuildDeployments) else [command]
+    return out
+
+
 def _deploy(core: JobMasterCore, tm: str = "tm-1") -> list[DeployTask]:
     core.start()
     _, commands = core.offer_slots(tm, f"{tm}:1", f"{tm}:2", _offers(core.required_slots))
-    return [c for c in commands if isinstance(c, DeployTask)]
+    return [c for c in _built(core, commands) if isinstance(c, DeployTask)]
+
+
+def _channels(gate: cpb.InputGateDescriptor) -> list[tuple[int, int, str]]:
+    """(partition index, subpartition index, producer data address) of each channel of a gate."""
+    group = cpb.ConsumedPartitionGroupDescriptor.FromString(gate.consumed_partition_group)
+    return [(p.partition_index, gate.subpartition_index, p.producer_data_address) for p in group.partitions]
 
 
 def _report_all(core: JobMasterCore, *states: ExecutionState) -> list:
@@ -68,9 +83,9 @@ def test_nothing_deploys_until_every_needed_slot_is_offered() -> None:
     core = _core(parallelism=2)
     core.start()
     accepted, commands = core.offer_slots("tm-1", "tm-1:1", "tm-1:2", _offers(1))
-    assert len(accepted) == 1 and not any(isinstance(c, DeployTask) for c in commands)
+    assert len(accepted) == 1 and not _built(core, commands)
     accepted, commands = core.offer_slots("tm-2", "tm-2:1", "tm-2:2", _offers(1, start=1))
-    deploys = [c for c in commands if isinstance(c, DeployTask)]
+    deploys = [c for c in _built(core, commands) if isinstance(c, DeployTask)]
     assert len(accepted) == 1 and len(deploys) == 2
     assert {d.tm_address for d in deploys} == {"tm-1:1", "tm-2:1"}
     assert {e.state for e in core.current_executions()} == {ExecutionState.DEPLOYING}
@@ -103,10 +118,10 @@ def test_deployment_descriptors_carry_subtask_key_groups_and_wiring() -> None:
     for tdd in consumers:
         assert tdd.vertex.parallelism == 2 and tdd.vertex.max_parallelism == 128
         assert (tdd.key_group_start, tdd.key_group_end) == ((0, 63) if tdd.subtask_index == 0 else (64, 127))
-        channels = tdd.input_gates[0].channels
-        assert sorted(c.partition_index for c in channels) == [0, 1]  # REBALANCE is all-to-all
-        assert {c.subpartition_index for c in channels} == {tdd.subtask_index}
-        assert all(c.producer_data_address == "tm-1:2" for c in channels)
+        channels = _channels(tdd.input_gates[0])
+        assert sorted(partition for partition, _, _ in channels) == [0, 1]  # REBALANCE is all-to-all
+        assert {sub for _, sub, _ in channels} == {tdd.subtask_index}
+        assert all(address == "tm-1:2" for _, _, address in channels)
     producers = [d.tdd for d in deploys if d.tdd.produced_partitions]
     assert all(p.produced_partitions[0].num_subpartitions == 2 for p in producers)
     # Producers are deployed before their consumers.
@@ -185,8 +200,8 @@ def test_cancel_before_deployment_needs_no_task_manager() -> None:
 def test_losing_a_task_manager_fails_its_tasks_and_the_job() -> None:
     core = _core(parallelism=2)
     core.start()
-    core.offer_slots("tm-a", "a:1", "a:2", _offers(1))
-    core.offer_slots("tm-b", "b:1", "b:2", _offers(1, start=1))
+    _built(core, core.offer_slots("tm-a", "a:1", "a:2", _offers(1))[1])
+    _built(core, core.offer_slots("tm-b", "b:1", "b:2", _offers(1, start=1))[1])
     _report_all(core, ExecutionState.RUNNING)
     commands = core.task_manager_lost("tm-b", "heartbeat timed out")
     assert core.status is JobStatus.FAILING
