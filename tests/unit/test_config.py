@@ -327,6 +327,26 @@ def test_unknown_keys_are_kept_and_near_misses_warn(caplog: pytest.LogCaptureFix
     assert "-D" in warnings[0]
 
 
+def test_unknown_yaml_keys_warn_with_the_closest_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    path = write(tmp_path, "taskmanager:\n  numberOfTaskSlot: 4\n")
+    conf = load_configuration(path, env={})
+    assert conf.get(c.TASKMANAGER_NUM_TASK_SLOTS) == 1
+    assert "'taskmanager.numberOfTaskSlot'" in caplog.text
+    assert "did you mean 'taskmanager.numberOfTaskSlots'" in caplog.text
+    assert str(path) in caplog.text
+
+
+def test_closest_key_and_user_keys() -> None:
+    assert c.closest_key("heartbeat.timout") == "heartbeat.timeout"
+    assert c.closest_key("execution.buffer-timeout.intervall") == "execution.buffer-timeout.interval"
+    assert c.closest_key("wordcount.min-length") is None
+    assert c.did_you_mean("parallelism.defualt") == ": did you mean 'parallelism.default'?"
+    assert c.did_you_mean("zzz") == ""
+    conf = Configuration.from_dict({"heartbeat.timeout": "5 s", "my.param": 1, "client.timeout": "1 s"})
+    assert conf.user_keys() == ["my.param"]  # a fallback spelling is stored under its option
+
+
 def test_wrong_case_of_a_known_key_warns(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=LOGGER)
     Configuration.from_dict({"taskmanager.numberoftaskslots": 4})
