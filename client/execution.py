@@ -84,6 +84,11 @@ class _Session:
             address = self.minicluster.address
         self.client = ClusterClient(address, self.config.get(cfg.RPC_TIMEOUT) / 1000, self.config.get(cfg.RPC_MAX_MESSAGE_SIZE))
 
+    def submit(self, job_graph: Any, python_files: Sequence[str]) -> bytes:
+        """Submits, retrying while the JobManager is unreachable for ``client.submission-timeout``."""
+        timeout_s = self.config.get(cfg.CLIENT_SUBMISSION_TIMEOUT) / 1000
+        return self.client.submit(job_graph.proto, job_artifacts(python_files), give_up_after_s=timeout_s)
+
     def close(self) -> None:
         self.client.close()
         if self.minicluster is not None:
@@ -116,7 +121,7 @@ def execute(job_graph: Any, configuration: Any, python_files: Sequence[str] = ()
         raise JobGraphCaptured(job_graph)
     session = _Session(job_graph, configuration)
     try:
-        job_id = session.client.submit(job_graph.proto, job_artifacts(python_files))
+        job_id = session.submit(job_graph, python_files)
         summary = None
         for update in session.client.wait(job_id):
             summary = update.summary
@@ -139,7 +144,7 @@ def execute_and_collect(
 
     def records() -> Iterator[Any]:
         try:
-            job_id = state["job_id"] = session.client.submit(job_graph.proto, job_artifacts(python_files))
+            job_id = state["job_id"] = session.submit(job_graph, python_files)
             produced = 0
             if limit is not None and limit <= 0:
                 return

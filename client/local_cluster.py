@@ -1,7 +1,9 @@
 """``millstream cluster start|stop``: a session cluster of local processes (JobManager + TaskManagers).
 
 The processes' pids, addresses and logs live in a cluster directory (``MILLSTREAM_CLUSTER_DIR``,
-default ``~/.millstream/cluster``), so ``stop`` and the job commands find them again.
+default ``~/.millstream/cluster``), so ``stop`` and the job commands find them again. Each pid is
+recorded with its process's identity (start time and command line), so ``stop`` never signals a
+process that merely reuses the pid of one that is gone.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 from typing import Any
 
 from millstream.client.cluster_client import ClusterClient
+from millstream.runtime.process import ERROR_PREFIX
 
 
 class ClusterError(RuntimeError):
@@ -36,26 +39,102 @@ def read_state() -> dict[str, Any] | None:
         return None
 
 
-def _alive(pid: int) -> bool:
+def process_identity(pid: int) -> str | None:
+    """What tells this process apart from a later one with the same pid: its start time and its
+    command line (``None`` if no process has this pid)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read().replace(b"\0", b" ").strip()
+    except FileNotFoundError:
+        return None
+    except OSError:  # no /proc (macOS): ask ps
+        result = subprocess.run(["ps", "-o", "lstart=,command=", "-p", str(pid)], capture_output=True, text=True)
+        return result.stdout.strip() or None
+    # Fields 3 (state) and 22 (start time, in clock ticks since boot) follow the command name.
+    fields = stat[stat.rindex(b")") + 2:].split()
+    if fields[0] == b"Z":  # exited, not yet reaped by its parent: gone for our purpose
+        return None
+    start_ticks = fields[19]
+    return f"{start_ticks.decode()} {cmdline.decode(errors='replace')}"
 
 
-def _spawn(args: list[str], log_path: str) -> subprocess.Popen:
-    log = open(log_path, "ab")
-    return subprocess.Popen(
-        [sys.executable, *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-    )
+def _is_ours(entry: dict[str, Any]) -> bool:
+    """Whether the process recorded in ``entry`` still runs (and is the one we started)."""
+    identity = process_identity(entry["pid"])
+    return identity is not None and identity == entry["identity"]
+
+
+def _recorded(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(state.get("processes", []))
+
+
+def _spawn(args: list[str], log_path: str) -> tuple[subprocess.Popen, int]:
+    """Starts a process logging to ``log_path``; returns it and the log's offset where it starts."""
+    with open(log_path, "ab") as log:
+        offset = log.tell()
+        process = subprocess.Popen(
+            [sys.executable, *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    return process, offset
+
+
+def _failure_reason(log_path: str, offset: int) -> str:
+    """The one-line error a process printed before exiting (else the last line of its log)."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return f"no log at {log_path}"
+    prefixes = tuple(ERROR_PREFIX.format(name=name) for name in ("jobmanager", "taskmanager"))
+    errors = [line for line in lines if line.startswith(prefixes)]
+    if errors:
+        return errors[-1].split(": error: ", 1)[1]
+    return lines[-1] if lines else "it printed nothing"
+
+
+class _Starting:
+    """The processes one ``start`` spawned so far: all are stopped if the start fails."""
+
+    def __init__(self) -> None:
+        self.processes: list[tuple[str, subprocess.Popen, str, int]] = []  # name, process, log, offset
+
+    def spawn(self, name: str, args: list[str], log_path: str) -> subprocess.Popen:
+        process, offset = _spawn(args, log_path)
+        self.processes.append((name, process, log_path, offset))
+        return process
+
+    def check_alive(self) -> None:
+        for name, process, log_path, offset in self.processes:
+            if process.poll() is not None:
+                reason = _failure_reason(log_path, offset)
+                raise ClusterError(f"the {name} exited with code {process.returncode}: {reason} (log: {log_path})")
+
+    def stop_all(self) -> None:
+        for _, process, _, _ in reversed(self.processes):
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + 15.0
+        for _, process, _, _ in reversed(self.processes):
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_file: str | None, timeout_s: float = 180.0) -> dict[str, Any]:
+    """Starts a JobManager and ``taskmanagers`` TaskManagers and waits until all registered.
+
+    If any of them fails to start, every process started here is stopped and :class:`ClusterError`
+    says which one failed and why (its one-line error, e.g. a taken port).
+    """
+    if taskmanagers < 0:
+        raise ClusterError(f"--taskmanagers must be at least 0, got {taskmanagers}")
     state = read_state()
-    if state and any(_alive(p) for p in state.get("pids", [])):
+    if state and any(_is_ours(entry) for entry in _recorded(state)):
         raise ClusterError(f"a cluster is already running (JobManager {state['jobmanager']}); stop it first")
     directory = cluster_dir()
     logs = os.path.join(directory, "log")
@@ -64,64 +143,70 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
     if os.path.exists(ready):
         os.remove(ready)
     common = (["--config", config_file] if config_file else []) + [f"-D{d}" for d in dynamic]
-    jm = _spawn(
-        ["-m", "millstream.jobmanager.jobmanager", "--ready-file", ready, *common, f"-Djobmanager.rpc.port={port}"],
-        os.path.join(logs, "jobmanager.log"),
-    )
-    pids = [jm.pid]
-    deadline = time.monotonic() + timeout_s
-    while not os.path.exists(ready):
-        if jm.poll() is not None:
-            raise ClusterError(f"the JobManager exited with code {jm.returncode}; see {logs}/jobmanager.log")
-        if time.monotonic() > deadline:
-            _kill(pids)
-            raise ClusterError("the JobManager did not start in time")
-        time.sleep(0.1)
-    with open(ready) as f:
-        address = f.read().strip()
-    tms = []
-    for i in range(taskmanagers):
-        tm = _spawn(
-            ["-m", "millstream.taskmanager.taskmanager", "--jobmanager", address, *common, f"-Dtaskmanager.numberOfTaskSlots={slots}"],
-            os.path.join(logs, f"taskmanager-{i}.log"),
+    starting = _Starting()
+    try:
+        starting.spawn(
+            "JobManager",
+            ["-m", "millstream.jobmanager.jobmanager", "--ready-file", ready, *common, f"-Djobmanager.rpc.port={port}"],
+            os.path.join(logs, "jobmanager.log"),
         )
-        tms.append(tm)
-        pids.append(tm.pid)
-    state = {"jobmanager": address, "pids": pids, "log_dir": logs}
+        deadline = time.monotonic() + timeout_s
+        while not os.path.exists(ready):
+            starting.check_alive()
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the JobManager did not start within {timeout_s:.0f} s (log: {logs}/jobmanager.log)")
+            time.sleep(0.1)
+        with open(ready) as f:
+            address = f.read().strip()
+        for i in range(taskmanagers):
+            starting.spawn(
+                f"TaskManager {i}",
+                ["-m", "millstream.taskmanager.taskmanager", "--jobmanager", address, *common, f"-Dtaskmanager.numberOfTaskSlots={slots}"],
+                os.path.join(logs, f"taskmanager-{i}.log"),
+            )
+        with ClusterClient(address) as client:
+            while client.overview().taskmanagers < taskmanagers:
+                starting.check_alive()
+                if time.monotonic() > deadline:
+                    raise ClusterError(
+                        f"only {client.overview().taskmanagers} of {taskmanagers} TaskManagers registered within {timeout_s:.0f} s (logs: {logs})"
+                    )
+                time.sleep(0.2)
+        starting.check_alive()
+    except BaseException:
+        starting.stop_all()
+        raise
+    processes = [{"pid": p.pid, "identity": process_identity(p.pid)} for _, p, _, _ in starting.processes]
+    state = {"jobmanager": address, "processes": processes, "pids": [p["pid"] for p in processes], "log_dir": logs}
     with open(_state_path(), "w") as f:
         json.dump(state, f)
-    with ClusterClient(address) as client:
-        while client.overview().taskmanagers < taskmanagers:
-            dead = [t for t in tms if t.poll() is not None]
-            if dead:
-                raise ClusterError(f"a TaskManager exited with code {dead[0].returncode}; see {logs}")
-            if time.monotonic() > deadline:
-                raise ClusterError(f"only {client.overview().taskmanagers} of {taskmanagers} TaskManagers registered in time; see {logs}")
-            time.sleep(0.2)
     return state
 
 
-def _kill(pids: list[int], grace_s: float = 15.0) -> None:
-    for pid in pids:
-        if _alive(pid):
-            os.kill(pid, signal.SIGTERM)
+def _kill(entries: list[dict[str, Any]], grace_s: float = 15.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace_s``, to each recorded process that is still the one we started."""
+    ours = [entry for entry in entries if _is_ours(entry)]
+    for entry in ours:
+        try:
+            os.kill(entry["pid"], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
     deadline = time.monotonic() + grace_s
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and any(_is_ours(entry) for entry in ours):
         time.sleep(0.1)
-        for pid in pids:  # reap our own children so they do not linger as zombies
+    for entry in ours:
+        if _is_ours(entry):
             try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
+                os.kill(entry["pid"], signal.SIGKILL)
+            except ProcessLookupError:
                 pass
-    for pid in pids:
-        if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 def stop() -> bool:
+    """Stops the processes ``start`` recorded; False if no cluster was recorded."""
     state = read_state()
     if not state:
         return False
-    _kill(list(reversed(state.get("pids", []))))
+    _kill(list(reversed(_recorded(state))))
     os.remove(_state_path())
     return True

@@ -16,7 +16,7 @@ from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
 from millstream.runtime.loop_monitor import EventLoopMonitor
-from millstream.runtime.process import process_parser, start_process, until_terminated
+from millstream.runtime.process import process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = process_parser("millstream jobmanager")
     parser.add_argument("--ready-file", help="write the serving address here once up")
     args = parser.parse_args(argv)
-    asyncio.run(serve(start_process(args), args.ready_file))
+    run_process("jobmanager", args, lambda configuration: serve(configuration, args.ready_file))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What the JobManager and TaskManager processes share: arguments, logging, and a clean stop."""
+"""What the JobManager and TaskManager processes share: arguments, logging, fatal errors, a clean stop."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +6,23 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import Any, Callable, Coroutine
 
 from millstream.runtime import config as cfg
+from millstream.runtime.rpc import BindError
+
+log = logging.getLogger(__name__)
+
+# The first line of a fatal error on a process's stderr; `millstream cluster start` looks for it.
+ERROR_PREFIX = "millstream {name}: error: "
+
+
+class StartupError(RuntimeError):
+    """A process cannot start as configured; the message says why, in one line."""
+
+
+# What a process reports as one line and exit code 1 rather than a traceback: the user's to fix.
+FATAL_ERRORS: tuple[type[BaseException], ...] = (BindError, StartupError, cfg.ConfigurationError)
 
 
 def process_parser(prog: str) -> argparse.ArgumentParser:
@@ -19,9 +34,32 @@ def process_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def start_process(args: argparse.Namespace) -> cfg.Configuration:
-    """Sets up logging to stderr and loads the configuration named by the parsed arguments."""
+    """Sets up logging to stderr and loads the configuration named by the parsed arguments.
+
+    A process reads registered options only: any other key is reported (with the closest option
+    key, if one is close) rather than silently kept.
+    """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    return cfg.load_configuration(args.config, dynamic_properties=args.dynamic)
+    configuration = cfg.load_configuration(args.config, dynamic_properties=args.dynamic)
+    for key in configuration.user_keys():
+        if cfg.closest_key(key) is None:  # near misses were reported as they were read
+            log.warning("configuration key %r is not a Millstream option; this process ignores it%s",
+                        key, cfg.did_you_mean(key))
+    return configuration
+
+
+def run_process(name: str, args: argparse.Namespace,
+                serve: Callable[[cfg.Configuration], Coroutine[Any, Any, None]]) -> None:
+    """Loads the configuration and runs ``serve(configuration)`` until it returns.
+
+    A bad configuration or a start-up failure (a taken port) is one line on stderr,
+    ``millstream jobmanager: error: ...``, and exit code 1: ``cluster start`` relays that line.
+    """
+    try:
+        asyncio.run(serve(start_process(args)))
+    except FATAL_ERRORS as exc:
+        print(ERROR_PREFIX.format(name=name) + str(exc), file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 async def until_terminated() -> None:

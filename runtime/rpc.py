@@ -6,7 +6,10 @@ gets a deadline from the caller.
 """
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import socket
 from typing import Callable, Iterable, Sequence
 
 import grpc
@@ -45,7 +48,54 @@ def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[t
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
         ("grpc.http2.max_ping_strikes", 0),
         ("grpc.keepalive_permit_without_calls", 1),
+        # gRPC sets SO_REUSEPORT by default on Linux: a second server on a taken port would bind
+        # it too and share its connections. A server owns its port or fails to start.
+        ("grpc.so_reuseport", 0),
     ]
+
+
+class BindError(OSError):
+    """A server cannot listen on its address; the message names the address and the reason."""
+
+
+def _bind_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound exclusively (for any address ``host`` resolves to), or None.
+
+    gRPC reports a failed bind only when no resolved address could be bound ("localhost" is
+    127.0.0.1 and ::1): one free address among taken ones would start a server that half listens.
+    """
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"cannot resolve {host!r}: {exc.strerror}"
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC: TIME_WAIT is no owner
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRNOTAVAIL and family == socket.AF_INET6:
+                    continue  # no IPv6 on this machine: gRPC skips it too
+                reason = os.strerror(exc.errno) if exc.errno else str(exc)
+                return reason[:1].lower() + reason[1:]
+    return None
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def check_bindable(name: str, host: str, port: int) -> None:
+    """Raises :class:`BindError` if ``host:port`` is taken now; no gRPC object is made.
+
+    For processes with a slow start-up (a TaskManager's Spark, which must fork its JVM before any
+    gRPC server exists in the process): a taken port fails in a second instead of after it.
+    """
+    problem = _bind_problem(host, port) if port else None
+    if problem is not None:
+        raise BindError(f"{name} cannot listen on {_address(host, port)}: {problem}")
 
 
 class RpcServer:
@@ -63,14 +113,27 @@ class RpcServer:
         register(servicer, self.server)
         self._service_names.extend(full_names)
 
+    def bind(self, host: str, port: int) -> int:
+        """Takes the port, exclusively; raises :class:`BindError` naming the address if it is taken."""
+        if self.port:
+            return self.port
+        problem = _bind_problem(host, port) if port else None
+        if problem is None:
+            try:
+                self.port = self.server.add_insecure_port(_address(host, port))
+            except RuntimeError:  # grpc's "Failed to bind to address ...; set GRPC_VERBOSITY ..."
+                problem = _bind_problem(host, port) or "the address cannot be bound"
+        if problem is not None or self.port == 0:
+            raise BindError(f"{self.name} cannot listen on {_address(host, port)}: {problem or 'no address bound'}")
+        return self.port
+
     async def start(self, host: str, port: int) -> int:
+        """Binds (unless :meth:`bind` did), starts, and marks every service SERVING."""
         reflection.enable_server_reflection(
             [*self._service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
             self.server,
         )
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
-        if self.port == 0:
-            raise OSError(f"{self.name}: cannot bind {host}:{port}")
+        self.bind(host, port)
         await self.server.start()
         for service in ["", *self._service_names]:
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)

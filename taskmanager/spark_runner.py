@@ -337,10 +337,10 @@ class TaskHandle:
 class SparkHost:
     """Owns the TaskManager's SparkSession and control listener; runs task bodies in workers.
 
-    ``slots`` is how many tasks the TaskManager may host at once. The embedded master is
-    ``local[slots]`` so all of them hold a core at the same time (a pipelined consumer waiting for a
-    core its producer holds would deadlock). An external ``master`` must offer as many cores, and
-    its executors must reach ``control_host``.
+    ``slots`` is the TaskManager's slots; with slot sharing each may run ``tasks_per_slot`` tasks at
+    once. The embedded master is ``local[slots x tasks_per_slot]`` so all of them hold a core at the
+    same time (a pipelined consumer waiting for a core its producer holds would deadlock). An
+    external ``master`` must offer as many cores, and its executors must reach ``control_host``.
     """
 
     def __init__(self, slots: int, master: str | None = None, app_name: str = "millstream-taskmanager",

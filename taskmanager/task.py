@@ -12,6 +12,7 @@ import itertools
 import pickle
 import sys
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
@@ -34,6 +35,14 @@ SOURCE_BATCH_SIZE = 1024
 RECORDS_PER_BUFFER = 1024
 CONNECT_TIMEOUT_S = 60.0
 CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers before giving up
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """The TaskManager's exchange settings its tasks use (``taskmanager.network.memory.*``)."""
+
+    buffers_per_channel: int = 4  # credits a consumer grants each input channel
+    max_buffers_per_channel: int = 4  # buffers a producer queues per subpartition before it blocks
 
 
 def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> SimpleTaskEnvironment:
@@ -84,7 +93,8 @@ class PartitionResolver:
             channel.close()
 
 
-def _result_partitions(tdd: cpb.TaskDeploymentDescriptor, is_cancelled: Any) -> tuple[dict[bytes, ResultPartition], dict[bytes, Any]]:
+def _result_partitions(tdd: cpb.TaskDeploymentDescriptor, is_cancelled: Any,
+                       network: NetworkSettings = NetworkSettings()) -> tuple[dict[bytes, ResultPartition], dict[bytes, Any]]:
     """The task's result partitions, and the writers the chain emits into (a combiner in front of a
     partition whose consumer aggregates per key in BATCH mode)."""
     produced = {r.id: r for r in tdd.vertex.produced}
@@ -100,6 +110,7 @@ def _result_partitions(tdd: cpb.TaskDeploymentDescriptor, is_cancelled: Any) -> 
             partitioner,
             tdd.execution_attempt_id,
             records_per_buffer=RECORDS_PER_BUFFER,
+            max_backlog_per_subpartition=network.max_buffers_per_channel,
             is_cancelled=is_cancelled,
         )
         writers[descriptor.result_id] = partition
@@ -129,8 +140,10 @@ def _channel_specs(tdd: cpb.TaskDeploymentDescriptor) -> list[ChannelSpec]:
     return specs
 
 
-def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, is_cancelled: Any) -> InputGate:
-    return InputGate(_channel_specs(tdd), resolve, is_cancelled=is_cancelled, connect_timeout_s=CONNECT_TIMEOUT_S)
+def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, is_cancelled: Any,
+                network: NetworkSettings = NetworkSettings()) -> InputGate:
+    return InputGate(_channel_specs(tdd), resolve, initial_credit=network.buffers_per_channel, is_cancelled=is_cancelled,
+                     connect_timeout_s=CONNECT_TIMEOUT_S)
 
 
 def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) -> bool:
@@ -148,8 +161,9 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) 
     return True
 
 
-def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, channel: Any) -> None:
-    """``data_host``: the TaskManager's host, where consumers on other machines reach this task."""
+def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, network: NetworkSettings, channel: Any) -> None:
+    """``data_host``: the TaskManager's host, where consumers on other machines reach this task;
+    ``network``: the TaskManager's exchange settings."""
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
     for path in reversed(artifact_paths):
         if path not in sys.path:
@@ -166,10 +180,10 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, channe
             chain.cancel()  # a SourceFunction's run() only stops when told through cancel()
 
     threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True).start()
-    partitions, writers = _result_partitions(tdd, env.is_cancelled)
+    partitions, writers = _result_partitions(tdd, env.is_cancelled, network)
     server = PartitionServer(data_host)
     resolver = PartitionResolver()
-    gate = _input_gate(tdd, resolver, env.is_cancelled) if tdd.input_gates else None
+    gate = _input_gate(tdd, resolver, env.is_cancelled, network) if tdd.input_gates else None
     try:
         for partition in partitions.values():
             server.register(partition)

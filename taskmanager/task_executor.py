@@ -65,8 +65,10 @@ class TaskExecutor:
         max_message_bytes: int,
         work_dir: str,
         jobmanager_address: str,
+        network: task_body.NetworkSettings = task_body.NetworkSettings(),
     ) -> None:
         self.resource_id = resource_id
+        self.network = network
         self.slots = TaskSlotTable(num_slots)
         self.spark = spark
         self.address = ""
@@ -223,7 +225,7 @@ class TaskExecutor:
         try:
             paths = await self._fetch_artifacts(task.tdd)
             data_host = self.data_address.rsplit(":", 1)[0]
-            payload = make_payload(task_body.run_task, task.tdd.SerializeToString(), paths, data_host)
+            payload = make_payload(task_body.run_task, task.tdd.SerializeToString(), paths, data_host, self.network)
             if task.cancelled:
                 return
             loop = asyncio.get_running_loop()

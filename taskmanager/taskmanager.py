@@ -5,6 +5,7 @@ import asyncio
 import logging
 import tempfile
 import uuid
+from typing import Any
 
 import grpc
 from tenacity import AsyncRetrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
@@ -12,9 +13,10 @@ from tenacity import AsyncRetrying, before_sleep_log, retry_if_exception, stop_a
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
-from millstream.runtime.process import process_parser, start_process, until_terminated
-from millstream.runtime.rpc import RpcServer, is_unavailable
+from millstream.runtime.process import process_parser, run_process, until_terminated
+from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
 from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.task import NetworkSettings
 from millstream.taskmanager.task_executor import TaskExecutor, TaskExecutorServicer
 
 log = logging.getLogger(__name__)
@@ -25,6 +27,17 @@ SERVICES = [cpb.DESCRIPTOR.services_by_name["TaskExecutor"].full_name]
 def spark_conf(configuration: cfg.Configuration) -> dict[str, str]:
     pairs = (item.split("=", 1) for item in configuration.get(cfg.SPARK_CONF))
     return {k.strip(): v.strip() for k, v in pairs}
+
+
+def network_settings(configuration: cfg.Configuration) -> NetworkSettings:
+    """The exchange settings this TaskManager's tasks use; each must be at least 1."""
+    for option in (cfg.NETWORK_BUFFERS_PER_CHANNEL, cfg.NETWORK_MAX_BUFFERS_PER_CHANNEL):
+        if configuration.get(option) < 1:
+            raise cfg.ConfigurationError(f"{option.key}: expected at least 1, got {configuration.get(option)}")
+    return NetworkSettings(
+        buffers_per_channel=configuration.get(cfg.NETWORK_BUFFERS_PER_CHANNEL),
+        max_buffers_per_channel=configuration.get(cfg.NETWORK_MAX_BUFFERS_PER_CHANNEL),
+    )
 
 
 def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
@@ -68,6 +81,11 @@ class TaskManager:
 
     async def start(self) -> "TaskManager":
         c = self.config
+        if self.num_slots < 1:
+            raise cfg.ConfigurationError(f"{cfg.TASKMANAGER_NUM_TASK_SLOTS.key}: expected at least 1, got {self.num_slots}")
+        network = network_settings(c)
+        name, host = f"TaskManager {self.resource_id}", c.get(cfg.TASKMANAGER_HOST) or "127.0.0.1"
+        check_bindable(name, host, c.get(cfg.TASKMANAGER_RPC_PORT))  # fail now, not after Spark's start
         if self._spark is None:
             self._spark = spark_host_for(c)
             # Warm before offering slots: the first task must not pay Spark's start-up.
@@ -80,10 +98,10 @@ class TaskManager:
             c.get(cfg.RPC_MAX_MESSAGE_SIZE),
             self._work.name,
             self.jobmanager_address,
+            network,
         )
-        self.server = RpcServer(f"TaskManager {self.resource_id}", c.get(cfg.RPC_MAX_MESSAGE_SIZE))
+        self.server = RpcServer(name, c.get(cfg.RPC_MAX_MESSAGE_SIZE))
         self.server.add(cpb_grpc.add_TaskExecutorServicer_to_server, TaskExecutorServicer(self.executor), SERVICES)
-        host = c.get(cfg.TASKMANAGER_HOST) or "127.0.0.1"
         port = await self.server.start(host, c.get(cfg.TASKMANAGER_RPC_PORT))
         self.executor.address = f"{host}:{port}"
         self.executor.data_address = self.executor.address
@@ -167,9 +185,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = process_parser("millstream taskmanager")
     parser.add_argument("--jobmanager", help="host:port of the JobManager (default: jobmanager.rpc.address/port)")
     args = parser.parse_args(argv)
-    configuration = start_process(args)
-    address = args.jobmanager or f"{configuration.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{configuration.get(cfg.JOBMANAGER_RPC_PORT)}"
-    asyncio.run(serve(configuration, address))
+
+    def serve_configured(configuration: cfg.Configuration) -> Any:
+        address = args.jobmanager or f"{configuration.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{configuration.get(cfg.JOBMANAGER_RPC_PORT)}"
+        return serve(configuration, address)
+
+    run_process("taskmanager", args, serve_configured)
 
 
 if __name__ == "__main__":

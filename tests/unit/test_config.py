@@ -29,20 +29,19 @@ def test_defaults_are_flinks() -> None:
     assert conf == Configuration()
     assert conf.get(c.JOBMANAGER_RPC_ADDRESS) == "localhost"
     assert conf.get(c.JOBMANAGER_RPC_PORT) == 6123
-    assert conf.get(c.REST_PORT) == 8081
     assert conf.get(c.TASKMANAGER_NUM_TASK_SLOTS) == 1
     assert conf.get(c.TASKMANAGER_RPC_PORT) == 0
     assert conf.get(c.HEARTBEAT_INTERVAL) == 10_000
     assert conf.get(c.HEARTBEAT_TIMEOUT) == 50_000
     assert conf.get(c.SLOT_REQUEST_TIMEOUT) == 300_000
     assert conf.get(c.BUFFER_TIMEOUT) == 100
-    assert conf.get(c.CHECKPOINTING_INTERVAL) is None
-    assert conf.get(c.CHECKPOINTING_TIMEOUT) == 600_000
-    assert conf.get(c.RESTART_STRATEGY) == "none"
-    assert conf.get(c.EXPONENTIAL_DELAY_RESET_BACKOFF_THRESHOLD) == 3_600_000
-    assert conf.get(c.EXPONENTIAL_DELAY_JITTER_FACTOR) == 0.1
+    assert conf.get(c.DEFAULT_PARALLELISM) == 1
+    assert conf.get(c.MAX_PARALLELISM) == -1
+    assert conf.get(c.RUNTIME_MODE) == "STREAMING"
+    assert conf.get(c.CLIENT_SUBMISSION_TIMEOUT) == 60_000
     assert conf.get(c.JOBSTORE_EXPIRATION_TIME) == 3600
-    assert conf.get(c.MEMORY_SEGMENT_SIZE) == 32 * 1024
+    assert conf.get(c.NETWORK_BUFFERS_PER_CHANNEL) == 4
+    assert conf.get(c.NETWORK_MAX_BUFFERS_PER_CHANNEL) == 4
     assert conf.get(c.RPC_MAX_MESSAGE_SIZE) == 64 * 1024 * 1024
     assert conf.get(c.RPC_TIMEOUT) == 10_000
     assert conf.get(c.SPARK_MASTER) == ""
@@ -67,9 +66,8 @@ jobmanager.rpc.address: jm.example.org
 jobmanager.rpc.port: 7000
 taskmanager.numberOfTaskSlots: 4
 heartbeat.timeout: 5 s
-execution.checkpointing.interval: 1min
-taskmanager.memory.segment-size: 64kb
-restart-strategy.exponential-delay.backoff-multiplier: 1.5
+execution.buffer-timeout: 1min
+millstream.rpc.max-message-size: 64kb
 pipeline.operator-chaining.enabled: false
 """)
     conf = load_configuration(path, env={})
@@ -77,9 +75,8 @@ pipeline.operator-chaining.enabled: false
     assert conf.get(c.JOBMANAGER_RPC_PORT) == 7000
     assert conf.get(c.TASKMANAGER_NUM_TASK_SLOTS) == 4
     assert conf.get(c.HEARTBEAT_TIMEOUT) == 5_000
-    assert conf.get(c.CHECKPOINTING_INTERVAL) == 60_000
-    assert conf.get(c.MEMORY_SEGMENT_SIZE) == 65_536
-    assert conf.get(c.EXPONENTIAL_DELAY_BACKOFF_MULTIPLIER) == 1.5
+    assert conf.get(c.BUFFER_TIMEOUT) == 60_000
+    assert conf.get(c.RPC_MAX_MESSAGE_SIZE) == 65_536
     assert conf.get(c.OPERATOR_CHAINING) is False
 
 
@@ -91,12 +88,11 @@ jobmanager:
     port: 7001
 taskmanager:
   numberOfTaskSlots: 3
-  memory.segment-size: 16 kb
-restart-strategy:
-  type: fixed-delay
-  fixed-delay:
-    attempts: 5
-    delay: 2 s
+  network.memory.buffers-per-channel: 6
+pipeline:
+  operator-chaining:
+    enabled: false
+  max-parallelism: 256
 millstream.spark:
   conf:
     spark.ui.enabled: true
@@ -106,10 +102,9 @@ millstream.spark:
     assert conf.get(c.JOBMANAGER_RPC_ADDRESS) == "jm"
     assert conf.get(c.JOBMANAGER_RPC_PORT) == 7001
     assert conf.get(c.TASKMANAGER_NUM_TASK_SLOTS) == 3
-    assert conf.get(c.MEMORY_SEGMENT_SIZE) == 16 * 1024
-    assert conf.get(c.RESTART_STRATEGY) == "fixed-delay"
-    assert conf.get(c.FIXED_DELAY_ATTEMPTS) == 5
-    assert conf.get(c.FIXED_DELAY_DELAY) == 2_000
+    assert conf.get(c.NETWORK_BUFFERS_PER_CHANNEL) == 6
+    assert conf.get(c.OPERATOR_CHAINING) is False
+    assert conf.get(c.MAX_PARALLELISM) == 256
     # A mapping under a list option is its value, not more nesting.
     assert conf.get(c.SPARK_CONF) == ("spark.ui.enabled=true", "spark.executor.memory=2g")
 
@@ -139,27 +134,27 @@ def test_bad_value_in_yaml_names_the_key(tmp_path: Path) -> None:
 
 
 def test_config_file_from_environment(tmp_path: Path) -> None:
-    path = write(tmp_path, "rest.port: 9000\n")
+    path = write(tmp_path, "slot.request.timeout: 9 s\n")
     conf = load_configuration(env={c.ENV_CONFIG_FILE: str(path)})
-    assert conf.get(c.REST_PORT) == 9000
+    assert conf.get(c.SLOT_REQUEST_TIMEOUT) == 9000
 
 
 # ---- layering --------------------------------------------------------------------------------
 
 
 def test_environment_overrides_yaml(tmp_path: Path) -> None:
-    path = write(tmp_path, "heartbeat.timeout: 5 s\nrest.port: 9000\n")
+    path = write(tmp_path, "heartbeat.timeout: 5 s\nslot.request.timeout: 9 s\n")
     env = {
         "MILLSTREAM_CONF_HEARTBEAT_TIMEOUT": "7 s",
         "MILLSTREAM_CONF_TASKMANAGER_NUMBEROFTASKSLOTS": "8",
-        "MILLSTREAM_CONF_TASKMANAGER_MEMORY_SEGMENT_SIZE": "1 mb",
+        "MILLSTREAM_CONF_MILLSTREAM_RPC_MAX_MESSAGE_SIZE": "1 mb",
         "UNRELATED": "x",
     }
     conf = load_configuration(path, env=env)
     assert conf.get(c.HEARTBEAT_TIMEOUT) == 7_000
-    assert conf.get(c.REST_PORT) == 9000
+    assert conf.get(c.SLOT_REQUEST_TIMEOUT) == 9000
     assert conf.get(c.TASKMANAGER_NUM_TASK_SLOTS) == 8
-    assert conf.get(c.MEMORY_SEGMENT_SIZE) == 1 << 20
+    assert conf.get(c.RPC_MAX_MESSAGE_SIZE) == 1 << 20
     assert "UNRELATED" not in conf and "unrelated" not in conf
 
 
@@ -167,11 +162,11 @@ def test_dynamic_properties_override_environment(tmp_path: Path) -> None:
     path = write(tmp_path, "heartbeat.timeout: 5 s\n")
     conf = load_configuration(
         path,
-        env={"MILLSTREAM_CONF_HEARTBEAT_TIMEOUT": "7 s", "MILLSTREAM_CONF_REST_PORT": "9001"},
+        env={"MILLSTREAM_CONF_HEARTBEAT_TIMEOUT": "7 s", "MILLSTREAM_CONF_SLOT_REQUEST_TIMEOUT": "9001"},
         dynamic_properties=["heartbeat.timeout=9 s", "-Dparallelism.default=4"],
     )
     assert conf.get(c.HEARTBEAT_TIMEOUT) == 9_000
-    assert conf.get(c.REST_PORT) == 9001
+    assert conf.get(c.SLOT_REQUEST_TIMEOUT) == 9001
     assert conf.get(c.DEFAULT_PARALLELISM) == 4
 
 
@@ -229,8 +224,8 @@ def test_duration_error_names_the_key_and_the_value() -> None:
 
 @pytest.mark.parametrize("bad", ["abc", "10 parsecs", "1.5 s", "-1 s", "s", "", -5, True, 1.5])
 def test_bad_durations(bad: object) -> None:
-    with pytest.raises(ConfigurationError, match=r"^execution\.checkpointing\.timeout: expected a duration"):
-        Configuration.from_dict({"execution.checkpointing.timeout": bad})
+    with pytest.raises(ConfigurationError, match=r"^slot\.request\.timeout: expected a duration"):
+        Configuration.from_dict({"slot.request.timeout": bad})
 
 
 @pytest.mark.parametrize(("text", "size"), [
@@ -240,7 +235,7 @@ def test_bad_durations(bad: object) -> None:
 ])
 def test_memory_size_forms(text: str | int, size: int) -> None:
     assert c.parse_memory_size(text) == size
-    assert Configuration().set(c.MEMORY_SEGMENT_SIZE, text).get(c.MEMORY_SEGMENT_SIZE) == size
+    assert Configuration().set(c.RPC_MAX_MESSAGE_SIZE, text).get(c.RPC_MAX_MESSAGE_SIZE) == size
 
 
 @pytest.mark.parametrize("bad", ["lots", "1.5 mb", "12 pb", "-1", -1])
@@ -278,33 +273,25 @@ def test_bad_bool_names_the_key(bad: object) -> None:
 def test_int_and_float_parsing() -> None:
     conf = Configuration.from_dict({
         "parallelism.default": " 12 ", "pipeline.max-parallelism": "-1",
-        "restart-strategy.exponential-delay.jitter-factor": "0.25",
-        "restart-strategy.exponential-delay.backoff-multiplier": 3,
     })
     assert conf.get(c.DEFAULT_PARALLELISM) == 12
     assert conf.get(c.MAX_PARALLELISM) == -1
-    assert conf.get(c.EXPONENTIAL_DELAY_JITTER_FACTOR) == 0.25
-    assert conf.get(c.EXPONENTIAL_DELAY_BACKOFF_MULTIPLIER) == 3.0
     for bad in ("1.5", "two", True):
         with pytest.raises(ConfigurationError, match="parallelism.default: expected an integer"):
             Configuration.from_dict({"parallelism.default": bad})
-    with pytest.raises(ConfigurationError, match="jitter-factor: expected a number, got 'lots'"):
-        Configuration.from_dict({"restart-strategy.exponential-delay.jitter-factor": "lots"})
+    factor = c.ConfigOption("some.factor", c.OptionType.FLOAT, 0.1, "an unregistered float option")
+    assert factor.parse("0.25") == 0.25 and factor.parse(3) == 3.0
+    with pytest.raises(ConfigurationError, match="some.factor: expected a number, got 'lots'"):
+        factor.parse("lots")
 
 
 def test_choices_are_spelling_insensitive_and_stored_canonically() -> None:
-    conf = Configuration.from_dict({
-        "restart-strategy.type": "FixedDelay", "execution.checkpointing.mode": "at-least-once",
-        "execution.runtime-mode": "batch",
-    })
-    assert conf.get(c.RESTART_STRATEGY) == "fixed-delay"
-    assert conf.get(c.CHECKPOINTING_MODE) == "AT_LEAST_ONCE"
-    assert conf.get(c.RUNTIME_MODE) == "BATCH"
+    assert Configuration.from_dict({"execution.runtime-mode": "batch"}).get(c.RUNTIME_MODE) == "BATCH"
+    assert Configuration.from_dict({"execution.runtime-mode": "Auto_Matic"}).get(c.RUNTIME_MODE) == "AUTOMATIC"
     with pytest.raises(ConfigurationError) as error:
-        Configuration.from_dict({"restart-strategy.type": "sometimes"})
+        Configuration.from_dict({"execution.runtime-mode": "sometimes"})
     assert str(error.value) == (
-        "restart-strategy.type: expected one of none, fixed-delay, failure-rate, exponential-delay,"
-        " got 'sometimes'")
+        "execution.runtime-mode: expected one of STREAMING, BATCH, AUTOMATIC, got 'sometimes'")
 
 
 def test_list_option_forms() -> None:
@@ -340,6 +327,26 @@ def test_unknown_keys_are_kept_and_near_misses_warn(caplog: pytest.LogCaptureFix
     assert "-D" in warnings[0]
 
 
+def test_unknown_yaml_keys_warn_with_the_closest_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    path = write(tmp_path, "taskmanager:\n  numberOfTaskSlot: 4\n")
+    conf = load_configuration(path, env={})
+    assert conf.get(c.TASKMANAGER_NUM_TASK_SLOTS) == 1
+    assert "'taskmanager.numberOfTaskSlot'" in caplog.text
+    assert "did you mean 'taskmanager.numberOfTaskSlots'" in caplog.text
+    assert str(path) in caplog.text
+
+
+def test_closest_key_and_user_keys() -> None:
+    assert c.closest_key("heartbeat.timout") == "heartbeat.timeout"
+    assert c.closest_key("execution.buffer-timeout.intervall") == "execution.buffer-timeout.interval"
+    assert c.closest_key("wordcount.min-length") is None
+    assert c.did_you_mean("parallelism.defualt") == ": did you mean 'parallelism.default'?"
+    assert c.did_you_mean("zzz") == ""
+    conf = Configuration.from_dict({"heartbeat.timeout": "5 s", "my.param": 1, "client.timeout": "1 s"})
+    assert conf.user_keys() == ["my.param"]  # a fallback spelling is stored under its option
+
+
 def test_wrong_case_of_a_known_key_warns(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=LOGGER)
     Configuration.from_dict({"taskmanager.numberoftaskslots": 4})
@@ -348,18 +355,18 @@ def test_wrong_case_of_a_known_key_warns(caplog: pytest.LogCaptureFixture) -> No
 
 def test_fallback_and_deprecated_keys(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    conf = Configuration.from_dict({"execution.checkpointing.dir": "/ckpt", "client.timeout": "2 min"})
-    assert conf.get(c.CHECKPOINTS_DIRECTORY) == "/ckpt"
+    conf = Configuration.from_dict({"execution.buffer-timeout.interval": "5 ms", "client.timeout": "2 min"})
+    assert conf.get(c.BUFFER_TIMEOUT) == 5
     assert conf.get(c.CLIENT_SUBMISSION_TIMEOUT) == 120_000
     assert caplog.text == ""  # fallback keys are read silently
 
-    conf = Configuration.from_dict({"restart-strategy": "exponential-delay"})
-    assert conf.get(c.RESTART_STRATEGY) == "exponential-delay"
-    assert "'restart-strategy' is deprecated: use 'restart-strategy.type'" in caplog.text
+    conf = Configuration.from_dict({"pipeline.operator-chaining": "false"})
+    assert conf.get(c.OPERATOR_CHAINING) is False
+    assert "'pipeline.operator-chaining' is deprecated: use 'pipeline.operator-chaining.enabled'" in caplog.text
 
-    both = Configuration.from_dict({"restart-strategy.type": "none", "restart-strategy": "fixed-delay"})
-    assert both.get(c.RESTART_STRATEGY) == "none"  # the registered key wins within one layer
-    assert c.find_option("high-availability") is c.HA_TYPE
+    both = Configuration.from_dict({"pipeline.operator-chaining.enabled": "true", "pipeline.operator-chaining": "false"})
+    assert both.get(c.OPERATOR_CHAINING) is True  # the registered key wins within one layer
+    assert c.find_option("blob.storage.directory") is c.BLOB_STORAGE_DIR
 
 
 # ---- the container ---------------------------------------------------------------------------
@@ -383,8 +390,8 @@ def test_set_get_unset_and_dict_round_trip() -> None:
 
 
 def test_to_dict_with_defaults_covers_every_option() -> None:
-    full = Configuration().set(c.REST_PORT, 1).to_dict(include_defaults=True, as_strings=True)
-    assert full["rest.port"] == "1"
+    full = Configuration().set(c.JOBMANAGER_RPC_PORT, 1).to_dict(include_defaults=True, as_strings=True)
+    assert full["jobmanager.rpc.port"] == "1"
     assert full["heartbeat.timeout"] == "50 s"
     assert set(full) == {o.key for o in c.registered_options() if o.default is not None}
 
@@ -405,7 +412,7 @@ def test_markdown_table_lists_every_registered_key() -> None:
     for option in c.registered_options():
         assert f"| `{option.key}` | {option.type.value} |" in table
     assert "| `heartbeat.timeout` | duration | `50 s` |" in table
-    assert "| `state.checkpoints.dir` | string | (none) |" in table
+    assert "| `taskmanager.host` | string | (none) |" in table
     assert all(row.count(" | ") == 3 for row in rows[2:])  # no stray pipe in a cell
 
 

@@ -15,6 +15,7 @@ from millstream.datastream.data_stream import DataStream, _check_max_parallelism
 from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
 from millstream.datastream.functions import SourceFunction
 from millstream.datastream.transformations import UNSET, SourceTransformation, Transformation
+from millstream.runtime import config as cfg
 from millstream.runtime import factories as ops
 
 if TYPE_CHECKING:
@@ -31,16 +32,32 @@ class StreamExecutionEnvironment:
         self._configuration = Configuration(configuration)
         self._ids = itertools.count(1)
         self._transformations: list[Transformation] = []
-        self._parallelism = self._configuration.get_integer("parallelism.default", _default_parallelism())
-        self._max_parallelism = UNSET
-        self._runtime_mode = RuntimeExecutionMode[
-            (self._configuration.get_string("execution.runtime-mode") or "STREAMING").upper()
-        ]
-        self._chaining_enabled = True
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategyConfiguration | None = None
-        self._buffer_timeout_ms = 100
         self._python_files: list[str] = []
+        # As Flink's: the configuration file (MILLSTREAM_CONFIG_FILE), MILLSTREAM_CONF_* variables
+        # and then the Configuration given here set the defaults; the setters below override them.
+        self._apply(cfg.load_configuration().update(self._configuration.to_dict(), source="the job's Configuration"))
+
+    def _apply(self, settings: cfg.Configuration, only_set: bool = False) -> None:
+        """Takes the execution options from ``settings`` (``only_set``: those set explicitly)."""
+        def wanted(option: cfg.ConfigOption[Any]) -> bool:
+            return not only_set or option in settings
+
+        if cfg.DEFAULT_PARALLELISM in settings:
+            self._parallelism = _check_parallelism(settings.get(cfg.DEFAULT_PARALLELISM), cfg.DEFAULT_PARALLELISM.key)
+        elif not only_set:
+            self._parallelism = _default_parallelism()
+        if wanted(cfg.MAX_PARALLELISM):
+            max_parallelism = settings.get(cfg.MAX_PARALLELISM)
+            self._max_parallelism = UNSET if max_parallelism == -1 else _check_max_parallelism(
+                max_parallelism, cfg.MAX_PARALLELISM.key)
+        if wanted(cfg.RUNTIME_MODE):
+            self._runtime_mode = RuntimeExecutionMode[settings.get(cfg.RUNTIME_MODE)]
+        if wanted(cfg.OPERATOR_CHAINING):
+            self._chaining_enabled = settings.get(cfg.OPERATOR_CHAINING)
+        if wanted(cfg.BUFFER_TIMEOUT):
+            self._buffer_timeout_ms = settings.get(cfg.BUFFER_TIMEOUT)
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
@@ -133,7 +150,10 @@ class StreamExecutionEnvironment:
         return list(self._python_files)
 
     def configure(self, configuration: Configuration) -> "StreamExecutionEnvironment":
+        """Adds ``configuration``'s keys; execution options among them (``parallelism.default``,
+        ``execution.buffer-timeout``, ...) take effect, as in PyFlink."""
         self._configuration.add_all(configuration)
+        self._apply(cfg.Configuration.from_dict(configuration.to_dict(), source="configure()"), only_set=True)
         return self
 
     def get_configuration(self) -> Configuration:

@@ -1,0 +1,65 @@
+"""TaskManager options reach what they configure: the Spark session and every task's exchange."""
+from __future__ import annotations
+
+import cloudpickle
+import pytest
+
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import jobgraph_pb2 as pb
+from millstream.runtime import config as cfg
+from millstream.runtime.partitioners import RebalancePartitioner
+from millstream.taskmanager import task as task_body
+from millstream.taskmanager.task import NetworkSettings
+from millstream.taskmanager.taskmanager import network_settings, spark_conf, spark_host_for
+
+
+def test_embedded_spark_is_sized_to_slots_times_tasks_per_slot() -> None:
+    conf = cfg.Configuration.from_dict({"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 3})
+    host = spark_host_for(conf)  # not started: only its settings are checked
+    assert host.master == "local[6]"
+    assert host.max_concurrent_tasks == 6
+    assert "local[slots x millstream.spark.tasks-per-slot]" in cfg.SPARK_MASTER.description
+
+
+def test_spark_master_and_conf_are_passed_through() -> None:
+    conf = cfg.Configuration.from_dict({
+        "millstream.spark.master": "spark://m:7077", "millstream.spark.conf": "spark.a=1;spark.b = x=y",
+    })
+    host = spark_host_for(conf)
+    assert host.master == "spark://m:7077"
+    assert spark_conf(conf) == {"spark.a": "1", "spark.b": "x=y"}
+    assert host.conf == {"spark.a": "1", "spark.b": "x=y"}
+
+
+def test_network_settings_from_the_configuration() -> None:
+    assert network_settings(cfg.Configuration()) == NetworkSettings(buffers_per_channel=4, max_buffers_per_channel=4)
+    conf = cfg.Configuration.from_dict({
+        "taskmanager.network.memory.buffers-per-channel": 2,
+        "taskmanager.network.memory.max-buffers-per-channel": 10,
+    })
+    assert network_settings(conf) == NetworkSettings(buffers_per_channel=2, max_buffers_per_channel=10)
+    for key in ("taskmanager.network.memory.buffers-per-channel", "taskmanager.network.memory.max-buffers-per-channel"):
+        with pytest.raises(cfg.ConfigurationError, match=f"{key}: expected at least 1, got 0"):
+            network_settings(cfg.Configuration.from_dict({key: 0}))
+
+
+def _tdd() -> cpb.TaskDeploymentDescriptor:
+    result = b"r" * 16
+    partitioner = pb.Partitioner(ship_strategy="REBALANCE", payload=cloudpickle.dumps(RebalancePartitioner()))
+    vertex = pb.JobVertex(name="v", parallelism=1, produced=[pb.IntermediateDataSet(id=result, partitioner=partitioner)])
+    group = cpb.ConsumedPartitionGroupDescriptor(
+        partitions=[cpb.ConsumedPartitionDescriptor(producer_data_address="127.0.0.1:1", producer_attempt_id=b"a" * 16)]
+    )
+    return cpb.TaskDeploymentDescriptor(
+        vertex=vertex, execution_attempt_id=b"e" * 16,
+        produced_partitions=[cpb.ResultPartitionDescriptor(result_id=result, num_subpartitions=2)],
+        input_gates=[cpb.InputGateDescriptor(result_id=b"i" * 16, consumed_partition_group=group.SerializeToString())],
+    )
+
+
+def test_a_task_uses_the_taskmanagers_network_settings() -> None:
+    settings = NetworkSettings(buffers_per_channel=2, max_buffers_per_channel=7)
+    partitions, _ = task_body._result_partitions(_tdd(), lambda: False, settings)
+    assert [p.max_backlog_per_subpartition for p in partitions.values()] == [7]
+    gate = task_body._input_gate(_tdd(), lambda spec: None, lambda: False, settings)
+    assert gate._initial_credit == 2  # the credit each channel grants its producer
