@@ -107,13 +107,13 @@ MODULES: tuple[ModuleMap, ...] = (
             """StreamExecutionEnvironment DataStream KeyedStream DataStreamSink MapFunction
             FlatMapFunction ReduceFunction FilterFunction ProcessFunction KeyedProcessFunction
             AggregateFunction RuntimeContext CheckpointingMode CheckpointConfig RuntimeExecutionMode
-            KeySelector Partitioner SourceFunction SinkFunction OutputTag"""
+            KeySelector Partitioner SourceFunction SinkFunction OutputTag TimerService"""
         ),
         not_yet=_names(
             """WindowedStream ConnectedStreams BroadcastStream BroadcastConnectedStream AsyncDataStream
             CoMapFunction CoFlatMapFunction CoProcessFunction KeyedCoProcessFunction WindowFunction
             ProcessWindowFunction BroadcastProcessFunction KeyedBroadcastProcessFunction AsyncFunction
-            TimerService ExternalizedCheckpointRetention StateBackend HashMapStateBackend
+            ExternalizedCheckpointRetention StateBackend HashMapStateBackend
             EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CheckpointStorage
             JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage Window
             TimeWindow CountWindow GlobalWindow WindowAssigner MergingWindowAssigner TriggerResult

@@ -15,6 +15,7 @@ from millstream.datastream.functions import (
     RuntimeContext,
     SinkFunction,
     SourceFunction,
+    TimerService,
 )
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
 
@@ -39,5 +40,6 @@ __all__ = [
     "RuntimeExecutionMode",
     "SinkFunction",
     "SourceFunction",
+    "TimerService",
     "StreamExecutionEnvironment",
 ]
