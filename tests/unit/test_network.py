@@ -23,7 +23,7 @@ from millstream.runtime.partitioners import (
     RebalancePartitioner,
     StreamPartitioner,
 )
-from millstream.taskmanager import network_partition
+from millstream.runtime.serialization import RecordSerializer
 from millstream.taskmanager.network import (
     BUFFER,
     EVENT,
@@ -279,17 +279,17 @@ def test_two_producers_to_three_consumers_all_to_all(net: Net, make_partitioner:
     assert all(p.wait_consumed(5) for p in partitions)
 
 
-def test_broadcast_sends_every_record_to_every_consumer_serialized_once(net: Net, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_broadcast_sends_every_record_to_every_consumer_serialized_once(net: Net) -> None:
     dumps: list[int] = []
-    real_dumps = pickle.dumps
 
-    def counting_dumps(obj: Any, protocol: int) -> bytes:
-        dumps.append(len(obj))
-        return real_dumps(obj, protocol=protocol)
+    class CountingSerializer(RecordSerializer):
+        def serialize(self, records: Any) -> bytes:
+            dumps.append(len(records))
+            return super().serialize(records)
 
-    monkeypatch.setattr(network_partition.pickle, "dumps", counting_dumps)
     server = net.server()
     partition = net.partition(server, BroadcastPartitioner(), n=3, records_per_buffer=100)
+    partition.serializer = CountingSerializer()
     gates = [net.gate([spec(c)], {"tm-0": server}) for c in range(3)]
     producer = InThread(emit_all, partition, list(range(1_050)), 1_050)
     consumers = [InThread(drain, g) for g in gates]  # together: a stalled one stalls all

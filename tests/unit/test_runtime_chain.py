@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import os
-import pickle
 import re
 import threading
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from millstream.datastream.state import (
     ValueStateDescriptor,
 )
 from millstream.runtime import factories as ops
+from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.task.chain import OperatorChain, OperatorError
 from millstream.runtime.task.environment import BATCH, STREAMING, ManualClock, SimpleTaskEnvironment
 
@@ -45,16 +45,17 @@ from millstream.runtime.task.environment import BATCH, STREAMING, ManualClock, S
 
 
 class MemoryWriter:
-    """A ResultWriter that pickles every batch, as the network layer will."""
+    """A ResultWriter that serializes every batch with the network layer's own serializer."""
 
     def __init__(self) -> None:
         self.records: list[Any] = []
         self.emits = 0
         self.flushes = 0
+        self.serializer = RecordSerializer()
 
     def emit(self, records: list[Any]) -> None:
         self.emits += 1
-        self.records.extend(pickle.loads(cloudpickle.dumps(records)))
+        self.records.extend(deserialize(self.serializer.serialize(records)))
 
     def flush(self) -> None:
         self.flushes += 1
