@@ -389,8 +389,8 @@ class KeyedStateBackend:
         return KeyGroupOutOfRangeError(
             f"Key {key!r} is in key group {key_group}, which is not in this subtask's KeyGroupRange"
             f"[{r.start_key_group}, {r.end_key_group}]. Most likely the key's hash is not deterministic "
-            "across processes (keys must be str, int, float, bytes, bool, None-free tuples of those, or "
-            "objects whose pickle is stable)."
+            "across processes (keys must be str, int, float, bytes, bool, None-free tuples of those, dataclasses "
+            "of those, or objects whose pickle is stable)."
         )
 
     def check_key_groups(self, keys: list[Any], key_groups: list[int]) -> None:
