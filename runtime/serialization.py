@@ -29,7 +29,7 @@ from typing import Any
 
 import cloudpickle
 
-__all__ = ["PROTOCOL", "RecordSerializer", "SerializationError", "deserialize"]
+__all__ = ["PROTOCOL", "DeserializationError", "RecordSerializer", "SerializationError", "deserialize"]
 
 PROTOCOL = 5
 _dumps = pickle.dumps
@@ -39,6 +39,18 @@ _cloud_dumps = cloudpickle.dumps
 class SerializationError(TypeError):
     """Records that cannot be serialized even with their classes by value (a lock, a socket, a
     generator...). A TypeError, as pickle's own "cannot pickle" errors are."""
+
+
+class DeserializationError(ValueError):
+    """Serialized records that cannot be read in this process, e.g. a class whose module is not
+    importable here."""
+
+
+_IMPORT_HINT = (
+    " (a record's class travels by reference when its module is importable where it was written: "
+    "that module must be importable where the records are read too; env.add_python_file ships it "
+    "to the TaskManagers)"
+)
 
 
 class RecordSerializer:
@@ -69,4 +81,8 @@ class RecordSerializer:
 
 def deserialize(data: bytes | bytearray | memoryview) -> Any:
     """Reads what any :class:`RecordSerializer` wrote, fast path or fallback alike."""
-    return pickle.loads(data)
+    try:
+        return pickle.loads(data)
+    except Exception as e:  # UnpicklingError, ImportError, AttributeError, ...: one clear type
+        hint = _IMPORT_HINT if isinstance(e, (ImportError, AttributeError)) else ""
+        raise DeserializationError(f"cannot deserialize records: {type(e).__name__}: {e}{hint}") from e

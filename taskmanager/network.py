@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from millstream.runtime.serialization import deserialize
+from millstream.runtime.serialization import DeserializationError, deserialize
 from millstream.taskmanager.network_partition import PartitionServer, ResultPartition
 from millstream.taskmanager.network_protocol import (
     BUFFER,
@@ -188,8 +188,8 @@ class InputGate:
             self._pending_ack = ch
             try:
                 payload = deserialize(payload)
-            except Exception as e:  # e.g. a record's class is not importable here: say from where
-                error = ChannelError(ch.spec, f"cannot unpickle a buffer: {type(e).__name__}: {e}")
+            except DeserializationError as e:  # e.g. a record's class is not importable here: say from where
+                error = ChannelError(ch.spec, str(e))
                 self._fail(error)
                 raise error from e
             self.buffers_in += 1

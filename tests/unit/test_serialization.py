@@ -17,7 +17,7 @@ import pytest
 from millstream.datastream.state import ValueStateDescriptor
 from millstream.runtime import serialization
 from millstream.runtime.keygroups import KeyGroupRange, java_hash_code
-from millstream.runtime.serialization import RecordSerializer, SerializationError, deserialize
+from millstream.runtime.serialization import DeserializationError, RecordSerializer, SerializationError, deserialize
 from millstream.runtime.state.heap_backend import KeyedStateBackend
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 
@@ -177,3 +177,18 @@ def test_dataclass_keys_hash_over_their_compared_fields_in_any_process() -> None
 
     with pytest.raises(TypeError, match="no stable hash.*dataclasses"):
         java_hash_code(Opaque())
+
+
+def test_records_whose_class_module_is_missing_here_fail_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    module = types.ModuleType("vanishing_helpers")
+    exec("class Box:\n    pass\n", module.__dict__)
+    module.Box.__module__ = "vanishing_helpers"
+    monkeypatch.setitem(sys.modules, "vanishing_helpers", module)
+    data = RecordSerializer().serialize([module.Box()])  # by reference: importable where written
+    monkeypatch.delitem(sys.modules, "vanishing_helpers")
+    with pytest.raises(DeserializationError, match="No module named 'vanishing_helpers'.*add_python_file"):
+        deserialize(data)
+    with pytest.raises(DeserializationError, match="UnpicklingError"):
+        deserialize(b"not a pickle")
