@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import pickle
 import sys
 from typing import Any, Iterator, Sequence
 
 from millstream.common.job_execution_result import JobExecutionResult
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
+from millstream.runtime.serialization import deserialize
 
 ENV_JOBMANAGER = "MILLSTREAM_JOBMANAGER"
 
@@ -152,7 +152,7 @@ def execute_and_collect(
                 for batch in update.collected:
                     if batch.collect_id != collect_id:
                         continue
-                    for record in pickle.loads(batch.payload):
+                    for record in deserialize(batch.payload):
                         produced += 1
                         yield record
                         if limit is not None and produced >= limit:

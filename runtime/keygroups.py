@@ -8,6 +8,7 @@ key group as the equal Java key does in Flink.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pickle
 import struct
@@ -129,10 +130,22 @@ def _hash32(key: object) -> int:
         return sum(map(_hash32, key)) & _M32
     if isinstance(key, dict):
         return sum(_hash32(k) ^ _hash32(v) for k, v in key.items()) & _M32
+    if dataclasses.is_dataclass(key) and not isinstance(key, type):
+        # A POJO key: hashed over the fields its equality compares, as a Java hashCode over those
+        # fields would be. Its pickle would not do: in a worker, a job script's class is not
+        # importable by reference, and its by-value pickle carries the whole class.
+        h = 1
+        for f in dataclasses.fields(key):
+            if f.compare:
+                h = (31 * h + _hash32(getattr(key, f.name))) & _M32
+        return h
     try:
         data = pickle.dumps(key, protocol=_PICKLE_PROTOCOL)
     except Exception as e:  # PicklingError, TypeError or AttributeError, depending on the object
-        raise TypeError(f"key of type {type(key).__name__} has no stable hash: {e}") from e
+        raise TypeError(
+            f"key of type {type(key).__name__} has no stable hash: {e}. Keys must be str, int, float, bool, "
+            "bytes, None, tuples (namedtuples) or lists of those, or dataclasses of them"
+        ) from e
     return mmh3.hash(data, 0, False)
 
 
@@ -140,7 +153,8 @@ def java_hash_code(key: object) -> int:
     """A signed 32-bit Java ``hashCode`` of ``key``, identical in every process.
 
     str → String, bool → Boolean, int → Integer/Long/BigInteger by size, float → Double, bytes →
-    Arrays.hashCode(byte[]), None → 0, tuple/list → List, set → Set, dict → Map. Anything else:
+    Arrays.hashCode(byte[]), None → 0, tuple/list → List, set → Set, dict → Map, a dataclass
+    instance → a List of the fields its equality compares. Anything else:
     murmur3 of its pickle (protocol 4), stable but only as equality-consistent as the pickle is.
     """
     h = _hash32(key)

@@ -3,8 +3,8 @@
 Runs inside the task's worker process with plain sockets and threads. Flow control is Flink's
 credit-based scheme (seed 002 §5.2):
 
-* the producer serializes records into buffers (a pickled list each, pickled once, never again on
-  the way) and queues them per subpartition, at most ``max_backlog_per_subpartition`` deep: a full
+* the producer serializes records into buffers (a pickled list each, by
+  :mod:`millstream.runtime.serialization`, once, never again on the way) and queues them per subpartition, at most ``max_backlog_per_subpartition`` deep: a full
   queue blocks ``emit`` — that is backpressure, and it bounds the producer's memory;
 * a consumer connects, names its subpartition and grants an initial credit; the subpartition's
   sender thread sends a buffer only while it holds a credit;
@@ -27,7 +27,6 @@ producer side: ``ResultPartition``, ``PartitionServer``) and this one (the consu
 from __future__ import annotations
 
 import logging
-import pickle
 import queue
 import random
 import socket
@@ -36,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from millstream.runtime.serialization import DeserializationError, deserialize
 from millstream.taskmanager.network_partition import PartitionServer, ResultPartition
 from millstream.taskmanager.network_protocol import (
     BUFFER,
@@ -187,9 +187,9 @@ class InputGate:
         if kind == BUFFER:
             self._pending_ack = ch
             try:
-                payload = pickle.loads(payload)
-            except Exception as e:  # e.g. a record's class is not importable here: say from where
-                error = ChannelError(ch.spec, f"cannot unpickle a buffer: {type(e).__name__}: {e}")
+                payload = deserialize(payload)
+            except DeserializationError as e:  # e.g. a record's class is not importable here: say from where
+                error = ChannelError(ch.spec, str(e))
                 self._fail(error)
                 raise error from e
             self.buffers_in += 1

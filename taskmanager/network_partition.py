@@ -5,7 +5,6 @@ See :mod:`millstream.taskmanager.network` for the flow-control scheme and the th
 from __future__ import annotations
 
 import logging
-import pickle
 import socket
 import struct
 import threading
@@ -14,6 +13,7 @@ from collections import deque
 from typing import Any, Callable
 
 from millstream.runtime.partitioners import StreamPartitioner
+from millstream.runtime.serialization import RecordSerializer
 from millstream.taskmanager.network_protocol import (
     BUFFER,
     CREDIT,
@@ -78,7 +78,8 @@ class ResultPartition:
 
     ``emit`` routes records to subpartitions with the partitioner, stages them, and serializes a
     staged list into one buffer at ``records_per_buffer`` records; ``flush`` (the task's buffer
-    timeout) serializes what is staged now. Broadcast stages one list and serializes it once for all
+    timeout) serializes what is staged now (with :class:`RecordSerializer`, which carries classes by
+    value when records need it). Broadcast stages one list and serializes it once for all
     subpartitions. Buffers queue per subpartition up to ``max_backlog_per_subpartition``; beyond, the
     task thread blocks until a consumer's credit lets the sender drain one — or raises if the task is
     cancelled, the consumer's connection fails or the partition is released. A subpartition whose
@@ -115,6 +116,7 @@ class ResultPartition:
         self._changed = threading.Condition(self._lock)  # the task thread waits here: space, consumed
         self._subs = [_Subpartition(i, self._lock) for i in range(num_subpartitions)]
         self._broadcast_staged: list[Any] = []
+        self.serializer = RecordSerializer()  # one per writer: a switch to classes by value sticks
         self._finished = False
         self._failure: str | None = None
         self._closed = False
@@ -211,7 +213,7 @@ class ResultPartition:
         del staged[:start]
 
     def _write_buffer(self, records: list[Any], targets: list[_Subpartition]) -> None:
-        frame = encode_frame(BUFFER, pickle.dumps(records, protocol=5))
+        frame = encode_frame(BUFFER, self.serializer.serialize(records))
         for sub in targets:
             self._enqueue(sub, frame, costs_credit=True)
         self.buffers_out += len(targets)

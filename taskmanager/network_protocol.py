@@ -6,7 +6,8 @@ endian, then ``length`` bytes of payload. Kinds:
 =========  ===================  =================================================================
 kind       direction            payload
 =========  ===================  =================================================================
-BUFFER     producer → consumer  a list of records pickled once by the producer (protocol 5);
+BUFFER     producer → consumer  a list of records pickled once by the producer (protocol 5,
+                                :mod:`millstream.runtime.serialization`);
                                 it costs one credit
 EVENT      producer → consumer  an in-band event (:func:`encode_event`), ordered with the buffers;
                                 it costs no credit (as in Flink, events never wait for buffers)

@@ -9,7 +9,6 @@ the final FINISHED / FAILED / CANCELED is the runner's TaskExit.
 from __future__ import annotations
 
 import itertools
-import pickle
 import sys
 import threading
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from millstream.taskmanager.network import BUFFER, ChannelSpec, InputGate, Parti
 STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")
 PARTITIONS = "partitions"  # ("partitions", "host:port") where this task serves its result partitions
 PRINT = "print"            # ("print", [lines], to_stderr)
-COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, pickled list)
+COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, serialized list of records)
 
 SOURCE_BATCH_SIZE = 1024
 RECORDS_PER_BUFFER = 1024
@@ -49,8 +48,7 @@ def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> Simple
     """The chain's TaskEnvironment, with printed lines and collected records sent to the TaskManager."""
     sequence = itertools.count()
 
-    def collect(collect_id: str, records: list) -> None:
-        payload = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)  # fails here on a bad record
+    def collect(collect_id: str, payload: bytes) -> None:  # serialized by the environment
         channel.send((COLLECT, collect_id, tdd.subtask_index, next(sequence), payload))
 
     return SimpleTaskEnvironment.from_deployment(

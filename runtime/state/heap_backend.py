@@ -16,10 +16,9 @@ import heapq
 import itertools
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
-import cloudpickle
-
 from millstream.datastream import state as api
 from millstream.runtime.keygroups import KeyGroupAssigner, KeyGroupRange
+from millstream.runtime.serialization import RecordSerializer, deserialize
 
 __all__ = [
     "KeyedStateBackend", "KeyGroupOutOfRangeError", "StateTable", "TimerQueue", "VALUE", "LIST", "MAP",
@@ -340,6 +339,7 @@ class KeyedStateBackend:
         self._handles: dict[str, Any] = {}
         self.processing_timers = TimerQueue()
         self.event_timers = TimerQueue()
+        self._serializer = RecordSerializer()  # snapshots: the records' serializer (user classes by value)
         # Batch path: plain dicts looked up with one C-level map() per batch. Computing a key group
         # costs ~1-3 µs (Java hash + murmur), an LRU hit ~0.5 µs of Python call per key, this ~50 ns.
         # str and bytes keys equal no key of another type that hashes differently in Java, so their
@@ -389,8 +389,8 @@ class KeyedStateBackend:
         return KeyGroupOutOfRangeError(
             f"Key {key!r} is in key group {key_group}, which is not in this subtask's KeyGroupRange"
             f"[{r.start_key_group}, {r.end_key_group}]. Most likely the key's hash is not deterministic "
-            "across processes (keys must be str, int, float, bytes, bool, None-free tuples of those, or "
-            "objects whose pickle is stable)."
+            "across processes (keys must be str, int, float, bytes, bool, None-free tuples of those, dataclasses "
+            "of those, or objects whose pickle is stable)."
         )
 
     def check_key_groups(self, keys: list[Any], key_groups: list[int]) -> None:
@@ -478,7 +478,7 @@ class KeyedStateBackend:
                 "processing_timers": self.processing_timers.snapshot_group(kg),
                 "event_timers": self.event_timers.snapshot_group(kg),
             }
-            out[kg] = cloudpickle.dumps(payload)
+            out[kg] = self._serializer.serialize(payload)
         return out
 
     def restore(self, key_group_states: Mapping[int, bytes]) -> list[int]:
@@ -490,7 +490,7 @@ class KeyedStateBackend:
         for kg, blob in key_group_states.items():
             if not r.contains(kg):
                 continue
-            payload = cloudpickle.loads(blob)
+            payload = deserialize(blob)
             if payload.get("version") != _SNAPSHOT_VERSION:
                 raise ValueError(f"Key group {kg}: unknown keyed-state snapshot version {payload.get('version')!r}")
             for name, (kind, entries) in payload["states"].items():

@@ -14,10 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
-import cloudpickle
-
 from millstream.datastream.functions import RuntimeContext
 from millstream.runtime.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
+from millstream.runtime.serialization import RecordSerializer, deserialize
 
 if TYPE_CHECKING:
     from millstream.datastream.state import (
@@ -63,8 +62,9 @@ class TaskEnvironment(Protocol):
         """Print sink output, one call per batch of lines."""
 
     def emit_collect(self, collect_id: str, records: list[Any]) -> None:
-        """Records for ``execute_and_collect``. Serializes synchronously, so a record that cannot be
-        pickled raises here, where the collect sink can name itself in the error."""
+        """Records for ``execute_and_collect``. Serializes synchronously (with the task's
+        :class:`~millstream.runtime.serialization.RecordSerializer`), so a record that cannot be
+        serialized raises here, where the collect sink can name itself in the error."""
 
     def is_cancelled(self) -> bool: ...
 
@@ -123,8 +123,11 @@ def _print_to_console(lines: list[str], to_stderr: bool) -> None:
 class SimpleTaskEnvironment:
     """A TaskEnvironment from plain values and callables: the worker plugs in its channel, tests use defaults.
 
-    By default printed lines go to the console and collected batches are pickled (the same check the
-    real transfer makes) and kept in ``collected`` / ``collect_calls``.
+    Collected batches are always serialized with the serializer of the real transfer (one
+    :class:`~millstream.runtime.serialization.RecordSerializer` per task): ``collect_sink`` receives
+    the bytes (the worker sends them to the client); without one they are deserialized into
+    ``collected`` (tests), so a test fails on exactly the records a cluster fails on. Printed lines
+    go to the console by default.
     """
 
     job_name: str = "job"
@@ -140,9 +143,10 @@ class SimpleTaskEnvironment:
     buffer_timeout_ms: int = 100
     clock: Clock = field(default_factory=WallClock)
     print_sink: Callable[[list[str], bool], None] = _print_to_console
-    collect_sink: Callable[[str, list[Any]], None] | None = None
+    collect_sink: Callable[[str, bytes], None] | None = None  # (collect id, serialized list of records)
     collected: dict[str, list[Any]] = field(default_factory=dict)
     collect_calls: int = 0
+    serializer: RecordSerializer = field(default_factory=RecordSerializer, repr=False)
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def __post_init__(self) -> None:
@@ -178,11 +182,11 @@ class SimpleTaskEnvironment:
 
     def emit_collect(self, collect_id: str, records: list[Any]) -> None:
         self.collect_calls += 1
+        payload = self.serializer.serialize(records)  # fails here on a record that cannot travel
         if self.collect_sink is not None:
-            self.collect_sink(collect_id, records)
-            return
-        payload = cloudpickle.dumps(records)  # fails here, like the real transfer, on an unpicklable record
-        self.collected.setdefault(collect_id, []).extend(cloudpickle.loads(payload))
+            self.collect_sink(collect_id, payload)
+        else:
+            self.collected.setdefault(collect_id, []).extend(deserialize(payload))
 
     def cancel(self) -> None:
         self._cancelled.set()

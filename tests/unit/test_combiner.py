@@ -8,15 +8,19 @@ import cloudpickle
 
 from millstream.datastream import ReduceFunction, RuntimeExecutionMode, StreamExecutionEnvironment
 from millstream.runtime.operators.combiner import CombiningWriter
+from millstream.runtime.serialization import RecordSerializer, deserialize
 
 
 class ListWriter:
+    """A ResultWriter that serializes every batch with the network layer's own serializer."""
+
     def __init__(self) -> None:
         self.records: list = []
         self.finished = False
+        self.serializer = RecordSerializer()
 
     def emit(self, records: list) -> None:
-        self.records.extend(records)
+        self.records.extend(deserialize(self.serializer.serialize(records)))
 
     def flush(self) -> None:
         pass

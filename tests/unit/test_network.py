@@ -6,6 +6,7 @@ outlives it.
 """
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import socket
 import threading
@@ -23,7 +24,7 @@ from millstream.runtime.partitioners import (
     RebalancePartitioner,
     StreamPartitioner,
 )
-from millstream.taskmanager import network_partition
+from millstream.runtime.serialization import RecordSerializer
 from millstream.taskmanager.network import (
     BUFFER,
     EVENT,
@@ -279,17 +280,38 @@ def test_two_producers_to_three_consumers_all_to_all(net: Net, make_partitioner:
     assert all(p.wait_consumed(5) for p in partitions)
 
 
-def test_broadcast_sends_every_record_to_every_consumer_serialized_once(net: Net, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_records_of_a_class_only_known_by_value_cross_the_exchange(net: Net) -> None:
+    """A job script's dataclass, as a Spark worker sees it: not importable by reference."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Order:
+        customer: str
+        amount: int
+
+    Order.__module__, Order.__qualname__ = "__main__", "Order"
+    server = net.server()
+    partition = net.partition(server, RebalancePartitioner(), n=2, records_per_buffer=100)
+    gates = [net.gate([spec(c)], {"tm-0": server}) for c in range(2)]
+    orders = [Order(f"c{i % 7}", i) for i in range(1_000)]
+    producer = InThread(emit_all, partition, orders)
+    got = [r for g in gates for r in records_of(drain(g))]
+    producer.join()
+    assert sorted(got, key=lambda o: o.amount) == orders
+    assert {type(o) for o in got} == {Order}
+    assert partition.serializer.by_value
+
+
+def test_broadcast_sends_every_record_to_every_consumer_serialized_once(net: Net) -> None:
     dumps: list[int] = []
-    real_dumps = pickle.dumps
 
-    def counting_dumps(obj: Any, protocol: int) -> bytes:
-        dumps.append(len(obj))
-        return real_dumps(obj, protocol=protocol)
+    class CountingSerializer(RecordSerializer):
+        def serialize(self, records: Any) -> bytes:
+            dumps.append(len(records))
+            return super().serialize(records)
 
-    monkeypatch.setattr(network_partition.pickle, "dumps", counting_dumps)
     server = net.server()
     partition = net.partition(server, BroadcastPartitioner(), n=3, records_per_buffer=100)
+    partition.serializer = CountingSerializer()
     gates = [net.gate([spec(c)], {"tm-0": server}) for c in range(3)]
     producer = InThread(emit_all, partition, list(range(1_050)), 1_050)
     consumers = [InThread(drain, g) for g in gates]  # together: a stalled one stalls all

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import os
-import pickle
 import re
 import threading
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from millstream.datastream.state import (
     ValueStateDescriptor,
 )
 from millstream.runtime import factories as ops
+from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.task.chain import OperatorChain, OperatorError
 from millstream.runtime.task.environment import BATCH, STREAMING, ManualClock, SimpleTaskEnvironment
 
@@ -45,16 +45,17 @@ from millstream.runtime.task.environment import BATCH, STREAMING, ManualClock, S
 
 
 class MemoryWriter:
-    """A ResultWriter that pickles every batch, as the network layer will."""
+    """A ResultWriter that serializes every batch with the network layer's own serializer."""
 
     def __init__(self) -> None:
         self.records: list[Any] = []
         self.emits = 0
         self.flushes = 0
+        self.serializer = RecordSerializer()
 
     def emit(self, records: list[Any]) -> None:
         self.emits += 1
-        self.records.extend(pickle.loads(cloudpickle.dumps(records)))
+        self.records.extend(deserialize(self.serializer.serialize(records)))
 
     def flush(self) -> None:
         self.flushes += 1
@@ -830,3 +831,21 @@ def test_keyed_state_snapshot_and_restore_through_the_chain(env: StreamExecution
     second.chain.process_batch([("a", 10), ("b", 10)], v.inputs[0].target_node_id)
     second.chain.end_input()
     assert second.collected() == [("a", 14), ("b", 12)]
+
+
+def test_a_job_scripts_dataclass_crosses_the_harness_exchange_and_collect() -> None:
+    """The harness writes through the real serializer: a class the C pickler cannot find by reference
+    (a job script's, as a Spark worker sees it) must travel, as it does on a cluster."""
+
+    @dataclass(frozen=True)
+    class Order:
+        customer: str
+        amount: int
+
+    Order.__module__, Order.__qualname__ = "__main__", "Order"
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    orders = env.from_sequence(0, 99).map(lambda i: Order(f"c{i % 3}", i))
+    collect(orders.key_by(lambda o: o.customer).reduce(lambda a, b: Order(a.customer, a.amount + b.amount)))
+    out = run_job(env, BATCH)["out"]
+    assert sorted(out, key=lambda o: o.customer) == [Order(f"c{c}", sum(range(c, 100, 3))) for c in range(3)]
