@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import grpc
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
@@ -18,6 +18,10 @@ log = logging.getLogger(__name__)
 
 def _retryable(error: BaseException) -> bool:
     return isinstance(error, grpc.RpcError) and error.code() in (grpc.StatusCode.UNAVAILABLE,)
+
+
+def _retryable_read(error: BaseException) -> bool:
+    return isinstance(error, grpc.RpcError) and error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class ClusterClient:
@@ -36,10 +40,10 @@ class ClusterClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _retrying(self, give_up_after_s: float) -> Retrying:
+    def _retrying(self, give_up_after_s: float, retryable: Callable[[BaseException], bool] = _retryable) -> Retrying:
         # Only for idempotent calls: a submission carries its submission id.
         return Retrying(
-            retry=retry_if_exception(_retryable),
+            retry=retry_if_exception(retryable),
             wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
             stop=stop_after_delay(give_up_after_s),
             before_sleep=before_sleep_log(log, logging.WARNING),
@@ -54,8 +58,17 @@ class ClusterClient:
         raise AssertionError("unreachable")
 
     def wait(self, job_id: bytes) -> Iterator[cpb.JobStatusUpdate]:
-        """Status updates and collected records until the job is terminal (no deadline: jobs run long)."""
+        """Status updates until the job is terminal (no deadline: jobs run long)."""
         yield from self._stub.WaitJobResult(cpb.JobIdRequest(job_id=job_id))
+
+    def fetch_collected(self, job_id: bytes, offset: int, max_bytes: int, give_up_after_s: float = 60.0) -> cpb.FetchCollectResponse:
+        """Collected batches from ``offset`` on (acknowledging those before it), at most about
+        ``max_bytes``. Idempotent by the offset, so lost answers and timeouts are retried."""
+        request = cpb.FetchCollectRequest(job_id=job_id, offset=offset, max_bytes=max_bytes)
+        for attempt in self._retrying(give_up_after_s, _retryable_read):
+            with attempt:
+                return self._stub.FetchCollectResults(request, timeout=self.rpc_timeout_s)
+        raise AssertionError("unreachable")
 
     def status(self, job_id: bytes) -> cpb.JobSummary:
         return self._stub.GetJobStatus(cpb.JobIdRequest(job_id=job_id), timeout=self.rpc_timeout_s)

@@ -31,9 +31,21 @@ PRINT = "print"            # ("print", [lines], to_stderr)
 COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, pickled list)
 
 SOURCE_BATCH_SIZE = 1024
+MAX_COLLECT_PAYLOAD_BYTES = 1 << 20  # one collected batch; the client pulls 2 MB per request
 RECORDS_PER_BUFFER = 1024
 CONNECT_TIMEOUT_S = 60.0
 CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers before giving up
+
+
+def collect_payloads(records: list, max_bytes: int = MAX_COLLECT_PAYLOAD_BYTES) -> list[bytes]:
+    """``records`` pickled in order, split in halves until each part is at most ``max_bytes``
+    (a single record larger than that travels alone): the JobManager buffers and the client pulls
+    bounded amounts, and no message approaches gRPC's maximum size."""
+    payload = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(payload) <= max_bytes or len(records) <= 1:
+        return [payload]
+    half = len(records) // 2
+    return collect_payloads(records[:half], max_bytes) + collect_payloads(records[half:], max_bytes)
 
 
 def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> SimpleTaskEnvironment:
@@ -41,8 +53,8 @@ def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> Simple
     sequence = itertools.count()
 
     def collect(collect_id: str, records: list) -> None:
-        payload = pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)  # fails here on a bad record
-        channel.send((COLLECT, collect_id, tdd.subtask_index, next(sequence), payload))
+        for payload in collect_payloads(records):  # fails here on a bad record
+            channel.send((COLLECT, collect_id, tdd.subtask_index, next(sequence), payload))
 
     return SimpleTaskEnvironment.from_deployment(
         tdd,
