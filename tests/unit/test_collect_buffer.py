@@ -101,3 +101,16 @@ def test_discarding_drops_everything_and_ends_the_data() -> None:
 def test_a_non_positive_capacity_is_rejected_with_its_value() -> None:
     with pytest.raises(ValueError, match="-1 bytes"):
         CollectBuffer(capacity_bytes=-1)
+
+
+def test_a_collect_sink_batch_is_split_in_order_into_parts_of_at_most_the_limit() -> None:
+    import pickle
+
+    from millstream.taskmanager.task import collect_payloads
+
+    records = [f"{i:01000d}" for i in range(100)]  # ~1 kB each
+    parts = collect_payloads(records, max_bytes=10_000)
+    assert len(parts) > 10 and all(len(p) <= 10_000 for p in parts)
+    assert [r for p in parts for r in pickle.loads(p)] == records
+    single = collect_payloads(["x" * 50_000], max_bytes=10_000)  # one record larger than the limit travels alone
+    assert len(single) == 1 and pickle.loads(single[0]) == ["x" * 50_000]
