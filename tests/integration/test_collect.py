@@ -76,7 +76,16 @@ class BufferWatch:
         self._thread.join(5)
 
 
-def test_two_million_records_are_collected_exactly_through_a_small_buffer_that_backpressures(cluster) -> None:
+def test_two_million_records_are_collected_exactly_through_a_small_buffer_that_backpressures(cluster, monkeypatch) -> None:
+    answers: list[int] = []  # payload bytes per FetchCollectResults answer the client got
+    fetch = ClusterClient.fetch_collected
+
+    def spy(self, *args, **kwargs):  # the real call, observed
+        response = fetch(self, *args, **kwargs)
+        answers.append(sum(len(b.payload) for b in response.batches))
+        return response
+
+    monkeypatch.setattr(ClusterClient, "fetch_collected", spy)
     n = 2_000_000
     stream = _env().from_sequence(0, n - 1).map(lambda x: x * 3)
     with jobmanager_env(cluster.address), BufferWatch(cluster) as watch:
@@ -92,6 +101,8 @@ def test_two_million_records_are_collected_exactly_through_a_small_buffer_that_b
     # Bounded: the buffer's capacity plus at most one batch (a batch is at most 1 MB, and here
     # ~5 kB: 1,024 small ints), never the whole result.
     assert BUFFER_BYTES // 2 <= watch.peak <= BUFFER_BYTES + 64 * 1024, watch.peak
+    # Pulled in chunks of at most collect-sink.batch-size.max (64 kB here), many batches each.
+    assert len(answers) > 100 and max(answers) <= 64 * 1024, (len(answers), max(answers))
     job = poll_for(lambda: [r for r in cluster.job_manager.dispatcher.jobs.values() if r.job_name == "collect 2M"], 10)[0]
     assert job.status.value == "FINISHED" and job.job_master is None and job.collect is None
 
