@@ -217,7 +217,6 @@ class Dispatcher:
         deadline = loop.time() + wait_s
         while True:
             record = self.record(request.job_id)
-            version = record.version
             if record.collect is None and record.status.is_terminal():
                 # Every batch was acknowledged (or discarded with a failed job): the end.
                 return cpb.FetchCollectResponse(next_offset=request.offset, end_of_data=True, summary=record.summary())

@@ -114,3 +114,31 @@ def test_a_collect_sink_batch_is_split_in_order_into_parts_of_at_most_the_limit(
     assert [r for p in parts for r in pickle.loads(p)] == records
     single = collect_payloads(["x" * 50_000], max_bytes=10_000)  # one record larger than the limit travels alone
     assert len(single) == 1 and pickle.loads(single[0]) == ["x" * 50_000]
+
+
+def test_the_task_manager_gate_blocks_the_channel_reader_while_too_many_collected_bytes_wait() -> None:
+    import threading
+
+    from millstream.taskmanager.task_executor import CollectGate
+
+    gate = CollectGate(limit_bytes=10)
+    gate.acquire(8)
+    gate.acquire(2)  # up to the limit: passes
+    passed = threading.Event()
+
+    def reader() -> None:
+        gate.acquire(5)
+        passed.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    assert not passed.wait(0.1)  # blocked: the worker's sends stall behind it
+    gate.release(8)  # the JobManager took a batch
+    assert passed.wait(2)
+    gate.release(2)
+    gate.release(5)
+    gate.acquire(100)  # nothing waits: one batch larger than the limit is not refused forever ...
+    blocked = threading.Event()
+    threading.Thread(target=lambda: (gate.acquire(1), blocked.set()), daemon=True).start()
+    assert not blocked.wait(0.1)
+    gate.open()  # ... and a cancelled task's reader is let through at once
+    assert blocked.wait(2)
