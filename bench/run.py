@@ -5,7 +5,10 @@
    ``collections.Counter`` (the per-core floor);
 2. exchange throughput: source -> rebalance -> sink across two TaskManagers;
 3. latency: a 1,000 records/s source -> key_by -> map -> sink, emission to sink, p50/p99;
-4. JobManager at scale: accept and deploy a parallelism-1000 all-to-all job to fake TaskExecutors
+4. collect: ``execute_and_collect`` of 20 M small records, 10 runs in a row, with the JobManager's
+   memory: in a JobManager process of its own (its RSS alone), and in the embedded cluster (where
+   JobManager, TaskManager and client share the process, so that RSS covers all three).
+5. JobManager at scale: accept and deploy a parallelism-1000 all-to-all job to fake TaskExecutors
    (real gRPC, no Spark): time, the JobManager's RSS, and its longest event-loop stall.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
@@ -19,6 +22,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -140,6 +144,102 @@ def measure_latency(seconds: int, rate: int) -> dict:
     return {"records": len(values), "p50_ms": warm[len(warm) // 2], "p99_ms": warm[int(len(warm) * 0.99)], "max_ms": warm[-1]}
 
 
+def _rss_mb(pid: int | str = "self") -> tuple[float, float]:
+    """(current RSS, peak RSS) of a process, in MB, from /proc."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def _collect_runs(address: str, records: int, runs: int, rss: Any) -> dict:
+    """``runs`` jobs collecting ``records`` ints each; checks every result exactly (count and sum)."""
+    import threading
+
+    from millstream.client.execution import ENV_JOBMANAGER
+    from millstream.datastream import StreamExecutionEnvironment
+
+    os.environ[ENV_JOBMANAGER] = address
+    ok, walls, errors, idle = 0, [], [], []
+    sampled_peak = [0.0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.2):
+            sampled_peak[0] = max(sampled_peak[0], rss()[0])
+
+    threading.Thread(target=sample, daemon=True).start()
+    for run in range(runs):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        started = time.perf_counter()
+        try:
+            count = total = 0
+            with env.from_sequence(0, records - 1).execute_and_collect(f"collect {records} #{run}") as results:
+                for value in results:
+                    count += 1
+                    total += value
+            if (count, total) != (records, records * (records - 1) // 2):
+                raise AssertionError(f"collected {count:,} records summing to {total}, expected {records:,}")
+            ok += 1
+            walls.append(time.perf_counter() - started)
+        except Exception as exc:  # a failed run is the measurement: count it, go on
+            errors.append(f"{type(exc).__name__}: {str(exc)[:300]}")
+        time.sleep(3)  # let the finished job be retired
+        idle.append(rss()[0])
+    stop.set()
+    return {"records": records, "runs": runs, "ok": ok, "wall_s": walls, "errors": errors,
+            "peak_rss_mb": max(sampled_peak[0], rss()[1]), "idle_rss_mb": idle}
+
+
+def measure_collect(records: int, runs: int, mode: str) -> dict:
+    if mode == "embedded":
+        from millstream.client.minicluster import MiniCluster
+        from millstream.runtime import config as cfg
+
+        with MiniCluster(cfg.Configuration(), num_slots=2) as cluster:
+            before = _rss_mb()[0]
+            result = _collect_runs(cluster.address, records, runs, _rss_mb)
+        return {**result, "rss_before_mb": before}
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ready = os.path.join(tmp, "jobmanager.address")
+        log = open(os.path.join(tmp, "cluster.log"), "wb")
+        jm = subprocess.Popen([sys.executable, "-m", "millstream.jobmanager.jobmanager", "--ready-file", ready,
+                               "-Djobmanager.rpc.port=0", "-Djobmanager.rpc.address=127.0.0.1"], stdout=log, stderr=log)
+        procs = [jm]
+        try:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(ready) or not open(ready).read().strip():
+                if jm.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the JobManager did not start")
+                time.sleep(0.1)
+            address = open(ready).read().strip()
+            procs.append(subprocess.Popen([sys.executable, "-m", "millstream.taskmanager.taskmanager", "--jobmanager", address,
+                                           "-Dtaskmanager.numberOfTaskSlots=2"], stdout=log, stderr=log))
+            from millstream.client.cluster_client import ClusterClient
+
+            with ClusterClient(address) as client:
+                while client.overview().taskmanagers < 1:
+                    if procs[1].poll() is not None or time.monotonic() > deadline + 120:
+                        raise RuntimeError("the TaskManager did not register")
+                    time.sleep(0.2)
+            before = _rss_mb(jm.pid)[0]
+            result = _collect_runs(address, records, runs, lambda: _rss_mb(jm.pid))
+            return {**result, "rss_before_mb": before}
+        finally:
+            for proc in reversed(procs):
+                proc.terminate()
+            for proc in reversed(procs):
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
 # -- the table -----------------------------------------------------------------------------
 
 
@@ -156,14 +256,17 @@ def main() -> None:
     parser.add_argument("--exchange-records", type=int, default=5_000_000)
     parser.add_argument("--latency-seconds", type=int, default=20)
     parser.add_argument("--scale-parallelism", type=int, default=1000)
-    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "scale"])
+    parser.add_argument("--collect-records", type=int, default=20_000_000)
+    parser.add_argument("--collect-runs", type=int, default=10)
+    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale"])
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.measure:
         fn = {"counter": measure_counter, "pyspark": measure_pyspark, "millstream": measure_millstream,
               "exchange": lambda n: measure_exchange(int(n)), "latency": lambda s: measure_latency(int(s), 1000),
-              "scale": lambda p: measure_scale(int(p))}[a.measure]
+              "scale": lambda p: measure_scale(int(p)),
+              "collect": lambda n, r, m: measure_collect(int(n), int(r), m)}[a.measure]
         print(json.dumps(fn(*a.args)))
         return
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
@@ -188,6 +291,15 @@ def main() -> None:
         lat = _run("latency", str(a.latency_seconds))
         print(f"\nlatency at 1,000 records/s (key_by -> map): p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
               f"max {lat['max_ms']:.1f} ms over {lat['records']:,} records")
+    if a.only in (None, "collect"):
+        for mode, what in (("process", "JobManager process"), ("embedded", "embedded cluster process (JM + TM + client)")):
+            c = _run("collect", str(a.collect_records), str(a.collect_runs), mode)
+            walls = c["wall_s"] or [float("nan")]
+            print(f"\nexecute_and_collect of {c['records']:,} ints, {mode}: {c['ok']}/{c['runs']} runs exact, "
+                  f"{min(walls):.1f}-{max(walls):.1f} s per run; {what} RSS: {c['rss_before_mb']:.0f} MB before, "
+                  f"peak {c['peak_rss_mb']:.0f} MB, idle after the runs {c['idle_rss_mb'][-1]:.0f} MB")
+            for error in c["errors"]:
+                print(f"  failed run: {error}")
 
     if a.only in (None, "scale"):
         sc = _run("scale", str(a.scale_parallelism))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import grpc
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
@@ -32,6 +32,11 @@ class JobSubmissionError(RuntimeError):
     """The JobManager never acknowledged a submission; the job id was cancelled so nothing runs."""
 
 
+def _retryable_read(error: BaseException) -> bool:
+    """A read (collected results by offset) is idempotent: safe to repeat on a transient error."""
+    return isinstance(error, grpc.RpcError) and error.code() in _UNACKNOWLEDGED
+
+
 class ClusterClient:
     def __init__(self, address: str, rpc_timeout_s: float = 10.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.address = address
@@ -48,10 +53,10 @@ class ClusterClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _retrying(self, give_up_after_s: float) -> Retrying:
+    def _retrying(self, give_up_after_s: float, retryable: Callable[[BaseException], bool] = _retryable) -> Retrying:
         # Only for idempotent calls: a submission carries its submission id.
         return Retrying(
-            retry=retry_if_exception(_retryable),
+            retry=retry_if_exception(retryable),
             wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
             stop=stop_after_delay(give_up_after_s),
             before_sleep=before_sleep_log(log, logging.WARNING),
@@ -64,15 +69,8 @@ class ClusterClient:
         answer comes within ``give_up_after_s``, the job id is cancelled before giving up, so a job
         never keeps running unknown to the user."""
         request = cpb.SubmitJobRequest(submission_id=uuid.uuid4().hex, job_graph=job_graph.SerializeToString(), artifacts=artifacts)
-        retrying = Retrying(
-            retry=retry_if_exception(_unacknowledged),
-            wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
-            stop=stop_after_delay(give_up_after_s),
-            before_sleep=before_sleep_log(log, logging.WARNING),
-            reraise=True,
-        )
         try:
-            for attempt in retrying:
+            for attempt in self._retrying(give_up_after_s, _unacknowledged):
                 with attempt:
                     return self._stub.SubmitJob(request, timeout=self.rpc_timeout_s).job_id
         except grpc.RpcError as exc:
@@ -91,8 +89,17 @@ class ClusterClient:
         return f"{message}; the job was cancelled."
 
     def wait(self, job_id: bytes) -> Iterator[cpb.JobStatusUpdate]:
-        """Status updates and collected records until the job is terminal (no deadline: jobs run long)."""
+        """Status updates until the job is terminal (no deadline: jobs run long)."""
         yield from self._stub.WaitJobResult(cpb.JobIdRequest(job_id=job_id))
+
+    def fetch_collected(self, job_id: bytes, offset: int, max_bytes: int, give_up_after_s: float = 60.0) -> cpb.FetchCollectResponse:
+        """Collected batches from ``offset`` on (acknowledging those before it), at most about
+        ``max_bytes``. Idempotent by the offset, so lost answers and timeouts are retried."""
+        request = cpb.FetchCollectRequest(job_id=job_id, offset=offset, max_bytes=max_bytes)
+        for attempt in self._retrying(give_up_after_s, _retryable_read):
+            with attempt:
+                return self._stub.FetchCollectResults(request, timeout=self.rpc_timeout_s)
+        raise AssertionError("unreachable")
 
     def status(self, job_id: bytes) -> cpb.JobSummary:
         return self._stub.GetJobStatus(cpb.JobIdRequest(job_id=job_id), timeout=self.rpc_timeout_s)

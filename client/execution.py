@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any, Iterator, Sequence
 
+import grpc
+
 from millstream.common.job_execution_result import JobExecutionResult
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
@@ -27,6 +29,10 @@ class JobExecutionException(RuntimeError):
     def __init__(self, message: str, summary: cpb.JobSummary | None = None) -> None:
         super().__init__(message)
         self.summary = summary
+
+
+class JobCancellationException(RuntimeError):
+    """Cancelling a job failed (the JobManager could not be reached or refused): it may still run."""
 
 
 class JobGraphCaptured(Exception):
@@ -135,41 +141,73 @@ def execute(job_graph: Any, configuration: Any, python_files: Sequence[str] = ()
 def execute_and_collect(
     job_graph: Any, configuration: Any, python_files: Sequence[str], collect_id: str, limit: int | None
 ) -> Any:
+    """Runs the job and returns its collect sink's records as a closeable iterator.
+
+    Records are pulled from the JobManager in chunks of at most ``collect-sink.batch-size.max``
+    bytes; each pull acknowledges the previous chunk, which the JobManager then drops. The end comes
+    only after every collected batch was delivered. Closing early (or reaching ``limit``) cancels
+    the job; a cancel that fails raises :class:`JobCancellationException`, since the job may still run.
+    """
     from millstream.datastream.data_stream import CloseableIterator
 
     if _capturing.get():
         raise JobGraphCaptured(job_graph)
     session = _Session(job_graph, configuration)
-    state: dict[str, Any] = {"job_id": None, "done": False}
+    max_bytes = session.config.get(cfg.COLLECT_BATCH_SIZE_MAX)
+    state: dict[str, Any] = {"job_id": None, "done": False, "closed": False}
+
+    def pull() -> Iterator[Any]:
+        job_id = state["job_id"] = session.submit(job_graph, python_files)
+        if limit is not None and limit <= 0:
+            return
+        produced, offset = 0, 0
+        while True:
+            response = session.client.fetch_collected(job_id, offset, max_bytes)
+            offset = response.next_offset
+            for batch in response.batches:
+                if batch.collect_id != collect_id:
+                    continue
+                for record in deserialize(batch.payload):
+                    produced += 1
+                    yield record
+                    if limit is not None and produced >= limit:
+                        return  # closing cancels the job if it still runs
+            if response.end_of_data:
+                state["done"] = True
+                _raise_unless_finished(job_graph, response.summary)
+                return
 
     def records() -> Iterator[Any]:
         try:
-            job_id = state["job_id"] = session.submit(job_graph, python_files)
-            produced = 0
-            if limit is not None and limit <= 0:
-                return
-            for update in session.client.wait(job_id):
-                for batch in update.collected:
-                    if batch.collect_id != collect_id:
-                        continue
-                    for record in deserialize(batch.payload):
-                        produced += 1
-                        yield record
-                        if limit is not None and produced >= limit:
-                            return  # closing cancels the job if it still runs
-                if update.terminal:
-                    state["done"] = True
-                    _raise_unless_finished(job_graph, update.summary)
-        finally:
+            yield from pull()
+        except Exception as exc:
+            try:
+                close()
+            except JobCancellationException as cancel_error:  # keep the first error, mention the second
+                if hasattr(exc, "add_note"):
+                    exc.add_note(str(cancel_error))
+            raise
+        except GeneratorExit:
             close()
+            raise
+        close()
 
     def close() -> None:
-        if state.get("closed"):
+        if state["closed"]:
             return
         state["closed"] = True
-        if state["job_id"] is not None and not state["done"]:
-            with contextlib.suppress(Exception):
-                session.client.cancel(state["job_id"])
-        session.close()
+        try:
+            job_id = state["job_id"]
+            if job_id is not None and not state["done"]:
+                try:
+                    session.client.cancel(job_id)
+                except grpc.RpcError as exc:
+                    raise JobCancellationException(
+                        f"Closing the results of job '{job_graph.job_name}' ({job_id.hex()}) did not cancel it: "
+                        f"{exc.code().name}: {exc.details()}. The job may still be running; cancel it with "
+                        f"`millstream cancel {job_id.hex()}`."
+                    ) from exc
+        finally:
+            session.close()
 
     return CloseableIterator(records(), close)

@@ -4,9 +4,15 @@ Submissions are idempotent by the client's submission id. A submission returns t
 soon as the JobGraph is validated and its artifacts stored (the job is INITIALIZING); building
 the ExecutionGraph runs in a thread and the JobMaster starts when it is done, so a large job never
 blocks the event loop nor outlives the client's deadline unknown to it. A job id cancelled before
-its submission arrived is remembered, so a late submission cannot start it. A finished job's
-record (status, failure, collected records) stays for ``jobstore.expiration-time`` so a client can
-still fetch it.
+its submission arrived is remembered, so a late submission cannot start it.
+
+A finished job keeps only its summary (status, times, failure): its JobMaster and ExecutionGraph
+are dropped when it ends, and the summary stays for ``jobstore.expiration-time``, at most
+``jobstore.max-capacity`` of them (the oldest go first), as in Flink's job store.
+
+``execute_and_collect`` results pass through a bounded :class:`CollectBuffer` per job: the collect
+sinks' reports wait while it is full, the client pulls it in bounded chunks by offset, and what the
+client acknowledged is dropped at once.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from millstream.jobmanager.blob_server import BlobStore, InvalidArtifactError, check_artifact_name
+from millstream.jobmanager.collect_buffer import CollectBuffer, CollectOffsetError, Offer
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, validate_job_graph
 from millstream.jobmanager.job_master_core import JobMasterCore
@@ -55,10 +62,11 @@ class JobRecord:
     start_time_ms: int = field(default_factory=wall_ms)
     end_time_ms: int = 0
     failure: cpb.JobFailure | None = None
-    collected: list[cpb.CollectBatch] = field(default_factory=list)
-    job_master: JobMaster | None = None
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    collect: CollectBuffer[cpb.CollectBatch] | None = None  # created by the first report or fetch
+    job_master: JobMaster | None = None  # dropped (with its ExecutionGraph) when the job ends
+    final_tasks_per_state: dict[str, int] = field(default_factory=dict)
     version: int = 0
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def summary(self) -> cpb.JobSummary:
         summary = cpb.JobSummary(
@@ -71,14 +79,27 @@ class JobRecord:
         )
         if self.job_master is not None:
             summary.tasks_per_state.update(self.job_master.core.tasks_per_state())
+        else:
+            summary.tasks_per_state.update(self.final_tasks_per_state)
         if self.failure is not None:
             summary.failure.CopyFrom(self.failure)
         return summary
 
-    async def notify(self) -> None:
-        async with self.changed:
-            self.version += 1
-            self.changed.notify_all()
+    def touch(self) -> None:
+        """Something changed (status, collected data): wake whoever waits in :meth:`changed_since`."""
+        self.version += 1
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def changed_since(self, version: int, timeout_s: float) -> bool:
+        """Waits until the record changed after ``version`` or ``timeout_s`` passed; True if it changed."""
+        if self.version != version:
+            return True
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        return self.version != version
 
 
 class Dispatcher:
@@ -88,11 +109,17 @@ class Dispatcher:
         make_job_master: Callable[[JobMasterCore, Callable[[JobStatus, cpb.JobFailure | None], None]], JobMaster],
         total_slots: Callable[[], int],
         job_retention_ms: int,
+        max_finished_jobs: int = 1000,
+        collect_buffer_bytes: int = 8 << 20,
     ) -> None:
+        if max_finished_jobs < 0:
+            raise ValueError(f"jobstore.max-capacity must not be negative, got {max_finished_jobs}")
         self._blobs = blob_store
         self._make_job_master = make_job_master
         self._total_slots = total_slots
         self._retention_ms = job_retention_ms
+        self._max_finished_jobs = max_finished_jobs
+        self._collect_buffer_bytes = collect_buffer_bytes
         self.jobs: dict[bytes, JobRecord] = {}
         self._by_submission: dict[str, bytes] = {}
         # Job ids cancelled before any submission of them arrived (a client that gave up).
@@ -166,15 +193,86 @@ class Dispatcher:
             record.failure = failure
         if status.is_terminal():
             record.end_time_ms = wall_ms()
-            if record.job_master is not None:
-                asyncio.ensure_future(record.job_master.stop())
-        asyncio.ensure_future(record.notify())
+            self._retire(record)
+        record.touch()
 
-    def add_collected(self, job_id: bytes, batch: cpb.CollectBatch) -> None:
-        record = self.jobs.get(job_id)
-        if record is not None:
-            record.collected.append(batch)
-            asyncio.ensure_future(record.notify())
+    def _retire(self, record: JobRecord) -> None:
+        """A job ended: keep its summary only, and its collected data until the client has it."""
+        job_master, record.job_master = record.job_master, None
+        if job_master is not None:
+            record.final_tasks_per_state = dict(job_master.core.tasks_per_state())
+            asyncio.ensure_future(job_master.stop())
+        if record.collect is not None:
+            if record.status is JobStatus.FINISHED:
+                record.collect.finish()  # every sink reported before it finished
+            else:
+                record.collect.discard()
+                record.collect = None
+        finished = [r for r in self.jobs.values() if r.status.is_terminal()]
+        for old in sorted(finished, key=lambda r: r.end_time_ms)[: max(0, len(finished) - self._max_finished_jobs)]:
+            self._forget(old)
+
+    def _forget(self, record: JobRecord) -> None:
+        if self.jobs.get(record.job_id) is record:
+            del self.jobs[record.job_id]
+        if record.submission_id:
+            self._by_submission.pop(record.submission_id, None)
+
+    # -- collected results (execute_and_collect) ------------------------------------------------
+
+    def _collect_buffer(self, record: JobRecord) -> CollectBuffer[cpb.CollectBatch]:
+        if record.collect is None:
+            record.collect = CollectBuffer(self._collect_buffer_bytes)
+        return record.collect
+
+    async def add_collected(self, job_id: bytes, attempt_id: bytes, batch: cpb.CollectBatch, wait_s: float) -> bool:
+        """Takes a collect sink's batch. Waits up to ``wait_s`` while the job's buffer is full and
+        returns False if it stayed full (the producer reports it again later: backpressure);
+        True once the batch is stored, was stored before (a retry), or is not wanted any more."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            record = self.jobs.get(job_id)
+            if record is None or record.status.is_terminal():
+                return True  # nobody will read it
+            version = record.version
+            result = self._collect_buffer(record).offer(attempt_id, batch.sequence, batch, len(batch.payload))
+            if result is Offer.ACCEPTED:
+                record.touch()
+            if result.delivered:
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await record.changed_since(version, remaining)
+
+    async def fetch_collected(self, request: cpb.FetchCollectRequest, wait_s: float) -> cpb.FetchCollectResponse:
+        """The client's pull: acknowledges what precedes ``request.offset`` and returns up to
+        ``max_bytes`` of batches from there; waits up to ``wait_s`` for some when there are none."""
+        if request.max_bytes <= 0:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"max_bytes must be positive, got {request.max_bytes}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            record = self.record(request.job_id)
+            if record.collect is None and record.status.is_terminal():
+                # Every batch was acknowledged (or discarded with a failed job): the end.
+                return cpb.FetchCollectResponse(next_offset=request.offset, end_of_data=True, summary=record.summary())
+            buffer = self._collect_buffer(record)
+            before = buffer.version
+            try:
+                fetched = buffer.fetch(request.offset, request.max_bytes)
+            except CollectOffsetError as exc:
+                raise DispatcherError(grpc.StatusCode.OUT_OF_RANGE, f"Job {request.job_id.hex()}: {exc}") from exc
+            if buffer.version != before:
+                record.touch()  # acknowledged data was dropped: waiting producers may go on
+            if fetched.end_of_data:
+                record.collect = None
+                return cpb.FetchCollectResponse(next_offset=fetched.next_offset, end_of_data=True, summary=record.summary())
+            remaining = deadline - loop.time()
+            if fetched.batches or remaining <= 0:
+                return cpb.FetchCollectResponse(batches=fetched.batches, next_offset=fetched.next_offset)
+            await record.changed_since(record.version, remaining)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -205,29 +303,22 @@ class Dispatcher:
 
     async def wait(self, job_id: bytes) -> AsyncIterator[cpb.JobStatusUpdate]:
         record = self.record(job_id)
-        sent_batches = 0
         last_status: JobStatus | None = None
         while True:
-            async with record.changed:
-                version = record.version
-            batches = record.collected[sent_batches:]
-            sent_batches += len(batches)
+            version = record.version
             terminal = record.status.is_terminal()
-            if batches or record.status is not last_status or terminal:
+            if record.status is not last_status or terminal:
                 last_status = record.status
-                yield cpb.JobStatusUpdate(summary=record.summary(), collected=batches, terminal=terminal)
+                yield cpb.JobStatusUpdate(summary=record.summary(), terminal=terminal)
             if terminal:
                 return
-            async with record.changed:
-                await record.changed.wait_for(lambda seen=version: record.version != seen)
+            await record.changed_since(version, 3600.0)
 
     def expire_finished(self) -> None:
         cutoff = wall_ms() - self._retention_ms
-        for job_id, record in list(self.jobs.items()):
+        for record in list(self.jobs.values()):
             if record.status.is_terminal() and record.end_time_ms and record.end_time_ms < cutoff:
-                del self.jobs[job_id]
-                if record.submission_id:
-                    self._by_submission.pop(record.submission_id, None)
+                self._forget(record)
 
 
 class DispatcherServicer(cpb_grpc.DispatcherServicer):
@@ -259,5 +350,19 @@ class DispatcherServicer(cpb_grpc.DispatcherServicer):
         async for update in self.dispatcher.wait(request.job_id):
             yield update
 
+    async def FetchCollectResults(self, request, context):  # noqa: N802, ANN001, ANN201
+        try:
+            return await self.dispatcher.fetch_collected(request, wait_within_deadline(context))
+        except DispatcherError as exc:
+            await context.abort(exc.code, str(exc))
+
     async def GetClusterOverview(self, request, context):  # noqa: N802, ANN001, ANN201
         return self._overview()
+
+
+def wait_within_deadline(context: grpc.aio.ServicerContext, at_most_s: float = 5.0) -> float:
+    """How long a call may wait for something to happen and still answer before the caller's deadline."""
+    remaining = context.time_remaining()
+    if remaining is None:
+        return at_most_s
+    return max(0.0, min(at_most_s, remaining * 0.5, remaining - 1.0))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import grpc
 
-from millstream.jobmanager.dispatcher import Dispatcher, DispatcherError
+from millstream.jobmanager.dispatcher import Dispatcher, DispatcherError, wait_within_deadline
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 
@@ -28,7 +28,11 @@ class JobMasterServicer(cpb_grpc.JobMasterServiceServicer):
         return cpb.Empty()
 
     async def ReportCollectBatch(self, request, context):  # noqa: N802, ANN001, ANN201
+        """Waits (within the caller's deadline) while the job's collect buffer is full; answers
+        ``accepted=False`` if it stayed full, and the TaskManager reports the batch again."""
         job_master = await self._job_master(request.job_id, context)
-        if job_master.is_current_attempt(request.execution_attempt_id):  # fence stale attempts
-            self.dispatcher.add_collected(request.job_id, request.batch)
-        return cpb.Empty()
+        if not job_master.is_current_attempt(request.execution_attempt_id):  # fence stale attempts
+            return cpb.CollectResponse(accepted=True)
+        wait_s = wait_within_deadline(context)
+        accepted = await self.dispatcher.add_collected(request.job_id, request.execution_attempt_id, request.batch, wait_s)
+        return cpb.CollectResponse(accepted=accepted)

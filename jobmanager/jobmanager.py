@@ -53,6 +53,8 @@ class JobManager:
             self._make_job_master,
             lambda: self.resource_manager.overview()[1],
             c.get(cfg.JOBSTORE_EXPIRATION_TIME) * 1000,
+            max_finished_jobs=c.get(cfg.JOBSTORE_MAX_CAPACITY),
+            collect_buffer_bytes=c.get(cfg.COLLECT_BUFFER_SIZE),
         )
         self.server = RpcServer("JobManager", max_bytes)
         self.server.add(cpb_grpc.add_DispatcherServicer_to_server, DispatcherServicer(self.dispatcher, self.overview), [])

@@ -156,14 +156,34 @@ class CollectBatch(_message.Message):
     def __init__(self, collect_id: _Optional[str] = ..., subtask_index: _Optional[int] = ..., sequence: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class JobStatusUpdate(_message.Message):
-    __slots__ = ("summary", "collected", "terminal")
+    __slots__ = ("summary", "terminal")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
-    COLLECTED_FIELD_NUMBER: _ClassVar[int]
     TERMINAL_FIELD_NUMBER: _ClassVar[int]
     summary: JobSummary
-    collected: _containers.RepeatedCompositeFieldContainer[CollectBatch]
     terminal: bool
-    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., collected: _Optional[_Iterable[_Union[CollectBatch, _Mapping]]] = ..., terminal: _Optional[bool] = ...) -> None: ...
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., terminal: _Optional[bool] = ...) -> None: ...
+
+class FetchCollectRequest(_message.Message):
+    __slots__ = ("job_id", "offset", "max_bytes")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    offset: int
+    max_bytes: int
+    def __init__(self, job_id: _Optional[bytes] = ..., offset: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class FetchCollectResponse(_message.Message):
+    __slots__ = ("batches", "next_offset", "end_of_data", "summary")
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OF_DATA_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    batches: _containers.RepeatedCompositeFieldContainer[CollectBatch]
+    next_offset: int
+    end_of_data: bool
+    summary: JobSummary
+    def __init__(self, batches: _Optional[_Iterable[_Union[CollectBatch, _Mapping]]] = ..., next_offset: _Optional[int] = ..., end_of_data: _Optional[bool] = ..., summary: _Optional[_Union[JobSummary, _Mapping]] = ...) -> None: ...
 
 class ClusterOverview(_message.Message):
     __slots__ = ("taskmanagers", "slots_total", "slots_available", "jobs_running", "jobs_finished", "jobs_failed", "jobs_cancelled", "max_event_loop_lag_ms")
@@ -306,6 +326,12 @@ class CollectRequest(_message.Message):
     execution_attempt_id: bytes
     batch: CollectBatch
     def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., batch: _Optional[_Union[CollectBatch, _Mapping]] = ...) -> None: ...
+
+class CollectResponse(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
 
 class RequestSlotRequest(_message.Message):
     __slots__ = ("slot_index", "job_id", "allocation_id", "jobmaster_address", "registration_id")

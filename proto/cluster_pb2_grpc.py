@@ -59,6 +59,11 @@ class DispatcherStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.JobIdRequest.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.JobStatusUpdate.FromString,
                 _registered_method=True)
+        self.FetchCollectResults = channel.unary_unary(
+                '/millstream.v1.Dispatcher/FetchCollectResults',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.FetchCollectRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.FetchCollectResponse.FromString,
+                _registered_method=True)
         self.GetClusterOverview = channel.unary_unary(
                 '/millstream.v1.Dispatcher/GetClusterOverview',
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
@@ -100,6 +105,13 @@ class DispatcherServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchCollectResults(self, request, context):
+        """execute_and_collect's results, in bounded chunks; waits briefly for data when there is none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetClusterOverview(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -133,6 +145,11 @@ def add_DispatcherServicer_to_server(servicer, server):
                     servicer.WaitJobResult,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.JobIdRequest.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.JobStatusUpdate.SerializeToString,
+            ),
+            'FetchCollectResults': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchCollectResults,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.FetchCollectRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.FetchCollectResponse.SerializeToString,
             ),
             'GetClusterOverview': grpc.unary_unary_rpc_method_handler(
                     servicer.GetClusterOverview,
@@ -275,6 +292,33 @@ class Dispatcher:
             '/millstream.v1.Dispatcher/WaitJobResult',
             millstream_dot_proto_dot_cluster__pb2.JobIdRequest.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.JobStatusUpdate.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchCollectResults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.Dispatcher/FetchCollectResults',
+            millstream_dot_proto_dot_cluster__pb2.FetchCollectRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.FetchCollectResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -565,7 +609,7 @@ class JobMasterServiceStub:
         self.ReportCollectBatch = channel.unary_unary(
                 '/millstream.v1.JobMasterService/ReportCollectBatch',
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.CollectRequest.SerializeToString,
-                response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.CollectResponse.FromString,
                 _registered_method=True)
 
 
@@ -606,7 +650,7 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
             'ReportCollectBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportCollectBatch,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.CollectRequest.FromString,
-                    response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.CollectResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -689,7 +733,7 @@ class JobMasterService:
             target,
             '/millstream.v1.JobMasterService/ReportCollectBatch',
             millstream_dot_proto_dot_cluster__pb2.CollectRequest.SerializeToString,
-            millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+            millstream_dot_proto_dot_cluster__pb2.CollectResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -244,8 +244,20 @@ JOBMANAGER_BIND_HOST: ConfigOption[str | None] = _option(
     "jobmanager.rpc.address.")
 JOBSTORE_EXPIRATION_TIME: ConfigOption[int] = _option(
     "jobstore.expiration-time", _INT, 3600,
-    "Seconds (an integer, as in Flink) a finished job stays listed by `millstream list` and "
+    "Seconds (an integer, as in Flink) a finished job's summary stays listed by `millstream list` and "
     "`status`.")
+JOBSTORE_MAX_CAPACITY: ConfigOption[int] = _option(
+    "jobstore.max-capacity", _INT, 1000,
+    "Most finished jobs whose summary (status, times, failure) the JobManager keeps; the oldest "
+    "beyond it are forgotten before their expiration time (Flink's default is unbounded).")
+COLLECT_BATCH_SIZE_MAX: ConfigOption[int] = _option(
+    "collect-sink.batch-size.max", _MEMORY, 2 * _MB,
+    "Most collected bytes execute_and_collect's client pulls from the JobManager per request "
+    "(at least one batch).")
+COLLECT_BUFFER_SIZE: ConfigOption[int] = _option(
+    "millstream.collect.buffer-size", _MEMORY, 8 * _MB,
+    "Collected bytes the JobManager buffers per job for execute_and_collect; when full, the collect "
+    "sinks wait until the client has pulled (backpressure).")
 BLOB_STORAGE_DIR: ConfigOption[str | None] = _option(
     "millstream.blob.storage-dir", _STR, None,
     "Directory of the BlobServer and of the TaskManagers' blob caches; unset: a temporary one.",

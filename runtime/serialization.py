@@ -70,6 +70,16 @@ class RecordSerializer:
         except Exception:  # PicklingError, AttributeError or TypeError, depending on the object
             return self._by_value(records)
 
+    def serialize_parts(self, records: list[Any], max_bytes: int) -> list[bytes]:
+        """``records`` serialized in order, split in halves until each part is at most ``max_bytes``
+        (a single record larger than that travels alone), so a consumer that buffers or forwards
+        bounded amounts never meets an oversized message."""
+        payload = self.serialize(records)
+        if len(payload) <= max_bytes or len(records) <= 1:
+            return [payload]
+        half = len(records) // 2
+        return self.serialize_parts(records[:half], max_bytes) + self.serialize_parts(records[half:], max_bytes)
+
     def _by_value(self, records: Any) -> bytes:
         try:
             data = _cloud_dumps(records, PROTOCOL)

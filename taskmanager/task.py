@@ -48,7 +48,7 @@ def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> Simple
     """The chain's TaskEnvironment, with printed lines and collected records sent to the TaskManager."""
     sequence = itertools.count()
 
-    def collect(collect_id: str, payload: bytes) -> None:  # serialized by the environment
+    def collect(collect_id: str, payload: bytes) -> None:  # serialized and split by the environment
         channel.send((COLLECT, collect_id, tdd.subtask_index, next(sequence), payload))
 
     return SimpleTaskEnvironment.from_deployment(

@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,10 +33,46 @@ from millstream.taskmanager.spark_runner import SparkHost, TaskExit, TaskHandle,
 log = logging.getLogger(__name__)
 
 RESOURCE_MANAGER = "resourcemanager"
+# Collected bytes a task may have handed to this TaskManager that the JobManager has not taken yet.
+COLLECT_IN_FLIGHT_BYTES = 4 << 20
 
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+class CollectGate:
+    """Bounds the collected bytes of one task that wait in this TaskManager for the JobManager.
+
+    The task's control-channel reader thread calls :meth:`acquire` before queueing a collected
+    batch and blocks while the bound is reached: it stops reading the channel, the worker's sends
+    block, and the collect sink waits. So a full collect buffer in the JobManager (which refuses
+    reports until the client pulled) backpressures the producing task, not this process's memory.
+    :meth:`open` (the task is cancelled or the TaskManager stops) lets everything through.
+    """
+
+    def __init__(self, limit_bytes: int = COLLECT_IN_FLIGHT_BYTES) -> None:
+        self._limit = limit_bytes
+        self._pending = 0
+        self._cond = threading.Condition()
+        self.opened = False
+
+    def acquire(self, size: int) -> None:
+        with self._cond:
+            # One batch always passes when nothing is pending, however large it is.
+            while not self.opened and self._pending > 0 and self._pending + size > self._limit:
+                self._cond.wait()
+            self._pending += size
+
+    def release(self, size: int) -> None:
+        with self._cond:
+            self._pending -= size
+            self._cond.notify_all()
+
+    def open(self) -> None:
+        with self._cond:
+            self.opened = True
+            self._cond.notify_all()
 
 
 @dataclass(eq=False)
@@ -45,6 +82,8 @@ class RunningTask:
     handle: TaskHandle | None = None
     state: str = "DEPLOYING"
     cancelled: bool = False  # cancelled before its Spark task started: it must never start
+    collect_gate: CollectGate = field(default_factory=CollectGate)
+    collect_failure: str | None = None  # collected records could not be delivered: the task fails
 
     @property
     def attempt_id(self) -> bytes:
@@ -104,6 +143,7 @@ class TaskExecutor:
 
     async def close(self) -> None:
         for task in list(self.tasks.values()):
+            task.collect_gate.open()
             if task.handle is not None:
                 await asyncio.to_thread(task.handle.cancel)
         for bg in list(self._background):
@@ -231,6 +271,8 @@ class TaskExecutor:
             loop = asyncio.get_running_loop()
 
             def on_event(task_id: str, msg: Any) -> None:  # a runner thread: hop onto the loop
+                if type(msg) is tuple and msg[0] == task_body.COLLECT:
+                    task.collect_gate.acquire(len(msg[4]))  # blocks the channel while too much waits
                 loop.call_soon_threadsafe(task.events.put_nowait, msg)
 
             task.handle = self.spark.submit(task.attempt_id.hex(), payload, on_event)
@@ -272,6 +314,8 @@ class TaskExecutor:
         while True:
             msg = await task.events.get()
             if isinstance(msg, TaskExit):
+                if task.collect_failure is not None:
+                    msg = TaskExit("FAILED", task.collect_failure)
                 failure = cpb.JobFailure(message=_first_line(msg.error), task_name=task.name, traceback=msg.error or "") if msg.error else None
                 self.partition_servers.pop(task.attempt_id, None)
                 self._ended_attempts.append(task.attempt_id)
@@ -291,7 +335,38 @@ class TaskExecutor:
             elif kind == task_body.COLLECT:
                 _, collect_id, subtask, sequence, payload = msg
                 batch = cpb.CollectBatch(collect_id=collect_id, subtask_index=subtask, sequence=sequence, payload=payload)
-                await self._call(stub.ReportCollectBatch, cpb.CollectRequest(job_id=task.tdd.job_id, execution_attempt_id=task.attempt_id, batch=batch))
+                try:
+                    await self._report_collected(stub, task, batch)
+                finally:
+                    task.collect_gate.release(len(payload))
+
+    async def _report_collected(self, stub: cpb_grpc.JobMasterServiceStub, task: RunningTask, batch: cpb.CollectBatch) -> None:
+        """Reports one collected batch until the JobManager takes it. A refusal means its buffer for
+        the job is full (the client has not pulled yet): report again, without limit, since that is
+        backpressure, not failure. Transport errors are retried a few times (the batch's sequence
+        number makes a repeat harmless); then the task fails rather than lose records silently."""
+        request = cpb.CollectRequest(job_id=task.tdd.job_id, execution_attempt_id=task.attempt_id, batch=batch)
+        errors = 0
+        while task.collect_failure is None and not task.collect_gate.opened:
+            try:
+                response = await stub.ReportCollectBatch(request, timeout=self._rpc_timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+                    log.info("collected batch of %s not taken: %s %s", task.name, exc.code().name, exc.details())
+                    return  # the job is over (no JobMaster any more): nobody reads it
+                errors += 1
+                if errors >= 5 or exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    task.collect_failure = (
+                        f"collected records of {task.name} ({len(batch.payload):,} bytes in one batch) could not be "
+                        f"delivered to the JobManager: {exc.code().name} {exc.details()}"
+                    )
+                    log.warning("%s; cancelling the task", task.collect_failure)
+                    self._cancel(task.attempt_id)
+                    return
+                await asyncio.sleep(min(0.1 * 2**errors, 2.0))
+                continue
+            if response.accepted:
+                return
 
     async def _report(self, stub: cpb_grpc.JobMasterServiceStub, task: RunningTask, state: str, failure: cpb.JobFailure | None) -> None:
         task.state = state
@@ -323,6 +398,7 @@ class TaskExecutor:
         task = self.tasks.get(attempt_id)
         if task is None:
             return
+        task.collect_gate.open()  # a reader blocked on it would hold up the task's exit
         if task.handle is None:
             if not task.cancelled:
                 task.cancelled = True

@@ -18,6 +18,8 @@ from millstream.datastream.functions import RuntimeContext
 from millstream.runtime.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
 from millstream.runtime.serialization import RecordSerializer, deserialize
 
+MAX_COLLECT_PAYLOAD_BYTES = 1 << 20  # one collected part; the client pulls 2 MB per request
+
 if TYPE_CHECKING:
     from millstream.datastream.state import (
         AggregatingState,
@@ -182,11 +184,13 @@ class SimpleTaskEnvironment:
 
     def emit_collect(self, collect_id: str, records: list[Any]) -> None:
         self.collect_calls += 1
-        payload = self.serializer.serialize(records)  # fails here on a record that cannot travel
-        if self.collect_sink is not None:
-            self.collect_sink(collect_id, payload)
-        else:
-            self.collected.setdefault(collect_id, []).extend(deserialize(payload))
+        # fails here on a record that cannot travel; parts of at most 1 MB, as the JobManager buffers
+        # collected bytes and the client pulls bounded amounts
+        for payload in self.serializer.serialize_parts(records, MAX_COLLECT_PAYLOAD_BYTES):
+            if self.collect_sink is not None:
+                self.collect_sink(collect_id, payload)
+            else:
+                self.collected.setdefault(collect_id, []).extend(deserialize(payload))
 
     def cancel(self) -> None:
         self._cancelled.set()

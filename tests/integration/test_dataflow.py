@@ -133,9 +133,10 @@ def test_file_sink_writes_one_part_file_per_subtask(cluster, tmp_path) -> None:
     env = _env(2)
     env.from_sequence(1, 100).rebalance().map(str).sink_to(FileSink.for_row_format(str(tmp_path / "out")).build())
     env.execute("file sink")
-    parts = sorted(os.listdir(tmp_path / "out"))
-    assert len(parts) == 2
-    lines = [line for p in parts for line in (tmp_path / "out" / p).read_text().splitlines()]
+    parts = sorted(p for p in (tmp_path / "out").rglob("*") if p.is_file())  # in the hour's bucket directory
+    assert len(parts) == 2 and sorted(p.name.rsplit("-", 2)[1] for p in parts) == ["0", "1"]  # part-<uuid>-<subtask>-<n>
+    assert not [p for p in parts if p.name.startswith(".")]  # finished: nothing left in progress
+    lines = [line for p in parts for line in p.read_text().splitlines()]
     assert sorted(map(int, lines)) == list(range(1, 101))
 
 

@@ -35,11 +35,11 @@ def _graph() -> bytes:
     return env.get_job_graph("job").proto.SerializeToString()
 
 
-def _run(test):
+def _run(test, **options):
     async def body():
         blobs = BlobStore()
         try:
-            dispatcher = Dispatcher(blobs, FakeJobMaster, lambda: 4, job_retention_ms=50)
+            dispatcher = Dispatcher(blobs, FakeJobMaster, lambda: 4, job_retention_ms=50, **options)
             await test(dispatcher)
         finally:
             blobs.close()
@@ -145,7 +145,7 @@ def test_finished_jobs_are_kept_for_the_retention_time_then_forgotten() -> None:
     _run(test)
 
 
-def test_wait_streams_status_changes_and_collected_records_until_terminal() -> None:
+def test_wait_streams_status_changes_until_terminal() -> None:
     async def test(d: Dispatcher) -> None:
         job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
         await _started(d, job_id)
@@ -157,11 +157,131 @@ def test_wait_streams_status_changes_and_collected_records_until_terminal() -> N
 
         waiter = asyncio.ensure_future(consume())
         await asyncio.sleep(0.01)
-        d.add_collected(job_id, cpb.CollectBatch(collect_id="c", payload=b"1"))
-        await asyncio.sleep(0.01)
-        d.jobs[job_id].job_master.on_status(JobStatus.FINISHED, None)
+        (await _started(d, job_id)).on_status(JobStatus.FINISHED, None)
         await asyncio.wait_for(waiter, 2)
-        assert [u.summary.status for u in updates][-1] == cpb.FINISHED and updates[-1].terminal
-        assert [b.payload for u in updates for b in u.collected] == [b"1"]
+        assert [u.summary.status for u in updates] == [cpb.RUNNING, cpb.FINISHED] and updates[-1].terminal
+
+    _run(test)
+
+
+def test_a_finished_job_keeps_its_summary_only() -> None:
+    async def test(d: Dispatcher) -> None:
+        job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
+        await _started(d, job_id)
+        record = d.jobs[job_id]
+        tasks = record.job_master.core.tasks_per_state()
+        assert await d.add_collected(job_id, b"attempt", cpb.CollectBatch(collect_id="c", payload=b"x"), 0)
+        record.job_master.on_status(JobStatus.FAILED, cpb.JobFailure(message="boom"))
+        # No JobMaster (and so no ExecutionGraph) and no collected data any more ...
+        assert record.job_master is None and record.collect is None
+        # ... but what a client asks for afterwards: status, times, failure, task counts.
+        summary = d.record(job_id).summary()
+        assert summary.status == cpb.FAILED and summary.failure.message == "boom"
+        assert summary.end_time_ms >= summary.start_time_ms > 0 and dict(summary.tasks_per_state) == tasks
+
+    _run(test)
+
+
+def test_the_job_store_keeps_at_most_max_capacity_finished_jobs_dropping_the_oldest() -> None:
+    async def test(d: Dispatcher) -> None:
+        running = d.submit(cpb.SubmitJobRequest(submission_id="r", job_graph=_graph())).job_id
+        finished = []
+        for i in range(4):
+            job_id = d.submit(cpb.SubmitJobRequest(submission_id=f"s{i}", job_graph=_graph())).job_id
+            (await _started(d, job_id)).on_status(JobStatus.FINISHED, None)
+            finished.append(job_id)
+            await asyncio.sleep(0.002)  # distinct end times
+        assert set(d.jobs) == {running, finished[2], finished[3]}  # the running job is never dropped
+        with pytest.raises(DispatcherError) as info:
+            d.record(finished[0])
+        assert info.value.code is grpc.StatusCode.NOT_FOUND
+        # A forgotten job's submission id is forgotten with it.
+        again = d.submit(cpb.SubmitJobRequest(submission_id="s0", job_graph=_graph()))
+        assert not again.duplicate and again.job_id != finished[0]
+
+    _run(test, max_finished_jobs=2)
+
+
+def test_a_negative_job_store_capacity_is_rejected() -> None:
+    with pytest.raises(ValueError, match="jobstore.max-capacity"):
+        Dispatcher(None, FakeJobMaster, lambda: 4, job_retention_ms=50, max_finished_jobs=-1)  # type: ignore[arg-type]
+
+
+def _batch(sequence: int, size: int) -> cpb.CollectBatch:
+    return cpb.CollectBatch(collect_id="c", sequence=sequence, payload=bytes([sequence % 256]) * size)
+
+
+def test_a_report_waits_while_the_job_buffer_is_full_and_is_taken_once_the_client_acknowledged() -> None:
+    async def test(d: Dispatcher) -> None:
+        job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
+        assert await d.add_collected(job_id, b"a", _batch(0, 60), 1)
+        assert await d.add_collected(job_id, b"a", _batch(1, 40), 1)
+        # Full: refused after waiting (the TaskManager reports it again) ...
+        assert not await d.add_collected(job_id, b"a", _batch(2, 10), 0.05)
+        # ... and a waiting report goes through as soon as the client acknowledges what it has.
+        waiting = asyncio.ensure_future(d.add_collected(job_id, b"a", _batch(2, 10), 5))
+        first = await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=0, max_bytes=1000), 1)
+        assert [b.sequence for b in first.batches] == [0, 1] and first.next_offset == 2
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # delivered but not acknowledged: still buffered for a retry
+        second = asyncio.ensure_future(d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=2, max_bytes=1000), 5))
+        assert await asyncio.wait_for(waiting, 2)
+        assert [b.sequence for b in (await second).batches] == [2]
+        assert d.jobs[job_id].collect.buffered_bytes == 10  # 0 and 1 were dropped at once
+
+    _run(test, collect_buffer_bytes=100)
+
+
+def test_the_client_gets_the_end_only_after_acknowledging_every_batch_of_a_finished_job() -> None:
+    async def test(d: Dispatcher) -> None:
+        job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
+        for seq in range(3):
+            assert await d.add_collected(job_id, b"a", _batch(seq, 10), 1)
+        (await _started(d, job_id)).on_status(JobStatus.FINISHED, None)
+        offset, seen, end = 0, [], None
+        for _ in range(10):
+            response = await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=offset, max_bytes=15), 1)
+            seen += [b.sequence for b in response.batches]
+            offset = response.next_offset
+            if response.end_of_data:
+                end = response
+                break
+            assert len(response.batches) == 1  # 15 bytes: one 10-byte batch per answer
+        assert end is not None and not end.batches and seen == [0, 1, 2]
+        assert end.summary.status == cpb.FINISHED and d.jobs[job_id].collect is None
+        again = await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=offset, max_bytes=15), 1)
+        assert again.end_of_data  # the answer with the end was lost: asking again is harmless
+
+    _run(test)
+
+
+def test_a_fetch_waits_for_data_and_a_failed_job_releases_its_waiting_producers() -> None:
+    async def test(d: Dispatcher) -> None:
+        job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
+        empty = await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=0, max_bytes=100), 0.05)
+        assert not empty.batches and not empty.end_of_data and empty.next_offset == 0
+        pending = asyncio.ensure_future(d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=0, max_bytes=100), 5))
+        await asyncio.sleep(0.01)
+        assert await d.add_collected(job_id, b"a", _batch(0, 100), 1)
+        assert [b.sequence for b in (await asyncio.wait_for(pending, 2)).batches] == [0]
+        blocked = asyncio.ensure_future(d.add_collected(job_id, b"a", _batch(1, 100), 5))
+        await asyncio.sleep(0.01)
+        (await _started(d, job_id)).on_status(JobStatus.CANCELED, None)
+        assert await asyncio.wait_for(blocked, 2)  # nobody will read it: the producer goes on
+        end = await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=1, max_bytes=100), 1)
+        assert end.end_of_data and end.summary.status == cpb.CANCELED
+
+    _run(test, collect_buffer_bytes=100)
+
+
+def test_fetching_an_acknowledged_offset_is_an_error_naming_it() -> None:
+    async def test(d: Dispatcher) -> None:
+        job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
+        for seq in range(2):
+            await d.add_collected(job_id, b"a", _batch(seq, 1), 1)
+        await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=2, max_bytes=10), 0)
+        with pytest.raises(DispatcherError) as info:
+            await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=1, max_bytes=10), 0)
+        assert info.value.code is grpc.StatusCode.OUT_OF_RANGE and "offset 1 was already acknowledged" in str(info.value)
 
     _run(test)
