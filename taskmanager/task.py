@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 import cloudpickle
+import grpc
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
@@ -34,6 +35,9 @@ SOURCE_BATCH_SIZE = 1024
 RECORDS_PER_BUFFER = 1024
 CONNECT_TIMEOUT_S = 60.0
 CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers before giving up
+# A lookup answered with these may succeed later (the TaskManager is starting, restarting or busy);
+# anything else is a real error and fails the channel at once, naming it.
+RETRIABLE_LOOKUP_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> SimpleTaskEnvironment:
@@ -68,8 +72,15 @@ class PartitionResolver:
             stub = self._stubs[spec.producer_location] = cpb_grpc.TaskExecutorStub(channel)
         try:
             response = stub.LookupPartition(cpb.LookupPartitionRequest(producer_attempt_id=spec.producer_attempt_id), timeout=self._timeout)
-        except Exception:  # the producer's TaskManager is not reachable (yet): ask again
-            return None
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            if code in RETRIABLE_LOOKUP_CODES:
+                return None  # the producer's TaskManager is not reachable (yet) or slow: ask again
+            details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            raise ConnectionError(
+                f"looking up partition {spec.result_id.hex()}#{spec.partition_index} at the producer's "
+                f"TaskManager {spec.producer_location} failed: {code.name if code else 'error'}: {details}"
+            ) from exc
         if response.state == cpb.LookupPartitionResponse.GONE:
             raise ConnectionError(
                 f"the producer of partition {spec.result_id.hex()}#{spec.partition_index} ended before this task connected"
