@@ -12,6 +12,8 @@ import itertools
 import pickle
 import sys
 import threading
+import time
+import traceback
 from typing import Any
 
 import cloudpickle
@@ -23,17 +25,21 @@ from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.rpc import sync_channel
-from millstream.taskmanager.network import BUFFER, ChannelSpec, InputGate, PartitionServer, ResultPartition
+from millstream.taskmanager.network import BUFFER, ChannelSpec, ExchangeError, InputGate, PartitionError, PartitionServer, ResultPartition
 
 # Messages from the worker to the TaskManager.
 STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")
 PARTITIONS = "partitions"  # ("partitions", "host:port") where this task serves its result partitions
 PRINT = "print"            # ("print", [lines], to_stderr)
 COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, pickled list)
+# ("failing", traceback, caused_by_peer): the body failed (before any cancel reached it) and is now
+# cleaning up; caused_by_peer when the failure is a broken exchange, i.e. a neighbour's failure.
+FAILING = "failing"
 
 SOURCE_BATCH_SIZE = 1024
 RECORDS_PER_BUFFER = 1024
 CONNECT_TIMEOUT_S = 60.0
+RELAY_POLL_S = 0.2  # the cancel relay checks this often whether its task ended (then it ends too)
 CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers before giving up
 # A lookup answered with these may succeed later (the TaskManager is starting, restarting or busy);
 # anything else is a real error and fails the channel at once, naming it.
@@ -162,19 +168,28 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, channe
     env = _task_environment(tdd, channel)
     chain: OperatorChain | None = None
 
+    task_ended = threading.Event()
+
     def relay_cancel() -> None:  # the channel's cancel reaches the environment and the source loop
-        while not channel.wait_cancelled(3600):
-            pass
+        # It ends with the task: Spark reuses this worker for later tasks, and a relay left waiting
+        # would pin this task's chain and state for the worker's whole life.
+        while not channel.wait_cancelled(RELAY_POLL_S):
+            if task_ended.is_set():
+                return
         env.cancel()
         if chain is not None:
             chain.cancel()  # a SourceFunction's run() only stops when told through cancel()
 
     threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True).start()
-    partitions, writers = _result_partitions(tdd, env.is_cancelled)
-    server = PartitionServer(data_host)
+    failure: str | None = None
+    partitions: dict[bytes, ResultPartition] = {}
+    server: PartitionServer | None = None
     resolver = PartitionResolver()
-    gate = _input_gate(tdd, resolver, env.is_cancelled) if tdd.input_gates else None
+    gate: InputGate | None = None
     try:
+        partitions, writers = _result_partitions(tdd, env.is_cancelled)
+        server = PartitionServer(data_host)
+        gate = _input_gate(tdd, resolver, env.is_cancelled) if tdd.input_gates else None
         for partition in partitions.values():
             server.register(partition)
         server.start()
@@ -192,13 +207,24 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, channe
                 chain.end_input()
                 for writer in writers.values():
                     writer.finish()
+                deadline = time.monotonic() + CONSUMED_TIMEOUT_S
                 for partition in partitions.values():
-                    if not partition.wait_consumed(CONSUMED_TIMEOUT_S):
-                        raise TimeoutError(f"the consumers of {tdd.vertex.name} did not read its output in time")
+                    if not partition.wait_consumed(max(0.0, deadline - time.monotonic())):
+                        if time.monotonic() >= deadline:
+                            raise TimeoutError(f"the consumers of {tdd.vertex.name} did not read its output in time")
+                        # A consumer's connection broke: its own failure is the root cause.
+                        raise PartitionError(f"a consumer of {tdd.vertex.name} failed before reading all of its output")
         finally:
             chain.close()
+    except BaseException as exc:
+        if not env.is_cancelled():  # a genuine failure, not the echo of a cancel: say so at once
+            failure = f"{type(exc).__name__}: {exc}"
+            channel.send((FAILING, "".join(traceback.format_exception(exc)), isinstance(exc, ExchangeError)))
+        raise
     finally:
+        task_ended.set()
         if gate is not None:
             gate.close()
-        server.close()
+        if server is not None:
+            server.close(failure)  # consumers get the failure in-band, not a bare closed connection
         resolver.close()
