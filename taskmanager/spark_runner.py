@@ -270,6 +270,9 @@ class TaskHandle:
         self._done = threading.Event()
         self._attached = threading.Event()
         self._reader_done = threading.Event()
+        # The worker's connection ended with no TaskExit before anyone asked it to stop: it died,
+        # and a cancel sent afterwards (say, because its consumers saw it die) must not hide that.
+        self._died_uncancelled = False
 
     def wait(self, timeout: float | None = None) -> TaskExit | None:
         """The TaskExit, or None if the task has not ended within ``timeout`` seconds."""
@@ -518,7 +521,7 @@ class SparkHost:
                 sc.parallelize([0], 1).mapPartitions(partial(_worker_main, spec)).collect()
         except Exception as exc:  # py4j's error for any job failure, a killed worker included
             error = _spark_error_summary(exc)
-        if handle._cancel_requested:
+        if handle._cancel_requested and not (error is not None and handle._died_uncancelled):
             handle._deliver(TaskExit("CANCELED"))
         elif error is None:  # the worker closed the channel before returning: drain it, bounded
             if handle._attached.wait(_ATTACH_GRACE_S):
@@ -596,6 +599,8 @@ class SparkHost:
         finally:
             _close(conn)
             if handle is not None:
+                with handle._ctl_lock:
+                    handle._died_uncancelled = handle._outcome is None and not handle._cancel_requested
                 handle._reader_done.set()
 
 

@@ -158,6 +158,16 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) 
     return True
 
 
+def _broken_exchange(exc: BaseException | None) -> bool:
+    """Whether the failure is a data exchange that broke (an operator error may wrap it): the sign
+    of a neighbour's failure rather than this task's own."""
+    while exc is not None:
+        if isinstance(exc, ExchangeError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
 def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, channel: Any) -> None:
     """``data_host``: the TaskManager's host, where consumers on other machines reach this task."""
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
@@ -219,7 +229,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, channe
     except BaseException as exc:
         if not env.is_cancelled():  # a genuine failure, not the echo of a cancel: say so at once
             failure = f"{type(exc).__name__}: {exc}"
-            channel.send((FAILING, "".join(traceback.format_exception(exc)), isinstance(exc, ExchangeError)))
+            channel.send((FAILING, "".join(traceback.format_exception(exc)), _broken_exchange(exc)))
         raise
     finally:
         task_ended.set()
