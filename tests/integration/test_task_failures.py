@@ -15,6 +15,7 @@ from millstream.client.execution import JobExecutionException
 from millstream.client.minicluster import MiniCluster
 from millstream.datastream import MapFunction, RuntimeContext, SourceFunction, StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import JobStatus
+from millstream.proto import cluster_pb2 as cpb
 from millstream.taskmanager.spark_runner import SparkHost
 
 from .harness import fast_config, jobmanager_env, poll_for
@@ -83,7 +84,9 @@ def test_a_burst_of_tasks_beyond_sparks_capacity_is_refused_not_overcommitted(cl
     for _ in range(3):
         stream = stream.map(lambda x: x)
     stream.add_sink(lambda x: None)
-    job_id = client.submit(env.get_job_graph("five tasks in one slot").proto)
+    # Its tasks fetch this artifact before they start in Spark: they all arrive while none runs yet.
+    artifact = cpb.Artifact(name="data.bin", content=os.urandom(30 << 20))
+    job_id = client.submit(env.get_job_graph("five tasks in one slot").proto, [artifact])
     poll_for(lambda: _status(client, job_id).is_terminal(), 60, what="the job to end (not hang on a busy Spark)")
     summary = client.status(job_id)
     assert JobStatus.from_proto(summary.status) is JobStatus.FAILED
