@@ -85,7 +85,7 @@ def test_a_burst_of_tasks_beyond_sparks_capacity_is_refused_not_overcommitted(cl
         stream = stream.map(lambda x: x)
     stream.add_sink(lambda x: None)
     # Its tasks fetch this artifact before they start in Spark: they all arrive while none runs yet.
-    artifact = cpb.Artifact(name="data.bin", content=os.urandom(30 << 20))
+    artifact = cpb.Artifact(name="padding.py", content=b"# " + b"x" * (30 << 20) + b"\n")
     job_id = client.submit(env.get_job_graph("five tasks in one slot").proto, [artifact])
     poll_for(lambda: _status(client, job_id).is_terminal(), 60, what="the job to end (not hang on a busy Spark)")
     summary = client.status(job_id)
