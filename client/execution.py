@@ -1,7 +1,8 @@
 """Running a JobGraph from a user program: ``env.execute()`` and ``execute_and_collect()``.
 
-The job goes to the cluster named by ``MILLSTREAM_JOBMANAGER=host:port``; without it, to an
-embedded mini-cluster started for this job and stopped after it. Either way the JobGraph travels
+The job goes to the cluster named by ``MILLSTREAM_JOBMANAGER=host:port``; without it, to the
+process's embedded mini-cluster, started by the first job, reused by the next ones and stopped
+when the interpreter exits. Either way the JobGraph travels
 over gRPC to a Dispatcher. ``capture_job_graphs()`` turns ``execute()`` into "record the JobGraph
 and stop the program", which is how ``millstream plan JOB.py`` learns a job without running it.
 """
@@ -80,14 +81,12 @@ class _Session:
         from millstream.jobmanager.execution_graph import ExecutionGraph
 
         self.config = _client_configuration(user_conf)
-        self.minicluster = None
         address = os.environ.get(ENV_JOBMANAGER)
         if not address:
-            from millstream.client.minicluster import MiniCluster
+            from millstream.client.minicluster import embedded_cluster
 
             slots = ExecutionGraph(job_graph.proto).total_required_slots()
-            self.minicluster = MiniCluster(self.config, slots).start()
-            address = self.minicluster.address
+            address = embedded_cluster(self.config, slots).address  # reused by later executes
         self.client = ClusterClient(address, self.config.get(cfg.RPC_TIMEOUT) / 1000, self.config.get(cfg.RPC_MAX_MESSAGE_SIZE))
 
     def submit(self, job_graph: Any, python_files: Sequence[str]) -> bytes:
@@ -97,8 +96,6 @@ class _Session:
 
     def close(self) -> None:
         self.client.close()
-        if self.minicluster is not None:
-            self.minicluster.close()
 
 
 def _raise_unless_finished(job_graph: Any, summary: cpb.JobSummary) -> None:

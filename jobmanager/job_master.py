@@ -209,6 +209,6 @@ class JobMaster:
             # Only a refused connection counts towards the failure threshold: a slow answer is
             # the heartbeat timeout's business, so a busy TaskManager is not declared lost early.
             if exc.code() is grpc.StatusCode.UNAVAILABLE and self._heartbeats.record_rpc_failure(resource_id, now_ms()):
-                self.task_manager_lost(resource_id, f"unreachable: {exc.code().name}")
+                self.task_manager_lost(resource_id, f"connection refused: heartbeat RPCs {exc.code().name}")
         else:
             self._heartbeats.record_heartbeat(resource_id, now_ms())

@@ -250,6 +250,8 @@ class JobMasterCore:
             return out  # a retried report
         if execution.state is ExecutionState.CANCELING and state in (ExecutionState.FINISHED, ExecutionState.FAILED):
             # Finished, or failed because its peers were cancelled, while its cancellation was on the way.
+            if state is ExecutionState.FAILED and failure is not None:
+                self._offer_root_cause(failure)  # it may have failed first, its report arriving late
             state = ExecutionState.CANCELED
         if not self._set_state(execution, state, "reported by TaskManager"):
             return out
@@ -298,10 +300,19 @@ class JobMasterCore:
     def _fail_job(self, failure: cpb.JobFailure) -> list[Command]:
         out: list[Command] = []
         if self.status in (JobStatus.RUNNING, JobStatus.CREATED):
-            self.failure = failure  # the first failure is the root cause
+            self.failure = failure  # the first failure is the root cause ...
             self._set_job_status(JobStatus.FAILING, failure.message, out)
             out += self._cancel_executions()
+        else:
+            self._offer_root_cause(failure)
         return out
+
+    def _offer_root_cause(self, failure: cpb.JobFailure) -> None:
+        """... unless it was secondary (a task whose exchange broke because a neighbour failed) and
+        the neighbour's own failure, or its TaskManager's loss, arrives while the job is failing."""
+        if self.status is JobStatus.FAILING and self.failure is not None and self.failure.secondary and not failure.secondary:
+            log.info("job %s: root cause %r replaces the secondary failure %r", self.job_id.hex(), failure.message, self.failure.message)
+            self.failure = failure
 
     def _cancel_executions(self) -> list[Command]:
         out: list[Command] = []

@@ -169,7 +169,7 @@ class ResourceManager:
         except grpc.aio.AioRpcError as exc:
             # Only a refused connection counts towards the failure threshold (see JobMaster._heartbeat).
             if exc.code() is grpc.StatusCode.UNAVAILABLE and self._heartbeats.record_rpc_failure(resource_id, now_ms()):
-                self._lost(resource_id, f"unreachable ({exc.code().name})")
+                self._lost(resource_id, f"connection refused: heartbeat RPCs {exc.code().name}")
             return
         self._heartbeats.record_heartbeat(resource_id, now_ms())
         self._run(self.slots.report_slots(resource_id, registration_id, slot_report_entries(response.slot_report), now_ms()))

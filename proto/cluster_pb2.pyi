@@ -101,14 +101,16 @@ class JobIdRequest(_message.Message):
     def __init__(self, job_id: _Optional[bytes] = ...) -> None: ...
 
 class JobFailure(_message.Message):
-    __slots__ = ("message", "task_name", "traceback")
+    __slots__ = ("message", "task_name", "traceback", "secondary")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     TASK_NAME_FIELD_NUMBER: _ClassVar[int]
     TRACEBACK_FIELD_NUMBER: _ClassVar[int]
+    SECONDARY_FIELD_NUMBER: _ClassVar[int]
     message: str
     task_name: str
     traceback: str
-    def __init__(self, message: _Optional[str] = ..., task_name: _Optional[str] = ..., traceback: _Optional[str] = ...) -> None: ...
+    secondary: bool
+    def __init__(self, message: _Optional[str] = ..., task_name: _Optional[str] = ..., traceback: _Optional[str] = ..., secondary: _Optional[bool] = ...) -> None: ...
 
 class JobSummary(_message.Message):
     __slots__ = ("job_id", "job_name", "status", "start_time_ms", "end_time_ms", "num_tasks", "tasks_per_state", "failure")

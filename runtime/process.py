@@ -49,17 +49,19 @@ def start_process(args: argparse.Namespace) -> cfg.Configuration:
 
 
 def run_process(name: str, args: argparse.Namespace,
-                serve: Callable[[cfg.Configuration], Coroutine[Any, Any, None]]) -> None:
-    """Loads the configuration and runs ``serve(configuration)`` until it returns.
+                serve: Callable[[cfg.Configuration], Coroutine[Any, Any, int | None]]) -> None:
+    """Loads the configuration and runs ``serve(configuration)`` until it returns; its result is the
+    exit code (None: 0).
 
     A bad configuration or a start-up failure (a taken port) is one line on stderr,
     ``millstream jobmanager: error: ...``, and exit code 1: ``cluster start`` relays that line.
     """
     try:
-        asyncio.run(serve(start_process(args)))
+        code = asyncio.run(serve(start_process(args)))
     except FATAL_ERRORS as exc:
         print(ERROR_PREFIX.format(name=name) + str(exc), file=sys.stderr, flush=True)
         sys.exit(1)
+    sys.exit(code or 0)
 
 
 async def until_terminated() -> None:

@@ -270,6 +270,9 @@ class TaskHandle:
         self._done = threading.Event()
         self._attached = threading.Event()
         self._reader_done = threading.Event()
+        # The worker's connection ended with no TaskExit before anyone asked it to stop: it died,
+        # and a cancel sent afterwards (say, because its consumers saw it die) must not hide that.
+        self._died_uncancelled = False
 
     def wait(self, timeout: float | None = None) -> TaskExit | None:
         """The TaskExit, or None if the task has not ended within ``timeout`` seconds."""
@@ -363,6 +366,10 @@ class SparkHost:
         self._lock = threading.Lock()  # the two dicts: touched by caller, job and reader threads
         self._tasks: dict[str, TaskHandle] = {}
         self._by_token: dict[bytes, TaskHandle] = {}
+        self._jvm: subprocess.Popen | None = None  # the Spark driver's JVM, when this process launched it
+        self._stopping = False
+        self.died: str | None = None  # "Spark died: ..." once the JVM exited under us
+        self._death_listeners: list[Callable[[str], None]] = []
 
     @property
     def _local(self) -> bool:
@@ -398,8 +405,11 @@ class SparkHost:
         builder = SparkSession.builder.master(self.master).appName(self.app_name)
         for key, value in conf.items():
             builder = builder.config(key, value)
+        self._stopping = False
+        self.died = None
         self._spark = builder.getOrCreate()
         self._spark.sparkContext.setLogLevel(self.log_level)
+        self._watch_jvm()
         t1 = time.monotonic()
         try:
             self._warm_up()
@@ -412,8 +422,48 @@ class SparkHost:
                  self.timings.session_start_s, self.timings.warmup_s)
         return self.timings
 
+    def on_death(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(reason)`` (from a watcher thread) if Spark's JVM dies while started."""
+        self._death_listeners.append(listener)
+        if self.died is not None:
+            listener(self.died)
+
+    def _watch_jvm(self) -> None:
+        # py4j keeps the JVM it launched as a Popen: waiting on it both notices a death at once and
+        # reaps the process (a JVM killed under us must not linger <defunct>).
+        assert self._spark is not None
+        gateway = getattr(self._spark.sparkContext, "_gateway", None)
+        self._jvm = getattr(gateway, "proc", None)
+        if self._jvm is not None:
+            threading.Thread(target=self._await_jvm_exit, args=(self._jvm,), name="ms-spark-jvm-watch", daemon=True).start()
+
+    def _await_jvm_exit(self, proc: subprocess.Popen) -> None:
+        code = proc.wait()
+        if self._stopping or proc is not self._jvm:
+            return
+        self.died = f"Spark died: its JVM (pid {proc.pid}) exited with code {code}"
+        log.error("%s; the tasks of this host fail and no new task can start", self.died)
+        for listener in list(self._death_listeners):
+            try:
+                listener(self.died)
+            except Exception:
+                log.exception("a Spark death listener failed")
+
+    def _death(self, wait_s: float) -> str | None:
+        """Why Spark died, waiting up to ``wait_s`` for a JVM that is going (its py4j socket may
+        close a moment before the process is reaped); None while it lives."""
+        proc = self._jvm
+        if self.died is None and proc is not None and not self._stopping:
+            try:
+                code = proc.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                return None
+            return self.died or f"Spark died: its JVM (pid {proc.pid}) exited with code {code}"
+        return self.died
+
     def stop(self, timeout: float = 10.0) -> None:
         """Cancel running tasks (each still gets its TaskExit), then stop listener and session."""
+        self._stopping = True
         with self._lock:
             running = list(self._tasks.values())
         for handle in running:
@@ -424,7 +474,16 @@ class SparkHost:
             _close(self._listener)
             self._listener = None
         if self._spark is not None:
-            self._spark.stop()
+            if self.died is None:
+                self._spark.stop()
+            else:  # nothing to stop over py4j; forget the context so a new one may start
+                from pyspark import SparkContext
+
+                with contextlib.suppress(Exception):
+                    self._spark.stop()
+                SparkContext._active_spark_context = None
+                SparkContext._gateway = None
+                SparkContext._jvm = None
             self._spark = None
 
     def running_task_ids(self) -> list[str]:
@@ -435,6 +494,8 @@ class SparkHost:
         """Start a one-partition job running the payload's body (see ``make_payload``)."""
         from pyspark import InheritableThread  # pinned-thread mode: cleans up its JVM thread
 
+        if self.died is not None:
+            raise RuntimeError(self.died)
         if self._spark is None or self._listener is None:
             raise RuntimeError("SparkHost is not started")
         handle = TaskHandle(self, task_id, on_event)
@@ -460,7 +521,7 @@ class SparkHost:
                 sc.parallelize([0], 1).mapPartitions(partial(_worker_main, spec)).collect()
         except Exception as exc:  # py4j's error for any job failure, a killed worker included
             error = _spark_error_summary(exc)
-        if handle._cancel_requested:
+        if handle._cancel_requested and not (error is not None and handle._died_uncancelled):
             handle._deliver(TaskExit("CANCELED"))
         elif error is None:  # the worker closed the channel before returning: drain it, bounded
             if handle._attached.wait(_ATTACH_GRACE_S):
@@ -469,6 +530,11 @@ class SparkHost:
         else:  # a dead worker's socket is closed by the kernel; a lost remote one may never be
             if handle._attached.is_set():
                 handle._reader_done.wait(_EOF_GRACE_S)
+            died = self._death(wait_s=1.0)
+            if died is not None:  # the last line is what a job's failure message shows
+                error = f"{error}\n{died}"
+            elif handle._attached.is_set():
+                error = f"{error}\nPython worker crashed: it ended without reporting the task's outcome"
             handle._deliver(TaskExit("FAILED", error))
 
     def _warm_up(self) -> None:
@@ -482,8 +548,12 @@ class SparkHost:
         (rdd.barrier() if n > 1 else rdd).mapPartitions(partial(_warm, n > 1)).collect()
 
     def _cancel_job_group(self, task_id: str) -> None:
-        if self._spark is not None:
-            self._spark.sparkContext.cancelJobGroup(task_id)
+        if self._spark is not None and self.died is None:
+            try:
+                self._spark.sparkContext.cancelJobGroup(task_id)
+            except Exception:
+                if self._death(wait_s=1.0) is None:
+                    raise  # Spark lives: a real error
 
     def _forget(self, handle: TaskHandle) -> None:
         with self._lock:
@@ -529,6 +599,8 @@ class SparkHost:
         finally:
             _close(conn)
             if handle is not None:
+                with handle._ctl_lock:
+                    handle._died_uncancelled = handle._outcome is None and not handle._cancel_requested
                 handle._reader_done.set()
 
 

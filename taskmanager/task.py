@@ -11,10 +11,13 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+import time
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
+import grpc
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
@@ -22,18 +25,25 @@ from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.rpc import sync_channel
-from millstream.taskmanager.network import BUFFER, ChannelSpec, InputGate, PartitionServer, ResultPartition
+from millstream.taskmanager.network import BUFFER, ChannelSpec, ExchangeError, InputGate, PartitionError, PartitionServer, ResultPartition
 
 # Messages from the worker to the TaskManager.
 STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")
 PARTITIONS = "partitions"  # ("partitions", "host:port") where this task serves its result partitions
 PRINT = "print"            # ("print", [lines], to_stderr)
 COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, serialized list of records)
+# ("failing", traceback, caused_by_peer): the body failed (before any cancel reached it) and is now
+# cleaning up; caused_by_peer when the failure is a broken exchange, i.e. a neighbour's failure.
+FAILING = "failing"
 
 SOURCE_BATCH_SIZE = 1024
 RECORDS_PER_BUFFER = 1024
 CONNECT_TIMEOUT_S = 60.0
+RELAY_POLL_S = 0.2  # the cancel relay checks this often whether its task ended (then it ends too)
 CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers before giving up
+# A lookup answered with these may succeed later (the TaskManager is starting, restarting or busy);
+# anything else is a real error and fails the channel at once, naming it.
+RETRIABLE_LOOKUP_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 @dataclass(frozen=True)
@@ -75,8 +85,15 @@ class PartitionResolver:
             stub = self._stubs[spec.producer_location] = cpb_grpc.TaskExecutorStub(channel)
         try:
             response = stub.LookupPartition(cpb.LookupPartitionRequest(producer_attempt_id=spec.producer_attempt_id), timeout=self._timeout)
-        except Exception:  # the producer's TaskManager is not reachable (yet): ask again
-            return None
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            if code in RETRIABLE_LOOKUP_CODES:
+                return None  # the producer's TaskManager is not reachable (yet) or slow: ask again
+            details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            raise ConnectionError(
+                f"looking up partition {spec.result_id.hex()}#{spec.partition_index} at the producer's "
+                f"TaskManager {spec.producer_location} failed: {code.name if code else 'error'}: {details}"
+            ) from exc
         if response.state == cpb.LookupPartitionResponse.GONE:
             raise ConnectionError(
                 f"the producer of partition {spec.result_id.hex()}#{spec.partition_index} ended before this task connected"
@@ -159,6 +176,16 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) 
     return True
 
 
+def _broken_exchange(exc: BaseException | None) -> bool:
+    """Whether the failure is a data exchange that broke (an operator error may wrap it): the sign
+    of a neighbour's failure rather than this task's own."""
+    while exc is not None:
+        if isinstance(exc, ExchangeError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
 def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, network: NetworkSettings, channel: Any) -> None:
     """``data_host``: the TaskManager's host, where consumers on other machines reach this task;
     ``network``: the TaskManager's exchange settings."""
@@ -170,19 +197,28 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
     env = _task_environment(tdd, channel)
     chain: OperatorChain | None = None
 
+    task_ended = threading.Event()
+
     def relay_cancel() -> None:  # the channel's cancel reaches the environment and the source loop
-        while not channel.wait_cancelled(3600):
-            pass
+        # It ends with the task: Spark reuses this worker for later tasks, and a relay left waiting
+        # would pin this task's chain and state for the worker's whole life.
+        while not channel.wait_cancelled(RELAY_POLL_S):
+            if task_ended.is_set():
+                return
         env.cancel()
         if chain is not None:
             chain.cancel()  # a SourceFunction's run() only stops when told through cancel()
 
     threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True).start()
-    partitions, writers = _result_partitions(tdd, env.is_cancelled, network)
-    server = PartitionServer(data_host)
+    failure: str | None = None
+    partitions: dict[bytes, ResultPartition] = {}
+    server: PartitionServer | None = None
     resolver = PartitionResolver()
-    gate = _input_gate(tdd, resolver, env.is_cancelled, network) if tdd.input_gates else None
+    gate: InputGate | None = None
     try:
+        partitions, writers = _result_partitions(tdd, env.is_cancelled, network)
+        server = PartitionServer(data_host)
+        gate = _input_gate(tdd, resolver, env.is_cancelled, network) if tdd.input_gates else None
         for partition in partitions.values():
             server.register(partition)
         server.start()
@@ -200,13 +236,24 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
                 chain.end_input()
                 for writer in writers.values():
                     writer.finish()
+                deadline = time.monotonic() + CONSUMED_TIMEOUT_S
                 for partition in partitions.values():
-                    if not partition.wait_consumed(CONSUMED_TIMEOUT_S):
-                        raise TimeoutError(f"the consumers of {tdd.vertex.name} did not read its output in time")
+                    if not partition.wait_consumed(max(0.0, deadline - time.monotonic())):
+                        if time.monotonic() >= deadline:
+                            raise TimeoutError(f"the consumers of {tdd.vertex.name} did not read its output in time")
+                        # A consumer's connection broke: its own failure is the root cause.
+                        raise PartitionError(f"a consumer of {tdd.vertex.name} failed before reading all of its output")
         finally:
             chain.close()
+    except BaseException as exc:
+        if not env.is_cancelled():  # a genuine failure, not the echo of a cancel: say so at once
+            failure = f"{type(exc).__name__}: {exc}"
+            channel.send((FAILING, "".join(traceback.format_exception(exc)), _broken_exchange(exc)))
+        raise
     finally:
+        task_ended.set()
         if gate is not None:
             gate.close()
-        server.close()
+        if server is not None:
+            server.close(failure)  # consumers get the failure in-band, not a bare closed connection
         resolver.close()

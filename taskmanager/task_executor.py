@@ -84,6 +84,8 @@ class RunningTask:
     cancelled: bool = False  # cancelled before its Spark task started: it must never start
     collect_gate: CollectGate = field(default_factory=CollectGate)
     collect_failure: str | None = None  # collected records could not be delivered: the task fails
+    starting: bool = True  # accepted, its Spark task not submitted yet (e.g. fetching artifacts)
+    failing: tuple[str, bool] | None = None  # (traceback, caused by a neighbour) once the body failed
 
     @property
     def attempt_id(self) -> bytes:
@@ -126,6 +128,7 @@ class TaskExecutor:
         self.partition_servers: dict[bytes, str] = {}
         self._ended_attempts: collections.deque[bytes] = collections.deque(maxlen=10_000)
         self.registered = asyncio.Event()
+        self.unusable_reason: str | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -189,7 +192,16 @@ class TaskExecutor:
 
     # -- RPC handlers --------------------------------------------------------------------------
 
+    def unusable(self, reason: str) -> None:
+        """From now on every slot request and task is refused with ``reason`` (e.g. Spark died)."""
+        self.unusable_reason = reason
+
+    def _check_usable(self) -> None:
+        if self.unusable_reason is not None:
+            raise SlotTableError(f"TaskManager {self.resource_id} cannot run tasks: {self.unusable_reason}")
+
     def request_slot(self, request: cpb.RequestSlotRequest) -> None:
+        self._check_usable()
         if request.registration_id != self.registration_id:
             raise SlotTableError(
                 f"RequestSlot from an unknown ResourceManager registration {request.registration_id!r}"
@@ -247,9 +259,13 @@ class TaskExecutor:
     async def submit_task(self, tdd: cpb.TaskDeploymentDescriptor) -> None:
         if tdd.execution_attempt_id in self.tasks:
             return  # a retried SubmitTask
+        self._check_usable()
         task = RunningTask(tdd)
         capacity = self.spark.max_concurrent_tasks
-        if self.spark.master.startswith("local") and len(self.spark.running_task_ids()) >= capacity:
+        # Tasks still fetching their artifacts hold no Spark task yet but will: count them, or a
+        # burst of SubmitTask calls is accepted whole and its last tasks wait for a core forever.
+        starting = sum(1 for t in self.tasks.values() if t.starting and not t.cancelled)
+        if self.spark.master.startswith("local") and len(self.spark.running_task_ids()) + starting >= capacity:
             raise SlotTableError(
                 f"Task {task.name}: this TaskManager's Spark runs at most {capacity} tasks at once and all are busy; "
                 "raise millstream.spark.tasks-per-slot (a slot runs one task per vertex of its slot sharing group)"
@@ -279,6 +295,8 @@ class TaskExecutor:
         except Exception as exc:
             log.exception("task %s could not start", task.name)
             task.events.put_nowait(TaskExit("FAILED", f"Task {task.name} could not start: {type(exc).__name__}: {exc}"))
+        finally:
+            task.starting = False
 
     async def _fetch_artifacts(self, tdd: cpb.TaskDeploymentDescriptor) -> list[str]:
         """The sys.path entries of the job's artifacts, downloaded once per job for all its tasks."""
@@ -314,9 +332,14 @@ class TaskExecutor:
         while True:
             msg = await task.events.get()
             if isinstance(msg, TaskExit):
-                if task.collect_failure is not None:
+                if task.collect_failure is not None:  # its own root cause: results were lost
                     msg = TaskExit("FAILED", task.collect_failure)
-                failure = cpb.JobFailure(message=_first_line(msg.error), task_name=task.name, traceback=msg.error or "") if msg.error else None
+                msg, secondary = _with_reported_failure(msg, task.failing)
+                failure = (
+                    cpb.JobFailure(message=_first_line(msg.error), task_name=task.name, traceback=msg.error or "", secondary=secondary)
+                    if msg.error
+                    else None
+                )
                 self.partition_servers.pop(task.attempt_id, None)
                 self._ended_attempts.append(task.attempt_id)
                 await self._report(stub, task, msg.status, failure)
@@ -324,7 +347,9 @@ class TaskExecutor:
                 self.slots.remove_task(task.attempt_id)
                 return
             kind = msg[0]
-            if kind == task_body.PARTITIONS:
+            if kind == task_body.FAILING:
+                task.failing = (msg[1], msg[2])
+            elif kind == task_body.PARTITIONS:
                 self.partition_servers[task.attempt_id] = msg[1]
             elif kind == task_body.STATE:
                 await self._report(stub, task, msg[1], None)
@@ -426,6 +451,19 @@ class TaskExecutor:
             if t.tdd.job_id == request.job_id
         ]
         return cpb.HeartbeatResponse(slot_report=self.slot_report(), tasks=tasks)
+
+
+def _with_reported_failure(exit: TaskExit, failing: tuple[str, bool] | None) -> tuple[TaskExit, bool]:
+    """The task's outcome given the failure its body reported while it cleaned up.
+
+    A body that failed before any cancel reached it failed, even if the cancel (sent because of its
+    own failure, say) arrived during its clean-up and turned its exit into CANCELED."""
+    if failing is None or exit.status == "FINISHED":
+        return exit, False
+    traceback_text, secondary = failing
+    if exit.status == "CANCELED" or not exit.error:
+        return TaskExit("FAILED", traceback_text), secondary
+    return exit, secondary
 
 
 def _first_line(text: str | None) -> str:

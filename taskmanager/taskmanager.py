@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import tempfile
 import uuid
 from typing import Any
@@ -74,6 +75,8 @@ class TaskManager:
         self._registration_timeout_s = registration_timeout_s
         self._work = tempfile.TemporaryDirectory(prefix="millstream-tm-")
         self._link_task: asyncio.Task[None] | None = None
+        self.fatal_error: str | None = None  # why this TaskManager cannot run tasks any more
+        self.failed = asyncio.Event()
 
     @property
     def address(self) -> str:
@@ -100,6 +103,8 @@ class TaskManager:
             self.jobmanager_address,
             network,
         )
+        loop = asyncio.get_running_loop()
+        self._spark.on_death(lambda reason: loop.call_soon_threadsafe(self._spark_died, reason))
         self.server = RpcServer(name, c.get(cfg.RPC_MAX_MESSAGE_SIZE))
         self.server.add(cpb_grpc.add_TaskExecutorServicer_to_server, TaskExecutorServicer(self.executor), SERVICES)
         port = await self.server.start(host, c.get(cfg.TASKMANAGER_RPC_PORT))
@@ -150,17 +155,35 @@ class TaskManager:
             while self.executor.check_heartbeats():
                 await asyncio.sleep(self.executor._heartbeats.interval_ms / 1000 / 2)
 
+    def _spark_died(self, reason: str) -> None:
+        """Spark's JVM is gone: refuse every task from now on and leave the cluster (a Flink
+        TaskManager's fatal error). The running tasks fail on their own, naming the death."""
+        if self.fatal_error is not None:
+            return
+        self.fatal_error = reason
+        log.error("TaskManager %s: %s; leaving the cluster", self.resource_id, reason)
+        self.executor.unusable(reason)
+        if self._link_task:
+            self._link_task.cancel()
+        asyncio.ensure_future(self._disconnect(reason)).add_done_callback(lambda _: self.failed.set())
+
+    async def _disconnect(self, reason: str) -> None:
+        registration_id, self.executor.registration_id = self.executor.registration_id, ""
+        if not registration_id:
+            return
+        try:
+            await cpb_grpc.ResourceManagerStub(self._channel).DisconnectTaskManager(
+                cpb.TaskManagerRef(resource_id=self.resource_id, registration_id=registration_id, reason=reason),
+                timeout=2.0,
+            )
+        except grpc.aio.AioRpcError as exc:
+            log.warning("TaskManager %s could not say it leaves (%s): the heartbeats will tell", self.resource_id, exc.code().name)
+
     async def stop(self) -> None:
         if self._link_task:
             self._link_task.cancel()
         if getattr(self.executor, "registration_id", ""):
-            try:
-                await cpb_grpc.ResourceManagerStub(self._channel).DisconnectTaskManager(
-                    cpb.TaskManagerRef(resource_id=self.resource_id, registration_id=self.executor.registration_id, reason="TaskManager shut down"),
-                    timeout=2.0,
-                )
-            except grpc.aio.AioRpcError:
-                pass
+            await self._disconnect("TaskManager shut down")
         await self.executor.close()
         await self.server.stop(1.0)
         await self._channel.close()
@@ -175,10 +198,18 @@ class TaskManager:
         await self.stop()
 
 
-async def serve(configuration: cfg.Configuration, jobmanager_address: str) -> None:
+async def serve(configuration: cfg.Configuration, jobmanager_address: str) -> int:
+    """Serves until SIGTERM/SIGINT (exit code 0) or a fatal error such as Spark's death (1)."""
     async with TaskManager(configuration, jobmanager_address) as tm:
         print(f"TaskManager {tm.resource_id} serving at {tm.address} with {tm.num_slots} slots", flush=True)
-        await until_terminated()
+        waits = [asyncio.ensure_future(until_terminated()), asyncio.ensure_future(tm.failed.wait())]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in waits:
+            waiting.cancel()
+    if tm.fatal_error is not None:
+        log.error("TaskManager %s exits: %s", tm.resource_id, tm.fatal_error)
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:

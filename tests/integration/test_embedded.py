@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(400)
 
 
 def test_a_job_script_runs_on_an_embedded_cluster_and_prints_to_the_console(tmp_path) -> None:
@@ -33,3 +33,30 @@ def test_a_job_script_runs_on_an_embedded_cluster_and_prints_to_the_console(tmp_
     assert sorted(line.split("> ", 1)[1] for line in lines if "> " in line) == ["3", "6", "9"]
     assert all(line[:2] in ("1>", "2>") for line in lines if "> " in line)
     assert any(line.startswith("JOB ") and line.endswith(" DONE") for line in lines)
+
+
+THREE_EXECUTES = textwrap.dedent("""
+    from pyspark import SparkContext
+    from millstream.client import minicluster
+    from millstream.datastream import StreamExecutionEnvironment
+
+    jvms = []
+    for i in range(3):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        env.from_sequence(1, 1000).key_by(lambda x: x % 3).sum(0).print()
+        env.execute(f"job {i}")
+        jvms.append(SparkContext._active_spark_context)  # None once a cluster stopped after its job
+    print("STARTS", getattr(minicluster, "starts", None), "SPARKS", len({id(sc) for sc in jvms if sc is not None}),
+          "STOPPED", sum(sc is None for sc in jvms))
+""")
+
+
+def test_a_program_that_executes_three_times_reuses_one_embedded_cluster_and_one_spark(tmp_path) -> None:
+    job = tmp_path / "three.py"
+    job.write_text(THREE_EXECUTES)
+    env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
+    for _ in range(2):
+        run = subprocess.run([sys.executable, str(job)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
+        assert run.returncode == 0, f"exit code {run.returncode}\n{run.stderr[-3000:]}"
+        assert "STARTS 1 SPARKS 1 STOPPED 0" in run.stdout, run.stdout[-2000:]

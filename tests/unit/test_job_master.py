@@ -241,3 +241,44 @@ def test_a_failure_while_cancelling_counts_as_cancelled_and_retried_reports_are_
     assert a.state is ExecutionState.CANCELED and "illegal" not in caplog.text
     core.update_task_state(b.attempt_id, ExecutionState.CANCELED)
     assert core.status is JobStatus.CANCELED and core.failure is None
+
+
+def _failed_job_cause(core: JobMasterCore, commands: list) -> cpb.JobFailure:
+    assert core.status is JobStatus.FAILED
+    return [c for c in commands if isinstance(c, JobStatusChanged) and c.status is JobStatus.FAILED][0].failure
+
+
+def test_a_neighbours_broken_exchange_reported_first_does_not_hide_the_root_cause() -> None:
+    core = _core(parallelism=1, rebalance=True)  # producer -> rebalance -> consumer
+    _deploy(core)
+    _report_all(core, ExecutionState.INITIALIZING, ExecutionState.RUNNING)
+    producer, consumer = sorted(core.current_executions(), key=lambda e: e.name)[::-1]  # "Source..." sorts after "Map"
+    assert producer.name.startswith("Source")
+    broken = cpb.JobFailure(message="ChannelError: the producer closed the connection", secondary=True)
+    out = core.update_task_state(consumer.attempt_id, ExecutionState.FAILED, broken)
+    assert core.status is JobStatus.FAILING and producer.state is ExecutionState.CANCELING
+    # The producer failed first; its report arrives after the cancel that the consumer's failure sent.
+    root = cpb.JobFailure(message="ValueError: bad record", traceback="Traceback ...")
+    out += core.update_task_state(producer.attempt_id, ExecutionState.FAILED, root)
+    assert producer.state is ExecutionState.CANCELED
+    assert _failed_job_cause(core, out).message == "ValueError: bad record"
+
+
+def test_a_lost_task_manager_replaces_a_secondary_failure_but_the_first_root_cause_stays() -> None:
+    core = _core(parallelism=1, rebalance=True)
+    core.start()
+    core.offer_slots("tm-1", "tm-1:1", "tm-1:2", _offers(1))
+    _report_all(core, ExecutionState.INITIALIZING, ExecutionState.RUNNING)
+    producer, consumer = sorted(core.current_executions(), key=lambda e: e.name)[::-1]
+    core.update_task_state(consumer.attempt_id, ExecutionState.FAILED, cpb.JobFailure(message="broken exchange", secondary=True))
+    out = core.task_manager_lost("tm-1", "heartbeat timed out")
+    cause = _failed_job_cause(core, out)
+    assert "TaskManager tm-1 was lost (heartbeat timed out)" in cause.message
+
+    core = _core(parallelism=1, rebalance=True)
+    _deploy(core)
+    _report_all(core, ExecutionState.INITIALIZING, ExecutionState.RUNNING)
+    producer, consumer = sorted(core.current_executions(), key=lambda e: e.name)[::-1]
+    core.update_task_state(consumer.attempt_id, ExecutionState.FAILED, cpb.JobFailure(message="first root cause"))
+    out = core.update_task_state(producer.attempt_id, ExecutionState.FAILED, cpb.JobFailure(message="a later one"))
+    assert _failed_job_cause(core, out).message == "first root cause"
