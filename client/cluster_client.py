@@ -11,9 +11,43 @@ from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
+from millstream.runtime.config import ConfigurationError, parse_host_port
 from millstream.runtime.rpc import DEFAULT_MAX_MESSAGE_BYTES, sync_channel
 
 log = logging.getLogger(__name__)
+
+REACH_TIMEOUT_S = 3.0  # how long a client waits for a first answer before saying nothing is there
+
+
+class JobManagerUnreachable(ConnectionError):
+    """Nothing answers at the JobManager's address: one line that says so and what to do."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(
+            f"No JobManager at {address} ({reason}). Start one with `millstream cluster start`, "
+            "or run `python job.py` for an embedded cluster."
+        )
+        self.address = address
+        self.reason = reason
+
+
+def check_address(address: str) -> str:
+    """``host:port`` (``[v6]:port`` too), else a ConfigurationError naming the value."""
+    _, port = parse_host_port(address, "JobManager address")
+    if not port:
+        raise ConfigurationError(f"JobManager address: expected host:port, got {address!r}")
+    return address
+
+
+def _unreachable_reason(error: grpc.RpcError) -> str:
+    details = (error.details() or "").lower()
+    if error.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"no answer within {REACH_TIMEOUT_S:g} s"
+    if "refused" in details:
+        return "connection refused"
+    if "dns" in details or "resolve" in details or "name or service" in details:
+        return "cannot resolve the host name"
+    return (error.details() or error.code().name).splitlines()[0]
 
 
 def _retryable(error: BaseException) -> bool:
@@ -39,7 +73,7 @@ def _retryable_read(error: BaseException) -> bool:
 
 class ClusterClient:
     def __init__(self, address: str, rpc_timeout_s: float = 10.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
-        self.address = address
+        self.address = check_address(address)
         self.rpc_timeout_s = rpc_timeout_s
         self._channel = sync_channel(address, max_message_bytes)
         self._stub = cpb_grpc.DispatcherStub(self._channel)
@@ -63,11 +97,22 @@ class ClusterClient:
             reraise=True,
         )
 
+    def check_reachable(self, timeout_s: float = REACH_TIMEOUT_S) -> None:
+        """Raises :class:`JobManagerUnreachable` unless something answers at the address within
+        ``timeout_s`` (any answer, even an error, means a server is there)."""
+        try:
+            self._stub.GetClusterOverview(cpb.Empty(), timeout=timeout_s)
+        except grpc.RpcError as exc:
+            if exc.code() in _UNACKNOWLEDGED:
+                raise JobManagerUnreachable(self.address, _unreachable_reason(exc)) from None
+
     def submit(self, job_graph: pb.JobGraph, artifacts: Sequence[cpb.Artifact] = (), give_up_after_s: float = 30.0) -> bytes:
         """Submits with this client's submission id and the JobGraph's job id, resending on
         UNAVAILABLE / DEADLINE_EXCEEDED (the Dispatcher answers a resend with the same job). If no
         answer comes within ``give_up_after_s``, the job id is cancelled before giving up, so a job
-        never keeps running unknown to the user."""
+        never keeps running unknown to the user. Nothing at the address at all is
+        :class:`JobManagerUnreachable` within a few seconds: then the job never left this process."""
+        self.check_reachable()
         request = cpb.SubmitJobRequest(submission_id=uuid.uuid4().hex, job_graph=job_graph.SerializeToString(), artifacts=artifacts)
         try:
             for attempt in self._retrying(give_up_after_s, _unacknowledged):

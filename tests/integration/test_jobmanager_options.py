@@ -16,6 +16,7 @@ from millstream.datastream import StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.jobmanager import JobManager
 from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
 from millstream.taskmanager.spark_runner import SparkHost
 from millstream.taskmanager.taskmanager import TaskManager
@@ -118,18 +119,68 @@ def test_taskmanager_host_is_where_it_listens_and_what_it_advertises(loop) -> No
         loop.call(jm.stop())
 
 
-def test_client_submission_timeout_bounds_the_wait_for_an_unreachable_jobmanager() -> None:
+class _RefusingDispatcher(cpb_grpc.DispatcherServicer):
+    """A Dispatcher that is there but never accepts a submission (UNAVAILABLE), as an overloaded one."""
+
+    def __init__(self) -> None:
+        self.submissions = 0
+
+    def GetClusterOverview(self, request, context):  # noqa: N802, ANN001, ANN201
+        return cpb.ClusterOverview()
+
+    def SubmitJob(self, request, context):  # noqa: N802, ANN001, ANN201
+        self.submissions += 1
+        context.abort(grpc.StatusCode.UNAVAILABLE, "busy")
+
+    def CancelJob(self, request, context):  # noqa: N802, ANN001, ANN201
+        context.abort(grpc.StatusCode.NOT_FOUND, "no such job")
+
+
+def test_client_submission_timeout_bounds_how_long_a_submission_is_resent() -> None:
+    from concurrent import futures
+
+    from millstream.client.cluster_client import JobSubmissionError
+
+    servicer = _RefusingDispatcher()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    cpb_grpc.add_DispatcherServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        env = StreamExecutionEnvironment.get_execution_environment(
+            Configuration({"millstream.client.submission-timeout": "1 s"}))
+        env.from_sequence(1, 3).print()
+        started = time.monotonic()
+        with jobmanager_env(f"127.0.0.1:{port}"), pytest.raises(JobSubmissionError, match="cancelled"):
+            env.execute("refused")
+        assert time.monotonic() - started < 10  # the default (60 s) would still be resending
+        assert servicer.submissions >= 2  # it did resend, within the configured time
+    finally:
+        server.stop(0)
+    assert cfg.CLIENT_SUBMISSION_TIMEOUT.key == "millstream.client.submission-timeout"
+
+
+def test_nothing_at_the_address_is_one_clear_error_within_seconds() -> None:
     import socket
+
+    from millstream.client.cluster_client import JobManagerUnreachable
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         address = "127.0.0.1:%d" % s.getsockname()[1]
-    env = StreamExecutionEnvironment.get_execution_environment(
-        Configuration({"millstream.client.submission-timeout": "1 s"}))
+    env = StreamExecutionEnvironment.get_execution_environment()
     env.from_sequence(1, 3).print()
     started = time.monotonic()
-    with jobmanager_env(address), pytest.raises(grpc.RpcError) as error:
+    with jobmanager_env(address), pytest.raises(JobManagerUnreachable) as error:
         env.execute("unreachable")
-    assert error.value.code() is grpc.StatusCode.UNAVAILABLE
-    assert time.monotonic() - started < 10  # the default (60 s) would still be retrying
-    assert cfg.CLIENT_SUBMISSION_TIMEOUT.key == "millstream.client.submission-timeout"
+    assert time.monotonic() - started < 5
+    assert str(error.value) == (
+        f"No JobManager at {address} (connection refused). Start one with `millstream cluster start`, "
+        "or run `python job.py` for an embedded cluster."
+    )
+    for garbage in ("garbage:port", "localhost:99999", ":6123"):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.from_sequence(1, 3).print()
+        with jobmanager_env(garbage), pytest.raises(cfg.ConfigurationError, match="expected host:port"):
+            env.execute("garbage")
+

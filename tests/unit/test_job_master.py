@@ -266,8 +266,7 @@ def test_a_neighbours_broken_exchange_reported_first_does_not_hide_the_root_caus
 
 def test_a_lost_task_manager_replaces_a_secondary_failure_but_the_first_root_cause_stays() -> None:
     core = _core(parallelism=1, rebalance=True)
-    core.start()
-    core.offer_slots("tm-1", "tm-1:1", "tm-1:2", _offers(1))
+    _deploy(core)
     _report_all(core, ExecutionState.INITIALIZING, ExecutionState.RUNNING)
     producer, consumer = sorted(core.current_executions(), key=lambda e: e.name)[::-1]
     core.update_task_state(consumer.attempt_id, ExecutionState.FAILED, cpb.JobFailure(message="broken exchange", secondary=True))
