@@ -113,7 +113,7 @@ class JobFailure(_message.Message):
     def __init__(self, message: _Optional[str] = ..., task_name: _Optional[str] = ..., traceback: _Optional[str] = ..., secondary: _Optional[bool] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job_id", "job_name", "status", "start_time_ms", "end_time_ms", "num_tasks", "tasks_per_state", "failure")
+    __slots__ = ("job_id", "job_name", "status", "start_time_ms", "end_time_ms", "num_tasks", "tasks_per_state", "failure", "parallelism", "vertices", "slot_wait")
     class TasksPerStateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +129,9 @@ class JobSummary(_message.Message):
     NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
     TASKS_PER_STATE_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    VERTICES_FIELD_NUMBER: _ClassVar[int]
+    SLOT_WAIT_FIELD_NUMBER: _ClassVar[int]
     job_id: bytes
     job_name: str
     status: JobStatus
@@ -137,7 +140,43 @@ class JobSummary(_message.Message):
     num_tasks: int
     tasks_per_state: _containers.ScalarMap[str, int]
     failure: JobFailure
-    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ...) -> None: ...
+    parallelism: int
+    vertices: _containers.RepeatedCompositeFieldContainer[VertexSummary]
+    slot_wait: SlotWait
+    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ...) -> None: ...
+
+class VertexSummary(_message.Message):
+    __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out")
+    class TasksPerStateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    VERTEX_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    TASKS_PER_STATE_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    vertex_id: bytes
+    name: str
+    parallelism: int
+    tasks_per_state: _containers.ScalarMap[str, int]
+    records_in: int
+    records_out: int
+    def __init__(self, vertex_id: _Optional[bytes] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+
+class SlotWait(_message.Message):
+    __slots__ = ("slots_required", "slots_allocated", "timeout_at_ms")
+    SLOTS_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    slots_required: int
+    slots_allocated: int
+    timeout_at_ms: int
+    def __init__(self, slots_required: _Optional[int] = ..., slots_allocated: _Optional[int] = ..., timeout_at_ms: _Optional[int] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs",)
@@ -158,12 +197,16 @@ class CollectBatch(_message.Message):
     def __init__(self, collect_id: _Optional[str] = ..., subtask_index: _Optional[int] = ..., sequence: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class JobStatusUpdate(_message.Message):
-    __slots__ = ("summary", "terminal")
+    __slots__ = ("summary", "terminal", "printed_lines", "printed_lines_dropped")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     TERMINAL_FIELD_NUMBER: _ClassVar[int]
+    PRINTED_LINES_FIELD_NUMBER: _ClassVar[int]
+    PRINTED_LINES_DROPPED_FIELD_NUMBER: _ClassVar[int]
     summary: JobSummary
     terminal: bool
-    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., terminal: _Optional[bool] = ...) -> None: ...
+    printed_lines: _containers.RepeatedScalarFieldContainer[str]
+    printed_lines_dropped: int
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., terminal: _Optional[bool] = ..., printed_lines: _Optional[_Iterable[str]] = ..., printed_lines_dropped: _Optional[int] = ...) -> None: ...
 
 class FetchCollectRequest(_message.Message):
     __slots__ = ("job_id", "offset", "max_bytes")
