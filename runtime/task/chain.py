@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import cloudpickle
 
-from millstream.datastream.functions import KeySelector, _KeySelectorWrapper
+from millstream.runtime.partitioners import key_function
 from millstream.runtime.operators.process import KeyedProcessOperator
 from millstream.runtime.operators.base import (
     Emit,
@@ -95,17 +95,6 @@ class _WriterOutput:
             self.operator.fail(e, f"flushing result {self.result_id.hex()}")
 
 
-def _key_function(selector: Any) -> Callable[[Any], Any]:
-    if type(selector) is _KeySelectorWrapper:
-        return selector.fn
-    if isinstance(selector, KeySelector):
-        return selector.get_key
-    if callable(selector):
-        plain: Callable[[Any], Any] = selector
-        return plain
-    raise TypeError(f"A key selector must be a KeySelector or a callable, got {type(selector).__name__}")
-
-
 class OperatorChain:
     """Runs one subtask of a JobVertex: its operators from the head to the sinks and result writers."""
 
@@ -140,7 +129,7 @@ class OperatorChain:
         env = self.env
         try:
             factory = cloudpickle.loads(op.factory)
-            key_selector = _key_function(cloudpickle.loads(op.state_key_selector)) if op.state_key_selector else None
+            key_selector = key_function(cloudpickle.loads(op.state_key_selector)) if op.state_key_selector else None
         except Exception as e:
             raise OperatorError(
                 f"Operator '{op.name}': cannot deserialize its function or key selector: {type(e).__name__}: {e} "
