@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from millstream.jobmanager.blob_server import BlobServerServicer, BlobStore
 from millstream.jobmanager.dispatcher import Dispatcher, DispatcherServicer
 from millstream.jobmanager.job_master_core import JobMasterCore
 from millstream.jobmanager.job_master_endpoint import JobMasterServicer
-from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients
+from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients, now_ms
 from millstream.jobmanager.resource_manager import ResourceManager, ResourceManagerServicer
 from millstream.jobmanager.slot_manager import SlotManager
 from millstream.proto import cluster_pb2 as cpb
@@ -55,6 +56,7 @@ class JobManager:
             c.get(cfg.JOBSTORE_EXPIRATION_TIME) * 1000,
             max_finished_jobs=c.get(cfg.JOBSTORE_MAX_CAPACITY),
             collect_buffer_bytes=c.get(cfg.COLLECT_BUFFER_SIZE),
+            slot_timeout_at_ms=self._slot_timeout_at_ms,
         )
         self.server = RpcServer("JobManager", max_bytes)
         self.server.add(cpb_grpc.add_DispatcherServicer_to_server, DispatcherServicer(self.dispatcher, self.overview), [])
@@ -71,6 +73,13 @@ class JobManager:
     def _job_master_of(self, job_id: bytes) -> JobMaster | None:
         record = self.dispatcher.jobs.get(job_id)
         return record.job_master if record else None
+
+    def _slot_timeout_at_ms(self, job_id: bytes) -> int | None:
+        """The wall-clock time a job still waiting for slots fails with "not enough slots"."""
+        deadline = self.resource_manager.slots.requirements_deadline(job_id)
+        if deadline is None:
+            return None
+        return int(time.time() * 1000) + deadline - now_ms()
 
     def _make_job_master(self, core: JobMasterCore, on_status: Any) -> JobMaster:
         c = self.config
