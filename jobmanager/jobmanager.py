@@ -33,6 +33,7 @@ class JobManager:
         self.address = ""
         self._cleanup_task: asyncio.Task[None] | None = None
         self.loop_monitor = EventLoopMonitor("JobManager")
+        self._wall_minus_monotonic_ms = int(time.time() * 1000) - now_ms()
 
     async def start(self) -> "JobManager":
         c = self.config
@@ -79,7 +80,7 @@ class JobManager:
         deadline = self.resource_manager.slots.requirements_deadline(job_id)
         if deadline is None:
             return None
-        return int(time.time() * 1000) + deadline - now_ms()
+        return deadline + self._wall_minus_monotonic_ms  # one offset: the same deadline in every summary
 
     def _make_job_master(self, core: JobMasterCore, on_status: Any) -> JobMaster:
         c = self.config
