@@ -19,7 +19,10 @@ log = logging.getLogger(__name__)
 
 
 class MiniCluster:
-    def __init__(self, configuration: cfg.Configuration, num_slots: int, spark: Any = None) -> None:
+    def __init__(self, configuration: cfg.Configuration, num_slots: int, spark: Any = None, embedded: bool = False) -> None:
+        """``embedded``: the cluster of a user program (``python job.py``), whose TaskManagers print
+        the job's lines straight to this process's console and do not also stream them to the
+        client (which would print them twice); a test's cluster streams them as a real one does."""
         self.config = configuration.copy()
         self.config.set(cfg.JOBMANAGER_RPC_ADDRESS, "127.0.0.1")
         self.config.set(cfg.JOBMANAGER_RPC_PORT, 0)
@@ -27,6 +30,7 @@ class MiniCluster:
         self.config.set(cfg.TASKMANAGER_NUM_TASK_SLOTS, max(1, num_slots))
         self.address = ""
         self._spark = spark
+        self._embedded = embedded
         self._owned_spark: Any = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="millstream-minicluster", daemon=True)
@@ -64,7 +68,7 @@ class MiniCluster:
         config = self.config.copy()
         if num_slots is not None:
             config.set(cfg.TASKMANAGER_NUM_TASK_SLOTS, num_slots)
-        tm = self.call(TaskManager(config, self.address, spark=self._spark).start())
+        tm = self.call(TaskManager(config, self.address, spark=self._spark, forward_printed_lines=not self._embedded).start())
         self.task_managers.append(tm)
         return tm
 
@@ -121,7 +125,7 @@ def embedded_cluster(configuration: cfg.Configuration, slots: int) -> MiniCluste
             log.info("replacing the embedded cluster: the job needs %d slots (it has %d) or another configuration", slots, have)
             _embedded.close()
             _embedded = _embedded_key = None
-        cluster = MiniCluster(configuration, slots).start()
+        cluster = MiniCluster(configuration, slots, embedded=True).start()
         starts += 1
         _embedded, _embedded_key = cluster, (wanted, max(1, slots))
         if not _atexit_registered:

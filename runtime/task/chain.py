@@ -13,6 +13,12 @@ loop that owns it (the Spark worker) calls, from one thread:
     chain.close()
 
 Only :meth:`OperatorChain.cancel` may be called from another thread.
+
+The chain counts its task's records as Flink's numRecordsIn / numRecordsOut: ``records_in`` the
+records given to ``process_batch`` (read from the network; a source reads none), ``records_out``
+the records emitted into result writers (a sink vertex writes none). Counting costs one addition
+per batch; ``between_batches`` hands the totals to ``records_listener`` at most every
+``records_interval_ms``.
 """
 from __future__ import annotations
 
@@ -81,8 +87,10 @@ class _WriterOutput:
         self.operator = operator
         self.result_id = result_id
         self._emit = writer.emit
+        self.records = 0
 
     def emit(self, records: list[Any]) -> None:
+        self.records += len(records)
         try:
             self._emit(records)
         except Exception as e:
@@ -122,6 +130,10 @@ class OperatorChain:
         self._cancelled = False
         self._last_flush_ms = task_env.now_ms()
         self._opened = False
+        self.records_in = 0
+        self.records_listener: Callable[[int, int], None] | None = None
+        self.records_interval_ms = 1000
+        self._last_records_ms = self._last_flush_ms
 
     # -- construction --------------------------------------------------------------------------
 
@@ -237,6 +249,14 @@ class OperatorChain:
         timeout = self.env.buffer_timeout_ms
         if timeout >= 0 and now - self._last_flush_ms >= timeout:
             self.flush()
+        if self.records_listener is not None and now - self._last_records_ms >= self.records_interval_ms:
+            self._last_records_ms = now
+            self.records_listener(self.records_in, self.records_out)
+
+    @property
+    def records_out(self) -> int:
+        """Records emitted into this task's result writers so far (every output counts)."""
+        return sum(output.records for output in self._writer_outputs)
 
     # The first task loop (taskmanager/task.py) was written against these private names.
     _wait_bound = wait_bound_ms
@@ -247,6 +267,7 @@ class OperatorChain:
         operator = self._by_node.get(target_node_id)
         if operator is not self.head or isinstance(operator, SourceOperator):
             raise ValueError(f"Node {target_node_id} is not the input operator of vertex '{self.vertex.name}'")
+        self.records_in += len(records)
         operator.process_batch(records)
 
     def end_input(self) -> None:
