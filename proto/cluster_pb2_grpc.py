@@ -99,7 +99,8 @@ class DispatcherServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WaitJobResult(self, request, context):
-        """Status changes and collected records until the job is terminal, then its final summary.
+        """Status changes at once, progress (vertex states, record counts) at most once a second and the
+        job's printed lines at most every 200 ms, until the job is terminal, then its final summary.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
