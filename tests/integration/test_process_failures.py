@@ -25,7 +25,9 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 pytestmark = pytest.mark.timeout(300)
 
-FAST = ["-Dheartbeat.interval=500 ms", "-Dheartbeat.timeout=5 s"]
+# Flink's defaults scaled as ours are: heartbeat.interval 10 s. The JobMaster must not need them to
+# find a killed TaskManager whose tasks exchange data with others.
+HEARTBEATS = ["-Dheartbeat.interval=10 s", "-Dheartbeat.timeout=50 s"]
 
 
 class Endless(SourceFunction):
@@ -54,13 +56,13 @@ def processes(tmp_path_factory):
     """A JobManager and two TaskManagers with two slots each, as separate processes."""
     directory = tmp_path_factory.mktemp("processes")
     ready = directory / "jm.address"
-    jm = _spawn(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0", *FAST],
+    jm = _spawn(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0", *HEARTBEATS],
                 directory / "jobmanager.log")
     procs = [jm]
     try:
         address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
         tms = [_spawn(["millstream.taskmanager.taskmanager", "--jobmanager", address, "-Dtaskmanager.numberOfTaskSlots=2",
-                       "-Dmillstream.spark.tasks-per-slot=2", *FAST], directory / f"taskmanager-{i}.log") for i in range(2)]
+                       "-Dmillstream.spark.tasks-per-slot=2", *HEARTBEATS], directory / f"taskmanager-{i}.log") for i in range(2)]
         procs += tms
         with ClusterClient(address) as client:
             poll_for(lambda: client.overview().taskmanagers == 2, 180, interval=0.5, what="two TaskManagers")
@@ -113,7 +115,11 @@ def test_kill_9_of_a_task_manager_fails_the_job_with_task_manager_lost(processes
     victim = tms.pop()
     victim.kill()
     victim.wait(10)
+    killed = time.monotonic()
     message = _failure_when_failed(client, job_id, 30)
+    # The neighbours' broken exchanges make the JobMaster probe at once: well before the 10-20 s
+    # that two refused heartbeat rounds would take.
+    assert time.monotonic() - killed < 6, time.monotonic() - killed
     assert "TaskManager" in message and "lost" in message, message
     assert "closed the connection" not in message, message
     poll_for(lambda: client.overview().taskmanagers == 1, 30, what="the lost TaskManager to leave")
