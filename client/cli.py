@@ -35,7 +35,7 @@ def _internal_dirs() -> tuple[str, ...]:
     """The folders of Millstream's own packages, and runpy: frames there are not the user's."""
     import importlib.util
 
-    dirs = [os.path.dirname(runpy.__file__ or "") + os.sep + "runpy.py"]
+    dirs = [os.path.abspath(runpy.__file__ or "runpy.py"), os.path.abspath("<frozen runpy>")]
     for name in ("millstream", "millstream.client", "millstream.runtime", "millstream.jobmanager",
                  "millstream.taskmanager", "millstream.proto"):
         spec = importlib.util.find_spec(name)
@@ -383,7 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"millstream: error: {exc}", file=sys.stderr)
         return 1
     try:
-        route_internal_logs(new_log_file("client") if level is None else None, level)
+        if args.command == "run":  # the program's client-side log lines: a file, not its console
+            route_internal_logs(new_log_file("client") if level is None else None, level)
+        elif level is not None:
+            route_internal_logs(None, level)
         return args.func(args)
     except JobManagerUnreachable as exc:
         print(exc, file=sys.stderr)

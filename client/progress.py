@@ -258,6 +258,7 @@ class RunView:
         self._console: Any = None
         self._follower: threading.Thread | None = None
         self._stopped = threading.Event()
+        self._updated = 0.0
 
     # JobObserver --------------------------------------------------------------------------------
     def submitted(self, job_name: str, job_id: bytes, client: Any, follow: bool) -> None:
@@ -271,6 +272,7 @@ class RunView:
             raise JobDetached(job_id)
         if self.live:
             self._start_live()
+            threading.Thread(target=self._poll, args=(client, job_id), name="millstream-run-poll", daemon=True).start()
         if follow:
             self._follower = threading.Thread(target=self._follow, args=(client, job_id), name="millstream-run-view", daemon=True)
             self._follower.start()
@@ -285,7 +287,8 @@ class RunView:
             if not self.live:
                 self._plain_progress(update.summary)
             elif self._live is not None:
-                self._live.update(self._render(), refresh=True)
+                self._live.refresh()
+            self._updated = time.monotonic()
 
     def stopped(self) -> None:
         with self._lock:
@@ -296,7 +299,7 @@ class RunView:
                 for line in self._printed.flush():
                     self._write(line)
             if self._live is not None:
-                self._live.update(self._render(), refresh=True)
+                self._live.refresh()
                 self._live.stop()
                 self._live = None
             elif self.summary is not None and not self.live:
@@ -313,6 +316,25 @@ class RunView:
             pass
         finally:
             self.stopped()
+
+    def _poll(self, client: Any, job_id: bytes) -> None:
+        """Between the status stream's updates, asks for the job's summary once a second, so the
+        live view's task states and record counts move even when the job's status does not."""
+        import grpc
+
+        while not self._stopped.wait(1.0):
+            if time.monotonic() - self._updated < 1.0:
+                continue
+            try:
+                summary = client.status(job_id)
+            except (grpc.RpcError, ValueError):  # ValueError: the program closed the channel meanwhile
+                continue  # the stream's next update, or the job's end, will tell
+            with self._lock:
+                if self._stopped.is_set() or self.job_id != job_id:
+                    return
+                self.summary = summary
+                if self._live is not None:
+                    self._live.refresh()
 
     def _write(self, line: str) -> None:
         if self._console is not None:
