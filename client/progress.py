@@ -204,14 +204,10 @@ class PrintedLines:
         self._last = now
         allowed = min(len(lines), int(self._tokens))
         self._tokens -= allowed
-        shown = lines[:allowed]
-        self.skipped += dropped + len(lines) - allowed
-        out = []
-        if self.skipped and (shown or not lines):
-            out.append(self.notice())
-            self.skipped_total += self.skipped
-            self.skipped = 0
-        return out + shown
+        self.skipped += dropped  # the JobManager's drops came before these lines
+        out = self.flush() if allowed else []
+        self.skipped += len(lines) - allowed
+        return out + lines[:allowed]
 
     def flush(self) -> list[str]:
         if not self.skipped:
@@ -241,7 +237,8 @@ class RunView:
     """
 
     def __init__(self, *, detached: bool = False, show_prints: bool = True, live: bool | None = None,
-                 out: TextIO | None = None) -> None:
+                 out: TextIO | None = None, now_ms: Callable[[], int] = _now_ms) -> None:
+        self._now_ms = now_ms
         self.detached = detached
         self.show_prints = show_prints
         self.out = out or sys.stdout
@@ -347,11 +344,11 @@ class RunView:
         status = status_name(summary)
         if status != self._last_status:
             self._last_status = status
-            d = duration_ms(summary, _now_ms())
+            d = duration_ms(summary, self._now_ms())
             self._write(f"Job {summary.job_name or self.job_name}: {status}" + (f" ({format_duration(d)})" if d is not None else ""))
         wait = summary.slot_wait
         key = (wait.slots_allocated, wait.slots_required) if summary.HasField("slot_wait") else None
-        line = slot_wait_line(summary, _now_ms())
+        line = slot_wait_line(summary, self._now_ms())
         if line and key != self._last_wait:
             self._write(line)
         self._last_wait = key if line else None
@@ -383,7 +380,7 @@ class RunView:
         from rich.text import Text
 
         summary = self.summary
-        now = _now_ms()
+        now = self._now_ms()
         grid = Table.grid(padding=(0, 2))
         if summary is None:
             grid.add_row(Text(f"{self.job_name}  {self.job_id.hex() if self.job_id else ''}  submitted", style="bold"))
