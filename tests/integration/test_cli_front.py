@@ -1,0 +1,256 @@
+"""The ``millstream`` CLI as a user meets it, with real processes: a session cluster started by the
+CLI, `run` attached / detached / interrupted, `cancel` of an ended job, user-only tracebacks, the
+one-line answer when no JobManager is there, a quiet embedded console, and `cluster stop` stopping
+a TaskManager added by hand."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from millstream.client.local_cluster import process_identity
+
+from .harness import poll_for
+
+pytestmark = pytest.mark.timeout(300)
+
+NO_JOBMANAGER = ("No JobManager at {address} (connection refused). Start one with `millstream cluster start`, "
+                 "or run `python job.py` for an embedded cluster.")
+
+# Prints its arguments and stops on --help; else a job of N slow elements (N = first argument).
+SLOW_JOB = textwrap.dedent("""
+    import sys, time
+    from millstream.datastream import StreamExecutionEnvironment
+
+    if "--help" in sys.argv:
+        print("usage: slow.py N (the script's own help)", sys.argv[1:])
+        sys.exit(0)
+    env = StreamExecutionEnvironment.get_execution_environment()
+
+    def slow(x):
+        time.sleep(0.1)
+        return x
+
+    env.from_sequence(1, int(sys.argv[1])).map(slow).add_sink(lambda x: None)
+    env.execute("slow")
+    print("PROGRAM DONE")
+""")
+
+
+def _cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "millstream.client.cli", *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _popen_cli(*args: str, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "millstream.client.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cluster")
+    env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(directory)}
+    env.pop("MILLSTREAM_JOBMANAGER", None)
+    started = _cli("cluster", "start", "--taskmanagers", "1", "--slots", "2", "--port", "0", "-D", "heartbeat.interval=500 ms", env=env, timeout=180)
+    assert started.returncode == 0, started.stderr + started.stdout
+    yield env, directory
+    _cli("cluster", "stop", env=env, timeout=60)
+
+
+@pytest.fixture
+def slow_job(tmp_path) -> Path:
+    path = tmp_path / "slow.py"
+    path.write_text(SLOW_JOB)
+    return path
+
+
+def _submitted_id(line: str) -> str:
+    assert line.startswith("Job slow submitted: "), line
+    job_id = line.rsplit(" ", 1)[1]
+    assert len(bytes.fromhex(job_id)) == 16
+    return job_id
+
+
+def _status(job_id: str, env: dict[str, str]) -> dict:
+    result = _cli("status", job_id, "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_run_attached_prints_the_id_first_then_the_outcome_and_passes_arguments_to_the_script(cluster, slow_job) -> None:
+    env, _ = cluster
+    run = _cli("run", "-p", "2", str(slow_job), "6", env=env)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    job_id = _submitted_id(lines[0])
+    assert "Job slow: FINISHED" in run.stdout and lines[-1] == "PROGRAM DONE"
+    assert "\x1b[" not in run.stdout  # not a terminal: plain lines, no redraw
+    status = _status(job_id, env)
+    assert status["status"] == "FINISHED" and status["num_tasks"] == 2  # -p 2: parallelism.default
+    listed = _cli("list", env=env)
+    assert listed.stdout.splitlines()[0].split() == ["JOB", "ID", "NAME", "STATUS", "START", "DURATION", "PARALLELISM"]
+    assert any(line.startswith(job_id) and " FINISHED " in line for line in listed.stdout.splitlines())
+    assert any(job["job_id"] == job_id for job in json.loads(_cli("list", "--json", env=env).stdout))
+
+    helped = _cli("run", str(slow_job), "--help", env=env)
+    assert helped.returncode == 0 and "the script's own help" in helped.stdout and "['--help']" in helped.stdout
+
+
+def test_run_detached_returns_after_printing_the_id_and_cancel_of_an_ended_job_exits_1(cluster, slow_job) -> None:
+    env, _ = cluster
+    started = time.monotonic()
+    run = _cli("run", "-d", str(slow_job), "600", env=env)
+    assert run.returncode == 0, run.stderr
+    job_id = _submitted_id(run.stdout.splitlines()[0])
+    assert "PROGRAM DONE" not in run.stdout and time.monotonic() - started < 30  # the job takes 60 s
+    assert _status(job_id, env)["status"] in ("CREATED", "RUNNING")
+    cancelled = _cli("cancel", job_id, env=env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.strip().endswith("CANCELED")
+    again = _cli("cancel", job_id, env=env)
+    assert again.returncode == 1
+    assert again.stderr.strip() == f"millstream: job {job_id} already CANCELED: nothing to cancel"
+
+
+def test_ctrl_c_leaves_the_job_running_or_cancels_it_with_cancel_on_exit(cluster, slow_job) -> None:
+    env, _ = cluster
+    for flags, outcome in (((), "keeps running"), (("--cancel-on-exit",), "cancelled")):
+        process = _popen_cli("run", *flags, str(slow_job), "600", env=env)
+        try:
+            first = process.stdout.readline()
+            job_id = _submitted_id(first.strip())
+            poll_for(lambda: _status(job_id, env)["status"] == "RUNNING", 60, what="the job to run")
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=30)
+        finally:
+            process.kill()
+        assert process.returncode == 130, err
+        if outcome == "keeps running":
+            assert err.strip() == f"job {job_id} keeps running; `millstream cancel {job_id}`"
+            time.sleep(1.0)
+            assert _status(job_id, env)["status"] == "RUNNING"
+            assert _cli("cancel", job_id, env=env).returncode == 0
+        else:
+            assert err.strip() == f"job {job_id} cancelled"
+            poll_for(lambda: _status(job_id, env)["status"] == "CANCELED", 30, what="the job to be cancelled")
+
+
+def test_an_exception_or_syntax_error_in_the_script_shows_the_users_traceback_only(cluster, tmp_path) -> None:
+    env, _ = cluster
+    bad = tmp_path / "bad.py"
+    bad.write_text("def parse(text):\n    return int(text)\n\nparse('x')\n")
+    run = _cli("run", str(bad), env=env)
+    assert run.returncode == 1
+    assert run.stderr.splitlines() == [
+        "Traceback (most recent call last):",
+        f'  File "{bad}", line 4, in <module>', "    parse('x')",
+        f'  File "{bad}", line 2, in parse', "    return int(text)", "           ^^^^^^^^^",
+        "ValueError: invalid literal for int() with base 10: 'x'",
+    ]
+    syntax = tmp_path / "syntax.py"
+    syntax.write_text("x = [1,\n")
+    run = _cli("run", str(syntax), env=env)
+    assert run.returncode == 1 and "Traceback" not in run.stderr and "millstream" not in run.stderr
+    assert f'File "{syntax}", line 1' in run.stderr and "SyntaxError" in run.stderr
+
+
+def test_status_of_a_failed_job_shows_the_root_cause_and_its_remote_traceback(cluster, tmp_path) -> None:
+    env, _ = cluster
+    job = tmp_path / "failing.py"
+    job.write_text(textwrap.dedent("""
+        from millstream.datastream import StreamExecutionEnvironment
+
+        def explode(x):
+            raise KeyError(f"no such key {x}")
+
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.from_sequence(1, 3).map(explode).add_sink(lambda x: None)
+        env.execute("failing")
+    """))
+    run = _cli("run", str(job), env=env)
+    assert run.returncode == 1
+    job_id = run.stdout.splitlines()[0].rsplit(" ", 1)[1]
+    status = _cli("status", job_id, env=env)
+    assert status.returncode == 0
+    assert "Status:      FAILED" in status.stdout
+    assert "Root cause: " in status.stdout and "no such key 1" in status.stdout
+    remote = status.stdout.split("Remote traceback:\n", 1)[1]
+    assert "in explode" in remote and "KeyError" in remote
+
+
+def test_every_command_says_no_jobmanager_in_one_line_within_3_s(tmp_path) -> None:
+    port = _free_port()
+    env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(tmp_path / "none"), "MILLSTREAM_JOBMANAGER": f"localhost:{port}"}
+    job = tmp_path / "job.py"
+    job.write_text(SLOW_JOB)
+    job_id = "00" * 16
+    for command in (["list"], ["status", job_id], ["cancel", job_id], ["run", str(job), "3"], ["run", "-d", str(job), "3"]):
+        started = time.monotonic()
+        result = _cli(*command, env=env, timeout=30)
+        elapsed = time.monotonic() - started
+        assert (result.returncode, result.stderr, result.stdout) == (1, NO_JOBMANAGER.format(address=f"localhost:{port}") + "\n", ""), command
+        assert elapsed < 3.0, f"{command}: {elapsed:.1f} s"
+    for address in ("garbage", "localhost:70000", "local host:6123"):
+        started = time.monotonic()
+        result = _cli("list", "--jobmanager", address, env=env, timeout=30)
+        assert result.returncode == 1 and time.monotonic() - started < 3.0
+        assert result.stderr.strip().splitlines() == [f"millstream: error: JobManager address: expected host:port, got {address!r}"]
+
+
+QUIET_JOB = textwrap.dedent("""
+    import logging
+    logging.basicConfig(level=logging.INFO)   # as PyFlink's own examples do
+    from millstream.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection([1, 2, 3]).map(lambda x: x * 10).print()
+    env.execute("quiet")
+    logging.getLogger("user").info("the user's own log line")
+""")
+
+
+def test_an_embedded_job_keeps_the_console_to_the_user_even_with_logging_at_info(tmp_path) -> None:
+    job = tmp_path / "quiet.py"
+    job.write_text(QUIET_JOB)
+    env = {k: v for k, v in os.environ.items() if k not in ("MILLSTREAM_JOBMANAGER", "MILLSTREAM_LOG_LEVEL")}
+    env["MILLSTREAM_LOG_DIR"] = str(tmp_path / "logs")
+    run = subprocess.run([sys.executable, str(job)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=200)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines() == ["10", "20", "30"]
+    assert run.stderr.splitlines() == ["INFO:user:the user's own log line"]
+    [log] = list((tmp_path / "logs").iterdir())
+    text = log.read_text()
+    assert "millstream.jobmanager" in text and "Spark" in text  # what the console did not show is here
+
+
+def test_cluster_stop_also_stops_a_taskmanager_added_by_hand(cluster) -> None:
+    env, directory = cluster
+    address = json.loads((directory / "cluster.json").read_text())["jobmanager"]
+    added = subprocess.Popen([sys.executable, "-m", "millstream.client.cli", "taskmanager", "--jobmanager", address,
+                              "-Dtaskmanager.numberOfTaskSlots=1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        poll_for(lambda: "TaskManagers: 2" in _cli("cluster", "status", env=env).stdout, 120, interval=1.0,
+                 what="the added TaskManager to register")
+        stopped = _cli("cluster", "stop", env=env, timeout=90)
+        assert stopped.stdout.strip() == "Cluster stopped."
+        added.wait(timeout=30)
+        assert process_identity(added.pid) is None
+    finally:
+        if added.poll() is None:
+            added.kill()
+            added.wait()
