@@ -269,6 +269,7 @@ class RunView:
             raise JobDetached(job_id)
         if self.live:
             self._start_live()
+        if self.live and client is not None:
             threading.Thread(target=self._poll, args=(client, job_id), name="millstream-run-poll", daemon=True).start()
         if follow:
             self._follower = threading.Thread(target=self._follow, args=(client, job_id), name="millstream-run-view", daemon=True)

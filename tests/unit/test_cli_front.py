@@ -180,6 +180,7 @@ def test_run_view_live_renders_vertices_on_a_terminal() -> None:
     assert "wordcount" in text and "RUNNING" in text and "1:05" in text
     assert "Keyed Sum -> Sink: Print [3]" in text and "12,000" in text and "11,000" in text
     assert "waiting for slots: 4 of 5" in text
+    view.stopped()
 
 
 def test_detached_run_stops_the_program_once_the_job_id_is_printed() -> None:
