@@ -157,7 +157,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from millstream.client.execution import JobDetached, observing
-    from millstream.client.progress import RunView
+    from millstream.client.progress import LineAtomicWriter, RunView
     from millstream.runtime.config import ENV_PREFIX
 
     address = jobmanager_address(args.jobmanager)
@@ -165,7 +165,11 @@ def _run(args: argparse.Namespace) -> int:
     os.environ[ENV_JOBMANAGER] = address
     if args.parallelism is not None:
         os.environ[f"{ENV_PREFIX}PARALLELISM_DEFAULT"] = str(args.parallelism)
-    view = RunView(detached=args.detached, show_prints=not args.no_print)
+    stdout = sys.stdout
+    live = stdout.isatty()
+    if not live:  # plain lines from two threads (the program's, the view's): never mixed
+        sys.stdout = LineAtomicWriter(stdout)  # type: ignore[assignment]
+    view = RunView(detached=args.detached, show_prints=not args.no_print, live=live, out=sys.stdout)
     try:
         with observing(view):
             _run_script(args.script, args.script_args)
@@ -176,6 +180,8 @@ def _run(args: argparse.Namespace) -> int:
         return _interrupted(view, args.cancel_on_exit)
     finally:
         view.stopped()
+        sys.stdout.flush()
+        sys.stdout = stdout
     return 0
 
 

@@ -221,6 +221,41 @@ class PrintedLines:
         return f"... {_count(self.skipped)} printed line{'s' if self.skipped != 1 else ''} not shown"
 
 
+class LineAtomicWriter:
+    """A text stream whose lines never mix: each thread's text is held until its newline, then
+    written whole. ``run`` puts the program's stdout behind one, so the view's lines (written from
+    a thread following a collect job) never land inside a line the program is printing."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._lock = threading.Lock()
+        self._pending: dict[int, str] = {}
+
+    def write(self, text: str) -> int:
+        me = threading.get_ident()
+        buffered = self._pending.pop(me, "") + text
+        head, newline, tail = buffered.rpartition("\n")
+        if newline:
+            with self._lock:
+                self.stream.write(head + newline)
+        if tail:
+            self._pending[me] = tail
+        return len(text)
+
+    def flush(self) -> None:
+        tail = self._pending.pop(threading.get_ident(), "")
+        with self._lock:
+            if tail:
+                self.stream.write(tail)
+            self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, fileno, ... of the real stream
+        return getattr(self.stream, name)
+
+
 # -- run's view ----------------------------------------------------------------------------------
 
 def _now_ms() -> int:

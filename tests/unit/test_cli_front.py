@@ -227,3 +227,18 @@ def test_a_syntax_error_in_the_script_is_shown_as_python_shows_it(tmp_path, caps
     err = capsys.readouterr().err
     assert "Traceback" not in err and "runpy" not in err
     assert f'File "{job}", line 2' in err and "SyntaxError: '(' was never closed" in err
+
+
+def test_lines_written_by_two_threads_never_mix() -> None:
+    import threading
+
+    out = io.StringIO()
+    writer = progress.LineAtomicWriter(out)
+    writer.write("SUM")
+    worker = threading.Thread(target=lambda: writer.write("Job j: FINISHED\n"))
+    worker.start()
+    worker.join()
+    writer.write(" 42\n")
+    writer.write("tail")
+    writer.flush()
+    assert out.getvalue() == "Job j: FINISHED\nSUM 42\ntail"
