@@ -385,10 +385,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         level = console_level(args.verbose)
-    except ValueError as exc:
-        print(f"millstream: error: {exc}", file=sys.stderr)
-        return 1
-    try:
         if args.command == "run":  # the program's client-side log lines: a file, not its console
             route_internal_logs(new_log_file("client") if level is None else None, level)
         elif level is not None:

@@ -34,7 +34,9 @@ def console_level(verbose: int = 0) -> int | None:
     if text:
         level = logging.getLevelName(text.upper())
         if not isinstance(level, int):
-            raise ValueError(f"{ENV_LOG_LEVEL}: expected DEBUG, INFO, WARNING or ERROR, got {text!r}")
+            from millstream.runtime.config import ConfigurationError
+
+            raise ConfigurationError(f"{ENV_LOG_LEVEL}: expected DEBUG, INFO, WARNING or ERROR, got {text!r}")
         return level
     if verbose:
         return logging.DEBUG if verbose > 1 else logging.INFO

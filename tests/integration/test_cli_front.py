@@ -221,6 +221,15 @@ QUIET_JOB = textwrap.dedent("""
     env.from_collection([1, 2, 3]).map(lambda x: x * 10).print()
     env.execute("quiet")
     logging.getLogger("user").info("the user's own log line")
+
+    def explode(x):
+        raise ValueError("boom")
+
+    env.from_collection([1]).map(explode).add_sink(lambda x: None)
+    try:
+        env.execute("failing")
+    except Exception as e:
+        print(str(e).splitlines()[-1])
 """)
 
 
@@ -231,11 +240,12 @@ def test_an_embedded_job_keeps_the_console_to_the_user_even_with_logging_at_info
     env["MILLSTREAM_LOG_DIR"] = str(tmp_path / "logs")
     run = subprocess.run([sys.executable, str(job)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=200)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.splitlines() == ["10", "20", "30"]
-    assert run.stderr.splitlines() == ["INFO:user:the user's own log line"]
     [log] = list((tmp_path / "logs").iterdir())
+    assert run.stdout.splitlines() == ["10", "20", "30", f"The embedded cluster's log: {log}"]  # a failure names the log
+    assert run.stderr.splitlines() == ["INFO:user:the user's own log line"]
     text = log.read_text()
-    assert "millstream.jobmanager" in text and "Spark" in text  # what the console did not show is here
+    # what the console did not show is there: Millstream's lines, py4j's, the JVM's banner
+    assert "millstream.jobmanager" in text and "Spark" in text and "NativeCodeLoader" in text
 
 
 def test_cluster_stop_also_stops_a_taskmanager_added_by_hand(cluster) -> None:

@@ -242,3 +242,62 @@ def test_lines_written_by_two_threads_never_mix() -> None:
     writer.write("tail")
     writer.flush()
     assert out.getvalue() == "Job j: FINISHED\nSUM 42\ntail"
+
+
+@pytest.fixture
+def restore_internal_logs():
+    import logging
+
+    from millstream.client.logs import INTERNAL_LOGGERS
+
+    yield
+    for name in INTERNAL_LOGGERS:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+            handler.close()
+        logger.setLevel(logging.NOTSET)
+        logger.propagate = True
+
+
+def test_internal_log_lines_go_to_the_file_not_to_the_users_root_logger(tmp_path, capsys, restore_internal_logs) -> None:
+    import logging
+
+    from millstream.client.logs import route_internal_logs
+
+    seen: list[str] = []
+
+    class Root(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    root = Root()
+    logging.getLogger().addHandler(root)  # as logging.basicConfig(level=INFO) in a user's program
+    try:
+        path = tmp_path / "embedded.log"
+        route_internal_logs(str(path), None)
+        logging.getLogger("millstream.jobmanager.dispatcher").info("job accepted")
+        logging.getLogger("py4j.clientserver").info("Closing down clientserver connection")
+        logging.getLogger("user").warning("mine")
+        assert seen == ["mine"] and capsys.readouterr().err == ""
+        assert "job accepted" in path.read_text() and "Closing down clientserver connection" in path.read_text()
+
+        route_internal_logs(str(path), logging.INFO)  # MILLSTREAM_LOG_LEVEL=INFO: stderr too, not twice
+        logging.getLogger("millstream.client").info("now visible")
+        err = capsys.readouterr().err
+        assert err.count("now visible") == 1 and "INFO millstream.client: now visible" in err
+        assert path.read_text().count("now visible") == 1 and seen == ["mine"]
+    finally:
+        logging.getLogger().removeHandler(root)
+
+
+def test_a_bad_log_level_names_itself(monkeypatch, capsys) -> None:
+    from millstream.client.logs import console_level
+
+    monkeypatch.setenv("MILLSTREAM_LOG_LEVEL", "loud")
+    assert cli.main(["list", "--jobmanager", "localhost:1"]) == 1
+    assert capsys.readouterr().err == "millstream: error: MILLSTREAM_LOG_LEVEL: expected DEBUG, INFO, WARNING or ERROR, got 'loud'\n"
+    monkeypatch.setenv("MILLSTREAM_LOG_LEVEL", "warning")
+    assert console_level() == 30
+    monkeypatch.delenv("MILLSTREAM_LOG_LEVEL")
+    assert (console_level(0), console_level(1), console_level(2)) == (None, 20, 10)
