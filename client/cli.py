@@ -75,10 +75,11 @@ def _run_script(script: str, script_args: Sequence[str]) -> None:
     except (JobGraphCaptured, JobDetached, JobExecutionException, SystemExit, KeyboardInterrupt):
         raise
     except Exception as exc:
-        from millstream.client.cluster_client import JobManagerUnreachable
+        from millstream.client.cluster_client import JobManagerUnreachable, JobSubmissionError
+        from millstream.client.execution import JobCancellationException
 
-        if isinstance(exc, JobManagerUnreachable):
-            raise
+        if isinstance(exc, (JobManagerUnreachable, JobSubmissionError, JobCancellationException, grpc.RpcError)):
+            raise  # Millstream's own errors on the way to the cluster: one message, not the program's fault
         raise UserProgramError(user_traceback(exc)) from None
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
@@ -406,10 +407,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"millstream: error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
         return 1
     except Exception as exc:
-        from millstream.client.execution import JobExecutionException
+        from millstream.client.cluster_client import JobSubmissionError
+        from millstream.client.execution import JobCancellationException, JobExecutionException
         from millstream.client.local_cluster import ClusterError
 
-        if isinstance(exc, (JobExecutionException, ClusterError)):
+        if isinstance(exc, (JobExecutionException, JobSubmissionError, JobCancellationException, ClusterError)):
             print(f"millstream: {exc}", file=sys.stderr)
             return 1
         raise
