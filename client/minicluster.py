@@ -51,8 +51,13 @@ class MiniCluster:
             # Spark forks its JVM: do it before any gRPC server or channel runs in this process,
             # since a fork among gRPC's threads can break the child (JAVA_GATEWAY_EXITED).
             self._spark = self._owned_spark = spark_host_for(self.config)
-            with stderr_redirected_to(self.jvm_stderr):
-                self._spark.start()
+            try:
+                with stderr_redirected_to(self.jvm_stderr):
+                    self._spark.start()
+            except Exception as exc:
+                if self.jvm_stderr:  # what Spark printed on its way down is in the file, not on the console
+                    exc.add_note(f"Spark's output: {self.jvm_stderr}")
+                raise
         self._thread.start()
         try:
             self.job_manager = self.call(JobManager(self.config).start())
