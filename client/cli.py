@@ -174,6 +174,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with observing(view):
             _run_script(args.script, args.script_args)
+        view.finish()
     except JobDetached:
         return 0
     except KeyboardInterrupt:

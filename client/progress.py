@@ -338,6 +338,14 @@ class RunView:
             elif self.summary is not None and not self.live:
                 self._plain_final(self.summary)
 
+    def finish(self, timeout_s: float = 3.0) -> None:
+        """The program ended: let the view see the end of a job it follows (a collect job ends just
+        after its last results were read), then stop."""
+        follower = self._follower
+        if follower is not None and follower.is_alive():
+            follower.join(timeout_s)
+        self.stopped()
+
     # --------------------------------------------------------------------------------------------
     def _follow(self, client: Any, job_id: bytes) -> None:
         import grpc
