@@ -110,6 +110,35 @@ def test_run_attached_prints_the_id_first_then_the_outcome_and_passes_arguments_
     assert helped.returncode == 0 and "the script's own help" in helped.stdout and "['--help']" in helped.stdout
 
 
+def test_run_on_a_terminal_redraws_a_live_view(cluster, slow_job) -> None:
+    import pty
+
+    env, _ = cluster
+    master, slave = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "millstream.client.cli", "run", "-p", "2", str(slow_job), "20"],
+                               env={**env, "COLUMNS": "120"}, stdout=slave, stderr=subprocess.PIPE, text=True)
+    os.close(slave)
+    output = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        process.wait(timeout=60)
+    finally:
+        os.close(master)
+        process.kill()
+    text = output.decode(errors="replace")
+    assert process.returncode == 0, process.stderr.read() if process.stderr else ""
+    assert "Job slow submitted: " in text
+    assert "\x1b[" in text  # redrawn in place (cursor movement), not appended lines
+    assert text.rfind("FINISHED") > text.rfind("RUNNING") > text.find("Job slow submitted: ")  # the last frame: the end
+
+
 def test_run_detached_returns_after_printing_the_id_and_cancel_of_an_ended_job_exits_1(cluster, slow_job) -> None:
     env, _ = cluster
     started = time.monotonic()
