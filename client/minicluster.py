@@ -20,9 +20,12 @@ log = logging.getLogger(__name__)
 
 
 class MiniCluster:
-    def __init__(self, configuration: cfg.Configuration, num_slots: int, spark: Any = None,
+    def __init__(self, configuration: cfg.Configuration, num_slots: int, spark: Any = None, embedded: bool = False,
                  jvm_stderr: str | None = None) -> None:
-        """``jvm_stderr``: a file that gets the stderr of the Spark JVM this cluster starts (its
+        """``embedded``: the cluster of a user program (``python job.py``), whose TaskManagers print
+        the job's lines straight to this process's console and do not also stream them to the
+        client (which would print them twice); a test's cluster streams them as a real one does.
+        ``jvm_stderr``: a file that gets the stderr of the Spark JVM this cluster starts (its
         banner and log4j lines); None: this process's stderr."""
         self.jvm_stderr = jvm_stderr
         self.config = configuration.copy()
@@ -32,6 +35,7 @@ class MiniCluster:
         self.config.set(cfg.TASKMANAGER_NUM_TASK_SLOTS, max(1, num_slots))
         self.address = ""
         self._spark = spark
+        self._embedded = embedded
         self._owned_spark: Any = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="millstream-minicluster", daemon=True)
@@ -75,7 +79,7 @@ class MiniCluster:
         config = self.config.copy()
         if num_slots is not None:
             config.set(cfg.TASKMANAGER_NUM_TASK_SLOTS, num_slots)
-        tm = self.call(TaskManager(config, self.address, spark=self._spark).start())
+        tm = self.call(TaskManager(config, self.address, spark=self._spark, forward_printed_lines=not self._embedded).start())
         self.task_managers.append(tm)
         return tm
 
@@ -132,7 +136,7 @@ def embedded_cluster(configuration: cfg.Configuration, slots: int) -> MiniCluste
             log.info("replacing the embedded cluster: the job needs %d slots (it has %d) or another configuration", slots, have)
             _embedded.close()
             _embedded = _embedded_key = None
-        cluster = MiniCluster(configuration, slots, jvm_stderr=_quiet_console()).start()
+        cluster = MiniCluster(configuration, slots, embedded=True, jvm_stderr=_quiet_console()).start()
         starts += 1
         _embedded, _embedded_key = cluster, (wanted, max(1, slots))
         if not _atexit_registered:

@@ -10,6 +10,13 @@ A finished job keeps only its summary (status, times, failure): its JobMaster an
 are dropped when it ends, and the summary stays for ``jobstore.expiration-time``, at most
 ``jobstore.max-capacity`` of them (the oldest go first), as in Flink's job store.
 
+Each summary carries the job's vertices (task states, record totals; a finished job keeps its
+final ones) and, while the JobMaster waits for slots, how many it has and when it gives up.
+The lines a job prints on a cluster reach every attached client: TaskManagers report them in
+batches, a bounded :class:`PrintedLines` per job keeps the last ones, and ``WaitJobResult`` streams
+them (at most every ``printed_lines_interval_s``) with the summary. In the embedded mode the
+TaskManager prints to the user's console itself and reports nothing, so no line shows twice.
+
 ``execute_and_collect`` results pass through a bounded :class:`CollectBuffer` per job: the collect
 sinks' reports wait while it is full, the client pulls it in bounded chunks by offset, and what the
 client acknowledged is dropped at once.
@@ -32,6 +39,7 @@ from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, validate_job_graph
 from millstream.jobmanager.job_master_core import JobMasterCore
 from millstream.jobmanager.job_master import JobMaster
+from millstream.jobmanager.printed_lines import LineCursor, PrintedLines
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
@@ -40,6 +48,8 @@ log = logging.getLogger(__name__)
 
 
 CANCELLED_IDS_KEPT = 10_000
+PRINTED_LINES_INTERVAL_S = 0.2  # a waiter gets printed lines at most this often
+PROGRESS_INTERVAL_S = 1.0  # ... and a changed summary (task states, records) at most this often
 
 
 class DispatcherError(Exception):
@@ -65,6 +75,11 @@ class JobRecord:
     collect: CollectBuffer[cpb.CollectBatch] | None = None  # created by the first report or fetch
     job_master: JobMaster | None = None  # dropped (with its ExecutionGraph) when the job ends
     final_tasks_per_state: dict[str, int] = field(default_factory=dict)
+    final_vertices: list[cpb.VertexSummary] = field(default_factory=list)
+    parallelism: int = 0
+    printed: PrintedLines | None = None  # created by the first report; dropped once nobody can read it
+    waiters: int = 0  # attached WaitJobResult streams
+    slot_timeout_at_ms: Callable[[bytes], int | None] = lambda job_id: None
     version: int = 0
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -76,11 +91,19 @@ class JobRecord:
             start_time_ms=self.start_time_ms,
             end_time_ms=self.end_time_ms,
             num_tasks=self.num_tasks,
+            parallelism=self.parallelism,
         )
         if self.job_master is not None:
-            summary.tasks_per_state.update(self.job_master.core.tasks_per_state())
+            core = self.job_master.core
+            summary.tasks_per_state.update(core.tasks_per_state())
+            summary.vertices.extend(core.vertex_summaries())
+            waiting = core.slot_wait()
+            if waiting is not None:
+                summary.slot_wait.slots_required, summary.slot_wait.slots_allocated = waiting
+                summary.slot_wait.timeout_at_ms = self.slot_timeout_at_ms(self.job_id) or 0
         else:
             summary.tasks_per_state.update(self.final_tasks_per_state)
+            summary.vertices.extend(self.final_vertices)
         if self.failure is not None:
             summary.failure.CopyFrom(self.failure)
         return summary
@@ -111,7 +134,14 @@ class Dispatcher:
         job_retention_ms: int,
         max_finished_jobs: int = 1000,
         collect_buffer_bytes: int = 8 << 20,
+        slot_timeout_at_ms: Callable[[bytes], int | None] = lambda job_id: None,
+        printed_lines_interval_s: float = PRINTED_LINES_INTERVAL_S,
+        progress_interval_s: float = PROGRESS_INTERVAL_S,
+        printed_lines: tuple[int, int] = (1000, 256 << 10),
     ) -> None:
+        """``slot_timeout_at_ms(job_id)``: the wall-clock time a job waiting for slots fails (the
+        ResourceManager's slot request timeout), None when it is not waiting; ``printed_lines``: the
+        bound of a job's buffered printed lines (lines, characters)."""
         if max_finished_jobs < 0:
             raise ValueError(f"jobstore.max-capacity must not be negative, got {max_finished_jobs}")
         self._blobs = blob_store
@@ -120,6 +150,10 @@ class Dispatcher:
         self._retention_ms = job_retention_ms
         self._max_finished_jobs = max_finished_jobs
         self._collect_buffer_bytes = collect_buffer_bytes
+        self._slot_timeout_at_ms = slot_timeout_at_ms
+        self._printed_lines_interval_s = printed_lines_interval_s
+        self._progress_interval_s = progress_interval_s
+        self._printed_lines_bound = printed_lines
         self.jobs: dict[bytes, JobRecord] = {}
         self._by_submission: dict[str, bytes] = {}
         # Job ids cancelled before any submission of them arrived (a client that gave up).
@@ -157,6 +191,8 @@ class Dispatcher:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
         num_tasks = sum(v.parallelism for v in graph.vertices)
         record = JobRecord(graph.job_id, graph.job_name, request.submission_id, num_tasks)
+        record.parallelism = max((v.parallelism for v in graph.vertices), default=0)
+        record.slot_timeout_at_ms = self._slot_timeout_at_ms
         self.jobs[graph.job_id] = record
         if request.submission_id:
             self._by_submission[request.submission_id] = graph.job_id
@@ -201,7 +237,10 @@ class Dispatcher:
         job_master, record.job_master = record.job_master, None
         if job_master is not None:
             record.final_tasks_per_state = dict(job_master.core.tasks_per_state())
+            record.final_vertices = job_master.core.vertex_summaries()  # one small message per vertex
             asyncio.ensure_future(job_master.stop())
+        if record.waiters == 0:
+            record.printed = None  # nobody attached: the lines are not kept with the summary
         if record.collect is not None:
             if record.status is JobStatus.FINISHED:
                 record.collect.finish()  # every sink reported before it finished
@@ -301,18 +340,61 @@ class Dispatcher:
                 self._on_status(record, JobStatus.CANCELED, None)
         return record.summary()
 
+    # -- printed lines --------------------------------------------------------------------------
+
+    def add_printed_lines(self, job_id: bytes, lines: list[str], dropped: int) -> None:
+        """A TaskManager's batch of a job's printed lines; dropped if the job is unknown or over."""
+        record = self.jobs.get(job_id)
+        if record is None or record.status.is_terminal():
+            return
+        if dropped < 0:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"dropped must not be negative, got {dropped}")
+        if record.printed is None:
+            record.printed = PrintedLines(*self._printed_lines_bound)
+        record.printed.add(lines, dropped)
+        record.touch()
+
     async def wait(self, job_id: bytes) -> AsyncIterator[cpb.JobStatusUpdate]:
+        """The job's updates until it is terminal: at once on a status change; its printed lines at
+        most every ``printed_lines_interval_s``; a changed summary at most every ``progress_interval_s``."""
         record = self.record(job_id)
-        last_status: JobStatus | None = None
-        while True:
-            version = record.version
-            terminal = record.status.is_terminal()
-            if record.status is not last_status or terminal:
-                last_status = record.status
-                yield cpb.JobStatusUpdate(summary=record.summary(), terminal=terminal)
-            if terminal:
-                return
-            await record.changed_since(version, 3600.0)
+        loop = asyncio.get_running_loop()
+        cursor = record.printed.reader() if record.printed is not None else LineCursor()
+        last: cpb.JobSummary | None = None
+        lines_due = progress_due = 0.0
+        record.waiters += 1
+        try:
+            while True:
+                version = record.version
+                terminal = record.status.is_terminal()
+                now = loop.time()
+                lines: list[str] = []
+                dropped = 0
+                if record.printed is not None and (terminal or now >= lines_due):
+                    lines, dropped = record.printed.read(cursor)
+                summary = record.summary()
+                if (
+                    last is None
+                    or terminal
+                    or summary.status != last.status
+                    or lines
+                    or dropped
+                    or (now >= progress_due and summary != last)
+                ):
+                    yield cpb.JobStatusUpdate(summary=summary, terminal=terminal, printed_lines=lines, printed_lines_dropped=dropped)
+                    last, progress_due = summary, now + self._progress_interval_s
+                    if lines or dropped:
+                        lines_due = now + self._printed_lines_interval_s
+                if terminal:
+                    return
+                timeout = max(0.0, progress_due - now) or self._progress_interval_s
+                if record.printed is not None and record.printed.has_unread(cursor):
+                    timeout = min(timeout, max(0.0, lines_due - now))
+                await record.changed_since(version, max(timeout, 0.01))
+        finally:
+            record.waiters -= 1
+            if record.waiters == 0 and record.status.is_terminal():
+                record.printed = None
 
     def expire_finished(self) -> None:
         cutoff = wall_ms() - self._retention_ms

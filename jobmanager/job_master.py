@@ -127,6 +127,7 @@ class JobMaster:
     def update_task_state(self, update: cpb.TaskExecutionState) -> None:
         state = ExecutionState.from_proto(update.state)
         failure = update.failure if update.HasField("failure") else None
+        self.core.update_records(update.execution_attempt_id, update.records_in, update.records_out)  # first: final totals
         self._run(self.core.update_task_state(update.execution_attempt_id, state, failure))
 
     def is_current_attempt(self, attempt_id: bytes) -> bool:
@@ -201,7 +202,7 @@ class JobMaster:
 
     async def _heartbeat(self, resource_id: str, address: str) -> None:
         try:
-            await self._te.stub(address).Heartbeat(
+            response = await self._te.stub(address).Heartbeat(
                 cpb.HeartbeatRequest(sender="jobmaster", job_id=self.job_id),
                 timeout=self._heartbeats.timeout_ms / 1000,
             )
@@ -212,3 +213,5 @@ class JobMaster:
                 self.task_manager_lost(resource_id, f"connection refused: heartbeat RPCs {exc.code().name}")
         else:
             self._heartbeats.record_heartbeat(resource_id, now_ms())
+            for task in response.tasks:  # the running tasks' record totals (Flink's metrics, a heartbeat behind)
+                self.core.update_records(task.execution_attempt_id, task.records_in, task.records_out)

@@ -112,6 +112,8 @@ class Execution:
     state: ExecutionState = ExecutionState.CREATED
     slot: SlotInfo | None = None
     failure: cpb.JobFailure | None = None
+    records_in: int = 0  # running totals reported by its TaskManager
+    records_out: int = 0
 
     @property
     def name(self) -> str:
@@ -131,6 +133,10 @@ class JobMasterCore:
         self.executions: dict[bytes, Execution] = {}
         self.current: dict[tuple[bytes, int], Execution] = {}
         self._state_counts: dict[ExecutionState, int] = {}  # of the current executions
+        # Per job vertex, kept as the counts above (O(changes), never a scan of all tasks):
+        # its current executions' states and the sums of their record totals [in, out].
+        self._vertex_state_counts: dict[bytes, dict[ExecutionState, int]] = {v.id: {} for v in self.graph.job_vertices}
+        self._vertex_records: dict[bytes, list[int]] = {v.id: [0, 0] for v in self.graph.job_vertices}
         self._deployment_started = False
         for ev in self.graph.all_execution_vertices():
             self._new_attempt(ev, 0)
@@ -144,18 +150,72 @@ class JobMasterCore:
     def _new_attempt(self, ev: ExecutionVertex, attempt_number: int) -> Execution:
         execution = Execution(ev, self.new_id(), attempt_number)
         self.executions[execution.attempt_id] = execution
-        replaced = self.current.get((ev.job_vertex.id, ev.subtask_index))
+        vertex_id = ev.job_vertex.id
+        replaced = self.current.get((vertex_id, ev.subtask_index))
         if replaced is not None:
-            self._state_counts[replaced.state] -= 1
-        self.current[(ev.job_vertex.id, ev.subtask_index)] = execution
-        self._state_counts[execution.state] = self._state_counts.get(execution.state, 0) + 1
+            self._count_state(vertex_id, replaced.state, -1)
+            records = self._vertex_records[vertex_id]
+            records[0] -= replaced.records_in  # a vertex shows its current attempts' records, as Flink's UI
+            records[1] -= replaced.records_out
+        self.current[(vertex_id, ev.subtask_index)] = execution
+        self._count_state(vertex_id, execution.state, 1)
         return execution
+
+    def _count_state(self, vertex_id: bytes, state: ExecutionState, delta: int) -> None:
+        self._state_counts[state] = self._state_counts.get(state, 0) + delta
+        per_vertex = self._vertex_state_counts[vertex_id]
+        per_vertex[state] = per_vertex.get(state, 0) + delta
 
     def current_executions(self) -> list[Execution]:
         return list(self.current.values())
 
     def tasks_per_state(self) -> dict[str, int]:
         return {state.value: n for state, n in self._state_counts.items() if n}
+
+    @property
+    def parallelism(self) -> int:
+        """The job's largest vertex parallelism."""
+        return max((v.parallelism for v in self.graph.job_vertices), default=0)
+
+    def vertex_summaries(self) -> list[cpb.VertexSummary]:
+        """Each job vertex's task states and record totals, in topological order: O(vertices)."""
+        summaries = []
+        for ejv in self.graph.job_vertices:
+            records_in, records_out = self._vertex_records[ejv.id]
+            summaries.append(
+                cpb.VertexSummary(
+                    vertex_id=ejv.id,
+                    name=ejv.name,
+                    parallelism=ejv.parallelism,
+                    tasks_per_state={s.value: n for s, n in self._vertex_state_counts[ejv.id].items() if n},
+                    records_in=records_in,
+                    records_out=records_out,
+                )
+            )
+        return summaries
+
+    def slot_wait(self) -> tuple[int, int] | None:
+        """(slots required, slots allocated) while a running job still waits for slots, else None."""
+        if self.status is not JobStatus.RUNNING or self._deployment_started:
+            return None
+        return self.required_slots, len(self.slots)
+
+    def update_records(self, attempt_id: bytes, records_in: int, records_out: int) -> None:
+        """A current attempt's running totals (heartbeat or final report). Totals never go down, so
+        a report that overtook a newer one (a heartbeat answered before the final update) is harmless."""
+        execution = self.executions.get(attempt_id)
+        if execution is None or self.current.get((execution.vertex.job_vertex.id, execution.vertex.subtask_index)) is not execution:
+            return
+        if records_in < 0 or records_out < 0:
+            log.warning("ignoring negative record totals (%d, %d) reported for %s", records_in, records_out, execution.name)
+            return
+        records = self._vertex_records[execution.vertex.job_vertex.id]
+        if records_in > execution.records_in:
+            records[0] += records_in - execution.records_in
+            execution.records_in = records_in
+        if records_out > execution.records_out:
+            records[1] += records_out - execution.records_out
+            execution.records_out = records_out
 
     # -- transitions ---------------------------------------------------------------------------
 
@@ -170,9 +230,10 @@ class JobMasterCore:
     def _set_state(self, execution: Execution, target: ExecutionState, reason: str = "") -> bool:
         if not check_transition(EXECUTION_TRANSITIONS, execution.state, target, execution.name, reason):
             return False
-        if self.current.get((execution.vertex.job_vertex.id, execution.vertex.subtask_index)) is execution:
-            self._state_counts[execution.state] -= 1
-            self._state_counts[target] = self._state_counts.get(target, 0) + 1
+        vertex_id = execution.vertex.job_vertex.id
+        if self.current.get((vertex_id, execution.vertex.subtask_index)) is execution:
+            self._count_state(vertex_id, execution.state, -1)
+            self._count_state(vertex_id, target, 1)
         execution.state = target
         return True
 

@@ -36,3 +36,11 @@ class JobMasterServicer(cpb_grpc.JobMasterServiceServicer):
         wait_s = wait_within_deadline(context)
         accepted = await self.dispatcher.add_collected(request.job_id, request.execution_attempt_id, request.batch, wait_s)
         return cpb.CollectResponse(accepted=accepted)
+
+    async def ReportPrintedLines(self, request, context):  # noqa: N802, ANN001, ANN201
+        """A TaskManager's batch of a job's printed lines, for the job's attached clients."""
+        try:
+            self.dispatcher.add_printed_lines(request.job_id, list(request.lines), request.dropped)
+        except DispatcherError as exc:
+            await context.abort(exc.code, str(exc))
+        return cpb.Empty()

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from millstream.jobmanager.blob_server import BlobServerServicer, BlobStore
 from millstream.jobmanager.dispatcher import Dispatcher, DispatcherServicer
 from millstream.jobmanager.job_master_core import JobMasterCore
 from millstream.jobmanager.job_master_endpoint import JobMasterServicer
-from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients
+from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients, now_ms
 from millstream.jobmanager.resource_manager import ResourceManager, ResourceManagerServicer
 from millstream.jobmanager.slot_manager import SlotManager
 from millstream.proto import cluster_pb2 as cpb
@@ -32,6 +33,7 @@ class JobManager:
         self.address = ""
         self._cleanup_task: asyncio.Task[None] | None = None
         self.loop_monitor = EventLoopMonitor("JobManager")
+        self._wall_minus_monotonic_ms = int(time.time() * 1000) - now_ms()
 
     async def start(self) -> "JobManager":
         c = self.config
@@ -55,6 +57,7 @@ class JobManager:
             c.get(cfg.JOBSTORE_EXPIRATION_TIME) * 1000,
             max_finished_jobs=c.get(cfg.JOBSTORE_MAX_CAPACITY),
             collect_buffer_bytes=c.get(cfg.COLLECT_BUFFER_SIZE),
+            slot_timeout_at_ms=self._slot_timeout_at_ms,
         )
         self.server = RpcServer("JobManager", max_bytes)
         self.server.add(cpb_grpc.add_DispatcherServicer_to_server, DispatcherServicer(self.dispatcher, self.overview), [])
@@ -71,6 +74,13 @@ class JobManager:
     def _job_master_of(self, job_id: bytes) -> JobMaster | None:
         record = self.dispatcher.jobs.get(job_id)
         return record.job_master if record else None
+
+    def _slot_timeout_at_ms(self, job_id: bytes) -> int | None:
+        """The wall-clock time a job still waiting for slots fails with "not enough slots"."""
+        deadline = self.resource_manager.slots.requirements_deadline(job_id)
+        if deadline is None:
+            return None
+        return deadline + self._wall_minus_monotonic_ms  # one offset: the same deadline in every summary
 
     def _make_job_master(self, core: JobMasterCore, on_status: Any) -> JobMaster:
         c = self.config

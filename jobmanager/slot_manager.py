@@ -293,6 +293,13 @@ class SlotManager:
         return commands
 
     # ---- queries ------------------------------------------------------------------------------
+    def requirements_deadline(self, job_id: bytes) -> int | None:
+        """When (on the ``now`` clock) the job fails for lack of slots, while its needs are unmet."""
+        req = self._requirements.get(job_id)
+        if req is None or req.unmet_since_ms is None:
+            return None
+        return req.unmet_since_ms + self._timeout_ms
+
     def overview(self) -> ClusterOverview:
         slots = [s for _, s in self._slots()]
         free = sum(1 for s in slots if s.state is SlotState.FREE)

@@ -351,16 +351,30 @@ class OfferSlotsResponse(_message.Message):
     def __init__(self, accepted: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class TaskExecutionState(_message.Message):
-    __slots__ = ("job_id", "execution_attempt_id", "state", "failure")
+    __slots__ = ("job_id", "execution_attempt_id", "state", "failure", "records_in", "records_out")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
     job_id: bytes
     execution_attempt_id: bytes
     state: ExecutionState
     failure: JobFailure
-    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ...) -> None: ...
+    records_in: int
+    records_out: int
+    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+
+class PrintedLinesReport(_message.Message):
+    __slots__ = ("job_id", "lines", "dropped")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    lines: _containers.RepeatedScalarFieldContainer[str]
+    dropped: int
+    def __init__(self, job_id: _Optional[bytes] = ..., lines: _Optional[_Iterable[str]] = ..., dropped: _Optional[int] = ...) -> None: ...
 
 class CollectRequest(_message.Message):
     __slots__ = ("job_id", "execution_attempt_id", "batch")

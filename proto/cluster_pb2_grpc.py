@@ -99,7 +99,8 @@ class DispatcherServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WaitJobResult(self, request, context):
-        """Status changes and collected records until the job is terminal, then its final summary.
+        """Status changes at once, progress (vertex states, record counts) at most once a second and the
+        job's printed lines at most every 200 ms, until the job is terminal, then its final summary.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -611,6 +612,11 @@ class JobMasterServiceStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.CollectRequest.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.CollectResponse.FromString,
                 _registered_method=True)
+        self.ReportPrintedLines = channel.unary_unary(
+                '/millstream.v1.JobMasterService/ReportPrintedLines',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.PrintedLinesReport.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class JobMasterServiceServicer:
@@ -634,6 +640,12 @@ class JobMasterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportPrintedLines(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobMasterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -651,6 +663,11 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
                     servicer.ReportCollectBatch,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.CollectRequest.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.CollectResponse.SerializeToString,
+            ),
+            'ReportPrintedLines': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportPrintedLines,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.PrintedLinesReport.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -734,6 +751,33 @@ class JobMasterService:
             '/millstream.v1.JobMasterService/ReportCollectBatch',
             millstream_dot_proto_dot_cluster__pb2.CollectRequest.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.CollectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportPrintedLines(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.JobMasterService/ReportPrintedLines',
+            millstream_dot_proto_dot_cluster__pb2.PrintedLinesReport.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

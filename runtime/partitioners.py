@@ -6,11 +6,24 @@ producer to a subset of consumers; all others connect every producer to every co
 from __future__ import annotations
 
 import random
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
-from millstream.datastream.functions import _KeySelectorWrapper
 from millstream.runtime import keygroups
 
+
+
+def key_function(selector: Any) -> Callable[[Any], Any]:
+    """What to call per record to get its key: a KeySelector's ``get_key`` (a wrapped plain function
+    directly), any object with ``get_key``, or a callable."""
+    make = getattr(selector, "_key_function", None)
+    if make is not None:
+        return make()  # type: ignore[no-any-return]
+    get_key = getattr(selector, "get_key", None)
+    if callable(get_key):
+        return get_key  # type: ignore[no-any-return]
+    if callable(selector):
+        return selector  # type: ignore[no-any-return]
+    raise TypeError(f"A key selector must be a KeySelector or a callable, got {type(selector).__name__}")
 
 class StreamPartitioner:
     ship_strategy: ClassVar[str] = ""
@@ -134,7 +147,7 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         # channel. Only exact str/bytes/int keys are cached: 1 == 1.0 == True hash differently in Java.
         out: list[list[Any]] = [[] for _ in range(self.num_channels)]
         selector = self.key_selector
-        get_key = selector.fn if type(selector) is _KeySelectorWrapper else selector.get_key
+        get_key = key_function(selector)
         cache = self._channel_of
         if len(cache) > 1_000_000:
             cache.clear()

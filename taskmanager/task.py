@@ -8,6 +8,7 @@ the final FINISHED / FAILED / CANCELED is the runner's TaskExit.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 import threading
@@ -32,12 +33,14 @@ STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")
 PARTITIONS = "partitions"  # ("partitions", "host:port") where this task serves its result partitions
 PRINT = "print"            # ("print", [lines], to_stderr)
 COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, serialized list of records)
+RECORDS = "records"        # ("records", records_in, records_out): running totals, at most every RECORDS_INTERVAL_MS
 # ("failing", traceback, caused_by_peer): the body failed (before any cancel reached it) and is now
 # cleaning up; caused_by_peer when the failure is a broken exchange, i.e. a neighbour's failure.
 FAILING = "failing"
 
 SOURCE_BATCH_SIZE = 1024
 RECORDS_PER_BUFFER = 1024
+RECORDS_INTERVAL_MS = 1000  # the record totals go to the TaskManager at most this often (and once at the end)
 CONNECT_TIMEOUT_S = 60.0
 RELAY_POLL_S = 0.2  # the cancel relay checks this often whether its task ended (then it ends too)
 CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers before giving up
@@ -224,6 +227,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
         server.start()
         channel.send((PARTITIONS, "%s:%d" % server.address))
         chain = OperatorChain(tdd.vertex, env, writers)
+        chain.records_interval_ms = RECORDS_INTERVAL_MS
+        chain.records_listener = lambda records_in, records_out: channel.send((RECORDS, records_in, records_out))
         if env.is_cancelled():
             return
         if gate is not None:
@@ -252,6 +257,9 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
         raise
     finally:
         task_ended.set()
+        if chain is not None:  # the final totals, ahead of the task's end (the channel keeps the order)
+            with contextlib.suppress(OSError):
+                channel.send((RECORDS, chain.records_in, chain.records_out))
         if gate is not None:
             gate.close()
         if server is not None:

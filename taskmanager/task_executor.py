@@ -27,6 +27,7 @@ from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.rpc import aio_channel
 from millstream.taskmanager import task as task_body
+from millstream.taskmanager.print_forwarder import PrintForwarder
 from millstream.taskmanager.slot_table import SlotTableError, TaskSlotTable
 from millstream.taskmanager.spark_runner import SparkHost, TaskExit, TaskHandle, make_payload
 
@@ -86,6 +87,8 @@ class RunningTask:
     collect_failure: str | None = None  # collected records could not be delivered: the task fails
     starting: bool = True  # accepted, its Spark task not submitted yet (e.g. fetching artifacts)
     failing: tuple[str, bool] | None = None  # (traceback, caused by a neighbour) once the body failed
+    records_in: int = 0  # the body's running totals (Flink's numRecordsIn / numRecordsOut)
+    records_out: int = 0
 
     @property
     def attempt_id(self) -> bytes:
@@ -107,7 +110,10 @@ class TaskExecutor:
         work_dir: str,
         jobmanager_address: str,
         network: task_body.NetworkSettings = task_body.NetworkSettings(),
+        forward_printed_lines: bool = True,
     ) -> None:
+        """``forward_printed_lines``: send the tasks' printed lines to their JobManager as well as to
+        this process's stdout (off in the embedded mode, where stdout is the user's console already)."""
         self.resource_id = resource_id
         self.network = network
         self.slots = TaskSlotTable(num_slots)
@@ -129,6 +135,7 @@ class TaskExecutor:
         self._ended_attempts: collections.deque[bytes] = collections.deque(maxlen=10_000)
         self.registered = asyncio.Event()
         self.unusable_reason: str | None = None
+        self.printed_lines = PrintForwarder(self._send_printed_lines) if forward_printed_lines else None
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -151,6 +158,8 @@ class TaskExecutor:
                 await asyncio.to_thread(task.handle.cancel)
         for bg in list(self._background):
             bg.cancel()
+        if self.printed_lines is not None:
+            self.printed_lines.close()
         for channel in self._channels.values():
             await channel.close()
 
@@ -307,6 +316,8 @@ class TaskExecutor:
 
     def _forget_job(self, job_id: bytes) -> None:
         self._artifact_fetches.pop(job_id, None)
+        if self.printed_lines is not None:
+            self.printed_lines.forget(job_id)
         shutil.rmtree(os.path.join(self._work_dir, "jobs", job_id.hex()), ignore_errors=True)
 
     async def _download_artifacts(self, tdd: cpb.TaskDeploymentDescriptor) -> list[str]:
@@ -342,6 +353,8 @@ class TaskExecutor:
                 )
                 self.partition_servers.pop(task.attempt_id, None)
                 self._ended_attempts.append(task.attempt_id)
+                if self.printed_lines is not None:  # its last lines reach the clients before its end
+                    await self.printed_lines.flush(task.tdd.job_id)
                 await self._report(stub, task, msg.status, failure)
                 self.tasks.pop(task.attempt_id, None)
                 self.slots.remove_task(task.attempt_id)
@@ -353,10 +366,14 @@ class TaskExecutor:
                 self.partition_servers[task.attempt_id] = msg[1]
             elif kind == task_body.STATE:
                 await self._report(stub, task, msg[1], None)
+            elif kind == task_body.RECORDS:
+                task.records_in, task.records_out = msg[1], msg[2]
             elif kind == task_body.PRINT:
                 stream = sys.stderr if msg[2] else sys.stdout
                 stream.write("".join(f"{line}\n" for line in msg[1]))
                 stream.flush()
+                if self.printed_lines is not None:
+                    self.printed_lines.add(task.tdd.job_id, jobmaster_address, msg[1])
             elif kind == task_body.COLLECT:
                 _, collect_id, subtask, sequence, payload = msg
                 batch = cpb.CollectBatch(collect_id=collect_id, subtask_index=subtask, sequence=sequence, payload=payload)
@@ -400,8 +417,14 @@ class TaskExecutor:
             execution_attempt_id=task.attempt_id,
             state=cpb.ExecutionState.Value(f"EXEC_{state}"),
             failure=failure,
+            records_in=task.records_in,
+            records_out=task.records_out,
         )
         await self._call(stub.UpdateTaskExecutionState, update)
+
+    async def _send_printed_lines(self, jobmaster_address: str, report: cpb.PrintedLinesReport) -> None:
+        stub = cpb_grpc.JobMasterServiceStub(self._channel(jobmaster_address))
+        await stub.ReportPrintedLines(report, timeout=self._rpc_timeout_s)
 
     async def _call(self, method: Any, request: Any, attempts: int = 5) -> None:
         """Idempotent reports to the JobMaster: retried on UNAVAILABLE, then given up (heartbeats take over)."""
@@ -446,7 +469,13 @@ class TaskExecutor:
             return cpb.HeartbeatResponse(slot_report=self.slot_report())
         self._heartbeats.record_heartbeat(request.job_id.hex(), now_ms())
         tasks = [
-            cpb.TaskExecutionState(job_id=t.tdd.job_id, execution_attempt_id=t.attempt_id, state=cpb.ExecutionState.Value(f"EXEC_{t.state}"))
+            cpb.TaskExecutionState(
+                job_id=t.tdd.job_id,
+                execution_attempt_id=t.attempt_id,
+                state=cpb.ExecutionState.Value(f"EXEC_{t.state}"),
+                records_in=t.records_in,
+                records_out=t.records_out,
+            )
             for t in self.tasks.values()
             if t.tdd.job_id == request.job_id
         ]

@@ -65,6 +65,7 @@ class TaskManager:
         spark: SparkHost | None = None,
         resource_id: str | None = None,
         registration_timeout_s: float = 60.0,
+        forward_printed_lines: bool = True,
     ) -> None:
         self.config = configuration or cfg.Configuration()
         self.jobmanager_address = jobmanager_address
@@ -73,6 +74,9 @@ class TaskManager:
         self._spark = spark
         self._owns_spark = spark is None
         self._registration_timeout_s = registration_timeout_s
+        # Tasks' printed lines go to this process's stdout and to the job's clients; an embedded
+        # TaskManager's stdout is the client's console already, so it does not send them too.
+        self._forward_printed_lines = forward_printed_lines
         self._work = tempfile.TemporaryDirectory(prefix="millstream-tm-")
         self._link_task: asyncio.Task[None] | None = None
         self.fatal_error: str | None = None  # why this TaskManager cannot run tasks any more
@@ -102,6 +106,7 @@ class TaskManager:
             self._work.name,
             self.jobmanager_address,
             network,
+            forward_printed_lines=self._forward_printed_lines,
         )
         loop = asyncio.get_running_loop()
         self._spark.on_death(lambda reason: loop.call_soon_threadsafe(self._spark_died, reason))

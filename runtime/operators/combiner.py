@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from millstream.datastream import functions as fn
 from millstream.runtime import factories as ops
+from millstream.runtime.partitioners import key_function
 from millstream.runtime.operators.base import OperatorError, make_aggregator
 
 _MISSING = object()
@@ -23,7 +24,7 @@ class CombiningWriter:
     def __init__(self, writer: Any, factory: ops.OperatorFactory, key_selector: Any, operator_name: str) -> None:
         self._writer = writer
         self._factory = factory
-        self._key = key_selector.fn if type(key_selector) is fn._KeySelectorWrapper else key_selector.get_key
+        self._key = key_function(key_selector)
         self._name = operator_name
         self._acc: dict[Any, Any] = {}
         self._counts: dict[Any, Any] = {}  # the (x, count) fast path: running counts per key

@@ -13,6 +13,12 @@ loop that owns it (the Spark worker) calls, from one thread:
     chain.close()
 
 Only :meth:`OperatorChain.cancel` may be called from another thread.
+
+The chain counts its task's records as Flink's numRecordsIn / numRecordsOut: ``records_in`` the
+records given to ``process_batch`` (read from the network; a source reads none), ``records_out``
+the records emitted into result writers (a sink vertex writes none). Counting costs one addition
+per batch; ``between_batches`` hands the totals to ``records_listener`` at most every
+``records_interval_ms``.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import cloudpickle
 
-from millstream.datastream.functions import KeySelector, _KeySelectorWrapper
+from millstream.runtime.partitioners import key_function
 from millstream.runtime.operators.process import KeyedProcessOperator
 from millstream.runtime.operators.base import (
     Emit,
@@ -81,8 +87,10 @@ class _WriterOutput:
         self.operator = operator
         self.result_id = result_id
         self._emit = writer.emit
+        self.records = 0
 
     def emit(self, records: list[Any]) -> None:
+        self.records += len(records)
         try:
             self._emit(records)
         except Exception as e:
@@ -93,17 +101,6 @@ class _WriterOutput:
             self.writer.flush()
         except Exception as e:
             self.operator.fail(e, f"flushing result {self.result_id.hex()}")
-
-
-def _key_function(selector: Any) -> Callable[[Any], Any]:
-    if type(selector) is _KeySelectorWrapper:
-        return selector.fn
-    if isinstance(selector, KeySelector):
-        return selector.get_key
-    if callable(selector):
-        plain: Callable[[Any], Any] = selector
-        return plain
-    raise TypeError(f"A key selector must be a KeySelector or a callable, got {type(selector).__name__}")
 
 
 class OperatorChain:
@@ -133,6 +130,10 @@ class OperatorChain:
         self._cancelled = False
         self._last_flush_ms = task_env.now_ms()
         self._opened = False
+        self.records_in = 0
+        self.records_listener: Callable[[int, int], None] | None = None
+        self.records_interval_ms = 1000
+        self._last_records_ms = self._last_flush_ms
 
     # -- construction --------------------------------------------------------------------------
 
@@ -140,7 +141,7 @@ class OperatorChain:
         env = self.env
         try:
             factory = cloudpickle.loads(op.factory)
-            key_selector = _key_function(cloudpickle.loads(op.state_key_selector)) if op.state_key_selector else None
+            key_selector = key_function(cloudpickle.loads(op.state_key_selector)) if op.state_key_selector else None
         except Exception as e:
             raise OperatorError(
                 f"Operator '{op.name}': cannot deserialize its function or key selector: {type(e).__name__}: {e} "
@@ -248,6 +249,14 @@ class OperatorChain:
         timeout = self.env.buffer_timeout_ms
         if timeout >= 0 and now - self._last_flush_ms >= timeout:
             self.flush()
+        if self.records_listener is not None and now - self._last_records_ms >= self.records_interval_ms:
+            self._last_records_ms = now
+            self.records_listener(self.records_in, self.records_out)
+
+    @property
+    def records_out(self) -> int:
+        """Records emitted into this task's result writers so far (every output counts)."""
+        return sum(output.records for output in self._writer_outputs)
 
     # The first task loop (taskmanager/task.py) was written against these private names.
     _wait_bound = wait_bound_ms
@@ -258,6 +267,7 @@ class OperatorChain:
         operator = self._by_node.get(target_node_id)
         if operator is not self.head or isinstance(operator, SourceOperator):
             raise ValueError(f"Node {target_node_id} is not the input operator of vertex '{self.vertex.name}'")
+        self.records_in += len(records)
         operator.process_batch(records)
 
     def end_input(self) -> None:

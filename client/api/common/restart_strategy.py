@@ -1,4 +1,5 @@
-"""Restart strategies with PyFlink's factory names; the JobMaster applies them on task failure."""
+"""Restart strategies with PyFlink's factory names, recorded in the JobGraph. The runtime does not
+restart failed jobs yet (``set_restart_strategy`` warns so); the JobMaster will apply them."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -118,6 +118,10 @@ class KeySelector(Function, Generic[IN, KEY]):
     @abc.abstractmethod
     def get_key(self, value: IN) -> KEY: ...
 
+    def _key_function(self) -> Callable[[IN], KEY]:
+        """What the runtime calls per record: ``get_key``, or a wrapped plain function directly."""
+        return self.get_key
+
 
 class Partitioner(Function, Generic[KEY]):
     """Custom partitioning: the index of the target channel for a key."""
@@ -249,6 +253,9 @@ class _KeySelectorWrapper(KeySelector):
 
     def get_key(self, value: Any) -> Any:
         return self.fn(value)
+
+    def _key_function(self) -> Callable[[Any], Any]:
+        return self.fn  # one call per record instead of two
 
 
 class _PartitionerWrapper(Partitioner):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from millstream.client.stream_graph import StreamGraph
 
 DEFAULT_JOB_NAME = "Millstream Streaming Job"
+_log = logging.getLogger(__name__)
 
 
 class StreamExecutionEnvironment:
@@ -102,6 +104,10 @@ class StreamExecutionEnvironment:
         return self._chaining_enabled
 
     def enable_checkpointing(self, interval: int, mode: CheckpointingMode | None = None) -> "StreamExecutionEnvironment":
+        # Recorded in the JobGraph; the runtime does not take checkpoints yet, so say so, rather
+        # than let a user believe the job is fault tolerant.
+        _log.warning("enable_checkpointing(%s): recorded, but Millstream does not take checkpoints yet; "
+                     "a failed job is not recovered", interval)
         self._checkpoint_config.set_checkpoint_interval(interval)
         if mode is not None:
             self._checkpoint_config.set_checkpointing_mode(mode)
@@ -119,6 +125,8 @@ class StreamExecutionEnvironment:
     def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration) -> "StreamExecutionEnvironment":
         if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
             raise TypeError("set_restart_strategy needs a RestartStrategies.* configuration")
+        _log.warning("set_restart_strategy(%s): recorded, but Millstream does not restart failed jobs yet",
+                     restart_strategy_configuration.type)
         self._restart_strategy = restart_strategy_configuration
         return self
 
