@@ -18,6 +18,8 @@ from millstream.proto import cluster_pb2 as cpb
 # over the rate are counted and said to be skipped; the job is never slowed down by its console.
 PRINT_BURST = 200
 PRINT_LINES_PER_S = 100.0
+# run's view says a job waits for slots once the wait lasted this long (most jobs get them at once)
+SLOT_WAIT_GRACE_S = 2.0
 
 
 def status_name(summary: cpb.JobSummary) -> str:
@@ -272,8 +274,10 @@ class RunView:
     """
 
     def __init__(self, *, detached: bool = False, show_prints: bool = True, live: bool | None = None,
-                 out: TextIO | None = None, now_ms: Callable[[], int] = _now_ms) -> None:
+                 out: TextIO | None = None, now_ms: Callable[[], int] = _now_ms,
+                 slot_wait_grace_s: float = SLOT_WAIT_GRACE_S) -> None:
         self._now_ms = now_ms
+        self.slot_wait_grace_s = slot_wait_grace_s
         self.detached = detached
         self.show_prints = show_prints
         self.out = out or sys.stdout
@@ -291,13 +295,14 @@ class RunView:
         self._follower: threading.Thread | None = None
         self._stopped = threading.Event()
         self._updated = 0.0
+        self._wait_since: float | None = None  # monotonic time the current slot wait was first seen
 
     # JobObserver --------------------------------------------------------------------------------
     def submitted(self, job_name: str, job_id: bytes, client: Any, follow: bool) -> None:
         from millstream.client.execution import JobDetached
 
         self.job_id, self.job_name, self.client, self.summary = job_id, job_name, client, None
-        self._last_status, self._last_wait = "", None
+        self._last_status, self._last_wait, self._wait_since = "", None, None
         self._stopped.clear()
         self._write(f"Job {job_name} submitted: {job_id.hex()}")
         if self.detached:
@@ -394,8 +399,25 @@ class RunView:
         key = (wait.slots_allocated, wait.slots_required) if summary.HasField("slot_wait") else None
         line = slot_wait_line(summary, self._now_ms())
         if line and key != self._last_wait:
-            self._write(line)
+            if self._wait_since is None:
+                self._wait_since = time.monotonic()
+            # said once per change, and only if the wait lasts: most jobs get their slots at once
+            timer = threading.Timer(max(0.0, self._wait_since + self.slot_wait_grace_s - time.monotonic()),
+                                    self._say_slot_wait, args=(self.job_id, key))
+            timer.daemon = True
+            timer.start()
         self._last_wait = key if line else None
+        if not line:
+            self._wait_since = None
+
+    def _say_slot_wait(self, job_id: bytes | None, key: tuple[int, int]) -> None:
+        with self._lock:
+            summary = self.summary
+            if self._stopped.is_set() or summary is None or job_id != self.job_id or self._last_wait != key:
+                return
+            line = slot_wait_line(summary, self._now_ms())
+            if line:
+                self._write(line)
 
     def _plain_final(self, summary: cpb.JobSummary) -> None:
         for name, par, tasks, rin, rout in vertex_rows(summary):
@@ -436,7 +458,11 @@ class RunView:
                              f"  {format_duration(d) if d is not None else '-'}")
         grid.add_row(head)
         waiting = slot_wait_line(summary, now)
-        if waiting:
+        if not waiting:
+            self._wait_since = None
+        elif self._wait_since is None:
+            self._wait_since = time.monotonic()
+        if waiting and time.monotonic() - self._wait_since >= self.slot_wait_grace_s:
             grid.add_row(Text(waiting, style="yellow"))
         rows = vertex_rows(summary)
         if rows:

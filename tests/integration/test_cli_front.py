@@ -110,6 +110,34 @@ def test_run_attached_prints_the_id_first_then_the_outcome_and_passes_arguments_
     assert helped.returncode == 0 and "the script's own help" in helped.stdout and "['--help']" in helped.stdout
 
 
+PRINT_JOB = textwrap.dedent("""
+    from millstream.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection(["alpha", "beta", "gamma"]).map(lambda w: w.upper()).print()
+    env.execute("printing")
+""")
+
+
+def test_run_shows_the_jobs_printed_lines_unless_no_print(cluster, tmp_path) -> None:
+    env, _ = cluster
+    job = tmp_path / "printing.py"
+    job.write_text(PRINT_JOB)
+    run = _cli("run", str(job), env=env)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert [line for line in lines if line in ("ALPHA", "BETA", "GAMMA")] == ["ALPHA", "BETA", "GAMMA"]
+    finished = next(i for i, line in enumerate(lines) if line.startswith("Job printing: FINISHED"))
+    assert lines.index("GAMMA") < finished
+    # each vertex's final state, as the JobManager reports it; no slot-wait advice for a job that got its slots at once
+    assert any(line.startswith("  Source: Collection Source -> Map -> Sink: Print to Std. Out [1]: FINISHED 1; records in ")
+               for line in lines[finished:]), "\n".join(lines)
+    assert not any(line.startswith("waiting for slots") for line in lines)
+    quiet = _cli("run", "--no-print", str(job), env=env)
+    assert quiet.returncode == 0 and not {"ALPHA", "BETA", "GAMMA"} & set(quiet.stdout.splitlines())
+
+
 def test_run_on_a_terminal_redraws_a_live_view(cluster, slow_job) -> None:
     import pty
 

@@ -7,6 +7,7 @@ import argparse
 import io
 import json
 import textwrap
+import time
 
 import pytest
 
@@ -136,11 +137,12 @@ def _update(summary: cpb.JobSummary, lines=(), dropped: int = 0, terminal: bool 
 
 def test_run_view_without_a_terminal_prints_plain_lines() -> None:
     out = io.StringIO()
-    view = progress.RunView(live=False, out=out, now_ms=lambda: NOW)
+    view = progress.RunView(live=False, out=out, now_ms=lambda: NOW, slot_wait_grace_s=0.0)
     view.submitted("wordcount", JOB_ID, client=None, follow=False)
     waiting = _summary(cpb.RUNNING, slot_wait=cpb.SlotWait(slots_required=5, slots_allocated=4))
     view.update(_update(waiting))
     view.update(_update(waiting))  # the same wait is said once
+    time.sleep(0.2)  # said by a timer thread (after the grace, here none)
     running = _with_vertices(_summary(cpb.RUNNING))
     view.update(_update(running, ["(a,1)", "(b,2)"]))
     done = _with_vertices(_summary(cpb.FINISHED))
@@ -157,6 +159,22 @@ def test_run_view_without_a_terminal_prints_plain_lines() -> None:
                          "  Keyed Sum -> Sink: Print [3]: DEPLOYING 2, RUNNING 1; records in 12,000, out 11,000"]
 
 
+def test_run_view_says_nothing_of_a_slot_wait_that_ends_at_once() -> None:
+    out = io.StringIO()
+    view = progress.RunView(live=False, out=out, now_ms=lambda: NOW, slot_wait_grace_s=0.3)
+    view.submitted("quick", JOB_ID, client=None, follow=False)
+    view.update(_update(_summary(cpb.RUNNING, slot_wait=cpb.SlotWait(slots_required=2, slots_allocated=0))))
+    view.update(_update(_summary(cpb.RUNNING)))  # slots came within the grace
+    slow = progress.RunView(live=False, out=io.StringIO(), now_ms=lambda: NOW, slot_wait_grace_s=0.3)
+    slow.submitted("slow", JOB_ID, client=None, follow=False)
+    slow.update(_update(_summary(cpb.RUNNING, slot_wait=cpb.SlotWait(slots_required=2, slots_allocated=1))))
+    time.sleep(0.8)
+    assert "waiting for slots" not in out.getvalue()
+    assert "waiting for slots: 1 of 2 — add a TaskManager or lower parallelism" in slow.out.getvalue()
+    view.stopped()
+    slow.stopped()
+
+
 def test_run_view_no_print_hides_the_jobs_lines() -> None:
     out = io.StringIO()
     view = progress.RunView(live=False, out=out, show_prints=False)
@@ -168,7 +186,7 @@ def test_run_view_no_print_hides_the_jobs_lines() -> None:
 
 def test_run_view_live_renders_vertices_on_a_terminal() -> None:
     out = io.StringIO()
-    view = progress.RunView(live=True, out=out, now_ms=lambda: NOW)
+    view = progress.RunView(live=True, out=out, now_ms=lambda: NOW, slot_wait_grace_s=0.0)
     view._start_live = lambda: None  # render only: no live thread on a StringIO
     view.submitted("wordcount", JOB_ID, client=None, follow=False)
     view.update(_update(_with_vertices(_summary(slot_wait=cpb.SlotWait(slots_required=5, slots_allocated=4)))))
