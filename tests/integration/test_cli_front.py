@@ -206,6 +206,29 @@ def test_ctrl_c_leaves_the_job_running_or_cancels_it_with_cancel_on_exit(cluster
             poll_for(lambda: _status(job_id, env)["status"] == "CANCELED", 30, what="the job to be cancelled")
 
 
+def test_a_job_waiting_for_slots_says_so_in_list_status_and_run(cluster, slow_job) -> None:
+    import re
+
+    env, _ = cluster
+    run = _popen_cli("run", "-p", "3", str(slow_job), "100", env=env)  # 3 slots; the cluster has 2
+    try:
+        job_id = _submitted_id(run.stdout.readline().strip())
+        wait = re.compile(r"waiting for slots: (\d) of 3 — add a TaskManager or lower parallelism; timeout in \d+:\d\d")
+        listed = poll_for(lambda: (lambda out: out if wait.search(out) else None)(_cli("list", env=env).stdout), 30,
+                          what="list to show the slot wait")
+        row = listed.splitlines().index(next(line for line in listed.splitlines() if line.startswith(job_id)))
+        assert wait.fullmatch(listed.splitlines()[row + 1].strip())
+        assert wait.search(_cli("status", job_id, env=env).stdout)
+        assert _status(job_id, env)["slot_wait"]["slots_required"] == 3
+        line = poll_for(lambda: (lambda text: text if wait.search(text) else None)(run.stdout.readline()), 30,
+                        what="run to say the job waits")
+        assert wait.fullmatch(line.strip())
+    finally:
+        run.kill()
+        run.wait()
+    assert _cli("cancel", job_id, env=env).returncode == 0
+
+
 def test_an_exception_or_syntax_error_in_the_script_shows_the_users_traceback_only(cluster, tmp_path) -> None:
     env, _ = cluster
     bad = tmp_path / "bad.py"
