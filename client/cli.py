@@ -2,30 +2,85 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import runpy
 import sys
 import time
-from typing import Sequence
+import traceback
+from typing import Any, Sequence
 
 import grpc
 
 from millstream.client.execution import ENV_JOBMANAGER, JobGraphCaptured, capture_job_graphs
 from millstream.client.stream_graph import StreamGraphError
 
+EXIT_INTERRUPTED = 130  # a shell's code for "ended by Ctrl-C"
+REACH_TIMEOUT_S = 2.0   # the CLI says "No JobManager at ..." within 3 s, start-up included
+
 
 class CliError(Exception):
     pass
 
 
+class UserProgramError(Exception):
+    """The job script raised (or did not compile): carries the traceback of the user's frames only."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def _internal_dirs() -> tuple[str, ...]:
+    """The folders of Millstream's own packages, and runpy: frames there are not the user's."""
+    import importlib.util
+
+    dirs = [os.path.abspath(runpy.__file__ or "runpy.py"), os.path.abspath("<frozen runpy>")]
+    for name in ("millstream", "millstream.client", "millstream.runtime", "millstream.jobmanager",
+                 "millstream.taskmanager", "millstream.proto"):
+        spec = importlib.util.find_spec(name)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            dirs.append(os.path.abspath(location) + os.sep)
+    return tuple(dirs)
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` with Millstream's and runpy's frames left out (chained exceptions too)."""
+    internal = _internal_dirs()
+    te = traceback.TracebackException.from_exception(exc)
+    seen: set[int] = set()
+    pending = [te]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.stack = traceback.StackSummary.from_list(
+            [f for f in current.stack if not os.path.abspath(f.filename).startswith(internal)])
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return "".join(te.format())
+
+
 def _run_script(script: str, script_args: Sequence[str]) -> None:
+    """Runs a job script as ``__main__``; its own exceptions become :class:`UserProgramError`."""
     if not os.path.isfile(script):
         raise CliError(f"Job file not found: {script}")
+    from millstream.client.execution import JobDetached, JobExecutionException
+
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
         runpy.run_path(script, run_name="__main__")
+    except (JobGraphCaptured, JobDetached, JobExecutionException, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        from millstream.client.cluster_client import JobManagerUnreachable, JobSubmissionError
+        from millstream.client.execution import JobCancellationException
+
+        if isinstance(exc, (JobManagerUnreachable, JobSubmissionError, JobCancellationException, grpc.RpcError)):
+            raise  # Millstream's own errors on the way to the cluster: one message, not the program's fault
+        raise UserProgramError(user_traceback(exc)) from None
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
 
@@ -56,9 +111,16 @@ def jobmanager_address(explicit: str | None) -> str:
 
 
 def _client(args: argparse.Namespace):  # noqa: ANN202
+    """A client of the JobManager, checked to answer (else one line: JobManagerUnreachable)."""
     from millstream.client.cluster_client import ClusterClient
 
-    return ClusterClient(jobmanager_address(args.jobmanager))
+    client = ClusterClient(jobmanager_address(args.jobmanager))
+    try:
+        client.check_reachable(REACH_TIMEOUT_S)
+    except BaseException:
+        client.close()
+        raise
+    return client
 
 
 def _job_id(text: str) -> bytes:
@@ -71,15 +133,8 @@ def _job_id(text: str) -> bytes:
     return job_id
 
 
-def _format_summary(s) -> str:  # noqa: ANN001
-    from millstream.jobmanager.execution_state import JobStatus
-
-    status = JobStatus.from_proto(s.status).value
-    tasks = ", ".join(f"{k} {v}" for k, v in sorted(s.tasks_per_state.items()))
-    line = f"{s.job_id.hex()}  {status:<10}  {s.job_name}  [{tasks}]"
-    if s.failure.message:
-        line += f"\n    cause: {s.failure.message}"
-    return line
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 # -- commands --------------------------------------------------------------------------------
@@ -102,41 +157,107 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    os.environ[ENV_JOBMANAGER] = jobmanager_address(args.jobmanager)
-    _run_script(args.script, args.script_args)
+    from millstream.client.execution import JobDetached, observing
+    from millstream.client.progress import LineAtomicWriter, RunView
+    from millstream.runtime.config import ENV_PREFIX
+
+    address = jobmanager_address(args.jobmanager)
+    _client(args).close()  # nothing there: one line now, not after the script's set-up
+    os.environ[ENV_JOBMANAGER] = address
+    if args.parallelism is not None:
+        os.environ[f"{ENV_PREFIX}PARALLELISM_DEFAULT"] = str(args.parallelism)
+    stdout = sys.stdout
+    live = stdout.isatty()
+    if not live:  # plain lines from two threads (the program's, the view's): never mixed
+        sys.stdout = LineAtomicWriter(stdout)  # type: ignore[assignment]
+    view = RunView(detached=args.detached, show_prints=not args.no_print, live=live, out=sys.stdout)
+    try:
+        with observing(view):
+            _run_script(args.script, args.script_args)
+        view.finish()
+    except JobDetached:
+        return 0
+    except KeyboardInterrupt:
+        view.stopped()
+        return _interrupted(view, args.cancel_on_exit)
+    finally:
+        view.stopped()
+        sys.stdout.flush()
+        sys.stdout = stdout
     return 0
 
 
+def _interrupted(view: Any, cancel: bool) -> int:
+    """Ctrl-C under ``run``: the job keeps running (say how to cancel it), or is cancelled."""
+    from millstream.client.cluster_client import ClusterClient
+    from millstream.client.progress import is_terminal, status_name
+
+    if view.job_id is None:
+        print("millstream: interrupted before the job was submitted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    job = view.job_id.hex()
+    with ClusterClient(os.environ[ENV_JOBMANAGER]) as client:
+        try:
+            summary = client.status(view.job_id)
+            if is_terminal(summary):  # it ended, or the program's closed results cancelled it
+                print(f"job {job} {status_name(summary)}", file=sys.stderr)
+            elif cancel:
+                client.cancel(view.job_id)
+                print(f"job {job} cancelled", file=sys.stderr)
+            else:
+                print(f"job {job} keeps running; `millstream cancel {job}`", file=sys.stderr)
+        except grpc.RpcError as exc:
+            print(f"job {job}: the JobManager did not answer ({exc.code().name}); it may keep running: "
+                  f"`millstream cancel {job}`", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
 def _list(args: argparse.Namespace) -> int:
+    from millstream.client.progress import list_rows, summary_json
+
     with _client(args) as client:
         jobs = client.list_jobs()
-    if not jobs:
+    now = _now_ms()
+    if args.json:
+        print(json.dumps([summary_json(s, now) for s in sorted(jobs, key=lambda s: s.start_time_ms)], indent=2))
+    elif not jobs:
         print("No jobs.")
-    for summary in sorted(jobs, key=lambda s: s.start_time_ms):
-        print(_format_summary(summary))
+    else:
+        print("\n".join(list_rows(jobs, now)))
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
+    from millstream.client.progress import status_report, summary_json
+
+    job_id = _job_id(args.job_id)
     with _client(args) as client:
-        summary = client.status(_job_id(args.job_id))
-    print(_format_summary(summary))
-    if summary.failure.traceback:
-        print(summary.failure.traceback)
+        summary = client.status(job_id)
+    if args.json:
+        print(json.dumps(summary_json(summary, _now_ms()), indent=2))
+    else:
+        print("\n".join(status_report(summary, _now_ms())))
     return 0
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from millstream.jobmanager.execution_state import JobStatus
+    from millstream.client.progress import is_terminal, status_name
 
     job_id = _job_id(args.job_id)
     with _client(args) as client:
+        summary = client.status(job_id)
+        if is_terminal(summary):
+            print(f"millstream: job {job_id.hex()} already {status_name(summary)}: nothing to cancel", file=sys.stderr)
+            return 1
         summary = client.cancel(job_id)
         deadline = time.monotonic() + args.timeout
-        while not JobStatus.from_proto(summary.status).is_terminal() and time.monotonic() < deadline:
+        while not is_terminal(summary) and time.monotonic() < deadline:
             time.sleep(0.2)
             summary = client.status(job_id)
-    print(_format_summary(summary))
+    if not is_terminal(summary):
+        print(f"millstream: job {job_id.hex()} is still {status_name(summary)} after {args.timeout:g} s", file=sys.stderr)
+        return 1
+    print(f"Job {summary.job_name} ({job_id.hex()}) {status_name(summary)}")
     return 0
 
 
@@ -157,73 +278,141 @@ def _cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="millstream", description="Millstream: Flink's architecture for Python.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    plan = sub.add_parser("plan", help="show the JobGraph a job script would submit (other arguments go to the script)")
-    plan.add_argument("script")
+    plan = sub.add_parser("plan", help="show the JobGraph a job script would submit (other arguments go to the script)",
+                          description="Runs JOB.py until its execute() and prints the JobGraph it would submit, without running the job.")
+    plan.add_argument("script", metavar="JOB.py", help="the job script")
     fmt = plan.add_mutually_exclusive_group()
-    fmt.add_argument("--json", dest="format", action="store_const", const="json")
-    fmt.add_argument("--dot", dest="format", action="store_const", const="dot")
+    fmt.add_argument("--json", dest="format", action="store_const", const="json", help="print the JobGraph as JSON")
+    fmt.add_argument("--dot", dest="format", action="store_const", const="dot", help="print the JobGraph for Graphviz")
     plan.set_defaults(func=_plan, format="text")
 
-    run = sub.add_parser("run", help="run a job script on the cluster and wait for its result")
-    run.add_argument("script")
+    run = sub.add_parser(
+        "run", help="run a job script on the cluster, showing its progress",
+        description="Runs JOB.py with its jobs going to the cluster: prints each job's id at once, then (attached) "
+                    "its progress and printed lines until it ends. Ctrl-C leaves the job running (see --cancel-on-exit).")
+    run.add_argument("-d", "--detached", action="store_true", help="submit the job, print its id and return without waiting")
+    run.add_argument("-p", "--parallelism", type=_positive_int, metavar="N",
+                     help="the job's default parallelism (parallelism.default), for operators that set none")
+    run.add_argument("--no-print", action="store_true", help="do not show the lines the job's print sinks write")
+    run.add_argument("--cancel-on-exit", "-sae", action="store_true",
+                     help="cancel the job when this command is interrupted (Ctrl-C) instead of leaving it running")
+    run.add_argument("script", metavar="JOB.py", help="the job script")
+    run.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the job script (after JOB.py, all go to it)")
     run.set_defaults(func=_run)
 
-    sub.add_parser("list", help="list the cluster's jobs").set_defaults(func=_list)
-    status = sub.add_parser("status", help="show a job's status")
-    status.add_argument("job_id")
+    listing = sub.add_parser("list", help="list the cluster's jobs", description="Lists the cluster's jobs, oldest first.")
+    listing.add_argument("--json", action="store_true", help="print the jobs as JSON")
+    listing.set_defaults(func=_list)
+    status = sub.add_parser("status", help="show a job's status, its vertices and the cause of a failure",
+                            description="Shows a job's status, each vertex's task states and records, and the root cause of a failure.")
+    status.add_argument("job_id", metavar="JOB_ID", help="the job's id (32 hex characters, as `millstream list` shows)")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=_status)
-    cancel = sub.add_parser("cancel", help="cancel a job and wait until it stops")
-    cancel.add_argument("job_id")
-    cancel.add_argument("--timeout", type=float, default=30.0)
+    cancel = sub.add_parser("cancel", help="cancel a job and wait until it stops",
+                            description="Cancels a running job and waits until it stopped; a job that already ended is an error.")
+    cancel.add_argument("job_id", metavar="JOB_ID", help="the job's id (32 hex characters, as `millstream list` shows)")
+    cancel.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the job to stop (default: 30)")
     cancel.set_defaults(func=_cancel)
 
-    cluster = sub.add_parser("cluster", help="start, stop or inspect a local session cluster")
-    cluster.add_argument("action", choices=["start", "stop", "status"])
-    cluster.add_argument("--taskmanagers", type=int, default=1)
-    cluster.add_argument("--slots", type=int, default=2)
+    cluster = sub.add_parser("cluster", help="start, stop or inspect a local session cluster",
+                             description="A session cluster of local processes; state and logs in MILLSTREAM_CLUSTER_DIR "
+                                         "(default ~/.millstream/cluster). `stop` also stops TaskManagers added with `millstream taskmanager`.")
+    cluster.add_argument("action", choices=["start", "stop", "status"], help="start a cluster, stop it, or show its TaskManagers, slots and jobs")
+    cluster.add_argument("--taskmanagers", type=int, default=1, help="TaskManager processes to start (default: 1)")
+    cluster.add_argument("--slots", type=int, default=2, help="task slots per TaskManager (default: 2)")
     cluster.add_argument("--port", type=int, default=6123, help="JobManager port (0: any free port)")
     cluster.add_argument("--config", help="YAML configuration file")
-    cluster.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE")
+    cluster.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE", help="a configuration option, e.g. -D heartbeat.timeout=10s")
     cluster.set_defaults(func=_cluster)
 
-    for name, target in (("jobmanager", "millstream.jobmanager.jobmanager"), ("taskmanager", "millstream.taskmanager.taskmanager")):
-        p = sub.add_parser(name, help=f"run a {name} process in the foreground", add_help=False)
-        p.set_defaults(func=None, target=target)
+    for name, what in (("jobmanager", "a JobManager"), ("taskmanager", "a TaskManager (--jobmanager HOST:PORT adds it to a running cluster)")):
+        p = sub.add_parser(name, help=f"run {what} in the foreground (see `millstream {name} --help`)", add_help=False)
+        p.set_defaults(func=None)
 
-    for p in (run, sub.choices["list"], status, cancel, cluster):
-        p.add_argument("--jobmanager", help="host:port of the JobManager (default: MILLSTREAM_JOBMANAGER, the local cluster, or config)")
+    for p in (plan, run, listing, status, cancel, cluster):
+        p.add_argument("-v", "--verbose", action="count", default=0, help="show Millstream's log lines on stderr (-vv: debug)")
+    for p in (run, listing, status, cancel, cluster):
+        p.add_argument("--jobmanager", metavar="HOST:PORT",
+                       help="the JobManager (default: MILLSTREAM_JOBMANAGER, the local cluster, or the configuration)")
     return parser
+
+
+def _run_foreground_process(argv: list[str]) -> int:
+    import importlib
+
+    if argv[0] == "taskmanager":
+        from millstream.client.local_cluster import register_added_taskmanager
+
+        register_added_taskmanager(_option_value(argv[1:], "--jobmanager"))
+    importlib.import_module(f"millstream.{argv[0]}.{argv[0]}").main(argv[1:])
+    return 0
+
+
+def _option_value(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("jobmanager", "taskmanager"):
-        import importlib
-
-        importlib.import_module(f"millstream.{argv[0]}.{argv[0]}").main(argv[1:])
-        return 0
+        return _run_foreground_process(argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command not in ("plan", "run"):
+    if extra and args.command != "plan":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.script_args = extra  # everything the CLI does not know is the job script's
+    if args.command == "plan":
+        args.script_args = extra  # everything the CLI does not know is the job script's
+    from millstream.client.cluster_client import JobManagerUnreachable
+    from millstream.client.logs import console_level, new_log_file, route_internal_logs
+    from millstream.runtime.config import ConfigurationError
+
     try:
+        level = console_level(args.verbose)
+        if args.command == "run":  # the program's client-side log lines: a file, not its console
+            route_internal_logs(new_log_file("client") if level is None else None, level)
+        elif level is not None:
+            route_internal_logs(None, level)
         return args.func(args)
+    except JobManagerUnreachable as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except UserProgramError as exc:
+        print(exc.text, end="", file=sys.stderr)
+        return 1
     except (CliError, StreamGraphError) as exc:
         print(f"millstream: error: {exc}", file=sys.stderr)
         return 2
+    except ConfigurationError as exc:
+        print(f"millstream: error: {exc}", file=sys.stderr)
+        return 1
     except grpc.RpcError as exc:
         print(f"millstream: error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
         return 1
     except Exception as exc:
-        from millstream.client.execution import JobExecutionException
+        from millstream.client.cluster_client import JobSubmissionError
+        from millstream.client.execution import JobCancellationException, JobExecutionException
         from millstream.client.local_cluster import ClusterError
 
-        if isinstance(exc, (JobExecutionException, ClusterError)):
+        if isinstance(exc, (JobExecutionException, JobSubmissionError, JobCancellationException, ClusterError)):
             print(f"millstream: {exc}", file=sys.stderr)
             return 1
         raise

@@ -45,7 +45,7 @@ def _unreachable_reason(error: grpc.RpcError) -> str:
         return f"no answer within {REACH_TIMEOUT_S:g} s"
     if "refused" in details:
         return "connection refused"
-    if "dns" in details or "resolve" in details or "name or service" in details:
+    if "dns" in details or "resolv" in details or "lookup" in details or "name or service" in details:
         return "cannot resolve the host name"
     return (error.details() or error.code().name).splitlines()[0]
 

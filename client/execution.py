@@ -12,7 +12,7 @@ import contextlib
 import contextvars
 import os
 import sys
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 import grpc
 
@@ -42,6 +42,44 @@ class JobGraphCaptured(Exception):
     def __init__(self, job_graph: Any) -> None:
         super().__init__(job_graph.job_name)
         self.job_graph = job_graph
+
+
+class JobDetached(BaseException):
+    """Raised by ``execute()`` under ``millstream run -d`` once the job is submitted: the program
+    stops there and the job runs on without it. A BaseException, so a program's ``except
+    Exception`` around ``execute()`` does not swallow it."""
+
+    def __init__(self, job_id: bytes) -> None:
+        super().__init__(job_id.hex())
+        self.job_id = job_id
+
+
+class JobObserver(Protocol):
+    """What ``millstream run`` learns of the jobs a program submits (its progress view)."""
+
+    def submitted(self, job_name: str, job_id: bytes, client: Any, follow: bool) -> None:
+        """The job was accepted. ``follow``: nothing else reads its status stream, the observer
+        may (``execute_and_collect``). May raise :class:`JobDetached`."""
+
+    def update(self, update: cpb.JobStatusUpdate) -> None:
+        """A status update of the job ``execute()`` waits for."""
+
+    def stopped(self) -> None:
+        """``execute()`` stopped waiting (the job ended, or the wait was interrupted)."""
+
+
+_observer: JobObserver | None = None
+
+
+@contextlib.contextmanager
+def observing(observer: JobObserver) -> Iterator[JobObserver]:
+    """Within the block, jobs the program submits report to ``observer``."""
+    global _observer
+    saved, _observer = _observer, observer
+    try:
+        yield observer
+    finally:
+        _observer = saved
 
 
 _capturing: contextvars.ContextVar[bool] = contextvars.ContextVar("millstream_capture", default=False)
@@ -112,6 +150,10 @@ def _raise_unless_finished(job_graph: Any, summary: cpb.JobSummary) -> None:
         message += f"\n  in task {failure.task_name}"
     if failure.traceback:
         message += f"\n\nRemote traceback:\n{failure.traceback}"
+    from millstream.client import minicluster
+
+    if not os.environ.get(ENV_JOBMANAGER) and minicluster.log_file:
+        message += f"\n\nThe embedded cluster's log: {minicluster.log_file}"
     raise JobExecutionException(message, summary)
 
 
@@ -125,9 +167,18 @@ def execute(job_graph: Any, configuration: Any, python_files: Sequence[str] = ()
     session = _Session(job_graph, configuration)
     try:
         job_id = session.submit(job_graph, python_files)
+        observer = _observer
         summary = None
-        for update in session.client.wait(job_id):
-            summary = update.summary
+        try:
+            if observer is not None:
+                observer.submitted(job_graph.job_name, job_id, session.client, False)
+            for update in session.client.wait(job_id):
+                summary = update.summary
+                if observer is not None:
+                    observer.update(update)
+        finally:
+            if observer is not None:
+                observer.stopped()
         assert summary is not None
         _raise_unless_finished(job_graph, summary)
         return _result(summary)
@@ -155,6 +206,12 @@ def execute_and_collect(
 
     def pull() -> Iterator[Any]:
         job_id = state["job_id"] = session.submit(job_graph, python_files)
+        if _observer is not None:
+            try:
+                _observer.submitted(job_graph.job_name, job_id, session.client, True)
+            except JobDetached:
+                state["done"] = True  # detached: closing the results must not cancel the job
+                raise
         if limit is not None and limit <= 0:
             return
         produced, offset = 0, 0

@@ -183,6 +183,47 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
     return state
 
 
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "ip6-localhost"}
+
+
+def _same_address(a: str, b: str) -> bool:
+    """Whether two ``host:port`` name the same local JobManager (``localhost`` and ``127.0.0.1`` do)."""
+    import socket
+
+    from millstream.runtime.config import ConfigurationError, parse_host_port
+
+    try:
+        (host_a, port_a), (host_b, port_b) = parse_host_port(a), parse_host_port(b)
+    except ConfigurationError:
+        return False
+    local = _LOCAL_HOSTS | {socket.gethostname()}
+    return port_a == port_b and (host_a == host_b or (host_a in local and host_b in local))
+
+
+def register_added_taskmanager(jobmanager: str | None, pid: int | None = None) -> bool:
+    """Records a TaskManager started by hand (``millstream taskmanager --jobmanager HOST:PORT``) in
+    the cluster directory, when that cluster's JobManager is the one it joins: ``cluster stop``
+    then stops it with the rest. Returns whether it was recorded."""
+    import fcntl
+
+    state = read_state()
+    if not jobmanager or not state or not _same_address(jobmanager, state["jobmanager"]):
+        return False
+    pid = os.getpid() if pid is None else pid
+    with open(os.path.join(cluster_dir(), "cluster.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # several TaskManagers may join at once
+        state = read_state()
+        if not state:
+            return False
+        state.setdefault("processes", []).append({"pid": pid, "identity": process_identity(pid)})
+        state["pids"] = [p["pid"] for p in state["processes"]]
+        tmp = _state_path() + f".{pid}"
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, _state_path())
+    return True
+
+
 def _kill(entries: list[dict[str, Any]], grace_s: float = 15.0) -> None:
     """SIGTERM, then SIGKILL after ``grace_s``, to each recorded process that is still the one we started."""
     ours = [entry for entry in entries if _is_ours(entry)]

@@ -13,16 +13,21 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from millstream.client.logs import console_level, new_log_file, route_internal_logs, stderr_redirected_to
 from millstream.runtime import config as cfg
 
 log = logging.getLogger(__name__)
 
 
 class MiniCluster:
-    def __init__(self, configuration: cfg.Configuration, num_slots: int, spark: Any = None, embedded: bool = False) -> None:
+    def __init__(self, configuration: cfg.Configuration, num_slots: int, spark: Any = None, embedded: bool = False,
+                 jvm_stderr: str | None = None) -> None:
         """``embedded``: the cluster of a user program (``python job.py``), whose TaskManagers print
         the job's lines straight to this process's console and do not also stream them to the
-        client (which would print them twice); a test's cluster streams them as a real one does."""
+        client (which would print them twice); a test's cluster streams them as a real one does.
+        ``jvm_stderr``: a file that gets the stderr of the Spark JVM this cluster starts (its
+        banner and log4j lines); None: this process's stderr."""
+        self.jvm_stderr = jvm_stderr
         self.config = configuration.copy()
         self.config.set(cfg.JOBMANAGER_RPC_ADDRESS, "127.0.0.1")
         self.config.set(cfg.JOBMANAGER_RPC_PORT, 0)
@@ -50,7 +55,13 @@ class MiniCluster:
             # Spark forks its JVM: do it before any gRPC server or channel runs in this process,
             # since a fork among gRPC's threads can break the child (JAVA_GATEWAY_EXITED).
             self._spark = self._owned_spark = spark_host_for(self.config)
-            self._spark.start()
+            try:
+                with stderr_redirected_to(self.jvm_stderr):
+                    self._spark.start()
+            except Exception as exc:
+                if self.jvm_stderr:  # what Spark printed on its way down is in the file, not on the console
+                    exc.add_note(f"Spark's output: {self.jvm_stderr}")
+                raise
         self._thread.start()
         try:
             self.job_manager = self.call(JobManager(self.config).start())
@@ -125,13 +136,28 @@ def embedded_cluster(configuration: cfg.Configuration, slots: int) -> MiniCluste
             log.info("replacing the embedded cluster: the job needs %d slots (it has %d) or another configuration", slots, have)
             _embedded.close()
             _embedded = _embedded_key = None
-        cluster = MiniCluster(configuration, slots, embedded=True).start()
+        cluster = MiniCluster(configuration, slots, embedded=True, jvm_stderr=_quiet_console()).start()
         starts += 1
         _embedded, _embedded_key = cluster, (wanted, max(1, slots))
         if not _atexit_registered:
             atexit.register(close_embedded_cluster)
             _atexit_registered = True
         return cluster
+
+
+log_file: str | None = None  # where the embedded cluster's (and its Spark's) log lines go
+
+
+def _quiet_console() -> str | None:
+    """Keeps the user's console for the user: Millstream's, py4j's and Spark's log lines go to a log
+    file (and to stderr too at ``MILLSTREAM_LOG_LEVEL``). Returns the file for the JVM's stderr,
+    None when the user asked to see the logs."""
+    global log_file
+    level = console_level()
+    if log_file is None:
+        log_file = new_log_file("embedded")
+    route_internal_logs(log_file, level)
+    return None if level is not None else log_file
 
 
 def close_embedded_cluster() -> None:

@@ -14,6 +14,18 @@ def one_default_parallelism(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(environment_module, "_default_parallelism", lambda: 1)
 
 
+@pytest.fixture(autouse=True)
+def internal_logs_propagate() -> None:
+    """An embedded cluster started earlier in this process (an integration test) keeps Millstream's
+    loggers off the root logger; unit tests read them with caplog, which listens there."""
+    import logging
+
+    from millstream.client.logs import INTERNAL_LOGGERS
+
+    for name in INTERNAL_LOGGERS:
+        logging.getLogger(name).propagate = True
+
+
 @pytest.fixture
 def env() -> StreamExecutionEnvironment:
     """A fresh environment per test: graph state must never leak between tests."""
