@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import os
 import logging
 import threading
 from concurrent.futures import Future
@@ -136,9 +137,12 @@ def embedded_cluster(configuration: cfg.Configuration, slots: int) -> MiniCluste
             log.info("replacing the embedded cluster: the job needs %d slots (it has %d) or another configuration", slots, have)
             _embedded.close()
             _embedded = _embedded_key = None
+        # As many slots as cores at least (the local default parallelism), so a program's later jobs
+        # at other parallelisms fit the running cluster instead of replacing its Spark.
+        slots = max(slots, os.cpu_count() or 1)
         cluster = MiniCluster(configuration, slots, embedded=True, jvm_stderr=_quiet_console()).start()
         starts += 1
-        _embedded, _embedded_key = cluster, (wanted, max(1, slots))
+        _embedded, _embedded_key = cluster, (wanted, slots)
         if not _atexit_registered:
             atexit.register(close_embedded_cluster)
             _atexit_registered = True

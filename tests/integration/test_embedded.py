@@ -36,6 +36,8 @@ def test_a_job_script_runs_on_an_embedded_cluster_and_prints_to_the_console(tmp_
 
 
 THREE_EXECUTES = textwrap.dedent("""
+    import os
+
     from pyspark import SparkContext
     from millstream.client import minicluster
     from millstream.datastream import StreamExecutionEnvironment
@@ -43,7 +45,7 @@ THREE_EXECUTES = textwrap.dedent("""
     jvms = []
     for i in range(3):
         env = StreamExecutionEnvironment.get_execution_environment()
-        env.set_parallelism(2)
+        env.set_parallelism([1, os.cpu_count(), 1][i])  # a later job at a larger parallelism fits too
         env.from_sequence(1, 1000).key_by(lambda x: x % 3).sum(0).print()
         env.execute(f"job {i}")
         jvms.append(SparkContext._active_spark_context)  # None once a cluster stopped after its job
