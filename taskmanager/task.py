@@ -42,7 +42,7 @@ SOURCE_BATCH_SIZE = 1024
 RECORDS_PER_BUFFER = 1024
 RECORDS_INTERVAL_MS = 1000  # the record totals go to the TaskManager at most this often (and once at the end)
 CONNECT_TIMEOUT_S = 60.0
-RELAY_POLL_S = 0.2  # the cancel relay checks this often whether its task ended (then it ends too)
+RELAY_POLL_S = 0.05  # the cancel relay checks this often whether its task ended (then it ends too)
 CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers before giving up
 # A lookup answered with these may succeed later (the TaskManager is starting, restarting or busy);
 # anything else is a real error and fails the channel at once, naming it.
@@ -212,7 +212,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
         if chain is not None:
             chain.cancel()  # a SourceFunction's run() only stops when told through cancel()
 
-    threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True).start()
+    relay = threading.Thread(target=relay_cancel, name="millstream-cancel-relay", daemon=True)
+    relay.start()
     failure: str | None = None
     partitions: dict[bytes, ResultPartition] = {}
     server: PartitionServer | None = None
@@ -257,6 +258,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
         raise
     finally:
         task_ended.set()
+        relay.join(RELAY_POLL_S * 4)  # gone before the worker takes its next task
         if chain is not None:  # the final totals, ahead of the task's end (the channel keeps the order)
             with contextlib.suppress(OSError):
                 channel.send((RECORDS, chain.records_in, chain.records_out))
