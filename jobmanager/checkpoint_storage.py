@@ -1,0 +1,302 @@
+"""File system checkpoint storage and the completed-checkpoint store (Flink's FsCheckpointStorage,
+its ``_metadata`` file and StandaloneCompletedCheckpointStore), on a directory every TaskManager
+and the JobManager share.
+
+Layout (Flink's)::
+
+    <execution.checkpointing.dir>/<job id hex>/chk-<n>/<uuid>.state   task state, written by tasks
+    <execution.checkpointing.dir>/<job id hex>/chk-<n>/_metadata      written by the JobManager, LAST
+
+A checkpoint is complete exactly when its ``_metadata`` exists: tasks write their state files
+first (each to a fresh, exclusively created file, so concurrent writers never clash), and the
+JobManager writes the metadata to a temporary file, fsyncs it and renames it into place once every
+task acknowledged. A crash at any moment leaves either no ``_metadata`` (an incomplete checkpoint,
+ignored on restore and deleted later) or a whole one. Deletion removes ``_metadata`` first, so a
+half-deleted checkpoint is never taken for a complete one.
+
+Task side: ``write_task_state(base, job_id, checkpoint_id, data) -> FileStateHandle``.
+JobManager side: ``CompletedCheckpointStore.recover()`` at start, ``add_checkpoint(...)`` on
+``FinalizeCheckpoint``, ``latest()`` to restore, ``discard_checkpoint(n)`` on an abort.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional, Union
+from urllib.parse import unquote, urlparse
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "_metadata"
+METADATA_VERSION = 1
+_CHK_DIR = re.compile(r"^chk-(\d+)$")
+_STATE_SUFFIX = ".state"
+
+
+class CheckpointStorageError(Exception):
+    """The checkpoint directory is unusable, or a checkpoint in it is corrupt or incomplete."""
+
+
+def parse_checkpoint_dir(value: str) -> Path:
+    """``execution.checkpointing.dir``: an absolute directory or a ``file://`` URI (``file:///x``,
+    ``file://localhost/x``, ``file:/x``). It must be absolute: every process resolves it."""
+    text = value.strip()
+    if not text:
+        raise CheckpointStorageError("execution.checkpointing.dir is empty")
+    if "://" in text or text.startswith("file:"):
+        parsed = urlparse(text)
+        if parsed.scheme != "file":
+            raise CheckpointStorageError(
+                f"execution.checkpointing.dir {value!r}: scheme {parsed.scheme!r} is not supported; "
+                "use a directory every TaskManager shares, as a path or a file:// URI")
+        if parsed.netloc not in ("", "localhost"):
+            raise CheckpointStorageError(
+                f"execution.checkpointing.dir {value!r}: a file:// URI names no host other than localhost "
+                f"(got {parsed.netloc!r}); write file:///absolute/path")
+        path = unquote(parsed.path)
+    else:
+        path = os.path.expanduser(text)
+    if not os.path.isabs(path):
+        raise CheckpointStorageError(
+            f"execution.checkpointing.dir {value!r} is not absolute: JobManager and TaskManagers resolve it "
+            "in different working directories; give an absolute path")
+    return Path(os.path.normpath(path))
+
+
+def _job_dir_name(job_id: Union[bytes, str]) -> str:
+    name = job_id.hex() if isinstance(job_id, bytes) else job_id
+    if not name or "/" in name or name in (".", ".."):
+        raise CheckpointStorageError(f"invalid job id for a checkpoint directory: {job_id!r}")
+    return name
+
+
+def checkpoint_directory(base: Path, job_id: Union[bytes, str], checkpoint_id: int) -> Path:
+    if checkpoint_id < 1:
+        raise CheckpointStorageError(f"checkpoint ids start at 1, got {checkpoint_id}")
+    return base / _job_dir_name(job_id) / f"chk-{checkpoint_id}"
+
+
+@dataclass(frozen=True)
+class FileStateHandle:
+    """A task's snapshot in one file of a checkpoint directory."""
+
+    path: str
+    size: int
+
+    def read(self) -> bytes:
+        try:
+            data = Path(self.path).read_bytes()
+        except FileNotFoundError:
+            raise CheckpointStorageError(f"state file {self.path} is missing") from None
+        if len(data) != self.size:
+            raise CheckpointStorageError(f"state file {self.path} has {len(data)} bytes, its checkpoint "
+                                         f"recorded {self.size}: truncated or corrupt")
+        return data
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_task_state(base: Path, job_id: Union[bytes, str], checkpoint_id: int, data: bytes) -> FileStateHandle:
+    """Task side: write one snapshot to a new file of the checkpoint's directory; the handle goes
+    into the task's acknowledgement. Runs off the task's main loop (it blocks on fsync)."""
+    directory = checkpoint_directory(base, job_id, checkpoint_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{uuid.uuid4().hex}{_STATE_SUFFIX}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # EXCL: never another writer's file
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return FileStateHandle(str(path), len(data))
+
+
+def discard_state(handle: object) -> None:
+    """Delete a state handle's file (an ack that came late or from a stale attempt)."""
+    if isinstance(handle, FileStateHandle):
+        try:
+            os.unlink(handle.path)
+        except FileNotFoundError:
+            pass
+
+
+@dataclass(frozen=True)
+class CompletedCheckpoint:
+    """A checkpoint whose ``_metadata`` exists: what a restart restores."""
+
+    job_id: str
+    checkpoint_id: int
+    timestamp_ms: float
+    directory: Path
+    task_states: dict[str, Optional[FileStateHandle]]  # task key -> its handle (None: no state)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(h.size for h in self.task_states.values() if h is not None)
+
+    @property
+    def metadata_path(self) -> Path:
+        return self.directory / METADATA_FILE
+
+
+class CompletedCheckpointStore:
+    """The job's completed checkpoints on disk, keeping the newest ``num_retained``
+    (``execution.checkpointing.num-retained``, default 1) and deleting the rest."""
+
+    def __init__(self, base: Path, job_id: Union[bytes, str], num_retained: int = 1) -> None:
+        if num_retained < 1:
+            raise CheckpointStorageError(f"execution.checkpointing.num-retained must be at least 1, got {num_retained}")
+        self.base = base
+        self.job_id = _job_dir_name(job_id)
+        self.job_dir = base / self.job_id
+        self.num_retained = num_retained
+        self._completed: list[CompletedCheckpoint] = []  # oldest first
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _chk_dirs(self) -> list[tuple[int, Path]]:
+        if not self.job_dir.is_dir():
+            return []
+        found = []
+        for entry in self.job_dir.iterdir():
+            match = _CHK_DIR.match(entry.name)
+            if match and entry.is_dir():
+                found.append((int(match.group(1)), entry))
+        return sorted(found)
+
+    def highest_checkpoint_id(self) -> int:
+        """The highest id with a directory, complete or not (0: none): a recovered
+        CheckpointIDCounter starts after it, so no id is ever reused."""
+        dirs = self._chk_dirs()
+        return dirs[-1][0] if dirs else 0
+
+    def load(self, directory: Path) -> CompletedCheckpoint:
+        """Read and check a checkpoint's metadata; a missing or corrupt one is an error, never an
+        empty checkpoint."""
+        path = directory / METADATA_FILE
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CheckpointStorageError(f"{directory} has no {METADATA_FILE}: the checkpoint is incomplete") from None
+        except (OSError, ValueError) as e:
+            raise CheckpointStorageError(f"checkpoint metadata {path} is unreadable or corrupt: {e}") from e
+        try:
+            if doc["version"] != METADATA_VERSION:
+                raise CheckpointStorageError(f"checkpoint metadata {path} has version {doc['version']}, "
+                                             f"this Millstream reads {METADATA_VERSION}")
+            states: dict[str, Optional[FileStateHandle]] = {}
+            for key, entry in doc["tasks"].items():
+                # File names are relative to the checkpoint directory, so a moved directory still works.
+                states[key] = None if entry is None else FileStateHandle(str(directory / entry["file"]), int(entry["size"]))
+            checkpoint = CompletedCheckpoint(str(doc["job_id"]), int(doc["checkpoint_id"]), float(doc["timestamp_ms"]),
+                                             directory, states)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CheckpointStorageError(f"checkpoint metadata {path} is malformed: {e!r}") from e
+        for key, handle in states.items():
+            if handle is not None and not os.path.isfile(handle.path):
+                raise CheckpointStorageError(f"checkpoint {checkpoint.checkpoint_id}: the state file of task {key} "
+                                             f"({handle.path}) is missing")
+        return checkpoint
+
+    def recover(self) -> Optional[CompletedCheckpoint]:
+        """Find the completed checkpoints (directories with metadata) after a restart or a
+        JobManager failover, keep the newest ``num_retained``, and return the latest (None: no
+        completed checkpoint). A corrupt latest checkpoint raises: a job never silently restarts
+        empty. Incomplete directories older than the latest completed one are deleted."""
+        dirs = self._chk_dirs()
+        complete = [(n, d) for n, d in dirs if (d / METADATA_FILE).is_file()]
+        self._completed = [self.load(d) for _, d in complete[-self.num_retained:]]
+        for n, d in complete[:-self.num_retained]:
+            self._delete_dir(d)
+        latest_id = complete[-1][0] if complete else 0
+        for n, d in dirs:
+            if n < latest_id and not (d / METADATA_FILE).is_file():
+                self._delete_dir(d)
+        return self.latest()
+
+    def latest(self) -> Optional[CompletedCheckpoint]:
+        return self._completed[-1] if self._completed else None
+
+    @property
+    def checkpoints(self) -> list[CompletedCheckpoint]:
+        return list(self._completed)
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def add_checkpoint(self, checkpoint_id: int, timestamp_ms: float,
+                       task_states: Mapping[str, object]) -> CompletedCheckpoint:
+        """Finalize: write ``_metadata`` atomically (the checkpoint is complete from the rename on),
+        then drop the checkpoints beyond ``num_retained`` and the incomplete older directories."""
+        directory = checkpoint_directory(self.base, self.job_id, checkpoint_id)
+        if self._completed and checkpoint_id <= self._completed[-1].checkpoint_id:
+            raise CheckpointStorageError(f"checkpoint {checkpoint_id} is not newer than the latest completed "
+                                         f"one ({self._completed[-1].checkpoint_id})")
+        tasks: dict[str, Optional[dict[str, object]]] = {}
+        handles: dict[str, Optional[FileStateHandle]] = {}
+        for key, handle in task_states.items():
+            if handle is None:
+                tasks[key], handles[key] = None, None
+                continue
+            if not isinstance(handle, FileStateHandle):
+                raise CheckpointStorageError(f"task {key} acked checkpoint {checkpoint_id} with a {type(handle).__name__}, "
+                                             "not a FileStateHandle")
+            path = Path(handle.path)
+            if path.parent != directory:
+                raise CheckpointStorageError(f"task {key}'s state {path} is outside checkpoint directory {directory}")
+            tasks[key], handles[key] = {"file": path.name, "size": handle.size}, handle
+        doc = {"version": METADATA_VERSION, "job_id": self.job_id, "checkpoint_id": checkpoint_id,
+               "timestamp_ms": timestamp_ms, "tasks": tasks}
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f"{METADATA_FILE}.{uuid.uuid4().hex}.inprogress"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(json.dumps(doc, sort_keys=True).encode("utf-8"))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, directory / METADATA_FILE)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(directory)
+        checkpoint = CompletedCheckpoint(self.job_id, checkpoint_id, timestamp_ms, directory, handles)
+        self._completed.append(checkpoint)
+        while len(self._completed) > self.num_retained:
+            self._delete_dir(self._completed.pop(0).directory)
+        for n, d in self._chk_dirs():
+            if n < checkpoint_id and not (d / METADATA_FILE).is_file():
+                self._delete_dir(d)
+        return checkpoint
+
+    def discard_checkpoint(self, checkpoint_id: int) -> None:
+        """An aborted checkpoint: delete its directory (never a completed checkpoint's)."""
+        if any(c.checkpoint_id == checkpoint_id for c in self._completed):
+            raise CheckpointStorageError(f"checkpoint {checkpoint_id} is completed; it is not discarded")
+        self._delete_dir(checkpoint_directory(self.base, self.job_id, checkpoint_id))
+
+    def _delete_dir(self, directory: Path) -> None:
+        # _metadata first: a deletion interrupted halfway leaves an incomplete checkpoint, not a
+        # complete-looking one with missing files.
+        try:
+            (directory / METADATA_FILE).unlink(missing_ok=True)
+            shutil.rmtree(directory, ignore_errors=False)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.warning("could not delete checkpoint directory %s: %s", directory, e)
+        else:
+            log.debug("deleted checkpoint directory %s", directory)
