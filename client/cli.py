@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import runpy
@@ -141,7 +142,9 @@ def _now_ms() -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    job_graph = load_job_graph(args.script, args.script_args)
+    # stdout is the plan only (`plan job.py --dot | dot -Tpng`): what the script prints goes to stderr
+    with contextlib.redirect_stdout(sys.stderr):
+        job_graph = load_job_graph(args.script, args.script_args)
     if args.format == "dot":
         print(job_graph.to_dot(), end="")
     elif args.format == "json":
@@ -265,6 +268,7 @@ def _cluster(args: argparse.Namespace) -> int:
     from millstream.client import local_cluster
 
     if args.action == "start":
+        _warn_unknown_keys(args.dynamic)
         state = local_cluster.start(args.taskmanagers, args.slots, args.port, args.dynamic, args.config)
         print(f"Cluster started: JobManager at {state['jobmanager']}, {args.taskmanagers} TaskManagers "
               f"x {args.slots} slots; logs in {state['log_dir']}")
@@ -276,6 +280,16 @@ def _cluster(args: argparse.Namespace) -> int:
         print(f"TaskManagers: {o.taskmanagers}  slots: {o.slots_available}/{o.slots_total} free  "
               f"jobs: {o.jobs_running} running, {o.jobs_finished} finished, {o.jobs_failed} failed, {o.jobs_cancelled} cancelled")
     return 0
+
+
+def _warn_unknown_keys(dynamic: list[str]) -> None:
+    """The cluster's processes only log a -D key no option has; the user who typed it sees it here."""
+    from millstream.runtime import config as cfg
+
+    for key in cfg.parse_dynamic_properties(dynamic):
+        if cfg.find_option(key) is None:
+            print(f"millstream: warning: unknown configuration key {key!r} (from -D) is ignored{cfg.did_you_mean(key)}",
+                  file=sys.stderr)
 
 
 def _positive_int(text: str) -> int:
@@ -372,6 +386,19 @@ def _option_value(argv: list[str], name: str) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # whoever read our stdout left early (`millstream list --json | head`): stop quietly, as
+        # Python's documentation advises, and keep the interpreter's final flush from failing too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("jobmanager", "taskmanager"):
         return _run_foreground_process(argv)

@@ -1,0 +1,58 @@
+"""CLI papercuts a new user meets: output meant for a pipe, and -D typos on `cluster start`."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from millstream.client import cli
+
+JOB = textwrap.dedent("""
+    from millstream.datastream import StreamExecutionEnvironment
+
+    print("Executing with the default input data set.")  # as PyFlink's examples do
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_collection([1, 2, 3]).map(lambda x: x + 1).print()
+    env.execute("printing script")
+""")
+
+
+def test_plan_dot_stdout_is_only_the_graph_the_scripts_prints_go_to_stderr(tmp_path, capsys) -> None:
+    # `millstream plan job.py --dot | dot -Tpng` must get a valid graph even when the script prints
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    assert cli.main(["plan", str(script), "--dot"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("digraph "), captured.out
+    assert "Executing with the default input" in captured.err
+
+
+def test_output_into_a_closed_pipe_is_not_a_traceback(tmp_path) -> None:
+    # `millstream list --json | head` : the reader leaves early; Python's own advice is to exit quietly
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    proc = subprocess.Popen([sys.executable, "-m", "millstream.client.cli", "plan", str(script), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_cluster_start_names_a_misspelled_key_on_the_console(monkeypatch, capsys) -> None:
+    started: list[list[str]] = []
+
+    def fake_start(taskmanagers, slots, port, dynamic, config_file):  # noqa: ANN001, ANN202
+        started.append(list(dynamic))
+        return {"jobmanager": f"localhost:{port}", "log_dir": "/tmp/log"}
+
+    from millstream.client import local_cluster
+
+    monkeypatch.setattr(local_cluster, "start", fake_start)
+    assert cli.main(["cluster", "start", "--port", "0", "-D", "heartbeat.intervall=5s", "-D", "heartbeat.timeout=60s"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "heartbeat" in line]
+    assert len(lines) == 1, err  # the typo only, once, in one line
+    assert "'heartbeat.intervall'" in lines[0] and "did you mean 'heartbeat.interval'?" in lines[0]
+    assert started == [["heartbeat.intervall=5s", "heartbeat.timeout=60s"]]
