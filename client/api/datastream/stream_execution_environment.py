@@ -185,7 +185,9 @@ class StreamExecutionEnvironment:
         return self._source("Sequence Source", ops.SequenceSourceFactory(start=int(start), end=int(end)), None)
 
     def read_text_file(self, file_path: str, charset_name: str = "UTF-8") -> DataStream:
-        factory = ops.TextFileSourceFactory(paths=(os.fspath(file_path),), charset=charset_name.lower())
+        from millstream.datastream.connectors.file_system import _local_path
+
+        factory = ops.TextFileSourceFactory(paths=(_local_path(file_path),), charset=charset_name.lower())
         return self._source("Read Text File", factory, None)
 
     def add_source(self, source_func: SourceFunction, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:

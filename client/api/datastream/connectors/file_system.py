@@ -11,6 +11,8 @@ written hidden (``.<name>.inprogress.<uuid>``) and appears under its final name 
 from __future__ import annotations
 
 import os
+import re
+import urllib.parse
 from dataclasses import dataclass
 
 from millstream.common.serialization import Encoder
@@ -25,6 +27,21 @@ __all__ = [
     "RollingPolicy",
     "StreamFormat",
 ]
+
+
+def _local_path(path: str | os.PathLike[str]) -> str:
+    """A job's file path as the program sees it, fixed when the job is built: a relative path is
+    relative to the program's working directory (not to wherever the TaskManager was started), and
+    a ``file://`` URI is the local path it carries. Other file systems are not readable yet."""
+    text = os.fspath(path)
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]+):/", text)
+    if scheme:
+        parsed = urllib.parse.urlparse(text)
+        if scheme.group(1).lower() != "file" or parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"{text!r}: Millstream reads and writes only local files "
+                             f"(a path or a file:// URI), not {scheme.group(1)}:// yet")
+        text = urllib.parse.unquote(parsed.path)
+    return os.path.abspath(text)
 
 
 @dataclass(frozen=True)
@@ -46,7 +63,7 @@ class FileSource:
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> "FileSourceBuilder":
         if not paths:
             raise ValueError("FileSource needs at least one path")
-        return FileSourceBuilder(stream_format, tuple(os.fspath(p) for p in paths))
+        return FileSourceBuilder(stream_format, tuple(_local_path(p) for p in paths))
 
     def _source_factory(self) -> ops.SourceFactory:
         return ops.TextFileSourceFactory(paths=self.paths, charset=self.stream_format.charset)
@@ -161,7 +178,7 @@ class FileSink:
 
     @staticmethod
     def for_row_format(base_path: str, encoder: Encoder | None = None) -> "FileSink.RowFormatBuilder":
-        return FileSink.RowFormatBuilder(os.fspath(base_path), encoder or Encoder.simple_string_encoder())
+        return FileSink.RowFormatBuilder(_local_path(base_path), encoder or Encoder.simple_string_encoder())
 
     def _sink_factory(self) -> ops.SinkFactory:
         return ops.FileSinkFactory(
