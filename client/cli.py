@@ -432,7 +432,10 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"millstream: error: {exc}", file=sys.stderr)
         return 1
     except grpc.RpcError as exc:
-        print(f"millstream: error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+        code = exc.code()  # type: ignore[attr-defined]
+        # the JobManager's own refusals are its message; a transport failure keeps gRPC's status name
+        plain = code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION)
+        print(f"millstream: error: {'' if plain else code.name + ': '}{exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
         return 1
     except Exception as exc:
         from millstream.client.cluster_client import JobSubmissionError

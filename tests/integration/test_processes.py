@@ -81,7 +81,7 @@ def test_a_bad_job_id_is_a_clear_cli_error(session_cluster) -> None:
     result = _cli("status", "nope", env=env)
     assert result.returncode == 2 and "Not a job id" in result.stderr
     result = _cli("status", "00" * 16, env=env)
-    assert result.returncode == 1 and "NOT_FOUND" in result.stderr
+    assert result.returncode == 1 and result.stderr == f"millstream: error: No job with id {'00' * 16}.\n"
 
 
 class Endless(SourceFunction):

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import grpc
+
 from millstream.client import cli
 
 JOB = textwrap.dedent("""
@@ -56,3 +58,33 @@ def test_cluster_start_names_a_misspelled_key_on_the_console(monkeypatch, capsys
     assert len(lines) == 1, err  # the typo only, once, in one line
     assert "'heartbeat.intervall'" in lines[0] and "did you mean 'heartbeat.interval'?" in lines[0]
     assert started == [["heartbeat.intervall=5s", "heartbeat.timeout=60s"]]
+
+
+class _FakeRpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def test_a_job_the_cluster_does_not_know_is_one_plain_line(monkeypatch, capsys) -> None:
+    # the JobManager's answer is the message; gRPC's status name is plumbing the user did not ask for
+    def unknown(args):  # noqa: ANN001, ANN202
+        raise _FakeRpcError(grpc.StatusCode.NOT_FOUND, "No job with id 0123456789abcdef0123456789abcdef.")
+
+    monkeypatch.setattr(cli, "_status", unknown)
+    assert cli.main(["status", "0123456789abcdef0123456789abcdef"]) == 1
+    assert capsys.readouterr().err == "millstream: error: No job with id 0123456789abcdef0123456789abcdef.\n"
+
+
+def test_a_transport_failure_keeps_its_status_name(monkeypatch, capsys) -> None:
+    def slow(args):  # noqa: ANN001, ANN202
+        raise _FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+
+    monkeypatch.setattr(cli, "_status", slow)
+    assert cli.main(["status", "0123456789abcdef0123456789abcdef"]) == 1
+    assert "DEADLINE_EXCEEDED" in capsys.readouterr().err
