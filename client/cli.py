@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import runpy
 import sys
@@ -414,8 +415,11 @@ def _main(argv: Sequence[str] | None) -> int:
 
     try:
         level = console_level(args.verbose)
-        if args.command == "run":  # the program's client-side log lines: a file, not its console
-            route_internal_logs(new_log_file("client") if level is None else None, level)
+        if args.command == "run":  # the program's client-side log lines: a file, not its console;
+            # its warnings (a misspelled configuration key, a setting recorded but not acted on) are
+            # the user's business and reach stderr too
+            route_internal_logs(new_log_file("client") if level is None else None,
+                                logging.WARNING if level is None else level)
         elif level is not None:
             route_internal_logs(None, level)
         return args.func(args)

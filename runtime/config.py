@@ -363,9 +363,13 @@ def did_you_mean(key: str, cutoff: float = 0.6) -> str:
     return f": did you mean {close!r}?" if close else ""
 
 
+_TYPOS_REPORTED: set[tuple[str, str]] = set()  # a process reads its environment more than once
+
+
 def _warn_if_typo(key: str, source: str) -> None:
     close = closest_key(key)
-    if close:
+    if close and (key, source) not in _TYPOS_REPORTED:
+        _TYPOS_REPORTED.add((key, source))
         log.warning("unknown configuration key %r%s: did you mean %r?",
                     key, f" (from {source})" if source else "", close)
 

@@ -88,3 +88,46 @@ def test_a_transport_failure_keeps_its_status_name(monkeypatch, capsys) -> None:
     monkeypatch.setattr(cli, "_status", slow)
     assert cli.main(["status", "0123456789abcdef0123456789abcdef"]) == 1
     assert "DEADLINE_EXCEEDED" in capsys.readouterr().err
+
+
+def test_run_shows_a_misspelled_configuration_key_on_the_console(tmp_path, monkeypatch, capsys) -> None:
+    # `millstream run` keeps Millstream's log lines in a file, but a key no option has is the user's
+    # mistake: it is reported where the user looks ("did you mean ...?")
+    monkeypatch.setenv("MILLSTREAM_LOG_DIR", str(tmp_path / "log"))
+    monkeypatch.delenv("MILLSTREAM_LOG_LEVEL", raising=False)
+    monkeypatch.setenv("MILLSTREAM_CONF_PIPELINE_MAX_PARALELISM", "64")
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        from millstream.common import Configuration
+        from millstream.datastream import StreamExecutionEnvironment
+
+        conf = Configuration()
+        conf.set_string("parallelism.defualt", "4")
+        StreamExecutionEnvironment.get_execution_environment(conf)
+    """))
+
+    class _Reachable:  # the script never submits: only run's "is a JobManager there" check is faked
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(cli, "_client", lambda args: _Reachable())
+    import logging
+
+    from millstream.client.logs import INTERNAL_LOGGERS
+
+    loggers = [logging.getLogger(name) for name in INTERNAL_LOGGERS]
+    saved = [(lg.level, list(lg.handlers), lg.propagate) for lg in loggers]
+    try:
+        cli.main(["run", str(script)])
+    finally:  # run routed Millstream's loggers for this process: give later tests theirs back
+        for lg, (level, handlers, propagate) in zip(loggers, saved):
+            for handler in lg.handlers:
+                if handler not in handlers:
+                    handler.close()
+            lg.setLevel(level)
+            lg.handlers[:] = handlers
+            lg.propagate = propagate
+    err = capsys.readouterr().err
+    assert "'parallelism.defualt'" in err and "did you mean 'parallelism.default'?" in err, err
+    # the environment is read more than once (the JobManager's address, the job's defaults): said once
+    assert err.count("did you mean 'pipeline.max-parallelism'?") == 1, err
