@@ -361,14 +361,18 @@ class JobMasterCore:
         out: list[Command] = []
         for allocation_id in [a for a, s in self.slots.items() if s.resource_id == resource_id]:
             del self.slots[allocation_id]
-        for execution in list(self.current.values()):
-            if execution.slot and execution.slot.resource_id == resource_id and not execution.state.is_terminal():
-                failure = cpb.JobFailure(
-                    message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
-                    task_name=execution.name,
-                )
-                execution.slot = None  # nothing to cancel or free on a lost TaskManager
-                out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
+        lost = [e for e in self.current.values()
+                if e.slot and e.slot.resource_id == resource_id and not e.state.is_terminal()]
+        for execution in lost:
+            execution.slot = None  # nothing to cancel or free on a lost TaskManager
+        for execution in lost:
+            if execution.state.is_terminal():
+                continue  # cancelled by the failure (or restart) of a task lost before it
+            failure = cpb.JobFailure(
+                message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
+                task_name=execution.name,
+            )
+            out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
         return out
 
     def resources_unavailable(self, message: str) -> list[Command]:
