@@ -174,12 +174,16 @@ class JobMaster:
                 if self._restart_timer is not None:
                     self._restart_timer.cancel()
                 self._restart_timer = asyncio.get_running_loop().call_later(
-                    command.delay_ms / 1000, lambda restart=command.restart: self._run(self.core.restart_backoff_elapsed(restart))
+                    command.delay_ms / 1000, self._restart_backoff_elapsed, command.restart
                 )
             elif isinstance(command, JobStatusChanged):
                 self._on_status(command.status, command.failure)
                 if command.status.is_terminal() and self._heartbeat_task:
                     self._heartbeat_task.cancel()
+
+    def _restart_backoff_elapsed(self, restart: int) -> None:
+        self._restart_timer = None
+        self._run(self.core.restart_backoff_elapsed(restart))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
