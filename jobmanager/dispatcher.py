@@ -90,7 +90,7 @@ class JobRecord:
     waiters: int = 0  # attached WaitJobResult streams
     slot_timeout_at_ms: Callable[[bytes], int | None] = lambda job_id: None
     final_num_restarts: int = 0
-    collect_restarted: bool = False  # the job restarted while its results were being collected
+    collect_restarted: str | None = None  # the cause of a restart while its results were collected
     version: int = 0
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -254,7 +254,8 @@ class Dispatcher:
         if status is JobStatus.RESTARTING and record.collect is not None and not record.collect.discarded:
             log.warning("job %s restarts while its results are collected: they are discarded", record.job_id.hex())
             record.collect.discard()
-            record.collect_restarted = True
+            core = record.job_master.core if record.job_master is not None else None
+            record.collect_restarted = core.failure.message if core is not None and core.failure is not None else "unknown cause"
         if status.is_terminal():
             record.end_time_ms = wall_ms()
             self._retire(record)
@@ -323,8 +324,8 @@ class Dispatcher:
         deadline = loop.time() + wait_s
         while True:
             record = self.record(request.job_id)
-            if record.collect_restarted:
-                cause = record.summary().failure.message
+            if record.collect_restarted is not None:
+                cause = record.collect_restarted
                 raise DispatcherError(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"Job {request.job_id.hex()} restarted after a failure ({cause}) while execute_and_collect was "

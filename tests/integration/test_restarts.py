@@ -122,6 +122,23 @@ def test_fixed_delay_gives_up_after_its_attempts_with_the_cause_and_the_restart_
     assert sorted(_outputs(tmp_path)) == [0, 1, 2]  # three attempts ran
 
 
+def test_execute_and_collect_of_a_job_that_restarts_raises_instead_of_repeating_records(cluster, tmp_path) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    stream = env.from_sequence(1, 2000).map(FailOnce(str(tmp_path / "failed-once"), 1500))
+    seen: list[int] = []
+    with jobmanager_env(cluster.address), pytest.raises(JobExecutionException) as info:
+        with stream.execute_and_collect("collect and restart") as results:
+            seen.extend(results)
+    assert "restarted" in str(info.value) and "injected failure at 1500" in str(info.value), str(info.value)
+    assert len(seen) == len(set(seen)) and set(seen) <= set(range(1, 1500))  # nothing twice, nothing after the failure
+    with ClusterClient(cluster.address) as client:
+        job = next(j for j in client.list_jobs() if j.job_name == "collect and restart")
+        poll_for(lambda: JobStatus.from_proto(client.status(job.job_id).status) is JobStatus.CANCELED, 60,
+                 what="closing the results to cancel the restarted job")
+
+
 # -- kill -9 of a TaskManager: the job restarts on the other one -------------------------------
 
 HEARTBEATS = ["-Dheartbeat.interval=1 s", "-Dheartbeat.timeout=5 s"]

@@ -370,11 +370,15 @@ def test_a_restart_while_results_are_collected_discards_them_and_the_client_is_t
         assert [b.sequence for b in first.batches] == [0]
         assert await d.add_collected(job_id, b"attempt-0", _batch(1, 10), 1)  # not fetched before the failure
         waiting = asyncio.ensure_future(d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=2, max_bytes=100), 5))
+        job_master.core.failure = cpb.JobFailure(message="RuntimeError: boom")
         job_master.on_status(JobStatus.RESTARTING, None)
         with pytest.raises(DispatcherError) as info:
             await asyncio.wait_for(waiting, 2)
         assert info.value.code is grpc.StatusCode.FAILED_PRECONDITION and "restarted" in str(info.value)
+        job_master.core.failure = None  # running again: the cause is still named
         job_master.on_status(JobStatus.RUNNING, None)
+        with pytest.raises(DispatcherError, match="RuntimeError: boom"):
+            await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=1, max_bytes=100), 0.05)
         assert await d.add_collected(job_id, b"attempt-1", _batch(0, 10), 1)  # the new attempt: not stored
         with pytest.raises(DispatcherError):
             await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=1, max_bytes=100), 0.05)
