@@ -403,7 +403,7 @@ class JobMasterCore:
         if self.status in (JobStatus.RUNNING, JobStatus.CREATED):
             self.failure = failure  # the first failure is the root cause ...
             self.root_causes.append(failure)
-            if restartable and self._restart_allowed():
+            if restartable and self.status is JobStatus.RUNNING and self._restart_allowed():
                 self._set_job_status(JobStatus.RESTARTING, failure.message, out)
                 self._backoff_elapsed = False
                 self._deployment_started = False  # the next attempt is planned anew
