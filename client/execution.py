@@ -216,7 +216,12 @@ def execute_and_collect(
             return
         produced, offset = 0, 0
         while True:
-            response = session.client.fetch_collected(job_id, offset, max_bytes)
+            try:
+                response = session.client.fetch_collected(job_id, offset, max_bytes)
+            except grpc.RpcError as exc:
+                if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:  # the job restarted: see the Dispatcher
+                    raise JobExecutionException(f"Job '{job_graph.job_name}' ({job_id.hex()}): {exc.details()}") from None
+                raise
             offset = response.next_offset
             for batch in response.batches:
                 if batch.collect_id != collect_id:

@@ -132,6 +132,8 @@ def status_report(summary: cpb.JobSummary, now_ms: int) -> list[str]:
     if p:
         out.append(f"Parallelism: {p}")
     out.append(f"Tasks:       {format_tasks(summary.tasks_per_state)}")
+    if summary.num_restarts or status_name(summary) == "RESTARTING":
+        out.append(f"Restarts:    {summary.num_restarts}")
     waiting = slot_wait_line(summary, now_ms)
     if waiting:
         out.append(waiting)
@@ -169,6 +171,7 @@ def summary_json(summary: cpb.JobSummary, now_ms: int) -> dict[str, Any]:
         "parallelism": parallelism(summary),
         "num_tasks": summary.num_tasks,
         "tasks_per_state": dict(sorted(summary.tasks_per_state.items())),
+        "num_restarts": summary.num_restarts,
         "vertices": [
             {"name": v.name, "parallelism": v.parallelism, "tasks_per_state": dict(sorted(v.tasks_per_state.items())),
              "records_in": v.records_in, "records_out": v.records_out}

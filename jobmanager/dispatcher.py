@@ -19,7 +19,15 @@ TaskManager prints to the user's console itself and reports nothing, so no line 
 
 ``execute_and_collect`` results pass through a bounded :class:`CollectBuffer` per job: the collect
 sinks' reports wait while it is full, the client pulls it in bounded chunks by offset, and what the
-client acknowledged is dropped at once.
+client acknowledged is dropped at once. A job that restarts (its restart strategy, no checkpoints
+yet) starts over from its sources, so its collect sinks would send the records of the failed attempt
+again: the buffer of a job whose results are being collected is discarded when the job restarts,
+and the client's next pull fails with a message that says so (FAILED_PRECONDITION); the client then
+cancels the job. Records of a failed attempt never reach the client twice.
+
+Each job's restart strategy is resolved at submission (its own setting, then the
+``restart-strategy.*`` keys of its configuration, then the cluster's, then Flink's default); a bad
+setting rejects the submission with the key and value.
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ import collections
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable
+from typing import AsyncIterator, Callable, Mapping
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -43,6 +51,7 @@ from millstream.jobmanager.printed_lines import LineCursor, PrintedLines
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
+from millstream.runtime.restart_strategy import NoRestart, RestartStrategySpec, spec_for_job
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +89,8 @@ class JobRecord:
     printed: PrintedLines | None = None  # created by the first report; dropped once nobody can read it
     waiters: int = 0  # attached WaitJobResult streams
     slot_timeout_at_ms: Callable[[bytes], int | None] = lambda job_id: None
+    final_num_restarts: int = 0
+    collect_restarted: str | None = None  # the cause of a restart while its results were collected
     version: int = 0
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -97,6 +108,9 @@ class JobRecord:
             core = self.job_master.core
             summary.tasks_per_state.update(core.tasks_per_state())
             summary.vertices.extend(core.vertex_summaries())
+            summary.num_restarts = core.num_restarts
+            if core.status is JobStatus.RESTARTING and self.failure is None and core.failure is not None:
+                summary.failure.CopyFrom(core.failure)  # why it restarts
             waiting = core.slot_wait()
             if waiting is not None:
                 summary.slot_wait.slots_required, summary.slot_wait.slots_allocated = waiting
@@ -104,6 +118,7 @@ class JobRecord:
         else:
             summary.tasks_per_state.update(self.final_tasks_per_state)
             summary.vertices.extend(self.final_vertices)
+            summary.num_restarts = self.final_num_restarts
         if self.failure is not None:
             summary.failure.CopyFrom(self.failure)
         return summary
@@ -138,10 +153,12 @@ class Dispatcher:
         printed_lines_interval_s: float = PRINTED_LINES_INTERVAL_S,
         progress_interval_s: float = PROGRESS_INTERVAL_S,
         printed_lines: tuple[int, int] = (1000, 256 << 10),
+        restart_options: Mapping[str, object] | None = None,
     ) -> None:
         """``slot_timeout_at_ms(job_id)``: the wall-clock time a job waiting for slots fails (the
         ResourceManager's slot request timeout), None when it is not waiting; ``printed_lines``: the
-        bound of a job's buffered printed lines (lines, characters)."""
+        bound of a job's buffered printed lines (lines, characters); ``restart_options``: the cluster's
+        ``restart-strategy.*`` values (``restart_strategy.options_of``)."""
         if max_finished_jobs < 0:
             raise ValueError(f"jobstore.max-capacity must not be negative, got {max_finished_jobs}")
         self._blobs = blob_store
@@ -154,6 +171,7 @@ class Dispatcher:
         self._printed_lines_interval_s = printed_lines_interval_s
         self._progress_interval_s = progress_interval_s
         self._printed_lines_bound = printed_lines
+        self._restart_options = dict(restart_options or {})
         self.jobs: dict[bytes, JobRecord] = {}
         self._by_submission: dict[str, bytes] = {}
         # Job ids cancelled before any submission of them arrived (a client that gave up).
@@ -173,6 +191,10 @@ class Dispatcher:
             validate_job_graph(graph)
         except InvalidJobGraphError as exc:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid JobGraph: {exc}") from exc
+        try:
+            restart_spec = spec_for_job(graph, self._restart_options)
+        except ValueError as exc:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid restart strategy: {exc}") from exc
         existing = self.jobs.get(graph.job_id)
         if existing is not None and not existing.status.is_terminal():
             raise DispatcherError(
@@ -197,16 +219,18 @@ class Dispatcher:
         if request.submission_id:
             self._by_submission[request.submission_id] = graph.job_id
         log.info("job %s ('%s') accepted: %d tasks", graph.job_id.hex(), graph.job_name, num_tasks)
-        starting = asyncio.ensure_future(self._start_job(record, graph, artifacts))
+        starting = asyncio.ensure_future(self._start_job(record, graph, artifacts, restart_spec))
         self._starting.add(starting)
         starting.add_done_callback(self._starting.discard)
         return cpb.SubmitJobResponse(job_id=graph.job_id)
 
-    async def _start_job(self, record: JobRecord, graph: pb.JobGraph, artifacts: list[cpb.ArtifactRef]) -> None:
+    async def _start_job(self, record: JobRecord, graph: pb.JobGraph, artifacts: list[cpb.ArtifactRef],
+                         restart_spec: RestartStrategySpec | None = None) -> None:
         """Builds the ExecutionGraph off the event loop, then starts the job's JobMaster."""
         started = time.monotonic()
         try:
-            core = await asyncio.to_thread(JobMasterCore, graph, artifacts)
+            spec = restart_spec if restart_spec is not None else NoRestart()
+            core = await asyncio.to_thread(lambda: JobMasterCore(graph, artifacts, restart_spec=spec))
         except Exception as exc:  # the job fails with the reason; the Dispatcher keeps serving
             log.exception("job %s: building its ExecutionGraph failed", graph.job_id.hex())
             if not record.status.is_terminal():
@@ -227,6 +251,11 @@ class Dispatcher:
         record.status = status
         if failure is not None:
             record.failure = failure
+        if status is JobStatus.RESTARTING and record.collect is not None and not record.collect.discarded:
+            log.warning("job %s restarts while its results are collected: they are discarded", record.job_id.hex())
+            record.collect.discard()
+            core = record.job_master.core if record.job_master is not None else None
+            record.collect_restarted = core.failure.message if core is not None and core.failure is not None else "unknown cause"
         if status.is_terminal():
             record.end_time_ms = wall_ms()
             self._retire(record)
@@ -238,6 +267,7 @@ class Dispatcher:
         if job_master is not None:
             record.final_tasks_per_state = dict(job_master.core.tasks_per_state())
             record.final_vertices = job_master.core.vertex_summaries()  # one small message per vertex
+            record.final_num_restarts = job_master.core.num_restarts
             asyncio.ensure_future(job_master.stop())
         if record.waiters == 0:
             record.printed = None  # nobody attached: the lines are not kept with the summary
@@ -294,6 +324,15 @@ class Dispatcher:
         deadline = loop.time() + wait_s
         while True:
             record = self.record(request.job_id)
+            if record.collect_restarted is not None:
+                cause = record.collect_restarted
+                raise DispatcherError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"Job {request.job_id.hex()} restarted after a failure ({cause}) while execute_and_collect was "
+                    "reading its results; without checkpoints a restarted job starts over and its records would "
+                    "arrive twice, so the collected results end here. Use RestartStrategies.no_restart() with "
+                    "execute_and_collect, or write the results to a sink.",
+                )
             if record.collect is None and record.status.is_terminal():
                 # Every batch was acknowledged (or discarded with a failed job): the end.
                 return cpb.FetchCollectResponse(next_offset=request.offset, end_of_data=True, summary=record.summary())

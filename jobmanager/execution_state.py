@@ -3,7 +3,8 @@
     Execution:  CREATED -> SCHEDULED -> DEPLOYING -> INITIALIZING -> RUNNING -> FINISHED
                    any non-terminal -> CANCELING -> CANCELED,  any non-terminal -> FAILED
     Job:        INITIALIZING -> CREATED -> RUNNING -> FINISHED
-                RUNNING -> FAILING -> FAILED | RESTARTING -> CREATED,  * -> CANCELLING -> CANCELED
+                RUNNING -> FAILING -> FAILED,  RUNNING -> RESTARTING -> RUNNING (a restart),
+                * -> CANCELLING -> CANCELED
 """
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     _J.CREATED: frozenset({_J.RUNNING, _J.FAILING, _J.FAILED, _J.CANCELLING, _J.CANCELED, _J.SUSPENDED}),
     _J.RUNNING: frozenset({_J.FINISHED, _J.FAILING, _J.CANCELLING, _J.RESTARTING, _J.SUSPENDED}),
     _J.FAILING: frozenset({_J.FAILED, _J.RESTARTING, _J.CANCELLING}),
-    _J.RESTARTING: frozenset({_J.CREATED, _J.CANCELLING, _J.FAILED, _J.SUSPENDED}),
+    _J.RESTARTING: frozenset({_J.RUNNING, _J.CREATED, _J.CANCELLING, _J.FAILED, _J.SUSPENDED}),
     _J.CANCELLING: frozenset({_J.CANCELED}),
     _J.FAILED: frozenset(),
     _J.CANCELED: frozenset(),

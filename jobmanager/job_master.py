@@ -19,6 +19,7 @@ from millstream.jobmanager.job_master_core import (
     FreeSlot,
     JobMasterCore,
     JobStatusChanged,
+    StartRestartTimer,
 )
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
@@ -99,6 +100,7 @@ class JobMaster:
         self._background: set[asyncio.Task[Any]] = set()
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._probing = False  # probing the TaskManagers after a broken exchange
+        self._restart_timer: asyncio.TimerHandle | None = None
 
     @property
     def job_id(self) -> bytes:
@@ -111,6 +113,8 @@ class JobMaster:
     async def stop(self) -> None:
         if self._heartbeat_task:
             self._heartbeat_task.cancel()
+        if self._restart_timer is not None:
+            self._restart_timer.cancel()
         for task in list(self._background):
             task.cancel()
 
@@ -165,10 +169,21 @@ class JobMaster:
                 self._spawn(self._call(command.tm_address, "CancelTask", cpb.CancelTaskRequest(execution_attempt_id=command.attempt_id)))
             elif isinstance(command, FreeSlot):
                 self._spawn(self._call(command.tm_address, "FreeSlot", cpb.FreeSlotRequest(allocation_id=command.allocation_id, cause=command.cause)))
+            elif isinstance(command, StartRestartTimer):
+                log.info("job %s: restart %d in %d ms", self.job_id.hex(), command.restart, command.delay_ms)
+                if self._restart_timer is not None:
+                    self._restart_timer.cancel()
+                self._restart_timer = asyncio.get_running_loop().call_later(
+                    command.delay_ms / 1000, self._restart_backoff_elapsed, command.restart
+                )
             elif isinstance(command, JobStatusChanged):
                 self._on_status(command.status, command.failure)
                 if command.status.is_terminal() and self._heartbeat_task:
                     self._heartbeat_task.cancel()
+
+    def _restart_backoff_elapsed(self, restart: int) -> None:
+        self._restart_timer = None
+        self._run(self.core.restart_backoff_elapsed(restart))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

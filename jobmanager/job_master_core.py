@@ -8,11 +8,22 @@ attempt with its own id; reports for any other attempt are stale and ignored.
 Scheduling is all-at-once, as Flink schedules a streaming job: the job declares the slots it needs
 (per slot sharing group, its largest parallelism), accepts offers until it has them, puts subtask
 ``k`` of every vertex of a group into the group's slot ``k``, and deploys every task.
+
+Restarts (Flink's full failover, without checkpoints): a task failure or a lost TaskManager is
+reported to the job's restart backoff time strategy. If it allows a restart the job goes RUNNING ->
+RESTARTING, every task is cancelled and the backoff timer starts (``StartRestartTimer``, run by the
+shell); once every task is terminal *and* the timer fired, every subtask gets a new attempt
+(attempt number + 1, new id) and the job is RUNNING again, deployed into the slots it still holds
+(slots of a lost TaskManager are gone; the ResourceManager offers replacements, within
+``slot.request.timeout``). Sources start over and state is empty. If the strategy gives up the job
+goes FAILING -> FAILED with the attempt's root cause and the number of restarts. The first root
+cause of each attempt is kept in ``root_causes``.
 """
 from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
@@ -33,6 +44,7 @@ from millstream.jobmanager.execution_state import (
 )
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
+from millstream.runtime.restart_strategy import NoRestart, RestartStrategySpec, describe
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +99,15 @@ class JobStatusChanged:
     failure: cpb.JobFailure | None = None
 
 
-Command = Union[DeclareRequirements, BuildDeployments, DeployTask, CancelTask, FreeSlot, JobStatusChanged]
+@dataclass(frozen=True)
+class StartRestartTimer:
+    """Call ``restart_backoff_elapsed(restart)`` after ``delay_ms`` (a timer, never a sleep)."""
+
+    delay_ms: int
+    restart: int  # the number the coming restart will have: a timer of an older one is ignored
+
+
+Command = Union[DeclareRequirements, BuildDeployments, DeployTask, CancelTask, FreeSlot, JobStatusChanged, StartRestartTimer]
 
 
 # -- state ---------------------------------------------------------------------------------------
@@ -125,8 +145,14 @@ class JobMasterCore:
     job_graph: pb.JobGraph
     artifacts: list[cpb.ArtifactRef] = field(default_factory=list)
     new_id: Callable[[], bytes] = lambda: os.urandom(16)
+    restart_spec: RestartStrategySpec = field(default_factory=NoRestart)
+    clock: Callable[[], int] = lambda: int(time.monotonic() * 1000)  # ms, for the strategy
 
     def __post_init__(self) -> None:
+        self.restart_strategy = self.restart_spec.create()
+        self.num_restarts = 0
+        self.root_causes: list[cpb.JobFailure] = []  # the first root cause of each failed attempt
+        self._backoff_elapsed = True
         self.graph = ExecutionGraph(self.job_graph)
         self.status = JobStatus.CREATED
         self.failure: cpb.JobFailure | None = None
@@ -251,7 +277,7 @@ class JobMasterCore:
         """Accepts offered slots up to the job's needs; returns (accepted allocation ids, commands)."""
         accepted: list[bytes] = []
         out: list[Command] = []
-        if self.status is not JobStatus.RUNNING:
+        if self.status not in (JobStatus.RUNNING, JobStatus.RESTARTING):
             return accepted, out
         for offer in offers:
             if offer.allocation_id in self.slots:
@@ -261,7 +287,7 @@ class JobMasterCore:
                     offer.allocation_id, resource_id, tm_address, data_address, offer.slot_index
                 )
                 accepted.append(offer.allocation_id)
-        if len(self.slots) == self.required_slots and not self._deployment_started:
+        if len(self.slots) == self.required_slots and not self._deployment_started and self.status is JobStatus.RUNNING:
             out.append(self._plan_deployment())
         return accepted, out
 
@@ -335,18 +361,32 @@ class JobMasterCore:
         out: list[Command] = []
         for allocation_id in [a for a, s in self.slots.items() if s.resource_id == resource_id]:
             del self.slots[allocation_id]
-        for execution in list(self.current.values()):
-            if execution.slot and execution.slot.resource_id == resource_id and not execution.state.is_terminal():
-                failure = cpb.JobFailure(
-                    message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
-                    task_name=execution.name,
-                )
-                execution.slot = None  # nothing to cancel or free on a lost TaskManager
-                out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
+        lost = [e for e in self.current.values()
+                if e.slot and e.slot.resource_id == resource_id and not e.state.is_terminal()]
+        for execution in lost:
+            execution.slot = None  # nothing to cancel or free on a lost TaskManager
+        for execution in lost:
+            if execution.state.is_terminal():
+                continue  # cancelled by the failure (or restart) of a task lost before it
+            failure = cpb.JobFailure(
+                message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
+                task_name=execution.name,
+            )
+            out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
         return out
 
     def resources_unavailable(self, message: str) -> list[Command]:
-        return self._fail_job(cpb.JobFailure(message=message)) + self._check_job_done()
+        """The slots did not come within slot.request.timeout: the job fails, restarts or not."""
+        if self.num_restarts:
+            message += f" (while restarting the job: restart {self.num_restarts})"
+        return self._fail_job(cpb.JobFailure(message=message), restartable=False) + self._check_job_done()
+
+    def restart_backoff_elapsed(self, restart: int) -> list[Command]:
+        """The backoff timer of restart number ``restart`` fired: restart once every task stopped."""
+        if self.status is not JobStatus.RESTARTING or restart != self.num_restarts + 1:
+            return []  # the job was cancelled meanwhile, or a stale timer
+        self._backoff_elapsed = True
+        return self._check_job_done()
 
     def cancel(self) -> list[Command]:
         out: list[Command] = []
@@ -358,22 +398,61 @@ class JobMasterCore:
         out += self._check_job_done()
         return out
 
-    def _fail_job(self, failure: cpb.JobFailure) -> list[Command]:
+    def _fail_job(self, failure: cpb.JobFailure, restartable: bool = True) -> list[Command]:
         out: list[Command] = []
         if self.status in (JobStatus.RUNNING, JobStatus.CREATED):
             self.failure = failure  # the first failure is the root cause ...
-            self._set_job_status(JobStatus.FAILING, failure.message, out)
-            out += self._cancel_executions()
+            self.root_causes.append(failure)
+            if restartable and self.status is JobStatus.RUNNING and self._restart_allowed():
+                self._set_job_status(JobStatus.RESTARTING, failure.message, out)
+                self._backoff_elapsed = False
+                self._deployment_started = False  # the next attempt is planned anew
+                out += self._cancel_executions()
+                out.append(StartRestartTimer(self.restart_strategy.backoff_ms(), self.num_restarts + 1))
+            else:
+                self._set_job_status(JobStatus.FAILING, failure.message, out)
+                out += self._cancel_executions()
         else:
             self._offer_root_cause(failure)
         return out
 
+    def _restart_allowed(self) -> bool:
+        self.restart_strategy.notify_failure(self.clock())
+        return self.restart_strategy.can_restart()
+
+    def _restart(self, out: list[Command]) -> None:
+        """Every task stopped and the backoff passed: new attempts of every subtask, RUNNING again."""
+        self.num_restarts += 1
+        for ejv in self.graph.job_vertices:
+            for ev in ejv.task_vertices:
+                previous = self.current[(ejv.id, ev.subtask_index)]
+                self._new_attempt(ev, previous.attempt_number + 1)
+        self._set_job_status(JobStatus.RUNNING, f"restart {self.num_restarts}", out)
+        for execution in self.current.values():
+            self._set_state(execution, ExecutionState.SCHEDULED, "waiting for slots")
+        if len(self.slots) == self.required_slots:
+            out.append(self._plan_deployment())
+        else:  # a lost TaskManager's slots: the ResourceManager offers others (slot.request.timeout)
+            out.append(DeclareRequirements(self.required_slots))
+
+    def _final_failure(self) -> cpb.JobFailure | None:
+        if self.failure is None or not self.num_restarts:
+            return self.failure
+        final = cpb.JobFailure()
+        final.CopyFrom(self.failure)
+        final.message += (f"\n(the restart strategy {describe(self.restart_spec)} gave up; "
+                          f"restarts: {self.num_restarts})")
+        return final
+
     def _offer_root_cause(self, failure: cpb.JobFailure) -> None:
         """... unless it was secondary (a task whose exchange broke because a neighbour failed) and
         the neighbour's own failure, or its TaskManager's loss, arrives while the job is failing."""
-        if self.status is JobStatus.FAILING and self.failure is not None and self.failure.secondary and not failure.secondary:
+        if (self.status in (JobStatus.FAILING, JobStatus.RESTARTING) and self.failure is not None
+                and self.failure.secondary and not failure.secondary):
             log.info("job %s: root cause %r replaces the secondary failure %r", self.job_id.hex(), failure.message, self.failure.message)
             self.failure = failure
+            if self.root_causes:
+                self.root_causes[-1] = failure
 
     def _cancel_executions(self) -> list[Command]:
         out: list[Command] = []
@@ -395,7 +474,12 @@ class JobMasterCore:
         if self.status is JobStatus.RUNNING and finished == len(self.current):
             self._set_job_status(JobStatus.FINISHED, "all tasks finished", out)
         elif self.status is JobStatus.FAILING:
+            self.failure = self._final_failure()
             self._set_job_status(JobStatus.FAILED, "all tasks stopped after a failure", out)
+        elif self.status is JobStatus.RESTARTING:
+            if self._backoff_elapsed:
+                self._restart(out)
+            return out
         elif self.status is JobStatus.CANCELLING:
             self._set_job_status(JobStatus.CANCELED, "all tasks cancelled", out)
         if self.status.is_terminal():

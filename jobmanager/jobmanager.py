@@ -15,6 +15,7 @@ from millstream.jobmanager.resource_manager import ResourceManager, ResourceMana
 from millstream.jobmanager.slot_manager import SlotManager
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime import restart_strategy
 from millstream.runtime import config as cfg
 from millstream.runtime.loop_monitor import EventLoopMonitor
 from millstream.runtime.process import process_parser, run_process, until_terminated
@@ -41,6 +42,8 @@ class JobManager:
         advertised = c.get(cfg.JOBMANAGER_RPC_ADDRESS)
         max_bytes = c.get(cfg.RPC_MAX_MESSAGE_SIZE)
         interval, timeout = c.get(cfg.HEARTBEAT_INTERVAL), c.get(cfg.HEARTBEAT_TIMEOUT)
+        restart_options = restart_strategy.options_of(c)
+        restart_strategy.spec_from_options(restart_options)  # a bad restart-strategy.* stops the start here
         self.blobs = BlobStore(c.get(cfg.BLOB_STORAGE_DIR))
         self.task_executors = TaskExecutorClients(c.get(cfg.RPC_TIMEOUT) / 1000, max_bytes)
         self.resource_manager = ResourceManager(
@@ -58,6 +61,7 @@ class JobManager:
             max_finished_jobs=c.get(cfg.JOBSTORE_MAX_CAPACITY),
             collect_buffer_bytes=c.get(cfg.COLLECT_BUFFER_SIZE),
             slot_timeout_at_ms=self._slot_timeout_at_ms,
+            restart_options=restart_options,
         )
         self.server = RpcServer("JobManager", max_bytes)
         self.server.add(cpb_grpc.add_DispatcherServicer_to_server, DispatcherServicer(self.dispatcher, self.overview), [])

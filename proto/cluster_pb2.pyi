@@ -113,7 +113,7 @@ class JobFailure(_message.Message):
     def __init__(self, message: _Optional[str] = ..., task_name: _Optional[str] = ..., traceback: _Optional[str] = ..., secondary: _Optional[bool] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job_id", "job_name", "status", "start_time_ms", "end_time_ms", "num_tasks", "tasks_per_state", "failure", "parallelism", "vertices", "slot_wait")
+    __slots__ = ("job_id", "job_name", "status", "start_time_ms", "end_time_ms", "num_tasks", "tasks_per_state", "failure", "parallelism", "vertices", "slot_wait", "num_restarts")
     class TasksPerStateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -132,6 +132,7 @@ class JobSummary(_message.Message):
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     VERTICES_FIELD_NUMBER: _ClassVar[int]
     SLOT_WAIT_FIELD_NUMBER: _ClassVar[int]
+    NUM_RESTARTS_FIELD_NUMBER: _ClassVar[int]
     job_id: bytes
     job_name: str
     status: JobStatus
@@ -143,7 +144,8 @@ class JobSummary(_message.Message):
     parallelism: int
     vertices: _containers.RepeatedCompositeFieldContainer[VertexSummary]
     slot_wait: SlotWait
-    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ...) -> None: ...
+    num_restarts: int
+    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ..., num_restarts: _Optional[int] = ...) -> None: ...
 
 class VertexSummary(_message.Message):
     __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out")

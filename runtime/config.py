@@ -228,7 +228,7 @@ _S, _MIN, _H, _KB, _MB = 1000, 60_000, 3_600_000, 1 << 10, 1 << 20
 
 # The registry. Keys and defaults are Flink's where Flink has the option; `millstream.*` are ours.
 # Every option here is read by the code (tests/unit/test_config_usage.py checks it): an option for
-# a feature that does not exist yet (checkpointing, restart strategies, HA, REST) is registered
+# a feature that does not exist yet (checkpointing, HA, REST) is registered
 # together with its implementation, not before.
 # ---- JobManager: Dispatcher, JobMasters, BlobServer ------------------------------------------
 JOBMANAGER_RPC_ADDRESS: ConfigOption[str] = _option(
@@ -267,6 +267,47 @@ BLOB_STORAGE_DIR: ConfigOption[str | None] = _option(
 SLOT_REQUEST_TIMEOUT: ConfigOption[int] = _option(
     "slot.request.timeout", _DURATION, 300 * _S,
     "How long a JobMaster waits for the slots it declared before the job fails.")
+
+# ---- Restart strategies (Flink's RestartStrategyOptions; the job's own setting wins) ---------
+RESTART_STRATEGY_TYPE: ConfigOption[str | None] = _option(
+    "restart-strategy.type", _STR, None,
+    "Restart strategy of jobs that set none themselves: none (also off, disable), fixed-delay, "
+    "failure-rate or exponential-delay; unset: exponential-delay with checkpointing, else none. "
+    "A job restarts from the beginning (no checkpoints yet): sources start over, state is empty.",
+    deprecated_keys=("restart-strategy",))
+RESTART_FIXED_DELAY_ATTEMPTS: ConfigOption[int] = _option(
+    "restart-strategy.fixed-delay.attempts", _INT, 1,
+    "fixed-delay: restarts before the job fails.")
+RESTART_FIXED_DELAY_DELAY: ConfigOption[int] = _option(
+    "restart-strategy.fixed-delay.delay", _DURATION, 1 * _S,
+    "fixed-delay: time between a failure and the restart.")
+RESTART_FAILURE_RATE_MAX_FAILURES: ConfigOption[int] = _option(
+    "restart-strategy.failure-rate.max-failures-per-interval", _INT, 1,
+    "failure-rate: most failures within the interval before the job fails.")
+RESTART_FAILURE_RATE_INTERVAL: ConfigOption[int] = _option(
+    "restart-strategy.failure-rate.failure-rate-interval", _DURATION, 1 * _MIN,
+    "failure-rate: the interval the failures are counted in.")
+RESTART_FAILURE_RATE_DELAY: ConfigOption[int] = _option(
+    "restart-strategy.failure-rate.delay", _DURATION, 1 * _S,
+    "failure-rate: time between a failure and the restart.")
+RESTART_EXP_INITIAL_BACKOFF: ConfigOption[int] = _option(
+    "restart-strategy.exponential-delay.initial-backoff", _DURATION, 1 * _S,
+    "exponential-delay: backoff before the first restart.")
+RESTART_EXP_MAX_BACKOFF: ConfigOption[int] = _option(
+    "restart-strategy.exponential-delay.max-backoff", _DURATION, 1 * _MIN,
+    "exponential-delay: the highest backoff.")
+RESTART_EXP_MULTIPLIER: ConfigOption[float] = _option(
+    "restart-strategy.exponential-delay.backoff-multiplier", _FLOAT, 1.5,
+    "exponential-delay: factor of each consecutive backoff.")
+RESTART_EXP_RESET_THRESHOLD: ConfigOption[int] = _option(
+    "restart-strategy.exponential-delay.reset-backoff-threshold", _DURATION, 1 * _H,
+    "exponential-delay: a failure this long after the last restart resets backoff and count.")
+RESTART_EXP_JITTER: ConfigOption[float] = _option(
+    "restart-strategy.exponential-delay.jitter-factor", _FLOAT, 0.1,
+    "exponential-delay: random share of the backoff added or taken away.")
+RESTART_EXP_ATTEMPTS: ConfigOption[int] = _option(
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff", _INT, 2**31 - 1,
+    "exponential-delay: consecutive restarts before the job fails (default: unlimited).")
 
 # ---- TaskManager: slots, server, network -----------------------------------------------------
 TASKMANAGER_NUM_TASK_SLOTS: ConfigOption[int] = _option(

@@ -28,10 +28,14 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Union
+from typing import TYPE_CHECKING, Mapping, Protocol, Union
 
 from millstream.common.restart_strategy import RestartStrategyConfiguration
 from millstream.runtime.config import parse_duration
+
+if TYPE_CHECKING:
+    from millstream.proto import jobgraph_pb2 as pb
+    from millstream.runtime.config import Configuration
 
 INFINITE_ATTEMPTS = 2**31 - 1  # Java's Integer.MAX_VALUE, Flink's "infinite"
 _LONG_MAX = 2**63 - 1
@@ -311,3 +315,56 @@ def resolve_restart_strategy(job: RestartStrategyConfiguration | None, options: 
     if chosen is None:
         chosen = spec_from_options(options)
     return chosen if chosen is not None else default_spec(checkpointing_enabled)
+
+
+def options_of(conf: "Configuration") -> dict[str, object]:
+    """The ``restart-strategy.*`` values of a cluster configuration, for :func:`spec_from_options`
+    (no type when ``restart-strategy.type`` is unset)."""
+    from millstream.runtime import config as cfg
+
+    options: dict[str, object] = {
+        FIXED_DELAY_ATTEMPTS: conf.get(cfg.RESTART_FIXED_DELAY_ATTEMPTS),
+        FIXED_DELAY_DELAY: conf.get(cfg.RESTART_FIXED_DELAY_DELAY),
+        FAILURE_RATE_MAX_FAILURES: conf.get(cfg.RESTART_FAILURE_RATE_MAX_FAILURES),
+        FAILURE_RATE_INTERVAL: conf.get(cfg.RESTART_FAILURE_RATE_INTERVAL),
+        FAILURE_RATE_DELAY: conf.get(cfg.RESTART_FAILURE_RATE_DELAY),
+        EXP_INITIAL_BACKOFF: conf.get(cfg.RESTART_EXP_INITIAL_BACKOFF),
+        EXP_MAX_BACKOFF: conf.get(cfg.RESTART_EXP_MAX_BACKOFF),
+        EXP_MULTIPLIER: conf.get(cfg.RESTART_EXP_MULTIPLIER),
+        EXP_RESET_THRESHOLD: conf.get(cfg.RESTART_EXP_RESET_THRESHOLD),
+        EXP_JITTER: conf.get(cfg.RESTART_EXP_JITTER),
+        EXP_ATTEMPTS: conf.get(cfg.RESTART_EXP_ATTEMPTS),
+    }
+    kind = conf.get(cfg.RESTART_STRATEGY_TYPE)
+    if kind is not None:
+        options[TYPE] = kind
+    return options
+
+
+def spec_for_job(job_graph: "pb.JobGraph", cluster: Mapping[str, object]) -> RestartStrategySpec:
+    """A submitted job's strategy: its ``set_restart_strategy`` (unless fallback), then the
+    ``restart-strategy.*`` keys of its own configuration, then the cluster's, then Flink's default.
+    Raises ValueError naming the bad key or value."""
+    config = job_graph.execution_config
+    job: RestartStrategyConfiguration | None = None
+    if config.HasField("restart_strategy") and config.restart_strategy.type:
+        r = config.restart_strategy
+        job = RestartStrategyConfiguration(
+            r.type, r.attempts, r.delay_ms, r.max_failures_per_interval, r.failure_rate_interval_ms,
+            r.initial_backoff_ms, r.max_backoff_ms, r.backoff_multiplier, r.reset_backoff_threshold_ms,
+            r.jitter_factor)
+    own = {k: v for k, v in config.configuration.items() if k.startswith(_LEGACY_TYPE)}
+    options = {**cluster, **own} if (TYPE in own or _LEGACY_TYPE in own) else dict(cluster)
+    return resolve_restart_strategy(job, options, config.checkpoint_interval_ms > 0)
+
+
+def describe(spec: RestartStrategySpec) -> str:
+    """Flink's name of the strategy with its settings, for messages."""
+    if isinstance(spec, FixedDelay):
+        return f"fixed-delay (attempts {spec.attempts}, delay {spec.delay_ms} ms)"
+    if isinstance(spec, FailureRate):
+        return (f"failure-rate (max {spec.max_failures_per_interval} failures per "
+                f"{spec.failure_rate_interval_ms} ms, delay {spec.delay_ms} ms)")
+    if isinstance(spec, ExponentialDelay):
+        return f"exponential-delay (initial backoff {spec.initial_backoff_ms} ms, max {spec.max_backoff_ms} ms)"
+    return "none"

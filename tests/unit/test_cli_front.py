@@ -333,3 +333,13 @@ def test_a_taskmanager_added_by_hand_is_recorded_only_for_the_clusters_own_jobma
     state = json.loads((tmp_path / "cluster.json").read_text())
     assert state["pids"] == [__import__("os").getpid()]
     assert state["processes"][0]["identity"] == local_cluster.process_identity(state["pids"][0])
+
+
+def test_status_shows_the_restarts_and_a_restarting_jobs_cause() -> None:
+    restarting = _summary(cpb.RESTARTING, num_restarts=0, failure=cpb.JobFailure(message="RuntimeError: boom"))
+    out = progress.status_report(restarting, NOW)
+    assert "Status:      RESTARTING" in out and "Restarts:    0" in out and "Root cause: RuntimeError: boom" in out
+    again = progress.status_report(_summary(cpb.RUNNING, num_restarts=3), NOW)
+    assert "Restarts:    3" in again
+    assert not any(line.startswith("Restarts") for line in progress.status_report(_summary(), NOW))
+    assert progress.summary_json(_summary(num_restarts=2), NOW)["num_restarts"] == 2

@@ -285,3 +285,116 @@ def test_fetching_an_acknowledged_offset_is_an_error_naming_it() -> None:
         assert info.value.code is grpc.StatusCode.OUT_OF_RANGE and "offset 1 was already acknowledged" in str(info.value)
 
     _run(test)
+
+
+def _graph_with(restart=None, configuration=None, checkpoint_ms: int = 0) -> bytes:
+    from millstream.common import Configuration
+
+    env = StreamExecutionEnvironment.get_execution_environment(Configuration() if configuration is None else configuration)
+    if restart is not None:
+        env.set_restart_strategy(restart)
+    if checkpoint_ms:
+        env.enable_checkpointing(checkpoint_ms)
+    env.from_sequence(1, 3).add_sink(lambda x: None)
+    return env.get_job_graph("job").proto.SerializeToString()
+
+
+def test_the_jobs_restart_strategy_wins_over_the_clusters_then_the_cluster_then_flinks_default() -> None:
+    from datetime import timedelta
+
+    from millstream.common.restart_strategy import RestartStrategies
+    from millstream.runtime import config as cfg
+    from millstream.runtime.restart_strategy import ExponentialDelay, FixedDelay, NoRestart, options_of
+
+    cluster = cfg.Configuration.from_dict({
+        "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 4,
+        "restart-strategy.fixed-delay.delay": "2 s"})
+
+    async def test(d: Dispatcher) -> None:
+        own = d.submit(cpb.SubmitJobRequest(job_graph=_graph_with(RestartStrategies.fixed_delay_restart(7, 3000)))).job_id
+        assert (await _started(d, own)).core.restart_spec == FixedDelay(7, 3000)
+        fallback = d.submit(cpb.SubmitJobRequest(job_graph=_graph_with(RestartStrategies.fall_back_restart()))).job_id
+        assert (await _started(d, fallback)).core.restart_spec == FixedDelay(4, 2000)
+        unset = d.submit(cpb.SubmitJobRequest(job_graph=_graph_with())).job_id
+        assert (await _started(d, unset)).core.restart_spec == FixedDelay(4, 2000)
+
+    _run(test, restart_options=options_of(cluster))
+
+    async def defaults(d: Dispatcher) -> None:
+        plain = d.submit(cpb.SubmitJobRequest(job_graph=_graph_with())).job_id
+        assert (await _started(d, plain)).core.restart_spec == NoRestart()
+        checkpointed = d.submit(cpb.SubmitJobRequest(job_graph=_graph_with(checkpoint_ms=1000))).job_id
+        assert (await _started(d, checkpointed)).core.restart_spec == ExponentialDelay()
+
+    _run(defaults, restart_options=options_of(cfg.Configuration()))
+
+
+def test_the_cluster_options_are_read_with_flinks_keys_and_defaults() -> None:
+    from millstream.runtime import config as cfg
+    from millstream.runtime.restart_strategy import ExponentialDelay, FailureRate, options_of, spec_from_options
+
+    assert spec_from_options(options_of(cfg.Configuration())) is None  # no type: the job's or the default
+    conf = cfg.Configuration.from_dict({
+        cfg.RESTART_STRATEGY_TYPE.key: "failure-rate", cfg.RESTART_FAILURE_RATE_MAX_FAILURES.key: 3,
+        cfg.RESTART_FAILURE_RATE_INTERVAL.key: "5 min", cfg.RESTART_FAILURE_RATE_DELAY.key: "10 s"})
+    assert spec_from_options(options_of(conf)) == FailureRate(3, 300_000, 10_000)
+    conf = cfg.Configuration.from_dict({
+        "restart-strategy": "exponentialdelay",  # Flink's deprecated key
+        cfg.RESTART_EXP_INITIAL_BACKOFF.key: "2 s", cfg.RESTART_EXP_MAX_BACKOFF.key: "30 s",
+        cfg.RESTART_EXP_MULTIPLIER.key: 2.0, cfg.RESTART_EXP_RESET_THRESHOLD.key: "10 min",
+        cfg.RESTART_EXP_JITTER.key: 0.0, cfg.RESTART_EXP_ATTEMPTS.key: 5})
+    assert spec_from_options(options_of(conf)) == ExponentialDelay(2000, 30_000, 2.0, 600_000, 0.0, 5)
+    conf = cfg.Configuration.from_dict({cfg.RESTART_STRATEGY_TYPE.key: "fixed-delay"})
+    spec = spec_from_options(options_of(conf))
+    assert (spec.attempts, spec.delay_ms) == (cfg.RESTART_FIXED_DELAY_ATTEMPTS.default, cfg.RESTART_FIXED_DELAY_DELAY.default) == (1, 1000)
+
+
+def test_a_bad_restart_strategy_rejects_the_submission_naming_it() -> None:
+    from millstream.common.restart_strategy import RestartStrategies
+
+    async def test(d: Dispatcher) -> None:
+        with pytest.raises(DispatcherError) as info:
+            d.submit(cpb.SubmitJobRequest(job_graph=_graph_with(RestartStrategies.failure_rate_restart(0, 1000, 1000))))
+        assert info.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        assert "max-failures-per-interval" in str(info.value)
+
+    _run(test)
+
+
+def test_a_restart_while_results_are_collected_discards_them_and_the_client_is_told() -> None:
+    async def test(d: Dispatcher) -> None:
+        job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
+        job_master = await _started(d, job_id)
+        assert await d.add_collected(job_id, b"attempt-0", _batch(0, 10), 1)
+        first = await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=0, max_bytes=100), 1)
+        assert [b.sequence for b in first.batches] == [0]
+        assert await d.add_collected(job_id, b"attempt-0", _batch(1, 10), 1)  # not fetched before the failure
+        waiting = asyncio.ensure_future(d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=2, max_bytes=100), 5))
+        job_master.core.failure = cpb.JobFailure(message="RuntimeError: boom")
+        job_master.on_status(JobStatus.RESTARTING, None)
+        with pytest.raises(DispatcherError) as info:
+            await asyncio.wait_for(waiting, 2)
+        assert info.value.code is grpc.StatusCode.FAILED_PRECONDITION and "restarted" in str(info.value)
+        job_master.core.failure = None  # running again: the cause is still named
+        job_master.on_status(JobStatus.RUNNING, None)
+        with pytest.raises(DispatcherError, match="RuntimeError: boom"):
+            await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=1, max_bytes=100), 0.05)
+        assert await d.add_collected(job_id, b"attempt-1", _batch(0, 10), 1)  # the new attempt: not stored
+        with pytest.raises(DispatcherError):
+            await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=1, max_bytes=100), 0.05)
+        assert d.jobs[job_id].collect.buffered_bytes == 0
+
+    _run(test)
+
+
+def test_a_restart_before_anything_was_collected_leaves_collecting_alone() -> None:
+    async def test(d: Dispatcher) -> None:
+        job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
+        job_master = await _started(d, job_id)
+        job_master.on_status(JobStatus.RESTARTING, None)
+        job_master.on_status(JobStatus.RUNNING, None)
+        assert await d.add_collected(job_id, b"attempt-1", _batch(0, 10), 1)
+        fetched = await d.fetch_collected(cpb.FetchCollectRequest(job_id=job_id, offset=0, max_bytes=100), 1)
+        assert [b.sequence for b in fetched.batches] == [0]
+
+    _run(test)

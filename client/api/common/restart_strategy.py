@@ -1,5 +1,5 @@
-"""Restart strategies with PyFlink's factory names, recorded in the JobGraph. The runtime does not
-restart failed jobs yet (``set_restart_strategy`` warns so); the JobMaster will apply them."""
+"""Restart strategies with PyFlink's factory names, recorded in the JobGraph; the JobMaster applies
+them (``millstream.runtime.restart_strategy``). Without checkpoints a job restarts from the beginning."""
 from __future__ import annotations
 
 from dataclasses import dataclass

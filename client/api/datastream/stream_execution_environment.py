@@ -125,8 +125,6 @@ class StreamExecutionEnvironment:
     def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration) -> "StreamExecutionEnvironment":
         if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
             raise TypeError("set_restart_strategy needs a RestartStrategies.* configuration")
-        _log.warning("set_restart_strategy(%s): recorded, but Millstream does not restart failed jobs yet",
-                     restart_strategy_configuration.type)
         self._restart_strategy = restart_strategy_configuration
         return self
 
