@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from millstream.datastream import functions as fn
 from millstream.runtime import factories as ops
 from millstream.runtime.partitioners import key_function
 from millstream.runtime.operators.base import OperatorError, make_aggregator

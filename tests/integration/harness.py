@@ -49,3 +49,15 @@ class jobmanager_env:
             os.environ.pop("MILLSTREAM_JOBMANAGER", None)
         else:
             os.environ["MILLSTREAM_JOBMANAGER"] = self.saved
+
+
+def job_status(client: Any, job_id: bytes) -> Any:
+    """The job's JobStatus, as the cluster reports it now."""
+    from millstream.jobmanager.execution_state import JobStatus
+
+    return JobStatus.from_proto(client.status(job_id).status)
+
+
+def all_slots_free(client: Any) -> bool:
+    overview = client.overview()
+    return bool(overview.slots_available == overview.slots_total)

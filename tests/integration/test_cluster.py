@@ -17,7 +17,7 @@ from millstream.jobmanager.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 from millstream.taskmanager.spark_runner import SparkHost
 
-from .harness import fast_config, jobmanager_env, poll_for
+from .harness import all_slots_free, fast_config, job_status, jobmanager_env, poll_for
 
 # Functions and classes of this module run on TaskManagers, which cannot import test modules.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -47,15 +47,6 @@ def client(cluster):
         yield c
 
 
-def _status(client: ClusterClient, job_id: bytes) -> JobStatus:
-    return JobStatus.from_proto(client.status(job_id).status)
-
-
-def _slots_free(client: ClusterClient) -> bool:
-    o = client.overview()
-    return o.slots_available == o.slots_total
-
-
 class Tagged(MapFunction):
     """Records which subtask saw each element: proves open() got the runtime context."""
 
@@ -78,7 +69,7 @@ def test_a_job_runs_to_finished_and_returns_its_results(cluster, client, paralle
     assert sorted(r[0] for r in rows) == [2 * x for x in range(1, 1001) if (2 * x) % 3 != 0]
     assert {r[1] for r in rows} == set(range(parallelism))
     assert {r[2] for r in rows} == {parallelism}
-    poll_for(lambda: _slots_free(client), 10, what="slots to be freed")
+    poll_for(lambda: all_slots_free(client), 10, what="slots to be freed")
 
 
 def test_execute_returns_a_result_and_print_goes_to_the_task_manager(cluster, capfd) -> None:
@@ -109,7 +100,7 @@ def test_a_failing_task_fails_the_job_with_the_users_traceback(cluster, client) 
     assert "FAILED" in message and "ValueError: cannot handle 7" in message
     assert "in map" in message and "Traceback" in message  # the user's frame, from the worker
     assert info.value.summary.failure.task_name.startswith("Source: Sequence Source -> boom")
-    poll_for(lambda: _slots_free(client), 10, what="slots to be freed")
+    poll_for(lambda: all_slots_free(client), 10, what="slots to be freed")
 
 
 class Endless(SourceFunction):
@@ -138,8 +129,8 @@ def test_cancel_reaches_canceled_and_frees_the_slots(client) -> None:
     job_id = _submit_endless(client, 2, "endless")
     poll_for(lambda: client.status(job_id).tasks_per_state.get("RUNNING") == 2, 20, what="both tasks running")
     client.cancel(job_id)
-    poll_for(lambda: _status(client, job_id) is JobStatus.CANCELED, 15, what="CANCELED")
-    poll_for(lambda: _slots_free(client), 10, what="slots to be freed")
+    poll_for(lambda: job_status(client, job_id) is JobStatus.CANCELED, 15, what="CANCELED")
+    poll_for(lambda: all_slots_free(client), 10, what="slots to be freed")
 
 
 def test_a_job_waits_for_slots_until_another_task_manager_registers(spark) -> None:
@@ -153,7 +144,7 @@ def test_a_job_waits_for_slots_until_another_task_manager_registers(spark) -> No
         assert JobStatus.from_proto(summary.status) is JobStatus.RUNNING
         assert summary.tasks_per_state.get("SCHEDULED") == 4
         mc.add_task_manager()
-        poll_for(lambda: _status(client, job_id) is JobStatus.FINISHED, 30, what="FINISHED")
+        poll_for(lambda: job_status(client, job_id) is JobStatus.FINISHED, 30, what="FINISHED")
 
 
 def test_a_job_needing_more_slots_than_the_cluster_has_fails_clearly(spark) -> None:
@@ -163,14 +154,14 @@ def test_a_job_needing_more_slots_than_the_cluster_has_fails_clearly(spark) -> N
         env.set_parallelism(5)
         env.from_sequence(1, 10).add_sink(lambda x: None)
         job_id = client.submit(env.get_job_graph("too wide").proto)
-        poll_for(lambda: _status(client, job_id) is JobStatus.FAILED, 15, what="FAILED")
+        poll_for(lambda: job_status(client, job_id) is JobStatus.FAILED, 15, what="FAILED")
         message = client.status(job_id).failure.message
         assert "not enough slots" in message and "5 slots" in message and "2 slots in total" in message
         # The cluster keeps serving.
         env = StreamExecutionEnvironment.get_execution_environment()
         env.from_sequence(1, 10).add_sink(lambda x: None)
         ok = client.submit(env.get_job_graph("fits").proto)
-        poll_for(lambda: _status(client, ok) is JobStatus.FINISHED, 30, what="FINISHED")
+        poll_for(lambda: job_status(client, ok) is JobStatus.FINISHED, 30, what="FINISHED")
 
 
 # -- bad input -------------------------------------------------------------------------------
@@ -236,7 +227,7 @@ def test_a_running_job_id_cannot_be_submitted_twice_but_a_retry_is_idempotent(cl
         _submit_raw(client, graph, submission_id="another")
     assert info.value.code() is grpc.StatusCode.ALREADY_EXISTS
     client.cancel(first)
-    poll_for(lambda: _status(client, first) is JobStatus.CANCELED, 15, what="CANCELED")
+    poll_for(lambda: job_status(client, first) is JobStatus.CANCELED, 15, what="CANCELED")
 
 
 def test_unknown_job_ids_are_not_found(client) -> None:

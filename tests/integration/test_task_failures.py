@@ -18,7 +18,7 @@ from millstream.jobmanager.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 from millstream.taskmanager.spark_runner import SparkHost
 
-from .harness import fast_config, jobmanager_env, poll_for
+from .harness import all_slots_free, fast_config, job_status, jobmanager_env, poll_for
 
 # Functions and classes of this module run on TaskManagers, which cannot import test modules.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -48,15 +48,6 @@ def client(cluster):
         yield c
 
 
-def _status(client: ClusterClient, job_id: bytes) -> JobStatus:
-    return JobStatus.from_proto(client.status(job_id).status)
-
-
-def _all_slots_free(client: ClusterClient) -> bool:
-    o = client.overview()
-    return o.slots_available == o.slots_total
-
-
 def _worker_threads(_: object) -> tuple[int, list[str]]:
     return os.getpid(), sorted(t.name for t in threading.enumerate())
 
@@ -68,7 +59,7 @@ def test_a_finished_task_leaves_no_cancel_relay_thread_in_its_reused_worker(clus
         env.set_parallelism(1)
         with jobmanager_env(cluster.address):
             seen += list(env.from_collection([i]).map(_worker_threads).execute_and_collect(f"threads {i}"))
-        poll_for(lambda: _all_slots_free(client), 30, what="slots to be freed")
+        poll_for(lambda: all_slots_free(client), 30, what="slots to be freed")
     pids = [pid for pid, _ in seen]
     assert len(set(pids)) < len(pids), f"no Spark worker was reused ({pids}): the check below proves nothing"
     for pid, names in seen:
@@ -87,11 +78,11 @@ def test_a_burst_of_tasks_beyond_sparks_capacity_is_refused_not_overcommitted(cl
     # Its tasks fetch this artifact before they start in Spark: they all arrive while none runs yet.
     artifact = cpb.Artifact(name="padding.py", content=b"# " + b"x" * (30 << 20) + b"\n")
     job_id = client.submit(env.get_job_graph("five tasks in one slot").proto, [artifact])
-    poll_for(lambda: _status(client, job_id).is_terminal(), 60, what="the job to end (not hang on a busy Spark)")
+    poll_for(lambda: job_status(client, job_id).is_terminal(), 60, what="the job to end (not hang on a busy Spark)")
     summary = client.status(job_id)
     assert JobStatus.from_proto(summary.status) is JobStatus.FAILED
     assert f"runs at most {SLOTS * TASKS_PER_SLOT} tasks at once" in summary.failure.message
-    poll_for(lambda: _all_slots_free(client), 30, what="slots to be freed")
+    poll_for(lambda: all_slots_free(client), 30, what="slots to be freed")
 
 
 class FailOn(MapFunction):
@@ -121,7 +112,7 @@ def test_a_user_exception_in_a_producer_is_the_jobs_cause_not_its_consumers_brok
         assert "ValueError: cannot handle 150000" in failure.message, failure.message
         assert failure.task_name.startswith("Source: Sequence Source -> fail on"), failure.task_name
         assert not failure.secondary
-        poll_for(lambda: _all_slots_free(client), 30, what="slots to be freed")
+        poll_for(lambda: all_slots_free(client), 30, what="slots to be freed")
 
 
 class PidSource(SourceFunction):
@@ -152,8 +143,8 @@ def test_kill_9_of_a_python_worker_fails_the_job_with_python_worker_crashed(clus
     pid_files = poll_for(lambda: sorted(tmp_path.glob("*.pid")), 60, what="the sources to start")
     poll_for(lambda: client.status(job_id).tasks_per_state.get("RUNNING") == 4, 60, what="all tasks running")
     os.kill(int(pid_files[0].read_text()), signal.SIGKILL)
-    poll_for(lambda: _status(client, job_id) is JobStatus.FAILED, 60, what="the job to fail")
+    poll_for(lambda: job_status(client, job_id) is JobStatus.FAILED, 60, what="the job to fail")
     failure = client.status(job_id).failure
     assert "Python worker crashed" in failure.message, failure.message
     assert failure.task_name.startswith("Source: Custom Source"), failure.task_name
-    poll_for(lambda: _all_slots_free(client), 30, what="slots to be freed")
+    poll_for(lambda: all_slots_free(client), 30, what="slots to be freed")

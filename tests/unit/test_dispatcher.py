@@ -300,7 +300,6 @@ def _graph_with(restart=None, configuration=None, checkpoint_ms: int = 0) -> byt
 
 
 def test_the_jobs_restart_strategy_wins_over_the_clusters_then_the_cluster_then_flinks_default() -> None:
-    from datetime import timedelta
 
     from millstream.common.restart_strategy import RestartStrategies
     from millstream.runtime import config as cfg

@@ -158,7 +158,7 @@ def test_the_strategy_gives_up_after_its_attempts_with_the_last_cause_and_the_re
 def test_without_a_restart_strategy_the_job_fails_as_before_without_a_restart_count() -> None:
     core = _core(NoRestart())
     _running(core)
-    commands = _confirm_cancels(core, _fail_one(core, "boom"))
+    _confirm_cancels(core, _fail_one(core, "boom"))
     assert core.status is JobStatus.FAILED and core.num_restarts == 0
     assert core.failure is not None and core.failure.message == "boom"
 

@@ -6,7 +6,6 @@ No Spark, no sockets, no sleeps: processing time comes from a ManualClock.
 from __future__ import annotations
 
 import collections
-import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -16,7 +15,6 @@ import cloudpickle
 import pytest
 
 from millstream.common import Row, Types
-from millstream.common.serialization import Encoder
 from millstream.datastream import (
     KeyedProcessFunction,
     MapFunction,
