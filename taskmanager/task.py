@@ -9,6 +9,7 @@ the final FINISHED / FAILED / CANCELED is the runner's TaskExit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import sys
 import threading
@@ -22,6 +23,7 @@ import grpc
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime.task.batch_slicer import BatchSlicer
 from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
@@ -165,7 +167,10 @@ def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, i
 
 
 def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) -> bool:
-    """Feeds input buffers to the chain until every channel ended; False when cancelled."""
+    """Feeds input buffers to the chain until every channel ended; False when cancelled. A buffer
+    goes in slices of about a buffer timeout's work each, so a slow function's output is flushed in
+    time (see BatchSlicer)."""
+    slicer = BatchSlicer(env.buffer_timeout_ms) if env.buffer_timeout_ms > 0 else None
     while not gate.all_finished:
         if env.is_cancelled():
             return False
@@ -174,7 +179,13 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) 
         if item is not None:
             spec, kind, payload = item
             if kind == BUFFER:
-                chain.process_batch(payload, spec.target_node_id, spec.input_index)
+                if slicer is None:
+                    chain.process_batch(payload, spec.target_node_id, spec.input_index)
+                else:
+                    process = functools.partial(chain.process_batch, target_node_id=spec.target_node_id, input_index=spec.input_index)
+                    for part in slicer.slices(payload):
+                        slicer.timed(process, part)
+                        chain.between_batches()
         chain.between_batches()
     return True
 

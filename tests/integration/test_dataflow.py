@@ -203,3 +203,28 @@ def test_processing_time_timers_fire_per_key_on_the_cluster(cluster) -> None:
     stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "slow")
     with stream.key_by(lambda k: k).process(TimerEcho()).execute_and_collect(limit=3) as results:
         assert sorted(results) == [("fired", 0), ("fired", 1), ("fired", 2)]
+
+
+def _slow_stamp(x: int) -> tuple[int, float]:
+    import time
+
+    time.sleep(0.02)  # a slow user function: 20 ms a record
+    return x, time.time()
+
+
+def test_a_slow_function_hands_on_its_output_within_about_a_buffer_timeout(cluster) -> None:
+    """Flink hands each record on as it is produced and flushes every buffer timeout; a slow
+    function must not hold a whole input buffer's output until the buffer is done."""
+    import time
+
+    env = _env(1)
+    env.set_buffer_timeout(100)
+    stamped = env.from_sequence(1, 200).rebalance().map(_slow_stamp)  # one 200-record buffer, 4 s of work
+    delays = []
+    with stamped.execute_and_collect("slow map") as results:
+        for x, produced in results:
+            delays.append(time.time() - produced)
+    assert len(delays) == 200
+    # Without slicing the first record waited ~4 s for the other 199; now about a buffer timeout
+    # plus the collect path.
+    assert min(delays[:5]) < 2.0, delays[:5]
