@@ -21,6 +21,40 @@ def truncate_line(line: str, limit: int = MAX_LINE_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - len(TRUNCATED)] + TRUNCATED
 
 
+class BoundedLines:
+    """Lines bounded by count and characters, the oldest dropped first; a line longer than
+    ``MAX_LINE_CHARS`` (or the whole character bound) is cut. Shared by the TaskManager's outbox
+    and the Dispatcher's per-job buffer."""
+
+    def __init__(self, max_lines: int, max_chars: int, what: str) -> None:
+        if max_lines < 1 or max_chars < 1:
+            raise ValueError(f"{what} needs room for a line, got {max_lines} lines / {max_chars} chars")
+        self.max_lines = max_lines
+        self.max_chars = max_chars
+        self.lines: collections.deque[str] = collections.deque()
+        self.chars = 0
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def add(self, lines: list[str]) -> int:
+        """Appends ``lines``; returns how many of the oldest were dropped to stay in bounds."""
+        limit = min(MAX_LINE_CHARS, self.max_chars)
+        for line in lines:
+            line = truncate_line(line, limit)
+            self.lines.append(line)
+            self.chars += len(line)
+        dropped = 0
+        while len(self.lines) > self.max_lines or self.chars > self.max_chars:
+            self.chars -= len(self.lines.popleft())
+            dropped += 1
+        return dropped
+
+    def clear(self) -> None:
+        self.lines.clear()
+        self.chars = 0
+
+
 @dataclass
 class LineCursor:
     """One reader's position: the next line's sequence number, and the drop count it has seen."""
@@ -31,12 +65,8 @@ class LineCursor:
 
 class PrintedLines:
     def __init__(self, max_lines: int = DEFAULT_MAX_LINES, max_chars: int = DEFAULT_MAX_CHARS) -> None:
-        if max_lines < 1 or max_chars < 1:
-            raise ValueError(f"the printed-lines buffer needs room for a line, got {max_lines} lines / {max_chars} chars")
-        self.max_lines = max_lines
-        self.max_chars = max_chars
-        self._lines: collections.deque[str] = collections.deque()
-        self._chars = 0
+        self._buffer = BoundedLines(max_lines, max_chars, "the printed-lines buffer")
+        self._lines = self._buffer.lines
         self.first_seq = 0  # sequence number of the oldest buffered line
         self.dropped_upstream = 0  # lines the TaskManagers dropped (reported counts), in total
         self.evicted = 0  # lines this buffer dropped, oldest first, in total
@@ -50,21 +80,15 @@ class PrintedLines:
 
     @property
     def chars(self) -> int:
-        return self._chars
+        return self._buffer.chars
 
     def add(self, lines: list[str], dropped_upstream: int = 0) -> None:
         if dropped_upstream < 0:
             raise ValueError(f"a negative count of dropped lines: {dropped_upstream}")
         self.dropped_upstream += dropped_upstream
-        limit = min(MAX_LINE_CHARS, self.max_chars)
-        for line in lines:
-            line = truncate_line(line, limit)
-            self._lines.append(line)
-            self._chars += len(line)
-        while len(self._lines) > self.max_lines or self._chars > self.max_chars:
-            self._chars -= len(self._lines.popleft())
-            self.first_seq += 1
-            self.evicted += 1
+        evicted = self._buffer.add(lines)
+        self.first_seq += evicted
+        self.evicted += evicted
 
     def reader(self) -> LineCursor:
         """A cursor for a newly attached client: it gets what is buffered now, and the drops from now on."""

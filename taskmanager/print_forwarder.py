@@ -8,13 +8,12 @@ dropped; the count travels with the next report, so clients learn what they miss
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from typing import Any, Awaitable, Callable
 
 import grpc
 
-from millstream.jobmanager.printed_lines import MAX_LINE_CHARS, truncate_line
+from millstream.jobmanager.printed_lines import BoundedLines
 from millstream.proto import cluster_pb2 as cpb
 
 log = logging.getLogger(__name__)
@@ -28,34 +27,21 @@ class LineOutbox:
     """One job's lines waiting to be sent: bounded by count and characters, oldest dropped first."""
 
     def __init__(self, max_lines: int = OUTBOX_MAX_LINES, max_chars: int = OUTBOX_MAX_CHARS) -> None:
-        if max_lines < 1 or max_chars < 1:
-            raise ValueError(f"an outbox needs room for a line, got {max_lines} lines / {max_chars} chars")
-        self.max_lines = max_lines
-        self.max_chars = max_chars
-        self._lines: collections.deque[str] = collections.deque()
-        self._chars = 0
+        self._buffer = BoundedLines(max_lines, max_chars, "an outbox")
         self.dropped = 0  # not sent since the last take(): evicted here or lost with a failed report
 
     def __len__(self) -> int:
-        return len(self._lines)
+        return len(self._buffer)
 
     def pending(self) -> bool:
-        return bool(self._lines) or self.dropped > 0
+        return bool(self._buffer) or self.dropped > 0
 
     def add(self, lines: list[str]) -> None:
-        limit = min(MAX_LINE_CHARS, self.max_chars)
-        for line in lines:
-            line = truncate_line(line, limit)
-            self._lines.append(line)
-            self._chars += len(line)
-        while len(self._lines) > self.max_lines or self._chars > self.max_chars:
-            self._chars -= len(self._lines.popleft())
-            self.dropped += 1
+        self.dropped += self._buffer.add(lines)
 
     def take(self) -> tuple[list[str], int]:
-        lines, dropped = list(self._lines), self.dropped
-        self._lines.clear()
-        self._chars = 0
+        lines, dropped = list(self._buffer.lines), self.dropped
+        self._buffer.clear()
         self.dropped = 0
         return lines, dropped
 
