@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from typing import Any, Callable, TypeVar
 
@@ -61,3 +63,21 @@ def job_status(client: Any, job_id: bytes) -> Any:
 def all_slots_free(client: Any) -> bool:
     overview = client.overview()
     return bool(overview.slots_available == overview.slots_total)
+
+
+def spawn_module(args: list[str], log_path: Any) -> "subprocess.Popen[bytes]":
+    """``python -m args...`` in its own session, its output appended to ``log_path``."""
+    return subprocess.Popen([sys.executable, "-m", *args], stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def stop_processes(procs: list["subprocess.Popen[bytes]"]) -> None:
+    """Terminates ``procs`` (last started first), killing any that does not stop within 30 s."""
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.terminate()
+    for p in reversed(procs):
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -19,7 +18,7 @@ from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import SourceFunction, StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import JobStatus
 
-from .harness import poll_for
+from .harness import poll_for, spawn_module, stop_processes
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -46,36 +45,24 @@ class Endless(SourceFunction):
         self.running = False
 
 
-def _spawn(args: list[str], log_path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", *args], stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-
-
 @pytest.fixture(scope="module")
 def processes(tmp_path_factory):
     """A JobManager and two TaskManagers with two slots each, as separate processes."""
     directory = tmp_path_factory.mktemp("processes")
     ready = directory / "jm.address"
-    jm = _spawn(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0", *HEARTBEATS],
+    jm = spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0", *HEARTBEATS],
                 directory / "jobmanager.log")
     procs = [jm]
     try:
         address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
-        tms = [_spawn(["millstream.taskmanager.taskmanager", "--jobmanager", address, "-Dtaskmanager.numberOfTaskSlots=2",
+        tms = [spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address, "-Dtaskmanager.numberOfTaskSlots=2",
                        "-Dmillstream.spark.tasks-per-slot=2", *HEARTBEATS], directory / f"taskmanager-{i}.log") for i in range(2)]
         procs += tms
         with ClusterClient(address) as client:
             poll_for(lambda: client.overview().taskmanagers == 2, 180, interval=0.5, what="two TaskManagers")
             yield client, tms, directory
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.terminate()
-        for p in reversed(procs):
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
 
 
 def _keyed_endless_job(client: ClusterClient, parallelism: int, name: str) -> bytes:

@@ -7,7 +7,6 @@ checks exactly what the last attempt produced: every input once."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from millstream.datastream import MapFunction, SourceFunction, StreamExecutionEn
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.taskmanager.spark_runner import SparkHost
 
-from .harness import fast_config, jobmanager_env, poll_for
+from .harness import fast_config, jobmanager_env, poll_for, spawn_module, stop_processes
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -159,11 +158,6 @@ class SlowSource(SourceFunction):
         self.running = False
 
 
-def _spawn(args: list[str], log_path: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", *args], stdout=open(log_path, "ab"), stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-
-
 def _parent(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[1])
@@ -182,11 +176,11 @@ def _ancestors(pid: int) -> set[int]:
 
 def test_kill_9_of_a_task_manager_restarts_the_job_on_the_other_and_it_finishes(tmp_path) -> None:
     ready = tmp_path / "jm.address"
-    procs = [_spawn(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0", *HEARTBEATS],
+    procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0", *HEARTBEATS],
                     tmp_path / "jobmanager.log")]
     try:
         address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
-        tms = [_spawn(["millstream.taskmanager.taskmanager", "--jobmanager", address, "-Dtaskmanager.numberOfTaskSlots=2",
+        tms = [spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address, "-Dtaskmanager.numberOfTaskSlots=2",
                        "-Dmillstream.spark.tasks-per-slot=2", *HEARTBEATS], tmp_path / f"taskmanager-{i}.log") for i in range(2)]
         procs += tms
         out = tmp_path / "out"
@@ -218,11 +212,4 @@ def test_kill_9_of_a_task_manager_restarts_the_job_on_the_other_and_it_finishes(
             survivor = next(tm for tm in tms if tm is not victims[0])
             assert survivor.pid in _ancestors(int((out / f"pid-0-{last}").read_text()))  # ran on the survivor
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.terminate()
-        for p in reversed(procs):
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)

@@ -20,6 +20,7 @@ from millstream.jobmanager.job_master_core import (
 )
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime.restart_strategy import ExponentialDelay, FailureRate, FixedDelay, NoRestart, RestartStrategySpec
+from tests.unit.test_job_master import _built, _offers
 
 S = ExecutionState
 
@@ -39,17 +40,6 @@ def _core(spec: RestartStrategySpec, parallelism: int = 2, clock: Clock | None =
     counter = itertools.count()
     return JobMasterCore(env.get_job_graph("job").proto, new_id=lambda: next(counter).to_bytes(16, "big"),
                          restart_spec=spec, clock=clock or Clock())
-
-
-def _offers(n: int, start: int = 0) -> list[cpb.SlotOffer]:
-    return [cpb.SlotOffer(allocation_id=bytes([100 + i]) * 16, slot_index=i) for i in range(start, start + n)]
-
-
-def _built(core: JobMasterCore, commands: list) -> list:
-    out = []
-    for command in commands:
-        out += core.deployments_built(command.build()) if isinstance(command, BuildDeployments) else [command]
-    return out
 
 
 def _running(core: JobMasterCore, tms: tuple[str, ...] = ("tm-1",)) -> None:
