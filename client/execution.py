@@ -21,7 +21,7 @@ from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
 from millstream.runtime.serialization import deserialize
 
-ENV_JOBMANAGER = "MILLSTREAM_JOBMANAGER"
+ENV_JOBMANAGER = cfg.ENV_JOBMANAGER
 
 
 class JobExecutionException(RuntimeError):

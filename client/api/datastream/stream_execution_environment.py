@@ -240,7 +240,7 @@ class StreamExecutionEnvironment:
 def _default_parallelism() -> int:
     """Flink's default: a local environment uses every CPU core; a job for a cluster uses 1 (the
     cluster's ``parallelism.default``) unless the program or ``-p`` says otherwise."""
-    if os.environ.get("MILLSTREAM_JOBMANAGER"):
+    if os.environ.get(cfg.ENV_JOBMANAGER):
         return 1
     return os.cpu_count() or 1
 
