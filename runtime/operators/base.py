@@ -124,6 +124,31 @@ class StreamOperator:
             except Exception as e:
                 self.fail(e, "close()")
 
+    # -- checkpoints (Flink's CheckpointedFunction / CheckpointListener, operator side) -----------
+    # The task calls these on its own thread. Keyed state is snapshotted by the chain, not here.
+
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        """Barrier ``checkpoint_id`` reached this operator: called after the chain's ``flush()`` and
+        before any record after the barrier. Returns this operator's non-keyed state as a picklable
+        value the operator will not mutate afterwards, or None when it has none."""
+        return None
+
+    def initialize_state(self, state: Any) -> None:
+        """Restore: called after construction and before ``open()`` with what ``snapshot_state``
+        returned in the checkpoint being restored; not called when there is nothing to restore."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` is complete on every task (it may subsume earlier ones whose
+        notification never came): the moment to make output of checkpoints <= id visible."""
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` will never complete."""
+
+    def has_uncommitted_output(self) -> bool:
+        """True while output waits for a checkpoint to complete: after ``end_input()`` the task keeps
+        taking part in checkpoints until no operator says so (Flink's final checkpoint, FLIP-147)."""
+        return False
+
     # -- keyed operators -----------------------------------------------------------------------
 
     def _backend(self) -> KeyedStateBackend:

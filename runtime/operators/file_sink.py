@@ -2,12 +2,19 @@
 
 Each bucket (a sub-directory chosen from the processing time, or the base path itself) has at
 most one open part file per subtask. A part file is written under a hidden in-progress name
-``.<prefix>-<uuid>-<subtask>-<n><suffix>.inprogress.<uuid>`` and renamed to its final name when it
-is rolled or when the input ends, so readers never see half-written files under final names.
-Rolling follows Flink's DefaultRollingPolicy: on a record when the file already holds more than
-``part_size`` bytes (checked per batch), and on processing time (every bucket check interval,
-from the task's flush ticks) when it is ``rollover_interval`` old or was inactive that long.
-The counter ``n`` is shared by the subtask's buckets, as Flink's.
+``.<prefix>-<uid>-<subtask>-<n><suffix>.inprogress.<uuid>``, so readers never see half-written
+files under final names. Rolling follows Flink's DefaultRollingPolicy: on a record when the file
+already holds more than ``part_size`` bytes (checked per batch), and on processing time (every
+bucket check interval, from the task's flush ticks) when it is ``rollover_interval`` old or was
+inactive that long. The counter ``n`` is shared by the subtask's buckets, as Flink's.
+
+Without checkpointing, a rolled file is renamed to its final name at once, and so is every open
+file when the input ends. With checkpointing the sink is exactly-once, as Flink's FileSink: a
+rolled file becomes *pending* (closed, synced, still hidden); a checkpoint rolls every open file
+and takes the pending files not yet taken by a checkpoint; when checkpoint ``n`` completes, the
+pending files of checkpoints <= ``n`` are committed (renamed to their final names). A restore
+commits the restored checkpoint's pending files and deletes what the failed attempt wrote after
+it, so a file only becomes visible once the records in it can never be replayed.
 """
 from __future__ import annotations
 
@@ -49,7 +56,23 @@ class _PartFile:
     size: int = 0
 
 
+_STATE_VERSION = 1
+
+
 class FileSinkOperator(StreamOperator):
+    """One subtask of the row-format FileSink.
+
+    Its checkpoint state (what :meth:`snapshot_state` returns, plain builtins)::
+
+        {"version": 1, "uid": str, "subtask": int, "counter": int,
+         "pending": {checkpoint_id: {hidden_path: final_path}}}
+
+    ``uid`` and ``subtask`` name the part files this writer makes (a restored writer goes on
+    with them, so its names stay unique and the failed attempt's leftovers can be recognized);
+    ``counter`` is the next part number; ``pending`` holds the files closed for each checkpoint
+    that was not yet known complete when the snapshot was taken.
+    """
+
     def __init__(self, factory: ops.FileSinkFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self.f = factory
@@ -62,6 +85,9 @@ class FileSinkOperator(StreamOperator):
         self._bucket_strftime = java_date_pattern_to_strftime(factory.bucket_format) if factory.bucket_format else None
         self._tz: Any = None
         self._last_check_ms = 0
+        self._exactly_once = bool(ctx.env.checkpointing_enabled)
+        self._pending_unassigned: dict[str, str] = {}  # hidden path -> final path, closed since the last checkpoint
+        self._pending: dict[int, dict[str, str]] = {}  # checkpoint id -> hidden path -> final path
 
     def open(self) -> None:
         base = self.f.base_path
@@ -124,10 +150,18 @@ class FileSinkOperator(StreamOperator):
     # -- rolling ---------------------------------------------------------------------------------
 
     def _finish(self, bucket: str) -> None:
+        """Rolls the bucket's open part file: finished at once, or pending when checkpointing."""
         part = self._parts.pop(bucket)
         try:
-            part.file.close()
-            os.replace(part.in_progress_path, part.final_path)
+            if self._exactly_once:
+                # a checkpoint that takes this file promises its records are durable
+                part.file.flush()
+                os.fsync(part.file.fileno())
+                part.file.close()
+                self._pending_unassigned[part.in_progress_path] = part.final_path
+            else:
+                part.file.close()
+                os.replace(part.in_progress_path, part.final_path)
         except OSError as e:
             self.fail(e, f"finishing part file {part.final_path!r}")
 
@@ -151,13 +185,117 @@ class FileSinkOperator(StreamOperator):
             self._roll_on_processing_time(now)
 
     def end_input(self) -> None:
-        """Bounded input ended: every part file is finished (Flink's BATCH commit at the end)."""
+        """Bounded input ended: every part file is finished (Flink's BATCH commit at the end), or,
+        when checkpointing, becomes pending until a (final) checkpoint covering it completes."""
         for bucket in list(self._parts):
             self._finish(bucket)
         super().end_input()
 
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    def snapshot_state(self, checkpoint_id: int) -> dict[str, Any]:
+        """Rolls every open part file and gives checkpoint ``checkpoint_id`` the pending files no
+        checkpoint took yet; returns a copy of the pending files and the names' identity."""
+        for bucket in list(self._parts):
+            self._finish(bucket)
+        if self._pending_unassigned:
+            self._pending.setdefault(checkpoint_id, {}).update(self._pending_unassigned)
+            self._pending_unassigned = {}
+        return {
+            "version": _STATE_VERSION,
+            "uid": self._unique_id,
+            "subtask": self._subtask,
+            "counter": self._counter,
+            "pending": {cid: dict(files) for cid, files in self._pending.items()},
+        }
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Commits the pending files of every checkpoint <= ``checkpoint_id`` (a notification may
+        have been lost for an earlier one)."""
+        for cid in sorted(c for c in self._pending if c <= checkpoint_id):
+            files = self._pending[cid]
+            for hidden in list(files):
+                self._commit(hidden, files[hidden], cid)
+                del files[hidden]
+            del self._pending[cid]
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """The aborted checkpoint's pending files stay pending: the next completed one commits them
+        (its id is larger), and its snapshot carries them, as Flink's."""
+
+    def has_uncommitted_output(self) -> bool:
+        return self._exactly_once and bool(self._parts or self._pending_unassigned or self._pending)
+
+    def initialize_state(self, state: Any) -> None:
+        """Restores from a completed checkpoint: commits its pending files (idempotently: one
+        already renamed is left alone) and deletes the hidden part files this writer made after
+        it, which hold records the sources will replay. Goes on with the state's part names."""
+        uid, subtask, counter, pending = self._check_state(state)
+        for cid in sorted(pending):
+            for hidden, final in pending[cid].items():
+                self._commit(hidden, final, cid)
+        if subtask == self._subtask:
+            self._delete_uncommitted(uid, subtask)
+            self._unique_id = uid
+            self._counter = max(self._counter, counter)
+        # else a rescaled restore handed this subtask another's state: it commits that state's files
+        # but keeps its fresh uid, so its names cannot meet the old writer's, and leaves the cleanup
+        # to the subtask of the old index (were several handed the state, one could otherwise delete
+        # files another already writes under that name); a leftover stays hidden either way
+
+    def _check_state(self, state: Any) -> tuple[str, int, int, dict[int, dict[str, str]]]:
+        problem = None
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            problem = f"expected a dict with version {_STATE_VERSION}, got {type(state).__name__}"
+            if isinstance(state, dict):
+                problem += f" with version {state.get('version')!r}"
+        elif not (
+            isinstance(state.get("uid"), str)
+            and isinstance(state.get("subtask"), int)
+            and isinstance(state.get("counter"), int)
+            and isinstance(state.get("pending"), dict)
+            and all(isinstance(files, dict) for files in state["pending"].values())
+        ):
+            problem = f"expected keys uid (str), subtask, counter (int), pending (dict), got {state!r}"
+        if problem is not None:
+            self.fail(ValueError(f"unreadable FileSink state: {problem}"), "restoring its state")
+        return state["uid"], state["subtask"], state["counter"], state["pending"]
+
+    def _commit(self, hidden: str, final: str, checkpoint_id: int) -> None:
+        try:
+            os.replace(hidden, final)
+        except FileNotFoundError:
+            if os.path.exists(final):
+                return  # committed before: by an earlier notification or an earlier attempt's restore
+            lost = FileNotFoundError(
+                f"pending part file {final!r} of completed checkpoint {checkpoint_id} is lost: "
+                f"neither it nor its in-progress file {hidden!r} exists"
+            )
+            self.fail(lost, "committing its part files")
+        except OSError as e:
+            self.fail(e, f"committing part file {final!r} of checkpoint {checkpoint_id}")
+
+    def _delete_uncommitted(self, uid: str, subtask: int) -> None:
+        """Deletes the hidden part files named by ``uid`` and ``subtask`` under the base path (any
+        bucket): after the commits above, they are exactly what was written after the checkpoint.
+        Other subtasks' and other writers' files have other names and are left alone."""
+        prefix, suffix = re.escape(self.f.part_prefix), re.escape(self.f.part_suffix)
+        mine = re.compile(rf"\.{prefix}-{re.escape(uid)}-{subtask}-\d+{suffix}\.inprogress\.[0-9a-f-]+")
+        base = self.f.base_path
+        for directory, _dirs, names in os.walk(base):
+            for name in names:
+                if mine.fullmatch(name):
+                    path = os.path.join(directory, name)
+                    try:
+                        os.remove(path)
+                    except FileNotFoundError:
+                        continue  # another subtask restoring the same state removed it first
+                    except OSError as e:
+                        self.fail(e, f"deleting the uncommitted part file {path!r} of a failed attempt")
+
     def close(self) -> None:
-        """Closes what is open; files not finished by ``end_input`` stay hidden as in-progress."""
+        """Closes what is open and never commits: files not finished by ``end_input`` (or, when
+        checkpointing, not committed by a completed checkpoint) stay hidden."""
         parts, self._parts = list(self._parts.values()), {}
         try:
             for part in parts:

@@ -59,6 +59,7 @@ class TaskEnvironment(Protocol):
     job_parameters: Mapping[str, str]
     source_batch_size: int  # records per batch a source reader emits (approximately, for text files)
     buffer_timeout_ms: int  # flush partial outputs at least this often; -1: only when full or at the end
+    checkpointing_enabled: bool  # the job takes checkpoints: sinks hold output back until one completes
 
     def print_lines(self, lines: list[str], to_stderr: bool = False) -> None:
         """Print sink output, one call per batch of lines."""
@@ -143,6 +144,7 @@ class SimpleTaskEnvironment:
     job_parameters: Mapping[str, str] = field(default_factory=dict)
     source_batch_size: int = 1024
     buffer_timeout_ms: int = 100
+    checkpointing_enabled: bool = False
     clock: Clock = field(default_factory=WallClock)
     print_sink: Callable[[list[str], bool], None] = _print_to_console
     collect_sink: Callable[[str, bytes], None] | None = None  # (collect id, serialized list of records)
@@ -175,6 +177,7 @@ class SimpleTaskEnvironment:
             runtime_mode=BATCH if batch else STREAMING,
             job_parameters=dict(config.configuration),
             buffer_timeout_ms=int(config.buffer_timeout_ms),
+            checkpointing_enabled=config.checkpoint_interval_ms > 0,
             **hooks,
         )
         return env
