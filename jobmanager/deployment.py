@@ -42,6 +42,7 @@ class PlannedTask:
     allocation_id: bytes
     resource_id: str
     tm_address: str
+    restore: cpb.TaskRestore | None = None  # the checkpoint state it resumes from
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,12 @@ class TaskDeploymentDescriptorFactory:
         graph: ExecutionGraph,
         artifacts: Sequence[cpb.ArtifactRef],
         producers: dict[VertexKey, ProducerLocation],
+        checkpoint_dir: str = "",
+        checkpointing_mode: str = "",
     ) -> None:
         self._graph = graph
+        self._checkpoint_dir = checkpoint_dir
+        self._checkpointing_mode = checkpointing_mode
         self._artifacts = list(artifacts)
         self._producers = producers
         self._vertex_bytes: dict[bytes, bytes] = {}
@@ -96,6 +101,8 @@ class TaskDeploymentDescriptorFactory:
                 vertex=ejv.proto,
                 execution_config=self._graph.job_graph.execution_config,
                 artifacts=self._artifacts,
+                checkpoint_dir=self._checkpoint_dir,
+                checkpointing_mode=self._checkpointing_mode,
             ).SerializeToString()
         return cached
 
@@ -109,6 +116,7 @@ class TaskDeploymentDescriptorFactory:
             subtask_index=ev.subtask_index,
             key_group_start=kgr.start_key_group,
             key_group_end=kgr.end_key_group,
+            restore=task.restore,
         )
         partition_types = {r.id: r.partition_type for r in ev.job_vertex.proto.produced}
         for result_id, partition in ev.produced.items():

@@ -51,6 +51,7 @@ from millstream.jobmanager.printed_lines import LineCursor, PrintedLines
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
+from millstream.jobmanager.checkpointing import JobCheckpointing, checkpointing_for_job
 from millstream.runtime.restart_strategy import NoRestart, RestartStrategySpec, spec_for_job
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class JobRecord:
     waiters: int = 0  # attached WaitJobResult streams
     slot_timeout_at_ms: Callable[[bytes], int | None] = lambda job_id: None
     final_num_restarts: int = 0
+    final_checkpoints: cpb.CheckpointSummary | None = None
     collect_restarted: str | None = None  # the cause of a restart while its results were collected
     version: int = 0
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -109,6 +111,8 @@ class JobRecord:
             summary.tasks_per_state.update(core.tasks_per_state())
             summary.vertices.extend(core.vertex_summaries())
             summary.num_restarts = core.num_restarts
+            if self.job_master.checkpoints is not None:
+                summary.checkpoints.CopyFrom(self.job_master.checkpoints.summary())
             if core.status is JobStatus.RESTARTING and self.failure is None and core.failure is not None:
                 summary.failure.CopyFrom(core.failure)  # why it restarts
             waiting = core.slot_wait()
@@ -119,6 +123,8 @@ class JobRecord:
             summary.tasks_per_state.update(self.final_tasks_per_state)
             summary.vertices.extend(self.final_vertices)
             summary.num_restarts = self.final_num_restarts
+            if self.final_checkpoints is not None:
+                summary.checkpoints.CopyFrom(self.final_checkpoints)
         if self.failure is not None:
             summary.failure.CopyFrom(self.failure)
         return summary
@@ -154,11 +160,13 @@ class Dispatcher:
         progress_interval_s: float = PROGRESS_INTERVAL_S,
         printed_lines: tuple[int, int] = (1000, 256 << 10),
         restart_options: Mapping[str, object] | None = None,
+        checkpoint_options: Mapping[str, object] | None = None,
     ) -> None:
         """``slot_timeout_at_ms(job_id)``: the wall-clock time a job waiting for slots fails (the
         ResourceManager's slot request timeout), None when it is not waiting; ``printed_lines``: the
         bound of a job's buffered printed lines (lines, characters); ``restart_options``: the cluster's
-        ``restart-strategy.*`` values (``restart_strategy.options_of``)."""
+        ``restart-strategy.*`` values (``restart_strategy.options_of``); ``checkpoint_options``: its
+        ``execution.checkpointing.*`` values (``checkpointing.checkpoint_options_of``)."""
         if max_finished_jobs < 0:
             raise ValueError(f"jobstore.max-capacity must not be negative, got {max_finished_jobs}")
         self._blobs = blob_store
@@ -172,6 +180,7 @@ class Dispatcher:
         self._progress_interval_s = progress_interval_s
         self._printed_lines_bound = printed_lines
         self._restart_options = dict(restart_options or {})
+        self._checkpoint_options = dict(checkpoint_options or {})
         self.jobs: dict[bytes, JobRecord] = {}
         self._by_submission: dict[str, bytes] = {}
         # Job ids cancelled before any submission of them arrived (a client that gave up).
@@ -192,7 +201,11 @@ class Dispatcher:
         except InvalidJobGraphError as exc:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid JobGraph: {exc}") from exc
         try:
-            restart_spec = spec_for_job(graph, self._restart_options)
+            checkpointing = checkpointing_for_job(graph, self._checkpoint_options)
+        except ValueError as exc:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid checkpoint configuration: {exc}") from exc
+        try:
+            restart_spec = spec_for_job(graph, self._restart_options, checkpointing is not None)
         except ValueError as exc:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid restart strategy: {exc}") from exc
         existing = self.jobs.get(graph.job_id)
@@ -219,18 +232,20 @@ class Dispatcher:
         if request.submission_id:
             self._by_submission[request.submission_id] = graph.job_id
         log.info("job %s ('%s') accepted: %d tasks", graph.job_id.hex(), graph.job_name, num_tasks)
-        starting = asyncio.ensure_future(self._start_job(record, graph, artifacts, restart_spec))
+        starting = asyncio.ensure_future(self._start_job(record, graph, artifacts, restart_spec, checkpointing))
         self._starting.add(starting)
         starting.add_done_callback(self._starting.discard)
         return cpb.SubmitJobResponse(job_id=graph.job_id)
 
     async def _start_job(self, record: JobRecord, graph: pb.JobGraph, artifacts: list[cpb.ArtifactRef],
-                         restart_spec: RestartStrategySpec | None = None) -> None:
+                         restart_spec: RestartStrategySpec | None = None,
+                         checkpointing: JobCheckpointing | None = None) -> None:
         """Builds the ExecutionGraph off the event loop, then starts the job's JobMaster."""
         started = time.monotonic()
         try:
             spec = restart_spec if restart_spec is not None else NoRestart()
-            core = await asyncio.to_thread(lambda: JobMasterCore(graph, artifacts, restart_spec=spec))
+            core = await asyncio.to_thread(lambda: JobMasterCore(graph, artifacts, restart_spec=spec,
+                                                                     checkpointing=checkpointing))
         except Exception as exc:  # the job fails with the reason; the Dispatcher keeps serving
             log.exception("job %s: building its ExecutionGraph failed", graph.job_id.hex())
             if not record.status.is_terminal():
@@ -268,6 +283,8 @@ class Dispatcher:
             record.final_tasks_per_state = dict(job_master.core.tasks_per_state())
             record.final_vertices = job_master.core.vertex_summaries()  # one small message per vertex
             record.final_num_restarts = job_master.core.num_restarts
+            if job_master.checkpoints is not None:
+                record.final_checkpoints = job_master.checkpoints.summary()
             asyncio.ensure_future(job_master.stop())
         if record.waiters == 0:
             record.printed = None  # nobody attached: the lines are not kept with the summary

@@ -8,11 +8,13 @@ from typing import Any, Callable, Protocol
 
 import grpc
 
+from millstream.jobmanager.checkpoint_driver import CheckpointDriver
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.heartbeat import HeartbeatMonitor
 from millstream.jobmanager.job_master_core import (
     BuildDeployments,
     CancelTask,
+    CheckpointRestored,
     Command,
     DeclareRequirements,
     DeployTask,
@@ -101,6 +103,9 @@ class JobMaster:
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._probing = False  # probing the TaskManagers after a broken exchange
         self._restart_timer: asyncio.TimerHandle | None = None
+        self.checkpoints: CheckpointDriver | None = None
+        if core.checkpointing is not None:
+            self.checkpoints = CheckpointDriver(core, core.checkpointing, self._call_soon, self._global_failure, self._spawn)
 
     @property
     def job_id(self) -> bytes:
@@ -108,6 +113,14 @@ class JobMaster:
 
     def start(self) -> None:
         self._heartbeat_task = asyncio.ensure_future(self._heartbeat_loop())
+        if self.checkpoints is not None:
+            try:
+                self.checkpoints.recover()
+            except Exception as exc:  # a corrupt checkpoint: fail loudly, never start empty
+                log.error("job %s: recovering its checkpoints failed: %s", self.job_id.hex(), exc)
+                self._run(self.core.start() + self.core.resources_unavailable(
+                    f"Could not recover the job's checkpoints from {self.checkpoints.store.job_dir}: {exc}"))
+                return
         self._run(self.core.start())
 
     async def stop(self) -> None:
@@ -115,6 +128,8 @@ class JobMaster:
             self._heartbeat_task.cancel()
         if self._restart_timer is not None:
             self._restart_timer.cancel()
+        if self.checkpoints is not None:
+            self.checkpoints.stop()
         for task in list(self._background):
             task.cancel()
 
@@ -135,6 +150,8 @@ class JobMaster:
         failure = update.failure if update.HasField("failure") else None
         self.core.update_records(update.execution_attempt_id, update.records_in, update.records_out)  # first: final totals
         self._run(self.core.update_task_state(update.execution_attempt_id, state, failure))
+        if self.checkpoints is not None:
+            self.checkpoints.task_state_changed(update.execution_attempt_id, state, failure.message if failure else "")
         if failure is not None and failure.secondary and not self._probing:
             self._probing = True
             self._spawn(self._probe_task_managers())
@@ -145,6 +162,20 @@ class JobMaster:
 
     def cancel(self) -> None:
         self._run(self.core.cancel())
+
+    def acknowledge_checkpoint(self, request: cpb.AcknowledgeCheckpointRequest) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.acknowledge(request)
+
+    def decline_checkpoint(self, request: cpb.DeclineCheckpointRequest) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.decline(request)
+
+    def _global_failure(self, message: str) -> None:
+        self._run(self.core.global_failure(message))
+
+    def _call_soon(self, address: str, method: str, request: Any) -> None:
+        self._spawn(self._call(address, method, request))
 
     def resources_unavailable(self, message: str) -> None:
         self._run(self.core.resources_unavailable(message))
@@ -176,7 +207,12 @@ class JobMaster:
                 self._restart_timer = asyncio.get_running_loop().call_later(
                     command.delay_ms / 1000, self._restart_backoff_elapsed, command.restart
                 )
+            elif isinstance(command, CheckpointRestored):
+                if self.checkpoints is not None:
+                    self.checkpoints.restored(command.checkpoint_id, command.path)
             elif isinstance(command, JobStatusChanged):
+                if self.checkpoints is not None:
+                    self.checkpoints.job_status_changed(command.status)
                 self._on_status(command.status, command.failure)
                 if command.status.is_terminal() and self._heartbeat_task:
                     self._heartbeat_task.cancel()

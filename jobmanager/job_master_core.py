@@ -15,9 +15,12 @@ RESTARTING, every task is cancelled and the backoff timer starts (``StartRestart
 shell); once every task is terminal *and* the timer fired, every subtask gets a new attempt
 (attempt number + 1, new id) and the job is RUNNING again, deployed into the slots it still holds
 (slots of a lost TaskManager are gone; the ResourceManager offers replacements, within
-``slot.request.timeout``). Sources start over and state is empty. If the strategy gives up the job
-goes FAILING -> FAILED with the attempt's root cause and the number of restarts. The first root
-cause of each attempt is kept in ``root_causes``.
+``slot.request.timeout``). Without a completed checkpoint sources start over and state is empty;
+with one (``restore_point``, kept current by the shell's checkpoint coordinator) every new attempt
+resumes from its task's snapshot in it (``TaskRestore`` in its descriptor), and tasks that had
+finished when it was taken end at once. If the strategy gives up the job goes FAILING -> FAILED
+with the attempt's root cause and the number of restarts. The first root cause of each attempt is
+kept in ``root_causes``.
 """
 from __future__ import annotations
 
@@ -34,7 +37,9 @@ from millstream.jobmanager.deployment import (
     TaskDeploymentDescriptorFactory,
     VertexKey,
 )
-from millstream.jobmanager.execution_graph import ExecutionGraph, ExecutionVertex
+from millstream.jobmanager.checkpoint_coordinator import TaskSnapshot
+from millstream.jobmanager.checkpointing import JobCheckpointing
+from millstream.jobmanager.execution_graph import ConsumedPartitionGroup, ExecutionGraph, ExecutionVertex
 from millstream.jobmanager.execution_state import (
     EXECUTION_TRANSITIONS,
     JOB_TRANSITIONS,
@@ -44,6 +49,7 @@ from millstream.jobmanager.execution_state import (
 )
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
+from millstream.runtime.checkpoint_storage import CompletedCheckpoint
 from millstream.runtime.restart_strategy import NoRestart, RestartStrategySpec, describe
 
 log = logging.getLogger(__name__)
@@ -107,7 +113,21 @@ class StartRestartTimer:
     restart: int  # the number the coming restart will have: a timer of an older one is ignored
 
 
-Command = Union[DeclareRequirements, BuildDeployments, DeployTask, CancelTask, FreeSlot, JobStatusChanged, StartRestartTimer]
+@dataclass(frozen=True)
+class CheckpointRestored:
+    """The new attempts resume from this checkpoint (the coordinator records it)."""
+
+    checkpoint_id: int
+    path: str
+
+
+Command = Union[DeclareRequirements, BuildDeployments, DeployTask, CancelTask, FreeSlot, JobStatusChanged,
+                StartRestartTimer, CheckpointRestored]
+
+
+def task_key(vertex: ExecutionVertex) -> str:
+    """A subtask's name in checkpoints: the same for all its attempts."""
+    return str(vertex.id)
 
 
 # -- state ---------------------------------------------------------------------------------------
@@ -147,8 +167,12 @@ class JobMasterCore:
     new_id: Callable[[], bytes] = lambda: os.urandom(16)
     restart_spec: RestartStrategySpec = field(default_factory=NoRestart)
     clock: Callable[[], int] = lambda: int(time.monotonic() * 1000)  # ms, for the strategy
+    checkpointing: JobCheckpointing | None = None
 
     def __post_init__(self) -> None:
+        # The checkpoint the next deployment round resumes from (None: start empty).
+        self.restore_point: CompletedCheckpoint | None = None
+        self._upstream: dict[int, frozenset[str]] = {}  # per consumed partition group: its producers' task keys
         self.restart_strategy = self.restart_spec.create()
         self.num_restarts = 0
         self.root_causes: list[cpb.JobFailure] = []  # the first root cause of each failed attempt
@@ -309,10 +333,52 @@ class JobMasterCore:
                 slot = execution.slot = groups[ejv.slot_sharing_group][ev.subtask_index]
                 producers[(ejv.id, ev.subtask_index)] = ProducerLocation(slot.data_address, execution.attempt_id)
                 tasks.append(
-                    PlannedTask(ev, execution.attempt_id, execution.attempt_number, slot.allocation_id, slot.resource_id, slot.tm_address)
+                    PlannedTask(ev, execution.attempt_id, execution.attempt_number, slot.allocation_id, slot.resource_id,
+                                slot.tm_address, self._task_restore(ev))
                 )
-        factory = TaskDeploymentDescriptorFactory(self.graph, self.artifacts, producers)
+        c = self.checkpointing
+        factory = TaskDeploymentDescriptorFactory(self.graph, self.artifacts, producers,
+                                                  str(c.directory) if c else "", c.mode if c else "")
         return BuildDeployments(lambda: factory.build(tasks), len(tasks))
+
+    def _task_restore(self, ev: ExecutionVertex) -> cpb.TaskRestore | None:
+        point = self.restore_point
+        if point is None:
+            return None
+        key = task_key(ev)
+        if key in point.finished_tasks:
+            return cpb.TaskRestore(checkpoint_id=point.checkpoint_id, finished=True)
+        handle = point.task_states.get(key)
+        if handle is None and key not in point.task_states:
+            # Cannot happen for a checkpoint of this job graph: refusing beats restarting it empty.
+            raise ValueError(f"checkpoint {point.checkpoint_id} has no state for task {ev.task_name_with_subtasks} ({key})")
+        restore = cpb.TaskRestore(checkpoint_id=point.checkpoint_id)
+        if handle is not None:
+            restore.state_path, restore.state_size = handle.path, handle.size
+        return restore
+
+    def checkpoint_tasks(self) -> list[TaskSnapshot]:
+        """The current attempts as the checkpoint coordinator plans a checkpoint with them."""
+        snapshots = []
+        for execution in self.current.values():
+            ev = execution.vertex
+            upstream: frozenset[str] = frozenset()
+            for gate in ev.input_gates:
+                upstream |= self._producers_of(gate.consumed)
+            snapshots.append(TaskSnapshot(execution.attempt_id, task_key(ev), execution.state, upstream))
+        return snapshots
+
+    def _producers_of(self, group: ConsumedPartitionGroup) -> frozenset[str]:
+        keys = self._upstream.get(id(group))
+        if keys is None:
+            keys = self._upstream[id(group)] = frozenset(task_key(p.producer) for p in group.partitions)
+        return keys
+
+    def task_keys_of(self, attempt_ids: set[bytes]) -> set[str]:
+        return {task_key(self.executions[a].vertex) for a in attempt_ids if a in self.executions}
+
+    def finished_task_keys(self) -> frozenset[str]:
+        return frozenset(task_key(e.vertex) for e in self.current.values() if e.state is ExecutionState.FINISHED)
 
     def deployments_built(self, built: list[BuiltDeployment]) -> list[Command]:
         """Deploys the built descriptors whose executions are still waiting for them (a cancel or a
@@ -381,6 +447,11 @@ class JobMasterCore:
             message += f" (while restarting the job: restart {self.num_restarts})"
         return self._fail_job(cpb.JobFailure(message=message), restartable=False) + self._check_job_done()
 
+    def global_failure(self, message: str) -> list[Command]:
+        """A failure of the job rather than of a task (e.g. too many failed checkpoints): a full
+        restart if the strategy allows, else FAILED."""
+        return self._fail_job(cpb.JobFailure(message=message)) + self._check_job_done()
+
     def restart_backoff_elapsed(self, restart: int) -> list[Command]:
         """The backoff timer of restart number ``restart`` fired: restart once every task stopped."""
         if self.status is not JobStatus.RESTARTING or restart != self.num_restarts + 1:
@@ -428,6 +499,8 @@ class JobMasterCore:
                 previous = self.current[(ejv.id, ev.subtask_index)]
                 self._new_attempt(ev, previous.attempt_number + 1)
         self._set_job_status(JobStatus.RUNNING, f"restart {self.num_restarts}", out)
+        if self.restore_point is not None:
+            out.append(CheckpointRestored(self.restore_point.checkpoint_id, str(self.restore_point.directory)))
         for execution in self.current.values():
             self._set_state(execution, ExecutionState.SCHEDULED, "waiting for slots")
         if len(self.slots) == self.required_slots:

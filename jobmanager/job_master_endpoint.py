@@ -44,3 +44,13 @@ class JobMasterServicer(cpb_grpc.JobMasterServiceServicer):
         except DispatcherError as exc:
             await context.abort(exc.code, str(exc))
         return cpb.Empty()
+
+    async def AcknowledgeCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
+        job_master = await self._job_master(request.job_id, context)
+        job_master.acknowledge_checkpoint(request)
+        return cpb.Empty()
+
+    async def DeclineCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
+        job_master = await self._job_master(request.job_id, context)
+        job_master.decline_checkpoint(request)
+        return cpb.Empty()

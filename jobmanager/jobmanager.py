@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Any
 
+from millstream.jobmanager import checkpointing
 from millstream.jobmanager.blob_server import BlobServerServicer, BlobStore
 from millstream.jobmanager.dispatcher import Dispatcher, DispatcherServicer
 from millstream.jobmanager.job_master_core import JobMasterCore
@@ -62,6 +63,7 @@ class JobManager:
             collect_buffer_bytes=c.get(cfg.COLLECT_BUFFER_SIZE),
             slot_timeout_at_ms=self._slot_timeout_at_ms,
             restart_options=restart_options,
+            checkpoint_options=checkpointing.checkpoint_options_of(c),
         )
         self.server = RpcServer("JobManager", max_bytes)
         self.server.add(cpb_grpc.add_DispatcherServicer_to_server, DispatcherServicer(self.dispatcher, self.overview), [])

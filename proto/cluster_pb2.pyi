@@ -113,7 +113,7 @@ class JobFailure(_message.Message):
     def __init__(self, message: _Optional[str] = ..., task_name: _Optional[str] = ..., traceback: _Optional[str] = ..., secondary: _Optional[bool] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job_id", "job_name", "status", "start_time_ms", "end_time_ms", "num_tasks", "tasks_per_state", "failure", "parallelism", "vertices", "slot_wait", "num_restarts")
+    __slots__ = ("job_id", "job_name", "status", "start_time_ms", "end_time_ms", "num_tasks", "tasks_per_state", "failure", "parallelism", "vertices", "slot_wait", "num_restarts", "checkpoints")
     class TasksPerStateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -133,6 +133,7 @@ class JobSummary(_message.Message):
     VERTICES_FIELD_NUMBER: _ClassVar[int]
     SLOT_WAIT_FIELD_NUMBER: _ClassVar[int]
     NUM_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     job_id: bytes
     job_name: str
     status: JobStatus
@@ -145,7 +146,40 @@ class JobSummary(_message.Message):
     vertices: _containers.RepeatedCompositeFieldContainer[VertexSummary]
     slot_wait: SlotWait
     num_restarts: int
-    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ..., num_restarts: _Optional[int] = ...) -> None: ...
+    checkpoints: CheckpointSummary
+    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ..., num_restarts: _Optional[int] = ..., checkpoints: _Optional[_Union[CheckpointSummary, _Mapping]] = ...) -> None: ...
+
+class CheckpointSummary(_message.Message):
+    __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path")
+    INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    NUM_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    NUM_FAILED_FIELD_NUMBER: _ClassVar[int]
+    NUM_IN_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    LAST_COMPLETED_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LAST_COMPLETED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_REASON_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LATEST_RESTORED_ID_FIELD_NUMBER: _ClassVar[int]
+    LATEST_RESTORED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LATEST_RESTORED_PATH_FIELD_NUMBER: _ClassVar[int]
+    interval_ms: int
+    directory: str
+    num_completed: int
+    num_failed: int
+    num_in_progress: int
+    last_completed_id: int
+    last_duration_ms: int
+    last_size_bytes: int
+    last_completed_at_ms: int
+    last_failure_reason: str
+    last_failure_message: str
+    latest_restored_id: int
+    latest_restored_at_ms: int
+    latest_restored_path: str
+    def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ...) -> None: ...
 
 class VertexSummary(_message.Message):
     __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out")
@@ -394,6 +428,34 @@ class CollectResponse(_message.Message):
     accepted: bool
     def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
 
+class AcknowledgeCheckpointRequest(_message.Message):
+    __slots__ = ("job_id", "execution_attempt_id", "checkpoint_id", "state_path", "state_size")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_PATH_FIELD_NUMBER: _ClassVar[int]
+    STATE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    execution_attempt_id: bytes
+    checkpoint_id: int
+    state_path: str
+    state_size: int
+    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., state_path: _Optional[str] = ..., state_size: _Optional[int] = ...) -> None: ...
+
+class DeclineCheckpointRequest(_message.Message):
+    __slots__ = ("job_id", "execution_attempt_id", "checkpoint_id", "reason", "message")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    execution_attempt_id: bytes
+    checkpoint_id: int
+    reason: str
+    message: str
+    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
 class RequestSlotRequest(_message.Message):
     __slots__ = ("slot_index", "job_id", "allocation_id", "jobmaster_address", "registration_id")
     SLOT_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -453,7 +515,7 @@ class ResultPartitionDescriptor(_message.Message):
     def __init__(self, result_id: _Optional[bytes] = ..., partition_index: _Optional[int] = ..., num_subpartitions: _Optional[int] = ..., partition_type: _Optional[_Union[_jobgraph_pb2.ResultPartitionType, str]] = ...) -> None: ...
 
 class TaskDeploymentDescriptor(_message.Message):
-    __slots__ = ("job_id", "job_name", "execution_attempt_id", "attempt_number", "allocation_id", "vertex", "subtask_index", "key_group_start", "key_group_end", "execution_config", "artifacts", "input_gates", "produced_partitions")
+    __slots__ = ("job_id", "job_name", "execution_attempt_id", "attempt_number", "allocation_id", "vertex", "subtask_index", "key_group_start", "key_group_end", "execution_config", "artifacts", "input_gates", "produced_partitions", "checkpoint_dir", "restore", "checkpointing_mode")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_NAME_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -467,6 +529,9 @@ class TaskDeploymentDescriptor(_message.Message):
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     INPUT_GATES_FIELD_NUMBER: _ClassVar[int]
     PRODUCED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_DIR_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTING_MODE_FIELD_NUMBER: _ClassVar[int]
     job_id: bytes
     job_name: str
     execution_attempt_id: bytes
@@ -480,7 +545,22 @@ class TaskDeploymentDescriptor(_message.Message):
     artifacts: _containers.RepeatedCompositeFieldContainer[ArtifactRef]
     input_gates: _containers.RepeatedCompositeFieldContainer[InputGateDescriptor]
     produced_partitions: _containers.RepeatedCompositeFieldContainer[ResultPartitionDescriptor]
-    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., execution_attempt_id: _Optional[bytes] = ..., attempt_number: _Optional[int] = ..., allocation_id: _Optional[bytes] = ..., vertex: _Optional[_Union[_jobgraph_pb2.JobVertex, _Mapping]] = ..., subtask_index: _Optional[int] = ..., key_group_start: _Optional[int] = ..., key_group_end: _Optional[int] = ..., execution_config: _Optional[_Union[_jobgraph_pb2.ExecutionConfig, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., input_gates: _Optional[_Iterable[_Union[InputGateDescriptor, _Mapping]]] = ..., produced_partitions: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ...) -> None: ...
+    checkpoint_dir: str
+    restore: TaskRestore
+    checkpointing_mode: str
+    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., execution_attempt_id: _Optional[bytes] = ..., attempt_number: _Optional[int] = ..., allocation_id: _Optional[bytes] = ..., vertex: _Optional[_Union[_jobgraph_pb2.JobVertex, _Mapping]] = ..., subtask_index: _Optional[int] = ..., key_group_start: _Optional[int] = ..., key_group_end: _Optional[int] = ..., execution_config: _Optional[_Union[_jobgraph_pb2.ExecutionConfig, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., input_gates: _Optional[_Iterable[_Union[InputGateDescriptor, _Mapping]]] = ..., produced_partitions: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ..., checkpoint_dir: _Optional[str] = ..., restore: _Optional[_Union[TaskRestore, _Mapping]] = ..., checkpointing_mode: _Optional[str] = ...) -> None: ...
+
+class TaskRestore(_message.Message):
+    __slots__ = ("checkpoint_id", "state_path", "state_size", "finished")
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_PATH_FIELD_NUMBER: _ClassVar[int]
+    STATE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_id: int
+    state_path: str
+    state_size: int
+    finished: bool
+    def __init__(self, checkpoint_id: _Optional[int] = ..., state_path: _Optional[str] = ..., state_size: _Optional[int] = ..., finished: _Optional[bool] = ...) -> None: ...
 
 class SubmitTaskRequest(_message.Message):
     __slots__ = ("tdd",)
@@ -541,3 +621,23 @@ class LookupPartitionResponse(_message.Message):
     state: LookupPartitionResponse.State
     address: str
     def __init__(self, state: _Optional[_Union[LookupPartitionResponse.State, str]] = ..., address: _Optional[str] = ...) -> None: ...
+
+class TriggerCheckpointRequest(_message.Message):
+    __slots__ = ("execution_attempt_id", "checkpoint_id", "timestamp_ms")
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    execution_attempt_id: bytes
+    checkpoint_id: int
+    timestamp_ms: int
+    def __init__(self, execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class CheckpointNotification(_message.Message):
+    __slots__ = ("execution_attempt_id", "checkpoint_id", "aborted")
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_FIELD_NUMBER: _ClassVar[int]
+    execution_attempt_id: bytes
+    checkpoint_id: int
+    aborted: bool
+    def __init__(self, execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., aborted: _Optional[bool] = ...) -> None: ...

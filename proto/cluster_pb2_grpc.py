@@ -617,6 +617,16 @@ class JobMasterServiceStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.PrintedLinesReport.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
                 _registered_method=True)
+        self.AcknowledgeCheckpoint = channel.unary_unary(
+                '/millstream.v1.JobMasterService/AcknowledgeCheckpoint',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.AcknowledgeCheckpointRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+                _registered_method=True)
+        self.DeclineCheckpoint = channel.unary_unary(
+                '/millstream.v1.JobMasterService/DeclineCheckpoint',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.DeclineCheckpointRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class JobMasterServiceServicer:
@@ -646,6 +656,18 @@ class JobMasterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcknowledgeCheckpoint(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeclineCheckpoint(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobMasterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -667,6 +689,16 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
             'ReportPrintedLines': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportPrintedLines,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.PrintedLinesReport.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+            ),
+            'AcknowledgeCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcknowledgeCheckpoint,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.AcknowledgeCheckpointRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+            ),
+            'DeclineCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeclineCheckpoint,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.DeclineCheckpointRequest.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
             ),
     }
@@ -788,6 +820,60 @@ class JobMasterService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def AcknowledgeCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.JobMasterService/AcknowledgeCheckpoint',
+            millstream_dot_proto_dot_cluster__pb2.AcknowledgeCheckpointRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeclineCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.JobMasterService/DeclineCheckpoint',
+            millstream_dot_proto_dot_cluster__pb2.DeclineCheckpointRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class TaskExecutorStub:
     """Missing associated documentation comment in .proto file."""
@@ -827,6 +913,16 @@ class TaskExecutorStub:
                 '/millstream.v1.TaskExecutor/LookupPartition',
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.LookupPartitionRequest.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.LookupPartitionResponse.FromString,
+                _registered_method=True)
+        self.TriggerCheckpoint = channel.unary_unary(
+                '/millstream.v1.TaskExecutor/TriggerCheckpoint',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.TriggerCheckpointRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+                _registered_method=True)
+        self.NotifyCheckpoint = channel.unary_unary(
+                '/millstream.v1.TaskExecutor/NotifyCheckpoint',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.CheckpointNotification.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
                 _registered_method=True)
 
 
@@ -870,6 +966,20 @@ class TaskExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TriggerCheckpoint(self, request, context):
+        """Inject checkpoint barrier n at a source task (or a task whose inputs all finished).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NotifyCheckpoint(self, request, context):
+        """Checkpoint n completed (commit its side effects) or was aborted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -902,6 +1012,16 @@ def add_TaskExecutorServicer_to_server(servicer, server):
                     servicer.LookupPartition,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.LookupPartitionRequest.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.LookupPartitionResponse.SerializeToString,
+            ),
+            'TriggerCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerCheckpoint,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.TriggerCheckpointRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+            ),
+            'NotifyCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.NotifyCheckpoint,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.CheckpointNotification.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1066,6 +1186,60 @@ class TaskExecutor:
             '/millstream.v1.TaskExecutor/LookupPartition',
             millstream_dot_proto_dot_cluster__pb2.LookupPartitionRequest.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.LookupPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.TaskExecutor/TriggerCheckpoint',
+            millstream_dot_proto_dot_cluster__pb2.TriggerCheckpointRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NotifyCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.TaskExecutor/NotifyCheckpoint',
+            millstream_dot_proto_dot_cluster__pb2.CheckpointNotification.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

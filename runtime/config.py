@@ -309,6 +309,35 @@ RESTART_EXP_ATTEMPTS: ConfigOption[int] = _option(
     "restart-strategy.exponential-delay.attempts-before-reset-backoff", _INT, 2**31 - 1,
     "exponential-delay: consecutive restarts before the job fails (default: unlimited).")
 
+# ---- Checkpointing (Flink's CheckpointingOptions; the job's own setting wins) -----------------
+CHECKPOINTING_INTERVAL: ConfigOption[int | None] = _option(
+    "execution.checkpointing.interval", _DURATION, None,
+    "Checkpoint interval of jobs that do not call enable_checkpointing themselves; unset: no "
+    "checkpoints.")
+CHECKPOINTING_MODE: ConfigOption[str] = _option(
+    "execution.checkpointing.mode", _STR, "EXACTLY_ONCE",
+    "EXACTLY_ONCE (tasks with several inputs align barriers) or AT_LEAST_ONCE (no alignment).",
+    choices=("EXACTLY_ONCE", "AT_LEAST_ONCE"))
+CHECKPOINTING_TIMEOUT: ConfigOption[int] = _option(
+    "execution.checkpointing.timeout", _DURATION, 10 * _MIN,
+    "A checkpoint not completed within this time is aborted (CHECKPOINT_EXPIRED).")
+CHECKPOINTING_MIN_PAUSE: ConfigOption[int] = _option(
+    "execution.checkpointing.min-pause", _DURATION, 0,
+    "Least time between the end of one checkpoint and the start of the next.")
+CHECKPOINTING_TOLERABLE_FAILURES: ConfigOption[int] = _option(
+    "execution.checkpointing.tolerable-failed-checkpoints", _INT, 0,
+    "Consecutive failed checkpoints (expired, declined, I/O) a job tolerates; one more fails it.")
+CHECKPOINTING_DIR: ConfigOption[str | None] = _option(
+    "execution.checkpointing.dir", _STR, None,
+    "Directory (absolute path or file:// URI) that every TaskManager and the JobManager share: "
+    "checkpoints are written as <dir>/<job id>/chk-<n>; unset: <system temp dir>/millstream-"
+    "checkpoints, which only works when the whole cluster runs on one machine.",
+    fallback_keys=("state.checkpoints.dir",))
+CHECKPOINTING_NUM_RETAINED: ConfigOption[int] = _option(
+    "execution.checkpointing.num-retained", _INT, 1,
+    "Completed checkpoints kept per job; older ones are deleted.",
+    fallback_keys=("state.checkpoints.num-retained",))
+
 # ---- TaskManager: slots, server, network -----------------------------------------------------
 TASKMANAGER_NUM_TASK_SLOTS: ConfigOption[int] = _option(
     "taskmanager.numberOfTaskSlots", _INT, 1,

@@ -341,7 +341,8 @@ def options_of(conf: "Configuration") -> dict[str, object]:
     return options
 
 
-def spec_for_job(job_graph: "pb.JobGraph", cluster: Mapping[str, object]) -> RestartStrategySpec:
+def spec_for_job(job_graph: "pb.JobGraph", cluster: Mapping[str, object],
+                 checkpointing_enabled: bool | None = None) -> RestartStrategySpec:
     """A submitted job's strategy: its ``set_restart_strategy`` (unless fallback), then the
     ``restart-strategy.*`` keys of its own configuration, then the cluster's, then Flink's default.
     Raises ValueError naming the bad key or value."""
@@ -355,7 +356,9 @@ def spec_for_job(job_graph: "pb.JobGraph", cluster: Mapping[str, object]) -> Res
             r.jitter_factor)
     own = {k: v for k, v in config.configuration.items() if k.startswith(_LEGACY_TYPE)}
     options = {**cluster, **own} if (TYPE in own or _LEGACY_TYPE in own) else dict(cluster)
-    return resolve_restart_strategy(job, options, config.checkpoint_interval_ms > 0)
+    if checkpointing_enabled is None:  # the job's own setting; the cluster's interval counts too
+        checkpointing_enabled = config.checkpoint_interval_ms > 0
+    return resolve_restart_strategy(job, options, checkpointing_enabled)
 
 
 def describe(spec: RestartStrategySpec) -> str:

@@ -127,7 +127,10 @@ class InputGate:
 
     **Credit is returned by poll():** the buffer a poll returned counts as processed at the next poll,
     which sends its channel one CREDIT — so buffers received and not yet processed never exceed
-    ``initial_credit`` per channel (``max_in_flight_seen``). Connection failures, producer errors and
+    ``initial_credit`` per channel (``max_in_flight_seen``). A buffer the task holds back instead of
+    processing (a channel blocked by checkpoint alignment) keeps its credit: ``defer_ack()`` right
+    after the poll, ``release(spec)`` once it was processed, so a blocked channel's producer stops
+    after its credit, as in Flink. Connection failures, producer errors and
     connect timeouts surface from ``poll()`` as :class:`ChannelError` naming the channel.
     """
 
@@ -150,6 +153,7 @@ class InputGate:
         self._closing = threading.Event()
         self._error: ExchangeError | None = None
         self._pending_ack: _Channel | None = None
+        self._deferred: dict[ChannelSpec, list[_Channel]] = {}
         self._ended = 0
         self.records_in = 0
         self.buffers_in = 0
@@ -159,6 +163,18 @@ class InputGate:
     @property
     def channels(self) -> list[ChannelSpec]:
         return [ch.spec for ch in self._channels]
+
+    def defer_ack(self) -> None:
+        """The buffer the last poll() returned is held back: its credit returns with ``release``."""
+        ch, self._pending_ack = self._pending_ack, None
+        if ch is not None:
+            self._deferred.setdefault(ch.spec, []).append(ch)
+
+    def release(self, spec: ChannelSpec) -> None:
+        """A held-back buffer of ``spec``'s channel was processed: return its credit."""
+        held = self._deferred.get(spec)
+        if held:
+            self._return_credit(held.pop())
 
     @property
     def all_finished(self) -> bool:
@@ -201,8 +217,10 @@ class InputGate:
 
     def _ack_previous(self) -> None:
         ch, self._pending_ack = self._pending_ack, None
-        if ch is None:
-            return
+        if ch is not None:
+            self._return_credit(ch)
+
+    def _return_credit(self, ch: _Channel) -> None:
         with ch.lock:  # the reader closes the socket under this lock at END_OF_PARTITION
             ch.in_flight -= 1
             if ch.ended or ch.sock is None or self._closing.is_set():

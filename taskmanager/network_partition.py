@@ -187,6 +187,12 @@ class ResultPartition:
             self._enqueue(sub, _EOP_FRAME, costs_credit=False)
         self._finished = True
 
+    @property
+    def failed(self) -> bool:
+        """The partition or one of its consumer connections failed or was released."""
+        with self._lock:
+            return bool(self._closed or self._failure or any(s.error for s in self._subs))
+
     def wait_consumed(self, timeout_s: float) -> bool:
         """True once every consumer received END_OF_PARTITION and closed its connection (so the worker
         that serves this partition may exit); False at the timeout or as soon as a subpartition or the

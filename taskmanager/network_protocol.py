@@ -22,7 +22,6 @@ which the consumer closes the connection (that close is how the producer learns 
 """
 from __future__ import annotations
 
-import dataclasses
 import socket
 import struct
 import threading
@@ -30,8 +29,10 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Callable
 
+from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
+
 __all__ = [
-    "BUFFER", "CREDIT", "ERROR", "EVENT", "HELLO", "CheckpointBarrier", "EndOfPartition", "ErrorCode",
+    "BUFFER", "CREDIT", "ERROR", "EVENT", "HELLO", "CancelCheckpointMarker", "CheckpointBarrier", "EndOfPartition", "ErrorCode",
     "Event", "ExchangeCancelled", "ExchangeError", "FrameKind", "FrameReader", "Hello", "PartitionError",
     "Watermark", "close_socket", "decode_credit", "decode_error", "decode_event", "encode_credit",
     "encode_error", "encode_event", "encode_frame", "never_cancelled", "start_thread", "tune_socket",
@@ -83,35 +84,29 @@ class EndOfPartition:
 
 
 @dataclass(frozen=True)
-class CheckpointBarrier:
-    """Separates the records before checkpoint ``checkpoint_id`` from those after it."""
-
-    checkpoint_id: int
-    timestamp: int  # epoch milliseconds when the checkpoint was triggered
-
-
-@dataclass(frozen=True)
 class Watermark:
     """No record with a timestamp <= ``timestamp`` (epoch milliseconds) follows on this channel."""
 
     timestamp: int
 
 
-Event = EndOfPartition | CheckpointBarrier | Watermark
+Event = EndOfPartition | CheckpointBarrier | CancelCheckpointMarker | Watermark
 
-# An event is a type code + its fields packed with a fixed struct: no pickle for control data, so a
-# consumer can always decode them, and a new event is one line here.
-_EVENT_CODECS: dict[type, tuple[int, struct.Struct]] = {
-    EndOfPartition: (0, struct.Struct("!")),
-    CheckpointBarrier: (1, struct.Struct("!qq")),
-    Watermark: (2, struct.Struct("!q")),
+# An event is a type code + its wire fields packed with a fixed struct: no pickle for control data,
+# so a consumer can always decode them, and a new event is one line here. (A barrier's ``options``
+# stay local: checkpoints and savepoints look the same on the wire.)
+_EVENT_CODECS: dict[type, tuple[int, struct.Struct, tuple[str, ...]]] = {
+    EndOfPartition: (0, struct.Struct("!"), ()),
+    CheckpointBarrier: (1, struct.Struct("!qq"), ("checkpoint_id", "timestamp")),
+    Watermark: (2, struct.Struct("!q"), ("timestamp",)),
+    CancelCheckpointMarker: (3, struct.Struct("!q"), ("checkpoint_id",)),
 }
-_EVENT_TYPES = {code: (cls, codec) for cls, (code, codec) in _EVENT_CODECS.items()}
+_EVENT_TYPES = {code: (cls, codec) for cls, (code, codec, _) in _EVENT_CODECS.items()}
 
 
 def encode_event(event: Event) -> bytes:
-    code, codec = _EVENT_CODECS[type(event)]
-    return bytes((code,)) + codec.pack(*dataclasses.astuple(event))
+    code, codec, fields = _EVENT_CODECS[type(event)]
+    return bytes((code,)) + codec.pack(*(getattr(event, f) for f in fields))
 
 
 def decode_event(payload: bytes) -> Event:

@@ -23,12 +23,31 @@ import grpc
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime.task import checkpointing
+from millstream.runtime.task.barrier_handler import (
+    END_OF_PARTITION,
+    AbortCheckpoint,
+    CheckpointBarrier,
+    Deliver,
+    ForwardBarrier,
+    Snapshot,
+    create_barrier_handler,
+)
 from millstream.runtime.task.batch_slicer import BatchSlicer
 from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.rpc import sync_channel
-from millstream.taskmanager.network import BUFFER, ChannelSpec, ExchangeError, InputGate, PartitionError, PartitionServer, ResultPartition
+from millstream.taskmanager.network import (
+    BUFFER,
+    ChannelSpec,
+    EndOfPartition,
+    ExchangeError,
+    InputGate,
+    PartitionError,
+    PartitionServer,
+    ResultPartition,
+)
 
 # Messages from the worker to the TaskManager.
 STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")
@@ -39,6 +58,11 @@ RECORDS = "records"        # ("records", records_in, records_out): running total
 # ("failing", traceback, caused_by_peer): the body failed (before any cancel reached it) and is now
 # cleaning up; caused_by_peer when the failure is a broken exchange, i.e. a neighbour's failure.
 FAILING = "failing"
+CHECKPOINT_ACK = checkpointing.ACK          # ("ack", checkpoint_id, state_path or "", state_size)
+CHECKPOINT_DECLINE = checkpointing.DECLINE  # ("decline", checkpoint_id, reason, message)
+# Messages from the TaskManager to the worker (besides CANCEL).
+TRIGGER_CHECKPOINT = "trigger"  # ("trigger", checkpoint_id, timestamp_ms): inject barrier n here
+NOTIFY_CHECKPOINT = "notify"    # ("notify", checkpoint_id, aborted)
 
 SOURCE_BATCH_SIZE = 1024
 RECORDS_PER_BUFFER = 1024
@@ -166,11 +190,64 @@ def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, i
                      connect_timeout_s=CONNECT_TIMEOUT_S)
 
 
-def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) -> bool:
+class CheckpointControl:
+    """The task thread's side of the checkpoint control messages (polled between batches).
+
+    A source injects barrier n where the trigger finds it, between two batches. A task triggered
+    directly because its inputs all finished snapshots only once it processed them to their end
+    (its producers' records are in no other snapshot). A finishing task (end-of-partition sent)
+    declines: its consumers saw the end of its data already.
+    """
+
+    def __init__(self, channel: Any, checkpointer: checkpointing.TaskCheckpointer, is_source: bool) -> None:
+        self.channel = channel
+        self.checkpointer = checkpointer
+        self.inputs_ended = is_source
+        self.closing = False
+        self._deferred: CheckpointBarrier | None = None
+
+    def poll(self) -> None:
+        while (msg := self.channel.recv_nowait()) is not None:
+            if msg[0] == TRIGGER_CHECKPOINT:
+                self._trigger(CheckpointBarrier(msg[1], msg[2]))
+            elif msg[0] == NOTIFY_CHECKPOINT:
+                self.checkpointer.notify(msg[1], msg[2])
+
+    def _trigger(self, barrier: CheckpointBarrier) -> None:
+        if self.closing:
+            self.checkpointer.decline(barrier.checkpoint_id, "CHECKPOINT_DECLINED_TASK_CLOSING", "the task is finishing")
+        elif self.inputs_ended:
+            self.checkpointer.checkpoint(barrier)
+        else:
+            self._deferred = barrier
+
+    def all_inputs_ended(self) -> None:
+        self.inputs_ended = True
+        if self._deferred is not None:
+            barrier, self._deferred = self._deferred, None
+            self.checkpointer.checkpoint(barrier)
+
+
+def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment,
+             checkpointer: checkpointing.TaskCheckpointer | None = None, mode: str = "EXACTLY_ONCE") -> bool:
     """Feeds input buffers to the chain until every channel ended; False when cancelled. A buffer
     goes in slices of about a buffer timeout's work each, so a slow function's output is flushed in
-    time (see BatchSlicer)."""
+    time (see BatchSlicer). With checkpoints, barriers go through the barrier handler: a channel
+    blocked by alignment has its buffers held back (their credit with them) and replayed after."""
     slicer = BatchSlicer(env.buffer_timeout_ms) if env.buffer_timeout_ms > 0 else None
+
+    def process(payload: list[Any], spec: ChannelSpec) -> None:
+        if slicer is None:
+            chain.process_batch(payload, spec.target_node_id, spec.input_index)
+        else:
+            run = functools.partial(chain.process_batch, target_node_id=spec.target_node_id, input_index=spec.input_index)
+            for part in slicer.slices(payload):
+                slicer.timed(run, part)
+                chain.between_batches()
+
+    specs = gate.channels
+    index = {spec: i for i, spec in enumerate(specs)}
+    handler = create_barrier_handler(len(specs), mode) if checkpointer is not None else None
     while not gate.all_finished:
         if env.is_cancelled():
             return False
@@ -178,14 +255,30 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment) 
         item = gate.poll(timeout_ms / 1000)
         if item is not None:
             spec, kind, payload = item
-            if kind == BUFFER:
-                if slicer is None:
-                    chain.process_batch(payload, spec.target_node_id, spec.input_index)
-                else:
-                    process = functools.partial(chain.process_batch, target_node_id=spec.target_node_id, input_index=spec.input_index)
-                    for part in slicer.slices(payload):
-                        slicer.timed(process, part)
-                        chain.between_batches()
+            if handler is None:
+                if kind == BUFFER:
+                    process(payload, spec)
+            else:
+                event = payload if kind == BUFFER or type(payload) is not EndOfPartition else END_OF_PARTITION
+                delivered = False
+                for action in handler.on_event(index[spec], event):
+                    if isinstance(action, Deliver):
+                        if not isinstance(action.item, list):
+                            continue  # an event this task does not act on yet (a watermark)
+                        if action.item is payload:
+                            delivered = True
+                            process(payload, spec)
+                        else:  # a held-back buffer of a channel that was blocked
+                            process(action.item, specs[action.channel])
+                            gate.release(specs[action.channel])
+                    elif isinstance(action, ForwardBarrier):
+                        pass  # the checkpointer forwards it with the snapshot, after flushing
+                    elif isinstance(action, Snapshot):
+                        checkpointer.checkpoint(action.barrier)  # type: ignore[union-attr]
+                    elif isinstance(action, AbortCheckpoint):
+                        checkpointer.abort(action.checkpoint_id, action.reason.value)  # type: ignore[union-attr]
+                if kind == BUFFER and not delivered:
+                    gate.defer_ack()
         chain.between_batches()
     return True
 
@@ -230,6 +323,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
     server: PartitionServer | None = None
     resolver = PartitionResolver()
     gate: InputGate | None = None
+    checkpointer: checkpointing.TaskCheckpointer | None = None
     try:
         partitions, writers = _result_partitions(tdd, env.is_cancelled, network)
         server = PartitionServer(data_host)
@@ -241,25 +335,53 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
         chain = OperatorChain(tdd.vertex, env, writers)
         chain.records_interval_ms = RECORDS_INTERVAL_MS
         chain.records_listener = lambda records_in, records_out: channel.send((RECORDS, records_in, records_out))
+        control: CheckpointControl | None = None
+        finished_on_restore = tdd.HasField("restore") and tdd.restore.finished
+        if tdd.checkpoint_dir:
+            def broadcast(event: Any) -> None:
+                for partition in partitions.values():
+                    partition.broadcast_event(event)
+
+            checkpointer = checkpointing.TaskCheckpointer(chain, broadcast, tdd.checkpoint_dir, tdd.job_id, channel.send)
+            if tdd.HasField("restore"):
+                checkpointer.restore(tdd.restore.checkpoint_id, tdd.restore.state_path, tdd.restore.state_size)
+            control = CheckpointControl(channel, checkpointer, tdd.vertex.is_source)
+            chain.housekeeping = control.poll
         if env.is_cancelled():
             return
         if gate is not None:
             gate.start()
+        if finished_on_restore:  # it had finished at the checkpoint: end at once, as Flink's finished operators
+            channel.send((STATE, "RUNNING"))
+            ended = _drain(gate, env) if gate is not None else True
+            if control is not None:
+                control.closing = True
+            if ended and not env.is_cancelled():
+                for writer in writers.values():
+                    writer.finish()
+                _await_consumed(tdd, partitions, chain)
+            return
         chain.open()
         try:
             channel.send((STATE, "RUNNING"))
-            ended = chain.run_source() if tdd.vertex.is_source else _consume(chain, gate, env)  # type: ignore[arg-type]
+            if tdd.vertex.is_source:
+                ended = chain.run_source()
+            else:
+                ended = _consume(chain, gate, env, checkpointer, tdd.checkpointing_mode or "EXACTLY_ONCE")  # type: ignore[arg-type]
             if ended and not env.is_cancelled():
+                if control is not None:
+                    control.all_inputs_ended()  # a trigger that waited for the end of the inputs
                 chain.end_input()
-                for writer in writers.values():
-                    writer.finish()
-                deadline = time.monotonic() + CONSUMED_TIMEOUT_S
-                for partition in partitions.values():
-                    if not partition.wait_consumed(max(0.0, deadline - time.monotonic())):
-                        if time.monotonic() >= deadline:
-                            raise TimeoutError(f"the consumers of {tdd.vertex.name} did not read its output in time")
-                        # A consumer's connection broke: its own failure is the root cause.
-                        raise PartitionError(f"a consumer of {tdd.vertex.name} failed before reading all of its output")
+                if checkpointer is not None:  # Flink's final checkpoint: commit what the sinks hold back
+                    while checkpointer.has_uncommitted_output() and not env.is_cancelled():
+                        chain.between_batches()
+                        env.wait_ms(chain.wait_bound_ms(20))
+                if control is not None:
+                    control.closing = True
+                if not env.is_cancelled():
+                    for writer in writers.values():
+                        writer.finish()
+                    _await_consumed(tdd, partitions, chain)
         finally:
             chain.close()
     except BaseException as exc:
@@ -268,6 +390,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
             channel.send((FAILING, "".join(traceback.format_exception(exc)), _broken_exchange(exc)))
         raise
     finally:
+        if checkpointer is not None:  # its acks go out before the task's end; a failing task drops them
+            checkpointer.close(wait=failure is None and not env.is_cancelled())
         task_ended.set()
         relay.join(RELAY_POLL_S * 4)  # gone before the worker takes its next task
         if chain is not None:  # the final totals, ahead of the task's end (the channel keeps the order)
@@ -278,3 +402,28 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
         if server is not None:
             server.close(failure)  # consumers get the failure in-band, not a bare closed connection
         resolver.close()
+
+
+def _drain(gate: InputGate, env: SimpleTaskEnvironment) -> bool:
+    """A task restored as finished: its producers were finished too and send only their ends."""
+    while not gate.all_finished:
+        if env.is_cancelled():
+            return False
+        item = gate.poll(0.1)
+        if item is not None and item[1] == BUFFER:
+            raise RuntimeError("a task restored as finished received records: its producers were not finished")
+    return True
+
+
+def _await_consumed(tdd: cpb.TaskDeploymentDescriptor, partitions: dict[bytes, ResultPartition], chain: OperatorChain) -> None:
+    """Waits until the consumers read the task's whole output, answering control messages meanwhile."""
+    deadline = time.monotonic() + CONSUMED_TIMEOUT_S
+    for partition in partitions.values():
+        while not partition.wait_consumed(min(0.1, max(0.0, deadline - time.monotonic()))):
+            if partition.failed or time.monotonic() >= deadline:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"the consumers of {tdd.vertex.name} did not read its output in time")
+                # A consumer's connection broke: its own failure is the root cause.
+                raise PartitionError(f"a consumer of {tdd.vertex.name} failed before reading all of its output")
+            if chain.housekeeping is not None:
+                chain.housekeeping()

@@ -368,6 +368,16 @@ class TaskExecutor:
                 await self._report(stub, task, msg[1], None)
             elif kind == task_body.RECORDS:
                 task.records_in, task.records_out = msg[1], msg[2]
+            elif kind == task_body.CHECKPOINT_ACK:  # in order: a task's ack reaches its JobMaster before its end
+                _, checkpoint_id, state_path, state_size = msg
+                await self._call(stub.AcknowledgeCheckpoint, cpb.AcknowledgeCheckpointRequest(
+                    job_id=task.tdd.job_id, execution_attempt_id=task.attempt_id, checkpoint_id=checkpoint_id,
+                    state_path=state_path, state_size=state_size))
+            elif kind == task_body.CHECKPOINT_DECLINE:
+                _, checkpoint_id, reason, message = msg
+                await self._call(stub.DeclineCheckpoint, cpb.DeclineCheckpointRequest(
+                    job_id=task.tdd.job_id, execution_attempt_id=task.attempt_id, checkpoint_id=checkpoint_id,
+                    reason=reason, message=message))
             elif kind == task_body.PRINT:
                 stream = sys.stderr if msg[2] else sys.stdout
                 stream.write("".join(f"{line}\n" for line in msg[1]))
@@ -441,6 +451,14 @@ class TaskExecutor:
 
     def cancel_task(self, attempt_id: bytes) -> None:
         self._cancel(attempt_id)
+
+    def to_task(self, attempt_id: bytes, message: tuple[Any, ...]) -> bool:
+        """A checkpoint control message for a running task's body; False if it is not running here."""
+        task = self.tasks.get(attempt_id)
+        if task is None or task.handle is None:
+            return False
+        task.handle.send(message)
+        return True
 
     def _cancel(self, attempt_id: bytes) -> None:
         task = self.tasks.get(attempt_id)
@@ -531,3 +549,14 @@ class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
 
     async def LookupPartition(self, request, context):  # noqa: N802, ANN001, ANN201
         return self.te.lookup_partition(request.producer_attempt_id)
+
+    async def TriggerCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
+        if not self.te.to_task(request.execution_attempt_id,
+                               (task_body.TRIGGER_CHECKPOINT, request.checkpoint_id, request.timestamp_ms)):
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"task {request.execution_attempt_id.hex()} is not running here")
+        return cpb.Empty()
+
+    async def NotifyCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
+        self.te.to_task(request.execution_attempt_id,
+                        (task_body.NOTIFY_CHECKPOINT, request.checkpoint_id, request.aborted))
+        return cpb.Empty()

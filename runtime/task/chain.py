@@ -134,6 +134,9 @@ class OperatorChain:
         self.records_listener: Callable[[int, int], None] | None = None
         self.records_interval_ms = 1000
         self._last_records_ms = self._last_flush_ms
+        # Called at the end of every between_batches(): the task loop's control messages
+        # (checkpoint triggers, notifications) are handled there, between two records.
+        self.housekeeping: Callable[[], None] | None = None
 
     # -- construction --------------------------------------------------------------------------
 
@@ -252,6 +255,8 @@ class OperatorChain:
         if self.records_listener is not None and now - self._last_records_ms >= self.records_interval_ms:
             self._last_records_ms = now
             self.records_listener(self.records_in, self.records_out)
+        if self.housekeeping is not None:
+            self.housekeeping()
 
     @property
     def records_out(self) -> int:
@@ -346,6 +351,10 @@ class OperatorChain:
 
     def operator(self, node_id: int) -> StreamOperator:
         return self._by_node[node_id]
+
+    def operator_by_id(self, operator_id: str) -> StreamOperator | None:
+        """The operator with this id (hex), as snapshots name operators."""
+        return next((o for o in self.operators if o.ctx.operator_id == operator_id), None)
 
     def __repr__(self) -> str:
         env = self.env

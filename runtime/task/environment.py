@@ -177,7 +177,7 @@ class SimpleTaskEnvironment:
             runtime_mode=BATCH if batch else STREAMING,
             job_parameters=dict(config.configuration),
             buffer_timeout_ms=int(config.buffer_timeout_ms),
-            checkpointing_enabled=config.checkpoint_interval_ms > 0,
+            checkpointing_enabled=bool(tdd.checkpoint_dir),  # set by the JobMaster only when the job checkpoints
             **hooks,
         )
         return env

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from millstream.jobmanager.checkpoint_storage import (
+from millstream.runtime.checkpoint_storage import (
     METADATA_FILE,
     CheckpointStorageError,
     CompletedCheckpointStore,

@@ -17,6 +17,7 @@ from millstream.proto import jobgraph_pb2 as pb
 class FakeJobMaster:
     def __init__(self, core, on_status) -> None:
         self.core, self.on_status, self.started, self.cancelled = core, on_status, False, False
+        self.checkpoints = None
 
     def start(self) -> None:
         self.started = True

@@ -306,11 +306,11 @@ def test_operators_without_state_take_part_in_checkpoints_as_no_ops(env: StreamE
     operator.notify_checkpoint_aborted(2)
 
 
-@pytest.mark.parametrize(("interval_ms", "enabled"), [(0, False), (500, True)])
-def test_the_task_environment_knows_whether_the_job_checkpoints(interval_ms: int, enabled: bool) -> None:
+@pytest.mark.parametrize(("checkpoint_dir", "enabled"), [("", False), ("/tmp/checkpoints", True)])
+def test_the_task_environment_knows_whether_the_job_checkpoints(checkpoint_dir: str, enabled: bool) -> None:
     tdd = cpb.TaskDeploymentDescriptor(
         vertex=pb.JobVertex(name="v", parallelism=1, max_parallelism=128),
-        execution_config=pb.ExecutionConfig(checkpoint_interval_ms=interval_ms),
+        checkpoint_dir=checkpoint_dir,
     )
     assert SimpleTaskEnvironment.from_deployment(tdd).checkpointing_enabled is enabled
     assert SimpleTaskEnvironment().checkpointing_enabled is False

@@ -106,7 +106,7 @@ def test_record_totals_are_summed_per_vertex_and_never_go_back() -> None:
 def test_a_finished_job_keeps_its_final_vertices_in_the_dispatcher() -> None:
     class FakeJobMaster:
         def __init__(self, core, on_status) -> None:
-            self.core, self.on_status = core, on_status
+            self.core, self.on_status, self.checkpoints = core, on_status, None
 
         def start(self) -> None:
             self.core.start()
@@ -239,7 +239,7 @@ def test_the_line_buffer_is_bounded_in_characters_and_cuts_one_huge_line() -> No
 def _dispatcher_with_job(**options):
     class FakeJobMaster:
         def __init__(self, core, on_status) -> None:
-            self.core, self.on_status = core, on_status
+            self.core, self.on_status, self.checkpoints = core, on_status, None
 
         def start(self) -> None:
             self.on_status(JobStatus.RUNNING, None)

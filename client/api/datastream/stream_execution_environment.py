@@ -104,10 +104,6 @@ class StreamExecutionEnvironment:
         return self._chaining_enabled
 
     def enable_checkpointing(self, interval: int, mode: CheckpointingMode | None = None) -> "StreamExecutionEnvironment":
-        # Recorded in the JobGraph; the runtime does not take checkpoints yet, so say so, rather
-        # than let a user believe the job is fault tolerant.
-        _log.warning("enable_checkpointing(%s): recorded, but Millstream does not take checkpoints yet; "
-                     "a failed job is not recovered", interval)
         self._checkpoint_config.set_checkpoint_interval(interval)
         if mode is not None:
             self._checkpoint_config.set_checkpointing_mode(mode)

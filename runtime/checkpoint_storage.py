@@ -144,6 +144,7 @@ class CompletedCheckpoint:
     timestamp_ms: float
     directory: Path
     task_states: dict[str, Optional[FileStateHandle]]  # task key -> its handle (None: no state)
+    finished_tasks: frozenset[str] = frozenset()  # tasks that had finished: they end at once on restore
 
     @property
     def size_bytes(self) -> int:
@@ -204,7 +205,7 @@ class CompletedCheckpointStore:
                 # File names are relative to the checkpoint directory, so a moved directory still works.
                 states[key] = None if entry is None else FileStateHandle(str(directory / entry["file"]), int(entry["size"]))
             checkpoint = CompletedCheckpoint(str(doc["job_id"]), int(doc["checkpoint_id"]), float(doc["timestamp_ms"]),
-                                             directory, states)
+                                             directory, states, frozenset(doc.get("finished", ())))
         except (KeyError, TypeError, ValueError) as e:
             raise CheckpointStorageError(f"checkpoint metadata {path} is malformed: {e!r}") from e
         for key, handle in states.items():
@@ -238,8 +239,8 @@ class CompletedCheckpointStore:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def add_checkpoint(self, checkpoint_id: int, timestamp_ms: float,
-                       task_states: Mapping[str, object]) -> CompletedCheckpoint:
+    def add_checkpoint(self, checkpoint_id: int, timestamp_ms: float, task_states: Mapping[str, object],
+                       finished_tasks: frozenset[str] = frozenset()) -> CompletedCheckpoint:
         """Finalize: write ``_metadata`` atomically (the checkpoint is complete from the rename on),
         then drop the checkpoints beyond ``num_retained`` and the incomplete older directories."""
         directory = checkpoint_directory(self.base, self.job_id, checkpoint_id)
@@ -260,7 +261,7 @@ class CompletedCheckpointStore:
                 raise CheckpointStorageError(f"task {key}'s state {path} is outside checkpoint directory {directory}")
             tasks[key], handles[key] = {"file": path.name, "size": handle.size}, handle
         doc = {"version": METADATA_VERSION, "job_id": self.job_id, "checkpoint_id": checkpoint_id,
-               "timestamp_ms": timestamp_ms, "tasks": tasks}
+               "timestamp_ms": timestamp_ms, "tasks": tasks, "finished": sorted(finished_tasks)}
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f"{METADATA_FILE}.{uuid.uuid4().hex}.inprogress"
         try:
@@ -273,7 +274,8 @@ class CompletedCheckpointStore:
             tmp.unlink(missing_ok=True)
             raise
         _fsync_dir(directory)
-        checkpoint = CompletedCheckpoint(self.job_id, checkpoint_id, timestamp_ms, directory, handles)
+        checkpoint = CompletedCheckpoint(self.job_id, checkpoint_id, timestamp_ms, directory, handles,
+                                         frozenset(finished_tasks))
         self._completed.append(checkpoint)
         while len(self._completed) > self.num_retained:
             self._delete_dir(self._completed.pop(0).directory)

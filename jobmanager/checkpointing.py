@@ -1,0 +1,83 @@
+"""A submitted job's checkpoint settings: its own, then its configuration's keys, then the cluster's.
+
+Flink's order: ``env.enable_checkpointing(ms, mode)`` (recorded in the JobGraph's ExecutionConfig)
+wins; then the ``execution.checkpointing.*`` keys of the job's own configuration; then the
+cluster's. Resolved once at submission, so a bad value is refused with the job, naming its key.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from millstream.jobmanager.checkpoint_coordinator import CheckpointSettings
+from millstream.proto import jobgraph_pb2 as pb
+from millstream.runtime import config as cfg
+from millstream.runtime.checkpoint_storage import CheckpointStorageError, parse_checkpoint_dir
+
+
+def default_checkpoint_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), "millstream-checkpoints")
+
+
+@dataclass(frozen=True)
+class JobCheckpointing:
+    settings: CheckpointSettings
+    mode: str  # EXACTLY_ONCE or AT_LEAST_ONCE
+    directory: Path
+    num_retained: int
+
+
+def checkpoint_options_of(conf: cfg.Configuration) -> dict[str, Any]:
+    """The cluster's ``execution.checkpointing.*`` values, by key."""
+    return {
+        cfg.CHECKPOINTING_INTERVAL.key: conf.get(cfg.CHECKPOINTING_INTERVAL),
+        cfg.CHECKPOINTING_MODE.key: conf.get(cfg.CHECKPOINTING_MODE),
+        cfg.CHECKPOINTING_TIMEOUT.key: conf.get(cfg.CHECKPOINTING_TIMEOUT),
+        cfg.CHECKPOINTING_MIN_PAUSE.key: conf.get(cfg.CHECKPOINTING_MIN_PAUSE),
+        cfg.CHECKPOINTING_TOLERABLE_FAILURES.key: conf.get(cfg.CHECKPOINTING_TOLERABLE_FAILURES),
+        cfg.CHECKPOINTING_DIR.key: conf.get(cfg.CHECKPOINTING_DIR),
+        cfg.CHECKPOINTING_NUM_RETAINED.key: conf.get(cfg.CHECKPOINTING_NUM_RETAINED),
+    }
+
+
+def _job_value(graph: pb.JobGraph, option: cfg.ConfigOption[Any]) -> tuple[bool, Any]:
+    raw = graph.execution_config.configuration
+    for key in (option.key, *option.fallback_keys, *option.deprecated_keys):
+        if key in raw:
+            return True, option.parse(raw[key])
+    return False, None
+
+
+def checkpointing_for_job(graph: pb.JobGraph, cluster: Mapping[str, Any]) -> Optional[JobCheckpointing]:
+    """None when the job takes no checkpoints (or runs in BATCH mode, as Flink ignores them there).
+    Raises ValueError naming the bad key or value."""
+    def value(option: cfg.ConfigOption[Any]) -> Any:
+        found, job_value = _job_value(graph, option)
+        return job_value if found else cluster.get(option.key, option.default)
+
+    config = graph.execution_config
+    if config.runtime_mode == pb.BATCH:
+        return None
+    interval = config.checkpoint_interval_ms or value(cfg.CHECKPOINTING_INTERVAL)
+    if not interval or interval <= 0:
+        return None
+    # The JobGraph always records a mode; it is the job's choice only when the job enabled checkpoints.
+    mode = cfg.CHECKPOINTING_MODE.parse(config.checkpointing_mode if config.checkpoint_interval_ms > 0 and
+                                        config.checkpointing_mode else value(cfg.CHECKPOINTING_MODE))
+    try:
+        directory = parse_checkpoint_dir(value(cfg.CHECKPOINTING_DIR) or default_checkpoint_dir())
+    except CheckpointStorageError as exc:
+        raise ValueError(str(exc)) from None
+    settings = CheckpointSettings(
+        interval_ms=int(interval),
+        timeout_ms=int(value(cfg.CHECKPOINTING_TIMEOUT)),
+        min_pause_ms=int(value(cfg.CHECKPOINTING_MIN_PAUSE)),
+        tolerable_failed_checkpoints=int(value(cfg.CHECKPOINTING_TOLERABLE_FAILURES)),
+    )
+    num_retained = int(value(cfg.CHECKPOINTING_NUM_RETAINED))
+    if num_retained < 1:
+        raise ValueError(f"{cfg.CHECKPOINTING_NUM_RETAINED.key} must be at least 1, got {num_retained}")
+    return JobCheckpointing(settings, mode, directory, num_retained)

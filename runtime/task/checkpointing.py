@@ -1,0 +1,147 @@
+"""One task's side of checkpointing: snapshot on barrier n, forward n, write the snapshot off the
+task thread, acknowledge (Flink's SubtaskCheckpointCoordinator, trimmed).
+
+On barrier n (injected at a source, or aligned from the inputs) the task thread:
+
+1. flushes the chain, so every record before the barrier is handed on;
+2. forwards barrier n on every result partition, behind those records;
+3. takes the synchronous part of the snapshot: source positions, each keyed operator's key groups
+   (serialized now, so later records cannot change them) and each operator's ``snapshot_state``,
+   all serialized into one blob;
+
+and goes on processing. A single writer thread writes the blob into the checkpoint directory and
+sends the acknowledgement, in checkpoint order; a task with nothing to store acks without a file.
+``close()`` waits for the writes in flight, so a task's last ack is sent before its end is
+reported. A snapshot or write that fails declines the checkpoint (the checkpoint aborts, the task
+goes on).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from millstream.runtime.checkpoint_storage import FileStateHandle, write_task_state
+from millstream.runtime.serialization import RecordSerializer, deserialize
+from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
+from millstream.runtime.task.chain import OperatorChain
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_VERSION = 1
+ACK = "ack"          # ("ack", checkpoint_id, state_path or "", state_size)
+DECLINE = "decline"  # ("decline", checkpoint_id, reason, message)
+
+
+class TaskCheckpointer:
+    def __init__(self, chain: OperatorChain, broadcast: Callable[[Any], None], checkpoint_dir: str,
+                 job_id: bytes, send: Callable[[tuple[Any, ...]], None]) -> None:
+        """``broadcast(event)``: put an in-band event on every result partition of the task;
+        ``send(message)``: an ack or decline to the TaskManager."""
+        self.chain = chain
+        self._broadcast = broadcast
+        self._dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self._job_id = job_id
+        self._send = send
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="millstream-checkpoint-writer")
+        self._serializer = RecordSerializer()
+        self.last_checkpoint_id = 0
+        self.last_completed_id = 0
+
+    # -- restore ---------------------------------------------------------------------------------
+
+    def restore(self, checkpoint_id: int, state_path: str, state_size: int) -> None:
+        """Before the chain opens: load this task's snapshot of ``checkpoint_id``."""
+        self.last_checkpoint_id = self.last_completed_id = checkpoint_id
+        if not state_path:
+            return
+        snapshot = deserialize(FileStateHandle(state_path, state_size).read())
+        if not isinstance(snapshot, dict) or snapshot.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"{state_path}: not a task snapshot this Millstream reads")
+        self.chain.restore_positions(snapshot["positions"])
+        self.chain.restore_keyed_state(snapshot["keyed"])
+        for op_id, state in snapshot["operators"].items():
+            operator = self.chain.operator_by_id(op_id)
+            if operator is None:
+                raise ValueError(f"{state_path}: state of operator {op_id}, which is not in task '{self.chain.vertex.name}'")
+            operator.initialize_state(state)
+
+    # -- barriers ---------------------------------------------------------------------------------
+
+    def checkpoint(self, barrier: CheckpointBarrier, forward: bool = True) -> None:
+        """Barrier ``barrier.checkpoint_id`` reached this task (aligned, or injected at a source)."""
+        checkpoint_id = barrier.checkpoint_id
+        if checkpoint_id <= self.last_checkpoint_id:
+            return  # an old barrier (restored past it): never snapshot an id twice
+        self.last_checkpoint_id = checkpoint_id
+        try:
+            self.chain.flush()
+            if forward:
+                self._broadcast(barrier)
+            blob = self._snapshot(checkpoint_id)
+        except Exception as exc:
+            log.warning("checkpoint %d: snapshot of %r failed", checkpoint_id, self.chain, exc_info=True)
+            self.decline(checkpoint_id, "CHECKPOINT_DECLINED", f"snapshot failed: {type(exc).__name__}: {exc}")
+            return
+        self._writer.submit(self._write_and_ack, checkpoint_id, blob)
+
+    def _snapshot(self, checkpoint_id: int) -> Optional[bytes]:
+        chain = self.chain
+        operators = {}
+        for operator in chain.operators:
+            state = operator.snapshot_state(checkpoint_id)
+            if state is not None:
+                operators[operator.ctx.operator_id] = state
+        keyed = {op_id: groups for op_id, groups in chain.snapshot_keyed_state().items() if groups}
+        positions = chain.snapshot_positions()
+        if not (operators or keyed or positions):
+            return None
+        return self._serializer.serialize(
+            {"version": SNAPSHOT_VERSION, "positions": positions, "keyed": keyed, "operators": operators})
+
+    def _write_and_ack(self, checkpoint_id: int, blob: Optional[bytes]) -> None:
+        try:
+            if blob is None:
+                self._send((ACK, checkpoint_id, "", 0))
+                return
+            if self._dir is None:
+                raise RuntimeError("the task has no checkpoint directory")
+            handle = write_task_state(self._dir, self._job_id, checkpoint_id, blob)
+        except Exception as exc:
+            log.warning("checkpoint %d: writing the snapshot of %r failed: %s", checkpoint_id, self.chain, exc)
+            self._send((DECLINE, checkpoint_id, "CHECKPOINT_ASYNC_EXCEPTION", f"{type(exc).__name__}: {exc}"))
+            return
+        self._send((ACK, checkpoint_id, handle.path, handle.size))
+
+    def abort(self, checkpoint_id: int, reason: str, forward: bool = True) -> None:
+        """Alignment gave up on ``checkpoint_id``: decline it and tell the tasks downstream."""
+        if forward:
+            try:
+                self._broadcast(CancelCheckpointMarker(checkpoint_id))
+            except Exception:  # the partition failed: the task fails through it anyway
+                log.debug("cancel marker for checkpoint %d not sent", checkpoint_id, exc_info=True)
+        self.decline(checkpoint_id, reason, "")
+
+    def decline(self, checkpoint_id: int, reason: str, message: str) -> None:
+        self.last_checkpoint_id = max(self.last_checkpoint_id, checkpoint_id)
+        self._writer.submit(self._send, (DECLINE, checkpoint_id, reason, message))  # in order with the acks
+
+    # -- notifications ---------------------------------------------------------------------------
+
+    def notify(self, checkpoint_id: int, aborted: bool) -> None:
+        for operator in self.chain.operators:
+            if aborted:
+                operator.notify_checkpoint_aborted(checkpoint_id)
+            else:
+                operator.notify_checkpoint_complete(checkpoint_id)
+        if not aborted:
+            self.last_completed_id = max(self.last_completed_id, checkpoint_id)
+
+    def has_uncommitted_output(self) -> bool:
+        return any(operator.has_uncommitted_output() for operator in self.chain.operators)
+
+    def close(self, wait: bool = True) -> None:
+        """Waits for the snapshots being written (their acks go out first), unless failing."""
+        self._writer.shutdown(wait=wait, cancel_futures=not wait)
+
