@@ -137,6 +137,7 @@ def status_report(summary: cpb.JobSummary, now_ms: int) -> list[str]:
     waiting = slot_wait_line(summary, now_ms)
     if waiting:
         out.append(waiting)
+    out.extend(checkpoint_lines(summary))
     rows = vertex_rows(summary)
     if rows:
         header = ("VERTEX", "PARALLELISM", "TASKS", "RECORDS IN", "RECORDS OUT")
@@ -157,6 +158,48 @@ def status_report(summary: cpb.JobSummary, now_ms: int) -> list[str]:
     return out
 
 
+def _size(n: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def checkpoint_lines(summary: cpb.JobSummary) -> list[str]:
+    """The job's checkpoint figures: counts, the last completed one, the last failure, the restore."""
+    if not summary.HasField("checkpoints"):
+        return []
+    c = summary.checkpoints
+    out = [f"Checkpoints: {c.num_completed} completed, {c.num_failed} failed, {c.num_in_progress} in progress "
+           f"(every {format_duration(c.interval_ms)}, in {c.directory})"]
+    if c.last_completed_id:
+        out.append(f"  last:      #{c.last_completed_id}, {_size(c.last_size_bytes)} in {c.last_duration_ms} ms, "
+                   f"at {format_start(c.last_completed_at_ms)}")
+    if c.last_failure_reason:
+        out.append(f"  failed:    {c.last_failure_reason}: {c.last_failure_message}")
+    if c.latest_restored_id:
+        out.append(f"  restored:  #{c.latest_restored_id} at {format_start(c.latest_restored_at_ms)} "
+                   f"from {c.latest_restored_path}")
+    return out
+
+
+def checkpoints_json(summary: cpb.JobSummary) -> dict[str, Any] | None:
+    if not summary.HasField("checkpoints"):
+        return None
+    c = summary.checkpoints
+    return {
+        "interval_ms": c.interval_ms, "directory": c.directory, "num_completed": c.num_completed,
+        "num_failed": c.num_failed, "num_in_progress": c.num_in_progress,
+        "last_completed": None if not c.last_completed_id else {
+            "id": c.last_completed_id, "duration_ms": c.last_duration_ms, "size_bytes": c.last_size_bytes,
+            "completed_at_ms": c.last_completed_at_ms},
+        "last_failure": None if not c.last_failure_reason else {
+            "reason": c.last_failure_reason, "message": c.last_failure_message},
+        "latest_restore": None if not c.latest_restored_id else {
+            "id": c.latest_restored_id, "restored_at_ms": c.latest_restored_at_ms, "path": c.latest_restored_path},
+    }
+
+
 def summary_json(summary: cpb.JobSummary, now_ms: int) -> dict[str, Any]:
     """A job for ``--json``: field names as in the protobuf; absent parts are null."""
     wait = summary.slot_wait if summary.HasField("slot_wait") and summary.slot_wait.slots_required > 0 else None
@@ -172,6 +215,7 @@ def summary_json(summary: cpb.JobSummary, now_ms: int) -> dict[str, Any]:
         "num_tasks": summary.num_tasks,
         "tasks_per_state": dict(sorted(summary.tasks_per_state.items())),
         "num_restarts": summary.num_restarts,
+        "checkpoints": checkpoints_json(summary),
         "vertices": [
             {"name": v.name, "parallelism": v.parallelism, "tasks_per_state": dict(sorted(v.tasks_per_state.items())),
              "records_in": v.records_in, "records_out": v.records_out}

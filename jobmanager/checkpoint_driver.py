@@ -81,7 +81,8 @@ class CheckpointDriver:
             self._running = False
             self._run(self.coordinator.stop())
         if status in (JobStatus.FINISHED, JobStatus.CANCELED):
-            self._spawn(asyncio.to_thread(shutil.rmtree, self.store.job_dir, True))
+            # Not a tracked task: stopping the JobMaster (right after this) must not cancel it.
+            asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, self.store.job_dir, True)
         elif status is JobStatus.FAILED and self.store.latest() is not None:
             log.info("job %s failed; its checkpoints are kept in %s", self.core.job_id.hex(), self.store.job_dir)
 

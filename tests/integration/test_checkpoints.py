@@ -1,0 +1,242 @@
+"""Checkpoints and failover on a real cluster (real processes, gRPC, Spark, files), as Flink's
+promise states it: after a failure the job resumes from its last completed checkpoint, and its
+FileSink output holds every input exactly once.
+
+The job counts records per key (a keyed running count: keyed state) and writes every update as
+"key,count" to a FileSink, so the exact expected output is known: for every key k the lines
+"k,1" ... "k,n_k", each exactly once. A lost record leaves a count missing, a replayed one without
+restored state or an uncommitted duplicate shows as a repeated line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+from millstream.client.cluster_client import ClusterClient
+from millstream.client.minicluster import MiniCluster
+from millstream.common import Encoder, WatermarkStrategy
+from millstream.common.restart_strategy import RestartStrategies
+from millstream.datastream import MapFunction, StreamExecutionEnvironment
+from millstream.datastream.connectors.datagen import DataGeneratorSource
+from millstream.datastream.connectors.file_system import FileSink
+from millstream.jobmanager.execution_state import JobStatus
+from millstream.taskmanager.spark_runner import SparkHost
+
+from .harness import fast_config, poll_for, spawn_module, stop_processes
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = pytest.mark.timeout(400)
+KEYS = 7
+
+
+class FailWhenMarked(MapFunction):
+    """Raises on its ``at``-th record of an attempt while ``marker`` exists; ``once``: removes it."""
+
+    def __init__(self, marker: str, at: int = 1, once: bool = True) -> None:
+        self.marker, self.at, self.once = marker, at, once
+
+    def open(self, runtime_context) -> None:
+        self.seen = 0
+
+    def map(self, value):
+        self.seen += 1
+        if self.seen >= self.at and os.path.exists(self.marker):
+            if self.once:
+                os.unlink(self.marker)
+            raise RuntimeError(f"injected failure (marker {self.marker})")
+        return value
+
+
+class NotePid(MapFunction):
+    """Writes its worker's pid to ``<directory>/pid-<subtask>-<attempt>``."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def open(self, runtime_context) -> None:
+        name = f"pid-{runtime_context.get_index_of_this_subtask()}-{runtime_context.get_attempt_number()}"
+        Path(self.directory, name).write_text(str(os.getpid()))
+
+    def map(self, value):
+        return value
+
+
+def counting_job(env: StreamExecutionEnvironment, out: Path, count: int, rate: float, *functions: MapFunction) -> None:
+    stream = env.from_source(DataGeneratorSource(lambda i: i, count, records_per_second=rate),
+                             WatermarkStrategy.no_watermarks(), "numbers")
+    for function in functions:
+        stream = stream.map(function)
+    (stream.map(lambda i: (i % KEYS, 1))
+        .key_by(lambda t: t[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+
+
+def visible_lines(out: Path) -> list[str]:
+    return [line for path in out.rglob("*") if path.is_file() and not path.name.startswith(".")
+            for line in path.read_text().splitlines()]
+
+
+def assert_exactly_once(out: Path, count: int) -> None:
+    lines = visible_lines(out)
+    expected = [f"{k},{j}" for k in range(KEYS) for j in range(1, len(range(k, count, KEYS)) + 1)]
+    duplicated = sorted({line for line in lines if lines.count(line) > 1}) if len(lines) != len(set(lines)) else []
+    assert not duplicated, f"{len(duplicated)} duplicated lines, e.g. {duplicated[:5]}"
+    missing = sorted(set(expected) - set(lines))
+    assert not missing, f"{len(missing)} missing lines, e.g. {missing[:5]}"
+    assert sorted(lines) == sorted(expected)
+
+
+def ended(client: ClusterClient, job_id: bytes):  # noqa: ANN201
+    summary = client.status(job_id)
+    return summary if JobStatus.from_proto(summary.status).is_terminal() else None
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    host = SparkHost(slots=2, tasks_per_slot=4)
+    host.start()
+    checkpoints = tmp_path_factory.mktemp("checkpoints")
+    try:
+        with MiniCluster(fast_config(**{"execution.checkpointing.dir": str(checkpoints)}), num_slots=2, spark=host) as mc:
+            yield mc, checkpoints
+    finally:
+        host.stop()
+
+
+def test_a_failing_function_restarts_from_the_last_checkpoint_and_the_file_sink_holds_every_record_once(cluster, tmp_path) -> None:
+    mc, checkpoints = cluster
+    out, marker = tmp_path / "out", tmp_path / "fail"
+    count = 6000
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(200)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    counting_job(env, out, count, 1500, FailWhenMarked(str(marker)))
+    with ClusterClient(mc.address) as client:
+        job_id = client.submit(env.get_job_graph("fails after checkpoints").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
+        marker.touch()
+        summary = poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert not marker.exists() and summary.num_restarts == 1
+    c = summary.checkpoints
+    assert c.num_completed >= 2 and c.last_completed_id >= 2 and c.last_size_bytes > 0
+    assert c.latest_restored_id >= 2, c  # resumed from a checkpoint, not from the start
+    assert_exactly_once(out, count)
+    assert not (checkpoints / job_id.hex()).exists()  # a finished job's checkpoints are deleted
+
+
+def test_a_missing_checkpoint_fails_the_job_loudly_instead_of_restarting_empty(cluster, tmp_path) -> None:
+    mc, checkpoints = cluster
+    out, marker = tmp_path / "out", tmp_path / "fail"
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(200)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 100))
+    counting_job(env, out, 100_000, 1000, FailWhenMarked(str(marker), once=False))
+    with ClusterClient(mc.address) as client:
+        job_id = client.submit(env.get_job_graph("loses its checkpoints").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1, 60, what="a completed checkpoint")
+        job_dir = checkpoints / job_id.hex()
+        stop = threading.Event()
+
+        def keep_deleting() -> None:  # every checkpoint from now on loses its files
+            while not stop.is_set():
+                shutil.rmtree(job_dir, ignore_errors=True)
+                time.sleep(0.02)
+
+        deleter = threading.Thread(target=keep_deleting, daemon=True)
+        deleter.start()
+        try:
+            time.sleep(0.1)
+            marker.touch()
+            poll_for(lambda: client.status(job_id).num_restarts >= 1, 60, what="a restart")
+            marker.unlink()  # the restarted attempts would run fine: only their state is gone
+            summary = poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+        finally:
+            stop.set()
+            deleter.join()
+    assert JobStatus.from_proto(summary.status) is JobStatus.FAILED
+    assert "is missing" in summary.failure.message, summary.failure.message
+
+
+def test_status_shows_the_checkpoint_figures(cluster, tmp_path) -> None:
+    mc, _ = cluster
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(100)
+    counting_job(env, tmp_path / "out", 100_000, 2000)
+    with ClusterClient(mc.address) as client:
+        job_id = client.submit(env.get_job_graph("shows checkpoints").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
+        cli = [sys.executable, "-m", "millstream.client.cli", "status", "--jobmanager", mc.address, job_id.hex()]
+        text = subprocess.run(cli, capture_output=True, text=True, timeout=60).stdout
+        doc = json.loads(subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=60).stdout)
+        client.cancel(job_id)
+        poll_for(lambda: ended(client, job_id), 60, what="the job to end")
+    assert "Checkpoints:" in text and "completed" in text and "last:" in text, text
+    assert doc["checkpoints"]["num_completed"] >= 2 and doc["checkpoints"]["last_completed"]["id"] >= 2, doc
+
+
+# -- kill -9 of a TaskManager -----------------------------------------------------------------
+
+HEARTBEATS = ["-Dheartbeat.interval=1 s", "-Dheartbeat.timeout=5 s"]
+
+
+def _ancestors(pid: int) -> set[int]:
+    seen = set()
+    while pid > 1:
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return seen
+
+
+def test_kill_9_of_a_task_manager_after_two_checkpoints_resumes_on_the_others_exactly_once(tmp_path) -> None:
+    ready, checkpoints = tmp_path / "jm.address", tmp_path / "checkpoints"
+    procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
+                           f"-Dexecution.checkpointing.dir={checkpoints}", *HEARTBEATS], tmp_path / "jobmanager.log")]
+    try:
+        address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
+        tms = [spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address, "-Dtaskmanager.numberOfTaskSlots=2",
+                             "-Dmillstream.spark.tasks-per-slot=3", *HEARTBEATS], tmp_path / f"taskmanager-{i}.log")
+               for i in range(3)]
+        procs += tms
+        out, pids = tmp_path / "out", tmp_path / "pids"
+        pids.mkdir()
+        count = 16_000
+        with ClusterClient(address) as client:
+            poll_for(lambda: client.overview().taskmanagers == 3, 240, interval=0.5, what="three TaskManagers")
+            env = StreamExecutionEnvironment.get_execution_environment()
+            env.set_parallelism(2)
+            env.enable_checkpointing(300)
+            env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 200))
+            counting_job(env, out, count, 2000, NotePid(str(pids)))
+            job_id = client.submit(env.get_job_graph("survives kill -9").proto)
+            poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, what="two completed checkpoints")
+            pid = int((pids / "pid-0-0").read_text())
+            victims = [tm for tm in tms if tm.pid in _ancestors(pid)]
+            assert len(victims) == 1, (pid, [tm.pid for tm in tms])
+            victims[0].kill()
+            victims[0].wait(10)
+            summary = poll_for(lambda: ended(client, job_id), 240, interval=0.5, what="the job to end")
+        assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+        assert summary.num_restarts >= 1 and summary.checkpoints.latest_restored_id >= 2, summary.checkpoints
+        assert_exactly_once(out, count)
+    finally:
+        stop_processes(procs)
