@@ -25,7 +25,7 @@ from millstream.client.cluster_client import ClusterClient
 from millstream.client.minicluster import MiniCluster
 from millstream.common import Encoder, WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
-from millstream.datastream import MapFunction, StreamExecutionEnvironment
+from millstream.datastream import CheckpointingMode, MapFunction, StreamExecutionEnvironment
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
 from millstream.jobmanager.execution_state import JobStatus
@@ -188,6 +188,51 @@ def test_status_shows_the_checkpoint_figures(cluster, tmp_path) -> None:
         poll_for(lambda: ended(client, job_id), 60, what="the job to end")
     assert "Checkpoints:" in text and "completed" in text and "last:" in text, text
     assert doc["checkpoints"]["num_completed"] >= 2 and doc["checkpoints"]["last_completed"]["id"] >= 2, doc
+
+
+def test_a_task_with_two_inputs_aligns_barriers_and_the_output_stays_exactly_once(cluster, tmp_path) -> None:
+    """Two sources at different rates feed one keyed count (4 input channels per subtask): a
+    restart from a checkpoint taken with aligned barriers neither loses nor repeats a record."""
+    mc, _ = cluster
+    out, marker = tmp_path / "out", tmp_path / "fail"
+    fast, slow = 6000, 1500
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(200)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    one = env.from_source(DataGeneratorSource(lambda i: i, fast, records_per_second=2000), WatermarkStrategy.no_watermarks(), "fast")
+    two = env.from_source(DataGeneratorSource(lambda i: fast + i, slow, records_per_second=500), WatermarkStrategy.no_watermarks(), "slow")
+    (one.union(two).map(FailWhenMarked(str(marker), at=50))
+        .map(lambda i: (i % KEYS, 1)).key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+    with ClusterClient(mc.address) as client:
+        job_id = client.submit(env.get_job_graph("two inputs").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
+        marker.touch()
+        summary = poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.num_restarts == 1 and summary.checkpoints.latest_restored_id >= 2
+    assert_exactly_once(out, fast + slow)
+
+
+def test_at_least_once_mode_loses_nothing(cluster, tmp_path) -> None:
+    mc, _ = cluster
+    out, marker = tmp_path / "out", tmp_path / "fail"
+    count = 4000
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(200, CheckpointingMode.AT_LEAST_ONCE)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    counting_job(env, out, count, 1500, FailWhenMarked(str(marker)))
+    with ClusterClient(mc.address) as client:
+        job_id = client.submit(env.get_job_graph("at least once").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
+        marker.touch()
+        summary = poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    lines = set(visible_lines(out))
+    assert {f"{k},{len(range(k, count, KEYS))}" for k in range(KEYS)} <= lines  # every key's final count
 
 
 # -- kill -9 of a TaskManager -----------------------------------------------------------------

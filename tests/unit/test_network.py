@@ -40,6 +40,7 @@ from millstream.taskmanager.network import (
     Watermark,
 )
 from millstream.taskmanager.network_protocol import (
+    CancelCheckpointMarker,
     ErrorCode,
     FrameReader,
     Hello,
@@ -177,7 +178,8 @@ def records_of(items: list[tuple[ChannelSpec, int, Any]]) -> list[Any]:
 
 
 def test_events_round_trip_through_their_encoding() -> None:
-    for event in (EndOfPartition(), CheckpointBarrier(42, 1_700_000_000_000), Watermark(-1), Watermark(2**63 - 1)):
+    for event in (EndOfPartition(), CheckpointBarrier(42, 1_700_000_000_000), Watermark(-1), Watermark(2**63 - 1),
+                  CancelCheckpointMarker(7)):
         assert decode_event(encode_event(event)) == event
     with pytest.raises(ValueError, match="unknown event"):
         decode_event(b"\x7f")
@@ -545,3 +547,26 @@ def test_close_wakes_a_blocked_poll_and_a_blocked_emit(net: Net) -> None:
     with pytest.raises(PartitionError, match="released"):
         producer.join(2)
     assert time.monotonic() - started < 1.0
+
+
+def test_a_held_back_buffer_keeps_its_credit_until_it_is_released(net: Net) -> None:
+    """Checkpoint alignment holds a blocked channel's buffers back: their credit is not returned,
+    so the producer stops after its credit, as a blocked channel in Flink."""
+    credit = 2
+    server = net.server()
+    partition = net.partition(server, ForwardPartitioner(), records_per_buffer=1, max_backlog_per_subpartition=1)
+    gate = net.gate([spec()], {"tm-0": server}, initial_credit=credit)
+    producer = InThread(emit_all, partition, list(range(20)), 1)
+    held = []
+    for _ in range(credit):  # take every buffer the credit let through, and hold each back
+        item = poll_for(lambda: gate.poll(0.1), 10, what="a buffer")
+        held.append(item[2])
+        gate.defer_ack()
+    time.sleep(0.3)
+    assert gate.poll(0.2) is None, "the producer sent beyond the credit of a blocked channel"
+    assert gate.buffers_in == credit
+    for _ in held:
+        gate.release(spec())  # processed: the credit goes back, the producer continues
+    rest = drain(gate)
+    producer.join()
+    assert [r for buffer in held for r in buffer] + records_of(rest) == list(range(20))

@@ -1,0 +1,101 @@
+"""A task's side of a checkpoint: flush, forward the barrier behind the records, snapshot, write
+off the task thread, ack in order; restore puts keyed state and source positions back."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from millstream.datastream import StreamExecutionEnvironment
+from millstream.runtime.checkpoint_storage import checkpoint_directory
+from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
+from millstream.runtime.task.checkpointing import ACK, DECLINE, TaskCheckpointer
+from tests.unit.test_runtime_chain import make_chain, vertex
+
+JOB = b"j" * 16
+
+
+class Harness:
+    def __init__(self, run: Any, directory: Path) -> None:
+        self.run = run
+        self.sent: list[tuple[Any, ...]] = []
+        self.events: list[tuple[Any, int]] = []  # (event, records written before it)
+        self.checkpointer = TaskCheckpointer(run.chain, self._broadcast, str(directory), JOB, self.sent.append)
+
+    def _broadcast(self, event: Any) -> None:
+        self.events.append((event, len(self.run.written())))
+
+    def acks(self) -> list[tuple[Any, ...]]:
+        self.checkpointer.close()
+        return self.sent
+
+
+def keyed_counts(env: StreamExecutionEnvironment) -> Any:
+    env.set_parallelism(1)
+    env.from_collection(["a"]).key_by(lambda w: w).map(lambda w: (w, 1)).key_by(lambda t: t[0]) \
+        .reduce(lambda a, b: (a[0], a[1] + b[1])).map(lambda t: t).rebalance().print()
+    return vertex(env, "Reduce")
+
+
+def test_a_snapshot_forwards_the_barrier_behind_the_records_and_restores_the_keyed_state(tmp_path: Path) -> None:
+    v = keyed_counts(StreamExecutionEnvironment.get_execution_environment())
+    first = Harness(make_chain(v), tmp_path)
+    first.run.chain.open()
+    head = first.run.chain.head.ctx.node_id
+    first.run.chain.process_batch([("a", 1), ("b", 1), ("a", 1)], head)
+    first.checkpointer.checkpoint(CheckpointBarrier(3, 0))
+    first.run.chain.process_batch([("a", 1)], head)  # after the barrier: not in checkpoint 3
+    [(kind, checkpoint_id, path, size)] = first.acks()
+    assert (kind, checkpoint_id) == (ACK, 3) and size > 0
+    assert Path(path).parent == checkpoint_directory(tmp_path, JOB, 3)
+    assert first.events == [(CheckpointBarrier(3, 0), 3)]  # flushed first: three records, then the barrier
+
+    second = Harness(make_chain(v), tmp_path)
+    second.checkpointer.restore(3, path, size)
+    second.run.chain.open()
+    second.run.chain.process_batch([("a", 1), ("b", 1)], head)
+    assert second.run.written() == [("a", 3), ("b", 2)]  # counting goes on from the snapshot
+
+
+def test_a_task_without_state_acks_without_a_file_and_old_barriers_are_ignored(tmp_path: Path) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection([1]).rebalance().map(lambda x: x + 1).map(str)
+    h = Harness(make_chain(vertex(env, "Map")), tmp_path)
+    h.run.chain.open()
+    h.checkpointer.checkpoint(CheckpointBarrier(5, 0))
+    h.checkpointer.checkpoint(CheckpointBarrier(4, 0))  # older than the last one: never snapshotted
+    h.checkpointer.checkpoint(CheckpointBarrier(5, 0))  # the same id again: once only
+    assert h.acks() == [(ACK, 5, "", 0)]
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_failing_write_declines_and_an_abort_sends_a_cancel_marker(tmp_path: Path) -> None:
+    v = keyed_counts(StreamExecutionEnvironment.get_execution_environment())
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the checkpoint directory should be")
+    h = Harness(make_chain(v), blocked)
+    h.run.chain.open()
+    h.run.chain.process_batch([("a", 1)], h.run.chain.head.ctx.node_id)
+    h.checkpointer.checkpoint(CheckpointBarrier(1, 0))
+    h.checkpointer.abort(2, "CHECKPOINT_DECLINED_SUBSUMED")
+    sent = h.acks()
+    assert [m[:3] for m in sent] == [(DECLINE, 1, "CHECKPOINT_ASYNC_EXCEPTION"), (DECLINE, 2, "CHECKPOINT_DECLINED_SUBSUMED")]
+    assert [e for e, _ in h.events] == [CheckpointBarrier(1, 0), CancelCheckpointMarker(2)]
+
+
+def test_source_positions_are_restored(tmp_path: Path) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_sequence(1, 10_000).map(lambda x: x)
+    v = vertex(env, "Sequence")
+    first = Harness(make_chain(v, source_batch_size=100), tmp_path)
+    first.run.chain.open()
+    reader = first.run.chain.head.reader
+    for _ in range(3):
+        first.run.chain.head.output(reader.poll())
+    first.checkpointer.checkpoint(CheckpointBarrier(1, 0))
+    [(_, _, path, size)] = first.acks()
+    second = Harness(make_chain(v, source_batch_size=100), tmp_path)
+    second.checkpointer.restore(1, path, size)
+    second.run.chain.open()
+    assert second.run.chain.head.reader.poll()[0] == 301  # resumes after the 300 records before the barrier
