@@ -170,6 +170,10 @@ def _run(args: argparse.Namespace) -> int:
     os.environ[ENV_JOBMANAGER] = address
     if args.parallelism is not None:
         os.environ[f"{ENV_PREFIX}PARALLELISM_DEFAULT"] = str(args.parallelism)
+    if args.from_savepoint:
+        os.environ[f"{ENV_PREFIX}EXECUTION_SAVEPOINT_PATH"] = os.path.abspath(args.from_savepoint)
+    if args.allow_non_restored_state:
+        os.environ[f"{ENV_PREFIX}EXECUTION_SAVEPOINT_IGNORE_UNCLAIMED_STATE"] = "true"
     stdout = sys.stdout
     live = stdout.isatty()
     if not live:  # plain lines from two threads (the program's, the view's): never mixed
@@ -265,6 +269,23 @@ def _cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+def _savepoint(args: argparse.Namespace) -> int:
+    job_id = _job_id(args.job_id)
+    target = os.path.abspath(args.directory) if args.directory else ""
+    with _client(args) as client:
+        path = client.savepoint(job_id, target, stop=args.command == "stop", timeout_s=args.timeout)
+        if args.command == "stop":
+            from millstream.client.progress import is_terminal
+
+            deadline = time.monotonic() + args.timeout
+            while not is_terminal(client.status(job_id)) and time.monotonic() < deadline:
+                time.sleep(0.2)
+    print(f"Savepoint completed. Path: {path}")
+    if args.command == "stop":
+        print(f"Job {job_id.hex()} stopped; resume it with `millstream run -s {path} JOB.py`")
+    return 0
+
+
 def _cluster(args: argparse.Namespace) -> int:
     from millstream.client import local_cluster
 
@@ -325,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-print", action="store_true", help="do not show the lines the job's print sinks write")
     run.add_argument("--cancel-on-exit", "-sae", action="store_true",
                      help="cancel the job when this command is interrupted (Ctrl-C) instead of leaving it running")
+    run.add_argument("-s", "--from-savepoint", metavar="PATH", help="resume the job from this savepoint (execution.savepoint.path)")
+    run.add_argument("--allow-non-restored-state", "-n", action="store_true",
+                     help="resume even if the savepoint holds state of operators the job no longer has")
     run.add_argument("script", metavar="JOB.py", help="the job script")
     run.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the job script (after JOB.py, all go to it)")
     run.set_defaults(func=_run)
@@ -343,6 +367,19 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the job to stop (default: 30)")
     cancel.set_defaults(func=_cancel)
 
+    savepoint = sub.add_parser("savepoint", help="take a savepoint of a running job",
+                               description="Takes a savepoint of a running job (it needs checkpointing) into DIR "
+                                           "(default: execution.checkpointing.savepoint-dir) and prints its path.")
+    savepoint.add_argument("job_id", metavar="JOB_ID", help="the job's id")
+    savepoint.add_argument("directory", metavar="DIR", nargs="?", help="the target directory, shared with the cluster")
+    stop = sub.add_parser("stop", help="take a savepoint of a running job, then stop it",
+                          description="Takes a savepoint, then stops (cancels) the job; resume it with `run -s PATH`.")
+    stop.add_argument("job_id", metavar="JOB_ID", help="the job's id")
+    stop.add_argument("--savepoint-path", "-p", dest="directory", metavar="DIR", help="the target directory")
+    for p in (savepoint, stop):
+        p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the savepoint (default: 600)")
+        p.set_defaults(func=_savepoint)
+
     cluster = sub.add_parser("cluster", help="start, stop or inspect a local session cluster",
                              description="A session cluster of local processes; state and logs in MILLSTREAM_CLUSTER_DIR "
                                          "(default ~/.millstream/cluster). `stop` also stops TaskManagers added with `millstream taskmanager`.")
@@ -358,9 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"run {what} in the foreground (see `millstream {name} --help`)", add_help=False)
         p.set_defaults(func=None)
 
-    for p in (plan, run, listing, status, cancel, cluster):
+    for p in (plan, run, listing, status, cancel, savepoint, stop, cluster):
         p.add_argument("-v", "--verbose", action="count", default=0, help="show Millstream's log lines on stderr (-vv: debug)")
-    for p in (run, listing, status, cancel, cluster):
+    for p in (run, listing, status, cancel, savepoint, stop, cluster):
         p.add_argument("--jobmanager", metavar="HOST:PORT",
                        help="the JobManager (default: MILLSTREAM_JOBMANAGER, the local cluster, or the configuration)")
     return parser

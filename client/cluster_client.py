@@ -152,6 +152,11 @@ class ClusterClient:
     def cancel(self, job_id: bytes) -> cpb.JobSummary:
         return self._stub.CancelJob(cpb.JobIdRequest(job_id=job_id), timeout=self.rpc_timeout_s)
 
+    def savepoint(self, job_id: bytes, target_directory: str = "", stop: bool = False, timeout_s: float = 600.0) -> str:
+        """Takes a savepoint of a running job (``stop``: then cancels it); returns its path."""
+        request = cpb.SavepointRequest(job_id=job_id, target_directory=target_directory, stop=stop)
+        return self._stub.TriggerSavepoint(request, timeout=timeout_s).path
+
     def list_jobs(self) -> list[cpb.JobSummary]:
         return list(self._stub.ListJobs(cpb.Empty(), timeout=self.rpc_timeout_s).jobs)
 

@@ -344,6 +344,20 @@ class CheckpointCoordinator:
             self._queued_periodic = True
         return out + self._run_queued(now_ms, tasks)
 
+    def suspend_periodic(self) -> None:
+        """No periodic checkpoint starts any more; the one in flight goes on (stop-with-savepoint:
+        the savepoint must be the job's last checkpoint)."""
+        self._running = False
+        self._next_trigger_ms = None
+        self._queued_periodic = False
+
+    def trigger_now(self, now_ms: float, tasks: Iterable[TaskSnapshot]) -> list[Command]:
+        """A forced checkpoint (a savepoint): starts at once, ignoring the min pause, unless one is
+        in flight (then nothing: ask again once it ended). The TriggerCheckpoint names its id."""
+        if self._pending is not None:
+            return []
+        return self._trigger(now_ms, list(tasks))
+
     def _run_queued(self, now_ms: float, tasks: Iterable[TaskSnapshot]) -> list[Command]:
         """CheckpointRequestDecider: a queued request waits for the checkpoint in flight, and a
         periodic one that comes before the min pause is dropped and the timer restarted."""

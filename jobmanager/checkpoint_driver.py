@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from millstream.jobmanager.checkpoint_coordinator import (
@@ -45,6 +49,18 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+class SavepointError(Exception):
+    """A savepoint could not be taken (the message says why)."""
+
+
+@dataclass
+class _SavepointRequest:
+    target: Path
+    future: asyncio.Future[str]
+    stop: bool = False
+    checkpoint_id: Optional[int] = None
+
+
 class CheckpointDriver:
     def __init__(self, core: JobMasterCore, checkpointing: JobCheckpointing, call: Callable[[str, str, Any], None],
                  fail_job: Callable[[str], None], spawn: Callable[[Any], None]) -> None:
@@ -63,13 +79,27 @@ class CheckpointDriver:
         self._running = False
         self._finished_at_trigger: dict[int, frozenset[str]] = {}
         self._wall_minus_monotonic_ms = int(time.time() * 1000) - now_ms()
+        self._savepoint: Optional[_SavepointRequest] = None
 
     def recover(self) -> None:
         """At the JobMaster's start: the job's completed checkpoints on disk (a JobManager
-        failover); the latest is where the job resumes. A corrupt one raises."""
-        self.core.restore_point = self.store.recover()
-        if self.core.restore_point is not None:
-            self.coordinator.restored(self.core.restore_point.checkpoint_id, now_ms(), str(self.core.restore_point.directory))
+        failover); the latest is where the job resumes, else the savepoint it was submitted with.
+        A corrupt one raises; so does savepoint state of an operator the job does not have,
+        unless ``execution.savepoint.ignore-unclaimed-state``."""
+        point = self.store.recover()
+        path = self.checkpointing.savepoint_path
+        if point is None and path is not None:
+            point = self.store.load(path)
+            unclaimed = sorted(set(point.task_states) - self.core.all_task_keys())
+            if unclaimed and not self.checkpointing.ignore_unclaimed_state:
+                raise SavepointError(
+                    f"savepoint {path} holds state of {len(unclaimed)} task(s) this job does not have "
+                    f"(e.g. {unclaimed[0]}; an operator's uid or the job's parallelism changed?); resume anyway "
+                    "with --allow-non-restored-state (execution.savepoint.ignore-unclaimed-state)")
+            self.core.restore_missing_tasks_empty = True  # new operators start empty, as Flink's
+        self.core.restore_point = point
+        if point is not None:
+            self.coordinator.restored(point.checkpoint_id, now_ms(), str(point.directory))
 
     # -- the job's events ------------------------------------------------------------------------
 
@@ -80,6 +110,7 @@ class CheckpointDriver:
         if self._running:
             self._running = False
             self._run(self.coordinator.stop())
+        self._savepoint_failed(f"the job is {status.value}")
         if status in (JobStatus.FINISHED, JobStatus.CANCELED):
             # Not a tracked task: stopping the JobMaster (right after this) must not cancel it.
             asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, self.store.job_dir, True)
@@ -118,6 +149,53 @@ class CheckpointDriver:
             reason = CheckpointFailureReason.CHECKPOINT_DECLINED
         self._run(self.coordinator.decline(request.checkpoint_id, request.execution_attempt_id, reason, request.message))
 
+    # -- savepoints ------------------------------------------------------------------------------
+
+    def trigger_savepoint(self, target: Path, stop: bool = False) -> asyncio.Future[str]:
+        """A forced checkpoint, copied to ``target/savepoint-<job>-<n>-<random>`` once complete;
+        the future resolves to that path (or fails with a SavepointError). ``stop``: no periodic
+        checkpoint follows it, so nothing after the savepoint is ever committed."""
+        if not self._running:
+            raise SavepointError("the job's tasks are not all running yet; try again in a moment")
+        if self._savepoint is not None:
+            raise SavepointError("a savepoint of this job is in progress already")
+        request = self._savepoint = _SavepointRequest(target, asyncio.get_running_loop().create_future(), stop)
+        if stop:
+            self.coordinator.suspend_periodic()
+        self._try_savepoint()
+        return request.future
+
+    def _try_savepoint(self) -> None:
+        request = self._savepoint
+        if request is None or request.checkpoint_id is not None or self.coordinator.pending is not None:
+            return
+        commands = self.coordinator.trigger_now(now_ms(), self.core.checkpoint_tasks())
+        triggered = [c for c in commands if isinstance(c, TriggerCheckpoint)]
+        if not triggered:
+            self._savepoint_failed(self.coordinator.stats.last_failure_message or "the checkpoint could not start")
+            return
+        request.checkpoint_id = triggered[0].checkpoint_id
+        log.info("job %s: savepoint as checkpoint %d", self.core.job_id.hex(), request.checkpoint_id)
+        self._run(commands)
+
+    def _savepoint_failed(self, message: str) -> None:
+        request, self._savepoint = self._savepoint, None
+        if request is not None:
+            if request.stop and self._running:  # the job goes on: so do its periodic checkpoints
+                self._run(self.coordinator.start(now_ms()))
+            if not request.future.done():
+                request.future.set_exception(SavepointError(f"the savepoint failed: {message}"))
+
+    def _copy_savepoint(self, source: Path, target: Path, checkpoint_id: int) -> str:
+        """Copies a completed checkpoint out of the job's directory: its metadata names files
+        relative to it, so the copy is self-contained and outlives the job."""
+        destination = target / f"savepoint-{self.core.job_id.hex()[:6]}-{checkpoint_id}-{uuid.uuid4().hex[:8]}"
+        tmp = target / f".{destination.name}.inprogress"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(source, tmp)
+        os.replace(tmp, destination)
+        return str(destination)
+
     def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -145,10 +223,17 @@ class CheckpointDriver:
             elif isinstance(command, DiscardState):
                 self._spawn(asyncio.to_thread(discard_state, command.handle))
             elif isinstance(command, DiscardCheckpoint):
+                if self._savepoint is not None and self._savepoint.checkpoint_id == command.checkpoint_id:
+                    self._savepoint_failed(self.coordinator.stats.last_failure_message or "aborted")
                 self._spawn(asyncio.to_thread(self._discard, command.checkpoint_id))
             elif isinstance(command, FailJob):
                 self._fail_job(command.message)
         self._schedule()
+        if self._savepoint is not None and self._savepoint.checkpoint_id is None and self.coordinator.pending is None:
+            if self._running:
+                self._try_savepoint()
+            else:
+                self._savepoint_failed("the job is not running")
 
     def _discard(self, checkpoint_id: int) -> None:
         try:
@@ -171,6 +256,16 @@ class CheckpointDriver:
             log.warning("checkpoint %d: writing its metadata failed: %s", command.checkpoint_id, exc)
             self._run(self.coordinator.checkpoint_finalize_failed(command.checkpoint_id, f"{type(exc).__name__}: {exc}"))
             return
+        request = self._savepoint
+        if request is not None and request.checkpoint_id == command.checkpoint_id:
+            try:  # before the checkpoint is reported complete: nothing deletes it meanwhile
+                path = await asyncio.to_thread(self._copy_savepoint, checkpoint.directory, request.target, command.checkpoint_id)
+            except Exception as exc:
+                self._savepoint_failed(f"copying checkpoint {command.checkpoint_id} to {request.target}: {exc}")
+            else:
+                self._savepoint = None
+                if not request.future.done():
+                    request.future.set_result(path)
         commands = self.coordinator.checkpoint_finalized(command.checkpoint_id, now_ms(), self.core.checkpoint_tasks())
         if any(isinstance(c, DiscardCheckpoint) for c in commands):
             self._run(commands)  # aborted while the metadata was written: not a restore point

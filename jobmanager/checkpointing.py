@@ -28,6 +28,9 @@ class JobCheckpointing:
     mode: str  # EXACTLY_ONCE or AT_LEAST_ONCE
     directory: Path
     num_retained: int
+    savepoint_path: Optional[Path] = None  # resume from this savepoint (when the job has no checkpoint of its own)
+    ignore_unclaimed_state: bool = False
+    savepoint_dir: Optional[Path] = None  # the cluster's default savepoint target
 
 
 def checkpoint_options_of(conf: cfg.Configuration) -> dict[str, Any]:
@@ -40,6 +43,7 @@ def checkpoint_options_of(conf: cfg.Configuration) -> dict[str, Any]:
         cfg.CHECKPOINTING_TOLERABLE_FAILURES.key: conf.get(cfg.CHECKPOINTING_TOLERABLE_FAILURES),
         cfg.CHECKPOINTING_DIR.key: conf.get(cfg.CHECKPOINTING_DIR),
         cfg.CHECKPOINTING_NUM_RETAINED.key: conf.get(cfg.CHECKPOINTING_NUM_RETAINED),
+        cfg.CHECKPOINTING_SAVEPOINT_DIR.key: conf.get(cfg.CHECKPOINTING_SAVEPOINT_DIR),
     }
 
 
@@ -59,10 +63,13 @@ def checkpointing_for_job(graph: pb.JobGraph, cluster: Mapping[str, Any]) -> Opt
         return job_value if found else cluster.get(option.key, option.default)
 
     config = graph.execution_config
-    if config.runtime_mode == pb.BATCH:
-        return None
+    _, savepoint = _job_value(graph, cfg.SAVEPOINT_PATH)
     interval = config.checkpoint_interval_ms or value(cfg.CHECKPOINTING_INTERVAL)
-    if not interval or interval <= 0:
+    if config.runtime_mode == pb.BATCH or not interval or interval <= 0:
+        if savepoint:
+            raise ValueError(f"the job resumes from savepoint {savepoint} ({cfg.SAVEPOINT_PATH.key}), which needs "
+                             "checkpointing: call env.enable_checkpointing(ms) or set execution.checkpointing.interval "
+                             "(STREAMING mode)")
         return None
     # The JobGraph always records a mode; it is the job's choice only when the job enabled checkpoints.
     mode = cfg.CHECKPOINTING_MODE.parse(config.checkpointing_mode if config.checkpoint_interval_ms > 0 and
@@ -80,4 +87,11 @@ def checkpointing_for_job(graph: pb.JobGraph, cluster: Mapping[str, Any]) -> Opt
     num_retained = int(value(cfg.CHECKPOINTING_NUM_RETAINED))
     if num_retained < 1:
         raise ValueError(f"{cfg.CHECKPOINTING_NUM_RETAINED.key} must be at least 1, got {num_retained}")
-    return JobCheckpointing(settings, mode, directory, num_retained)
+    try:
+        savepoint_path = parse_checkpoint_dir(savepoint) if savepoint else None
+        savepoint_dir = value(cfg.CHECKPOINTING_SAVEPOINT_DIR)
+        savepoint_dir = parse_checkpoint_dir(savepoint_dir) if savepoint_dir else None
+    except CheckpointStorageError as exc:
+        raise ValueError(str(exc).replace("execution.checkpointing.dir", "savepoint path")) from None
+    _, ignore = _job_value(graph, cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE)
+    return JobCheckpointing(settings, mode, directory, num_retained, savepoint_path, bool(ignore), savepoint_dir)

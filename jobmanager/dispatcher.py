@@ -51,7 +51,10 @@ from millstream.jobmanager.printed_lines import LineCursor, PrintedLines
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
+from millstream.jobmanager.checkpoint_driver import SavepointError
 from millstream.jobmanager.checkpointing import JobCheckpointing, checkpointing_for_job
+from millstream.runtime import config as cfg
+from millstream.runtime.checkpoint_storage import CheckpointStorageError, parse_checkpoint_dir
 from millstream.runtime.restart_strategy import NoRestart, RestartStrategySpec, spec_for_job
 
 log = logging.getLogger(__name__)
@@ -396,6 +399,21 @@ class Dispatcher:
                 self._on_status(record, JobStatus.CANCELED, None)
         return record.summary()
 
+    async def savepoint(self, request: cpb.SavepointRequest) -> cpb.SavepointResponse:
+        record = self.record(request.job_id)
+        if record.job_master is None or record.status is not JobStatus.RUNNING:
+            raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION,
+                                  f"Job {request.job_id.hex()} is {record.status.value}: only a RUNNING job takes a savepoint")
+        target = request.target_directory or self._checkpoint_options.get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
+        if not target:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, "No savepoint directory: give one, or set "
+                                  f"{cfg.CHECKPOINTING_SAVEPOINT_DIR.key} on the cluster")
+        try:
+            path = await record.job_master.savepoint(parse_checkpoint_dir(str(target)), request.stop)
+        except (SavepointError, CheckpointStorageError) as exc:
+            raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION, f"Savepoint of job {request.job_id.hex()}: {exc}") from exc
+        return cpb.SavepointResponse(path=path)
+
     # -- printed lines --------------------------------------------------------------------------
 
     def add_printed_lines(self, job_id: bytes, lines: list[str], dropped: int) -> None:
@@ -496,6 +514,12 @@ class DispatcherServicer(cpb_grpc.DispatcherServicer):
 
     async def GetClusterOverview(self, request, context):  # noqa: N802, ANN001, ANN201
         return self._overview()
+
+    async def TriggerSavepoint(self, request, context):  # noqa: N802, ANN001, ANN201
+        try:
+            return await self.dispatcher.savepoint(request)
+        except DispatcherError as exc:
+            await context.abort(exc.code, str(exc))
 
 
 def wait_within_deadline(context: grpc.aio.ServicerContext, at_most_s: float = 5.0) -> float:

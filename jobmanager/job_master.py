@@ -8,7 +8,7 @@ from typing import Any, Callable, Protocol
 
 import grpc
 
-from millstream.jobmanager.checkpoint_driver import CheckpointDriver
+from millstream.jobmanager.checkpoint_driver import CheckpointDriver, SavepointError
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.heartbeat import HeartbeatMonitor
 from millstream.jobmanager.job_master_core import (
@@ -119,7 +119,7 @@ class JobMaster:
             except Exception as exc:  # a corrupt checkpoint: fail loudly, never start empty
                 log.error("job %s: recovering its checkpoints failed: %s", self.job_id.hex(), exc)
                 self._run(self.core.start() + self.core.resources_unavailable(
-                    f"Could not recover the job's checkpoints from {self.checkpoints.store.job_dir}: {exc}"))
+                    f"Could not restore the job's state (checkpoints in {self.checkpoints.store.job_dir}): {exc}"))
                 return
         self._run(self.core.start())
 
@@ -162,6 +162,18 @@ class JobMaster:
 
     def cancel(self) -> None:
         self._run(self.core.cancel())
+
+    async def savepoint(self, target: Any, stop: bool) -> str:
+        """Takes a savepoint into ``target`` (a Path); with ``stop``, cancels the job once it is
+        taken. Raises SavepointError."""
+        if self.checkpoints is None:
+            raise SavepointError("the job takes no checkpoints: savepoints need checkpointing "
+                                 "(env.enable_checkpointing(ms) or execution.checkpointing.interval)")
+        path = await self.checkpoints.trigger_savepoint(target, stop)
+        if stop:
+            log.info("job %s: stopping after savepoint %s", self.job_id.hex(), path)
+            self.cancel()
+        return path
 
     def acknowledge_checkpoint(self, request: cpb.AcknowledgeCheckpointRequest) -> None:
         if self.checkpoints is not None:

@@ -172,6 +172,7 @@ class JobMasterCore:
     def __post_init__(self) -> None:
         # The checkpoint the next deployment round resumes from (None: start empty).
         self.restore_point: CompletedCheckpoint | None = None
+        self.restore_missing_tasks_empty = False  # a savepoint: tasks it has no state for start empty
         self._upstream: dict[int, frozenset[str]] = {}  # per consumed partition group: its producers' task keys
         self.restart_strategy = self.restart_spec.create()
         self.num_restarts = 0
@@ -349,6 +350,8 @@ class JobMasterCore:
         if key in point.finished_tasks:
             return cpb.TaskRestore(checkpoint_id=point.checkpoint_id, finished=True)
         handle = point.task_states.get(key)
+        if key not in point.task_states and self.restore_missing_tasks_empty:
+            return None
         if handle is None and key not in point.task_states:
             # Cannot happen for a checkpoint of this job graph: refusing beats restarting it empty.
             raise ValueError(f"checkpoint {point.checkpoint_id} has no state for task {ev.task_name_with_subtasks} ({key})")
@@ -374,8 +377,8 @@ class JobMasterCore:
             keys = self._upstream[id(group)] = frozenset(task_key(p.producer) for p in group.partitions)
         return keys
 
-    def task_keys_of(self, attempt_ids: set[bytes]) -> set[str]:
-        return {task_key(self.executions[a].vertex) for a in attempt_ids if a in self.executions}
+    def all_task_keys(self) -> set[str]:
+        return {task_key(ev) for ev in self.graph.all_execution_vertices()}
 
     def finished_task_keys(self) -> frozenset[str]:
         return frozenset(task_key(e.vertex) for e in self.current.values() if e.state is ExecutionState.FINISHED)

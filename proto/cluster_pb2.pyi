@@ -286,6 +286,22 @@ class ClusterOverview(_message.Message):
     max_event_loop_lag_ms: int
     def __init__(self, taskmanagers: _Optional[int] = ..., slots_total: _Optional[int] = ..., slots_available: _Optional[int] = ..., jobs_running: _Optional[int] = ..., jobs_finished: _Optional[int] = ..., jobs_failed: _Optional[int] = ..., jobs_cancelled: _Optional[int] = ..., max_event_loop_lag_ms: _Optional[int] = ...) -> None: ...
 
+class SavepointRequest(_message.Message):
+    __slots__ = ("job_id", "target_directory", "stop")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    target_directory: str
+    stop: bool
+    def __init__(self, job_id: _Optional[bytes] = ..., target_directory: _Optional[str] = ..., stop: _Optional[bool] = ...) -> None: ...
+
+class SavepointResponse(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
 class GetBlobRequest(_message.Message):
     __slots__ = ("blob_key",)
     BLOB_KEY_FIELD_NUMBER: _ClassVar[int]

@@ -69,6 +69,11 @@ class DispatcherStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.ClusterOverview.FromString,
                 _registered_method=True)
+        self.TriggerSavepoint = channel.unary_unary(
+                '/millstream.v1.Dispatcher/TriggerSavepoint',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.SavepointRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.SavepointResponse.FromString,
+                _registered_method=True)
 
 
 class DispatcherServicer:
@@ -119,6 +124,14 @@ class DispatcherServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TriggerSavepoint(self, request, context):
+        """Take a savepoint of a running job (a forced checkpoint copied to a self-contained directory);
+        with stop, the job is cancelled once it is taken. Answers when the savepoint is complete.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DispatcherServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +169,11 @@ def add_DispatcherServicer_to_server(servicer, server):
                     servicer.GetClusterOverview,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.ClusterOverview.SerializeToString,
+            ),
+            'TriggerSavepoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerSavepoint,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.SavepointRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.SavepointResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -347,6 +365,33 @@ class Dispatcher:
             '/millstream.v1.Dispatcher/GetClusterOverview',
             millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.ClusterOverview.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerSavepoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.Dispatcher/TriggerSavepoint',
+            millstream_dot_proto_dot_cluster__pb2.SavepointRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.SavepointResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -338,6 +338,19 @@ CHECKPOINTING_NUM_RETAINED: ConfigOption[int] = _option(
     "Completed checkpoints kept per job; older ones are deleted.",
     fallback_keys=("state.checkpoints.num-retained",))
 
+CHECKPOINTING_SAVEPOINT_DIR: ConfigOption[str | None] = _option(
+    "execution.checkpointing.savepoint-dir", _STR, None,
+    "Default target directory of savepoints (`millstream savepoint JOB` without a directory).",
+    fallback_keys=("state.savepoints.dir",))
+SAVEPOINT_PATH: ConfigOption[str | None] = _option(
+    "execution.savepoint.path", _STR, None,
+    "A savepoint (or retained checkpoint) directory a submitted job resumes from "
+    "(`millstream run -s PATH`).")
+SAVEPOINT_IGNORE_UNCLAIMED_STATE: ConfigOption[bool] = _option(
+    "execution.savepoint.ignore-unclaimed-state", _BOOL, False,
+    "Resume even if the savepoint holds state of operators the job no longer has "
+    "(`--allow-non-restored-state`).")
+
 # ---- TaskManager: slots, server, network -----------------------------------------------------
 TASKMANAGER_NUM_TASK_SLOTS: ConfigOption[int] = _option(
     "taskmanager.numberOfTaskSlots", _INT, 1,

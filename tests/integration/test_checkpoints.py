@@ -23,7 +23,7 @@ import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.client.minicluster import MiniCluster
-from millstream.common import Encoder, WatermarkStrategy
+from millstream.common import Configuration, Encoder, WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import CheckpointingMode, MapFunction, StreamExecutionEnvironment
 from millstream.datastream.connectors.datagen import DataGeneratorSource
@@ -233,6 +233,75 @@ def test_at_least_once_mode_loses_nothing(cluster, tmp_path) -> None:
     assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
     lines = set(visible_lines(out))
     assert {f"{k},{len(range(k, count, KEYS))}" for k in range(KEYS)} <= lines  # every key's final count
+
+
+def test_stop_with_savepoint_then_resume_from_it_continues_exactly_once(cluster, tmp_path) -> None:
+    """`millstream stop --savepoint-path`, then the same program submitted with the savepoint
+    (`execution.savepoint.path`, what `millstream run -s` sets): keyed counts go on where they
+    stopped and the FileSink output of both runs together holds every record once."""
+    mc, _ = cluster
+    out, savepoints = tmp_path / "out", tmp_path / "savepoints"
+    count = 8000
+
+    def job(configuration: Configuration | None = None) -> StreamExecutionEnvironment:
+        env = StreamExecutionEnvironment.get_execution_environment(configuration)
+        env.set_parallelism(2)
+        env.enable_checkpointing(300)
+        counting_job(env, out, count, 2000)
+        return env
+
+    cli = [sys.executable, "-m", "millstream.client.cli"]
+    with ClusterClient(mc.address) as client:
+        first = client.submit(job().get_job_graph("before the savepoint").proto)
+        poll_for(lambda: client.status(first).checkpoints.num_completed >= 1, 60, what="a completed checkpoint")
+        stopped = subprocess.run([*cli, "stop", "--jobmanager", mc.address, first.hex(), "--savepoint-path", str(savepoints)],
+                                 capture_output=True, text=True, timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+        path = stopped.stdout.split("Path: ", 1)[1].split()[0]
+        assert Path(path).parent == savepoints and (Path(path) / "_metadata").is_file()
+        assert JobStatus.from_proto(client.status(first).status).is_terminal()
+        assert len(visible_lines(out)) < count  # it really stopped midway
+
+        conf = Configuration()
+        conf.set_string("execution.savepoint.path", path)
+        second = client.submit(job(conf).get_job_graph("from the savepoint").proto)
+        summary = poll_for(lambda: ended(client, second), 120, interval=0.2, what="the resumed job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.checkpoints.latest_restored_path == path
+    assert_exactly_once(out, count)
+    assert (Path(path) / "_metadata").is_file()  # a savepoint outlives its job
+
+
+def test_a_savepoint_with_state_of_an_unknown_operator_is_refused_unless_allowed(cluster, tmp_path) -> None:
+    mc, _ = cluster
+    out = tmp_path / "out"
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(300)
+    counting_job(env, out, 100_000, 1000)
+    with ClusterClient(mc.address) as client:
+        job_id = client.submit(env.get_job_graph("savepoint").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1, 60, what="a completed checkpoint")
+        path = client.savepoint(job_id, str(tmp_path / "savepoints"), stop=True)
+
+        def other(allow: bool) -> bytes:  # another program: a different operator holds the state
+            conf = Configuration()
+            conf.set_string("execution.savepoint.path", path)
+            if allow:
+                conf.set_string("execution.savepoint.ignore-unclaimed-state", "true")
+            e = StreamExecutionEnvironment.get_execution_environment(conf)
+            e.set_parallelism(1)
+            e.enable_checkpointing(300)
+            e.from_sequence(1, 10).filter(lambda x: x > 0).sink_to(FileSink.for_row_format(str(tmp_path / "other")).build())
+            return client.submit(e.get_job_graph("other").proto)
+
+        refused_id = other(False)
+        refused = poll_for(lambda: ended(client, refused_id), 60, what="the refused job to end")
+        allowed_id = other(True)
+        allowed = poll_for(lambda: ended(client, allowed_id), 60, what="the allowed job to end")
+    assert JobStatus.from_proto(refused.status) is JobStatus.FAILED
+    assert "allow-non-restored-state" in refused.failure.message, refused.failure.message
+    assert JobStatus.from_proto(allowed.status) is JobStatus.FINISHED, allowed.failure.message
 
 
 # -- kill -9 of a TaskManager -----------------------------------------------------------------

@@ -83,3 +83,19 @@ def test_batch_jobs_take_no_checkpoints() -> None:
 def test_bad_values_are_refused_naming_them(conf: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         checkpointing_for_job(graph(500, **conf), cluster())
+
+
+def test_a_savepoint_to_resume_from_and_the_default_savepoint_directory() -> None:
+    options = cluster(**{"execution.checkpointing.savepoint-dir": "/savepoints"})
+    job = checkpointing_for_job(graph(500, **{"execution.savepoint.path": "/savepoints/savepoint-1",
+                                              "execution.savepoint.ignore-unclaimed-state": "true"}), options)
+    assert job is not None
+    assert str(job.savepoint_path) == "/savepoints/savepoint-1" and job.ignore_unclaimed_state
+    assert str(job.savepoint_dir) == "/savepoints"
+    plain = checkpointing_for_job(graph(500), cluster())
+    assert plain is not None and plain.savepoint_path is None and plain.savepoint_dir is None
+
+
+def test_resuming_from_a_savepoint_needs_checkpointing() -> None:
+    with pytest.raises(ValueError, match="needs checkpointing"):
+        checkpointing_for_job(graph(**{"execution.savepoint.path": "/savepoints/savepoint-1"}), cluster())

@@ -60,6 +60,14 @@ class StreamExecutionEnvironment:
             self._chaining_enabled = settings.get(cfg.OPERATOR_CHAINING)
         if wanted(cfg.BUFFER_TIMEOUT):
             self._buffer_timeout_ms = settings.get(cfg.BUFFER_TIMEOUT)
+        # Where the job resumes from (`millstream run -s`): the JobManager reads it from the job's
+        # configuration, so it travels there even when it came from the environment.
+        own = self._configuration.to_dict()
+        if cfg.SAVEPOINT_PATH in settings and cfg.SAVEPOINT_PATH.key not in own:
+            self._configuration.set_string(cfg.SAVEPOINT_PATH.key, settings.get(cfg.SAVEPOINT_PATH))
+        if cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE in settings and cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key not in own:
+            self._configuration.set_string(cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key,
+                                           str(settings.get(cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE)).lower())
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
