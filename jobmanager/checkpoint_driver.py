@@ -90,11 +90,12 @@ class CheckpointDriver:
         path = self.checkpointing.savepoint_path
         if point is None and path is not None:
             point = self.store.load(path)
-            unclaimed = sorted(set(point.task_states) - self.core.all_task_keys())
+            vertices = {v.id.hex() for v in self.core.graph.job_vertices}
+            unclaimed = sorted(k for k in point.task_states if k.rpartition("_")[0] not in vertices)
             if unclaimed and not self.checkpointing.ignore_unclaimed_state:
                 raise SavepointError(
                     f"savepoint {path} holds state of {len(unclaimed)} task(s) this job does not have "
-                    f"(e.g. {unclaimed[0]}; an operator's uid or the job's parallelism changed?); resume anyway "
+                    f"(e.g. {unclaimed[0]}: an operator was removed, or its uid or the job's shape changed); resume anyway "
                     "with --allow-non-restored-state (execution.savepoint.ignore-unclaimed-state)")
             self.core.restore_missing_tasks_empty = True  # new operators start empty, as Flink's
         self.core.restore_point = point

@@ -50,6 +50,7 @@ from millstream.jobmanager.execution_state import (
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime.checkpoint_storage import CompletedCheckpoint
+from millstream.runtime.keygroups import compute_key_group_range_for_operator_index
 from millstream.runtime.restart_strategy import NoRestart, RestartStrategySpec, describe
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,8 @@ class JobMasterCore:
         # The checkpoint the next deployment round resumes from (None: start empty).
         self.restore_point: CompletedCheckpoint | None = None
         self.restore_missing_tasks_empty = False  # a savepoint: tasks it has no state for start empty
-        self._upstream: dict[int, frozenset[str]] = {}  # per consumed partition group: its producers' task keys
+        self._upstream: dict[int, frozenset[str]] = {}
+        self._old_parallelisms: dict[int, dict[str, int]] = {}  # per checkpoint: vertex hex -> its parallelism there  # per consumed partition group: its producers' task keys
         self.restart_strategy = self.restart_spec.create()
         self.num_restarts = 0
         self.root_causes: list[cpb.JobFailure] = []  # the first root cause of each failed attempt
@@ -346,6 +348,9 @@ class JobMasterCore:
         point = self.restore_point
         if point is None:
             return None
+        old_parallelism = self._old_parallelism(point, ev.job_vertex.id.hex())
+        if old_parallelism and old_parallelism != ev.job_vertex.parallelism:
+            return self._rescaled_restore(point, ev, old_parallelism)
         key = task_key(ev)
         if key in point.finished_tasks:
             return cpb.TaskRestore(checkpoint_id=point.checkpoint_id, finished=True)
@@ -358,6 +363,39 @@ class JobMasterCore:
         restore = cpb.TaskRestore(checkpoint_id=point.checkpoint_id)
         if handle is not None:
             restore.state_path, restore.state_size = handle.path, handle.size
+        return restore
+
+    def _old_parallelism(self, point: CompletedCheckpoint, vertex_hex: str) -> int:
+        """How many subtasks the vertex had in the checkpoint (0: none of its tasks is in it)."""
+        cache = self._old_parallelisms.get(point.checkpoint_id)
+        if cache is None:
+            cache = self._old_parallelisms[point.checkpoint_id] = {}
+            for key in (*point.task_states, *point.finished_tasks):
+                vertex, _, subtask = key.rpartition("_")
+                cache[vertex] = max(cache.get(vertex, 0), int(subtask) + 1)
+        return cache.get(vertex_hex, 0)
+
+    def _rescaled_restore(self, point: CompletedCheckpoint, ev: ExecutionVertex, old_parallelism: int) -> cpb.TaskRestore:
+        """Another parallelism than in the checkpoint (a savepoint resumed with a new -p): keyed
+        state moves with its key groups, operator state of old subtask j goes to j mod the new
+        parallelism (Flink's round-robin redistribution of list state)."""
+        vertex_hex, new_parallelism = ev.job_vertex.id.hex(), ev.job_vertex.parallelism
+        keys = [f"{vertex_hex}_{j}" for j in range(old_parallelism)]
+        restore = cpb.TaskRestore(checkpoint_id=point.checkpoint_id)
+        if all(k in point.finished_tasks for k in keys):
+            restore.finished = True
+            return restore
+        mine = ev.key_group_range
+        for j, key in enumerate(keys):
+            handle = point.task_states.get(key)
+            if handle is None:
+                continue
+            theirs = compute_key_group_range_for_operator_index(ev.job_vertex.max_parallelism, old_parallelism, j)
+            takes_operator_state = j % new_parallelism == ev.subtask_index
+            overlaps = theirs.start_key_group <= mine.end_key_group and mine.start_key_group <= theirs.end_key_group
+            if overlaps or takes_operator_state:
+                restore.rescaled.add(old_subtask_index=j, state_path=handle.path, state_size=handle.size,
+                                     take_operator_state=takes_operator_state)
         return restore
 
     def checkpoint_tasks(self) -> list[TaskSnapshot]:
@@ -376,9 +414,6 @@ class JobMasterCore:
         if keys is None:
             keys = self._upstream[id(group)] = frozenset(task_key(p.producer) for p in group.partitions)
         return keys
-
-    def all_task_keys(self) -> set[str]:
-        return {task_key(ev) for ev in self.graph.all_execution_vertices()}
 
     def finished_task_keys(self) -> frozenset[str]:
         return frozenset(task_key(e.vertex) for e in self.current.values() if e.state is ExecutionState.FINISHED)

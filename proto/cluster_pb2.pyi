@@ -567,16 +567,30 @@ class TaskDeploymentDescriptor(_message.Message):
     def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., execution_attempt_id: _Optional[bytes] = ..., attempt_number: _Optional[int] = ..., allocation_id: _Optional[bytes] = ..., vertex: _Optional[_Union[_jobgraph_pb2.JobVertex, _Mapping]] = ..., subtask_index: _Optional[int] = ..., key_group_start: _Optional[int] = ..., key_group_end: _Optional[int] = ..., execution_config: _Optional[_Union[_jobgraph_pb2.ExecutionConfig, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., input_gates: _Optional[_Iterable[_Union[InputGateDescriptor, _Mapping]]] = ..., produced_partitions: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ..., checkpoint_dir: _Optional[str] = ..., restore: _Optional[_Union[TaskRestore, _Mapping]] = ..., checkpointing_mode: _Optional[str] = ...) -> None: ...
 
 class TaskRestore(_message.Message):
-    __slots__ = ("checkpoint_id", "state_path", "state_size", "finished")
+    __slots__ = ("checkpoint_id", "state_path", "state_size", "finished", "rescaled")
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_PATH_FIELD_NUMBER: _ClassVar[int]
     STATE_SIZE_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
+    RESCALED_FIELD_NUMBER: _ClassVar[int]
     checkpoint_id: int
     state_path: str
     state_size: int
     finished: bool
-    def __init__(self, checkpoint_id: _Optional[int] = ..., state_path: _Optional[str] = ..., state_size: _Optional[int] = ..., finished: _Optional[bool] = ...) -> None: ...
+    rescaled: _containers.RepeatedCompositeFieldContainer[RescaledState]
+    def __init__(self, checkpoint_id: _Optional[int] = ..., state_path: _Optional[str] = ..., state_size: _Optional[int] = ..., finished: _Optional[bool] = ..., rescaled: _Optional[_Iterable[_Union[RescaledState, _Mapping]]] = ...) -> None: ...
+
+class RescaledState(_message.Message):
+    __slots__ = ("old_subtask_index", "state_path", "state_size", "take_operator_state")
+    OLD_SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATE_PATH_FIELD_NUMBER: _ClassVar[int]
+    STATE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TAKE_OPERATOR_STATE_FIELD_NUMBER: _ClassVar[int]
+    old_subtask_index: int
+    state_path: str
+    state_size: int
+    take_operator_state: bool
+    def __init__(self, old_subtask_index: _Optional[int] = ..., state_path: _Optional[str] = ..., state_size: _Optional[int] = ..., take_operator_state: _Optional[bool] = ...) -> None: ...
 
 class SubmitTaskRequest(_message.Message):
     __slots__ = ("tdd",)

@@ -56,15 +56,43 @@ class TaskCheckpointer:
         self.last_checkpoint_id = self.last_completed_id = checkpoint_id
         if not state_path:
             return
-        snapshot = deserialize(FileStateHandle(state_path, state_size).read())
-        if not isinstance(snapshot, dict) or snapshot.get("version") != SNAPSHOT_VERSION:
-            raise ValueError(f"{state_path}: not a task snapshot this Millstream reads")
+        snapshot = self._read(state_path, state_size)
         self.chain.restore_positions(snapshot["positions"])
         self.chain.restore_keyed_state(snapshot["keyed"])
+        self._initialize_operators(snapshot, state_path)
+
+    def restore_rescaled(self, checkpoint_id: int, states: list[tuple[int, str, int, bool]]) -> None:
+        """Restore at another parallelism from old subtasks' snapshots ``(old subtask, path, size,
+        take operator state)``: the keyed state of this subtask's key groups from each (the backend
+        keeps only its own range), operator state from those assigned to it. Read positions cannot
+        move to other subtasks: a source that had any refuses."""
+        self.last_checkpoint_id = self.last_completed_id = checkpoint_id
+        for old_subtask, path, size, take_operator_state in states:
+            snapshot = self._read(path, size)
+            if snapshot["positions"]:
+                raise ValueError(f"'{self.chain.vertex.name}' read from positions {sorted(snapshot['positions'])[:3]} at "
+                                 "another parallelism: a source's positions are not redistributed; keep the source's "
+                                 "parallelism when resuming (set_parallelism on the source)")
+            self.chain.restore_keyed_state(snapshot["keyed"])
+            if take_operator_state:
+                self._initialize_operators(snapshot, path)
+
+    def _read(self, path: str, size: int) -> dict[str, Any]:
+        snapshot = deserialize(FileStateHandle(path, size).read())
+        if not isinstance(snapshot, dict) or snapshot.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"{path}: not a task snapshot this Millstream reads")
+        max_parallelism = self.chain.env.max_parallelism
+        if snapshot.get("max_parallelism", max_parallelism) != max_parallelism:
+            raise ValueError(f"{path}: keyed state of {snapshot['max_parallelism']} key groups (max parallelism), "
+                             f"but '{self.chain.vertex.name}' has {max_parallelism}; the max parallelism must not "
+                             "change (set_max_parallelism)")
+        return snapshot  # type: ignore[no-any-return]
+
+    def _initialize_operators(self, snapshot: dict[str, Any], path: str) -> None:
         for op_id, state in snapshot["operators"].items():
             operator = self.chain.operator_by_id(op_id)
             if operator is None:
-                raise ValueError(f"{state_path}: state of operator {op_id}, which is not in task '{self.chain.vertex.name}'")
+                raise ValueError(f"{path}: state of operator {op_id}, which is not in task '{self.chain.vertex.name}'")
             operator.initialize_state(state)
 
     # -- barriers ---------------------------------------------------------------------------------
@@ -98,7 +126,8 @@ class TaskCheckpointer:
         if not (operators or keyed or positions):
             return None
         return self._serializer.serialize(
-            {"version": SNAPSHOT_VERSION, "positions": positions, "keyed": keyed, "operators": operators})
+            {"version": SNAPSHOT_VERSION, "max_parallelism": chain.env.max_parallelism, "positions": positions,
+             "keyed": keyed, "operators": operators})
 
     def _write_and_ack(self, checkpoint_id: int, blob: Optional[bytes]) -> None:
         try:

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import cloudpickle
 import pytest
@@ -71,9 +72,12 @@ class NotePid(MapFunction):
         return value
 
 
-def counting_job(env: StreamExecutionEnvironment, out: Path, count: int, rate: float, *functions: MapFunction) -> None:
+def counting_job(env: StreamExecutionEnvironment, out: Path, count: int, rate: float, *functions: MapFunction,
+                 source_parallelism: int | None = None) -> None:
     stream = env.from_source(DataGeneratorSource(lambda i: i, count, records_per_second=rate),
                              WatermarkStrategy.no_watermarks(), "numbers")
+    if source_parallelism is not None:
+        stream = stream.set_parallelism(source_parallelism)
     for function in functions:
         stream = stream.map(function)
     (stream.map(lambda i: (i % KEYS, 1))
@@ -105,11 +109,11 @@ def ended(client: ClusterClient, job_id: bytes):  # noqa: ANN201
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    host = SparkHost(slots=2, tasks_per_slot=4)
+    host = SparkHost(slots=4, tasks_per_slot=3)
     host.start()
     checkpoints = tmp_path_factory.mktemp("checkpoints")
     try:
-        with MiniCluster(fast_config(**{"execution.checkpointing.dir": str(checkpoints)}), num_slots=2, spark=host) as mc:
+        with MiniCluster(fast_config(**{"execution.checkpointing.dir": str(checkpoints)}), num_slots=4, spark=host) as mc:
             yield mc, checkpoints
     finally:
         host.stop()
@@ -302,6 +306,39 @@ def test_a_savepoint_with_state_of_an_unknown_operator_is_refused_unless_allowed
     assert JobStatus.from_proto(refused.status) is JobStatus.FAILED
     assert "allow-non-restored-state" in refused.failure.message, refused.failure.message
     assert JobStatus.from_proto(allowed.status) is JobStatus.FINISHED, allowed.failure.message
+
+
+def test_resuming_a_savepoint_at_parallelism_2_then_4_then_2_keeps_the_keyed_state(cluster, tmp_path) -> None:
+    """Keyed state moves with its key groups and the FileSink's pending files with their writer
+    (round-robin), so the counts go on exactly across three runs at parallelism 2, 4 and 2."""
+    mc, _ = cluster
+    out, savepoints = tmp_path / "out", tmp_path / "savepoints"
+    count = 9000
+
+    def job(parallelism: int, savepoint: str | None) -> Any:
+        conf = Configuration()
+        if savepoint:
+            conf.set_string("execution.savepoint.path", savepoint)
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(parallelism)
+        env.enable_checkpointing(300)
+        counting_job(env, out, count, 1500, source_parallelism=1)
+        return env.get_job_graph(f"at parallelism {parallelism}").proto
+
+    savepoint = None
+    with ClusterClient(mc.address) as client:
+        for parallelism, lines_before in ((2, 0), (4, None)):
+            job_id = client.submit(job(parallelism, savepoint))
+            done = len(visible_lines(out))
+            poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1 and len(visible_lines(out)) > done,
+                     60, what="a completed checkpoint with output")
+            savepoint = client.savepoint(job_id, str(savepoints), stop=True)
+            poll_for(lambda: ended(client, job_id), 60, what="the stopped job to end")
+        assert len(visible_lines(out)) < count
+        last = client.submit(job(2, savepoint))
+        summary = poll_for(lambda: ended(client, last), 120, interval=0.2, what="the last run to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert_exactly_once(out, count)
 
 
 # -- kill -9 of a TaskManager -----------------------------------------------------------------
