@@ -171,7 +171,7 @@ def checkpoint_lines(summary: cpb.JobSummary) -> list[str]:
         return []
     c = summary.checkpoints
     out = [f"Checkpoints: {c.num_completed} completed, {c.num_failed} failed, {c.num_in_progress} in progress "
-           f"(every {format_duration(c.interval_ms)}, in {c.directory})"]
+           f"(every {c.interval_ms / 1000:g} s, in {c.directory})"]
     if c.last_completed_id:
         out.append(f"  last:      #{c.last_completed_id}, {_size(c.last_size_bytes)} in {c.last_duration_ms} ms, "
                    f"at {format_start(c.last_completed_at_ms)}")

@@ -322,7 +322,7 @@ class CheckpointCoordinator:
         self._queued_periodic = False
         if self._pending is None:
             return []
-        return self._abort(self._pending, reason, f"checkpoint coordinator stopped ({reason.value})", None)
+        return self._abort(self._pending, reason, "the job stopped running (failing, restarting, cancelled or finished)", None)
 
     def next_deadline(self) -> Optional[float]:
         """When ``tick`` next has something to do (a trigger or a timeout), or None."""

@@ -343,3 +343,22 @@ def test_status_shows_the_restarts_and_a_restarting_jobs_cause() -> None:
     assert "Restarts:    3" in again
     assert not any(line.startswith("Restarts") for line in progress.status_report(_summary(), NOW))
     assert progress.summary_json(_summary(num_restarts=2), NOW)["num_restarts"] == 2
+
+
+def test_status_shows_checkpoint_figures_and_json_has_them() -> None:
+    from millstream.client.progress import checkpoint_lines, summary_json
+    from millstream.proto import cluster_pb2 as cpb
+
+    summary = cpb.JobSummary(job_id=b"\x01" * 16, job_name="j")
+    assert checkpoint_lines(summary) == [] and summary_json(summary, 0)["checkpoints"] is None
+    summary.checkpoints.CopyFrom(cpb.CheckpointSummary(
+        interval_ms=1500, directory="/chk/j", num_completed=4, num_failed=1, last_completed_id=5,
+        last_duration_ms=30, last_size_bytes=2048, last_completed_at_ms=1_700_000_000_000,
+        last_failure_reason="CHECKPOINT_EXPIRED", last_failure_message="too slow",
+        latest_restored_id=3, latest_restored_at_ms=1_700_000_000_000, latest_restored_path="/chk/j/chk-3"))
+    text = "\n".join(checkpoint_lines(summary))
+    assert "4 completed, 1 failed, 0 in progress (every 1.5 s, in /chk/j)" in text
+    assert "#5, 2.0 KB in 30 ms" in text and "CHECKPOINT_EXPIRED: too slow" in text and "#3 at" in text
+    doc = summary_json(summary, 0)["checkpoints"]
+    assert doc["last_completed"] == {"id": 5, "duration_ms": 30, "size_bytes": 2048, "completed_at_ms": 1_700_000_000_000}
+    assert doc["latest_restore"]["path"] == "/chk/j/chk-3" and doc["last_failure"]["reason"] == "CHECKPOINT_EXPIRED"
