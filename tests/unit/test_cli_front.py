@@ -349,7 +349,7 @@ def test_status_shows_checkpoint_figures_and_json_has_them() -> None:
     from millstream.client.progress import checkpoint_lines, summary_json
     from millstream.proto import cluster_pb2 as cpb
 
-    summary = cpb.JobSummary(job_id=b"\x01" * 16, job_name="j")
+    summary = cpb.JobSummary(job_id=b"\x01" * 16, job_name="j", status=cpb.JobStatus.Value("RUNNING"))
     assert checkpoint_lines(summary) == [] and summary_json(summary, 0)["checkpoints"] is None
     summary.checkpoints.CopyFrom(cpb.CheckpointSummary(
         interval_ms=1500, directory="/chk/j", num_completed=4, num_failed=1, last_completed_id=5,
