@@ -239,3 +239,43 @@ class ExecutionGraph:
 
     def total_required_slots(self) -> int:
         return sum(self.required_slots().values())
+
+
+def pipelined_regions(graph: ExecutionGraph) -> list[list[ExecutionVertex]]:
+    """The job's pipelined regions (Flink's SchedulingPipelinedRegion): subtasks connected by data
+    exchanges, which fail and restart together; every exchange is pipelined here, so a region is
+    a connected component. A job with an all-to-all edge is one region; an embarrassingly parallel
+    one has a region per pipeline. O(subtasks + partitions): each shared consumed partition group
+    is joined once."""
+    parent: dict[ExecutionVertexID, ExecutionVertexID] = {}
+
+    def find(v: ExecutionVertexID) -> ExecutionVertexID:
+        root = v
+        while parent.get(root, root) != root:
+            root = parent[root]
+        while parent.get(v, v) != root:  # path compression
+            parent[v], v = root, parent[v]
+        return root
+
+    def union(a: ExecutionVertexID, b: ExecutionVertexID) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+
+    joined: set[int] = set()
+    vertices = graph.all_execution_vertices()
+    for ev in vertices:
+        for gate in ev.input_gates:
+            partitions = gate.consumed.partitions
+            if not partitions:
+                continue
+            first = partitions[0].producer.id
+            if id(gate.consumed) not in joined:
+                joined.add(id(gate.consumed))
+                for partition in partitions[1:]:
+                    union(partition.producer.id, first)
+            union(ev.id, first)
+    regions: dict[ExecutionVertexID, list[ExecutionVertex]] = {}
+    for ev in vertices:
+        regions.setdefault(find(ev.id), []).append(ev)
+    return list(regions.values())

@@ -103,6 +103,7 @@ class JobMaster:
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._probing = False  # probing the TaskManagers after a broken exchange
         self._restart_timer: asyncio.TimerHandle | None = None
+        self._region_timers: dict[int, asyncio.TimerHandle] = {}
         self.checkpoints: CheckpointDriver | None = None
         if core.checkpointing is not None:
             self.checkpoints = CheckpointDriver(core, core.checkpointing, self._call_soon, self._global_failure, self._spawn)
@@ -128,6 +129,8 @@ class JobMaster:
             self._heartbeat_task.cancel()
         if self._restart_timer is not None:
             self._restart_timer.cancel()
+        for timer in self._region_timers.values():
+            timer.cancel()
         if self.checkpoints is not None:
             self.checkpoints.stop()
         for task in list(self._background):
@@ -212,6 +215,10 @@ class JobMaster:
                 self._spawn(self._call(command.tm_address, "CancelTask", cpb.CancelTaskRequest(execution_attempt_id=command.attempt_id)))
             elif isinstance(command, FreeSlot):
                 self._spawn(self._call(command.tm_address, "FreeSlot", cpb.FreeSlotRequest(allocation_id=command.allocation_id, cause=command.cause)))
+            elif isinstance(command, StartRestartTimer) and command.region is not None:
+                log.info("job %s: restart of region %d in %d ms", self.job_id.hex(), command.region, command.delay_ms)
+                self._region_timers[command.region] = asyncio.get_running_loop().call_later(
+                    command.delay_ms / 1000, self._region_backoff_elapsed, command.region, command.restart)
             elif isinstance(command, StartRestartTimer):
                 log.info("job %s: restart %d in %d ms", self.job_id.hex(), command.restart, command.delay_ms)
                 if self._restart_timer is not None:
@@ -228,6 +235,10 @@ class JobMaster:
                 self._on_status(command.status, command.failure)
                 if command.status.is_terminal() and self._heartbeat_task:
                     self._heartbeat_task.cancel()
+
+    def _region_backoff_elapsed(self, region: int, restart: int) -> None:
+        self._region_timers.pop(region, None)
+        self._run(self.core.region_backoff_elapsed(region, restart))
 
     def _restart_backoff_elapsed(self, restart: int) -> None:
         self._restart_timer = None

@@ -39,7 +39,7 @@ from millstream.jobmanager.deployment import (
 )
 from millstream.jobmanager.checkpoint_coordinator import TaskSnapshot
 from millstream.jobmanager.checkpointing import JobCheckpointing
-from millstream.jobmanager.execution_graph import ConsumedPartitionGroup, ExecutionGraph, ExecutionVertex
+from millstream.jobmanager.execution_graph import ConsumedPartitionGroup, ExecutionGraph, ExecutionVertex, pipelined_regions
 from millstream.jobmanager.execution_state import (
     EXECUTION_TRANSITIONS,
     JOB_TRANSITIONS,
@@ -108,10 +108,12 @@ class JobStatusChanged:
 
 @dataclass(frozen=True)
 class StartRestartTimer:
-    """Call ``restart_backoff_elapsed(restart)`` after ``delay_ms`` (a timer, never a sleep)."""
+    """Call ``restart_backoff_elapsed(restart)`` after ``delay_ms`` (a timer, never a sleep), or
+    ``region_backoff_elapsed(region, restart)`` for the restart of one pipelined region."""
 
     delay_ms: int
     restart: int  # the number the coming restart will have: a timer of an older one is ignored
+    region: int | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,11 @@ class JobMasterCore:
             self._new_attempt(ev, 0)
         self.slots: dict[bytes, SlotInfo] = {}
         self.required_slots = self.graph.total_required_slots()
+        # Pipelined regions (Flink's region failover): a failed task restarts its region only,
+        # unless the regions connect (one region: the whole job restarts, as above).
+        self.regions = pipelined_regions(self.graph)
+        self._region_of = {ev.id: i for i, region in enumerate(self.regions) for ev in region}
+        self._restarting_regions: dict[int, tuple[int, bool]] = {}  # region -> (restart number, backoff elapsed)
 
     @property
     def job_id(self) -> bytes:
@@ -450,8 +457,83 @@ class JobMasterCore:
             execution.failure = failure or cpb.JobFailure(message="task failed", task_name=execution.name)
             if not execution.failure.task_name:
                 execution.failure.task_name = execution.name
-            out += self._fail_job(execution.failure)
+            region = self._failover_region(execution)
+            if region is None:
+                out += self._fail_job(execution.failure)
+            elif region not in self._restarting_regions:  # else a consequence of that region's restart
+                out += self._restart_region(region, execution.failure)
         out += self._check_job_done()
+        out += self._check_regions()
+        return out
+
+    # -- region failover -------------------------------------------------------------------------
+
+    def _failover_region(self, execution: Execution) -> int | None:
+        """The region to restart for this task's failure, or None for a whole-job failover: one
+        region only, not deployed yet, or a slot of the region gone (a lost TaskManager)."""
+        if len(self.regions) < 2 or self.status is not JobStatus.RUNNING or not self._deployment_started:
+            return None
+        region = self._region_of[execution.vertex.id]
+        members = [self.current[(ev.job_vertex.id, ev.subtask_index)] for ev in self.regions[region]]
+        if any(e.slot is None or e.slot.allocation_id not in self.slots for e in members):
+            return None
+        return region
+
+    def _restart_region(self, region: int, failure: cpb.JobFailure) -> list[Command]:
+        out: list[Command] = []
+        self.root_causes.append(failure)
+        if not self._restart_allowed():
+            return self._fail_job(failure, restartable=False, counted=True)
+        log.info("job %s: restarting region %d (%d tasks) after: %s", self.job_id.hex(), region,
+                 len(self.regions[region]), failure.message)
+        number = self.num_restarts + len(self._restarting_regions) + 1
+        self._restarting_regions[region] = (number, False)
+        for ev in self.regions[region]:
+            execution = self.current[(ev.job_vertex.id, ev.subtask_index)]
+            if not execution.state.is_terminal() and self._set_state(execution, ExecutionState.CANCELING, "region restarts"):
+                out.append(CancelTask(execution.slot.resource_id, execution.slot.tm_address, execution.attempt_id))  # type: ignore[union-attr]
+        out.append(StartRestartTimer(self.restart_strategy.backoff_ms(), number, region))
+        return out
+
+    def region_backoff_elapsed(self, region: int, restart: int) -> list[Command]:
+        entry = self._restarting_regions.get(region)
+        if entry is None or entry[0] != restart:
+            return []
+        self._restarting_regions[region] = (restart, True)
+        return self._check_regions()
+
+    def _check_regions(self) -> list[Command]:
+        """Redeploys each restarting region whose tasks all stopped and whose backoff passed, into
+        the slots it held, from the latest completed checkpoint."""
+        out: list[Command] = []
+        if self.status is not JobStatus.RUNNING:
+            self._restarting_regions.clear()
+            return out
+        for region, (number, elapsed) in list(self._restarting_regions.items()):
+            members = self.regions[region]
+            old = [self.current[(ev.job_vertex.id, ev.subtask_index)] for ev in members]
+            if not elapsed or not all(e.state.is_terminal() for e in old):
+                continue
+            del self._restarting_regions[region]
+            self.num_restarts += 1
+            tasks: list[PlannedTask] = []
+            producers: dict[VertexKey, ProducerLocation] = {}
+            for ev, previous in zip(members, old):
+                execution = self._new_attempt(ev, previous.attempt_number + 1)
+                execution.slot = previous.slot
+                self._set_state(execution, ExecutionState.SCHEDULED, "region restart")
+                slot = execution.slot
+                assert slot is not None
+                producers[(ev.job_vertex.id, ev.subtask_index)] = ProducerLocation(slot.data_address, execution.attempt_id)
+                tasks.append(PlannedTask(ev, execution.attempt_id, execution.attempt_number, slot.allocation_id,
+                                         slot.resource_id, slot.tm_address, self._task_restore(ev)))
+            if self.restore_point is not None:
+                out.append(CheckpointRestored(self.restore_point.checkpoint_id, str(self.restore_point.directory)))
+            c = self.checkpointing
+            factory = TaskDeploymentDescriptorFactory(self.graph, self.artifacts, producers,
+                                                      str(c.directory) if c else "", c.mode if c else "")
+            out.append(BuildDeployments(lambda factory=factory, tasks=tasks: factory.build(tasks), len(tasks)))
+            log.info("job %s: region %d redeployed (restart %d)", self.job_id.hex(), region, self.num_restarts)
         return out
 
     def deploy_failed(self, attempt_id: bytes, message: str) -> list[Command]:
@@ -507,11 +589,14 @@ class JobMasterCore:
         out += self._check_job_done()
         return out
 
-    def _fail_job(self, failure: cpb.JobFailure, restartable: bool = True) -> list[Command]:
+    def _fail_job(self, failure: cpb.JobFailure, restartable: bool = True, counted: bool = False) -> list[Command]:
+        """``counted``: the failure was already recorded (and told to the restart strategy)."""
         out: list[Command] = []
         if self.status in (JobStatus.RUNNING, JobStatus.CREATED):
             self.failure = failure  # the first failure is the root cause ...
-            self.root_causes.append(failure)
+            if not counted:
+                self.root_causes.append(failure)
+            self._restarting_regions.clear()  # a whole-job restart or failure covers them
             if restartable and self.status is JobStatus.RUNNING and self._restart_allowed():
                 self._set_job_status(JobStatus.RESTARTING, failure.message, out)
                 self._backoff_elapsed = False

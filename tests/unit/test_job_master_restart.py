@@ -228,3 +228,69 @@ def test_cancel_while_restarting_cancels_the_job_and_the_timer_is_then_ignored()
     assert core.status is JobStatus.CANCELED
     assert core.restart_backoff_elapsed(1) == []
     assert core.status is JobStatus.CANCELED
+
+
+# -- region failover ------------------------------------------------------------------------------
+
+def _parallel_pipelines(spec: RestartStrategySpec) -> JobMasterCore:
+    """source -> map -> print, forward and unchained at parallelism 2: two pipelined regions."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.disable_operator_chaining()
+    env.from_sequence(1, 100).map(lambda x: x).print()
+    counter = itertools.count()
+    return JobMasterCore(env.get_job_graph("pipelines").proto, new_id=lambda: next(counter).to_bytes(16, "big"),
+                         restart_spec=spec, clock=Clock())
+
+
+def test_a_failure_restarts_only_its_pipelined_region_and_the_job_stays_running() -> None:
+    core = _parallel_pipelines(FixedDelay(attempts=2, delay_ms=50))
+    assert sorted(len(r) for r in core.regions) == [3, 3]
+    _running(core)
+    victim = next(e for e in core.current_executions() if e.vertex.subtask_index == 1 and "Map" in e.name)
+    others = [e for e in core.current_executions() if e.vertex.subtask_index == 0]
+    commands = core.update_task_state(victim.attempt_id, S.FAILED, cpb.JobFailure(message="boom"))
+    assert core.status is JobStatus.RUNNING and not _of(commands, JobStatusChanged)
+    cancelled = {c.attempt_id for c in _of(commands, CancelTask)}
+    region = {e.attempt_id for e in core.current_executions() if e.vertex.subtask_index == 1} - {victim.attempt_id}
+    assert cancelled == region  # the other pipeline keeps running untouched
+    assert _of(commands, StartRestartTimer) == [StartRestartTimer(50, 1, core._region_of[victim.vertex.id])]
+    timer = _of(commands, StartRestartTimer)[0]
+    _confirm_cancels(core, commands)
+    redeployed = _built(core, core.region_backoff_elapsed(timer.region, timer.restart))
+    deployed = _of(redeployed, DeployTask)
+    assert len(deployed) == 3 and {d.tdd.subtask_index for d in deployed} == {1}
+    assert all(d.tdd.attempt_number == 1 for d in deployed)
+    assert core.num_restarts == 1 and all(e.state is S.RUNNING for e in others)
+    for d in deployed:
+        core.update_task_state(d.attempt_id, S.RUNNING)
+    for e in core.current_executions():
+        core.update_task_state(e.attempt_id, S.FINISHED)
+    assert core.status is JobStatus.FINISHED
+
+
+def test_region_restarts_count_against_the_strategy_and_exhausting_it_fails_the_job() -> None:
+    core = _parallel_pipelines(FixedDelay(attempts=1, delay_ms=10))
+    _running(core)
+
+    def fail(subtask: int) -> list:
+        victim = next(e for e in core.current_executions() if e.vertex.subtask_index == subtask and "Map" in e.name)
+        return core.update_task_state(victim.attempt_id, S.FAILED, cpb.JobFailure(message=f"boom {subtask}"))
+
+    first = fail(0)
+    timer = _of(first, StartRestartTimer)[0]
+    _confirm_cancels(core, first)
+    for d in _of(_built(core, core.region_backoff_elapsed(timer.region, timer.restart)), DeployTask):
+        core.update_task_state(d.attempt_id, S.RUNNING)
+    second = fail(1)
+    assert core.status is JobStatus.FAILING and not _of(second, StartRestartTimer)
+    _confirm_cancels(core, second)
+    assert core.status is JobStatus.FAILED
+    assert "boom 1" in core.failure.message and "restarts: 1" in core.failure.message
+
+
+def test_a_lost_task_manager_restarts_the_whole_job() -> None:
+    core = _parallel_pipelines(FixedDelay(attempts=2, delay_ms=10))
+    _running(core, tms=("tm-1", "tm-2"))
+    commands = core.task_manager_lost("tm-2", "heartbeat timed out")
+    assert core.status is JobStatus.RESTARTING and _of(commands, StartRestartTimer)[0].region is None
