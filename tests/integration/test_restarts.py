@@ -1,6 +1,7 @@
 """Restart strategies on a real cluster (real gRPC, real Spark, real processes), as Flink restarts
-without checkpoints: the whole job starts over (sources from their start, empty state) as new
-attempts, until it finishes or the strategy gives up.
+without checkpoints: the failed pipelined region (the whole job when its subtasks connect) starts
+over (sources from their start, empty state) as new attempts, until it finishes or the strategy
+gives up.
 
 Each map subtask writes what it sees to a file named by its subtask and attempt number, so the test
 checks exactly what the last attempt produced: every input once."""
@@ -89,7 +90,19 @@ def cluster():
         host.stop()
 
 
-def test_a_job_failing_in_its_first_attempt_restarts_with_fixed_delay_and_finishes_with_exact_output(cluster, tmp_path) -> None:
+def _last_attempts(directory: Path) -> dict[int, tuple[int, list[int]]]:
+    """Per subtask: its last attempt number and the records that attempt wrote."""
+    last: dict[int, tuple[int, list[int]]] = {}
+    for path in directory.glob("out-*"):
+        subtask, attempt = (int(x) for x in path.name.split("-")[1:])
+        if attempt >= last.get(subtask, (-1, []))[0]:
+            last[subtask] = (attempt, [int(line) for line in path.read_text().split()])
+    return last
+
+
+def test_a_failing_task_restarts_its_pipelined_region_with_fixed_delay_and_the_job_finishes_exactly(cluster, tmp_path) -> None:
+    """Two independent pipelines (forward edges only): the failed one restarts from its start, the
+    other runs on untouched (Flink's region failover)."""
     out = tmp_path / "out"
     out.mkdir()
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -99,10 +112,28 @@ def test_a_job_failing_in_its_first_attempt_restarts_with_fixed_delay_and_finish
     with jobmanager_env(cluster.address):
         result = env.execute("fails once")
     assert (tmp_path / "failed-once").exists()
+    last = _last_attempts(out)
+    assert sorted(attempt for attempt, _ in last.values()) == [0, 1]  # one region restarted once
+    assert sorted(r for _, records in last.values() for r in records) == list(range(1, 2001))
+    with ClusterClient(cluster.address) as client:
+        summary = client.status(bytes.fromhex(result.get_job_id()))
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED and summary.num_restarts == 1
+
+
+def test_a_failure_in_a_connected_job_restarts_every_task_with_exact_output(cluster, tmp_path) -> None:
+    """A rebalance connects every subtask: one region, the whole job restarts from the beginning."""
+    out = tmp_path / "out"
+    out.mkdir()
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 300))
+    (env.from_sequence(1, 2000).map(FailOnce(str(tmp_path / "failed-once"), 700)).rebalance()
+        .map(WritePerAttempt(str(out))).add_sink(lambda x: None))
+    with jobmanager_env(cluster.address):
+        result = env.execute("fails once, connected")
     outputs = _outputs(out)
-    assert sorted(outputs) == [0, 1], outputs.keys()  # the first attempt and one restart
+    assert sorted(outputs) == [0, 1], outputs.keys()  # the first attempt and one restart of everything
     assert sorted(outputs[1]) == list(range(1, 2001))  # the restart started over: every record once
-    assert 700 not in outputs[0]
     with ClusterClient(cluster.address) as client:
         summary = client.status(bytes.fromhex(result.get_job_id()))
     assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED and summary.num_restarts == 1
