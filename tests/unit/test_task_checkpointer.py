@@ -2,6 +2,7 @@
 off the task thread, ack in order; restore puts keyed state and source positions back."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,19 @@ def test_source_positions_are_restored(tmp_path: Path) -> None:
     second.checkpointer.restore(1, path, size)
     second.run.chain.open()
     assert second.run.chain.head.reader.poll()[0] == 301  # resumes after the 300 records before the barrier
+
+
+def test_every_decline_reason_a_task_sends_is_one_the_coordinator_knows() -> None:
+    import inspect
+
+    from millstream.jobmanager.checkpoint_coordinator import CheckpointFailureReason
+    from millstream.runtime.task import checkpointing
+    from millstream.runtime.task.barrier_handler import AbortReason
+    from millstream.taskmanager import task
+
+    sent = {r.value for r in AbortReason}
+    for module in (checkpointing, task):
+        sent |= set(re.findall(r'"(CHECKPOINT_[A-Z_]+)"', inspect.getsource(module)))
+    assert sent and sent <= {r.value for r in CheckpointFailureReason}
+    assert not CheckpointFailureReason("CHECKPOINT_DECLINED_SUBSUMED").counts_against_tolerance
+    assert not CheckpointFailureReason("CHECKPOINT_DECLINED_TASK_CLOSING").counts_against_tolerance
