@@ -174,9 +174,9 @@ def test_five_failures_in_one_run_task_exceptions_and_kill_9_of_task_managers_le
     slow.touch()
     markers = [tmp_path / f"fail-{i}" for i, kind in enumerate(FAILURES) if kind == "exception"]
     count = 120_000
-    started = time.monotonic()
     with ClusterClient(cluster.address) as client:
         taskmanagers = cluster.ensure_taskmanagers(client, 3)  # 3 x 2 slots: the job (2 slots) survives two kills
+        started = time.monotonic()
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(2)
         env.enable_checkpointing(300)
@@ -222,8 +222,31 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
+    """The process's state letter (R, S, T stopped, Z zombie...); X when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "X"
+
+
+def _open_files(pid: int) -> list[str]:
+    fds = f"/proc/{pid}/fd"
+    targets = []
+    for fd in os.listdir(fds):
+        try:
+            targets.append(os.readlink(f"{fds}/{fd}"))
+        except OSError:
+            continue  # closed meanwhile
+    return targets
+
+
+def task_ended(marks: Path, tag: str, attempt: int) -> bool:
+    """The task closed its functions, or its worker is gone (Spark kills a worker that does not
+    stop within spark.python.task.killTimeout of a cancel)."""
+    if (marks / f"closed-{tag}-0-{attempt}").exists():
+        return True
+    return _state(int((marks / f"open-{tag}-0-{attempt}").read_text())) in ("X", "Z")
 
 
 @pytest.mark.parametrize("paused", ["taskmanager", "machine"])
@@ -258,16 +281,17 @@ def test_a_task_manager_paused_past_the_heartbeat_timeout_comes_back_fenced_its_
             poll_for(lambda: checkpointed_since_last_restore(client, job_id, 1), 120, interval=0.2,
                      what="the job to restart on the other TaskManager and complete a checkpoint")
             assert host_of(int((marks / "open-sink-0-1").read_text()), taskmanagers) is not victim
-            assert not (marks / "closed-sink-0-0").exists()  # the stale attempt still exists, paused or running
-            if paused == "taskmanager":
-                assert _state(stale_pid) != "T"  # its worker was never paused: it ran on unfenced
+            assert not task_ended(marks, "sink", 0)  # the stale attempt still exists, paused or running
+            if paused == "taskmanager":  # its worker was never paused: it runs on, unfenced, writing a part file
+                assert _state(stale_pid) in ("R", "S"), _state(stale_pid)
+                assert any(".inprogress." in target for target in _open_files(stale_pid)), _open_files(stale_pid)
             committed_before = {p.name for p in out.iterdir() if not p.name.startswith(".")}
         finally:
             for pid in paused_pids:
                 os.kill(pid, signal.SIGCONT)
         resumed_at = time.monotonic()
         # The TaskManager finds its JobMaster's heartbeats timed out and cancels the job's stale tasks.
-        poll_for(lambda: (marks / "closed-sink-0-0").exists() and (marks / "closed-source-0-0").exists(), 60,
+        poll_for(lambda: task_ended(marks, "sink", 0) and task_ended(marks, "source", 0), 60,
                  interval=0.1, what="the stale attempt's tasks to end after SIGCONT")
         stale_ended = time.monotonic()
         assert victim.poll() is None  # it survived, and it registers again
