@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench install proto clean
+.PHONY: demo test soak bench install proto clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,21 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests
+
+# The failover tests (checkpoints, restarts, kill -9, a paused TaskManager) SOAK times in a row,
+# stopping at the first failing run: `SOAK=20 make soak`. `make test` runs them once.
+SOAK ?= 5
+FAILOVER_TESTS := tests/integration/test_checkpoints.py tests/integration/test_failover.py
+
+soak: $(STAMP)
+	@passed=0; for i in $$(seq 1 $(SOAK)); do \
+	  start=$$(date +%s); \
+	  if $(PY) -m pytest -q -x -p no:cacheprovider $(FAILOVER_TESTS); then \
+	    passed=$$((passed + 1)); echo "soak: run $$i/$(SOAK) passed in $$(( $$(date +%s) - start )) s"; \
+	  else \
+	    echo "soak: run $$i/$(SOAK) FAILED after $$(( $$(date +%s) - start )) s ($$passed passed before it)"; exit 1; \
+	  fi; \
+	done; echo "soak: $$passed/$(SOAK) runs passed"
 
 # Regenerate the protobuf/gRPC modules from proto/*.proto (checked in; a test keeps them current).
 proto: $(STAMP)

@@ -1,0 +1,350 @@
+"""Failover on a real cluster (a JobManager and TaskManagers as real processes, real gRPC, real
+Spark, files), as Flink promises it: whatever fails, task or TaskManager, and however often, the
+job resumes from its last completed checkpoint and its exactly-once FileSink holds every input
+exactly once; a TaskManager that was paused past the heartbeat timeout and comes back is fenced:
+its stale attempts are cancelled and commit nothing; a restart strategy that gives up fails the
+job with the last cause, the strategy and the restart count.
+
+The job is test_checkpoints' keyed running count ("key,count" lines, ground truth known). While a
+``slow`` marker file exists a Throttle slows its sources, so the job cannot finish before the test
+injected everything; the test removes the marker and the job runs to its end at full speed.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import cloudpickle
+import pytest
+
+from millstream.client.cluster_client import ClusterClient
+from millstream.common import Encoder, WatermarkStrategy
+from millstream.common.restart_strategy import RestartStrategies
+from millstream.datastream import MapFunction, StreamExecutionEnvironment
+from millstream.datastream.connectors.datagen import DataGeneratorSource
+from millstream.datastream.connectors.file_system import FileSink
+from millstream.jobmanager.execution_state import JobStatus
+
+from .harness import all_slots_free, poll_for, spawn_module, stop_processes
+from .test_checkpoints import HEARTBEATS, KEYS, FailWhenMarked, _ancestors, assert_exactly_once, ended
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = pytest.mark.timeout(400)
+
+
+class Throttle(MapFunction):
+    """Sleeps ``pause_s`` per record while ``marker`` exists (looked at every 256 records)."""
+
+    def __init__(self, marker: str, pause_s: float) -> None:
+        self.marker, self.pause_s = marker, pause_s
+
+    def open(self, runtime_context) -> None:
+        self.seen, self.slow = 0, True
+
+    def map(self, value):
+        if self.seen % 256 == 0:
+            self.slow = os.path.exists(self.marker)
+        self.seen += 1
+        if self.slow:
+            time.sleep(self.pause_s)
+        return value
+
+
+class Witness(MapFunction):
+    """Notes its worker's pid in ``<directory>/open-<tag>-<subtask>-<attempt>`` when it opens and
+    writes ``closed-...`` when it closes (the task ended: finished, failed or cancelled)."""
+
+    def __init__(self, directory: str, tag: str) -> None:
+        self.directory, self.tag = directory, tag
+
+    def _path(self, event: str) -> Path:
+        return Path(self.directory, f"{event}-{self.tag}-{self.index}-{self.attempt}")
+
+    def open(self, runtime_context) -> None:
+        self.index = runtime_context.get_index_of_this_subtask()
+        self.attempt = runtime_context.get_attempt_number()
+        self._path("open").write_text(str(os.getpid()))
+
+    def map(self, value):
+        return value
+
+    def close(self) -> None:
+        self._path("closed").write_text(str(os.getpid()))
+
+
+def failover_job(env: StreamExecutionEnvironment, out: Path, count: int, before: list[MapFunction],
+                 after: list[MapFunction]) -> None:
+    """test_checkpoints.counting_job with functions in the source chain (``before`` the keyed
+    exchange) and in the sink chain (``after`` the running count)."""
+    stream = env.from_source(DataGeneratorSource(lambda i: i, count), WatermarkStrategy.no_watermarks(), "numbers")
+    for function in before:
+        stream = stream.map(function)
+    counted = (stream.map(lambda i: (i % KEYS, 1))
+               .key_by(lambda t: t[0])
+               .reduce(lambda a, b: (a[0], a[1] + b[1])))
+    for function in after:
+        counted = counted.map(function)
+    (counted.map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+
+
+# -- the cluster: one JobManager for the module, TaskManagers started as the tests need them ----
+
+class ProcessCluster:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.checkpoints = directory / "checkpoints"
+        self.jobmanager: Any = None
+        self.taskmanagers: list[Any] = []
+        self.address = ""
+        self._started = 0
+
+    def start(self) -> None:
+        ready = self.directory / "jm.address"
+        self.jobmanager = spawn_module(
+            ["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
+             f"-Dexecution.checkpointing.dir={self.checkpoints}", *HEARTBEATS], self.directory / "jobmanager.log")
+        self.address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
+
+    def alive(self) -> list[Any]:
+        return [tm for tm in self.taskmanagers if tm.poll() is None]
+
+    def ensure_taskmanagers(self, client: ClusterClient, n: int) -> list[Any]:
+        """Starts TaskManagers (2 slots each) until ``n`` run, and waits until exactly the live ones are registered."""
+        for _ in range(n - len(self.alive())):
+            self.taskmanagers.append(spawn_module(
+                ["millstream.taskmanager.taskmanager", "--jobmanager", self.address, "-Dtaskmanager.numberOfTaskSlots=2",
+                 "-Dmillstream.spark.tasks-per-slot=3", *HEARTBEATS], self.directory / f"taskmanager-{self._started}.log"))
+            self._started += 1
+        live = self.alive()
+        poll_for(lambda: client.overview().taskmanagers == len(live) and all_slots_free(client), 240, interval=0.5,
+                 what=f"{len(live)} registered TaskManagers with free slots")
+        return live
+
+    def stop(self) -> None:
+        stop_processes([p for p in [self.jobmanager, *self.taskmanagers] if p is not None])
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[ProcessCluster]:
+    c = ProcessCluster(tmp_path_factory.mktemp("failover-cluster"))
+    try:
+        c.start()
+        yield c
+    finally:
+        for tm in c.taskmanagers:  # a paused one would not stop
+            if tm.poll() is None:
+                os.kill(tm.pid, signal.SIGCONT)
+        c.stop()
+
+
+def host_of(pid: int, taskmanagers: list[Any]) -> Any:
+    hosts = [tm for tm in taskmanagers if tm.pid in _ancestors(pid)]
+    assert len(hosts) == 1, (pid, [tm.pid for tm in taskmanagers])
+    return hosts[0]
+
+
+def checkpointed_since_last_restore(client: ClusterClient, job_id: bytes, restarts: int) -> bool:
+    """The job runs its attempt number ``restarts`` and completed a checkpoint in it."""
+    summary = client.status(job_id)
+    c = summary.checkpoints
+    return (JobStatus.from_proto(summary.status) is JobStatus.RUNNING and summary.num_restarts == restarts
+            and c.last_completed_id > max(c.latest_restored_id, 0))
+
+
+def restarted(client: ClusterClient, job_id: bytes, restarts: int) -> Any:
+    summary = client.status(job_id)
+    return summary if summary.num_restarts >= restarts else None
+
+
+# -- five failures in one run ----------------------------------------------------------------
+
+FAILURES = ["exception", "kill", "exception", "kill", "exception"]
+
+
+def test_five_failures_in_one_run_task_exceptions_and_kill_9_of_task_managers_leave_the_output_exactly_once(cluster, tmp_path) -> None:
+    out, marks = tmp_path / "out", tmp_path / "marks"
+    marks.mkdir()
+    slow = tmp_path / "slow"
+    slow.touch()
+    markers = [tmp_path / f"fail-{i}" for i, kind in enumerate(FAILURES) if kind == "exception"]
+    count = 120_000
+    with ClusterClient(cluster.address) as client:
+        taskmanagers = cluster.ensure_taskmanagers(client, 3)  # 3 x 2 slots: the job (2 slots) survives two kills
+        started = time.monotonic()
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        env.enable_checkpointing(300)
+        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(10, 200))
+        failover_job(env, out, count, [Throttle(str(slow), 0.0005), Witness(str(marks), "source"),
+                                       *(FailWhenMarked(str(m)) for m in markers)], [])
+        job_id = client.submit(env.get_job_graph("five failures").proto)
+        exceptions = iter(markers)
+        restored: list[int] = []
+        for restarts, kind in enumerate(FAILURES):
+            poll_for(lambda: checkpointed_since_last_restore(client, job_id, restarts), 120, interval=0.1,
+                     what=f"a checkpoint completed in attempt {restarts}")
+            if kind == "exception":
+                next(exceptions).touch()
+            else:
+                victim = host_of(int((marks / f"open-source-0-{restarts}").read_text()), taskmanagers)
+                victim.kill()
+                victim.wait(10)
+                taskmanagers.remove(victim)
+            summary = poll_for(lambda: restarted(client, job_id, restarts + 1), 120, interval=0.1,
+                               what=f"restart {restarts + 1} after a {kind}")
+            restored.append(summary.checkpoints.latest_restored_id)
+        failures_done = time.monotonic()
+        slow.unlink()  # everything injected: the job may run to its end
+        summary = poll_for(lambda: ended(client, job_id), 240, interval=0.5, what="the job to end")
+    print(f"five failures injected in {failures_done - started:.1f} s, job ended {time.monotonic() - failures_done:.1f} s later")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.num_restarts == len(FAILURES), summary.num_restarts  # one restart per failure, no more
+    assert not any(m.exists() for m in markers)  # every injected exception was raised
+    # every restart resumed from a checkpoint completed after the previous restart's
+    assert restored[0] >= 1 and all(b > a for a, b in zip(restored, restored[1:])), restored
+    assert_exactly_once(out, count)
+
+
+# -- a paused TaskManager comes back -----------------------------------------------------------
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != pid and pid in _ancestors(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (R, S, T stopped, Z zombie...); X when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "X"
+
+
+def _open_files(pid: int) -> list[str]:
+    fds = f"/proc/{pid}/fd"
+    targets = []
+    for fd in os.listdir(fds):
+        try:
+            targets.append(os.readlink(f"{fds}/{fd}"))
+        except OSError:
+            continue  # closed meanwhile
+    return targets
+
+
+def task_ended(marks: Path, tag: str, attempt: int) -> bool:
+    """The task closed its functions, or its worker is gone (Spark kills a worker that does not
+    stop within spark.python.task.killTimeout of a cancel)."""
+    if (marks / f"closed-{tag}-0-{attempt}").exists():
+        return True
+    return _state(int((marks / f"open-{tag}-0-{attempt}").read_text())) in ("X", "Z")
+
+
+@pytest.mark.parametrize("paused", ["taskmanager", "machine"])
+def test_a_task_manager_paused_past_the_heartbeat_timeout_comes_back_fenced_its_stale_attempts_cancelled_and_invisible(
+        cluster, tmp_path, paused) -> None:
+    """``taskmanager``: SIGSTOP of the TaskManager process only, so its Spark workers run on and the
+    stale attempt goes on writing part files all through the pause; ``machine``: the TaskManager
+    and every process under it (its JVM and workers), as a paused host or VM."""
+    out, marks = tmp_path / "out", tmp_path / "marks"
+    marks.mkdir()
+    slow = tmp_path / "slow"
+    slow.touch()
+    count = 60_000
+    with ClusterClient(cluster.address) as client:
+        taskmanagers = cluster.ensure_taskmanagers(client, 2)  # the job takes one slot: it fits on either
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(1)
+        env.enable_checkpointing(300)
+        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 200))
+        failover_job(env, out, count, [Throttle(str(slow), 0.001), Witness(str(marks), "source")],
+                     [Witness(str(marks), "sink")])
+        job_id = client.submit(env.get_job_graph(f"paused {paused}").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, what="two completed checkpoints")
+        stale_pid = int((marks / "open-sink-0-0").read_text())
+        victim = host_of(stale_pid, taskmanagers)
+        paused_pids = [victim.pid] + (_descendants(victim.pid) if paused == "machine" else [])
+        for pid in paused_pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            paused_at = time.monotonic()
+            # The job restarts without it, from its last checkpoint, and checkpoints on the other TaskManager.
+            poll_for(lambda: checkpointed_since_last_restore(client, job_id, 1), 120, interval=0.2,
+                     what="the job to restart on the other TaskManager and complete a checkpoint")
+            assert host_of(int((marks / "open-sink-0-1").read_text()), taskmanagers) is not victim
+            assert not task_ended(marks, "sink", 0)  # the stale attempt still exists, paused or running
+            if paused == "taskmanager":  # its worker was never paused: it runs on, unfenced, writing a part file
+                assert _state(stale_pid) in ("R", "S"), _state(stale_pid)
+                assert any(".inprogress." in target for target in _open_files(stale_pid)), _open_files(stale_pid)
+            committed_before = {p.name for p in out.iterdir() if not p.name.startswith(".")}
+        finally:
+            for pid in paused_pids:
+                os.kill(pid, signal.SIGCONT)
+        resumed_at = time.monotonic()
+        # The TaskManager finds its JobMaster's heartbeats timed out and cancels the job's stale tasks.
+        poll_for(lambda: task_ended(marks, "sink", 0) and task_ended(marks, "source", 0), 60,
+                 interval=0.1, what="the stale attempt's tasks to end after SIGCONT")
+        stale_ended = time.monotonic()
+        assert victim.poll() is None  # it survived, and it registers again
+        summary = client.status(job_id)
+        assert JobStatus.from_proto(summary.status) is JobStatus.RUNNING and summary.num_restarts == 1, summary
+        slow.unlink()
+        summary = poll_for(lambda: ended(client, job_id), 240, interval=0.5, what="the job to end")
+        poll_for(lambda: client.overview().taskmanagers == 2 and all_slots_free(client), 60, interval=0.5,
+                 what="both TaskManagers registered, every slot free")
+    print(f"paused {resumed_at - paused_at:.1f} s; the stale tasks ended {stale_ended - resumed_at:.1f} s after SIGCONT")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.num_restarts == 1, summary.num_restarts  # the stale attempt's end failed nothing
+    assert not (marks / "open-sink-0-2").exists()
+    assert_exactly_once(out, count)
+    committed = {p.name for p in out.iterdir() if not p.name.startswith(".")}
+    assert committed_before <= committed
+
+
+# -- restart-strategy limits -----------------------------------------------------------------
+
+class FailEveryAttempt(MapFunction):
+    """Raises on the ``at``-th record of every attempt, naming the attempt."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def open(self, runtime_context) -> None:
+        self.seen, self.attempt = 0, runtime_context.get_attempt_number()
+
+    def map(self, value):
+        self.seen += 1
+        if self.seen == self.at:
+            raise RuntimeError(f"broken in attempt {self.attempt}")
+        return value
+
+
+def test_fixed_delay_with_checkpoints_gives_up_after_its_attempts_failed_with_the_last_cause_the_strategy_and_the_count(cluster, tmp_path) -> None:
+    slow = tmp_path / "slow"
+    slow.touch()  # kept: each attempt runs about 1.5 s before it fails, time for checkpoints
+    with ClusterClient(cluster.address) as client:
+        cluster.ensure_taskmanagers(client, 1)
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(1)
+        env.enable_checkpointing(100)
+        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 100))
+        failover_job(env, tmp_path / "out", 1_000_000, [Throttle(str(slow), 0.0005), FailEveryAttempt(3000)], [])
+        job_id = client.submit(env.get_job_graph("keeps failing").proto)
+        summary = poll_for(lambda: ended(client, job_id), 180, interval=0.2, what="the job to end")
+    message = summary.failure.message
+    assert JobStatus.from_proto(summary.status) is JobStatus.FAILED, message
+    assert summary.num_restarts == 2
+    assert "broken in attempt 2" in message and "attempt 0" not in message, message  # the last cause
+    assert "fixed-delay (attempts 2, delay 100 ms)" in message and "restarts: 2" in message, message
+    c = summary.checkpoints
+    assert c.num_completed >= 1 and c.latest_restored_id >= 1, c  # the restarts resumed from checkpoints
+    assert Path(c.directory).is_dir()  # a failed job keeps its checkpoints
