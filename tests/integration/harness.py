@@ -81,3 +81,16 @@ def stop_processes(procs: list["subprocess.Popen[bytes]"]) -> None:
             p.wait(30)
         except subprocess.TimeoutExpired:
             p.kill()
+
+
+def ancestors(pid: int) -> set[int]:
+    """``pid`` and its parent processes (to find the TaskManager a task's Spark worker runs under)."""
+    seen = set()
+    while pid > 1:
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return seen

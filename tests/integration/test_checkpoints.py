@@ -32,7 +32,7 @@ from millstream.datastream.connectors.file_system import FileSink
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.taskmanager.spark_runner import SparkHost
 
-from .harness import fast_config, poll_for, spawn_module, stop_processes
+from .harness import ancestors, fast_config, poll_for, spawn_module, stop_processes
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -107,6 +107,16 @@ def ended(client: ClusterClient, job_id: bytes):  # noqa: ANN201
     return summary if JobStatus.from_proto(summary.status).is_terminal() else None
 
 
+def fail_after_checkpoints(address: str, env: StreamExecutionEnvironment, name: str, marker: Path) -> Any:
+    """Submits the job, lets it complete two checkpoints, makes its FailWhenMarked fail, and
+    returns its summary once it ended."""
+    with ClusterClient(address) as client:
+        job_id = client.submit(env.get_job_graph(name).proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
+        marker.touch()
+        return poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     host = SparkHost(slots=4, tasks_per_slot=3)
@@ -128,18 +138,14 @@ def test_a_failing_function_restarts_from_the_last_checkpoint_and_the_file_sink_
     env.enable_checkpointing(200)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
     counting_job(env, out, count, 1500, FailWhenMarked(str(marker)))
-    with ClusterClient(mc.address) as client:
-        job_id = client.submit(env.get_job_graph("fails after checkpoints").proto)
-        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
-        marker.touch()
-        summary = poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+    summary = fail_after_checkpoints(mc.address, env, "fails after checkpoints", marker)
     assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
     assert not marker.exists() and summary.num_restarts == 1
     c = summary.checkpoints
     assert c.num_completed >= 2 and c.last_completed_id >= 2 and c.last_size_bytes > 0
     assert c.latest_restored_id >= 2, c  # resumed from a checkpoint, not from the start
     assert_exactly_once(out, count)
-    assert not (checkpoints / job_id.hex()).exists()  # a finished job's checkpoints are deleted
+    assert not (checkpoints / summary.job_id.hex()).exists()  # a finished job's checkpoints are deleted
 
 
 def test_a_missing_checkpoint_fails_the_job_loudly_instead_of_restarting_empty(cluster, tmp_path) -> None:
@@ -210,11 +216,7 @@ def test_a_task_with_two_inputs_aligns_barriers_and_the_output_stays_exactly_onc
         .map(lambda i: (i % KEYS, 1)).key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
         .map(lambda t: f"{t[0]},{t[1]}")
         .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
-    with ClusterClient(mc.address) as client:
-        job_id = client.submit(env.get_job_graph("two inputs").proto)
-        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
-        marker.touch()
-        summary = poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+    summary = fail_after_checkpoints(mc.address, env, "two inputs", marker)
     assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
     assert summary.num_restarts == 1 and summary.checkpoints.latest_restored_id >= 2
     assert_exactly_once(out, fast + slow)
@@ -229,11 +231,7 @@ def test_at_least_once_mode_loses_nothing(cluster, tmp_path) -> None:
     env.enable_checkpointing(200, CheckpointingMode.AT_LEAST_ONCE)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
     counting_job(env, out, count, 1500, FailWhenMarked(str(marker)))
-    with ClusterClient(mc.address) as client:
-        job_id = client.submit(env.get_job_graph("at least once").proto)
-        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
-        marker.touch()
-        summary = poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+    summary = fail_after_checkpoints(mc.address, env, "at least once", marker)
     assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
     lines = set(visible_lines(out))
     assert {f"{k},{len(range(k, count, KEYS))}" for k in range(KEYS)} <= lines  # every key's final count
@@ -346,18 +344,6 @@ def test_resuming_a_savepoint_at_parallelism_2_then_4_then_2_keeps_the_keyed_sta
 HEARTBEATS = ["-Dheartbeat.interval=1 s", "-Dheartbeat.timeout=5 s"]
 
 
-def _ancestors(pid: int) -> set[int]:
-    seen = set()
-    while pid > 1:
-        seen.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return seen
-
-
 def test_kill_9_of_a_task_manager_after_two_checkpoints_resumes_on_the_others_exactly_once(tmp_path) -> None:
     ready, checkpoints = tmp_path / "jm.address", tmp_path / "checkpoints"
     procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
@@ -381,7 +367,7 @@ def test_kill_9_of_a_task_manager_after_two_checkpoints_resumes_on_the_others_ex
             job_id = client.submit(env.get_job_graph("survives kill -9").proto)
             poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, what="two completed checkpoints")
             pid = int((pids / "pid-0-0").read_text())
-            victims = [tm for tm in tms if tm.pid in _ancestors(pid)]
+            victims = [tm for tm in tms if tm.pid in ancestors(pid)]
             assert len(victims) == 1, (pid, [tm.pid for tm in tms])
             victims[0].kill()
             victims[0].wait(10)

@@ -29,8 +29,8 @@ from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
 from millstream.jobmanager.execution_state import JobStatus
 
-from .harness import all_slots_free, poll_for, spawn_module, stop_processes
-from .test_checkpoints import HEARTBEATS, KEYS, FailWhenMarked, _ancestors, assert_exactly_once, ended
+from .harness import all_slots_free, ancestors, poll_for, spawn_module, stop_processes
+from .test_checkpoints import HEARTBEATS, KEYS, FailWhenMarked, assert_exactly_once, ended
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -144,7 +144,7 @@ def cluster(tmp_path_factory) -> Iterator[ProcessCluster]:
 
 
 def host_of(pid: int, taskmanagers: list[Any]) -> Any:
-    hosts = [tm for tm in taskmanagers if tm.pid in _ancestors(pid)]
+    hosts = [tm for tm in taskmanagers if tm.pid in ancestors(pid)]
     assert len(hosts) == 1, (pid, [tm.pid for tm in taskmanagers])
     return hosts[0]
 
@@ -216,7 +216,7 @@ def test_five_failures_in_one_run_task_exceptions_and_kill_9_of_task_managers_le
 def _descendants(pid: int) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != pid and pid in _ancestors(int(entry)):
+        if entry.isdigit() and int(entry) != pid and pid in ancestors(int(entry)):
             found.append(int(entry))
     return found
 

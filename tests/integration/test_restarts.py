@@ -23,7 +23,7 @@ from millstream.datastream import MapFunction, SourceFunction, StreamExecutionEn
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.taskmanager.spark_runner import SparkHost
 
-from .harness import fast_config, jobmanager_env, poll_for, spawn_module, stop_processes
+from .harness import ancestors, fast_config, jobmanager_env, poll_for, spawn_module, stop_processes
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -189,22 +189,6 @@ class SlowSource(SourceFunction):
         self.running = False
 
 
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
-def _ancestors(pid: int) -> set[int]:
-    seen = set()
-    while pid > 1:
-        seen.add(pid)
-        try:
-            pid = _parent(pid)
-        except (OSError, ValueError, IndexError):
-            break
-    return seen
-
-
 def test_kill_9_of_a_task_manager_restarts_the_job_on_the_other_and_it_finishes(tmp_path) -> None:
     ready = tmp_path / "jm.address"
     procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0", *HEARTBEATS],
@@ -226,7 +210,7 @@ def test_kill_9_of_a_task_manager_restarts_the_job_on_the_other_and_it_finishes(
             job_id = client.submit(env.get_job_graph("survives a TaskManager").proto)
             poll_for(lambda: len(_outputs(out).get(0, [])) >= 50, 120, what="the first attempt to produce")
             pid = int((out / "pid-0-0").read_text())
-            victims = [tm for tm in tms if tm.pid in _ancestors(pid)]
+            victims = [tm for tm in tms if tm.pid in ancestors(pid)]
             assert len(victims) == 1, (pid, [tm.pid for tm in tms])
             victims[0].kill()
             victims[0].wait(10)
@@ -241,6 +225,6 @@ def test_kill_9_of_a_task_manager_restarts_the_job_on_the_other_and_it_finishes(
             last = max(outputs)
             assert sorted(outputs[last]) == list(range(count))  # the last attempt: every record once
             survivor = next(tm for tm in tms if tm is not victims[0])
-            assert survivor.pid in _ancestors(int((out / f"pid-0-{last}").read_text()))  # ran on the survivor
+            assert survivor.pid in ancestors(int((out / f"pid-0-{last}").read_text()))  # ran on the survivor
     finally:
         stop_processes(procs)
