@@ -395,8 +395,11 @@ def report(only: str | None = None, records: int = RECORDS, pairs: int = PAIRS, 
               f"{t['median_records_per_s_checkpointed']:,.0f} records/s (medians): loss {t['loss_pct']:.1f} % (goal <= 10 %)")
         print("  runs without: " + ", ".join(f"{r['records_per_s']:,.0f}" for r in t["plain"]))
         print("  runs with:    " + ", ".join(f"{r['records_per_s']:,.0f} ({r['checkpoints_completed']} completed, "
-                                          f"{r['checkpoints_failed']} failed, last {r['checkpoint_last_duration_ms']} ms)"
-                                          for r in t["checkpointed"]))
+                                              f"{r['checkpoints_failed']} failed, last {r['checkpoint_last_duration_ms']} ms)"
+                                              for r in t["checkpointed"]))
+        for r in t["checkpointed"]:
+            if r.get("checkpoint_last_failure"):
+                print(f"  a failed checkpoint: {r['checkpoint_last_failure'][:200]}")
     if only in (None, "recovery"):
         r = _measure("recovery", str(recovery_runs))
         print("kill -9 of a TaskManager (3 TaskManagers, heartbeats 1 s / 5 s, checkpoints every 1 s, "

@@ -130,7 +130,8 @@ def measure_exchange(records: int, checkpoint_ms: int = 0) -> dict:
         with ClusterClient(cluster.address) as client:
             c = client.status(bytes.fromhex(result.get_job_id())).checkpoints
         figures = {"checkpoint_ms": checkpoint_ms, "checkpoints_completed": c.num_completed, "checkpoints_failed": c.num_failed,
-                   "checkpoint_last_duration_ms": c.last_duration_ms, "checkpoint_last_size_bytes": c.last_size_bytes}
+                   "checkpoint_last_duration_ms": c.last_duration_ms, "checkpoint_last_size_bytes": c.last_size_bytes,
+                   "checkpoint_last_failure": f"{c.last_failure_reason}: {c.last_failure_message}" if c.num_failed else ""}
     import pickle
     import shutil
 
