@@ -10,6 +10,8 @@
    JobManager, TaskManager and client share the process, so that RSS covers all three).
 5. JobManager at scale: accept and deploy a parallelism-1000 all-to-all job to fake TaskExecutors
    (real gRPC, no Spark): time, the JobManager's RSS, and its longest event-loop stall.
+6. checkpoints (bench/checkpoints.py, ~4 minutes): exchange throughput with 1 s checkpoints vs none,
+   recovery after ``kill -9`` of a TaskManager, duration and size of a checkpoint of 1 M keys.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 """
@@ -94,7 +96,9 @@ def measure_millstream(path: str) -> dict:
     return {"wall_s": done - submitted, "startup_s": ready - started, "words": sum(totals.values()), "distinct": len(totals)}
 
 
-def measure_exchange(records: int) -> dict:
+def measure_exchange(records: int, checkpoint_ms: int = 0) -> dict:
+    """Records/s of source -> rebalance -> sink; ``checkpoint_ms`` > 0: the same job with
+    ``enable_checkpointing(checkpoint_ms)``, its checkpoint figures read from the job's summary."""
     from millstream.client.execution import ENV_JOBMANAGER
     from millstream.client.minicluster import MiniCluster
     from millstream.common import WatermarkStrategy
@@ -103,23 +107,40 @@ def measure_exchange(records: int) -> dict:
     from millstream.runtime import config as cfg
     from millstream.taskmanager.spark_runner import SparkHost
 
-    with SparkHost(slots=4, tasks_per_slot=2) as spark, MiniCluster(cfg.Configuration(), num_slots=2, spark=spark) as cluster:
+    import tempfile
+
+    from millstream.client.cluster_client import ClusterClient
+
+    checkpoints = tempfile.mkdtemp(prefix="millstream-bench-checkpoints-")
+    config = cfg.Configuration.from_dict({"execution.checkpointing.dir": checkpoints})
+    with SparkHost(slots=4, tasks_per_slot=2) as spark, MiniCluster(config, num_slots=2, spark=spark) as cluster:
         cluster.add_task_manager()
         os.environ[ENV_JOBMANAGER] = cluster.address
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(2)
+        if checkpoint_ms > 0:
+            env.enable_checkpointing(checkpoint_ms)
         # Distinct ~100-byte records: pickle would store a repeated string once per buffer.
         source = DataGeneratorSource(lambda i: (i, f"{i:090d}"), count=records)
         stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "generator").slot_sharing_group("sources")
         stream.rebalance().filter(lambda r: False).slot_sharing_group("sinks").add_sink(lambda r: None)
         started = time.perf_counter()
-        env.execute("exchange bench")
+        result = env.execute("exchange bench" + (f", checkpoints every {checkpoint_ms} ms" if checkpoint_ms > 0 else ""))
         elapsed = time.perf_counter() - started
+        with ClusterClient(cluster.address) as client:
+            c = client.status(bytes.fromhex(result.get_job_id())).checkpoints
+        figures = {"checkpoint_ms": checkpoint_ms, "checkpoints_completed": c.num_completed, "checkpoints_failed": c.num_failed,
+                   "checkpoint_last_duration_ms": c.last_duration_ms, "checkpoint_last_size_bytes": c.last_size_bytes,
+                   "checkpoint_last_failure": f"{c.last_failure_reason}: {c.last_failure_message}" if c.num_failed else ""}
     import pickle
+    import shutil
+
+    shutil.rmtree(checkpoints, ignore_errors=True)
 
     sample = [(i, f"{i:090d}") for i in range(1024)]
     size = len(pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL)) / len(sample)
-    return {"wall_s": elapsed, "records": records, "records_per_s": records / elapsed, "mb_per_s": records * size / elapsed / 1e6}
+    return {"wall_s": elapsed, "records": records, "records_per_s": records / elapsed, "mb_per_s": records * size / elapsed / 1e6,
+            **figures}
 
 
 def measure_latency(seconds: int, rate: int) -> dict:
@@ -258,13 +279,13 @@ def main() -> None:
     parser.add_argument("--scale-parallelism", type=int, default=1000)
     parser.add_argument("--collect-records", type=int, default=20_000_000)
     parser.add_argument("--collect-runs", type=int, default=10)
-    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale"])
+    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints"])
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.measure:
         fn = {"counter": measure_counter, "pyspark": measure_pyspark, "millstream": measure_millstream,
-              "exchange": lambda n: measure_exchange(int(n)), "latency": lambda s: measure_latency(int(s), 1000),
+              "exchange": lambda n, ms="0": measure_exchange(int(n), int(ms)), "latency": lambda s: measure_latency(int(s), 1000),
               "scale": lambda p: measure_scale(int(p)),
               "collect": lambda n, r, m: measure_collect(int(n), int(r), m)}[a.measure]
         print(json.dumps(fn(*a.args)))
@@ -309,6 +330,12 @@ def main() -> None:
         print(f"  JobManager RSS: {sc['rss_idle_before_mb']:.0f} MB idle, peak {sc['rss_peak_mb']:.0f} MB, "
               f"{sc['rss_after_mb']:.0f} MB after the job; longest event-loop stall {sc.get('jm_loop_max_lag_ms', float('nan')):.0f} ms "
               f"(slowest overview RPC from a probe process: {sc['probe_max_ms']:.0f} ms)")
+
+
+    if a.only in (None, "checkpoints"):
+        import checkpoints
+
+        checkpoints.report()
 
 
 def measure_scale(parallelism: int) -> dict:
