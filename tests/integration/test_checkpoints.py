@@ -222,6 +222,39 @@ def test_a_task_with_two_inputs_aligns_barriers_and_the_output_stays_exactly_onc
     assert_exactly_once(out, fast + slow)
 
 
+def test_checkpoints_go_on_after_a_bounded_source_finished(cluster, tmp_path) -> None:
+    """A finished task is left out of later checkpoints (and recorded as finished), so a job whose
+    short source ended keeps completing checkpoints, and a restart after it does not replay it."""
+    mc, _ = cluster
+    out, marker = tmp_path / "out", tmp_path / "fail"
+    short, long = 200, 3000
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(150)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    one = env.from_source(DataGeneratorSource(lambda i: i, short), WatermarkStrategy.no_watermarks(), "short")
+    two = env.from_source(DataGeneratorSource(lambda i: short + i, long, records_per_second=600),
+                          WatermarkStrategy.no_watermarks(), "long")
+    (one.union(two).map(FailWhenMarked(str(marker), at=10))
+        .map(lambda i: (i % KEYS, 1)).key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+
+    def short_finished(client: ClusterClient, job_id: bytes) -> bool:
+        return any(v.name.endswith("short") and v.tasks_per_state.get("FINISHED") == 1 for v in client.status(job_id).vertices)
+
+    with ClusterClient(mc.address) as client:
+        job_id = client.submit(env.get_job_graph("a short source").proto)
+        poll_for(lambda: short_finished(client, job_id), 60, what="the short source to finish")
+        after = client.status(job_id).checkpoints.num_completed
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= after + 2, 60, what="checkpoints after it")
+        marker.touch()
+        summary = poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.num_restarts == 1 and summary.checkpoints.latest_restored_id > after
+    assert_exactly_once(out, short + long)
+
+
 def test_at_least_once_mode_loses_nothing(cluster, tmp_path) -> None:
     mc, _ = cluster
     out, marker = tmp_path / "out", tmp_path / "fail"
