@@ -167,15 +167,15 @@ class JobMaster:
         self._run(self.core.cancel())
 
     async def savepoint(self, target: Any, stop: bool) -> str:
-        """Takes a savepoint into ``target`` (a Path); with ``stop``, cancels the job once it is
-        taken. Raises SavepointError."""
+        """Takes a savepoint into ``target`` (a Path); with ``stop``, ends the job once it is taken
+        (it FINISHES). Raises SavepointError."""
         if self.checkpoints is None:
             raise SavepointError("the job takes no checkpoints: savepoints need checkpointing "
                                  "(env.enable_checkpointing(ms) or execution.checkpointing.interval)")
         path = await self.checkpoints.trigger_savepoint(target, stop)
         if stop:
             log.info("job %s: stopping after savepoint %s", self.job_id.hex(), path)
-            self.cancel()
+            self._run(self.core.stop())
         return path
 
     def acknowledge_checkpoint(self, request: cpb.AcknowledgeCheckpointRequest) -> None:

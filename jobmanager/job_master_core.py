@@ -193,6 +193,7 @@ class JobMasterCore:
         self._vertex_state_counts: dict[bytes, dict[ExecutionState, int]] = {v.id: {} for v in self.graph.job_vertices}
         self._vertex_records: dict[bytes, list[int]] = {v.id: [0, 0] for v in self.graph.job_vertices}
         self._deployment_started = False
+        self._stopping = False  # stop-with-savepoint: the savepoint is taken, the tasks end, the job FINISHES
         for ev in self.graph.all_execution_vertices():
             self._new_attempt(ev, 0)
         self.slots: dict[bytes, SlotInfo] = {}
@@ -471,7 +472,7 @@ class JobMasterCore:
     def _failover_region(self, execution: Execution) -> int | None:
         """The region to restart for this task's failure, or None for a whole-job failover: one
         region only, not deployed yet, or a slot of the region gone (a lost TaskManager)."""
-        if len(self.regions) < 2 or self.status is not JobStatus.RUNNING or not self._deployment_started:
+        if len(self.regions) < 2 or self._stopping or self.status is not JobStatus.RUNNING or not self._deployment_started:
             return None
         region = self._region_of[execution.vertex.id]
         members = [self.current[(ev.job_vertex.id, ev.subtask_index)] for ev in self.regions[region]]
@@ -579,6 +580,15 @@ class JobMasterCore:
         self._backoff_elapsed = True
         return self._check_job_done()
 
+    def stop(self) -> list[Command]:
+        """The end of stop-with-savepoint: the savepoint is complete, so every task ends now and
+        the job FINISHES (its state lives on in the savepoint), as Flink's ``stop``."""
+        if self.status is not JobStatus.RUNNING or self._stopping:
+            return []
+        self._stopping = True
+        log.info("job %s: stopping after its savepoint", self.job_id.hex())
+        return self._cancel_executions() + self._check_job_done()
+
     def cancel(self) -> list[Command]:
         out: list[Command] = []
         if self.status.is_terminal() or self.status is JobStatus.CANCELLING:
@@ -597,6 +607,7 @@ class JobMasterCore:
             if not counted:
                 self.root_causes.append(failure)
             self._restarting_regions.clear()  # a whole-job restart or failure covers them
+            self._stopping = False  # a failure while stopping: the stop failed, the job restarts or fails
             if restartable and self.status is JobStatus.RUNNING and self._restart_allowed():
                 self._set_job_status(JobStatus.RESTARTING, failure.message, out)
                 self._backoff_elapsed = False
@@ -669,6 +680,8 @@ class JobMasterCore:
             return out
         if self.status is JobStatus.RUNNING and finished == len(self.current):
             self._set_job_status(JobStatus.FINISHED, "all tasks finished", out)
+        elif self.status is JobStatus.RUNNING and self._stopping:
+            self._set_job_status(JobStatus.FINISHED, "stopped with a savepoint", out)
         elif self.status is JobStatus.FAILING:
             self.failure = self._final_failure()
             self._set_job_status(JobStatus.FAILED, "all tasks stopped after a failure", out)

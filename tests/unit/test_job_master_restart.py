@@ -294,3 +294,12 @@ def test_a_lost_task_manager_restarts_the_whole_job() -> None:
     _running(core, tms=("tm-1", "tm-2"))
     commands = core.task_manager_lost("tm-2", "heartbeat timed out")
     assert core.status is JobStatus.RESTARTING and _of(commands, StartRestartTimer)[0].region is None
+
+
+def test_stop_after_a_savepoint_ends_every_task_and_the_job_finishes() -> None:
+    core = _core(FixedDelay(attempts=2, delay_ms=10))
+    _running(core)
+    commands = core.stop()
+    assert len(_of(commands, CancelTask)) == len(core.current_executions())
+    _confirm_cancels(core, commands)
+    assert core.status is JobStatus.FINISHED and core.num_restarts == 0
