@@ -477,11 +477,13 @@ class SourceOperator(StreamOperator):
         super().__init__(factory, ctx)
         self.reader: SourceReader | SourceFunctionReader | None = None
         self.start_positions: dict[str, Any] = {}  # set before open() when restoring
+        self.assigned_splits = False  # a rescaled restore: read exactly the splits in start_positions
 
     def open(self) -> None:
         super().open()
         try:
-            reader = create_source_reader(self.factory, self.ctx.env, self.ctx.runtime_context, self.start_positions)  # type: ignore[arg-type]
+            reader = create_source_reader(self.factory, self.ctx.env, self.ctx.runtime_context,  # type: ignore[arg-type]
+                                          self.start_positions, self.assigned_splits)
             reader.open()
         except Exception as e:
             self.fail(e, "opening the source")

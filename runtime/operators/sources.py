@@ -80,7 +80,8 @@ class CollectionReader(SourceReader):
 
 def sequence_splits(start: int, end: int, num_splits: int) -> list[tuple[str, int, int]]:
     """Flink's NumberSequenceIterator.split: contiguous inclusive ranges ``(split_id, from, to)``; the
-    first ``total % num_splits`` splits hold one number more; empty splits are dropped; ids from "1"."""
+    first ``total % num_splits`` splits hold one number more; empty splits are dropped. A split's id
+    is its range, ``"from..to"``, so a checkpointed position can be read at another parallelism."""
     total = end - start + 1
     per_split, extra = divmod(total, num_splits)
     splits: list[tuple[str, int, int]] = []
@@ -88,7 +89,7 @@ def sequence_splits(start: int, end: int, num_splits: int) -> list[tuple[str, in
     for i in range(num_splits):
         n = per_split + (1 if i < extra else 0)
         if n > 0:
-            splits.append((str(len(splits) + 1), current, current + n - 1))
+            splits.append((f"{current}..{current + n - 1}", current, current + n - 1))
         current += n
     return splits
 
@@ -98,25 +99,52 @@ def _split_of_subtask(splits: list[tuple[str, int, int]], subtask_index: int) ->
     return splits[subtask_index] if subtask_index < len(splits) else None
 
 
-class SequenceReader(SourceReader):
-    """``from_sequence``: this subtask's contiguous range of numbers."""
+def range_split(split_id: str) -> tuple[str, int, int]:
+    """A sequence split back from its id ``"from..to"``."""
+    low, sep, high = split_id.partition("..")
+    try:
+        if not sep:
+            raise ValueError(split_id)
+        return split_id, int(low), int(high)
+    except ValueError:
+        raise ValueError(f"not a sequence split id: {split_id!r}") from None
 
-    def __init__(self, split: tuple[str, int, int] | None, batch_size: int, start_positions: Mapping[str, Any]) -> None:
-        self._split_id, self._next, self._end = split if split else ("", 0, -1)
-        if self._split_id in start_positions:
-            self._next = int(start_positions[self._split_id])
+
+class _Ranges:
+    """Contiguous index ranges read one after the other, each with its next index: the splits of a
+    sequence or generator subtask (one from the plan, or any number handed over by a rescale)."""
+
+    def __init__(self, splits: list[tuple[str, int, int]], positions: Mapping[str, Any]) -> None:
+        self._ranges = [[sid, int(positions.get(sid, low)), high] for sid, low, high in splits]
+
+    def take(self, n: int) -> range | None:
+        """The next up to ``n`` indices (from the current range only), or None when all are read."""
+        for r in self._ranges:
+            if r[1] <= r[2]:
+                stop = min(r[1] + n, r[2] + 1)
+                taken = range(r[1], stop)
+                r[1] = stop
+                return taken
+        return None
+
+    def position(self) -> dict[str, Any]:
+        return {sid: nxt for sid, nxt, _ in self._ranges}
+
+
+class SequenceReader(SourceReader):
+    """``from_sequence``: this subtask's contiguous range of numbers (or the ranges a rescaled
+    restore handed it)."""
+
+    def __init__(self, splits: list[tuple[str, int, int]], batch_size: int, start_positions: Mapping[str, Any]) -> None:
+        self._ranges = _Ranges(splits, start_positions)
         self._batch_size = batch_size
 
     def poll(self) -> list[Any] | None:
-        if self._next > self._end:
-            return None
-        stop = min(self._next + self._batch_size, self._end + 1)
-        batch = list(range(self._next, stop))
-        self._next = stop
-        return batch
+        taken = self._ranges.take(self._batch_size)
+        return None if taken is None else list(taken)
 
     def position(self) -> dict[str, Any]:
-        return {self._split_id: self._next} if self._split_id else {}
+        return self._ranges.position()
 
 
 @dataclass(frozen=True)
@@ -316,12 +344,14 @@ class GeneratorReader(SourceReader):
         env: "TaskEnvironment",
         batch_size: int,
         start_positions: Mapping[str, Any],
+        splits: list[tuple[str, int, int]] | None = None,
     ) -> None:
-        last = (factory.count - 1) if factory.count is not None else _LONG_MAX - 1
-        split = _split_of_subtask(sequence_splits(0, last, env.parallelism), env.subtask_index)
-        self._split_id, self._next, self._end = split if split else ("", 0, -1)
-        if self._split_id in start_positions:
-            self._next = int(start_positions[self._split_id])
+        """``splits``: the index ranges to read (default: this subtask's share of the plan)."""
+        if splits is None:
+            last = (factory.count - 1) if factory.count is not None else _LONG_MAX - 1
+            split = _split_of_subtask(sequence_splits(0, last, env.parallelism), env.subtask_index)
+            splits = [split] if split else []
+        self._ranges = _Ranges(splits, start_positions)
         self._fn = factory.generator_fn
         rate = factory.records_per_second
         self._rate = None if rate is None else float(rate) / env.parallelism
@@ -332,8 +362,6 @@ class GeneratorReader(SourceReader):
         self._wait = 1
 
     def poll(self) -> list[Any] | None:
-        if self._next > self._end:
-            return None
         n = self._batch_size
         if self._rate is not None:
             now = self._env.now_ms()
@@ -345,18 +373,19 @@ class GeneratorReader(SourceReader):
                 next_due_ms = self._start_ms + self._emitted * 1000 / self._rate
                 self._wait = max(1, math.ceil(next_due_ms - now))
                 return []
-        stop = min(self._next + n, self._end + 1)
+        taken = self._ranges.take(n)
+        if taken is None:
+            return None
         fn = self._fn
-        batch = [fn(i) for i in range(self._next, stop)]
-        self._emitted += stop - self._next
-        self._next = stop
+        batch = [fn(i) for i in taken]
+        self._emitted += len(taken)
         return batch
 
     def wait_hint_ms(self) -> int:
         return self._wait
 
     def position(self) -> dict[str, Any]:
-        return {self._split_id: self._next} if self._split_id else {}
+        return self._ranges.position()
 
 
 class SourceCancelled(BaseException):
@@ -443,16 +472,21 @@ def create_source_reader(
     env: "TaskEnvironment",
     runtime_context: RuntimeContext,
     start_positions: Mapping[str, Any] | None = None,
+    assigned: bool = False,
 ) -> SourceReader | SourceFunctionReader:
-    """The reader of this subtask (``env.subtask_index`` of ``env.parallelism``) for ``factory``."""
+    """The reader of this subtask (``env.subtask_index`` of ``env.parallelism``) for ``factory``.
+    ``assigned``: a restore at another parallelism handed this subtask exactly the splits in
+    ``start_positions`` (by id, with their positions), instead of its share of the plan."""
     positions = start_positions or {}
     batch_size = max(1, int(env.source_batch_size))
+    if assigned:
+        return _assigned_reader(factory, env, batch_size, positions)
     if isinstance(factory, ops.CollectionSourceFactory):
         elements = list(factory.elements) if env.subtask_index == 0 else []
         return CollectionReader(elements, batch_size, int(positions.get(CollectionReader.SPLIT_ID, 0)))
     if isinstance(factory, ops.SequenceSourceFactory):
-        splits = sequence_splits(factory.start, factory.end, env.parallelism)
-        return SequenceReader(_split_of_subtask(splits, env.subtask_index), batch_size, positions)
+        split = _split_of_subtask(sequence_splits(factory.start, factory.end, env.parallelism), env.subtask_index)
+        return SequenceReader([split] if split else [], batch_size, positions)
     if isinstance(factory, ops.TextFileSourceFactory):
         plan = text_file_splits(list(factory.paths), env.parallelism, factory.charset)
         return TextFileReader(plan[env.subtask_index], factory.charset, batch_size, positions)
@@ -461,3 +495,21 @@ def create_source_reader(
     if isinstance(factory, ops.SourceFunctionFactory):
         return SourceFunctionReader(factory.function, env, batch_size)
     raise TypeError(f"No source reader for {type(factory).__name__}")
+
+
+def _assigned_reader(factory: ops.SourceFactory, env: "TaskEnvironment", batch_size: int,
+                     positions: Mapping[str, Any]) -> SourceReader:
+    """A reader of the splits a rescaled restore assigned (their ids describe them)."""
+    if isinstance(factory, ops.SequenceSourceFactory):
+        return SequenceReader([range_split(sid) for sid in positions], batch_size, positions)
+    if isinstance(factory, ops.GeneratorSourceFactory):
+        return GeneratorReader(factory, env, batch_size, positions, [range_split(sid) for sid in positions])
+    if isinstance(factory, ops.TextFileSourceFactory):
+        whole = not _splittable(factory.charset)
+        splits = []
+        for sid in positions:
+            path, _, span = sid.rpartition("@")
+            start, _, end = span.partition("-")
+            splits.append(FileSplit(path, int(start), int(end), whole_file=whole))
+        return TextFileReader(splits, factory.charset, batch_size, positions)
+    raise ValueError(f"{type(factory).__name__}: its read positions cannot move to another parallelism")

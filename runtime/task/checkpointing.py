@@ -64,18 +64,18 @@ class TaskCheckpointer:
     def restore_rescaled(self, checkpoint_id: int, states: list[tuple[int, str, int, bool]]) -> None:
         """Restore at another parallelism from old subtasks' snapshots ``(old subtask, path, size,
         take operator state)``: the keyed state of this subtask's key groups from each (the backend
-        keeps only its own range), operator state from those assigned to it. Read positions cannot
-        move to other subtasks: a source that had any refuses."""
+        keeps only its own range); operator state, and a source's splits with their positions, from
+        those assigned to it (round-robin, as Flink's list state). A source subtask assigned none
+        reads nothing: its old splits went to others, or were read to their end."""
         self.last_checkpoint_id = self.last_completed_id = checkpoint_id
+        splits: dict[str, Any] = {}
         for old_subtask, path, size, take_operator_state in states:
             snapshot = self._read(path, size)
-            if snapshot["positions"]:
-                raise ValueError(f"'{self.chain.vertex.name}' read from positions {sorted(snapshot['positions'])[:3]} at "
-                                 "another parallelism: a source's positions are not redistributed; keep the source's "
-                                 "parallelism when resuming (set_parallelism on the source)")
             self.chain.restore_keyed_state(snapshot["keyed"])
             if take_operator_state:
+                splits.update(snapshot["positions"])
                 self._initialize_operators(snapshot, path)
+        self.chain.restore_positions(splits, assigned=True)
 
     def _read(self, path: str, size: int) -> dict[str, Any]:
         snapshot = deserialize(FileStateHandle(path, size).read())

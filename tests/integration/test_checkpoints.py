@@ -72,12 +72,9 @@ class NotePid(MapFunction):
         return value
 
 
-def counting_job(env: StreamExecutionEnvironment, out: Path, count: int, rate: float, *functions: MapFunction,
-                 source_parallelism: int | None = None) -> None:
+def counting_job(env: StreamExecutionEnvironment, out: Path, count: int, rate: float, *functions: MapFunction) -> None:
     stream = env.from_source(DataGeneratorSource(lambda i: i, count, records_per_second=rate),
                              WatermarkStrategy.no_watermarks(), "numbers")
-    if source_parallelism is not None:
-        stream = stream.set_parallelism(source_parallelism)
     for function in functions:
         stream = stream.map(function)
     (stream.map(lambda i: (i % KEYS, 1))
@@ -340,8 +337,9 @@ def test_a_savepoint_with_state_of_an_unknown_operator_is_refused_unless_allowed
 
 
 def test_resuming_a_savepoint_at_parallelism_2_then_4_then_2_keeps_the_keyed_state(cluster, tmp_path) -> None:
-    """Keyed state moves with its key groups and the FileSink's pending files with their writer
-    (round-robin), so the counts go on exactly across three runs at parallelism 2, 4 and 2."""
+    """Keyed state moves with its key groups, and the source's splits (with their positions) and
+    the FileSink's pending files with their writer (round-robin), so the counts go on exactly
+    across three runs at parallelism 2, 4 and 2."""
     mc, _ = cluster
     out, savepoints = tmp_path / "out", tmp_path / "savepoints"
     count = 9000
@@ -353,7 +351,7 @@ def test_resuming_a_savepoint_at_parallelism_2_then_4_then_2_keeps_the_keyed_sta
         env = StreamExecutionEnvironment.get_execution_environment(conf)
         env.set_parallelism(parallelism)
         env.enable_checkpointing(300)
-        counting_job(env, out, count, 1500, source_parallelism=1)
+        counting_job(env, out, count, 1500)
         return env.get_job_graph(f"at parallelism {parallelism}").proto
 
     savepoint = None

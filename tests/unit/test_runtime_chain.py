@@ -810,12 +810,12 @@ def test_positions_restore_resumes_a_sequence(env: StreamExecutionEnvironment) -
     collect(env.from_sequence(1, 100))
     v = vertex(env, "Sequence")
     run = make_chain(v, source_batch_size=30)
-    run.chain.restore_positions({"1": 61})
+    run.chain.restore_positions({"1..100": 61})
     run.chain.open()
     run.chain.run_source()
     run.chain.end_input()
     assert run.collected() == list(range(61, 101))
-    assert run.chain.snapshot_positions() == {"1": 101}
+    assert run.chain.snapshot_positions() == {"1..100": 101}
 
 
 def test_keyed_state_snapshot_and_restore_through_the_chain(env: StreamExecutionEnvironment) -> None:

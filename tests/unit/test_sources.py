@@ -54,10 +54,10 @@ def expected_lines(data: bytes, charset: str = "utf-8") -> list[str]:
 
 
 def test_sequence_splits_follow_flinks_number_sequence_iterator() -> None:
-    assert sequence_splits(0, 9, 3) == [("1", 0, 3), ("2", 4, 6), ("3", 7, 9)]
-    assert sequence_splits(1, 2, 4) == [("1", 1, 1), ("2", 2, 2)]  # empty splits are dropped
-    assert sequence_splits(5, 5, 1) == [("1", 5, 5)]
-    assert sequence_splits(-3, 3, 2) == [("1", -3, 0), ("2", 1, 3)]
+    assert sequence_splits(0, 9, 3) == [("0..3", 0, 3), ("4..6", 4, 6), ("7..9", 7, 9)]
+    assert sequence_splits(1, 2, 4) == [("1..1", 1, 1), ("2..2", 2, 2)]  # empty splits are dropped
+    assert sequence_splits(5, 5, 1) == [("5..5", 5, 5)]
+    assert sequence_splits(-3, 3, 2) == [("-3..0", -3, 0), ("1..3", 1, 3)]
 
 
 @pytest.mark.parametrize("parallelism", [1, 2, 3, 4, 5])
@@ -77,10 +77,10 @@ def test_sequence_readers_cover_the_range_once_in_contiguous_pieces(parallelism:
 
 def test_sequence_batches_and_positions() -> None:
     reader = reader_for(ops.SequenceSourceFactory(start=1, end=10), task_env(source_batch_size=4))
-    assert reader.position() == {"1": 1}
-    assert reader.poll() == [1, 2, 3, 4] and reader.position() == {"1": 5}
-    assert drain(reader) == [5, 6, 7, 8, 9, 10] and reader.position() == {"1": 11}
-    resumed = reader_for(ops.SequenceSourceFactory(start=1, end=10), task_env(), {"1": 8})
+    assert reader.position() == {"1..10": 1}
+    assert reader.poll() == [1, 2, 3, 4] and reader.position() == {"1..10": 5}
+    assert drain(reader) == [5, 6, 7, 8, 9, 10] and reader.position() == {"1..10": 11}
+    resumed = reader_for(ops.SequenceSourceFactory(start=1, end=10), task_env(), {"1..10": 8})
     assert drain(resumed) == [8, 9, 10]
 
 
@@ -221,7 +221,7 @@ def test_generator_source_is_rate_limited_on_the_clock() -> None:
     assert reader.poll() == ["r1"]
     clock.advance(1000)  # behind by a second: catches up at once
     assert len(reader.poll()) == 50
-    assert reader.position() == {"1": 52}
+    assert reader.position() == {f"0..{2**63 - 2}": 52}
 
 
 def test_generator_splits_count_and_rate_across_subtasks() -> None:
@@ -230,7 +230,9 @@ def test_generator_splits_count_and_rate_across_subtasks() -> None:
     assert parts == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
     clock = ManualClock(0)
     limited = reader_for(ops.GeneratorSourceFactory(lambda i: i, records_per_second=300), task_env(3, 1, clock=clock))
-    assert limited.poll() == [limited.position()["2"] - 1]  # the first record is due at once
+    [(split, position)] = limited.position().items()
+    assert limited.poll() == [int(split.split("..")[0])]  # the first record is due at once
+    assert limited.position()[split] == position + 1
     clock.advance(1000)
     assert len(limited.poll()) == 100  # 300/s shared by 3 subtasks
     assert factory.bounded and not ops.GeneratorSourceFactory(lambda i: i, 1.0).bounded
@@ -279,3 +281,40 @@ def test_text_reader_requires_existing_files_at_open(tmp_path: Path) -> None:
     os.remove(path)
     with pytest.raises(FileNotFoundError, match=str(path)):
         TextFileReader(splits, "utf-8", 10, {}).open()
+
+
+def _assigned(factory: ops.SourceFactory, env: SimpleTaskEnvironment, positions: dict[str, Any]) -> Any:
+    reader = create_source_reader(factory, env, StreamingRuntimeContext(env, "source", None), positions, assigned=True)
+    reader.open()
+    return reader
+
+
+@pytest.mark.parametrize("kind", ["sequence", "generator"])
+def test_splits_checkpointed_at_one_parallelism_are_read_exactly_at_another(kind: str) -> None:
+    """Positions are list state: old subtask j's splits go to new subtask j mod p', which reads
+    exactly what was left of them; a subtask given none reads nothing."""
+    factory: ops.SourceFactory = (ops.SequenceSourceFactory(start=0, end=99) if kind == "sequence"
+                                  else ops.GeneratorSourceFactory(lambda i: i, records_per_second=None, count=100))
+    old = [reader_for(factory, task_env(2, j, source_batch_size=7)) for j in range(2)]
+    read = [r for reader in old for _ in range(3) for r in reader.poll()]  # some of each split, then a checkpoint
+    snapshots = [reader.position() for reader in old]
+    new_parallelism = 3
+    resumed = []
+    for i in range(new_parallelism):
+        positions = {sid: pos for j, snap in enumerate(snapshots) if j % new_parallelism == i for sid, pos in snap.items()}
+        resumed.append(drain(_assigned(factory, task_env(new_parallelism, i, source_batch_size=7), positions)))
+    assert resumed[2] == []
+    assert sorted(read + resumed[0] + resumed[1]) == list(range(100))
+
+
+def test_text_file_splits_move_to_another_parallelism(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("".join(f"line {i}\n" for i in range(500)))
+    factory = ops.TextFileSourceFactory(paths=(str(path),), charset="utf-8")
+    old = [reader_for(factory, task_env(3, j, source_batch_size=10)) for j in range(3)]
+    read = [line for reader in old for line in reader.poll()]
+    snapshots = [reader.position() for reader in old]
+    merged = {sid: pos for snap in snapshots for sid, pos in snap.items()}
+    rest = drain(_assigned(factory, task_env(1, 0, source_batch_size=10), merged))
+    assert sorted(read + rest) == sorted(f"line {i}" for i in range(500))
+    assert len(read + rest) == 500
