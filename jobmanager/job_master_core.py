@@ -389,7 +389,7 @@ class JobMasterCore:
         parallelism (Flink's round-robin redistribution of list state)."""
         vertex_hex, new_parallelism = ev.job_vertex.id.hex(), ev.job_vertex.parallelism
         keys = [f"{vertex_hex}_{j}" for j in range(old_parallelism)]
-        restore = cpb.TaskRestore(checkpoint_id=point.checkpoint_id)
+        restore = cpb.TaskRestore(checkpoint_id=point.checkpoint_id, is_rescaled=True)
         if all(k in point.finished_tasks for k in keys):
             restore.finished = True
             return restore

@@ -567,18 +567,20 @@ class TaskDeploymentDescriptor(_message.Message):
     def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., execution_attempt_id: _Optional[bytes] = ..., attempt_number: _Optional[int] = ..., allocation_id: _Optional[bytes] = ..., vertex: _Optional[_Union[_jobgraph_pb2.JobVertex, _Mapping]] = ..., subtask_index: _Optional[int] = ..., key_group_start: _Optional[int] = ..., key_group_end: _Optional[int] = ..., execution_config: _Optional[_Union[_jobgraph_pb2.ExecutionConfig, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactRef, _Mapping]]] = ..., input_gates: _Optional[_Iterable[_Union[InputGateDescriptor, _Mapping]]] = ..., produced_partitions: _Optional[_Iterable[_Union[ResultPartitionDescriptor, _Mapping]]] = ..., checkpoint_dir: _Optional[str] = ..., restore: _Optional[_Union[TaskRestore, _Mapping]] = ..., checkpointing_mode: _Optional[str] = ...) -> None: ...
 
 class TaskRestore(_message.Message):
-    __slots__ = ("checkpoint_id", "state_path", "state_size", "finished", "rescaled")
+    __slots__ = ("checkpoint_id", "state_path", "state_size", "finished", "rescaled", "is_rescaled")
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_PATH_FIELD_NUMBER: _ClassVar[int]
     STATE_SIZE_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     RESCALED_FIELD_NUMBER: _ClassVar[int]
+    IS_RESCALED_FIELD_NUMBER: _ClassVar[int]
     checkpoint_id: int
     state_path: str
     state_size: int
     finished: bool
     rescaled: _containers.RepeatedCompositeFieldContainer[RescaledState]
-    def __init__(self, checkpoint_id: _Optional[int] = ..., state_path: _Optional[str] = ..., state_size: _Optional[int] = ..., finished: _Optional[bool] = ..., rescaled: _Optional[_Iterable[_Union[RescaledState, _Mapping]]] = ...) -> None: ...
+    is_rescaled: bool
+    def __init__(self, checkpoint_id: _Optional[int] = ..., state_path: _Optional[str] = ..., state_size: _Optional[int] = ..., finished: _Optional[bool] = ..., rescaled: _Optional[_Iterable[_Union[RescaledState, _Mapping]]] = ..., is_rescaled: _Optional[bool] = ...) -> None: ...
 
 class RescaledState(_message.Message):
     __slots__ = ("old_subtask_index", "state_path", "state_size", "take_operator_state")

@@ -343,7 +343,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
                     partition.broadcast_event(event)
 
             checkpointer = checkpointing.TaskCheckpointer(chain, broadcast, tdd.checkpoint_dir, tdd.job_id, channel.send)
-            if tdd.HasField("restore") and tdd.restore.rescaled:
+            if tdd.HasField("restore") and tdd.restore.is_rescaled:
                 checkpointer.restore_rescaled(tdd.restore.checkpoint_id, [
                     (s.old_subtask_index, s.state_path, s.state_size, s.take_operator_state) for s in tdd.restore.rescaled])
             elif tdd.HasField("restore"):
