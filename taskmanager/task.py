@@ -338,16 +338,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
         control: CheckpointControl | None = None
         finished_on_restore = tdd.HasField("restore") and tdd.restore.finished
         if tdd.checkpoint_dir:
-            def broadcast(event: Any) -> None:
-                for partition in partitions.values():
-                    partition.broadcast_event(event)
-
-            checkpointer = checkpointing.TaskCheckpointer(chain, broadcast, tdd.checkpoint_dir, tdd.job_id, channel.send)
-            if tdd.HasField("restore") and tdd.restore.is_rescaled:
-                checkpointer.restore_rescaled(tdd.restore.checkpoint_id, [
-                    (s.old_subtask_index, s.state_path, s.state_size, s.take_operator_state) for s in tdd.restore.rescaled])
-            elif tdd.HasField("restore"):
-                checkpointer.restore(tdd.restore.checkpoint_id, tdd.restore.state_path, tdd.restore.state_size)
+            checkpointer = _restored_checkpointer(tdd, chain, partitions, channel)
             control = CheckpointControl(channel, checkpointer, tdd.vertex.is_source)
             chain.housekeeping = control.poll
         if env.is_cancelled():
@@ -376,9 +367,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
                     control.all_inputs_ended()  # a trigger that waited for the end of the inputs
                 chain.end_input()
                 if checkpointer is not None:  # Flink's final checkpoint: commit what the sinks hold back
-                    while checkpointer.has_uncommitted_output() and not env.is_cancelled():
-                        chain.between_batches()
-                        env.wait_ms(chain.wait_bound_ms(20))
+                    _await_final_checkpoint(chain, checkpointer, env)
                 if control is not None:
                     control.closing = True
                 if not env.is_cancelled():
@@ -405,6 +394,32 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
         if server is not None:
             server.close(failure)  # consumers get the failure in-band, not a bare closed connection
         resolver.close()
+
+
+def _restored_checkpointer(tdd: cpb.TaskDeploymentDescriptor, chain: OperatorChain,
+                           partitions: dict[bytes, ResultPartition], channel: Any) -> checkpointing.TaskCheckpointer:
+    """The task's checkpointer, with the state it resumes from loaded into the chain (before open)."""
+    def broadcast(event: Any) -> None:
+        for partition in partitions.values():
+            partition.broadcast_event(event)
+
+    checkpointer = checkpointing.TaskCheckpointer(chain, broadcast, tdd.checkpoint_dir, tdd.job_id, channel.send)
+    restore = tdd.restore
+    if tdd.HasField("restore") and restore.is_rescaled:
+        checkpointer.restore_rescaled(restore.checkpoint_id, [
+            (s.old_subtask_index, s.state_path, s.state_size, s.take_operator_state) for s in restore.rescaled])
+    elif tdd.HasField("restore"):
+        checkpointer.restore(restore.checkpoint_id, restore.state_path, restore.state_size)
+    return checkpointer
+
+
+def _await_final_checkpoint(chain: OperatorChain, checkpointer: checkpointing.TaskCheckpointer,
+                            env: SimpleTaskEnvironment) -> None:
+    """After the end of input, keeps taking part in checkpoints until one completed that covers
+    everything the sinks hold back (Flink's final checkpoint, FLIP-147)."""
+    while checkpointer.has_uncommitted_output() and not env.is_cancelled():
+        chain.between_batches()  # its housekeeping answers triggers and notifications
+        env.wait_ms(chain.wait_bound_ms(20))
 
 
 def _drain(gate: InputGate, env: SimpleTaskEnvironment) -> bool:
