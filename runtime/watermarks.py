@@ -409,7 +409,7 @@ class TimestampsAndWatermarks:
         on the events themselves (punctuated); periodic watermarks come from :meth:`emit_periodic`."""
         if timestamps is not None and len(timestamps) != len(values):
             raise ValueError(f"{len(values)} records but {len(timestamps)} timestamps")
-        previous = list(timestamps) if timestamps is not None else [None] * len(values)
+        previous: list[int | None] = list(timestamps) if timestamps is not None else [None] * len(values)
         assigned = self._assign(values, previous)
         if self.progressive and values:
             event_times = [LONG_MIN if t is None else t for t in assigned]
