@@ -2,14 +2,16 @@
 
 Behaviour follows Flink's Java classes (``TimeWindow``, ``TumblingEventTimeWindows``,
 ``SlidingEventTimeWindows``, ``EventTimeSessionWindows``...), which PyFlink mirrors. The triggers
-are defined in :mod:`millstream.datastream.triggers` and exported here under PyFlink's path. Times are integer milliseconds; sizes, slides, offsets and gaps are given as
+are defined in :mod:`millstream.datastream.triggers` and exported here under PyFlink's path.
+Times are integer milliseconds; sizes, slides, offsets and gaps are given as
 :class:`~millstream.common.Duration` (``Time.seconds(5)`` builds one), as PyFlink takes them.
 
-A window operator drives these classes through two small context protocols defined here:
-:class:`WindowAssigner.WindowAssignerContext` (processing time, runtime context for keyed state) and
+A window operator drives these classes through small context protocols:
+:class:`WindowAssigner.WindowAssignerContext` (processing time, runtime context for keyed state),
 :class:`Trigger.TriggerContext` / :class:`Trigger.OnMergeContext` (timers, watermark, state scoped
-to the current key and window, merging that state; see the triggers module). Evictors (Flink's ``CountEvictor`` and
-``TimeEvictor``) live in :mod:`millstream.datastream.evictors` and are re-exported here.
+to the current key and window, merging that state; in the triggers module) and
+``Evictor.EvictorContext``. Evictors (Flink's ``CountEvictor`` and ``TimeEvictor``; PyFlink has
+none) live in :mod:`millstream.datastream.evictors` and are re-exported here.
 """
 from __future__ import annotations
 
@@ -634,7 +636,8 @@ class CountSlidingWindowAssigner(WindowAssigner[Any, CountWindow]):
         window_id = count // self._window_slide
         windows = []
         # Latest window first, as PyFlink: walk back while the window still contains this element.
-        while window_id >= 0 and window_id * self._window_slide <= count <= window_id * self._window_slide + self._window_size - 1:
+        while window_id >= 0 and count <= window_id * self._window_slide + self._window_size - 1:
+            # (window_id * slide <= count holds: ids only go down from count // slide)
             windows.append(CountWindow(window_id))
             window_id -= 1
         return windows
