@@ -18,20 +18,33 @@ from millstream.datastream.functions import (
     TimerService,
 )
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.datastream.window import (
+    CountWindow,
+    GlobalWindow,
+    MergingWindowAssigner,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    Window,
+    WindowAssigner,
+)
 
 __all__ = [
     "AggregateFunction",
     "CheckpointConfig",
     "CheckpointingMode",
     "CloseableIterator",
+    "CountWindow",
     "DataStream",
     "DataStreamSink",
     "FilterFunction",
     "FlatMapFunction",
+    "GlobalWindow",
     "KeyedProcessFunction",
     "KeyedStream",
     "KeySelector",
     "MapFunction",
+    "MergingWindowAssigner",
     "OutputTag",
     "Partitioner",
     "ProcessFunction",
@@ -41,5 +54,10 @@ __all__ = [
     "SinkFunction",
     "SourceFunction",
     "TimerService",
+    "TimeWindow",
+    "Trigger",
+    "TriggerResult",
     "StreamExecutionEnvironment",
+    "Window",
+    "WindowAssigner",
 ]
