@@ -107,6 +107,10 @@ class JobGraphGenerator:
         )
         if node.state_key_selector is not None:
             operator.state_key_selector = _pickle(node.state_key_selector, f"the key selector of operator '{node}'")
+        if node.state_key_selector2 is not None:
+            operator.state_key_selector2 = _pickle(
+                node.state_key_selector2, f"the second input's key selector of operator '{node}'"
+            )
         chain.operators.append(operator)
         chainable = [e for e in node.out_edges if self._chainable(e)]
         leaving: list[StreamEdge] = []

@@ -22,6 +22,7 @@ from millstream.datastream.transformations import (
     SourceTransformation,
     StreamExchangeMode,
     Transformation,
+    TwoInputTransformation,
     UnionTransformation,
 )
 from millstream.runtime.factories import OperatorFactory, SourceFactory
@@ -60,7 +61,8 @@ class StreamNode:
     chaining_strategy: ChainingStrategy
     uid: str | None = None
     uid_hash: str | None = None
-    state_key_selector: Any = None
+    state_key_selector: Any = None  # the first input's, for a two-input operator
+    state_key_selector2: Any = None  # a two-input operator's second input's
     buffer_timeout: int | None = None
     is_source: bool = False
     is_sink: bool = False
@@ -176,6 +178,14 @@ class StreamGraphGenerator:
             for input_id in input_ids:
                 self._add_edge(input_id, node_id, 0, None, None, StreamExchangeMode.UNDEFINED)
             ids = [node_id]
+        elif isinstance(t, TwoInputTransformation):
+            input_ids1 = self._transform(t.inputs[0])
+            input_ids2 = self._transform(t.inputs[1])
+            node_id = self._add_node(t, input_ids=input_ids1 + input_ids2)
+            for type_number, input_ids in ((0, input_ids1), (1, input_ids2)):
+                for input_id in input_ids:
+                    self._add_edge(input_id, node_id, type_number, None, None, StreamExchangeMode.UNDEFINED)
+            ids = [node_id]
         elif isinstance(t, PartitionTransformation):
             ids = []
             for input_id in self._transform(t.inputs[0]):
@@ -218,7 +228,8 @@ class StreamGraphGenerator:
             chaining_strategy=t.chaining_strategy,
             uid=t.uid,
             uid_hash=t.uid_hash,
-            state_key_selector=getattr(t, "state_key_selector", None),
+            state_key_selector=getattr(t, "state_key_selector", getattr(t, "state_key_selector1", None)),
+            state_key_selector2=getattr(t, "state_key_selector2", None),
             buffer_timeout=t.buffer_timeout,
             is_source=is_source,
             is_sink=is_sink,

@@ -129,6 +129,41 @@ class AggregationFactory(OperatorFactory):
     field: int | str = 0
 
 
+# -- two-input operators ---------------------------------------------------------------------
+# The first input's records go to the function's ``*1`` method, the second's to ``*2``; on keyed
+# connected streams (both inputs keyed) the operator keys each record with its input's selector.
+
+
+@dataclass
+class CoMapFactory(OperatorFactory):
+    kind: ClassVar[str] = "co_map"
+    function: Any = None
+
+
+@dataclass
+class CoFlatMapFactory(OperatorFactory):
+    kind: ClassVar[str] = "co_flat_map"
+    function: Any = None
+
+
+@dataclass
+class CoProcessFactory(OperatorFactory):
+    """A CoProcessFunction, or on keyed connected streams a (Keyed)CoProcessFunction with state and timers."""
+
+    kind: ClassVar[str] = "co_process"
+    function: Any = None
+
+
+@dataclass
+class BroadcastProcessFactory(OperatorFactory):
+    """A (Keyed)BroadcastProcessFunction: input 0 is the data side, input 1 the broadcast side;
+    ``descriptors`` are the MapStateDescriptors given to ``broadcast(...)``."""
+
+    kind: ClassVar[str] = "broadcast_process"
+    function: Any = None
+    descriptors: Sequence[Any] = ()
+
+
 # -- sinks -----------------------------------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
 """Running operators: what a task builds from each operator factory and pushes records through.
 
 ``base`` holds the operator base class, the stateless and keyed one-input operators, reduce,
-aggregations and the source head; ``process`` the process-function operators; ``sinks`` the sinks;
+aggregations and the source head; ``process`` the process-function operators; ``co_process``
+the two-input operators (connect, broadcast state); ``sinks`` the sinks;
 ``sources`` the source readers; ``combiner`` the BATCH pre-aggregation before a keyed exchange.
 :func:`create_operator` maps every factory to its operator.
 """
@@ -11,7 +12,7 @@ from typing import Any, Callable
 
 from millstream.datastream import functions as fn
 from millstream.runtime import factories as ops
-from millstream.runtime.operators import base, file_sink, process as proc, sinks
+from millstream.runtime.operators import base, co_process, file_sink, process as proc, sinks
 
 _KEYED: dict[type, tuple[type[base._KeyedRecordOperator], type, str]] = {
     ops.MapFactory: (base.KeyedMapOperator, fn._MapWrapper, "map"),
@@ -24,6 +25,9 @@ def create_operator(factory: ops.OperatorFactory, ctx: base.OperatorContext) -> 
     """The runtime operator for ``factory``; map/flat_map/filter on a keyed stream get keyed variants."""
     if isinstance(factory, ops.SourceFactory):
         return base.SourceOperator(factory, ctx)
+    two_input = co_process.create_two_input_operator(factory, ctx)
+    if two_input is not None:
+        return two_input
     keyed = _KEYED.get(type(factory)) if ctx.key_selector is not None else None
     if keyed is not None:
         cls, wrapper, method = keyed

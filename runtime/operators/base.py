@@ -59,6 +59,7 @@ class OperatorContext:
     runtime_context: StreamingRuntimeContext
     key_selector: Callable[[Any], Any] | None = None
     backend: KeyedStateBackend | None = None
+    key_selector2: Callable[[Any], Any] | None = None  # a keyed two-input operator's second input's
 
 
 def call_target(function: Any, wrapper: type, method: str) -> Callable[..., Any]:
@@ -126,6 +127,10 @@ class StreamOperator:
 
     # -- checkpoints (Flink's CheckpointedFunction / CheckpointListener, operator side) -----------
     # The task calls these on its own thread. Keyed state is snapshotted by the chain, not here.
+
+    # True when this operator's non-keyed state is broadcast state (the same on every subtask): a
+    # rescaled restore then gives every new subtask one copy instead of a round-robin share.
+    broadcast_operator_state = False
 
     def snapshot_state(self, checkpoint_id: int) -> Any:
         """Barrier ``checkpoint_id`` reached this operator: called after the chain's ``flush()`` and

@@ -6,7 +6,7 @@ loop that owns it (the Spark worker) calls, from one thread:
 
     chain.open()
     finished = chain.run_source()                 # a source vertex, or, for another vertex:
-    chain.process_batch(records, target_node_id)  #   per input batch, then
+    chain.process_batch(records, target_node_id, input_index)  # per input batch, then
     chain.between_batches()                       #   due timers and the buffer-timeout flush;
     chain.wait_bound_ms(max_wait)                 #   how long an idle loop may wait
     if finished / all inputs ended: chain.end_input()
@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Protocol
 import cloudpickle
 
 from millstream.runtime.partitioners import key_function
+from millstream.runtime.operators.co_process import TwoInputOperator
 from millstream.runtime.operators.process import KeyedProcessOperator
 from millstream.runtime.operators.base import (
     Emit,
@@ -145,6 +146,7 @@ class OperatorChain:
         try:
             factory = cloudpickle.loads(op.factory)
             key_selector = key_function(cloudpickle.loads(op.state_key_selector)) if op.state_key_selector else None
+            key_selector2 = key_function(cloudpickle.loads(op.state_key_selector2)) if op.state_key_selector2 else None
         except Exception as e:
             raise OperatorError(
                 f"Operator '{op.name}': cannot deserialize its function or key selector: {type(e).__name__}: {e} "
@@ -163,6 +165,7 @@ class OperatorChain:
             runtime_context=StreamingRuntimeContext(env, op.name, backend),
             key_selector=key_selector,
             backend=backend,
+            key_selector2=key_selector2,
         )
         try:
             return create_operator(factory, ctx)
@@ -273,7 +276,15 @@ class OperatorChain:
         if operator is not self.head or isinstance(operator, SourceOperator):
             raise ValueError(f"Node {target_node_id} is not the input operator of vertex '{self.vertex.name}'")
         self.records_in += len(records)
-        operator.process_batch(records)
+        if isinstance(operator, TwoInputOperator):
+            if input_index == 0:
+                operator.process_batch1(records)
+            elif input_index == 1:
+                operator.process_batch2(records)
+            else:
+                raise ValueError(f"Operator '{operator.name}' has inputs 0 and 1, not {input_index}")
+        else:
+            operator.process_batch(records)
 
     def end_input(self) -> None:
         """Bounded input done: every operator emits what it held back (head first, so its last records

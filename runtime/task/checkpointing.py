@@ -66,15 +66,18 @@ class TaskCheckpointer:
         take operator state)``: the keyed state of this subtask's key groups from each (the backend
         keeps only its own range); operator state, and a source's splits with their positions, from
         those assigned to it (round-robin, as Flink's list state). A source subtask assigned none
-        reads nothing: its old splits went to others, or were read to their end."""
+        reads nothing: its old splits went to others, or were read to their end. Broadcast state
+        is the same in every old subtask: each new subtask takes one copy, from the first snapshot
+        it is given (every subtask is given at least the snapshots of its key groups' old owners)."""
         self.last_checkpoint_id = self.last_completed_id = checkpoint_id
         splits: dict[str, Any] = {}
+        broadcast_restored: set[str] = set()
         for old_subtask, path, size, take_operator_state in states:
             snapshot = self._read(path, size)
             self.chain.restore_keyed_state(snapshot["keyed"])
             if take_operator_state:
                 splits.update(snapshot["positions"])
-                self._initialize_operators(snapshot, path)
+            self._initialize_operators(snapshot, path, take_operator_state, broadcast_restored)
         self.chain.restore_positions(splits, assigned=True)
 
     def _read(self, path: str, size: int) -> dict[str, Any]:
@@ -88,11 +91,18 @@ class TaskCheckpointer:
                              "change (set_max_parallelism)")
         return snapshot  # type: ignore[no-any-return]
 
-    def _initialize_operators(self, snapshot: dict[str, Any], path: str) -> None:
+    def _initialize_operators(self, snapshot: dict[str, Any], path: str, take_operator_state: bool = True,
+                              broadcast_restored: set[str] | None = None) -> None:
         for op_id, state in snapshot["operators"].items():
             operator = self.chain.operator_by_id(op_id)
             if operator is None:
                 raise ValueError(f"{path}: state of operator {op_id}, which is not in task '{self.chain.vertex.name}'")
+            if operator.broadcast_operator_state and broadcast_restored is not None:
+                if op_id in broadcast_restored:
+                    continue  # one copy is enough: they are all equal
+                broadcast_restored.add(op_id)
+            elif not take_operator_state:
+                continue
             operator.initialize_state(state)
 
     # -- barriers ---------------------------------------------------------------------------------

@@ -111,12 +111,13 @@ MODULES: tuple[ModuleMap, ...] = (
             FlatMapFunction ReduceFunction FilterFunction ProcessFunction KeyedProcessFunction
             AggregateFunction RuntimeContext CheckpointingMode CheckpointConfig RuntimeExecutionMode
             KeySelector Partitioner SourceFunction SinkFunction OutputTag TimerService Window TimeWindow
-            CountWindow GlobalWindow WindowAssigner MergingWindowAssigner TriggerResult Trigger"""
+            CountWindow GlobalWindow WindowAssigner MergingWindowAssigner TriggerResult Trigger
+            ConnectedStreams BroadcastStream BroadcastConnectedStream CoMapFunction CoFlatMapFunction
+            CoProcessFunction KeyedCoProcessFunction BroadcastProcessFunction
+            KeyedBroadcastProcessFunction"""
         ),
         not_yet=_names(
-            """WindowedStream ConnectedStreams BroadcastStream BroadcastConnectedStream AsyncDataStream
-            CoMapFunction CoFlatMapFunction CoProcessFunction KeyedCoProcessFunction WindowFunction
-            ProcessWindowFunction BroadcastProcessFunction KeyedBroadcastProcessFunction AsyncFunction
+            """WindowedStream AsyncDataStream WindowFunction ProcessWindowFunction AsyncFunction
             ExternalizedCheckpointRetention StateBackend HashMapStateBackend
             EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CheckpointStorage
             JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage
@@ -136,12 +137,11 @@ MODULES: tuple[ModuleMap, ...] = (
         provided=_names(
             """RuntimeContext MapFunction FlatMapFunction ReduceFunction AggregateFunction KeySelector
             FilterFunction Partitioner SourceFunction SinkFunction ProcessFunction KeyedProcessFunction
-            TimerService"""
+            TimerService CoMapFunction CoFlatMapFunction CoProcessFunction KeyedCoProcessFunction
+            BaseBroadcastProcessFunction BroadcastProcessFunction KeyedBroadcastProcessFunction"""
         ),
         not_yet=_names(
-            """CoMapFunction CoFlatMapFunction CoProcessFunction KeyedCoProcessFunction WindowFunction
-            AllWindowFunction ProcessWindowFunction ProcessAllWindowFunction
-            BaseBroadcastProcessFunction BroadcastProcessFunction KeyedBroadcastProcessFunction
+            """WindowFunction AllWindowFunction ProcessWindowFunction ProcessAllWindowFunction
             AsyncFunction AsyncFunctionDescriptor AsyncRetryPredicate AsyncRetryStrategy"""
         ),
     ),
@@ -179,9 +179,10 @@ MODULES: tuple[ModuleMap, ...] = (
         ),
         provided=_names(
             """ValueStateDescriptor ValueState ListStateDescriptor ListState MapStateDescriptor MapState
-            ReducingStateDescriptor ReducingState AggregatingStateDescriptor AggregatingState"""
+            ReducingStateDescriptor ReducingState AggregatingStateDescriptor AggregatingState
+            ReadOnlyBroadcastState BroadcastState"""
         ),
-        not_yet=_names("ReadOnlyBroadcastState BroadcastState StateTtlConfig OperatorStateStore"),
+        not_yet=_names("StateTtlConfig OperatorStateStore"),
     ),
     ModuleMap(
         pyflink="pyflink.datastream.connectors",

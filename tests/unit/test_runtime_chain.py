@@ -124,9 +124,11 @@ def run_input(v: Any, records: list[Any], subtask: int = 0, batch: int = 1000, *
 
 def run_job(env: StreamExecutionEnvironment, mode: str = STREAMING, **env_kwargs: Any) -> dict[str, list[Any]]:
     """Every vertex and subtask in topological order, routing produced records with the edge's own
-    partitioner (a stand-in for the network layer); returns the collected records per collect id."""
+    partitioner to the consumer's input (a stand-in for the network layer); returns the collected
+    records per collect id. A consumer reads its inputs' records in the order of the producing
+    vertices (for two inputs: the one whose source was created first, first)."""
     graph = env.get_job_graph().proto
-    inbox: dict[tuple[bytes, int], list[tuple[int, list[Any]]]] = collections.defaultdict(list)
+    inbox: dict[tuple[bytes, int], list[tuple[int, int, list[Any]]]] = collections.defaultdict(list)
     collected: dict[str, list[Any]] = collections.defaultdict(list)
     for v in graph.vertices:
         for subtask in range(v.parallelism):
@@ -134,14 +136,15 @@ def run_job(env: StreamExecutionEnvironment, mode: str = STREAMING, **env_kwargs
             run.chain.open()
             if v.is_source:
                 assert run.chain.run_source()
-            for target, records in inbox.pop((v.id, subtask), []):
-                run.chain.process_batch(records, target)
+            for target, input_index, records in inbox.pop((v.id, subtask), []):
+                run.chain.process_batch(records, target, input_index)
             run.chain.end_input()
             run.chain.close()
             for k, recs in run.env.collected.items():
                 collected[k].extend(recs)
             for ds in v.produced:
                 consumer = next(c for c in graph.vertices if c.id == ds.consumer_vertex)
+                input_index = next(e.input_index for e in consumer.inputs if e.result_id == ds.id)
                 partitioner = cloudpickle.loads(ds.partitioner.payload)
                 partitioner.setup(consumer.parallelism)
                 for record in run.writers[ds.id].records:
@@ -153,7 +156,7 @@ def run_job(env: StreamExecutionEnvironment, mode: str = STREAMING, **env_kwargs
                     else:
                         channels = [partitioner.select_channel(record)]
                     for ch in channels:
-                        inbox[(consumer.id, ch)].append((ds.target_node_id, [record]))
+                        inbox[(consumer.id, ch)].append((ds.target_node_id, input_index, [record]))
     return collected
 
 

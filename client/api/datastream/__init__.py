@@ -1,11 +1,26 @@
 """The DataStream API at PyFlink's ``pyflink.datastream`` path."""
 from millstream.datastream.checkpoint_config import CheckpointConfig
-from millstream.datastream.data_stream import CloseableIterator, DataStream, DataStreamSink, KeyedStream, OutputTag
+from millstream.datastream.data_stream import (
+    BroadcastConnectedStream,
+    BroadcastStream,
+    CloseableIterator,
+    ConnectedStreams,
+    DataStream,
+    DataStreamSink,
+    KeyedStream,
+    OutputTag,
+)
 from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
 from millstream.datastream.functions import (
     AggregateFunction,
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
@@ -31,15 +46,24 @@ from millstream.datastream.window import (
 
 __all__ = [
     "AggregateFunction",
+    "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
+    "BroadcastStream",
     "CheckpointConfig",
     "CheckpointingMode",
     "CloseableIterator",
     "CountWindow",
+    "CoFlatMapFunction",
+    "CoMapFunction",
+    "CoProcessFunction",
+    "ConnectedStreams",
     "DataStream",
     "DataStreamSink",
     "FilterFunction",
     "FlatMapFunction",
     "GlobalWindow",
+    "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStream",
     "KeySelector",

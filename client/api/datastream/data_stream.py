@@ -13,6 +13,7 @@ from millstream.datastream.transformations import (
     SideOutputTransformation,
     SinkTransformation,
     Transformation,
+    TwoInputTransformation,
     UnionTransformation,
 )
 from millstream.runtime import factories as ops
@@ -20,6 +21,7 @@ from millstream.runtime import partitioners as parts
 from millstream.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
 
 if TYPE_CHECKING:
+    from millstream.datastream.state import MapStateDescriptor
     from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 
@@ -195,8 +197,29 @@ class DataStream(_Configurable):
     def shuffle(self) -> "DataStream":
         return self._partition(parts.ShufflePartitioner())
 
-    def broadcast(self) -> "DataStream":
-        return self._partition(parts.BroadcastPartitioner())
+    def broadcast(
+        self, broadcast_state_descriptor: "MapStateDescriptor | None" = None, *other_broadcast_state_descriptors: "MapStateDescriptor"
+    ) -> "Any":
+        """Every record to every parallel instance downstream. With MapStateDescriptors, a
+        :class:`BroadcastStream` whose records update that broadcast state (``connect`` it to a stream
+        and ``process`` with a (Keyed)BroadcastProcessFunction); without, a plain DataStream."""
+        partitioned = self._partition(parts.BroadcastPartitioner())
+        if broadcast_state_descriptor is None:
+            if other_broadcast_state_descriptors:
+                raise TypeError("broadcast(): the first broadcast state descriptor is None")
+            return partitioned
+        return BroadcastStream(partitioned, [broadcast_state_descriptor, *other_broadcast_state_descriptors])
+
+    def connect(self, ds: "DataStream | BroadcastStream") -> "ConnectedStreams | BroadcastConnectedStream":
+        """Two streams, possibly of different types, into one operator that sees which input a record
+        came from: ConnectedStreams, or with a BroadcastStream a BroadcastConnectedStream."""
+        if isinstance(ds, BroadcastStream):
+            _same_env(self, ds._input, "connect()")
+            return BroadcastConnectedStream(self, ds, ds.broadcast_state_descriptors)
+        if not isinstance(ds, DataStream):
+            raise TypeError(f"connect() needs a DataStream or a BroadcastStream, got {type(ds).__name__}")
+        _same_env(self, ds, "connect()")
+        return ConnectedStreams(self, ds)
 
     def global_(self) -> "DataStream":
         return self._partition(parts.GlobalPartitioner())
@@ -258,6 +281,7 @@ class KeyedStream(DataStream):
             input._env, input._transformation, parts.KeyGroupStreamPartitioner(key_selector)
         )
         super().__init__(partition, input._env)
+        self._origin_stream = input
         self._key_selector = key_selector
         self._key_type = key_type
 
@@ -294,6 +318,136 @@ class KeyedStream(DataStream):
 
     def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
         return self._aggregate("max_by", position_to_max_by)
+
+
+def _same_env(a: DataStream, b: DataStream, what: str) -> None:
+    if a._env is not b._env:
+        raise ValueError(f"{what} needs streams of the same StreamExecutionEnvironment")
+
+
+def _two_input(
+    name: str,
+    first: DataStream,
+    second: DataStream,
+    factory: ops.OperatorFactory,
+    output_type: TypeInformation | None,
+    key_selector1: fn.KeySelector | None = None,
+    key_selector2: fn.KeySelector | None = None,
+    key_type: TypeInformation | None = None,
+) -> DataStream:
+    env = first._env
+    t = TwoInputTransformation(
+        env, name, first._transformation, second._transformation, factory, env.get_parallelism(), output_type,
+        key_selector1, key_selector2, key_type,
+    )
+    env._add_operator(t)
+    return DataStream(t, env)
+
+
+class ConnectedStreams:
+    """Two streams connected into one two-input operator (PyFlink's ConnectedStreams): ``map``,
+    ``flat_map`` and ``process`` call the function's ``*1`` method for the first stream's records and
+    ``*2`` for the second's. When both streams are keyed (``key_by(key_selector1, key_selector2)``)
+    the operator has keyed state and timers, and each record is keyed by its own stream's selector;
+    records of both streams with equal keys meet in the same parallel instance."""
+
+    def __init__(self, stream1: DataStream, stream2: DataStream) -> None:
+        self.stream1 = stream1
+        self.stream2 = stream2
+
+    def key_by(self, key_selector1: Any, key_selector2: Any, key_type: TypeInformation | None = None) -> "ConnectedStreams":
+        ds1 = self.stream1._origin_stream if isinstance(self.stream1, KeyedStream) else self.stream1
+        ds2 = self.stream2._origin_stream if isinstance(self.stream2, KeyedStream) else self.stream2
+        return ConnectedStreams(ds1.key_by(key_selector1, key_type), ds2.key_by(key_selector2, key_type))
+
+    def _is_keyed_stream(self) -> bool:
+        return isinstance(self.stream1, KeyedStream) and isinstance(self.stream2, KeyedStream)
+
+    def _apply(self, name: str, factory: ops.OperatorFactory, output_type: TypeInformation | None) -> DataStream:
+        s1, s2 = self.stream1, self.stream2
+        if isinstance(s1, KeyedStream) and isinstance(s2, KeyedStream):
+            t1, t2 = s1._key_type, s2._key_type
+            if t1 is not None and t2 is not None and t1 != t2:
+                raise TypeError(f"{name}: the key types of the two keyed streams differ: {t1} and {t2}")
+            return _two_input(name, s1, s2, factory, output_type, s1._key_selector, s2._key_selector, t1 or t2)
+        return _two_input(name, s1, s2, factory, output_type)
+
+    def map(self, func: fn.CoMapFunction, output_type: TypeInformation | None = None) -> DataStream:
+        if not isinstance(func, fn.CoMapFunction):
+            raise TypeError(f"ConnectedStreams.map() needs a CoMapFunction (map1, map2), got {type(func).__name__}")
+        return self._apply("Co-Map", ops.CoMapFactory(func), output_type)
+
+    def flat_map(self, func: fn.CoFlatMapFunction, output_type: TypeInformation | None = None) -> DataStream:
+        if not isinstance(func, fn.CoFlatMapFunction):
+            raise TypeError(
+                f"ConnectedStreams.flat_map() needs a CoFlatMapFunction (flat_map1, flat_map2), got {type(func).__name__}"
+            )
+        return self._apply("Co-Flat Map", ops.CoFlatMapFactory(func), output_type)
+
+    def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+        if not isinstance(func, (fn.CoProcessFunction, fn.KeyedCoProcessFunction)):
+            raise TypeError(
+                f"ConnectedStreams.process() needs a CoProcessFunction or a KeyedCoProcessFunction, got {type(func).__name__}"
+            )
+        if self._is_keyed_stream():
+            return self._apply("Keyed Co-Process", ops.CoProcessFactory(func), output_type)
+        if isinstance(func, fn.KeyedCoProcessFunction):
+            raise TypeError(
+                "A KeyedCoProcessFunction needs keyed connected streams: key both streams "
+                "(connected.key_by(key_selector1, key_selector2)) before process(...)"
+            )
+        return self._apply("Co-Process", ops.CoProcessFactory(func), output_type)
+
+
+class BroadcastStream:
+    """A stream whose every record goes to every parallel instance of the operator it is connected
+    to, where it may update the broadcast state declared by ``broadcast_state_descriptors``."""
+
+    def __init__(self, input_stream: DataStream, broadcast_state_descriptors: list[Any]) -> None:
+        from millstream.datastream.state import MapStateDescriptor
+
+        names = set()
+        for descriptor in broadcast_state_descriptors:
+            if not isinstance(descriptor, MapStateDescriptor):
+                raise TypeError(f"broadcast() takes MapStateDescriptors, got {type(descriptor).__name__}")
+            if descriptor.name in names:
+                raise ValueError(f"broadcast(): two broadcast state descriptors are named {descriptor.name!r}")
+            names.add(descriptor.name)
+        self._input = input_stream
+        self.broadcast_state_descriptors = list(broadcast_state_descriptors)
+
+    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+        return self._input._env
+
+
+class BroadcastConnectedStream:
+    """A (keyed or not) stream connected to a BroadcastStream; ``process`` takes a
+    BroadcastProcessFunction, or on a keyed stream a KeyedBroadcastProcessFunction."""
+
+    def __init__(self, non_broadcast_stream: DataStream, broadcast_stream: BroadcastStream,
+                 broadcast_state_descriptors: list[Any]) -> None:
+        self.non_broadcast_stream = non_broadcast_stream
+        self.broadcast_stream = broadcast_stream
+        self.broadcast_state_descriptors = list(broadcast_state_descriptors)
+
+    def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+        data, rules = self.non_broadcast_stream, self.broadcast_stream._input
+        factory = ops.BroadcastProcessFactory(func, tuple(self.broadcast_state_descriptors))
+        if isinstance(data, KeyedStream):
+            if not isinstance(func, fn.KeyedBroadcastProcessFunction):
+                raise TypeError(
+                    "A keyed stream connected to a broadcast stream needs a KeyedBroadcastProcessFunction, "
+                    f"got {type(func).__name__}"
+                )
+            return _two_input("Co-Process-Broadcast-Keyed", data, rules, factory, output_type,
+                              data._key_selector, None, data._key_type)
+        if not isinstance(func, fn.BroadcastProcessFunction):
+            raise TypeError(
+                "A non-keyed stream connected to a broadcast stream needs a BroadcastProcessFunction"
+                + (" (a KeyedBroadcastProcessFunction needs key_by(...) first)"
+                   if isinstance(func, fn.KeyedBroadcastProcessFunction) else f", got {type(func).__name__}")
+            )
+        return _two_input("Co-Process-Broadcast", data, rules, factory, output_type)
 
 
 class DataStreamSink(_Configurable):

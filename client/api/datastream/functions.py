@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 if TYPE_CHECKING:
     from millstream.datastream.state import (
         AggregatingState,
+        BroadcastState,
+        ReadOnlyBroadcastState,
         AggregatingStateDescriptor,
         ListState,
         ListStateDescriptor,
@@ -185,6 +187,148 @@ class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
     def process_element(self, value: IN, ctx: "KeyedProcessFunction.Context") -> Iterable[OUT] | None: ...
 
     def on_timer(self, timestamp: int, ctx: "KeyedProcessFunction.OnTimerContext") -> Iterable[OUT] | None:
+        return None
+
+
+class CoMapFunction(Function, Generic[IN, OUT]):
+    """A map over two connected streams: ``map1`` for the first input's records, ``map2`` for the second's."""
+
+    @abc.abstractmethod
+    def map1(self, value: Any) -> OUT: ...
+
+    @abc.abstractmethod
+    def map2(self, value: Any) -> OUT: ...
+
+
+class CoFlatMapFunction(Function, Generic[IN, OUT]):
+    """A flat_map over two connected streams: ``flat_map1`` / ``flat_map2`` yield any number of records."""
+
+    @abc.abstractmethod
+    def flat_map1(self, value: Any) -> Iterable[OUT]: ...
+
+    @abc.abstractmethod
+    def flat_map2(self, value: Any) -> Iterable[OUT]: ...
+
+
+class CoProcessFunction(Function, Generic[IN, OUT]):
+    """Low-level processing of two connected streams; on keyed connected streams it may use keyed
+    state and timers (Flink's keyed CoProcessFunction), otherwise neither."""
+
+    class Context(abc.ABC):
+        @abc.abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abc.abstractmethod
+        def timestamp(self) -> int | None: ...
+
+    @abc.abstractmethod
+    def process_element1(self, value: Any, ctx: "CoProcessFunction.Context") -> Iterable[OUT] | None: ...
+
+    class OnTimerContext(Context):
+        @abc.abstractmethod
+        def time_domain(self) -> str: ...
+
+    @abc.abstractmethod
+    def process_element2(self, value: Any, ctx: "CoProcessFunction.Context") -> Iterable[OUT] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: "CoProcessFunction.OnTimerContext") -> Iterable[OUT] | None:
+        """A timer set on keyed connected streams fired (timers need keyed streams)."""
+        return None
+
+
+class KeyedCoProcessFunction(Function, Generic[KEY, IN, OUT]):
+    """Processing of two connected keyed streams, with keyed state and timers of the current key
+    (the first input's key for ``process_element1``, the second's for ``process_element2``)."""
+
+    class Context(abc.ABC):
+        @abc.abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abc.abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abc.abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class OnTimerContext(Context):
+        @abc.abstractmethod
+        def time_domain(self) -> str: ...
+
+    @abc.abstractmethod
+    def process_element1(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Iterable[OUT] | None: ...
+
+    @abc.abstractmethod
+    def process_element2(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Iterable[OUT] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: "KeyedCoProcessFunction.OnTimerContext") -> Iterable[OUT] | None:
+        return None
+
+
+class BaseBroadcastProcessFunction(Function):
+    """What the broadcast process functions share: the contexts through which they reach broadcast
+    state, read-only on the non-broadcast side and writable on the broadcast side."""
+
+    class BaseContext(abc.ABC):
+        @abc.abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abc.abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abc.abstractmethod
+        def current_watermark(self) -> int: ...
+
+    class ReadOnlyContext(BaseContext):
+        @abc.abstractmethod
+        def get_broadcast_state(self, state_descriptor: "MapStateDescriptor") -> "ReadOnlyBroadcastState": ...
+
+    class Context(BaseContext):
+        @abc.abstractmethod
+        def get_broadcast_state(self, state_descriptor: "MapStateDescriptor") -> "BroadcastState": ...
+
+
+class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN, OUT]):
+    """A non-keyed stream connected to a broadcast stream: ``process_element`` sees the broadcast
+    state read-only, ``process_broadcast_element`` (run on every parallel instance) may change it."""
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
+        pass
+
+    class Context(BaseBroadcastProcessFunction.Context):
+        pass
+
+    @abc.abstractmethod
+    def process_element(self, value: Any, ctx: "BroadcastProcessFunction.ReadOnlyContext") -> Iterable[OUT] | None: ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: "BroadcastProcessFunction.Context") -> Iterable[OUT] | None: ...
+
+
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, IN, OUT]):
+    """A keyed stream connected to a broadcast stream: the keyed side has keyed state, timers and
+    read-only broadcast state; the broadcast side has no current key and may change broadcast state."""
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
+        @abc.abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abc.abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class Context(BaseBroadcastProcessFunction.Context):
+        pass
+
+    class OnTimerContext(ReadOnlyContext):
+        @abc.abstractmethod
+        def time_domain(self) -> str: ...
+
+    @abc.abstractmethod
+    def process_element(self, value: Any, ctx: "KeyedBroadcastProcessFunction.ReadOnlyContext") -> Iterable[OUT] | None: ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: "KeyedBroadcastProcessFunction.Context") -> Iterable[OUT] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: "KeyedBroadcastProcessFunction.OnTimerContext") -> Iterable[OUT] | None:
         return None
 
 

@@ -126,3 +126,40 @@ class MapState(State, Generic[K, V]):
 
     @abc.abstractmethod
     def is_empty(self) -> bool: ...
+
+
+class ReadOnlyBroadcastState(State, Generic[K, V]):
+    """Broadcast state as the non-broadcast side sees it: the same map on every parallel instance,
+    readable only (changing it there would make the instances disagree)."""
+
+    @abc.abstractmethod
+    def get(self, key: K) -> V | None: ...
+
+    @abc.abstractmethod
+    def contains(self, key: K) -> bool: ...
+
+    @abc.abstractmethod
+    def items(self) -> Iterator[tuple[K, V]]: ...
+
+    @abc.abstractmethod
+    def keys(self) -> Iterator[K]: ...
+
+    @abc.abstractmethod
+    def values(self) -> Iterator[V]: ...
+
+    @abc.abstractmethod
+    def is_empty(self) -> bool: ...
+
+
+class BroadcastState(ReadOnlyBroadcastState[K, V]):
+    """Broadcast state as the broadcast side sees it: a map it may change, the same way on every
+    parallel instance (it must depend on the broadcast records only)."""
+
+    @abc.abstractmethod
+    def put(self, key: K, value: V) -> None: ...
+
+    @abc.abstractmethod
+    def put_all(self, dict_value: dict[K, V]) -> None: ...
+
+    @abc.abstractmethod
+    def remove(self, key: K) -> None: ...

@@ -83,6 +83,31 @@ class OneInputTransformation(Transformation):
         self.state_key_type = state_key_type
 
 
+class TwoInputTransformation(Transformation):
+    """An operator over two inputs (connect): input 0 and input 1 stay apart up to the operator.
+    Keyed when both inputs are keyed (``state_key_selector1`` / ``2``); a broadcast connect keys
+    only the first (the broadcast side has no key)."""
+
+    def __init__(
+        self,
+        env: Any,
+        name: str,
+        input1: Transformation,
+        input2: Transformation,
+        factory: OperatorFactory,
+        parallelism: int,
+        output_type: Any = None,
+        state_key_selector1: Any = None,
+        state_key_selector2: Any = None,
+        state_key_type: Any = None,
+    ) -> None:
+        super().__init__(env, name, (input1, input2), parallelism, output_type)
+        self.factory = factory
+        self.state_key_selector1 = state_key_selector1
+        self.state_key_selector2 = state_key_selector2
+        self.state_key_type = state_key_type
+
+
 class SinkTransformation(OneInputTransformation):
     pass
 

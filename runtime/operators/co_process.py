@@ -1,0 +1,394 @@
+"""Two-input operators: connected streams and broadcast state (Flink's CoStreamMap, CoStreamFlatMap,
+CoProcessOperator, KeyedCoProcessOperator, CoBroadcastWithNonKeyedOperator, CoBroadcastWithKeyedOperator).
+
+The chain hands each input batch to ``process_batch1`` (input 0) or ``process_batch2`` (input 1),
+by the input index its JobEdge carries. A two-input operator is never chained to its inputs, so it
+is always the head of its chain. Keyed variants key every record with its own input's selector
+(``ctx.key_selector`` for input 0, ``ctx.key_selector2`` for input 1) into one backend, so state
+and timers of a key are shared by both inputs. A keyed broadcast operator keys only input 0: the
+broadcast side has no current key, and keyed state is unreachable there.
+
+Broadcast state is operator state (see ``runtime/state/broadcast.py``): ``snapshot_state`` returns
+its maps, and ``broadcast_operator_state`` tells a rescaled restore that every subtask takes one
+copy instead of the round-robin share of list state.
+
+Records carry no timestamps yet, so ``ctx.timestamp()`` is None and the watermark is Long.MIN_VALUE
+until the end of input; event-time timers fire at the final watermark, as in KeyedProcessOperator.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+from millstream.datastream import functions as fn
+from millstream.runtime import factories as ops
+from millstream.runtime.operators.base import LONG_MIN, OperatorContext, StreamOperator
+from millstream.runtime.operators.process import (
+    KeyedProcessOperator,
+    _KeyedContext,
+    _KeyedTimerService,
+    _NonKeyedTimerService,
+    _ProcessBase,
+    _ProcessContext,
+)
+from millstream.runtime.state.broadcast import BroadcastStates
+from millstream.runtime.state.heap_backend import KeyedStateBackend
+
+__all__ = [
+    "TwoInputOperator", "CoMapOperator", "CoFlatMapOperator", "KeyedCoMapOperator", "KeyedCoFlatMapOperator",
+    "CoProcessOperator", "KeyedCoProcessOperator", "BroadcastProcessOperator", "KeyedBroadcastProcessOperator",
+    "create_two_input_operator",
+]
+
+_flatten = itertools.chain.from_iterable
+
+
+class TwoInputOperator(StreamOperator):
+    """An operator with two logical inputs; the chain calls ``process_batch1`` / ``process_batch2``."""
+
+    def process_batch(self, records: list[Any]) -> None:
+        raise TypeError(f"Operator '{self.name}' has two inputs: records must name their input (0 or 1)")
+
+    def process_batch1(self, records: list[Any]) -> None:
+        raise NotImplementedError
+
+    def process_batch2(self, records: list[Any]) -> None:
+        raise NotImplementedError
+
+    def key_batch2(self, records: list[Any]) -> tuple[list[Any], list[int]]:
+        """``key_batch`` for input 1, with the second input's key selector."""
+        selector = self.ctx.key_selector2
+        backend = self.ctx.backend
+        assert selector is not None and backend is not None
+        try:
+            keys = list(map(selector, records))
+            key_groups = backend.assign_key_groups(keys)
+        except Exception as e:
+            self.fail(e, "the second input's key selector")
+        return keys, key_groups
+
+
+# -- co-map and co-flat-map --------------------------------------------------------------------
+
+
+class CoMapOperator(TwoInputOperator):
+    def __init__(self, factory: ops.CoMapFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx)
+        self._fns = (factory.function.map1, factory.function.map2)
+
+    def _run(self, records: list[Any], i: int) -> None:
+        try:
+            out = list(map(self._fns[i], records))
+        except Exception as e:
+            self.fail(e, f"map{i + 1}")
+        self.output(out)
+
+    def process_batch1(self, records: list[Any]) -> None:
+        self._run(records, 0)
+
+    def process_batch2(self, records: list[Any]) -> None:
+        self._run(records, 1)
+
+
+class CoFlatMapOperator(TwoInputOperator):
+    def __init__(self, factory: ops.CoFlatMapFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx)
+        self._fns = (factory.function.flat_map1, factory.function.flat_map2)
+
+    def _run(self, records: list[Any], i: int) -> None:
+        try:
+            out = list(_flatten(r for r in map(self._fns[i], records) if r is not None))
+        except Exception as e:
+            self.fail(e, f"flat_map{i + 1}")
+        if out:
+            self.output(out)
+
+    def process_batch1(self, records: list[Any]) -> None:
+        self._run(records, 0)
+
+    def process_batch2(self, records: list[Any]) -> None:
+        self._run(records, 1)
+
+
+class _KeyedCoRecordOperator(TwoInputOperator):
+    """Co-map / co-flat-map on keyed connected streams: the function may use keyed state."""
+
+    def __init__(self, factory: Any, ctx: OperatorContext, fns: tuple[Callable[[Any], Any], Callable[[Any], Any]],
+                 what: str) -> None:
+        super().__init__(factory, ctx)
+        self._state = self._backend()
+        if ctx.key_selector2 is None:
+            raise ValueError(f"Operator '{self.name}': a keyed two-input operator needs both inputs' key selectors")
+        self._fns = fns
+        self._what = what
+
+    def _run(self, records: list[Any], i: int) -> None:
+        keys, key_groups = self.key_batch(records) if i == 0 else self.key_batch2(records)
+        b, f = self._state, self._fns[i]
+        results: list[Any] = []
+        try:
+            for key, kg, r in zip(keys, key_groups, records):
+                b.current_key, b.current_key_group = key, kg
+                results.append(f(r))
+        except Exception as e:
+            self.fail(e, f"{self._what}{i + 1}")
+        self._emit_results(results)
+
+    def _emit_results(self, results: list[Any]) -> None:
+        self.output(results)
+
+    def process_batch1(self, records: list[Any]) -> None:
+        self._run(records, 0)
+
+    def process_batch2(self, records: list[Any]) -> None:
+        self._run(records, 1)
+
+
+class KeyedCoMapOperator(_KeyedCoRecordOperator):
+    def __init__(self, factory: ops.CoMapFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx, (factory.function.map1, factory.function.map2), "map")
+
+
+class KeyedCoFlatMapOperator(_KeyedCoRecordOperator):
+    def __init__(self, factory: ops.CoFlatMapFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx, (factory.function.flat_map1, factory.function.flat_map2), "flat_map")
+
+    def _emit_results(self, results: list[Any]) -> None:
+        out = list(_flatten(r for r in results if r is not None))
+        if out:
+            self.output(out)
+
+
+# -- co-process --------------------------------------------------------------------------------
+
+
+class CoProcessOperator(_ProcessBase, TwoInputOperator):
+    """A CoProcessFunction on connected streams that are not both keyed: no keyed state, no timers."""
+
+    def __init__(self, factory: ops.CoProcessFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx)
+        self._ctx = _ProcessContext(self, _NonKeyedTimerService(ctx.env))
+        self._process = (self._fn.process_element1, self._fn.process_element2)
+
+    def _run(self, records: list[Any], i: int) -> None:
+        process, ctx, take = self._process[i], self._ctx, self._take
+        out: list[Any] = []
+        try:
+            for r in records:
+                take(process(r, ctx), out)
+        except Exception as e:
+            self._side.clear()
+            self.fail(e, f"process_element{i + 1}")
+        self._emit(out)
+
+    def process_batch1(self, records: list[Any]) -> None:
+        self._run(records, 0)
+
+    def process_batch2(self, records: list[Any]) -> None:
+        self._run(records, 1)
+
+
+class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
+    """A (Keyed)CoProcessFunction on keyed connected streams: keyed state and timers of the current
+    key, which is the record's key under its own input's selector. Timers fire as in
+    KeyedProcessOperator (whose timer machinery this shares): processing time when due, event time
+    at the final watermark."""
+
+    def __init__(self, factory: ops.CoProcessFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx)  # type: ignore[arg-type]
+        if ctx.key_selector2 is None:
+            raise ValueError(f"Operator '{self.name}': a keyed two-input operator needs both inputs' key selectors")
+        self._process = (self._fn.process_element1, self._fn.process_element2)
+
+    def process_batch(self, records: list[Any]) -> None:
+        TwoInputOperator.process_batch(self, records)
+
+    def _run(self, records: list[Any], i: int) -> None:
+        keys, key_groups = self.key_batch(records) if i == 0 else self.key_batch2(records)
+        b, process, ctx, take = self._state, self._process[i], self._ctx, self._take
+        ctx.timer_timestamp, ctx.domain = None, ""
+        out: list[Any] = []
+        try:
+            for key, kg, r in zip(keys, key_groups, records):
+                b.current_key, b.current_key_group = key, kg
+                take(process(r, ctx), out)
+        except Exception as e:
+            self._side.clear()
+            self.fail(e, f"process_element{i + 1}")
+        self._emit(out)
+
+    def process_batch1(self, records: list[Any]) -> None:
+        self._run(records, 0)
+
+    def process_batch2(self, records: list[Any]) -> None:
+        self._run(records, 1)
+
+
+# -- broadcast state ---------------------------------------------------------------------------
+
+
+class _BroadcastContext(fn.KeyedBroadcastProcessFunction.Context, fn.BroadcastProcessFunction.Context):
+    """The broadcast side's context: writable broadcast state, no key."""
+
+    def __init__(self, operator: "_BroadcastMixin") -> None:
+        self._operator = operator
+
+    def timestamp(self) -> int | None:
+        return None
+
+    def current_processing_time(self) -> int:
+        return self._operator.ctx.env.now_ms()
+
+    def current_watermark(self) -> int:
+        return self._operator.watermark
+
+    def get_broadcast_state(self, state_descriptor: Any) -> Any:
+        return self._operator.broadcast_states.writable(state_descriptor)
+
+    def output(self, output_tag: Any, value: Any) -> None:
+        self._operator.side_buffer(output_tag.tag_id).append(value)
+
+
+class _ReadOnlyContext(fn.BroadcastProcessFunction.ReadOnlyContext):
+    """The non-keyed data side's context: read-only broadcast state."""
+
+    def __init__(self, operator: "_BroadcastMixin") -> None:
+        self._operator = operator
+
+    def timestamp(self) -> int | None:
+        return None
+
+    def current_processing_time(self) -> int:
+        return self._operator.ctx.env.now_ms()
+
+    def current_watermark(self) -> int:
+        return self._operator.watermark
+
+    def get_broadcast_state(self, state_descriptor: Any) -> Any:
+        return self._operator.broadcast_states.read_only(state_descriptor)
+
+    def output(self, output_tag: Any, value: Any) -> None:
+        self._operator.side_buffer(output_tag.tag_id).append(value)
+
+
+class _KeyedReadOnlyContext(_KeyedContext, fn.KeyedBroadcastProcessFunction.OnTimerContext):
+    """The keyed data side's context (and, with a timer set, ``on_timer``'s): read-only broadcast
+    state, the current key and its timers."""
+
+    def __init__(self, operator: "KeyedBroadcastProcessOperator", timers: fn.TimerService,
+                 backend: KeyedStateBackend) -> None:
+        super().__init__(operator, timers, backend)
+        self._broadcast_operator = operator
+
+    def current_processing_time(self) -> int:
+        return self._broadcast_operator.ctx.env.now_ms()
+
+    def current_watermark(self) -> int:
+        return self._broadcast_operator.watermark
+
+    def get_broadcast_state(self, state_descriptor: Any) -> Any:
+        return self._broadcast_operator.broadcast_states.read_only(state_descriptor)
+
+
+class _BroadcastMixin(_ProcessBase, TwoInputOperator):
+    """Broadcast state and the broadcast side (input 1), shared by the keyed and non-keyed operators."""
+
+    broadcast_operator_state = True
+    watermark: int
+
+    def _init_broadcast(self, factory: ops.BroadcastProcessFactory) -> None:
+        self.broadcast_states = BroadcastStates(factory.descriptors, self.name)
+        self._broadcast_ctx = _BroadcastContext(self)
+
+    def process_batch2(self, records: list[Any]) -> None:
+        self._before_broadcast_side()
+        process, ctx, take = self._fn.process_broadcast_element, self._broadcast_ctx, self._take
+        out: list[Any] = []
+        try:
+            for r in records:
+                take(process(r, ctx), out)
+        except Exception as e:
+            self._side.clear()
+            self.fail(e, "process_broadcast_element")
+        self._emit(out)
+
+    def _before_broadcast_side(self) -> None:
+        pass
+
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        maps = self.broadcast_states.snapshot()
+        return None if maps is None else {"broadcast": maps}
+
+    def initialize_state(self, state: Any) -> None:
+        if not isinstance(state, dict) or "broadcast" not in state:
+            raise ValueError(f"Operator '{self.name}': the restored operator state is not broadcast state")
+        self.broadcast_states.restore(state["broadcast"])
+
+
+class BroadcastProcessOperator(_BroadcastMixin):
+    """A BroadcastProcessFunction: input 0 sees the broadcast state read-only, input 1 (on every
+    parallel instance) may change it. No keyed state, no timers."""
+
+    def __init__(self, factory: ops.BroadcastProcessFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx)
+        self.watermark = LONG_MIN
+        self._init_broadcast(factory)
+        self._ctx = _ReadOnlyContext(self)
+
+    def process_batch1(self, records: list[Any]) -> None:
+        process, ctx, take = self._fn.process_element, self._ctx, self._take
+        out: list[Any] = []
+        try:
+            for r in records:
+                take(process(r, ctx), out)
+        except Exception as e:
+            self._side.clear()
+            self.fail(e, "process_element")
+        self._emit(out)
+
+
+class KeyedBroadcastProcessOperator(_BroadcastMixin, KeyedProcessOperator):
+    """A KeyedBroadcastProcessFunction: input 0 (keyed) has keyed state, timers and read-only
+    broadcast state; input 1 has writable broadcast state and no key."""
+
+    def __init__(self, factory: ops.BroadcastProcessFactory, ctx: OperatorContext) -> None:
+        KeyedProcessOperator.__init__(self, factory, ctx)  # type: ignore[arg-type]
+        self._init_broadcast(factory)
+        self._ctx = _KeyedReadOnlyContext(self, _KeyedTimerService(ctx.env, self._state, self), self._state)
+
+    def process_batch(self, records: list[Any]) -> None:
+        TwoInputOperator.process_batch(self, records)
+
+    def process_batch1(self, records: list[Any]) -> None:
+        keys, key_groups = self.key_batch(records)
+        b, process, ctx, take = self._state, self._fn.process_element, self._ctx, self._take
+        ctx.timer_timestamp, ctx.domain = None, ""
+        out: list[Any] = []
+        try:
+            for key, kg, r in zip(keys, key_groups, records):
+                b.current_key = key
+                b.current_key_group = kg
+                take(process(r, ctx), out)
+        except Exception as e:
+            self._side.clear()
+            self.fail(e, "process_element")
+        self._emit(out)
+
+    def _before_broadcast_side(self) -> None:
+        b = self._state  # no current key on the broadcast side: keyed state access fails clearly
+        b.current_key, b.current_key_group = None, -1
+
+
+def create_two_input_operator(factory: ops.OperatorFactory, ctx: OperatorContext) -> StreamOperator | None:
+    """The runtime operator of a two-input factory (keyed when the chain gave it a key selector), or
+    None when ``factory`` is not a two-input one."""
+    keyed = ctx.key_selector is not None
+    if isinstance(factory, ops.CoMapFactory):
+        return KeyedCoMapOperator(factory, ctx) if keyed else CoMapOperator(factory, ctx)
+    if isinstance(factory, ops.CoFlatMapFactory):
+        return KeyedCoFlatMapOperator(factory, ctx) if keyed else CoFlatMapOperator(factory, ctx)
+    if isinstance(factory, ops.CoProcessFactory):
+        return KeyedCoProcessOperator(factory, ctx) if keyed else CoProcessOperator(factory, ctx)
+    if isinstance(factory, ops.BroadcastProcessFactory):
+        return KeyedBroadcastProcessOperator(factory, ctx) if keyed else BroadcastProcessOperator(factory, ctx)
+    return None
