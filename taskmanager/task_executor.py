@@ -133,6 +133,9 @@ class TaskExecutor:
         # Where each running task serves its result partitions, and the attempts that ended here.
         self.partition_servers: dict[bytes, str] = {}
         self._ended_attempts: collections.deque[bytes] = collections.deque(maxlen=10_000)
+        # Attempts cancelled before their SubmitTask arrived (the two RPCs may overtake each other):
+        # such a task is reported CANCELED at once and never starts.
+        self._cancelled_early: collections.OrderedDict[bytes, None] = collections.OrderedDict()
         self.registered = asyncio.Event()
         self.unusable_reason: str | None = None
         self.printed_lines = PrintForwarder(self._send_printed_lines) if forward_printed_lines else None
@@ -284,6 +287,12 @@ class TaskExecutor:
         self.tasks[task.attempt_id] = task
         jobmaster_address = self.slots.slot_of(tdd.allocation_id).jobmaster_address  # type: ignore[union-attr]
         self._spawn(self._forward_events(task, jobmaster_address))
+        if task.attempt_id in self._cancelled_early:
+            del self._cancelled_early[task.attempt_id]
+            log.info("task %s was cancelled before it arrived: not started", task.name)
+            task.cancelled, task.starting = True, False
+            task.events.put_nowait(TaskExit("CANCELED"))
+            return
         self._spawn(self._start(task))
 
     async def _start(self, task: RunningTask) -> None:
@@ -463,6 +472,10 @@ class TaskExecutor:
     def _cancel(self, attempt_id: bytes) -> None:
         task = self.tasks.get(attempt_id)
         if task is None:
+            if attempt_id not in self._ended_attempts:  # not here yet: its SubmitTask may still come
+                self._cancelled_early[attempt_id] = None
+                while len(self._cancelled_early) > 10_000:
+                    self._cancelled_early.popitem(last=False)
             return
         task.collect_gate.open()  # a reader blocked on it would hold up the task's exit
         if task.handle is None:
