@@ -132,7 +132,8 @@ def test_a_failure_in_a_connected_job_restarts_every_task_with_exact_output(clus
     with jobmanager_env(cluster.address):
         result = env.execute("fails once, connected")
     outputs = _outputs(out)
-    assert sorted(outputs) == [0, 1], outputs.keys()  # the first attempt and one restart of everything
+    # Every writer subtask ran a second attempt (the first may have been cancelled before it opened).
+    assert max(outputs) == 1 and all(attempt == 1 for attempt, _ in _last_attempts(out).values())
     assert sorted(outputs[1]) == list(range(1, 2001))  # the restart started over: every record once
     with ClusterClient(cluster.address) as client:
         summary = client.status(bytes.fromhex(result.get_job_id()))
