@@ -270,30 +270,11 @@ def _call_merge(callback: Any, to_be_merged: set, merge_result: Any) -> None:
         callback(to_be_merged, merge_result)
 
 
-class TumblingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
-    """Fixed-size, non-overlapping windows over element timestamps, aligned to the epoch plus ``offset``."""
+class _EventTime:
+    """Event time: windows from the element's timestamp, fired by the watermark."""
 
-    def __init__(self, size: int, offset: int = 0) -> None:
-        if abs(offset) >= size:
-            raise ValueError(
-                f"TumblingEventTimeWindows parameters must satisfy abs(offset) < size (size={size} ms, offset={offset} ms)"
-            )
-        self._size = size
-        self._offset = offset
-
-    @staticmethod
-    def of(size: Any, offset: Any = None) -> "TumblingEventTimeWindows":
-        """``of(Time.hours(1), Time.minutes(15))`` gives windows starting at 0:15, 1:15...;
-        ``of(Time.days(1), Time.hours(-8))`` gives days starting at midnight UTC+8."""
-        return TumblingEventTimeWindows(
-            _millis(size, "TumblingEventTimeWindows size"),
-            0 if offset is None else _millis(offset, "TumblingEventTimeWindows offset"),
-        )
-
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        timestamp = _require_timestamp(timestamp, "TumblingEventTimeWindows")
-        start = TimeWindow.get_window_start_with_offset(timestamp, self._offset, self._size)
-        return [TimeWindow(start, start + self._size)]
+    def _time(self, timestamp: int | None, context: Any) -> int:
+        return _require_timestamp(timestamp, type(self).__name__)
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
         return EventTimeTrigger()
@@ -301,33 +282,12 @@ class TumblingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
     def is_event_time(self) -> bool:
         return True
 
-    def __repr__(self) -> str:
-        return f"TumblingEventTimeWindows({self._size}, {self._offset})"
 
+class _ProcessingTime:
+    """Processing time: windows from the machine's clock when the element arrives."""
 
-class TumblingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
-    """Fixed-size, non-overlapping windows over the clock of the machine when the element arrives."""
-
-    def __init__(self, size: int, offset: int = 0) -> None:
-        if abs(offset) >= size:
-            raise ValueError(
-                "TumblingProcessingTimeWindows parameters must satisfy abs(offset) < size "
-                f"(size={size} ms, offset={offset} ms)"
-            )
-        self._size = size
-        self._offset = offset
-
-    @staticmethod
-    def of(size: Any, offset: Any = None) -> "TumblingProcessingTimeWindows":
-        return TumblingProcessingTimeWindows(
-            _millis(size, "TumblingProcessingTimeWindows size"),
-            0 if offset is None else _millis(offset, "TumblingProcessingTimeWindows offset"),
-        )
-
-    def assign_windows(self, element: Any, timestamp: int, context: WindowAssigner.WindowAssignerContext) -> list[TimeWindow]:
-        now = context.get_current_processing_time()
-        start = TimeWindow.get_window_start_with_offset(now, self._offset, self._size)
-        return [TimeWindow(start, start + self._size)]
+    def _time(self, timestamp: int | None, context: Any) -> int:
+        return int(context.get_current_processing_time())
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
         return ProcessingTimeTrigger()
@@ -335,8 +295,38 @@ class TumblingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
     def is_event_time(self) -> bool:
         return False
 
+
+class _TumblingWindows(WindowAssigner[Any, TimeWindow]):
+    """Fixed-size, non-overlapping windows aligned to the epoch plus ``offset``."""
+
+    def __init__(self, size: int, offset: int = 0) -> None:
+        if abs(offset) >= size:
+            raise ValueError(f"{type(self).__name__} parameters must satisfy abs(offset) < size "
+                             f"(size={size} ms, offset={offset} ms)")
+        self._size = size
+        self._offset = offset
+
+    @classmethod
+    def of(cls, size: Any, offset: Any = None) -> Any:
+        """``of(Time.hours(1), Time.minutes(15))`` gives windows starting at 0:15, 1:15...;
+        ``of(Time.days(1), Time.hours(-8))`` gives days starting at midnight UTC+8."""
+        name = cls.__name__
+        return cls(_millis(size, f"{name} size"), 0 if offset is None else _millis(offset, f"{name} offset"))
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
+        start = TimeWindow.get_window_start_with_offset(self._time(timestamp, context), self._offset, self._size)  # type: ignore[attr-defined]
+        return [TimeWindow(start, start + self._size)]
+
     def __repr__(self) -> str:
-        return f"TumblingProcessingTimeWindows({self._size}, {self._offset})"
+        return f"{type(self).__name__}({self._size}, {self._offset})"
+
+
+class TumblingEventTimeWindows(_EventTime, _TumblingWindows):
+    """Fixed-size, non-overlapping windows over element timestamps, aligned to the epoch plus ``offset``."""
+
+
+class TumblingProcessingTimeWindows(_ProcessingTime, _TumblingWindows):
+    """Fixed-size, non-overlapping windows over the clock of the machine when the element arrives."""
 
 
 def _sliding_windows(timestamp: int, size: int, slide: int, offset: int) -> list[TimeWindow]:
@@ -345,75 +335,37 @@ def _sliding_windows(timestamp: int, size: int, slide: int, offset: int) -> list
     return [TimeWindow(start, start + size) for start in range(last_start, timestamp - size, -slide)]
 
 
-class SlidingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
-    """Windows of ``size`` starting every ``slide`` over element timestamps; they overlap when slide < size."""
+class _SlidingWindows(WindowAssigner[Any, TimeWindow]):
+    """Windows of ``size`` starting every ``slide``; they overlap when slide < size."""
 
     def __init__(self, size: int, slide: int, offset: int = 0) -> None:
         if abs(offset) >= slide or size <= 0:
-            raise ValueError(
-                "SlidingEventTimeWindows parameters must satisfy abs(offset) < slide and size > 0 "
-                f"(size={size} ms, slide={slide} ms, offset={offset} ms)"
-            )
+            raise ValueError(f"{type(self).__name__} parameters must satisfy abs(offset) < slide and size > 0 "
+                             f"(size={size} ms, slide={slide} ms, offset={offset} ms)")
         self._size = size
         self._slide = slide
         self._offset = offset
         self._pane_size = math.gcd(size, slide)
 
-    @staticmethod
-    def of(size: Any, slide: Any, offset: Any = None) -> "SlidingEventTimeWindows":
-        return SlidingEventTimeWindows(
-            _millis(size, "SlidingEventTimeWindows size"),
-            _millis(slide, "SlidingEventTimeWindows slide"),
-            0 if offset is None else _millis(offset, "SlidingEventTimeWindows offset"),
-        )
+    @classmethod
+    def of(cls, size: Any, slide: Any, offset: Any = None) -> Any:
+        name = cls.__name__
+        return cls(_millis(size, f"{name} size"), _millis(slide, f"{name} slide"),
+                   0 if offset is None else _millis(offset, f"{name} offset"))
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        timestamp = _require_timestamp(timestamp, "SlidingEventTimeWindows")
-        return _sliding_windows(timestamp, self._size, self._slide, self._offset)
-
-    def get_default_trigger(self, env: Any = None) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
+        return _sliding_windows(self._time(timestamp, context), self._size, self._slide, self._offset)  # type: ignore[attr-defined]
 
     def __repr__(self) -> str:
-        return f"SlidingEventTimeWindows({self._size}, {self._slide}, {self._offset})"
+        return f"{type(self).__name__}({self._size}, {self._slide}, {self._offset})"
 
 
-class SlidingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
+class SlidingEventTimeWindows(_EventTime, _SlidingWindows):
+    """Windows of ``size`` starting every ``slide`` over element timestamps; they overlap when slide < size."""
+
+
+class SlidingProcessingTimeWindows(_ProcessingTime, _SlidingWindows):
     """Windows of ``size`` starting every ``slide`` over the machine's clock."""
-
-    def __init__(self, size: int, slide: int, offset: int = 0) -> None:
-        if abs(offset) >= slide or size <= 0:
-            raise ValueError(
-                "SlidingProcessingTimeWindows parameters must satisfy abs(offset) < slide and size > 0 "
-                f"(size={size} ms, slide={slide} ms, offset={offset} ms)"
-            )
-        self._size = size
-        self._slide = slide
-        self._offset = offset
-        self._pane_size = math.gcd(size, slide)
-
-    @staticmethod
-    def of(size: Any, slide: Any, offset: Any = None) -> "SlidingProcessingTimeWindows":
-        return SlidingProcessingTimeWindows(
-            _millis(size, "SlidingProcessingTimeWindows size"),
-            _millis(slide, "SlidingProcessingTimeWindows slide"),
-            0 if offset is None else _millis(offset, "SlidingProcessingTimeWindows offset"),
-        )
-
-    def assign_windows(self, element: Any, timestamp: int, context: WindowAssigner.WindowAssignerContext) -> list[TimeWindow]:
-        return _sliding_windows(context.get_current_processing_time(), self._size, self._slide, self._offset)
-
-    def get_default_trigger(self, env: Any = None) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return f"SlidingProcessingTimeWindows({self._size}, {self._slide}, {self._offset})"
 
 
 class SessionWindowTimeGapExtractor(abc.ABC):
@@ -449,114 +401,69 @@ class _SessionWindows(MergingWindowAssigner[Any, TimeWindow]):
         TimeWindow.merge_windows(windows, callback)
 
 
-class EventTimeSessionWindows(_SessionWindows):
-    """Sessions over element timestamps: each element opens [t, t + gap); overlapping ones merge."""
+class _StaticGapSessions(_SessionWindows):
+    """Each element opens [t, t + gap); overlapping sessions merge."""
+
+    dynamic: type  # the dynamic-gap variant of the same time domain
 
     def __init__(self, session_gap: int) -> None:
         if session_gap <= 0:
-            raise ValueError(f"EventTimeSessionWindows parameters must satisfy 0 < size, got {session_gap} ms")
+            raise ValueError(f"{type(self).__name__} parameters must satisfy 0 < size, got {session_gap} ms")
         self._session_gap = session_gap
 
-    @staticmethod
-    def with_gap(size: Any) -> "EventTimeSessionWindows":
-        return EventTimeSessionWindows(_millis(size, "EventTimeSessionWindows gap"))
+    @classmethod
+    def with_gap(cls, size: Any) -> Any:
+        return cls(_millis(size, f"{cls.__name__} gap"))
 
-    @staticmethod
-    def with_dynamic_gap(extractor: Any) -> "DynamicEventTimeSessionWindows":
-        return DynamicEventTimeSessionWindows(extractor)
+    @classmethod
+    def with_dynamic_gap(cls, extractor: Any) -> Any:
+        return cls.dynamic(extractor)
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        timestamp = _require_timestamp(timestamp, "EventTimeSessionWindows")
-        return [TimeWindow(timestamp, timestamp + self._session_gap)]
-
-    def get_default_trigger(self, env: Any = None) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
+        start = self._time(timestamp, context)  # type: ignore[attr-defined]
+        return [TimeWindow(start, start + self._session_gap)]
 
     def __repr__(self) -> str:
-        return f"EventTimeSessionWindows({self._session_gap})"
+        return f"{type(self).__name__}({self._session_gap})"
 
 
-class ProcessingTimeSessionWindows(_SessionWindows):
-    """Sessions over the machine's clock: each element opens [now, now + gap)."""
+class _DynamicGapSessions(_SessionWindows):
+    """Sessions whose gap the extractor gives per element."""
 
-    def __init__(self, session_gap: int) -> None:
-        if session_gap <= 0:
-            raise ValueError(f"ProcessingTimeSessionWindows parameters must satisfy 0 < size, got {session_gap} ms")
-        self._session_gap = session_gap
+    def __init__(self, session_window_time_gap_extractor: Any) -> None:
+        self._extractor = session_window_time_gap_extractor
+        self._extract = _gap_extractor(session_window_time_gap_extractor)
 
-    @staticmethod
-    def with_gap(size: Any) -> "ProcessingTimeSessionWindows":
-        return ProcessingTimeSessionWindows(_millis(size, "ProcessingTimeSessionWindows gap"))
+    @classmethod
+    def with_dynamic_gap(cls, extractor: Any) -> Any:
+        return cls(extractor)
 
-    @staticmethod
-    def with_dynamic_gap(extractor: Any) -> "DynamicProcessingTimeSessionWindows":
-        return DynamicProcessingTimeSessionWindows(extractor)
-
-    def assign_windows(self, element: Any, timestamp: int, context: WindowAssigner.WindowAssignerContext) -> list[TimeWindow]:
-        now = context.get_current_processing_time()
-        return [TimeWindow(now, now + self._session_gap)]
-
-    def get_default_trigger(self, env: Any = None) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
+        start = self._time(timestamp, context)  # type: ignore[attr-defined]
+        return [TimeWindow(start, start + _dynamic_gap(self._extract, element))]
 
     def __repr__(self) -> str:
-        return f"ProcessingTimeSessionWindows({self._session_gap})"
+        return f"{type(self).__name__}({self._extractor!r})"
 
 
-class DynamicEventTimeSessionWindows(_SessionWindows):
+class DynamicEventTimeSessionWindows(_EventTime, _DynamicGapSessions):
     """Event-time sessions whose gap the extractor gives per element."""
 
-    def __init__(self, session_window_time_gap_extractor: Any) -> None:
-        self._extractor = session_window_time_gap_extractor
-        self._extract = _gap_extractor(session_window_time_gap_extractor)
 
-    @staticmethod
-    def with_dynamic_gap(extractor: Any) -> "DynamicEventTimeSessionWindows":
-        return DynamicEventTimeSessionWindows(extractor)
-
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        timestamp = _require_timestamp(timestamp, "DynamicEventTimeSessionWindows")
-        return [TimeWindow(timestamp, timestamp + _dynamic_gap(self._extract, element))]
-
-    def get_default_trigger(self, env: Any = None) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return f"DynamicEventTimeSessionWindows({self._extractor!r})"
-
-
-class DynamicProcessingTimeSessionWindows(_SessionWindows):
+class DynamicProcessingTimeSessionWindows(_ProcessingTime, _DynamicGapSessions):
     """Processing-time sessions whose gap the extractor gives per element."""
 
-    def __init__(self, session_window_time_gap_extractor: Any) -> None:
-        self._extractor = session_window_time_gap_extractor
-        self._extract = _gap_extractor(session_window_time_gap_extractor)
 
-    @staticmethod
-    def with_dynamic_gap(extractor: Any) -> "DynamicProcessingTimeSessionWindows":
-        return DynamicProcessingTimeSessionWindows(extractor)
+class EventTimeSessionWindows(_EventTime, _StaticGapSessions):
+    """Sessions over element timestamps: each element opens [t, t + gap); overlapping ones merge."""
 
-    def assign_windows(self, element: Any, timestamp: int, context: WindowAssigner.WindowAssignerContext) -> list[TimeWindow]:
-        now = context.get_current_processing_time()
-        return [TimeWindow(now, now + _dynamic_gap(self._extract, element))]
+    dynamic = DynamicEventTimeSessionWindows
 
-    def get_default_trigger(self, env: Any = None) -> Trigger:
-        return ProcessingTimeTrigger()
 
-    def is_event_time(self) -> bool:
-        return False
+class ProcessingTimeSessionWindows(_ProcessingTime, _StaticGapSessions):
+    """Sessions over the machine's clock: each element opens [now, now + gap)."""
 
-    def __repr__(self) -> str:
-        return f"DynamicProcessingTimeSessionWindows({self._extractor!r})"
+    dynamic = DynamicProcessingTimeSessionWindows
 
 
 class GlobalWindows(WindowAssigner[Any, GlobalWindow]):
