@@ -227,48 +227,40 @@ class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
 # -- broadcast state ---------------------------------------------------------------------------
 
 
-class _BroadcastContext(fn.KeyedBroadcastProcessFunction.Context, fn.BroadcastProcessFunction.Context):
+class _BroadcastSideContext:
+    """What the two non-keyed broadcast contexts share; ``writable``: the broadcast state's view."""
+
+    writable = False
+
+    def __init__(self, operator: "_BroadcastMixin") -> None:
+        self._operator = operator
+
+    def timestamp(self) -> int | None:
+        return None
+
+    def current_processing_time(self) -> int:
+        return self._operator.ctx.env.now_ms()
+
+    def current_watermark(self) -> int:
+        return self._operator.watermark
+
+    def get_broadcast_state(self, state_descriptor: Any) -> Any:
+        states = self._operator.broadcast_states
+        return states.writable(state_descriptor) if self.writable else states.read_only(state_descriptor)
+
+    def output(self, output_tag: Any, value: Any) -> None:
+        self._operator.side_buffer(output_tag.tag_id).append(value)
+
+
+class _BroadcastContext(_BroadcastSideContext, fn.KeyedBroadcastProcessFunction.Context,
+                        fn.BroadcastProcessFunction.Context):
     """The broadcast side's context: writable broadcast state, no key."""
 
-    def __init__(self, operator: "_BroadcastMixin") -> None:
-        self._operator = operator
-
-    def timestamp(self) -> int | None:
-        return None
-
-    def current_processing_time(self) -> int:
-        return self._operator.ctx.env.now_ms()
-
-    def current_watermark(self) -> int:
-        return self._operator.watermark
-
-    def get_broadcast_state(self, state_descriptor: Any) -> Any:
-        return self._operator.broadcast_states.writable(state_descriptor)
-
-    def output(self, output_tag: Any, value: Any) -> None:
-        self._operator.side_buffer(output_tag.tag_id).append(value)
+    writable = True
 
 
-class _ReadOnlyContext(fn.BroadcastProcessFunction.ReadOnlyContext):
+class _ReadOnlyContext(_BroadcastSideContext, fn.BroadcastProcessFunction.ReadOnlyContext):
     """The non-keyed data side's context: read-only broadcast state."""
-
-    def __init__(self, operator: "_BroadcastMixin") -> None:
-        self._operator = operator
-
-    def timestamp(self) -> int | None:
-        return None
-
-    def current_processing_time(self) -> int:
-        return self._operator.ctx.env.now_ms()
-
-    def current_watermark(self) -> int:
-        return self._operator.watermark
-
-    def get_broadcast_state(self, state_descriptor: Any) -> Any:
-        return self._operator.broadcast_states.read_only(state_descriptor)
-
-    def output(self, output_tag: Any, value: Any) -> None:
-        self._operator.side_buffer(output_tag.tag_id).append(value)
 
 
 class _KeyedReadOnlyContext(_KeyedContext, fn.KeyedBroadcastProcessFunction.OnTimerContext):
