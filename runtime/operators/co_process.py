@@ -351,20 +351,8 @@ class KeyedBroadcastProcessOperator(_BroadcastMixin, KeyedProcessOperator):
     def process_batch(self, records: list[Any]) -> None:
         TwoInputOperator.process_batch(self, records)
 
-    def process_batch1(self, records: list[Any]) -> None:
-        keys, key_groups = self.key_batch(records)
-        b, process, ctx, take = self._state, self._fn.process_element, self._ctx, self._take
-        ctx.timer_timestamp, ctx.domain = None, ""
-        out: list[Any] = []
-        try:
-            for key, kg, r in zip(keys, key_groups, records):
-                b.current_key = key
-                b.current_key_group = kg
-                take(process(r, ctx), out)
-        except Exception as e:
-            self._side.clear()
-            self.fail(e, "process_element")
-        self._emit(out)
+    # The keyed data side is a KeyedProcessOperator's input, read-only broadcast state in its context.
+    process_batch1 = KeyedProcessOperator.process_batch
 
     def _before_broadcast_side(self) -> None:
         b = self._state  # no current key on the broadcast side: keyed state access fails clearly
