@@ -214,37 +214,27 @@ def _interval(interval: Any, what: str) -> int:
     return millis
 
 
-class ContinuousEventTimeTrigger(Trigger[Any, "TimeWindow"]):
-    """Fires every ``interval`` of event time within the window, and at its end.
-
-    The next fire time is kept in a reducing state ``"fire-time"`` (minimum) of the window; the
-    first one is the element's timestamp rounded down to the interval (Java's remainder) plus the
-    interval, capped at the window's max timestamp.
-    """
+class _ContinuousTrigger(Trigger[Any, "TimeWindow"]):
+    """Fires every ``interval`` within the window, in one time domain. The next fire time is kept
+    in a reducing state ``"fire-time"`` (minimum) of the window, capped at its max timestamp."""
 
     def __init__(self, interval: int) -> None:
         self.interval = interval
         self.state_desc = ReducingStateDescriptor("fire-time", _Min(), Types.LONG())
 
-    @staticmethod
-    def of(interval: Any) -> "ContinuousEventTimeTrigger":
-        return ContinuousEventTimeTrigger(_interval(interval, "ContinuousEventTimeTrigger interval"))
+    @classmethod
+    def of(cls, interval: Any) -> Any:
+        return cls(_interval(interval, f"{cls.__name__} interval"))
 
-    def on_element(self, element: Any, timestamp: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
-        if window.max_timestamp() <= ctx.get_current_watermark():
-            return TriggerResult.FIRE
-        ctx.register_event_time_timer(window.max_timestamp())
-        fire_time: ReducingState = ctx.get_partitioned_state(self.state_desc)  # type: ignore[assignment]
-        if fire_time.get() is None:
-            self._register_next(timestamp - _java_rem(timestamp, self.interval), window, ctx, fire_time)
-        return TriggerResult.CONTINUE
+    # The time domain's timers: event time or processing time.
+    @abc.abstractmethod
+    def _register(self, ctx: Trigger.TriggerContext, time: int) -> None: ...
 
-    def on_processing_time(self, time: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
-        return TriggerResult.CONTINUE
+    @abc.abstractmethod
+    def _delete(self, ctx: Trigger.TriggerContext, time: int) -> None: ...
 
-    def on_event_time(self, time: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
-        if time == window.max_timestamp():
-            return TriggerResult.FIRE
+    def _fire_on(self, time: int, ctx: Trigger.TriggerContext, window: TimeWindow) -> TriggerResult:
+        """A timer of this domain at ``time``: fire, and set the next one, if it is the fire time."""
         fire_time: ReducingState = ctx.get_partitioned_state(self.state_desc)  # type: ignore[assignment]
         next_fire = fire_time.get()
         if next_fire is not None and next_fire == time:
@@ -253,6 +243,12 @@ class ContinuousEventTimeTrigger(Trigger[Any, "TimeWindow"]):
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
+    def _start(self, time: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
+        """The first fire time: ``time`` rounded down to the interval (Java's remainder) plus it."""
+        fire_time: ReducingState = ctx.get_partitioned_state(self.state_desc)  # type: ignore[assignment]
+        if fire_time.get() is None:
+            self._register_next(time - _java_rem(time, self.interval), window, ctx, fire_time)
+
     def can_merge(self) -> bool:
         return True
 
@@ -260,76 +256,68 @@ class ContinuousEventTimeTrigger(Trigger[Any, "TimeWindow"]):
         ctx.merge_partitioned_state(self.state_desc)
         next_fire = ctx.get_partitioned_state(self.state_desc).get()  # type: ignore[attr-defined]
         if next_fire is not None:
-            ctx.register_event_time_timer(next_fire)
+            self._register(ctx, next_fire)
 
     def clear(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         fire_time: ReducingState = ctx.get_partitioned_state(self.state_desc)  # type: ignore[assignment]
         next_fire = fire_time.get()
         if next_fire is not None:
-            ctx.delete_event_time_timer(next_fire)
+            self._delete(ctx, next_fire)
             fire_time.clear()
 
     def _register_next(self, time: int, window: TimeWindow, ctx: Trigger.TriggerContext, state: ReducingState) -> None:
         next_fire = min(time + self.interval, window.max_timestamp())
         state.add(next_fire)
-        ctx.register_event_time_timer(next_fire)
+        self._register(ctx, next_fire)
 
     def __repr__(self) -> str:
-        return f"ContinuousEventTimeTrigger({self.interval})"
+        return f"{type(self).__name__}({self.interval})"
 
 
-class ContinuousProcessingTimeTrigger(Trigger[Any, "TimeWindow"]):
-    """Fires every ``interval`` of processing time within the window (the clock of the machine)."""
+class ContinuousEventTimeTrigger(_ContinuousTrigger):
+    """Fires every ``interval`` of event time within the window, and at its end; the first fire
+    time comes from the element's timestamp."""
 
-    def __init__(self, interval: int) -> None:
-        self.interval = interval
-        self.state_desc = ReducingStateDescriptor("fire-time", _Min(), Types.LONG())
+    def _register(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        ctx.register_event_time_timer(time)
 
-    @staticmethod
-    def of(interval: Any) -> "ContinuousProcessingTimeTrigger":
-        return ContinuousProcessingTimeTrigger(_interval(interval, "ContinuousProcessingTimeTrigger interval"))
+    def _delete(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        ctx.delete_event_time_timer(time)
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
-        fire_time: ReducingState = ctx.get_partitioned_state(self.state_desc)  # type: ignore[assignment]
-        now = ctx.get_current_processing_time()
-        if fire_time.get() is None:
-            self._register_next(now - _java_rem(now, self.interval), window, ctx, fire_time)
+        if window.max_timestamp() <= ctx.get_current_watermark():
+            return TriggerResult.FIRE
+        ctx.register_event_time_timer(window.max_timestamp())
+        self._start(timestamp, window, ctx)
         return TriggerResult.CONTINUE
 
     def on_processing_time(self, time: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
-        fire_time: ReducingState = ctx.get_partitioned_state(self.state_desc)  # type: ignore[assignment]
-        if fire_time.get() == time:
-            fire_time.clear()
-            self._register_next(time, window, ctx, fire_time)
-            return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
     def on_event_time(self, time: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
+        if time == window.max_timestamp():
+            return TriggerResult.FIRE
+        return self._fire_on(time, ctx, window)
+
+
+class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
+    """Fires every ``interval`` of processing time within the window (the clock of the machine)."""
+
+    def _register(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        ctx.register_processing_time_timer(time)
+
+    def _delete(self, ctx: Trigger.TriggerContext, time: int) -> None:
+        ctx.delete_processing_time_timer(time)
+
+    def on_element(self, element: Any, timestamp: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
+        self._start(ctx.get_current_processing_time(), window, ctx)
         return TriggerResult.CONTINUE
 
-    def can_merge(self) -> bool:
-        return True
+    def on_processing_time(self, time: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return self._fire_on(time, ctx, window)
 
-    def on_merge(self, window: TimeWindow, ctx: Trigger.OnMergeContext) -> None:
-        ctx.merge_partitioned_state(self.state_desc)
-        next_fire = ctx.get_partitioned_state(self.state_desc).get()  # type: ignore[attr-defined]
-        if next_fire is not None:
-            ctx.register_processing_time_timer(next_fire)
-
-    def clear(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
-        fire_time: ReducingState = ctx.get_partitioned_state(self.state_desc)  # type: ignore[assignment]
-        next_fire = fire_time.get()
-        if next_fire is not None:
-            ctx.delete_processing_time_timer(next_fire)
-            fire_time.clear()
-
-    def _register_next(self, time: int, window: TimeWindow, ctx: Trigger.TriggerContext, state: ReducingState) -> None:
-        next_fire = min(time + self.interval, window.max_timestamp())
-        state.add(next_fire)
-        ctx.register_processing_time_timer(next_fire)
-
-    def __repr__(self) -> str:
-        return f"ContinuousProcessingTimeTrigger({self.interval})"
+    def on_event_time(self, time: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
 
 
 class PurgingTrigger(Trigger[Any, "Window"]):
