@@ -161,16 +161,17 @@ class StreamOperator:
             raise ValueError(f"Operator '{self.name}' ({self.factory.kind}) needs a keyed stream: use key_by() first")
         return self.ctx.backend
 
-    def key_batch(self, records: list[Any]) -> tuple[list[Any], list[int]]:
-        """Keys and key groups of a batch, computed up front so a failing key selector is reported as such."""
-        selector = self.ctx.key_selector
+    def key_batch(self, records: list[Any], input_index: int = 0) -> tuple[list[Any], list[int]]:
+        """Keys and key groups of a batch, computed up front so a failing key selector is reported as
+        such; ``input_index`` 1: the second input's selector (a keyed two-input operator)."""
+        selector = self.ctx.key_selector2 if input_index else self.ctx.key_selector
         backend = self.ctx.backend
         assert selector is not None and backend is not None
         try:
             keys = list(map(selector, records))
             key_groups = backend.assign_key_groups(keys)
         except Exception as e:
-            self.fail(e, "the key selector")
+            self.fail(e, "the second input's key selector" if input_index else "the key selector")
         return keys, key_groups
 
 

@@ -50,22 +50,14 @@ class TwoInputOperator(StreamOperator):
         raise TypeError(f"Operator '{self.name}' has two inputs: records must name their input (0 or 1)")
 
     def process_batch1(self, records: list[Any]) -> None:
-        raise NotImplementedError
+        self._run(records, 0)
 
     def process_batch2(self, records: list[Any]) -> None:
-        raise NotImplementedError
+        self._run(records, 1)
 
-    def key_batch2(self, records: list[Any]) -> tuple[list[Any], list[int]]:
-        """``key_batch`` for input 1, with the second input's key selector."""
-        selector = self.ctx.key_selector2
-        backend = self.ctx.backend
-        assert selector is not None and backend is not None
-        try:
-            keys = list(map(selector, records))
-            key_groups = backend.assign_key_groups(keys)
-        except Exception as e:
-            self.fail(e, "the second input's key selector")
-        return keys, key_groups
+    def _run(self, records: list[Any], i: int) -> None:
+        """A batch of input ``i`` (0 or 1), for operators that treat both inputs alike."""
+        raise NotImplementedError
 
 
 # -- co-map and co-flat-map --------------------------------------------------------------------
@@ -83,12 +75,6 @@ class CoMapOperator(TwoInputOperator):
             self.fail(e, f"map{i + 1}")
         self.output(out)
 
-    def process_batch1(self, records: list[Any]) -> None:
-        self._run(records, 0)
-
-    def process_batch2(self, records: list[Any]) -> None:
-        self._run(records, 1)
-
 
 class CoFlatMapOperator(TwoInputOperator):
     def __init__(self, factory: ops.CoFlatMapFactory, ctx: OperatorContext) -> None:
@@ -102,12 +88,6 @@ class CoFlatMapOperator(TwoInputOperator):
             self.fail(e, f"flat_map{i + 1}")
         if out:
             self.output(out)
-
-    def process_batch1(self, records: list[Any]) -> None:
-        self._run(records, 0)
-
-    def process_batch2(self, records: list[Any]) -> None:
-        self._run(records, 1)
 
 
 class _KeyedCoRecordOperator(TwoInputOperator):
@@ -123,7 +103,7 @@ class _KeyedCoRecordOperator(TwoInputOperator):
         self._what = what
 
     def _run(self, records: list[Any], i: int) -> None:
-        keys, key_groups = self.key_batch(records) if i == 0 else self.key_batch2(records)
+        keys, key_groups = self.key_batch(records, i)
         b, f = self._state, self._fns[i]
         results: list[Any] = []
         try:
@@ -136,12 +116,6 @@ class _KeyedCoRecordOperator(TwoInputOperator):
 
     def _emit_results(self, results: list[Any]) -> None:
         self.output(results)
-
-    def process_batch1(self, records: list[Any]) -> None:
-        self._run(records, 0)
-
-    def process_batch2(self, records: list[Any]) -> None:
-        self._run(records, 1)
 
 
 class KeyedCoMapOperator(_KeyedCoRecordOperator):
@@ -181,12 +155,6 @@ class CoProcessOperator(_ProcessBase, TwoInputOperator):
             self.fail(e, f"process_element{i + 1}")
         self._emit(out)
 
-    def process_batch1(self, records: list[Any]) -> None:
-        self._run(records, 0)
-
-    def process_batch2(self, records: list[Any]) -> None:
-        self._run(records, 1)
-
 
 class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
     """A (Keyed)CoProcessFunction on keyed connected streams: keyed state and timers of the current
@@ -204,7 +172,7 @@ class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
         TwoInputOperator.process_batch(self, records)
 
     def _run(self, records: list[Any], i: int) -> None:
-        keys, key_groups = self.key_batch(records) if i == 0 else self.key_batch2(records)
+        keys, key_groups = self.key_batch(records, i)
         b, process, ctx, take = self._state, self._process[i], self._ctx, self._take
         ctx.timer_timestamp, ctx.domain = None, ""
         out: list[Any] = []
@@ -216,12 +184,6 @@ class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
             self._side.clear()
             self.fail(e, f"process_element{i + 1}")
         self._emit(out)
-
-    def process_batch1(self, records: list[Any]) -> None:
-        self._run(records, 0)
-
-    def process_batch2(self, records: list[Any]) -> None:
-        self._run(records, 1)
 
 
 # -- broadcast state ---------------------------------------------------------------------------
