@@ -39,7 +39,7 @@ from millstream.jobmanager.deployment import (
 )
 from millstream.jobmanager.checkpoint_coordinator import TaskSnapshot
 from millstream.jobmanager.checkpointing import JobCheckpointing
-from millstream.jobmanager.execution_graph import ConsumedPartitionGroup, ExecutionGraph, ExecutionVertex, pipelined_regions
+from millstream.jobmanager.execution_graph import ExecutionGraph, ExecutionVertex, ExecutionVertexID, pipelined_regions
 from millstream.jobmanager.execution_state import (
     EXECUTION_TRANSITIONS,
     JOB_TRANSITIONS,
@@ -176,8 +176,9 @@ class JobMasterCore:
         # The checkpoint the next deployment round resumes from (None: start empty).
         self.restore_point: CompletedCheckpoint | None = None
         self.restore_missing_tasks_empty = False  # a savepoint: tasks it has no state for start empty
-        self._upstream: dict[int, frozenset[str]] = {}
-        self._old_parallelisms: dict[int, dict[str, int]] = {}  # per checkpoint: vertex hex -> its parallelism there  # per consumed partition group: its producers' task keys
+        self._upstream: dict[ExecutionVertexID, frozenset[str]] = {}  # per subtask: the task keys it reads from
+        self._group_producers: dict[int, frozenset[str]] = {}  # per consumed partition group: its producers' task keys
+        self._old_parallelisms: dict[int, dict[str, int]] = {}  # per checkpoint: vertex hex -> its parallelism there
         self.restart_strategy = self.restart_spec.create()
         self.num_restarts = 0
         self.root_causes: list[cpb.JobFailure] = []  # the first root cause of each failed attempt
@@ -347,6 +348,9 @@ class JobMasterCore:
                     PlannedTask(ev, execution.attempt_id, execution.attempt_number, slot.allocation_id, slot.resource_id,
                                 slot.tm_address, self._task_restore(ev))
                 )
+        return self._build_deployments(producers, tasks)
+
+    def _build_deployments(self, producers: dict[VertexKey, ProducerLocation], tasks: list[PlannedTask]) -> BuildDeployments:
         c = self.checkpointing
         factory = TaskDeploymentDescriptorFactory(self.graph, self.artifacts, producers,
                                                   str(c.directory) if c else "", c.mode if c else "")
@@ -408,20 +412,23 @@ class JobMasterCore:
 
     def checkpoint_tasks(self) -> list[TaskSnapshot]:
         """The current attempts as the checkpoint coordinator plans a checkpoint with them."""
-        snapshots = []
-        for execution in self.current.values():
-            ev = execution.vertex
-            upstream: frozenset[str] = frozenset()
-            for gate in ev.input_gates:
-                upstream |= self._producers_of(gate.consumed)
-            snapshots.append(TaskSnapshot(execution.attempt_id, task_key(ev), execution.state, upstream))
-        return snapshots
+        return [TaskSnapshot(e.attempt_id, task_key(e.vertex), e.state, self._upstream_of(e.vertex))
+                for e in self.current.values()]
 
-    def _producers_of(self, group: ConsumedPartitionGroup) -> frozenset[str]:
-        keys = self._upstream.get(id(group))
-        if keys is None:
-            keys = self._upstream[id(group)] = frozenset(task_key(p.producer) for p in group.partitions)
-        return keys
+    def _upstream_of(self, ev: ExecutionVertex) -> frozenset[str]:
+        """The task keys a subtask reads from: fixed by the graph, so computed once per subtask (and
+        once per consumed partition group, which all-to-all consumers share)."""
+        upstream = self._upstream.get(ev.id)
+        if upstream is None:
+            upstream = frozenset()
+            for gate in ev.input_gates:
+                group = self._group_producers.get(id(gate.consumed))
+                if group is None:
+                    group = self._group_producers[id(gate.consumed)] = frozenset(
+                        task_key(p.producer) for p in gate.consumed.partitions)
+                upstream = group if not upstream else upstream | group
+            self._upstream[ev.id] = upstream
+        return upstream
 
     def finished_task_keys(self) -> frozenset[str]:
         return frozenset(task_key(e.vertex) for e in self.current.values() if e.state is ExecutionState.FINISHED)
@@ -530,10 +537,7 @@ class JobMasterCore:
                                          slot.resource_id, slot.tm_address, self._task_restore(ev)))
             if self.restore_point is not None:
                 out.append(CheckpointRestored(self.restore_point.checkpoint_id, str(self.restore_point.directory)))
-            c = self.checkpointing
-            factory = TaskDeploymentDescriptorFactory(self.graph, self.artifacts, producers,
-                                                      str(c.directory) if c else "", c.mode if c else "")
-            out.append(BuildDeployments(lambda factory=factory, tasks=tasks: factory.build(tasks), len(tasks)))
+            out.append(self._build_deployments(producers, tasks))
             log.info("job %s: region %d redeployed (restart %d)", self.job_id.hex(), region, self.num_restarts)
         return out
 
