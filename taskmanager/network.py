@@ -53,6 +53,7 @@ from millstream.taskmanager.network_protocol import (
     Hello,
     PartitionError,
     Watermark,
+    WatermarkStatus,
     close_socket,
     decode_error,
     decode_event,
@@ -65,7 +66,7 @@ from millstream.taskmanager.network_protocol import (
 __all__ = [
     "BUFFER", "EVENT", "ChannelError", "ChannelSpec", "CheckpointBarrier", "EndOfPartition", "Event",
     "ExchangeCancelled", "ExchangeError", "FrameKind", "InputGate", "PartitionError", "PartitionServer",
-    "ResultPartition", "Watermark",
+    "ResultPartition", "Watermark", "WatermarkStatus",
 ]
 
 log = logging.getLogger(__name__)

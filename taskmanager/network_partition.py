@@ -28,6 +28,8 @@ from millstream.taskmanager.network_protocol import (
     FrameReader,
     Hello,
     PartitionError,
+    Watermark,
+    WatermarkStatus,
     close_socket,
     decode_credit,
     encode_error,
@@ -177,6 +179,12 @@ class ResultPartition:
         frame = encode_frame(EVENT, encode_event(event))
         for sub in self._subs:
             self._enqueue(sub, frame, costs_credit=False)
+
+    def emit_watermark(self, watermark: int) -> None:
+        self.broadcast_event(Watermark(watermark))
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        self.broadcast_event(WatermarkStatus(idle))
 
     def finish(self) -> None:
         """Flushes and ends every subpartition; then wait_consumed() tells when consumers have it all."""

@@ -34,7 +34,7 @@ from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, Chec
 __all__ = [
     "BUFFER", "CREDIT", "ERROR", "EVENT", "HELLO", "CancelCheckpointMarker", "CheckpointBarrier", "EndOfPartition", "ErrorCode",
     "Event", "ExchangeCancelled", "ExchangeError", "FrameKind", "FrameReader", "Hello", "PartitionError",
-    "Watermark", "close_socket", "decode_credit", "decode_error", "decode_event", "encode_credit",
+    "Watermark", "WatermarkStatus", "close_socket", "decode_credit", "decode_error", "decode_event", "encode_credit",
     "encode_error", "encode_event", "encode_frame", "never_cancelled", "start_thread", "tune_socket",
 ]
 
@@ -90,7 +90,14 @@ class Watermark:
     timestamp: int
 
 
-Event = EndOfPartition | CheckpointBarrier | CancelCheckpointMarker | Watermark
+@dataclass(frozen=True)
+class WatermarkStatus:
+    """The producer went idle (its channel holds no watermark back downstream) or active again."""
+
+    idle: bool
+
+
+Event = EndOfPartition | CheckpointBarrier | CancelCheckpointMarker | Watermark | WatermarkStatus
 
 # An event is a type code + its wire fields packed with a fixed struct: no pickle for control data,
 # so a consumer can always decode them, and a new event is one line here. (A barrier's ``options``
@@ -100,6 +107,7 @@ _EVENT_CODECS: dict[type, tuple[int, struct.Struct, tuple[str, ...]]] = {
     CheckpointBarrier: (1, struct.Struct("!qq"), ("checkpoint_id", "timestamp")),
     Watermark: (2, struct.Struct("!q"), ("timestamp",)),
     CancelCheckpointMarker: (3, struct.Struct("!q"), ("checkpoint_id",)),
+    WatermarkStatus: (4, struct.Struct("!?"), ("idle",)),
 }
 _EVENT_TYPES = {code: (cls, codec) for cls, (code, codec, _) in _EVENT_CODECS.items()}
 

@@ -40,6 +40,10 @@ def discard(records: list[Any]) -> None:
     """The output of an operator nobody consumes (or of a side output nobody asked for)."""
 
 
+def _ignore(event: Any) -> None:
+    """The watermark output of an operator nobody consumes."""
+
+
 class OperatorError(RuntimeError):
     """A failure inside one operator; the message names the operator, the subtask and the phase."""
 
@@ -80,6 +84,8 @@ class StreamOperator:
         self.name = ctx.name
         self.output: Emit = discard
         self.side_outputs: dict[str, Emit] = {}
+        self.watermark_output: Callable[[int], None] = _ignore
+        self.status_output: Callable[[bool], None] = _ignore
         self._opened = False
         self._closed = False
 
@@ -110,7 +116,8 @@ class StreamOperator:
         raise NotImplementedError
 
     def end_input(self) -> None:
-        """The input ended: emit what is held back (BATCH results, final timers)."""
+        """The input ended: emit what is held back (BATCH results). The final watermark (``LONG_MAX``)
+        reached the operator just before, so every event-time timer has fired already."""
 
     def flush(self) -> None:
         """Hand buffered output on (called on the buffer timeout and at the end)."""
@@ -124,6 +131,36 @@ class StreamOperator:
                 function.close()
             except Exception as e:
                 self.fail(e, "close()")
+
+    # -- time (Flink's processWatermark and processing-time services) ----------------------------
+    # Watermarks go downstream through ``watermark_output`` and idleness through ``status_output``,
+    # both wired by the chain to every consumer (main and side outputs, chained and over the network).
+
+    current_watermark = LONG_MIN
+    uses_processing_time = False  # True: the chain calls on_processing_time / next_timer_ms
+
+    def process_watermark(self, watermark: int) -> None:
+        """A watermark reached this operator: what it makes due fires first (``on_event_time``),
+        then it goes downstream. A watermark that does not advance is dropped."""
+        if watermark <= self.current_watermark:
+            return
+        self.current_watermark = watermark
+        self.on_event_time(watermark)
+        self.watermark_output(watermark)
+
+    def on_event_time(self, watermark: int) -> None:
+        """Fires event-time timers (windows) up to and including ``watermark``."""
+
+    def process_watermark_status(self, idle: bool) -> None:
+        """The input became idle (it holds no watermark back downstream) or active again."""
+        self.status_output(idle)
+
+    def on_processing_time(self, now_ms: int) -> None:
+        """Fires processing-time timers due at ``now_ms`` (only when ``uses_processing_time``)."""
+
+    def next_timer_ms(self) -> int | None:
+        """When ``on_processing_time`` has something to do next, so an idle task loop wakes for it."""
+        return None
 
     # -- checkpoints (Flink's CheckpointedFunction / CheckpointListener, operator side) -----------
     # The task calls these on its own thread. Keyed state is snapshotted by the chain, not here.

@@ -59,6 +59,32 @@ class TwoInputOperator(StreamOperator):
         """A batch of input ``i`` (0 or 1), for operators that treat both inputs alike."""
         raise NotImplementedError
 
+    # Each input's watermark and idleness (Flink's processWatermark1/2): the operator's watermark is
+    # the minimum over the inputs that are not idle; it is idle when both are.
+    _input_watermarks: tuple[int, int] = (LONG_MIN, LONG_MIN)
+    _input_idle: tuple[bool, bool] = (False, False)
+
+    def process_input_watermark(self, watermark: int, input_index: int) -> None:
+        marks = list(self._input_watermarks)
+        marks[input_index] = max(marks[input_index], watermark)
+        self._input_watermarks = (marks[0], marks[1])
+        self._advance_combined()
+
+    def process_input_watermark_status(self, idle: bool, input_index: int) -> None:
+        was_idle = all(self._input_idle)
+        flags = list(self._input_idle)
+        flags[input_index] = idle
+        self._input_idle = (flags[0], flags[1])
+        if all(self._input_idle) != was_idle:
+            self.process_watermark_status(not was_idle)
+        if not idle or not all(self._input_idle):
+            self._advance_combined()
+
+    def _advance_combined(self) -> None:
+        active = [w for w, idle in zip(self._input_watermarks, self._input_idle) if not idle]
+        if active:
+            self.process_watermark(min(active))
+
 
 # -- co-map and co-flat-map --------------------------------------------------------------------
 
@@ -204,7 +230,7 @@ class _BroadcastSideContext:
         return self._operator.ctx.env.now_ms()
 
     def current_watermark(self) -> int:
-        return self._operator.watermark
+        return self._operator.current_watermark
 
     def get_broadcast_state(self, state_descriptor: Any) -> Any:
         states = self._operator.broadcast_states
@@ -238,7 +264,7 @@ class _KeyedReadOnlyContext(_KeyedContext, fn.KeyedBroadcastProcessFunction.OnTi
         return self._broadcast_operator.ctx.env.now_ms()
 
     def current_watermark(self) -> int:
-        return self._broadcast_operator.watermark
+        return self._broadcast_operator.current_watermark
 
     def get_broadcast_state(self, state_descriptor: Any) -> Any:
         return self._broadcast_operator.broadcast_states.read_only(state_descriptor)
@@ -248,7 +274,6 @@ class _BroadcastMixin(_ProcessBase, TwoInputOperator):
     """Broadcast state and the broadcast side (input 1), shared by the keyed and non-keyed operators."""
 
     broadcast_operator_state = True
-    watermark: int
 
     def _init_broadcast(self, factory: ops.BroadcastProcessFactory) -> None:
         self.broadcast_states = BroadcastStates(factory.descriptors, self.name)
@@ -285,7 +310,6 @@ class BroadcastProcessOperator(_BroadcastMixin):
 
     def __init__(self, factory: ops.BroadcastProcessFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
-        self.watermark = LONG_MIN
         self._init_broadcast(factory)
         self._ctx = _ReadOnlyContext(self)
 

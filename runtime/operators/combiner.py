@@ -30,6 +30,7 @@ class CombiningWriter:
         self._firsts: dict[Any, Any] = {}  # ... and each key's first record
         self._reduce: Callable[[Any, Any], Any] | None = None
         self._pairs = False
+        self._watermark: int | None = None
         if isinstance(factory, ops.ReduceFactory):
             self._reduce = factory.function.fn
 
@@ -85,6 +86,12 @@ class CombiningWriter:
     def flush(self) -> None:
         pass  # partials are final only at the end of the input
 
+    def emit_watermark(self, watermark: int) -> None:
+        self._watermark = watermark  # sent after the partials: no record may follow the final one
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        pass  # BATCH input: the partials follow at the end whatever the status
+
     def finish(self) -> None:
         if self._pairs:
             self._leave_pairs()
@@ -92,6 +99,8 @@ class CombiningWriter:
         self._acc.clear()
         for start in range(0, len(partials), 4096):
             self._writer.emit(partials[start : start + 4096])
+        if self._watermark is not None:
+            self._writer.emit_watermark(self._watermark)
         self._writer.finish()
 
     def __getattr__(self, name: str) -> Any:  # wait_consumed, counters, ...: the real writer's

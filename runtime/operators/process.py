@@ -61,7 +61,7 @@ class _KeyedTimerService(_NonKeyedTimerService):
         self._operator = operator
 
     def current_watermark(self) -> int:
-        return self._operator.watermark
+        return self._operator.current_watermark
 
     def _queue_args(self, timestamp: int) -> tuple[int, Any, int]:
         b = self._b
@@ -167,15 +167,17 @@ class ProcessOperator(_ProcessBase):
 
 
 class KeyedProcessOperator(_ProcessBase):
-    """KeyedProcessFunction with keyed state and timers. Event-time timers fire at the end of input
-    (the final watermark); processing-time timers fire on ``on_processing_time``, and in BATCH mode
-    also at the end of input, as Flink does. In STREAMING mode, processing-time timers still pending
-    when a bounded input ends are dropped, as in Flink."""
+    """KeyedProcessFunction with keyed state and timers. Event-time timers fire, in timestamp order,
+    when a watermark reaches them (at the latest the final watermark at the end of input);
+    processing-time timers fire on ``on_processing_time``, and in BATCH mode also at the end of
+    input, as Flink does. In STREAMING mode, processing-time timers still pending when a bounded
+    input ends are dropped, as in Flink."""
+
+    uses_processing_time = True
 
     def __init__(self, factory: ops.KeyedProcessFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._state = self._backend()
-        self.watermark = LONG_MIN
         self._ctx = _KeyedContext(self, _KeyedTimerService(ctx.env, self._state, self), self._state)
 
     def process_batch(self, records: list[Any]) -> None:
@@ -214,8 +216,9 @@ class KeyedProcessOperator(_ProcessBase):
     def next_timer_ms(self) -> int | None:
         return self._state.processing_timers.peek()
 
+    def on_event_time(self, watermark: int) -> None:
+        self._fire(self._state.event_timers, watermark, "EVENT_TIME")
+
     def end_input(self) -> None:
-        self.watermark = 2**63 - 1  # Flink's final watermark (Long.MAX_VALUE)
-        self._fire(self._state.event_timers, _INF, "EVENT_TIME")
         if self.ctx.env.runtime_mode == BATCH:
             self._fire(self._state.processing_timers, _INF, "PROCESSING_TIME")

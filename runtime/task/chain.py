@@ -28,7 +28,6 @@ import cloudpickle
 
 from millstream.runtime.partitioners import key_function
 from millstream.runtime.operators.co_process import TwoInputOperator
-from millstream.runtime.operators.process import KeyedProcessOperator
 from millstream.runtime.operators.base import (
     Emit,
     OperatorContext,
@@ -40,6 +39,7 @@ from millstream.runtime.operators.base import (
 from millstream.runtime.operators import create_operator
 from millstream.runtime.operators.sources import SourceFunctionReader
 from millstream.runtime.state.heap_backend import KeyedStateBackend
+from millstream.runtime.timestamps import LONG_MAX
 from millstream.runtime.task.environment import (
     BATCH,
     STREAMING,
@@ -64,6 +64,24 @@ class ResultWriter(Protocol):
     def emit(self, records: list[Any]) -> None: ...
 
     def flush(self) -> None: ...
+
+    def emit_watermark(self, watermark: int) -> None:
+        """Sends a watermark to every consumer, after the records emitted before it."""
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        """Tells every consumer that this producer went idle (or active again)."""
+
+
+def _fan_out_events(targets: list[Callable[[Any], None]]) -> Callable[[Any], None]:
+    if len(targets) == 1:
+        return targets[0]
+    fixed = tuple(targets)
+
+    def fan_out(event: Any) -> None:
+        for target in fixed:
+            target(event)
+
+    return fan_out
 
 
 def _fan_out(targets: list[Emit]) -> Emit:
@@ -103,6 +121,18 @@ class _WriterOutput:
         except Exception as e:
             self.operator.fail(e, f"flushing result {self.result_id.hex()}")
 
+    def emit_watermark(self, watermark: int) -> None:
+        try:
+            self.writer.emit_watermark(watermark)
+        except Exception as e:
+            self.operator.fail(e, f"sending a watermark to result {self.result_id.hex()}")
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        try:
+            self.writer.emit_watermark_status(idle)
+        except Exception as e:
+            self.operator.fail(e, f"sending a watermark status to result {self.result_id.hex()}")
+
 
 class OperatorChain:
     """Runs one subtask of a JobVertex: its operators from the head to the sinks and result writers."""
@@ -127,7 +157,7 @@ class OperatorChain:
         self._writer_outputs: list[_WriterOutput] = []
         self._wire(result_writers or {})
         self.head = self.operators[0]
-        self._timer_operators = [o for o in self.operators if isinstance(o, KeyedProcessOperator)]
+        self._timer_operators = [o for o in self.operators if o.uses_processing_time]
         self._cancelled = False
         self._last_flush_ms = task_env.now_ms()
         self._opened = False
@@ -180,11 +210,16 @@ class OperatorChain:
             operator = self._by_node[op.node_id]
             main: list[Emit] = []
             side: dict[str, list[Emit]] = {}
+            # Watermarks and statuses go to every consumer, main and side outputs alike (as in Flink).
+            watermarks: list[Callable[[int], None]] = []
+            statuses: list[Callable[[bool], None]] = []
             for out in op.chained_outputs:
                 target = self._by_node.get(out.target_node_id)
                 if target is None:
                     raise ValueError(f"Operator '{op.name}' chains to unknown node {out.target_node_id}")
                 (side.setdefault(out.output_tag, []) if out.output_tag else main).append(target.process_batch)
+                watermarks.append(target.process_watermark)
+                statuses.append(target.process_watermark_status)
             for result_id in op.non_chained_outputs:
                 writer = result_writers.get(result_id)
                 dataset = produced.get(result_id)
@@ -194,7 +229,12 @@ class OperatorChain:
                 self._writer_outputs.append(output)
                 tag = dataset.output_tag
                 (side.setdefault(tag, []) if tag else main).append(output.emit)
+                watermarks.append(output.emit_watermark)
+                statuses.append(output.emit_watermark_status)
             operator.output = _fan_out(main)
+            if watermarks:
+                operator.watermark_output = _fan_out_events(watermarks)
+                operator.status_output = _fan_out_events(statuses)
             operator.side_outputs = {tag: _fan_out(targets) for tag, targets in side.items()}
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -286,9 +326,29 @@ class OperatorChain:
         else:
             operator.process_batch(records)
 
+    def process_watermark(self, watermark: int, input_index: int = 0) -> None:
+        """The combined watermark of the head's input ``input_index`` advanced (from its input valve)."""
+        head = self.head
+        if isinstance(head, TwoInputOperator):
+            head.process_input_watermark(watermark, input_index)
+        else:
+            head.process_watermark(watermark)
+
+    def process_watermark_status(self, idle: bool, input_index: int = 0) -> None:
+        """Every channel of the head's input ``input_index`` went idle, or one became active again."""
+        head = self.head
+        if isinstance(head, TwoInputOperator):
+            head.process_input_watermark_status(idle, input_index)
+        else:
+            head.process_watermark_status(idle)
+
     def end_input(self) -> None:
-        """Bounded input done: every operator emits what it held back (head first, so its last records
-        reach operators that have not ended yet), then everything is flushed."""
+        """Bounded input done: the final watermark (``LONG_MAX``) goes through the chain first, so every
+        event-time timer and window fires (Flink's sources emit it at their end; a consumer has it from
+        its inputs already), then every operator emits what it held back (head first, so its last
+        records reach operators that have not ended yet), then everything is flushed."""
+        for input_index in (0, 1) if isinstance(self.head, TwoInputOperator) else (0,):
+            self.process_watermark(LONG_MAX, input_index)
         for operator in self.operators:
             operator.end_input()
         self.flush()

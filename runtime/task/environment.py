@@ -187,6 +187,8 @@ class SimpleTaskEnvironment:
 
     def emit_collect(self, collect_id: str, records: list[Any]) -> None:
         self.collect_calls += 1
+        if type(records) is not list:  # a TimestampedBatch: the client gets the records alone
+            records = list(records)
         # fails here on a record that cannot travel; parts of at most 1 MB, as the JobManager buffers
         # collected bytes and the client pulls bounded amounts
         for payload in self.serializer.serialize_parts(records, MAX_COLLECT_PAYLOAD_BYTES):

@@ -18,12 +18,20 @@ class ListWriter:
         self.records: list = []
         self.finished = False
         self.serializer = RecordSerializer()
+        self.watermarks: list = []
+        self.statuses: list = []
 
     def emit(self, records: list) -> None:
         self.records.extend(deserialize(self.serializer.serialize(records)))
 
     def flush(self) -> None:
         pass
+
+    def emit_watermark(self, watermark: int) -> None:
+        self.watermarks.append(watermark)
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        self.statuses.append(idle)
 
     def finish(self) -> None:
         self.finished = True

@@ -50,6 +50,8 @@ class MemoryWriter:
         self.emits = 0
         self.flushes = 0
         self.serializer = RecordSerializer()
+        self.watermarks: list = []
+        self.statuses: list = []
 
     def emit(self, records: list[Any]) -> None:
         self.emits += 1
@@ -57,6 +59,12 @@ class MemoryWriter:
 
     def flush(self) -> None:
         self.flushes += 1
+
+    def emit_watermark(self, watermark: int) -> None:
+        self.watermarks.append(watermark)
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        self.statuses.append(idle)
 
 
 @dataclass
