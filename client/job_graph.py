@@ -246,6 +246,7 @@ class JobGraphGenerator:
             checkpoint_interval_ms=g.checkpoint_interval_ms,
             checkpointing_mode=g.checkpointing_mode,
             buffer_timeout_ms=g.buffer_timeout_ms,
+            auto_watermark_interval_ms=g.auto_watermark_interval_ms,
             configuration=g.configuration,
         )
         if g.restart_strategy is not None:

@@ -85,6 +85,7 @@ class StreamGraph:
     restart_strategy: Any
     buffer_timeout_ms: int
     configuration: dict[str, str]
+    auto_watermark_interval_ms: int = 200
     nodes: dict[int, StreamNode] = field(default_factory=dict)
 
     @property
@@ -145,6 +146,7 @@ class StreamGraphGenerator:
             checkpointing_mode=checkpoints.mode.name,
             restart_strategy=env.get_restart_strategy(),
             buffer_timeout_ms=env.get_buffer_timeout(),
+            auto_watermark_interval_ms=env.get_config().get_auto_watermark_interval(),
             configuration=env.get_configuration().to_dict(),
         )
         for t in self._transformations:

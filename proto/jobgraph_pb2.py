@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmillstream/proto/jobgraph.proto\x12\rmillstream.v1\"\x93\x02\n\x0fRestartStrategy\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x02 \x01(\x05\x12\x10\n\x08\x64\x65lay_ms\x18\x03 \x01(\x03\x12!\n\x19max_failures_per_interval\x18\x04 \x01(\x05\x12 \n\x18\x66\x61ilure_rate_interval_ms\x18\x05 \x01(\x03\x12\x1a\n\x12initial_backoff_ms\x18\x06 \x01(\x03\x12\x16\n\x0emax_backoff_ms\x18\x07 \x01(\x03\x12\x1a\n\x12\x62\x61\x63koff_multiplier\x18\x08 \x01(\x01\x12\"\n\x1areset_backoff_threshold_ms\x18\t \x01(\x03\x12\x15\n\rjitter_factor\x18\n \x01(\x01\"\x82\x03\n\x0f\x45xecutionConfig\x12\x30\n\x0cruntime_mode\x18\x01 \x01(\x0e\x32\x1a.millstream.v1.RuntimeMode\x12\x13\n\x0bparallelism\x18\x02 \x01(\x05\x12\x17\n\x0fmax_parallelism\x18\x03 \x01(\x05\x12\x1e\n\x16\x63heckpoint_interval_ms\x18\x04 \x01(\x03\x12\x1a\n\x12\x63heckpointing_mode\x18\x05 \x01(\t\x12\x38\n\x10restart_strategy\x18\x06 \x01(\x0b\x32\x1e.millstream.v1.RestartStrategy\x12\x19\n\x11\x62uffer_timeout_ms\x18\x07 \x01(\x03\x12H\n\rconfiguration\x18\x08 \x03(\x0b\x32\x31.millstream.v1.ExecutionConfig.ConfigurationEntry\x1a\x34\n\x12\x43onfigurationEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"N\n\x0bPartitioner\x12\x15\n\rship_strategy\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\x17\n\x0fmax_parallelism\x18\x03 \x01(\x05\"\xfd\x01\n\x13IntermediateDataSet\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x16\n\x0esource_node_id\x18\x02 \x01(\x05\x12\x12\n\noutput_tag\x18\x03 \x01(\t\x12\x17\n\x0f\x63onsumer_vertex\x18\x04 \x01(\x0c\x12\x16\n\x0etarget_node_id\x18\x05 \x01(\x05\x12/\n\x0bpartitioner\x18\x06 \x01(\x0b\x32\x1a.millstream.v1.Partitioner\x12:\n\x0epartition_type\x18\x07 \x01(\x0e\x32\".millstream.v1.ResultPartitionType\x12\x10\n\x08\x63ombiner\x18\x08 \x01(\x0c\"\xed\x01\n\x07JobEdge\x12\x15\n\rsource_vertex\x18\x01 \x01(\x0c\x12\x11\n\tresult_id\x18\x02 \x01(\x0c\x12\x15\n\rship_strategy\x18\x03 \x01(\t\x12\x38\n\x0c\x64istribution\x18\x04 \x01(\x0e\x32\".millstream.v1.DistributionPattern\x12:\n\x0epartition_type\x18\x05 \x01(\x0e\x32\".millstream.v1.ResultPartitionType\x12\x16\n\x0etarget_node_id\x18\x06 \x01(\x05\x12\x13\n\x0binput_index\x18\x07 \x01(\x05\";\n\rChainedOutput\x12\x16\n\x0etarget_node_id\x18\x01 \x01(\x05\x12\x12\n\noutput_tag\x18\x02 \x01(\t\"\x8f\x02\n\x0eStreamOperator\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0boperator_id\x18\x03 \x01(\x0c\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x10\n\x08uid_hash\x18\x05 \x01(\t\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12\x0f\n\x07\x66\x61\x63tory\x18\x07 \x01(\x0c\x12\x35\n\x0f\x63hained_outputs\x18\x08 \x03(\x0b\x32\x1c.millstream.v1.ChainedOutput\x12\x1b\n\x13non_chained_outputs\x18\t \x03(\x0c\x12\x1a\n\x12state_key_selector\x18\n \x01(\x0c\x12\x1b\n\x13state_key_selector2\x18\x0b \x01(\x0c\"\x92\x02\n\tJobVertex\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\x05\x12\x17\n\x0fmax_parallelism\x18\x04 \x01(\x05\x12\x1a\n\x12slot_sharing_group\x18\x05 \x01(\t\x12\x30\n\toperators\x18\x06 \x03(\x0b\x32\x1d.millstream.v1.StreamOperator\x12&\n\x06inputs\x18\x07 \x03(\x0b\x32\x16.millstream.v1.JobEdge\x12\x34\n\x08produced\x18\x08 \x03(\x0b\x32\".millstream.v1.IntermediateDataSet\x12\x11\n\tis_source\x18\t \x01(\x08\"\x92\x01\n\x08JobGraph\x12\x0e\n\x06job_id\x18\x01 \x01(\x0c\x12\x10\n\x08job_name\x18\x02 \x01(\t\x12*\n\x08vertices\x18\x03 \x03(\x0b\x32\x18.millstream.v1.JobVertex\x12\x38\n\x10\x65xecution_config\x18\x04 \x01(\x0b\x32\x1e.millstream.v1.ExecutionConfig*Z\n\x13\x44istributionPattern\x12$\n DISTRIBUTION_PATTERN_UNSPECIFIED\x10\x00\x12\r\n\tPOINTWISE\x10\x01\x12\x0e\n\nALL_TO_ALL\x10\x02*a\n\x13ResultPartitionType\x12%\n!RESULT_PARTITION_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11PIPELINED_BOUNDED\x10\x01\x12\x0c\n\x08\x42LOCKING\x10\x02*E\n\x0bRuntimeMode\x12\x1c\n\x18RUNTIME_MODE_UNSPECIFIED\x10\x00\x12\r\n\tSTREAMING\x10\x01\x12\t\n\x05\x42\x41TCH\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmillstream/proto/jobgraph.proto\x12\rmillstream.v1\"\x93\x02\n\x0fRestartStrategy\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x02 \x01(\x05\x12\x10\n\x08\x64\x65lay_ms\x18\x03 \x01(\x03\x12!\n\x19max_failures_per_interval\x18\x04 \x01(\x05\x12 \n\x18\x66\x61ilure_rate_interval_ms\x18\x05 \x01(\x03\x12\x1a\n\x12initial_backoff_ms\x18\x06 \x01(\x03\x12\x16\n\x0emax_backoff_ms\x18\x07 \x01(\x03\x12\x1a\n\x12\x62\x61\x63koff_multiplier\x18\x08 \x01(\x01\x12\"\n\x1areset_backoff_threshold_ms\x18\t \x01(\x03\x12\x15\n\rjitter_factor\x18\n \x01(\x01\"\xa6\x03\n\x0f\x45xecutionConfig\x12\x30\n\x0cruntime_mode\x18\x01 \x01(\x0e\x32\x1a.millstream.v1.RuntimeMode\x12\x13\n\x0bparallelism\x18\x02 \x01(\x05\x12\x17\n\x0fmax_parallelism\x18\x03 \x01(\x05\x12\x1e\n\x16\x63heckpoint_interval_ms\x18\x04 \x01(\x03\x12\x1a\n\x12\x63heckpointing_mode\x18\x05 \x01(\t\x12\x38\n\x10restart_strategy\x18\x06 \x01(\x0b\x32\x1e.millstream.v1.RestartStrategy\x12\x19\n\x11\x62uffer_timeout_ms\x18\x07 \x01(\x03\x12H\n\rconfiguration\x18\x08 \x03(\x0b\x32\x31.millstream.v1.ExecutionConfig.ConfigurationEntry\x12\"\n\x1a\x61uto_watermark_interval_ms\x18\t \x01(\x03\x1a\x34\n\x12\x43onfigurationEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"N\n\x0bPartitioner\x12\x15\n\rship_strategy\x18\x01 \x01(\t\x12\x0f\n\x07payload\x18\x02 \x01(\x0c\x12\x17\n\x0fmax_parallelism\x18\x03 \x01(\x05\"\xfd\x01\n\x13IntermediateDataSet\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x16\n\x0esource_node_id\x18\x02 \x01(\x05\x12\x12\n\noutput_tag\x18\x03 \x01(\t\x12\x17\n\x0f\x63onsumer_vertex\x18\x04 \x01(\x0c\x12\x16\n\x0etarget_node_id\x18\x05 \x01(\x05\x12/\n\x0bpartitioner\x18\x06 \x01(\x0b\x32\x1a.millstream.v1.Partitioner\x12:\n\x0epartition_type\x18\x07 \x01(\x0e\x32\".millstream.v1.ResultPartitionType\x12\x10\n\x08\x63ombiner\x18\x08 \x01(\x0c\"\xed\x01\n\x07JobEdge\x12\x15\n\rsource_vertex\x18\x01 \x01(\x0c\x12\x11\n\tresult_id\x18\x02 \x01(\x0c\x12\x15\n\rship_strategy\x18\x03 \x01(\t\x12\x38\n\x0c\x64istribution\x18\x04 \x01(\x0e\x32\".millstream.v1.DistributionPattern\x12:\n\x0epartition_type\x18\x05 \x01(\x0e\x32\".millstream.v1.ResultPartitionType\x12\x16\n\x0etarget_node_id\x18\x06 \x01(\x05\x12\x13\n\x0binput_index\x18\x07 \x01(\x05\";\n\rChainedOutput\x12\x16\n\x0etarget_node_id\x18\x01 \x01(\x05\x12\x12\n\noutput_tag\x18\x02 \x01(\t\"\x8f\x02\n\x0eStreamOperator\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0boperator_id\x18\x03 \x01(\x0c\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x10\n\x08uid_hash\x18\x05 \x01(\t\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12\x0f\n\x07\x66\x61\x63tory\x18\x07 \x01(\x0c\x12\x35\n\x0f\x63hained_outputs\x18\x08 \x03(\x0b\x32\x1c.millstream.v1.ChainedOutput\x12\x1b\n\x13non_chained_outputs\x18\t \x03(\x0c\x12\x1a\n\x12state_key_selector\x18\n \x01(\x0c\x12\x1b\n\x13state_key_selector2\x18\x0b \x01(\x0c\"\x92\x02\n\tJobVertex\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\x05\x12\x17\n\x0fmax_parallelism\x18\x04 \x01(\x05\x12\x1a\n\x12slot_sharing_group\x18\x05 \x01(\t\x12\x30\n\toperators\x18\x06 \x03(\x0b\x32\x1d.millstream.v1.StreamOperator\x12&\n\x06inputs\x18\x07 \x03(\x0b\x32\x16.millstream.v1.JobEdge\x12\x34\n\x08produced\x18\x08 \x03(\x0b\x32\".millstream.v1.IntermediateDataSet\x12\x11\n\tis_source\x18\t \x01(\x08\"\x92\x01\n\x08JobGraph\x12\x0e\n\x06job_id\x18\x01 \x01(\x0c\x12\x10\n\x08job_name\x18\x02 \x01(\t\x12*\n\x08vertices\x18\x03 \x03(\x0b\x32\x18.millstream.v1.JobVertex\x12\x38\n\x10\x65xecution_config\x18\x04 \x01(\x0b\x32\x1e.millstream.v1.ExecutionConfig*Z\n\x13\x44istributionPattern\x12$\n DISTRIBUTION_PATTERN_UNSPECIFIED\x10\x00\x12\r\n\tPOINTWISE\x10\x01\x12\x0e\n\nALL_TO_ALL\x10\x02*a\n\x13ResultPartitionType\x12%\n!RESULT_PARTITION_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11PIPELINED_BOUNDED\x10\x01\x12\x0c\n\x08\x42LOCKING\x10\x02*E\n\x0bRuntimeMode\x12\x1c\n\x18RUNTIME_MODE_UNSPECIFIED\x10\x00\x12\r\n\tSTREAMING\x10\x01\x12\t\n\x05\x42\x41TCH\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,30 +33,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_EXECUTIONCONFIG_CONFIGURATIONENTRY']._loaded_options = None
   _globals['_EXECUTIONCONFIG_CONFIGURATIONENTRY']._serialized_options = b'8\001'
-  _globals['_DISTRIBUTIONPATTERN']._serialized_start=2054
-  _globals['_DISTRIBUTIONPATTERN']._serialized_end=2144
-  _globals['_RESULTPARTITIONTYPE']._serialized_start=2146
-  _globals['_RESULTPARTITIONTYPE']._serialized_end=2243
-  _globals['_RUNTIMEMODE']._serialized_start=2245
-  _globals['_RUNTIMEMODE']._serialized_end=2314
+  _globals['_DISTRIBUTIONPATTERN']._serialized_start=2090
+  _globals['_DISTRIBUTIONPATTERN']._serialized_end=2180
+  _globals['_RESULTPARTITIONTYPE']._serialized_start=2182
+  _globals['_RESULTPARTITIONTYPE']._serialized_end=2279
+  _globals['_RUNTIMEMODE']._serialized_start=2281
+  _globals['_RUNTIMEMODE']._serialized_end=2350
   _globals['_RESTARTSTRATEGY']._serialized_start=51
   _globals['_RESTARTSTRATEGY']._serialized_end=326
   _globals['_EXECUTIONCONFIG']._serialized_start=329
-  _globals['_EXECUTIONCONFIG']._serialized_end=715
-  _globals['_EXECUTIONCONFIG_CONFIGURATIONENTRY']._serialized_start=663
-  _globals['_EXECUTIONCONFIG_CONFIGURATIONENTRY']._serialized_end=715
-  _globals['_PARTITIONER']._serialized_start=717
-  _globals['_PARTITIONER']._serialized_end=795
-  _globals['_INTERMEDIATEDATASET']._serialized_start=798
-  _globals['_INTERMEDIATEDATASET']._serialized_end=1051
-  _globals['_JOBEDGE']._serialized_start=1054
-  _globals['_JOBEDGE']._serialized_end=1291
-  _globals['_CHAINEDOUTPUT']._serialized_start=1293
-  _globals['_CHAINEDOUTPUT']._serialized_end=1352
-  _globals['_STREAMOPERATOR']._serialized_start=1355
-  _globals['_STREAMOPERATOR']._serialized_end=1626
-  _globals['_JOBVERTEX']._serialized_start=1629
-  _globals['_JOBVERTEX']._serialized_end=1903
-  _globals['_JOBGRAPH']._serialized_start=1906
-  _globals['_JOBGRAPH']._serialized_end=2052
+  _globals['_EXECUTIONCONFIG']._serialized_end=751
+  _globals['_EXECUTIONCONFIG_CONFIGURATIONENTRY']._serialized_start=699
+  _globals['_EXECUTIONCONFIG_CONFIGURATIONENTRY']._serialized_end=751
+  _globals['_PARTITIONER']._serialized_start=753
+  _globals['_PARTITIONER']._serialized_end=831
+  _globals['_INTERMEDIATEDATASET']._serialized_start=834
+  _globals['_INTERMEDIATEDATASET']._serialized_end=1087
+  _globals['_JOBEDGE']._serialized_start=1090
+  _globals['_JOBEDGE']._serialized_end=1327
+  _globals['_CHAINEDOUTPUT']._serialized_start=1329
+  _globals['_CHAINEDOUTPUT']._serialized_end=1388
+  _globals['_STREAMOPERATOR']._serialized_start=1391
+  _globals['_STREAMOPERATOR']._serialized_end=1662
+  _globals['_JOBVERTEX']._serialized_start=1665
+  _globals['_JOBVERTEX']._serialized_end=1939
+  _globals['_JOBGRAPH']._serialized_start=1942
+  _globals['_JOBGRAPH']._serialized_end=2088
 # @@protoc_insertion_point(module_scope)

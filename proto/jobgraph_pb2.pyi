@@ -59,7 +59,7 @@ class RestartStrategy(_message.Message):
     def __init__(self, type: _Optional[str] = ..., attempts: _Optional[int] = ..., delay_ms: _Optional[int] = ..., max_failures_per_interval: _Optional[int] = ..., failure_rate_interval_ms: _Optional[int] = ..., initial_backoff_ms: _Optional[int] = ..., max_backoff_ms: _Optional[int] = ..., backoff_multiplier: _Optional[float] = ..., reset_backoff_threshold_ms: _Optional[int] = ..., jitter_factor: _Optional[float] = ...) -> None: ...
 
 class ExecutionConfig(_message.Message):
-    __slots__ = ("runtime_mode", "parallelism", "max_parallelism", "checkpoint_interval_ms", "checkpointing_mode", "restart_strategy", "buffer_timeout_ms", "configuration")
+    __slots__ = ("runtime_mode", "parallelism", "max_parallelism", "checkpoint_interval_ms", "checkpointing_mode", "restart_strategy", "buffer_timeout_ms", "configuration", "auto_watermark_interval_ms")
     class ConfigurationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class ExecutionConfig(_message.Message):
     RESTART_STRATEGY_FIELD_NUMBER: _ClassVar[int]
     BUFFER_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     CONFIGURATION_FIELD_NUMBER: _ClassVar[int]
+    AUTO_WATERMARK_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     runtime_mode: RuntimeMode
     parallelism: int
     max_parallelism: int
@@ -83,7 +84,8 @@ class ExecutionConfig(_message.Message):
     restart_strategy: RestartStrategy
     buffer_timeout_ms: int
     configuration: _containers.ScalarMap[str, str]
-    def __init__(self, runtime_mode: _Optional[_Union[RuntimeMode, str]] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., checkpoint_interval_ms: _Optional[int] = ..., checkpointing_mode: _Optional[str] = ..., restart_strategy: _Optional[_Union[RestartStrategy, _Mapping]] = ..., buffer_timeout_ms: _Optional[int] = ..., configuration: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    auto_watermark_interval_ms: int
+    def __init__(self, runtime_mode: _Optional[_Union[RuntimeMode, str]] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., checkpoint_interval_ms: _Optional[int] = ..., checkpointing_mode: _Optional[str] = ..., restart_strategy: _Optional[_Union[RestartStrategy, _Mapping]] = ..., buffer_timeout_ms: _Optional[int] = ..., configuration: _Optional[_Mapping[str, str]] = ..., auto_watermark_interval_ms: _Optional[int] = ...) -> None: ...
 
 class Partitioner(_message.Message):
     __slots__ = ("ship_strategy", "payload", "max_parallelism")

@@ -398,6 +398,9 @@ BUFFER_TIMEOUT: ConfigOption[int] = _option(
     "execution.buffer-timeout", _DURATION, 100,
     "Longest time a partly filled output buffer waits before it is sent; 0: after every record.",
     fallback_keys=("execution.buffer-timeout.interval",))
+AUTO_WATERMARK_INTERVAL: ConfigOption[int] = _option(
+    "pipeline.auto-watermark-interval", _DURATION, 200,
+    "How often timestamp assigners emit periodic watermarks; 0 disables periodic watermarks.")
 
 # ---- Millstream: Spark, RPC, client ----------------------------------------------------------
 SPARK_MASTER: ConfigOption[str] = _option(

@@ -27,6 +27,8 @@ class SourceFactory(OperatorFactory):
     kind: ClassVar[str] = "source"
     bounded: ClassVar[bool] = True
     parallel: ClassVar[bool] = True
+    # from_source's WatermarkStrategy: the source stamps its records and makes watermarks itself
+    watermark_strategy: Any = field(default=None, kw_only=True)
 
 
 @dataclass
@@ -110,6 +112,17 @@ class ProcessFactory(OperatorFactory):
 class KeyedProcessFactory(OperatorFactory):
     kind: ClassVar[str] = "keyed_process"
     function: Any = None
+
+
+@dataclass
+class TimestampsAndWatermarksFactory(OperatorFactory):
+    """``assign_timestamps_and_watermarks``: the strategy's assigner and watermark generator."""
+
+    kind: ClassVar[str] = "timestamps_watermarks"
+    watermark_strategy: Any = None
+
+    def user_function(self) -> Any:
+        return None
 
 
 @dataclass

@@ -48,6 +48,19 @@ class StreamPartitioner:
             out[select(record)].append(record)
         return out
 
+    def route_stamped(self, records: list[Any], stamps: list[Any]) -> list[tuple[list[Any], list[Any]]]:
+        """``route`` for timestamped records: per channel its records and their timestamps."""
+        out: list[tuple[list[Any], list[Any]]] = [([], []) for _ in range(self.num_channels)]
+        for channel, record, stamp in zip(self.channels(records), records, stamps):
+            routed, routed_stamps = out[channel]
+            routed.append(record)
+            routed_stamps.append(stamp)
+        return out
+
+    def channels(self, records: list[Any]) -> list[int]:
+        """The channel of each record, in order (what ``route_stamped`` sorts by)."""
+        return list(map(self.select_channel, records))
+
     def __str__(self) -> str:
         return self.ship_strategy
 
@@ -85,6 +98,12 @@ class RebalancePartitioner(StreamPartitioner):
         first = (self._next + 1) % n
         self._next = (self._next + len(records)) % n
         return [records[(c - first) % n :: n] for c in range(n)]
+
+    def route_stamped(self, records: list[Any], stamps: list[Any]) -> list[tuple[list[Any], list[Any]]]:
+        n = self.num_channels
+        first = (self._next + 1) % n
+        self._next = (self._next + len(records)) % n
+        return [(records[(c - first) % n :: n], stamps[(c - first) % n :: n]) for c in range(n)]
 
 
 class RescalePartitioner(StreamPartitioner):
@@ -161,6 +180,19 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
                 if type(key) in cacheable:
                     cache[key] = channel
             out[channel].append(record)
+        return out
+
+    def channels(self, records: list[Any]) -> list[int]:
+        get_key = key_function(self.key_selector)
+        assign, max_p, n = keygroups.assign_key_to_parallel_operator, self.max_parallelism, self.num_channels
+        cache = self._channel_of
+        out = []
+        for record in records:
+            key = get_key(record)
+            channel = cache.get(key) if type(key) in (str, bytes, int) else None
+            if channel is None:
+                channel = assign(key, max_p, n)
+            out.append(channel)
         return out
 
     def __eq__(self, other: object) -> bool:

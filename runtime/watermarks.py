@@ -35,7 +35,7 @@ from millstream.common.watermark_strategy import (
 )
 
 __all__ = [
-    "LONG_MAX", "LONG_MIN", "StatusWatermarkValve", "TimestampsAndWatermarks", "WatermarkBatch",
+    "LONG_MAX", "LONG_MIN", "InputWatermarks", "StatusWatermarkValve", "TimestampsAndWatermarks", "WatermarkBatch",
     "WatermarkEmitter", "WatermarkEvent", "WatermarkOutputMultiplexer", "WatermarkStatus",
 ]
 
@@ -243,6 +243,36 @@ class StatusWatermarkValve:
         if low is not None and low > self.last_output_watermark:
             self.last_output_watermark = low
             out.append(low)
+
+
+class InputWatermarks:
+    """A task's input side: one :class:`StatusWatermarkValve` per logical input (a two-input
+    operator has two), over the channels of that input. ``input_of_channel[i]`` is the input index
+    of gate channel ``i``. Each method returns ``(input_index, event)`` pairs to hand to the chain."""
+
+    def __init__(self, input_of_channel: Sequence[int]) -> None:
+        counts: dict[int, int] = {}
+        self._route: list[tuple[int, int]] = []  # per gate channel: (input index, channel within the input)
+        for input_index in input_of_channel:
+            self._route.append((input_index, counts.get(input_index, 0)))
+            counts[input_index] = counts.get(input_index, 0) + 1
+        self.valves = {input_index: StatusWatermarkValve(n) for input_index, n in counts.items()}
+
+    def _out(self, input_index: int, events: list[WatermarkEvent]) -> list[tuple[int, WatermarkEvent]]:
+        return [(input_index, event) for event in events]
+
+    def watermark(self, channel: int, watermark: int) -> list[tuple[int, WatermarkEvent]]:
+        input_index, local = self._route[channel]
+        return self._out(input_index, self.valves[input_index].input_watermark(watermark, local))
+
+    def status(self, channel: int, idle: bool) -> list[tuple[int, WatermarkEvent]]:
+        input_index, local = self._route[channel]
+        status = WatermarkStatus.IDLE if idle else WatermarkStatus.ACTIVE
+        return self._out(input_index, self.valves[input_index].input_watermark_status(status, local))
+
+    def end_of_input(self, channel: int) -> list[tuple[int, WatermarkEvent]]:
+        input_index, local = self._route[channel]
+        return self._out(input_index, self.valves[input_index].end_of_input(local))
 
 
 # -- several splits in one source subtask ---------------------------------------------------------
@@ -479,6 +509,12 @@ class TimestampsAndWatermarks:
             for out in self._splits.values():
                 out.generator.on_periodic_emit(out.deferred)
             self._multiplexer.on_periodic_emit()
+
+    def next_periodic_ms(self) -> int | None:
+        """When the next periodic round is due (``clock`` time), or None when there are none."""
+        if self.interval_ms <= 0 or self.finished:
+            return None
+        return int(self._last_periodic + self.interval_ms)
 
     def emit_periodic_if_due(self) -> list[WatermarkEvent]:
         """:meth:`emit_periodic` when the interval has passed since the last round, else nothing."""

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from millstream.runtime.serialization import DeserializationError, deserialize
+from millstream.runtime.timestamps import stamped
 from millstream.taskmanager.network_partition import PartitionServer, ResultPartition
 from millstream.taskmanager.network_protocol import (
     BUFFER,
@@ -205,6 +206,8 @@ class InputGate:
             self._pending_ack = ch
             try:
                 payload = deserialize(payload)
+                if type(payload) is tuple:  # (records, timestamps): see ResultPartition._write_buffer
+                    payload = stamped(*payload)
             except DeserializationError as e:  # e.g. a record's class is not importable here: say from where
                 error = ChannelError(ch.spec, str(e))
                 self._fail(error)

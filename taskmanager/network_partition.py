@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from millstream.runtime.partitioners import StreamPartitioner
 from millstream.runtime.serialization import RecordSerializer
+from millstream.runtime.timestamps import timestamps_of
 from millstream.taskmanager.network_protocol import (
     BUFFER,
     CREDIT,
@@ -49,6 +50,41 @@ _MAX_FRAMES_PER_WRITE = 16  # one write joins at most this many frames: bounds t
 _EOP_FRAME = encode_frame(EVENT, encode_event(EndOfPartition()))
 
 
+class _Staging:
+    """Records waiting for a buffer, and their timestamps once any of them has one (a buffer of
+    timestamped records travels as ``(records, timestamps)``; see ``runtime.timestamps``)."""
+
+    __slots__ = ("records", "stamps")
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+        self.stamps: list[int | None] | None = None
+
+    def add(self, records: list[Any], stamps: list[int | None] | None) -> None:
+        if stamps is not None and self.stamps is None:
+            self.stamps = [None] * len(self.records)
+        if self.stamps is not None:
+            self.stamps.extend(stamps if stamps is not None else [None] * len(records))
+        self.records.extend(records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def cut(self, start: int, end: int) -> tuple[list[Any], list[int | None] | None]:
+        return self.records[start:end], None if self.stamps is None else self.stamps[start:end]
+
+    def drop(self, n: int) -> None:
+        del self.records[:n]
+        if self.stamps is not None:
+            del self.stamps[:n]
+            if not self.records:
+                self.stamps = None
+
+    def clear(self) -> None:
+        self.records.clear()
+        self.stamps = None
+
+
 class _Subpartition:
     """One consumer channel of a partition: its staged records, queued frames and connection.
 
@@ -57,7 +93,7 @@ class _Subpartition:
 
     def __init__(self, index: int, lock: threading.Lock) -> None:
         self.index = index
-        self.staged: list[Any] = []
+        self.staged = _Staging()
         self.queue: deque[tuple[bool, bytes]] = deque()  # (costs a credit, frame), in send order
         self.queued_buffers = 0
         self.credit = 0
@@ -117,7 +153,7 @@ class ResultPartition:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # the task thread waits here: space, consumed
         self._subs = [_Subpartition(i, self._lock) for i in range(num_subpartitions)]
-        self._broadcast_staged: list[Any] = []
+        self._broadcast_staged = _Staging()
         self.serializer = RecordSerializer()  # one per writer: a switch to classes by value sticks
         self._finished = False
         self._failure: str | None = None
@@ -150,25 +186,31 @@ class ResultPartition:
         if self._finished:
             raise ExchangeError(f"{self.describe()}: emit after finish")
         self.records_out += len(records)
+        stamps = timestamps_of(records)
         if self.partitioner.broadcast:
-            self._stage(self._broadcast_staged, records, self._subs)
+            self._stage(self._broadcast_staged, records, stamps, self._subs)
         elif self.num_subpartitions == 1:  # forward and friends: no per-record channel selection
-            self._stage(self._subs[0].staged, records, self._subs)
-        else:
-            subs = self._subs
-            for sub, routed in zip(subs, self.partitioner.route(records)):
+            self._stage(self._subs[0].staged, records, stamps, self._subs)
+        elif stamps is None:
+            for sub, routed in zip(self._subs, self.partitioner.route(records)):
                 if routed:
-                    sub.staged.extend(routed)
+                    sub.staged.add(routed, None)
                 if len(sub.staged) >= self.records_per_buffer:
-                    self._stage(sub.staged, [], [sub])
+                    self._stage(sub.staged, [], None, [sub])
+        else:
+            for sub, (routed, routed_stamps) in zip(self._subs, self.partitioner.route_stamped(records, stamps)):
+                if routed:
+                    sub.staged.add(routed, routed_stamps)
+                if len(sub.staged) >= self.records_per_buffer:
+                    self._stage(sub.staged, [], None, [sub])
 
     def flush(self) -> None:
         if self._broadcast_staged:
-            self._write_buffer(self._broadcast_staged, self._subs)
+            self._write_buffer(*self._broadcast_staged.cut(0, len(self._broadcast_staged)), self._subs)
             self._broadcast_staged.clear()
         for sub in self._subs:
             if sub.staged:
-                self._write_buffer(sub.staged, [sub])
+                self._write_buffer(*sub.staged.cut(0, len(sub.staged)), [sub])
                 sub.staged.clear()
 
     def broadcast_event(self, event: Event) -> None:
@@ -214,20 +256,23 @@ class ResultPartition:
                 self._changed.wait(min(remaining, 1.0))
         return True
 
-    def _stage(self, staged: list[Any], records: list[Any], targets: list[_Subpartition]) -> None:
+    def _stage(self, staged: _Staging, records: list[Any], stamps: list[int | None] | None,
+               targets: list[_Subpartition]) -> None:
         size = self.records_per_buffer
         if not staged and len(records) == size:  # a whole buffer as given: no copy
-            self._write_buffer(records, targets)
+            self._write_buffer(list(records) if stamps is not None else records, stamps, targets)
             return
-        staged.extend(records)
+        staged.add(records, stamps)
         start = 0
         while len(staged) - start >= size:
-            self._write_buffer(staged[start : start + size], targets)
+            self._write_buffer(*staged.cut(start, start + size), targets)
             start += size
-        del staged[:start]
+        staged.drop(start)
 
-    def _write_buffer(self, records: list[Any], targets: list[_Subpartition]) -> None:
-        frame = encode_frame(BUFFER, self.serializer.serialize(records))
+    def _write_buffer(self, records: list[Any], stamps: list[int | None] | None, targets: list[_Subpartition]) -> None:
+        # Timestamped records travel as (records, timestamps); the input gate rebuilds the batch.
+        payload = self.serializer.serialize(records if stamps is None else (records, stamps))
+        frame = encode_frame(BUFFER, payload)
         for sub in targets:
             self._enqueue(sub, frame, costs_credit=True)
         self.buffers_out += len(targets)

@@ -27,6 +27,7 @@ from millstream.runtime.task import checkpointing
 from millstream.runtime.task.barrier_handler import (
     END_OF_PARTITION,
     AbortCheckpoint,
+    ChannelEnded,
     CheckpointBarrier,
     Deliver,
     ForwardBarrier,
@@ -38,6 +39,9 @@ from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.rpc import sync_channel
+from millstream.runtime.timestamps import LONG_MAX
+from millstream.runtime.watermarks import InputWatermarks
+from millstream.runtime.watermarks import WatermarkStatus as ValveStatus
 from millstream.taskmanager.network import (
     BUFFER,
     ChannelSpec,
@@ -47,6 +51,8 @@ from millstream.taskmanager.network import (
     PartitionError,
     PartitionServer,
     ResultPartition,
+    Watermark,
+    WatermarkStatus,
 )
 
 # Messages from the worker to the TaskManager.
@@ -247,6 +253,23 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment,
 
     specs = gate.channels
     index = {spec: i for i, spec in enumerate(specs)}
+    valves = InputWatermarks([spec.input_index for spec in specs])
+
+    def time_event(channel: int, event: Any) -> None:  # a watermark, an idleness change, a channel's end
+        if type(event) is Watermark:
+            events = valves.watermark(channel, event.timestamp)
+        elif type(event) is WatermarkStatus:
+            events = valves.status(channel, event.idle)
+        elif type(event) is EndOfPartition or event is END_OF_PARTITION:
+            events = valves.end_of_input(channel)
+        else:
+            return
+        for input_index, out in events:
+            if type(out) is int:
+                chain.process_watermark(out, input_index)
+            else:
+                chain.process_watermark_status(out is ValveStatus.IDLE, input_index)
+
     handler = create_barrier_handler(len(specs), mode) if checkpointer is not None else None
     while not gate.all_finished:
         if env.is_cancelled():
@@ -258,19 +281,24 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment,
             if handler is None:
                 if kind == BUFFER:
                     process(payload, spec)
+                else:
+                    time_event(index[spec], payload)
             else:
                 event = payload if kind == BUFFER or type(payload) is not EndOfPartition else END_OF_PARTITION
                 delivered = False
                 for action in handler.on_event(index[spec], event):
                     if isinstance(action, Deliver):
-                        if not isinstance(action.item, list):
-                            continue  # an event this task does not act on yet (a watermark)
+                        if not isinstance(action.item, list):  # a watermark or status, in order
+                            time_event(action.channel, action.item)
+                            continue
                         if action.item is payload:
                             delivered = True
                             process(payload, spec)
                         else:  # a held-back buffer of a channel that was blocked
                             process(action.item, specs[action.channel])
                             gate.release(specs[action.channel])
+                    elif isinstance(action, ChannelEnded):
+                        time_event(action.channel, END_OF_PARTITION)
                     elif isinstance(action, ForwardBarrier):
                         pass  # the checkpointer forwards it with the snapshot, after flushing
                     elif isinstance(action, Snapshot):
@@ -352,6 +380,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
                 control.closing = True
             if ended and not env.is_cancelled():
                 for writer in writers.values():
+                    writer.emit_watermark(LONG_MAX)  # as any ending task: consumers' valves must not wait on it
                     writer.finish()
                 _await_consumed(tdd, partitions, chain)
             return

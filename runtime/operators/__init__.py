@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from millstream.datastream import functions as fn
 from millstream.runtime import factories as ops
-from millstream.runtime.operators import base, co_process, file_sink, process as proc, sinks
+from millstream.runtime.operators import base, co_process, event_time, file_sink, process as proc, sinks
 
 _KEYED: dict[type, tuple[type[base._KeyedRecordOperator], type, str]] = {
     ops.MapFactory: (base.KeyedMapOperator, fn._MapWrapper, "map"),
@@ -37,6 +37,7 @@ def create_operator(factory: ops.OperatorFactory, ctx: base.OperatorContext) -> 
         ops.FlatMapFactory: base.FlatMapOperator,
         ops.FilterFactory: base.FilterOperator,
         ops.ProcessFactory: proc.ProcessOperator,
+        ops.TimestampsAndWatermarksFactory: event_time.TimestampsAndWatermarksOperator,
         ops.KeyedProcessFactory: proc.KeyedProcessOperator,
         ops.ReduceFactory: base.ReduceOperator,
         ops.AggregationFactory: base.AggregationOperator,

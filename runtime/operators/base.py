@@ -24,6 +24,7 @@ from millstream.runtime import factories as ops
 from millstream.runtime.operators.sources import SourceCancelled, SourceFunctionReader, SourceReader, create_source_reader
 from millstream.runtime.state.heap_backend import VALUE, KeyedStateBackend
 from millstream.runtime.task.environment import BATCH, StreamingRuntimeContext, TaskEnvironment
+from millstream.runtime.timestamps import LONG_MIN, filtered, repeated, stamped, timestamps_of
 
 __all__ = [
     "Emit", "OperatorContext", "OperatorError", "StreamOperator", "SourceOperator", "call_target",
@@ -31,7 +32,6 @@ __all__ = [
 ]
 
 Emit = Callable[[list[Any]], None]
-LONG_MIN = -(2**63)
 _MISSING: Any = object()
 _flatten = itertools.chain.from_iterable
 
@@ -225,7 +225,7 @@ class MapOperator(StreamOperator):
             out = list(map(self._fn, records))  # C-level loop: only the user's function runs per record
         except Exception as e:
             self.fail(e, "map")
-        self.output(out)
+        self.output(stamped(out, timestamps_of(records)))
 
 
 class FlatMapOperator(StreamOperator):
@@ -234,8 +234,12 @@ class FlatMapOperator(StreamOperator):
         self._fn = call_target(factory.function, fn._FlatMapWrapper, "flat_map")
 
     def process_batch(self, records: list[Any]) -> None:
+        ts = timestamps_of(records)
         try:
-            out = list(_flatten(map(self._fn, records)))
+            if ts is None:
+                out = list(_flatten(map(self._fn, records)))
+            else:
+                out = repeated([list(part) for part in map(self._fn, records)], ts)
         except Exception as e:
             self.fail(e, "flat_map")
         if out:
@@ -248,8 +252,9 @@ class FilterOperator(StreamOperator):
         self._fn = call_target(factory.function, fn._FilterWrapper, "filter")
 
     def process_batch(self, records: list[Any]) -> None:
+        ts = timestamps_of(records)
         try:
-            out = list(filter(self._fn, records))
+            out = list(filter(self._fn, records)) if ts is None else filtered(records, ts, list(map(self._fn, records)))
         except Exception as e:
             self.fail(e, "filter")
         if out:
@@ -276,20 +281,26 @@ class KeyedMapOperator(_KeyedRecordOperator):
                 out.append(f(r))
         except Exception as e:
             self.fail(e, "map")
-        self.output(out)
+        self.output(stamped(out, timestamps_of(records)))
 
 
 class KeyedFlatMapOperator(_KeyedRecordOperator):
     def process_batch(self, records: list[Any]) -> None:
         keys, key_groups = self.key_batch(records)
-        b, f = self._state, self._fn
+        b, f, ts = self._state, self._fn, timestamps_of(records)
         out: list[Any] = []
+        parts: list[list[Any]] = []
         try:
             for key, kg, r in zip(keys, key_groups, records):
                 b.current_key, b.current_key_group = key, kg
-                out.extend(f(r))
+                if ts is None:
+                    out.extend(f(r))
+                else:
+                    parts.append(list(f(r)))
         except Exception as e:
             self.fail(e, "flat_map")
+        if ts is not None:
+            out = repeated(parts, ts)
         if out:
             self.output(out)
 
@@ -298,14 +309,14 @@ class KeyedFilterOperator(_KeyedRecordOperator):
     def process_batch(self, records: list[Any]) -> None:
         keys, key_groups = self.key_batch(records)
         b, f = self._state, self._fn
-        out: list[Any] = []
+        keep: list[Any] = []
         try:
             for key, kg, r in zip(keys, key_groups, records):
                 b.current_key, b.current_key_group = key, kg
-                if f(r):
-                    out.append(r)
+                keep.append(f(r))
         except Exception as e:
             self.fail(e, "filter")
+        out = filtered(records, timestamps_of(records), keep)
         if out:
             self.output(out)
 
@@ -351,7 +362,7 @@ class ReduceOperator(StreamOperator):
         except Exception as e:
             self.fail(e, self._what)
         if out and not self._batch_mode:
-            self.output(out)
+            self.output(stamped(out, timestamps_of(records)))
 
     def end_input(self) -> None:
         if self._batch_mode:
@@ -502,7 +513,7 @@ class AggregationOperator(ReduceOperator):
         except Exception as e:
             self.fail(e, self._what)
         if out and not self._batch_mode:
-            self.output(out)
+            self.output(stamped(out, timestamps_of(records)))
 
 
 def _unresolved(cur: Any, new: Any) -> Any:
@@ -514,13 +525,47 @@ def _unresolved(cur: Any, new: Any) -> Any:
 
 class SourceOperator(StreamOperator):
     """The head of a source chain; the chain's ``run_source`` drives its reader, created in ``open()``
-    so that a missing input fails as this operator's error."""
+    so that a missing input fails as this operator's error. Batches go out through ``emit_batch``:
+    with ``from_source``'s WatermarkStrategy they are stamped and followed by watermarks."""
 
     def __init__(self, factory: ops.SourceFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self.reader: SourceReader | SourceFunctionReader | None = None
         self.start_positions: dict[str, Any] = {}  # set before open() when restoring
         self.assigned_splits = False  # a rescaled restore: read exactly the splits in start_positions
+        self._watermarking: Any = None
+        strategy = factory.watermark_strategy
+        # no_watermarks() without an assigner changes nothing per batch (the final watermark still comes)
+        if strategy is not None and not (strategy.kind == "none" and strategy.timestamp_assigner is None):
+            from millstream.runtime.operators.event_time import Watermarking  # it builds on this module
+
+            self._watermarking = Watermarking(self, strategy)
+            self.uses_processing_time = ctx.env.auto_watermark_interval_ms > 0
+
+    def emit_batch(self, records: list[Any]) -> None:
+        if self._watermarking is None:
+            self.output(records)
+        else:
+            self._watermarking.emit(records)
+
+    def emit_source_watermark(self, watermark: int) -> None:
+        """A watermark the SourceFunction emitted itself."""
+        if watermark > self.current_watermark:
+            self.current_watermark = watermark
+            self.watermark_output(watermark)
+
+    def process_watermark(self, watermark: int) -> None:
+        """Only the final watermark reaches a source (from the chain at its end of input)."""
+        if self._watermarking is not None:
+            self._watermarking.end_of_input()
+        else:
+            super().process_watermark(watermark)
+
+    def on_processing_time(self, now_ms: int) -> None:
+        self._watermarking.periodic()
+
+    def next_timer_ms(self) -> int | None:
+        return self._watermarking.next_periodic_ms()  # type: ignore[no-any-return]
 
     def open(self) -> None:
         super().open()

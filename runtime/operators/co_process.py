@@ -12,8 +12,8 @@ Broadcast state is operator state (see ``runtime/state/broadcast.py``): ``snapsh
 its maps, and ``broadcast_operator_state`` tells a rescaled restore that every subtask takes one
 copy instead of the round-robin share of list state.
 
-Records carry no timestamps yet, so ``ctx.timestamp()`` is None and the watermark is Long.MIN_VALUE
-until the end of input; event-time timers fire at the final watermark, as in KeyedProcessOperator.
+A two-input operator's watermark is the minimum of its inputs' (idle inputs excluded); outputs
+carry the timestamp of the record that produced them, as in the one-input operators.
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from millstream.runtime.operators.process import (
 )
 from millstream.runtime.state.broadcast import BroadcastStates
 from millstream.runtime.state.heap_backend import KeyedStateBackend
+from millstream.runtime.timestamps import repeated, stamped, timestamps_of
 
 __all__ = [
     "TwoInputOperator", "CoMapOperator", "CoFlatMapOperator", "KeyedCoMapOperator", "KeyedCoFlatMapOperator",
@@ -99,7 +100,7 @@ class CoMapOperator(TwoInputOperator):
             out = list(map(self._fns[i], records))
         except Exception as e:
             self.fail(e, f"map{i + 1}")
-        self.output(out)
+        self.output(stamped(out, timestamps_of(records)))
 
 
 class CoFlatMapOperator(TwoInputOperator):
@@ -108,8 +109,12 @@ class CoFlatMapOperator(TwoInputOperator):
         self._fns = (factory.function.flat_map1, factory.function.flat_map2)
 
     def _run(self, records: list[Any], i: int) -> None:
+        ts = timestamps_of(records)
         try:
-            out = list(_flatten(r for r in map(self._fns[i], records) if r is not None))
+            if ts is None:
+                out = list(_flatten(r for r in map(self._fns[i], records) if r is not None))
+            else:
+                out = repeated([[] if r is None else list(r) for r in map(self._fns[i], records)], ts)
         except Exception as e:
             self.fail(e, f"flat_map{i + 1}")
         if out:
@@ -138,10 +143,10 @@ class _KeyedCoRecordOperator(TwoInputOperator):
                 results.append(f(r))
         except Exception as e:
             self.fail(e, f"{self._what}{i + 1}")
-        self._emit_results(results)
+        self._emit_results(results, timestamps_of(records))
 
-    def _emit_results(self, results: list[Any]) -> None:
-        self.output(results)
+    def _emit_results(self, results: list[Any], ts: list[int | None] | None) -> None:
+        self.output(stamped(results, ts))
 
 
 class KeyedCoMapOperator(_KeyedCoRecordOperator):
@@ -153,8 +158,11 @@ class KeyedCoFlatMapOperator(_KeyedCoRecordOperator):
     def __init__(self, factory: ops.CoFlatMapFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx, (factory.function.flat_map1, factory.function.flat_map2), "flat_map")
 
-    def _emit_results(self, results: list[Any]) -> None:
-        out = list(_flatten(r for r in results if r is not None))
+    def _emit_results(self, results: list[Any], ts: list[int | None] | None) -> None:
+        if ts is None:
+            out = list(_flatten(r for r in results if r is not None))
+        else:
+            out = repeated([[] if r is None else list(r) for r in results], ts)
         if out:
             self.output(out)
 
@@ -167,26 +175,18 @@ class CoProcessOperator(_ProcessBase, TwoInputOperator):
 
     def __init__(self, factory: ops.CoProcessFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
-        self._ctx = _ProcessContext(self, _NonKeyedTimerService(ctx.env))
+        self._ctx = _ProcessContext(self, _NonKeyedTimerService(ctx.env, self))
         self._process = (self._fn.process_element1, self._fn.process_element2)
 
     def _run(self, records: list[Any], i: int) -> None:
-        process, ctx, take = self._process[i], self._ctx, self._take
-        out: list[Any] = []
-        try:
-            for r in records:
-                take(process(r, ctx), out)
-        except Exception as e:
-            self._side.clear()
-            self.fail(e, f"process_element{i + 1}")
-        self._emit(out)
+        self._loop(records, self._process[i], self._ctx, f"process_element{i + 1}")
 
 
 class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
     """A (Keyed)CoProcessFunction on keyed connected streams: keyed state and timers of the current
     key, which is the record's key under its own input's selector. Timers fire as in
     KeyedProcessOperator (whose timer machinery this shares): processing time when due, event time
-    at the final watermark."""
+    as the combined watermark passes them."""
 
     def __init__(self, factory: ops.CoProcessFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)  # type: ignore[arg-type]
@@ -198,18 +198,8 @@ class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
         TwoInputOperator.process_batch(self, records)
 
     def _run(self, records: list[Any], i: int) -> None:
-        keys, key_groups = self.key_batch(records, i)
-        b, process, ctx, take = self._state, self._process[i], self._ctx, self._take
-        ctx.timer_timestamp, ctx.domain = None, ""
-        out: list[Any] = []
-        try:
-            for key, kg, r in zip(keys, key_groups, records):
-                b.current_key, b.current_key_group = key, kg
-                take(process(r, ctx), out)
-        except Exception as e:
-            self._side.clear()
-            self.fail(e, f"process_element{i + 1}")
-        self._emit(out)
+        self._ctx.domain = None
+        self._loop(records, self._process[i], self._ctx, f"process_element{i + 1}", self.key_batch(records, i))
 
 
 # -- broadcast state ---------------------------------------------------------------------------
@@ -224,7 +214,7 @@ class _BroadcastSideContext:
         self._operator = operator
 
     def timestamp(self) -> int | None:
-        return None
+        return self._operator.stamp
 
     def current_processing_time(self) -> int:
         return self._operator.ctx.env.now_ms()
@@ -237,7 +227,7 @@ class _BroadcastSideContext:
         return states.writable(state_descriptor) if self.writable else states.read_only(state_descriptor)
 
     def output(self, output_tag: Any, value: Any) -> None:
-        self._operator.side_buffer(output_tag.tag_id).append(value)
+        self._operator.side_output(output_tag.tag_id, value)
 
 
 class _BroadcastContext(_BroadcastSideContext, fn.KeyedBroadcastProcessFunction.Context,
@@ -281,15 +271,7 @@ class _BroadcastMixin(_ProcessBase, TwoInputOperator):
 
     def process_batch2(self, records: list[Any]) -> None:
         self._before_broadcast_side()
-        process, ctx, take = self._fn.process_broadcast_element, self._broadcast_ctx, self._take
-        out: list[Any] = []
-        try:
-            for r in records:
-                take(process(r, ctx), out)
-        except Exception as e:
-            self._side.clear()
-            self.fail(e, "process_broadcast_element")
-        self._emit(out)
+        self._loop(records, self._fn.process_broadcast_element, self._broadcast_ctx, "process_broadcast_element")
 
     def _before_broadcast_side(self) -> None:
         pass
@@ -314,15 +296,7 @@ class BroadcastProcessOperator(_BroadcastMixin):
         self._ctx = _ReadOnlyContext(self)
 
     def process_batch1(self, records: list[Any]) -> None:
-        process, ctx, take = self._fn.process_element, self._ctx, self._take
-        out: list[Any] = []
-        try:
-            for r in records:
-                take(process(r, ctx), out)
-        except Exception as e:
-            self._side.clear()
-            self.fail(e, "process_element")
-        self._emit(out)
+        self._loop(records, self._fn.process_element, self._ctx, "process_element")
 
 
 class KeyedBroadcastProcessOperator(_BroadcastMixin, KeyedProcessOperator):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from millstream.datastream.functions import RuntimeContext, SourceFunction
 from millstream.runtime import factories as ops
+from millstream.runtime.timestamps import stamped
 
 if TYPE_CHECKING:
     from millstream.runtime.task.environment import TaskEnvironment
@@ -397,10 +398,13 @@ class _SourceContext(SourceFunction.SourceContext):
     """Buffers collected records into batches: full batches go at once, a partial one after the
     buffer timeout, so a slow source still has low latency."""
 
-    def __init__(self, reader: "SourceFunctionReader", emit: Emit, between_batches: Callable[[], None]) -> None:
+    def __init__(self, reader: "SourceFunctionReader", emit: Emit, between_batches: Callable[[], None],
+                 watermark: Callable[[int], None]) -> None:
         self._reader = reader
         self._emit = emit
         self._between = between_batches
+        self._watermark = watermark
+        self._stamps: list[int | None] | None = None  # parallel to the buffer once a timestamp came
         env = reader.env
         self._now = env.now_ms
         self._timeout = env.buffer_timeout_ms
@@ -409,10 +413,25 @@ class _SourceContext(SourceFunction.SourceContext):
         self._last_push = self._now()
 
     def collect(self, element: Any) -> None:
+        if self._stamps is not None:
+            self._stamps.append(None)
+        self._add(element)
+
+    def collect_with_timestamp(self, element: Any, timestamp: int) -> None:
+        if self._stamps is None:
+            self._stamps = [None] * len(self._buffer)
+        self._stamps.append(int(timestamp))
+        self._add(element)
+
+    def _add(self, element: Any) -> None:
         buf = self._buffer
         buf.append(element)
         if len(buf) >= self._batch_size or (self._timeout >= 0 and self._now() - self._last_push >= self._timeout):
             self.push()
+
+    def emit_watermark(self, watermark: int) -> None:
+        self.push()  # the records before it go first
+        self._watermark(int(watermark))
 
     def push(self) -> None:
         reader = self._reader
@@ -420,9 +439,10 @@ class _SourceContext(SourceFunction.SourceContext):
             reader.cancel()
             raise SourceCancelled()
         buf, self._buffer = self._buffer, []
+        stamps, self._stamps = self._stamps, None
         reader.records += len(buf)
         if buf:
-            self._emit(buf)
+            self._emit(stamped(buf, stamps))
         self._last_push = self._now()
         self._between()
 
@@ -444,8 +464,8 @@ class SourceFunctionReader:
     def cancelled(self) -> bool:
         return self._cancel_requested or self.env.is_cancelled()
 
-    def run(self, emit: Emit, between_batches: Callable[[], None]) -> bool:
-        ctx = _SourceContext(self, emit, between_batches)
+    def run(self, emit: Emit, between_batches: Callable[[], None], watermark: Callable[[int], None] = lambda w: None) -> bool:
+        ctx = _SourceContext(self, emit, between_batches, watermark)
         try:
             self.function.run(ctx)
             ctx.push()  # the tail of the input

@@ -254,10 +254,10 @@ class OperatorChain:
         if not self._opened:
             raise RuntimeError("open() the chain before run_source()")
         reader = source.reader
-        emit = source.output
+        emit = source.emit_batch
         if isinstance(reader, SourceFunctionReader):
             try:
-                return reader.run(emit, self.between_batches)
+                return reader.run(emit, self.between_batches, source.emit_source_watermark)
             except Exception as e:
                 source.fail(e, "run()")
         assert reader is not None

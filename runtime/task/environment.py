@@ -59,6 +59,7 @@ class TaskEnvironment(Protocol):
     job_parameters: Mapping[str, str]
     source_batch_size: int  # records per batch a source reader emits (approximately, for text files)
     buffer_timeout_ms: int  # flush partial outputs at least this often; -1: only when full or at the end
+    auto_watermark_interval_ms: int  # periodic watermarks of timestamp assigners; 0: none
     checkpointing_enabled: bool  # the job takes checkpoints: sinks hold output back until one completes
 
     def print_lines(self, lines: list[str], to_stderr: bool = False) -> None:
@@ -144,6 +145,7 @@ class SimpleTaskEnvironment:
     job_parameters: Mapping[str, str] = field(default_factory=dict)
     source_batch_size: int = 1024
     buffer_timeout_ms: int = 100
+    auto_watermark_interval_ms: int = 200
     checkpointing_enabled: bool = False
     clock: Clock = field(default_factory=WallClock)
     print_sink: Callable[[list[str], bool], None] = _print_to_console
@@ -177,6 +179,7 @@ class SimpleTaskEnvironment:
             runtime_mode=BATCH if batch else STREAMING,
             job_parameters=dict(config.configuration),
             buffer_timeout_ms=int(config.buffer_timeout_ms),
+            auto_watermark_interval_ms=int(config.auto_watermark_interval_ms),
             checkpointing_enabled=bool(tdd.checkpoint_dir),  # set by the JobMaster only when the job checkpoints
             **hooks,
         )

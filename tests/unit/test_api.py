@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from millstream.common import Configuration, Row, Types
+from millstream.common import Configuration, Row, Types, WatermarkStrategy
 from millstream.datastream import (
     KeyedProcessFunction,
     KeySelector,
@@ -107,7 +107,7 @@ def test_from_source_file_source_named(env, tmp_path):
     f.write_text("a\n")
     env.set_parallelism(2)
     source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(f)).build()
-    env.from_source(source, None, "files").map(identity).print()
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "files").map(identity).print()
     sg = env.get_stream_graph()
     src = [sg.nodes[i] for i in sg.source_ids]
     assert [n.operator_name for n in src] == ["Source: files"]

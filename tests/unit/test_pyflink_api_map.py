@@ -80,10 +80,10 @@ MODULES: tuple[ModuleMap, ...] = (
         ),
         provided=_names(
             """Configuration TypeInformation Types Encoder JobExecutionResult RestartStrategies
-            RestartStrategyConfiguration Row RowKind WatermarkStrategy Duration Time"""
+            RestartStrategyConfiguration Row RowKind WatermarkStrategy Duration Time ExecutionConfig"""
         ),
         not_yet=_names(
-            """ConfigOption ConfigOptions ExecutionConfig TypeSerializer SerializationSchema
+            """ConfigOption ConfigOptions TypeSerializer SerializationSchema
             DeserializationSchema SimpleStringSchema ByteArraySchema CompletableFuture
             InputDependencyConstraint JobClient JobID JobStatus Instant
             AssignerWithPeriodicWatermarksWrapper"""
@@ -114,14 +114,14 @@ MODULES: tuple[ModuleMap, ...] = (
             CountWindow GlobalWindow WindowAssigner MergingWindowAssigner TriggerResult Trigger
             ConnectedStreams BroadcastStream BroadcastConnectedStream CoMapFunction CoFlatMapFunction
             CoProcessFunction KeyedCoProcessFunction BroadcastProcessFunction
-            KeyedBroadcastProcessFunction"""
+            KeyedBroadcastProcessFunction TimeDomain"""
         ),
         not_yet=_names(
             """WindowedStream AsyncDataStream WindowFunction ProcessWindowFunction AsyncFunction
             ExternalizedCheckpointRetention StateBackend HashMapStateBackend
             EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CheckpointStorage
             JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage
-            TimeDomain SlotSharingGroup MemorySize AsyncRetryPredicate AsyncRetryStrategy"""
+            SlotSharingGroup MemorySize AsyncRetryPredicate AsyncRetryStrategy"""
         ),
     ),
     ModuleMap(

@@ -1,5 +1,6 @@
 """Common types of the user API, at PyFlink's ``pyflink.common`` path."""
 from millstream.common.configuration import Configuration
+from millstream.common.execution_config import ExecutionConfig
 from millstream.common.job_execution_result import JobExecutionResult
 from millstream.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from millstream.common.row import Row, RowKind
@@ -12,6 +13,7 @@ __all__ = [
     "Configuration",
     "Duration",
     "Encoder",
+    "ExecutionConfig",
     "JobExecutionResult",
     "RestartStrategies",
     "RestartStrategyConfiguration",

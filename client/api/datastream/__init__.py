@@ -33,6 +33,7 @@ from millstream.datastream.functions import (
     TimerService,
 )
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.datastream.time_domain import TimeDomain
 from millstream.datastream.window import (
     CountWindow,
     GlobalWindow,
@@ -53,6 +54,7 @@ __all__ = [
     "CheckpointingMode",
     "CloseableIterator",
     "CountWindow",
+    "TimeDomain",
     "CoFlatMapFunction",
     "CoMapFunction",
     "CoProcessFunction",

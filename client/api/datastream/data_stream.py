@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from millstream.common.typeinfo import TypeInformation
+from millstream.common.watermark_strategy import WatermarkStrategy
 from millstream.runtime.output_tag import OutputTag
 from millstream.datastream import functions as fn
 from millstream.datastream.transformations import (
@@ -163,6 +164,14 @@ class DataStream(_Configurable):
         if not isinstance(func, fn.ProcessFunction):
             raise TypeError(f"process() needs a ProcessFunction, got {type(func).__name__}")
         return self._one_input("Process", ops.ProcessFactory(func), output_type)
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> "DataStream":
+        """Gives every record the strategy's timestamp and makes its watermarks, which replace any
+        from upstream (Flink's TimestampsAndWatermarksOperator)."""
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise TypeError(
+                f"assign_timestamps_and_watermarks needs a WatermarkStrategy, got {type(watermark_strategy).__name__}")
+        return self._one_input("Timestamps/Watermarks", ops.TimestampsAndWatermarksFactory(watermark_strategy), self.get_type())
 
     def _keyed(self) -> "KeyedStream | None":
         return None

@@ -339,8 +339,13 @@ class SourceFunction(Function, Generic[OUT]):
         @abc.abstractmethod
         def collect(self, element: Any) -> None: ...
 
+        @abc.abstractmethod
         def collect_with_timestamp(self, element: Any, timestamp: int) -> None:
-            self.collect(element)
+            """Emits ``element`` with its event timestamp (milliseconds)."""
+
+        @abc.abstractmethod
+        def emit_watermark(self, watermark: int) -> None:
+            """No element with a timestamp <= ``watermark`` follows (a source that makes its own watermarks)."""
 
     @abc.abstractmethod
     def run(self, ctx: "SourceFunction.SourceContext") -> None: ...

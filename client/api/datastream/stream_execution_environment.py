@@ -8,6 +8,8 @@ import uuid
 from typing import TYPE_CHECKING, Any, Iterable
 
 from millstream.common.configuration import Configuration
+from millstream.common.execution_config import ExecutionConfig
+from millstream.common.watermark_strategy import WatermarkStrategy
 from millstream.common.row import Row
 from millstream.common.restart_strategy import RestartStrategyConfiguration
 from millstream.common.typeinfo import TypeInformation
@@ -37,6 +39,7 @@ class StreamExecutionEnvironment:
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategyConfiguration | None = None
         self._python_files: list[str] = []
+        self._config = ExecutionConfig()
         # As Flink's: the configuration file (MILLSTREAM_CONFIG_FILE), MILLSTREAM_CONF_* variables
         # and then the Configuration given here set the defaults; the setters below override them.
         self._apply(cfg.load_configuration().update(self._configuration.to_dict(), source="the job's Configuration"))
@@ -60,6 +63,8 @@ class StreamExecutionEnvironment:
             self._chaining_enabled = settings.get(cfg.OPERATOR_CHAINING)
         if wanted(cfg.BUFFER_TIMEOUT):
             self._buffer_timeout_ms = settings.get(cfg.BUFFER_TIMEOUT)
+        if wanted(cfg.AUTO_WATERMARK_INTERVAL):
+            self._config.set_auto_watermark_interval(settings.get(cfg.AUTO_WATERMARK_INTERVAL))
         # Where the job resumes from (`millstream run -s`): the JobManager reads it from the job's
         # configuration, so it travels there even when it came from the environment.
         own = self._configuration.to_dict()
@@ -144,6 +149,10 @@ class StreamExecutionEnvironment:
     def get_buffer_timeout(self) -> int:
         return self._buffer_timeout_ms
 
+    def get_config(self) -> "ExecutionConfig":
+        """The job's ExecutionConfig (PyFlink's ``env.get_config()``)."""
+        return self._config
+
     def add_python_file(self, file_path: str) -> "StreamExecutionEnvironment":
         """Ships a module (``.py``) or an archive (``.zip``, ``.egg``, ``.whl``) with the job."""
         path = os.path.abspath(os.fspath(file_path))
@@ -201,9 +210,11 @@ class StreamExecutionEnvironment:
         make_factory = getattr(source, "_source_factory", None)
         if not callable(make_factory):
             raise TypeError(f"from_source needs a Source such as FileSource, got {type(source).__name__}")
-        stream = self._source(source_name, make_factory(), type_info)
-        stream._transformation.watermark_strategy = watermark_strategy  # type: ignore[attr-defined]
-        return stream
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise TypeError(f"from_source needs a WatermarkStrategy, got {type(watermark_strategy).__name__}")
+        factory = make_factory()
+        factory.watermark_strategy = watermark_strategy
+        return self._source(source_name, factory, type_info)
 
     # -- plans and execution -------------------------------------------------------------------
 
