@@ -32,6 +32,11 @@ class TimestampedBatch(list):  # type: ignore[type-arg]
         if len(self.timestamps) != len(self):
             raise ValueError(f"{len(self)} records but {len(self.timestamps)} timestamps")
 
+    def __getitem__(self, index: Any) -> Any:  # a slice keeps its timestamps (the task slices big batches)
+        if type(index) is slice:
+            return stamped(list.__getitem__(self, index), self.timestamps[index])
+        return list.__getitem__(self, index)
+
     def __reduce__(self) -> Any:  # pickles as (records, timestamps): no slot state to reconstruct
         return TimestampedBatch, (list(self), self.timestamps)
 

@@ -440,3 +440,13 @@ def test_timestamped_batches_and_watermarks_cross_a_real_partition_in_order() ->
     finally:
         gate.close()
         server.close()
+
+
+def test_a_slice_of_a_timestamped_batch_keeps_its_timestamps() -> None:
+    from millstream.runtime.task.batch_slicer import BatchSlicer
+
+    batch = TimestampedBatch(list("abcdef"), [1, 2, 3, 4, 5, 6])
+    assert timestamps_of(batch[2:4]) == [3, 4] and batch[1] == "b"
+    slicer = BatchSlicer(100)
+    parts = list(slicer.slices(batch))  # the first slice is a probe of a few records
+    assert [t for p in parts for t in timestamps_of(p)] == [1, 2, 3, 4, 5, 6]
