@@ -165,10 +165,10 @@ MODULES: tuple[ModuleMap, ...] = (
             DynamicEventTimeSessionWindows WindowAssigner MergingWindowAssigner CountTumblingWindowAssigner
             CountSlidingWindowAssigner TriggerResult Trigger EventTimeTrigger ProcessingTimeTrigger
             ContinuousEventTimeTrigger ContinuousProcessingTimeTrigger NeverTrigger PurgingTrigger
-            CountTrigger SessionWindowTimeGapExtractor GlobalWindows"""
+            CountTrigger SessionWindowTimeGapExtractor GlobalWindows TimeWindowSerializer
+            CountWindowSerializer"""
         ),
-        # PyFlink's serializers of windows (Beam coders); Millstream pickles windows instead.
-        not_yet=_names("TimeWindowSerializer CountWindowSerializer"),
+        not_yet=(),
     ),
     ModuleMap(
         pyflink="pyflink.datastream.state",
