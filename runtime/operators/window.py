@@ -31,6 +31,7 @@ from millstream.datastream.state import (
 from millstream.datastream.window import MergingWindowAssigner, Trigger, TriggerResult, Window, WindowAssigner
 from millstream.runtime import factories as ops
 from millstream.runtime.operators.base import OperatorContext, StreamOperator, discard
+from millstream.runtime.operators.window_fast import FastWindowPath, fast_path_for
 from millstream.runtime.output_tag import OutputTag
 from millstream.runtime.state.heap_backend import (
     AGGREGATING,
@@ -291,6 +292,9 @@ class WindowOperator(StreamOperator):
         self._out: list[Any] = []
         self._out_ts: list[int | None] = []
         self._side: dict[str, tuple[list[Any], list[int | None]]] = {}
+        # Tumbling/sliding windows with the default trigger and no evictor take the batch path
+        # (window_fast.py), with the same results and state; None: every record goes one by one.
+        self.fast_path: FastWindowPath | None = fast_path_for(self)
 
     def user_functions(self) -> list[Any]:
         f = self.factory
@@ -331,7 +335,24 @@ class WindowOperator(StreamOperator):
 
     def process_batch(self, records: list[Any]) -> None:
         keys, key_groups = self.key_batch(records)
-        timestamps = timestamps_of(records) or [None] * len(records)
+        stamps = timestamps_of(records)
+        fast = self.fast_path
+        if fast is not None:
+            if not fast.event_time:
+                now = self.ctx.env.now_ms
+                times: list[Any] | None = [int(now()) for _ in records]
+            else:
+                # A record without a timestamp fails in the generic path, with its error.
+                times = stamps if stamps is not None and None not in stamps else None
+            if times is not None:
+                try:
+                    fast.process(keys, key_groups, records, times)
+                except Exception as e:
+                    self._discard_output()
+                    self.fail(e, "the window operator's processing of an element")
+                self._emit()
+                return
+        timestamps = stamps or [None] * len(records)
         b = self.backend
         try:
             for key, kg, record, ts in zip(keys, key_groups, records, timestamps):
@@ -462,7 +483,10 @@ class WindowOperator(StreamOperator):
 
     def _fire_timers(self, queue: TimerQueue, up_to: int, event_time: bool) -> None:
         b, trigger, tctx = self.backend, self._trigger, self._trigger_ctx
+        fast = self.fast_path if event_time == self._event_time else None
         try:
+            if fast is not None:
+                fast.fire(queue, up_to)
             while (timer := queue.poll(up_to)) is not None:
                 time, (key, window), kg = timer
                 b.current_key, b.current_key_group = key, kg
