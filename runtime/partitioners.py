@@ -5,10 +5,15 @@ producer to a subset of consumers; all others connect every producer to every co
 """
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any, Callable, ClassVar
 
 from millstream.runtime import keygroups
+
+_CACHEABLE_KEYS = frozenset({str, bytes, int})  # no key of another type equals one of these yet hashes otherwise in Java
+_MINUS_ONE = itertools.repeat(-1)
+_SPLIT_BY_MASK_MAX_CHANNELS = 8  # up to this many channels, one C-level pass per channel beats a Python loop
 
 
 
@@ -50,8 +55,16 @@ class StreamPartitioner:
 
     def route_stamped(self, records: list[Any], stamps: list[Any]) -> list[tuple[list[Any], list[Any]]]:
         """``route`` for timestamped records: per channel its records and their timestamps."""
-        out: list[tuple[list[Any], list[Any]]] = [([], []) for _ in range(self.num_channels)]
-        for channel, record, stamp in zip(self.channels(records), records, stamps):
+        channels = self.channels(records)
+        n = self.num_channels
+        if n <= _SPLIT_BY_MASK_MAX_CHANNELS:
+            split = []
+            for c in range(n):
+                keep = [x == c for x in channels]
+                split.append((list(itertools.compress(records, keep)), list(itertools.compress(stamps, keep))))
+            return split
+        out: list[tuple[list[Any], list[Any]]] = [([], []) for _ in range(n)]
+        for channel, record, stamp in zip(channels, records, stamps):
             routed, routed_stamps = out[channel]
             routed.append(record)
             routed_stamps.append(stamp)
@@ -183,16 +196,33 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         return out
 
     def channels(self, records: list[Any]) -> list[int]:
-        get_key = key_function(self.key_selector)
+        # As ``route``: each str/bytes/int key's channel is remembered. The cache holds only such
+        # keys, so a batch of only such keys may look all of them up at once (an int never equals
+        # a cached str, and True or 1.0, which equal 1 but hash otherwise in Java, are never cached).
+        keys = list(map(key_function(self.key_selector), records))
         assign, max_p, n = keygroups.assign_key_to_parallel_operator, self.max_parallelism, self.num_channels
         cache = self._channel_of
-        out = []
-        for record in records:
-            key = get_key(record)
-            channel = cache.get(key) if type(key) in (str, bytes, int) else None
-            if channel is None:
-                channel = assign(key, max_p, n)
-            out.append(channel)
+        if len(cache) > 1_000_000:
+            cache.clear()
+        if not _CACHEABLE_KEYS.issuperset(map(type, keys)):
+            out = []
+            for key in keys:
+                channel = cache.get(key) if type(key) in _CACHEABLE_KEYS else None
+                if channel is None:
+                    channel = assign(key, max_p, n)
+                    if type(key) in _CACHEABLE_KEYS:
+                        cache[key] = channel
+                out.append(channel)
+            return out
+        out = list(map(cache.get, keys, _MINUS_ONE))
+        if out and min(out) < 0:
+            for i, channel in enumerate(out):
+                if channel < 0:
+                    key = keys[i]
+                    channel = cache.get(key, -1)  # the batch may hold the key more than once
+                    if channel < 0:
+                        channel = cache[key] = assign(key, max_p, n)
+                    out[i] = channel
         return out
 
     def __eq__(self, other: object) -> bool:

@@ -50,3 +50,34 @@ def test_the_default_route_uses_select_channel() -> None:
     g = p.GlobalPartitioner()
     g.setup(4)
     assert g.route([1, 2, 3]) == [[1, 2, 3], [], [], []]
+
+
+@pytest.mark.parametrize("channels", [2, 3, 12])
+@pytest.mark.parametrize("keys", [["a", "b", "c", "a"], [1, 2, 3, 1, 2], [1, 1.0, True, "1", b"1", 2, (1, 2)]])
+def test_stamped_hash_routing_follows_each_keys_group_and_computes_each_cacheable_key_once(
+        monkeypatch: pytest.MonkeyPatch, channels: int, keys: list) -> None:
+    # 1 == 1.0 == True but Java hashes them differently: each keeps its own channel.
+    computed: list = []
+    assign = keygroups.assign_key_to_parallel_operator
+
+    def counting(key, max_parallelism, parallelism):
+        computed.append(key)
+        return assign(key, max_parallelism, parallelism)
+
+    monkeypatch.setattr(keygroups, "assign_key_to_parallel_operator", counting)
+    partitioner = p.KeyGroupStreamPartitioner(as_key_selector(lambda r: r[0]), max_parallelism=128)
+    partitioner.setup(channels)
+    records = [(k, i) for i, k in enumerate(keys * 20)]
+    stamps = [1000 + i for i in range(len(records))]
+    for _ in range(2):
+        routed = partitioner.route_stamped(records, stamps)
+        assert len(routed) == channels
+        for channel, (batch, batch_stamps) in enumerate(routed):
+            assert batch_stamps == [1000 + i for _, i in batch]
+            assert [i for _, i in batch] == sorted(i for _, i in batch)  # the batch's order is kept
+            for key, _ in batch:
+                assert assign(key, 128, channels) == channel
+        assert sorted(i for batch, _ in routed for _, i in batch) == list(range(len(records)))
+    cacheable = [k for k in keys if type(k) in (str, bytes, int)]
+    computed_cacheable = [(type(k), k) for k in computed if type(k) in (str, bytes, int)]
+    assert sorted(map(repr, computed_cacheable)) == sorted(map(repr, {(type(k), k) for k in cacheable}))  # once each
