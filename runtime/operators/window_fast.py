@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from millstream.datastream import functions as fn
 from millstream.datastream.window import (
     EventTimeTrigger,
     ProcessingTimeTrigger,
@@ -91,41 +92,106 @@ class FastWindowPath:
     def process(self, keys: list[Any], key_groups: list[int], records: list[Any], times: list[int]) -> None:
         """``times``: the records' timestamps (event time) or processing times, one per record."""
         op = self.op
-        b = op.backend
         if not self._checked_restored:
             # Panes present before the first batch were restored (see the module docstring).
             self._checked_restored = True
             self.register_always = self.lateness > 0 and bool(op._panes.groups)
-        size, slide, offset = self.size, self.slide, self.offset
         # A window's max timestamp is start + size - 1; the watermark reached it when start <= lim.
         # Processing-time windows are never late (the generic path's is_window_late).
-        lim = op.current_watermark - size + 1 if self.event_time else None
+        lim = op.current_watermark - self.size + 1 if self.event_time else None
+        if self.tumbling:
+            self._tumbling(keys, key_groups, records, times, lim)
+        else:
+            self._sliding(keys, key_groups, records, times, lim)
+
+    def _new_pane(self, group: dict[Any, Any], slot: tuple[Any, TimeWindow], record: Any, kg: int) -> None:
+        """The pane's first element, then the trigger's timer and the cleanup timer (the same one
+        without lateness; none at the end of time), as on_element and _register_cleanup_timer do."""
+        kind = self.kind
+        if kind == "reduce":
+            group[slot] = record
+        elif kind == "aggregate":
+            agg = self.op._agg
+            group[slot] = agg.add(record, agg.create_accumulator())
+        else:
+            group[slot] = [record]
+        self._register(slot, kg)
+
+    def _register(self, slot: tuple[Any, TimeWindow], kg: int) -> None:
+        max_ts = slot[1].end - 1
+        b = self.op.backend
+        if self.event_time:
+            b.event_timers.register(max_ts, slot, kg)
+            cleanup = max_ts + self.lateness
+            if cleanup != max_ts and cleanup < LONG_MAX:
+                b.event_timers.register(cleanup, slot, kg)
+        else:
+            b.processing_timers.register(max_ts, slot, kg)
+
+    def _fold(self) -> Callable[[Any, Any], Any] | None:
+        """How an element joins a non-empty pane: ``fold(pane, element)`` gives the new pane; None
+        for a list pane (appended to)."""
+        op = self.op
+        if self.kind == "reduce":
+            # A wrapped lambda directly, skipping the wrapper's method (as ReduceOperator does).
+            reduce_function = op._reduce
+            owner = getattr(reduce_function, "__self__", None)
+            return owner.fn if type(owner) is fn._ReduceWrapper else reduce_function  # type: ignore[no-any-return]
+        if self.kind == "aggregate":
+            add = op._agg.add
+            return lambda acc, value: add(value, acc)
+        return None
+
+    def _tumbling(self, keys: list[Any], key_groups: list[int], records: list[Any], times: list[int],
+                  lim: int | None) -> None:
+        op = self.op
+        b = op.backend
+        size, offset = self.size, self.offset
         generic = op._process_element
         windows = self._windows
-        new_window = self._window
         groups = op._panes.groups
-        queue = b.event_timers if self.event_time else b.processing_timers
-        register = queue.register
-        lateness = self.lateness
+        fold = self._fold()
         register_always = self.register_always
-        kind = self.kind
-        reduce: Callable[[Any, Any], Any] = op._reduce  # type: ignore[assignment]
-        agg = op._agg
-        tumbling = self.tumbling
+        for key, kg, record, t in zip(keys, key_groups, records, times):
+            b.current_key, b.current_key_group = key, kg
+            start = t - (t - offset) % size
+            if lim is not None and start <= lim:
+                generic(key, kg, record, t)  # a window the watermark reached: lateness rules
+                continue
+            window = windows.get(start)
+            if window is None:
+                window = self._window(start)
+            group = groups.get(kg)
+            if group is None:
+                group = groups[kg] = {}
+            slot = (key, window)
+            current = group.get(slot, _MISSING)
+            if current is _MISSING:
+                self._new_pane(group, slot, record, kg)
+                continue
+            if fold is None:
+                current.append(record)
+            else:
+                group[slot] = fold(current, record)
+            if register_always:
+                self._register(slot, kg)
+
+    def _sliding(self, keys: list[Any], key_groups: list[int], records: list[Any], times: list[int],
+                 lim: int | None) -> None:
+        op = self.op
+        b = op.backend
+        size, slide, offset = self.size, self.slide, self.offset
+        generic = op._process_element
+        windows = self._windows
+        groups = op._panes.groups
+        fold = self._fold()
+        register_always = self.register_always
         for key, kg, record, t in zip(keys, key_groups, records, times):
             b.current_key, b.current_key_group = key, kg
             last = t - (t - offset) % slide  # the latest window start at or before t
-            if tumbling:
-                starts: Any = (last,)
-                earliest = last
-            else:
-                starts = range(last, t - size, -slide)  # Flink's order: latest start first
-                if not starts:
-                    generic(key, kg, record, t)  # a gap between windows: the generic path decides
-                    continue
-                earliest = starts[-1]
-            if lim is not None and earliest <= lim:
-                generic(key, kg, record, t)  # a window the watermark reached: lateness rules
+            starts = range(last, t - size, -slide)  # Flink's order: latest start first
+            if not starts or (lim is not None and starts[-1] <= lim):
+                generic(key, kg, record, t)  # no window (a gap between windows) or one the watermark reached
                 continue
             group = groups.get(kg)
             if group is None:
@@ -133,55 +199,62 @@ class FastWindowPath:
             for start in starts:
                 window = windows.get(start)
                 if window is None:
-                    window = new_window(start)
+                    window = self._window(start)
                 slot = (key, window)
                 current = group.get(slot, _MISSING)
                 if current is _MISSING:
-                    if kind == "reduce":
-                        group[slot] = record
-                    elif kind == "aggregate":
-                        group[slot] = agg.add(record, agg.create_accumulator())
-                    else:
-                        group[slot] = [record]
+                    self._new_pane(group, slot, record, kg)
+                    continue
+                if fold is None:
+                    current.append(record)
                 else:
-                    if kind == "reduce":
-                        group[slot] = reduce(current, record)
-                    elif kind == "aggregate":
-                        group[slot] = agg.add(record, current)
-                    else:
-                        current.append(record)
-                    if not register_always:
-                        continue
-                # The trigger's timer, then the cleanup timer (the same one without lateness; none
-                # at the end of time), as on_element and _register_cleanup_timer register them.
-                max_ts = start + size - 1
-                register(max_ts, slot, kg)
-                if self.event_time:
-                    cleanup = max_ts + lateness
-                    if cleanup != max_ts and cleanup < LONG_MAX:
-                        register(cleanup, slot, kg)
+                    group[slot] = fold(current, record)
+                if register_always:
+                    self._register(slot, kg)
 
     # -- timers --------------------------------------------------------------------------------
 
     def fire(self, queue: TimerQueue, up_to: int) -> None:
-        """Fires the due timers of the operator's own time domain, in order: EventTimeTrigger fires
-        at the window's max timestamp, ProcessingTimeTrigger on any of its timers; at the cleanup
-        time the pane, the trigger's timer and the function's per-window state go."""
+        """Fires the due timers of the operator's own time domain, in order, as the generic loop
+        would with this trigger: EventTimeTrigger fires at the window's max timestamp,
+        ProcessingTimeTrigger on any of its timers; at the cleanup time the pane, the trigger's timer
+        and the function's per-window state go. Nothing registers timers while windows fire here
+        (the triggers register on elements only), so polling the queue to the end is the generic order."""
         op = self.op
         b = op.backend
-        event_time, lateness = self.event_time, self.lateness
-        fire, panes = op._fire, op._panes
-        clear_function, window_ctx = op._function.clear, op._window_ctx
+        event_time, lateness, kind = self.event_time, self.lateness, self.kind
+        groups = op._panes.groups
+        call = op._call
+        get_result = op._agg.get_result if kind == "aggregate" else None
+        window_ctx = op._window_ctx
+        function = op._function
+        clears = type(function).clear is not fn.InternalWindowFunction.clear  # process functions' clear()
         poll, delete = queue.poll, queue.delete
         while (timer := poll(up_to)) is not None:
             time, slot, kg = timer
             key, window = slot
-            b.current_key, b.current_key_group = key, kg
             max_ts = window.end - 1
-            if not event_time or time == max_ts:
-                fire(key, kg, window, window)
-            if time == (min(max_ts + lateness, LONG_MAX) if event_time else max_ts):
-                panes.remove(kg, slot)
-                delete(max_ts, slot, kg)  # the trigger's clear()
-                window_ctx.store.ns.window = window
-                clear_function(window, window_ctx)
+            cleanup = (max_ts + lateness if max_ts + lateness < LONG_MAX else LONG_MAX) if event_time else max_ts
+            fires = time == max_ts or not event_time
+            if not fires and time != cleanup:
+                continue  # EventTimeTrigger: CONTINUE, and not the cleanup time
+            b.current_key, b.current_key_group = key, kg
+            group = groups.get(kg)
+            if group is None:
+                pane = _MISSING
+            elif time == cleanup:  # the pane goes now: hand it over, no copy needed
+                pane = group.pop(slot, _MISSING)
+                if not group:
+                    del groups[kg]
+            else:
+                pane = group.get(slot, _MISSING)
+                if kind == "list" and pane is not _MISSING:
+                    pane = list(pane)  # a copy: the function may keep it while the pane grows
+            if fires and pane is not _MISSING:  # an empty window does not fire
+                call(key, window, get_result(pane) if get_result is not None else pane)
+            if time == cleanup:
+                if cleanup != max_ts:
+                    delete(max_ts, slot, kg)  # the trigger's clear(); without lateness it was this timer
+                if clears:
+                    window_ctx.store.ns.window = window
+                    function.clear(window, window_ctx)

@@ -104,11 +104,12 @@ class Window(abc.ABC):
 class TimeWindow(Window):
     """The time interval [start, end): start inclusive, end exclusive."""
 
-    __slots__ = ("start", "end")
+    __slots__ = ("start", "end", "_hash")
 
     def __init__(self, start: int, end: int) -> None:
         self.start = start
         self.end = end
+        self._hash = hash((start, end))  # windows key the panes' dicts: hashed on every element
 
     def max_timestamp(self) -> int:
         return self.end - 1
@@ -159,7 +160,7 @@ class TimeWindow(Window):
         return type(other) is TimeWindow and self.start == other.start and self.end == other.end  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((self.start, self.end))
+        return self._hash
 
     def __lt__(self, other: "TimeWindow") -> bool:
         if not isinstance(other, TimeWindow):
@@ -171,6 +172,7 @@ class TimeWindow(Window):
 
     def __setstate__(self, state: tuple[int, int]) -> None:
         self.start, self.end = state
+        self._hash = hash(state)
 
     def __repr__(self) -> str:
         return f"TimeWindow(start={self.start}, end={self.end})"
