@@ -152,17 +152,22 @@ class FastWindowPath:
         groups = op._panes.groups
         fold = self._fold()
         register_always = self.register_always
+        window = None
+        last_start = None
         for key, kg, record, t in zip(keys, key_groups, records, times):
             b.current_key, b.current_key_group = key, kg
             start = t - (t - offset) % size
             if lim is not None and start <= lim:
                 generic(key, kg, record, t)  # a window the watermark reached: lateness rules
                 continue
-            window = windows.get(start)
-            if window is None:
-                window = self._window(start)
-            group = groups.get(kg)
-            if group is None:
+            if start != last_start:  # consecutive records mostly share a window
+                window = windows.get(start)
+                if window is None:
+                    window = self._window(start)
+                last_start = start
+            try:
+                group = groups[kg]
+            except KeyError:
                 group = groups[kg] = {}
             slot = (key, window)
             current = group.get(slot, _MISSING)
