@@ -134,8 +134,8 @@ class FastWindowPath:
         op = self.op
         if self.kind == "reduce":
             # A wrapped lambda directly, skipping the wrapper's method (as ReduceOperator does).
-            reduce_function = op._reduce
-            owner = getattr(reduce_function, "__self__", None)
+            reduce_function: Callable[[Any, Any], Any] = op._reduce  # type: ignore[assignment]
+            owner: Any = getattr(reduce_function, "__self__", None)
             return owner.fn if type(owner) is fn._ReduceWrapper else reduce_function  # type: ignore[no-any-return]
         if self.kind == "aggregate":
             add = op._agg.add
