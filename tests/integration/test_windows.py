@@ -350,8 +350,20 @@ class SumCount(ProcessWindowFunction):
 
 def test_allowed_lateness_fires_late_updates_and_sends_what_is_too_late_to_the_side_output(cluster) -> None:
     bound, size, lateness = 50, 100, 150
+    # First the edges, by hand (watermark after each phase: max - 51): a window exactly at its
+    # cleanup time drops its element; one a millisecond before takes it and fires late; the
+    # watermark reaching a window's end - 1 exactly fires it, and an element then fires it again.
+    phases = [
+        [("k0", 1000, 1)],                                   # wm 949
+        [("k1", 850, 2), ("k2", 700, 3), ("k2", 800, 4),     # [700, 800) is gone at 949: 3 is late
+         ("k0", 950, 5), ("k1", 899, 6)],                    # [800, 900) fires late, twice for k1
+        [("k0", 1050, 7)],                                   # wm 999: [900, 1000) fires on time
+        [("k0", 999, 8), ("k3", 849, 9)],                    # late firings (k3's first fires at once)
+        [("k0", 1200, 10)],                                  # wm 1149: [900, 1000) cleaned up
+        [("k0", 900, 11), ("k0", 1000, 12)],                 # 11 is late; [1000, 1100) fires again
+    ]
     rng = random.Random(2)
-    phases, now, i = [], 0, 0
+    now, i = 1300, 100
     for _ in range(40):
         phase = []
         for _ in range(rng.randint(3, 9)):
