@@ -500,3 +500,89 @@ def test_windows_fire_while_the_input_runs_when_one_source_is_idle_behind_a_reba
     assert all(wm >= end - 1 for _, _, end, _, _, wm in fired)  # no window fires before its end
     early = [r for r in fired if r[5] < LONG_MAX]
     assert len(early) > len(fired) * 3 // 4, f"only {len(early)} of {len(fired)} windows fired before the end of input"
+
+
+def session_lateness_oracle(phases: list[list[tuple[str, int, int]]], bound: int, gap: int, lateness: int):
+    """Flink's WindowOperator with a merging assigner (event-time sessions) and EventTimeTrigger, fed
+    as :func:`lateness_oracle`: an element's window ``[ts, ts + gap)`` first merges with the key's
+    in-flight sessions it intersects (touching counts); only then is the result checked for being
+    late (``end - 1 + lateness <= watermark``: dropped, to the side output); a session whose end - 1
+    the watermark already passed fires at once with its whole contents; the watermark crossing a
+    session's end - 1 fires it; at ``end - 1 + lateness`` it is gone."""
+    wm, highest = LONG_MIN, LONG_MIN
+    live: dict[str, list[tuple[int, int, list[int]]]] = {}
+    fired: list[tuple[str, int, int, int, int]] = []
+    late: list[tuple[str, int, int]] = []
+
+    def advance(new: int) -> None:
+        nonlocal wm
+        if new <= wm:
+            return
+        for k in sorted(live):
+            for start, end, values in live[k]:
+                if wm < end - 1 <= new:
+                    fired.append((k, start, end, sum(values), len(values)))
+            live[k] = [s for s in live[k] if s[1] - 1 + lateness > new]
+        wm = new
+
+    for phase in phases:
+        for k, ts, v in phase:
+            start, end, values = ts, ts + gap, [v]
+            rest = []
+            for s in live.get(k, []):
+                if s[0] <= end and start <= s[1]:
+                    start, end, values = min(start, s[0]), max(end, s[1]), s[2] + values
+                else:
+                    rest.append(s)
+            if end - 1 + lateness <= wm:  # only possible when it merged with nothing
+                late.append((k, ts, v))
+                continue
+            live[k] = rest + [(start, end, values)]
+            if end - 1 <= wm:
+                fired.append((k, start, end, sum(values), len(values)))
+        highest = max([highest] + [ts for _, ts, _ in phase])
+        advance(highest - bound - 1)
+    advance(LONG_MAX)
+    return fired, late
+
+
+def test_sessions_with_allowed_lateness_merge_late_elements_fire_late_and_drop_what_is_too_late(cluster) -> None:
+    bound, gap, lateness = 50, 100, 120
+    phases = [
+        [("k0", 1000, 1)],                  # wm 949; k0 [1000, 1100)
+        [("k0", 1150, 2)],                  # wm 1099: [1000, 1100) fires; k0 [1150, 1250)
+        [("k0", 1100, 3)],                  # [1100, 1200) bridges both: [1000, 1250) (end - 1 > wm: no firing yet)
+        [("k1", 1300, 4)],                  # wm 1249: [1000, 1250) fires with 1, 2, 3
+        [("k0", 960, 5)],                   # alone late (1059 + 120 <= 1249) but it touches [1000, 1250): merged, fires late
+        [("k0", 700, 6), ("k1", 1190, 7)],  # 6 is late; [1190, 1290) misses [1300, 1400) by 10 ms
+        [("k2", 1500, 8)],                  # wm 1449: everything of k0 is gone
+        [("k0", 1250, 9)],                  # [1250, 1350): 1349 + 120 > 1449, in time, fires late alone
+    ]
+    rng = random.Random(5)
+    now, i = 1600, 100
+    for _ in range(40):
+        phase = []
+        for _ in range(rng.randint(2, 6)):
+            ts = now + rng.randint(-40, 30) if rng.random() < 0.6 else now - rng.randint(150, 700)
+            phase.append((f"k{rng.randrange(3)}", ts, i))
+            i += 1
+        phases.append(phase)
+        now += rng.randint(20, 120)
+    fired, late = session_lateness_oracle(phases, bound, gap, lateness)
+    assert ("k0", 960, 1250, 11, 4) in fired and ("k0", 700, 6) in late  # the edges above, as the rules say
+    assert len(late) > 10 and len(fired) > len({(k, s) for k, s, _, _, _ in fired}) + 5
+
+    env = _env(2)
+    late_tag = OutputTag("late sessions", Types.PICKLED_BYTE_ARRAY())
+    source = env.add_source(Phases(phases, bound), "phases").set_parallelism(1)
+    windowed = (source.map(lambda e: (e[0], e[1], e[2], 1)).set_parallelism(1)
+                .key_by(lambda e: e[0])
+                .window(EventTimeSessionWindows.with_gap(Time.milliseconds(gap)))
+                .allowed_lateness(lateness)
+                .side_output_late_data(late_tag)
+                .reduce(lambda a, b: (a[0], max(a[1], b[1]), a[2] + b[2], a[3] + b[3]), SumCount()))
+    too_late = windowed.get_side_output(late_tag).map(lambda e: ("late", (e[0], e[1], e[2])))
+    with windowed.union(too_late).execute_and_collect("sessions with allowed lateness") as results:
+        got = list(results)
+    assert sorted(r for tag, r in got if tag == "late") == sorted(late)
+    assert sorted(r for tag, r in got if tag == "fired") == sorted(fired)
