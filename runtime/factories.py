@@ -129,6 +129,31 @@ class AggregationFactory(OperatorFactory):
     field: int | str = 0
 
 
+@dataclass
+class WindowFactory(OperatorFactory):
+    """A keyed window (Flink's WindowOperator, or EvictingWindowOperator with an evictor).
+
+    ``contents`` says what a pane keeps: ``"list"`` (the elements, for apply/process and whenever
+    an evictor is set), ``"reduce"`` (one value, ``reduce_function``) or ``"aggregate"`` (one
+    accumulator, ``aggregate_function``). ``window_function`` is an InternalWindowFunction;
+    ``late_data_tag`` the side output id of late elements (None: dropped).
+    """
+
+    kind: ClassVar[str] = "window"
+    assigner: Any = None
+    trigger: Any = None
+    window_function: Any = None
+    contents: str = "list"
+    reduce_function: Any = None
+    aggregate_function: Any = None
+    evictor: Any = None
+    allowed_lateness: int = 0
+    late_data_tag: str | None = None
+
+    def user_function(self) -> Any:
+        return self.window_function
+
+
 # -- two-input operators ---------------------------------------------------------------------
 # The first input's records go to the function's ``*1`` method, the second's to ``*2``; on keyed
 # connected streams (both inputs keyed) the operator keys each record with its input's selector.

@@ -3,7 +3,7 @@
 ``base`` holds the operator base class, the stateless and keyed one-input operators, reduce,
 aggregations and the source head; ``process`` the process-function operators; ``co_process``
 the two-input operators (connect, broadcast state); ``sinks`` the sinks;
-``sources`` the source readers; ``combiner`` the BATCH pre-aggregation before a keyed exchange.
+``sources`` the source readers; ``window`` the window operator; ``combiner`` the BATCH pre-aggregation before a keyed exchange.
 :func:`create_operator` maps every factory to its operator.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from millstream.datastream import functions as fn
 from millstream.runtime import factories as ops
-from millstream.runtime.operators import base, co_process, file_sink, process as proc, sinks
+from millstream.runtime.operators import base, co_process, file_sink, process as proc, sinks, window
 
 _KEYED: dict[type, tuple[type[base._KeyedRecordOperator], type, str]] = {
     ops.MapFactory: (base.KeyedMapOperator, fn._MapWrapper, "map"),
@@ -39,6 +39,7 @@ def create_operator(factory: ops.OperatorFactory, ctx: base.OperatorContext) -> 
         ops.ProcessFactory: proc.ProcessOperator,
         ops.KeyedProcessFactory: proc.KeyedProcessOperator,
         ops.ReduceFactory: base.ReduceOperator,
+        ops.WindowFactory: window.WindowOperator,
         ops.AggregationFactory: base.AggregationOperator,
         ops.PrintSinkFactory: sinks.PrintSinkOperator,
         ops.SinkFunctionFactory: sinks.SinkFunctionOperator,

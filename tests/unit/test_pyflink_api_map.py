@@ -114,10 +114,10 @@ MODULES: tuple[ModuleMap, ...] = (
             CountWindow GlobalWindow WindowAssigner MergingWindowAssigner TriggerResult Trigger
             ConnectedStreams BroadcastStream BroadcastConnectedStream CoMapFunction CoFlatMapFunction
             CoProcessFunction KeyedCoProcessFunction BroadcastProcessFunction
-            KeyedBroadcastProcessFunction"""
+            KeyedBroadcastProcessFunction WindowedStream WindowFunction ProcessWindowFunction"""
         ),
         not_yet=_names(
-            """WindowedStream AsyncDataStream WindowFunction ProcessWindowFunction AsyncFunction
+            """AsyncDataStream AsyncFunction
             ExternalizedCheckpointRetention StateBackend HashMapStateBackend
             EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CheckpointStorage
             JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage
@@ -138,15 +138,15 @@ MODULES: tuple[ModuleMap, ...] = (
             """RuntimeContext MapFunction FlatMapFunction ReduceFunction AggregateFunction KeySelector
             FilterFunction Partitioner SourceFunction SinkFunction ProcessFunction KeyedProcessFunction
             TimerService CoMapFunction CoFlatMapFunction CoProcessFunction KeyedCoProcessFunction
-            BaseBroadcastProcessFunction BroadcastProcessFunction KeyedBroadcastProcessFunction"""
+            BaseBroadcastProcessFunction BroadcastProcessFunction KeyedBroadcastProcessFunction
+            WindowFunction AllWindowFunction ProcessWindowFunction ProcessAllWindowFunction"""
         ),
         not_yet=_names(
-            """WindowFunction AllWindowFunction ProcessWindowFunction ProcessAllWindowFunction
-            AsyncFunction AsyncFunctionDescriptor AsyncRetryPredicate AsyncRetryStrategy"""
+            """AsyncFunction AsyncFunctionDescriptor AsyncRetryPredicate AsyncRetryStrategy"""
         ),
     ),
     ModuleMap(
-        # The window classes; WindowedStream (KeyedStream.window) is not wired to an operator yet.
+        # The window classes; KeyedStream.window / window_all run them in the window operator.
         pyflink="pyflink.datastream.window",
         pyflink_names=_names(
             """Window TimeWindow CountWindow GlobalWindow TumblingProcessingTimeWindows
@@ -165,10 +165,10 @@ MODULES: tuple[ModuleMap, ...] = (
             DynamicEventTimeSessionWindows WindowAssigner MergingWindowAssigner CountTumblingWindowAssigner
             CountSlidingWindowAssigner TriggerResult Trigger EventTimeTrigger ProcessingTimeTrigger
             ContinuousEventTimeTrigger ContinuousProcessingTimeTrigger NeverTrigger PurgingTrigger
-            CountTrigger SessionWindowTimeGapExtractor GlobalWindows"""
+            CountTrigger SessionWindowTimeGapExtractor GlobalWindows TimeWindowSerializer
+            CountWindowSerializer"""
         ),
-        # PyFlink's serializers of windows (Beam coders); Millstream pickles windows instead.
-        not_yet=_names("TimeWindowSerializer CountWindowSerializer"),
+        not_yet=(),
     ),
     ModuleMap(
         pyflink="pyflink.datastream.state",
@@ -263,11 +263,8 @@ PYFLINK_ABSTRACT_METHODS = frozenset(
 # TimestampAssigner.extract_timestamp left this list when runtime/watermarks.TimestampsAndWatermarks
 # began calling it. No task drives that helper yet (issue 10's wiring): until then a running job
 # still ignores a user's assigner.
-KNOWN_PLACEHOLDERS: dict[str, str] = {
-    "millstream.datastream.functions:AggregateFunction.merge": (
-        "only merging (session) windows merge accumulators in Flink; Millstream has none yet"
-    ),
-}
+# AggregateFunction.merge left it when the window operator began merging session windows' accumulators.
+KNOWN_PLACEHOLDERS: dict[str, str] = {}
 
 
 # -- helpers ---------------------------------------------------------------------------------------

@@ -370,3 +370,21 @@ def test_assigners_and_triggers_pickle() -> None:
         assert copy.assign_windows("x", 7777, ctx) == obj.assign_windows("x", 7777, ctx)
     trigger = cloudpickle.loads(cloudpickle.dumps(ContinuousEventTimeTrigger.of(Time.seconds(1))))
     assert trigger.interval == 1000 and trigger.state_desc.reduce_function.reduce(3, 2) == 2
+
+
+def test_window_serializers_write_flinks_bytes() -> None:
+    import io
+
+    from millstream.datastream.window import CountWindowSerializer, TimeWindowSerializer
+
+    stream = io.BytesIO()
+    TimeWindowSerializer().serialize(TimeWindow(-10, 5), stream)
+    CountWindowSerializer().serialize(CountWindow(3), stream)
+    # Flink: two big-endian longs (start, end), then the count window's id as one long.
+    assert stream.getvalue() == (-10).to_bytes(8, "big", signed=True) + (5).to_bytes(8, "big", signed=True) + (
+        3).to_bytes(8, "big", signed=True)
+    stream.seek(0)
+    assert TimeWindowSerializer().deserialize(stream) == TimeWindow(-10, 5)
+    assert CountWindowSerializer().deserialize(stream) == CountWindow(3)
+    with pytest.raises(EOFError):
+        CountWindowSerializer().deserialize(stream)

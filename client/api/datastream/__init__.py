@@ -9,6 +9,7 @@ from millstream.datastream.data_stream import (
     DataStreamSink,
     KeyedStream,
     OutputTag,
+    WindowedStream,
 )
 from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
 from millstream.datastream.functions import (
@@ -26,11 +27,13 @@ from millstream.datastream.functions import (
     MapFunction,
     Partitioner,
     ProcessFunction,
+    ProcessWindowFunction,
     ReduceFunction,
     RuntimeContext,
     SinkFunction,
     SourceFunction,
     TimerService,
+    WindowFunction,
 )
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
 from millstream.datastream.window import (
@@ -84,4 +87,7 @@ __all__ = [
     "StreamExecutionEnvironment",
     "Window",
     "WindowAssigner",
+    "WindowedStream",
+    "WindowFunction",
+    "ProcessWindowFunction",
 ]

@@ -84,6 +84,8 @@ class _Configurable:
         factory = getattr(t, "factory", None)
         if isinstance(factory, ops.SourceFactory) and not factory.parallel and parallelism != 1:
             raise ValueError(f"The parallelism of non parallel operator '{t.name}' must be 1.")
+        if getattr(t, "non_parallel", False) and parallelism != 1:  # window_all
+            raise ValueError(f"The parallelism of non parallel operator '{t.name}' must be 1.")
         t.parallelism = parallelism
         return self
 
@@ -166,6 +168,11 @@ class DataStream(_Configurable):
 
     def _keyed(self) -> "KeyedStream | None":
         return None
+
+    def window_all(self, window_assigner: Any) -> "AllWindowedStream":
+        """Windows over the whole stream (not per key): one operator instance (parallelism 1)
+        evaluates every window, as in Flink."""
+        return AllWindowedStream(self, window_assigner)
 
     # -- partitioning (virtual) ----------------------------------------------------------------
 
@@ -294,6 +301,19 @@ class KeyedStream(DataStream):
                 raise TypeError("A keyed stream needs a KeyedProcessFunction, got a ProcessFunction")
             raise TypeError(f"process() on a keyed stream needs a KeyedProcessFunction, got {type(func).__name__}")
         return self._one_input("KeyedProcess", ops.KeyedProcessFactory(func), output_type, self)
+
+    def window(self, window_assigner: Any) -> "WindowedStream":
+        """Splits each key's records into windows (tumbling, sliding, sessions, global...); end the
+        WindowedStream with reduce, aggregate, apply or process."""
+        return WindowedStream(self, window_assigner)
+
+    def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
+        """Tumbling count windows of ``size`` elements per key, or sliding ones every ``slide``."""
+        from millstream.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
+
+        if slide == 0:
+            return WindowedStream(self, CountTumblingWindowAssigner(size))
+        return WindowedStream(self, CountSlidingWindowAssigner(size, slide))
 
     def reduce(self, func: Any) -> DataStream:
         return self._one_input("Keyed Reduce", ops.ReduceFactory(fn.as_reduce_function(func)), self.get_type(), self)
@@ -481,3 +501,7 @@ class CloseableIterator(Iterator[Any]):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# Defined in their own module (they need DataStream and KeyedStream); PyFlink has them here.
+from millstream.datastream.windowed_stream import AllWindowedStream, WindowedStream  # noqa: E402

@@ -28,9 +28,30 @@ if TYPE_CHECKING:
 IN = TypeVar("IN")
 OUT = TypeVar("OUT")
 KEY = TypeVar("KEY")
+W = TypeVar("W")
 
 
-class RuntimeContext(abc.ABC):
+class KeyedStateStore(abc.ABC):
+    """Handles on keyed state: of the current key (a runtime context, a window's global state) or of
+    the current key and window (a ProcessWindowFunction's ``window_state()``)."""
+
+    @abc.abstractmethod
+    def get_state(self, state_descriptor: "ValueStateDescriptor") -> "ValueState": ...
+
+    @abc.abstractmethod
+    def get_list_state(self, state_descriptor: "ListStateDescriptor") -> "ListState": ...
+
+    @abc.abstractmethod
+    def get_map_state(self, state_descriptor: "MapStateDescriptor") -> "MapState": ...
+
+    @abc.abstractmethod
+    def get_reducing_state(self, state_descriptor: "ReducingStateDescriptor") -> "ReducingState": ...
+
+    @abc.abstractmethod
+    def get_aggregating_state(self, state_descriptor: "AggregatingStateDescriptor") -> "AggregatingState": ...
+
+
+class RuntimeContext(KeyedStateStore):
     """What a function learns about the subtask running it, and its door to keyed state."""
 
     @abc.abstractmethod
@@ -113,7 +134,10 @@ class AggregateFunction(Function, Generic[IN, OUT]):
     def get_result(self, accumulator: Any) -> OUT: ...
 
     def merge(self, acc_a: Any, acc_b: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} does not implement merge()")
+        """Merges two accumulators (session windows call it when sessions merge)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement merge(), which merging (session) windows need"
+        )
 
 
 class KeySelector(Function, Generic[IN, KEY]):
@@ -354,6 +378,207 @@ class SinkFunction(Function, Generic[IN]):
 
     @abc.abstractmethod
     def invoke(self, value: IN, context: Any = None) -> None: ...
+
+
+# -- window functions (PyFlink's names; the window operator calls the Internal* shapes) ----------
+
+
+class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
+    """Evaluates a keyed window: ``apply(key, window, inputs)`` yields the results."""
+
+    @abc.abstractmethod
+    def apply(self, key: KEY, window: W, inputs: Iterable[IN]) -> Iterable[OUT]: ...
+
+
+class AllWindowFunction(Function, Generic[IN, OUT, W]):
+    """Evaluates a window of a non-keyed stream (``window_all``): ``apply(window, inputs)``."""
+
+    @abc.abstractmethod
+    def apply(self, window: W, inputs: Iterable[IN]) -> Iterable[OUT]: ...
+
+
+class _WindowContextBase(abc.ABC, Generic[W]):
+    @abc.abstractmethod
+    def window(self) -> W:
+        """The window being evaluated."""
+
+    @abc.abstractmethod
+    def current_processing_time(self) -> int: ...
+
+    @abc.abstractmethod
+    def current_watermark(self) -> int: ...
+
+    @abc.abstractmethod
+    def window_state(self) -> KeyedStateStore:
+        """State of the current key and window; clear it in ``clear(context)``."""
+
+    @abc.abstractmethod
+    def global_state(self) -> KeyedStateStore:
+        """State of the current key, across its windows."""
+
+    @abc.abstractmethod
+    def output(self, output_tag: Any, value: Any) -> None:
+        """Emit ``value`` to the side output of ``output_tag`` (like ``yield output_tag, value``)."""
+
+
+class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
+    """Evaluates a keyed window with a context (window, time, per-window and global state)."""
+
+    class Context(_WindowContextBase[W]):
+        """What ``process`` and ``clear`` see of the window being evaluated."""
+
+    @abc.abstractmethod
+    def process(self, key: KEY, context: "ProcessWindowFunction.Context", elements: Iterable[IN]) -> Iterable[OUT]: ...
+
+    def clear(self, context: "ProcessWindowFunction.Context") -> None:
+        """The window is dropped (the watermark passed its end plus the allowed lateness): clear
+        the per-window state it used."""
+
+
+class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
+    """Evaluates a window of a non-keyed stream with a context."""
+
+    class Context(_WindowContextBase[W]):
+        """What ``process`` and ``clear`` see of the window being evaluated."""
+
+    @abc.abstractmethod
+    def process(self, context: "ProcessAllWindowFunction.Context", elements: Iterable[IN]) -> Iterable[OUT]: ...
+
+    def clear(self, context: "ProcessAllWindowFunction.Context") -> None:
+        """The window is dropped: clear the per-window state it used."""
+
+
+class PassThroughWindowFunction(WindowFunction[IN, IN, KEY, W]):
+    """Emits the window's contents as they are (reduce/aggregate without a window function)."""
+
+    def apply(self, key: KEY, window: W, inputs: Iterable[IN]) -> Iterable[IN]:
+        yield from inputs
+
+
+class PassThroughAllWindowFunction(AllWindowFunction[IN, IN, W]):
+    def apply(self, window: W, inputs: Iterable[IN]) -> Iterable[IN]:
+        yield from inputs
+
+
+class InternalWindowFunction(Function, Generic[IN, OUT, KEY, W]):
+    """The one shape the window operator calls: ``process(key, window, context, input_data)``,
+    where ``input_data`` is the pane (an iterable) or, for reduce/aggregate, its single value."""
+
+    class InternalWindowContext(abc.ABC):
+        @abc.abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abc.abstractmethod
+        def current_watermark(self) -> int: ...
+
+        @abc.abstractmethod
+        def window_state(self) -> KeyedStateStore: ...
+
+        @abc.abstractmethod
+        def global_state(self) -> KeyedStateStore: ...
+
+        @abc.abstractmethod
+        def output(self, output_tag: Any, value: Any) -> None: ...
+
+    def __init__(self, wrapped_function: Any) -> None:
+        self._wrapped_function = wrapped_function
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self._wrapped_function.open(runtime_context)
+
+    def close(self) -> None:
+        self._wrapped_function.close()
+
+    @abc.abstractmethod
+    def process(self, key: KEY, window: W, context: "InternalWindowFunction.InternalWindowContext",
+                input_data: Any) -> Iterable[OUT] | None: ...
+
+    def clear(self, window: W, context: "InternalWindowFunction.InternalWindowContext") -> None:
+        """The window is dropped; only process window functions have state to clear."""
+
+
+class _InternalProcessContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Context):
+    """The user's context: the window plus the operator's context."""
+
+    def __init__(self) -> None:
+        self._window: Any = None
+        self._underlying: Any = None
+
+    def window(self) -> Any:
+        return self._window
+
+    def current_processing_time(self) -> int:
+        return int(self._underlying.current_processing_time())
+
+    def current_watermark(self) -> int:
+        return int(self._underlying.current_watermark())
+
+    def window_state(self) -> KeyedStateStore:
+        return self._underlying.window_state()  # type: ignore[no-any-return]
+
+    def global_state(self) -> KeyedStateStore:
+        return self._underlying.global_state()  # type: ignore[no-any-return]
+
+    def output(self, output_tag: Any, value: Any) -> None:
+        self._underlying.output(output_tag, value)
+
+
+InternalProcessWindowContext = _InternalProcessContext
+InternalProcessAllWindowContext = _InternalProcessContext
+
+
+class InternalSingleValueWindowFunction(InternalWindowFunction[IN, OUT, KEY, W]):
+    def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
+        return self._wrapped_function.apply(key, window, [input_data])  # type: ignore[no-any-return]
+
+
+class InternalSingleValueAllWindowFunction(InternalWindowFunction[IN, OUT, KEY, W]):
+    def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
+        return self._wrapped_function.apply(window, [input_data])  # type: ignore[no-any-return]
+
+
+class InternalIterableWindowFunction(InternalWindowFunction[IN, OUT, KEY, W]):
+    def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
+        return self._wrapped_function.apply(key, window, input_data)  # type: ignore[no-any-return]
+
+
+class InternalIterableAllWindowFunction(InternalWindowFunction[IN, OUT, KEY, W]):
+    def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
+        return self._wrapped_function.apply(window, input_data)  # type: ignore[no-any-return]
+
+
+class _InternalProcessBase(InternalWindowFunction[IN, OUT, KEY, W]):
+    def __init__(self, wrapped_function: Any) -> None:
+        super().__init__(wrapped_function)
+        self._internal_context = _InternalProcessContext()
+
+    def _context(self, window: Any, context: Any) -> _InternalProcessContext:
+        ctx = self._internal_context
+        ctx._window, ctx._underlying = window, context
+        return ctx
+
+    def clear(self, window: Any, context: Any) -> None:
+        self._wrapped_function.clear(self._context(window, context))
+
+
+class InternalSingleValueProcessWindowFunction(_InternalProcessBase[IN, OUT, KEY, W]):
+    def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
+        return self._wrapped_function.process(key, self._context(window, context), [input_data])  # type: ignore[no-any-return]
+
+
+class InternalSingleValueProcessAllWindowFunction(_InternalProcessBase[IN, OUT, KEY, W]):
+    def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
+        return self._wrapped_function.process(self._context(window, context), [input_data])  # type: ignore[no-any-return]
+
+
+class InternalIterableProcessWindowFunction(_InternalProcessBase[IN, OUT, KEY, W]):
+    def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
+        return self._wrapped_function.process(key, self._context(window, context), input_data)  # type: ignore[no-any-return]
+
+
+class InternalIterableProcessAllWindowFunction(_InternalProcessBase[IN, OUT, KEY, W]):
+    def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
+        return self._wrapped_function.process(self._context(window, context), input_data)  # type: ignore[no-any-return]
 
 
 # -- wrappers that give plain callables the class shape --------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import math
+import struct
 from typing import Any, Callable, Collection, Generic, Iterable, TypeVar
 
 from millstream.common.time import Duration
@@ -68,6 +69,8 @@ __all__ = [
     "CountTrigger",
     "SessionWindowTimeGapExtractor",
     "GlobalWindows",
+    "TimeWindowSerializer",
+    "CountWindowSerializer",
     # Flink's evictors (PyFlink has none): Millstream additions.
     "Evictor",
     "CountEvictor",
@@ -218,6 +221,40 @@ class GlobalWindow(Window):
 
     def __repr__(self) -> str:
         return "GlobalWindow"
+
+
+class TimeWindowSerializer:
+    """Writes a TimeWindow as Flink does: start and end as two big-endian 8-byte longs.
+
+    Millstream's runtime pickles windows with the state; this is PyFlink's public serializer for
+    programs that write windows themselves.
+    """
+
+    _FORMAT = struct.Struct(">qq")
+
+    def serialize(self, element: TimeWindow, stream: Any) -> None:
+        stream.write(self._FORMAT.pack(element.start, element.end))
+
+    def deserialize(self, stream: Any) -> TimeWindow:
+        data = stream.read(16)
+        if len(data) != 16:
+            raise EOFError(f"A TimeWindow needs 16 bytes, got {len(data)}")
+        return TimeWindow(*self._FORMAT.unpack(data))
+
+
+class CountWindowSerializer:
+    """Writes a CountWindow as Flink does: its id as one big-endian 8-byte long."""
+
+    _FORMAT = struct.Struct(">q")
+
+    def serialize(self, element: CountWindow, stream: Any) -> None:
+        stream.write(self._FORMAT.pack(element.id))
+
+    def deserialize(self, stream: Any) -> CountWindow:
+        data = stream.read(8)
+        if len(data) != 8:
+            raise EOFError(f"A CountWindow needs 8 bytes, got {len(data)}")
+        return CountWindow(self._FORMAT.unpack(data)[0])
 
 
 # -- assigners -----------------------------------------------------------------------------------
