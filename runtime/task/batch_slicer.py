@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterator
 
+from millstream.runtime.timestamps import stamped, timestamps_of
+
 PROBE_RECORDS = 16  # the first slice of an unmeasured chain
 _WEIGHT = 0.3  # of the newest measurement in the moving average
 
@@ -24,11 +26,17 @@ class BatchSlicer:
         self._clock = clock
 
     def slices(self, records: list[Any]) -> Iterator[list[Any]]:
-        """``records`` in order, in slices sized to the budget; time each with :meth:`timed`."""
+        """``records`` in order, in slices sized to the budget; time each with :meth:`timed`. A slice
+        of a timestamped buffer carries its records' timestamps."""
         start, n = 0, len(records)
+        timestamps = timestamps_of(records)
         while start < n:  # the estimate is updated by timed() between two slices
             size = self._slice_size(n - start)
-            yield records if size == n else records[start:start + size]
+            if size == n:
+                yield records
+            else:
+                end = start + size
+                yield stamped(records[start:end], None if timestamps is None else timestamps[start:end])
             start += size
 
     def _slice_size(self, remaining: int) -> int:
