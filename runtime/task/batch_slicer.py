@@ -13,8 +13,6 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterator
 
-from millstream.runtime.timestamps import stamped, timestamps_of
-
 PROBE_RECORDS = 16  # the first slice of an unmeasured chain
 _WEIGHT = 0.3  # of the newest measurement in the moving average
 
@@ -27,16 +25,11 @@ class BatchSlicer:
 
     def slices(self, records: list[Any]) -> Iterator[list[Any]]:
         """``records`` in order, in slices sized to the budget; time each with :meth:`timed`. A slice
-        of a timestamped buffer carries its records' timestamps."""
+        of a timestamped buffer carries its records' timestamps (a TimestampedBatch slices so)."""
         start, n = 0, len(records)
-        timestamps = timestamps_of(records)
         while start < n:  # the estimate is updated by timed() between two slices
             size = self._slice_size(n - start)
-            if size == n:
-                yield records
-            else:
-                end = start + size
-                yield stamped(records[start:end], None if timestamps is None else timestamps[start:end])
+            yield records if size == n else records[start:start + size]
             start += size
 
     def _slice_size(self, remaining: int) -> int:
