@@ -12,6 +12,8 @@
    (real gRPC, no Spark): time, the JobManager's RSS, and its longest event-loop stall.
 6. checkpoints (bench/checkpoints.py, ~4 minutes): exchange throughput with 1 s checkpoints vs none,
    recovery after ``kill -9`` of a TaskManager, duration and size of a checkpoint of 1 M keys.
+7. windows (bench/windows.py): 5 M events, 10 s tumbling event-time windows keyed by 10 k users,
+   sum per window: Millstream vs PySpark Structured Streaming vs a pure-Python loop.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 """
@@ -279,7 +281,7 @@ def main() -> None:
     parser.add_argument("--scale-parallelism", type=int, default=1000)
     parser.add_argument("--collect-records", type=int, default=20_000_000)
     parser.add_argument("--collect-runs", type=int, default=10)
-    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints"])
+    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows"])
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = parser.parse_args()
@@ -336,6 +338,11 @@ def main() -> None:
         import checkpoints
 
         checkpoints.report()
+
+    if a.only in (None, "windows"):
+        import windows
+
+        windows.report()
 
 
 def measure_scale(parallelism: int) -> dict:

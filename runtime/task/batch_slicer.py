@@ -24,7 +24,8 @@ class BatchSlicer:
         self._clock = clock
 
     def slices(self, records: list[Any]) -> Iterator[list[Any]]:
-        """``records`` in order, in slices sized to the budget; time each with :meth:`timed`."""
+        """``records`` in order, in slices sized to the budget; time each with :meth:`timed`. A slice
+        of a timestamped buffer carries its records' timestamps (a TimestampedBatch slices so)."""
         start, n = 0, len(records)
         while start < n:  # the estimate is updated by timed() between two slices
             size = self._slice_size(n - start)

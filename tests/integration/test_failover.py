@@ -22,15 +22,17 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.common import Encoder, WatermarkStrategy
+from millstream.common import Duration, Encoder, Time, WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
-from millstream.datastream import MapFunction, StreamExecutionEnvironment
+from millstream.common.watermark_strategy import TimestampAssigner
+from millstream.datastream import MapFunction, ProcessWindowFunction, StreamExecutionEnvironment
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
+from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.jobmanager.execution_state import JobStatus
 
 from .harness import all_slots_free, ancestors, poll_for, spawn_module, stop_processes
-from .test_checkpoints import HEARTBEATS, KEYS, FailWhenMarked, assert_exactly_once, ended
+from .test_checkpoints import HEARTBEATS, KEYS, FailWhenMarked, assert_exactly_once, ended, visible_lines
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -348,3 +350,78 @@ def test_fixed_delay_with_checkpoints_gives_up_after_its_attempts_failed_with_th
     c = summary.checkpoints
     assert c.num_completed >= 1 and c.latest_restored_id >= 1, c  # the restarts resumed from checkpoints
     assert Path(c.directory).is_dir()  # a failed job keeps its checkpoints
+
+
+# -- a window job survives kill -9 -------------------------------------------------------------
+
+WINDOW_MS, BOUND_MS = 500, 60
+
+
+def window_event(i: int) -> tuple[int, int, int]:
+    """(key, timestamp, value): timestamps 2 ms apart, each up to 49 ms early (within the bound)."""
+    return i % KEYS, 2 * i - (i * 7919) % 50, i
+
+
+class EventTimestamp(TimestampAssigner):
+    def extract_timestamp(self, value, record_timestamp):
+        return value[1]
+
+
+class WindowLine(ProcessWindowFunction):
+    def process(self, key, context, elements):
+        for k, _, total, n in elements:
+            yield f"{k},{context.window().start},{context.window().end},{total},{n}"
+
+
+def test_kill_9_of_a_task_manager_under_an_event_time_window_job_leaves_exactly_the_windowed_sums(cluster, tmp_path) -> None:
+    """Tumbling event-time windows summing per key, checkpointed, an exactly-once FileSink; the
+    TaskManager of a source subtask is killed after two checkpoints. Panes, trigger timers and the
+    sink's pending files come back from the checkpoint, the sources rewind, the watermark starts
+    again from below everything (as in Flink, watermarks are not checkpointed; the input is within
+    the bound, so nothing is late): every window's sum is written exactly once."""
+    out, marks = tmp_path / "out", tmp_path / "marks"
+    marks.mkdir()
+    slow = tmp_path / "slow"
+    slow.touch()
+    count = 40_000
+    with ClusterClient(cluster.address) as client:
+        taskmanagers = cluster.ensure_taskmanagers(client, 2)  # the job takes two slots: one TaskManager can host it
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        env.enable_checkpointing(300)
+        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 200))
+        strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(BOUND_MS)).with_timestamp_assigner(
+            EventTimestamp())
+        events = env.from_source(DataGeneratorSource(window_event, count), strategy, "events")
+        (events.map(Throttle(str(slow), 0.0005)).map(Witness(str(marks), "source"))
+            .map(lambda e: (e[0], e[1], e[2], 1))
+            .key_by(lambda e: e[0])
+            .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS)))
+            .reduce(lambda a, b: (a[0], max(a[1], b[1]), a[2] + b[2], a[3] + b[3]), WindowLine())
+            .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+        job_id = client.submit(env.get_job_graph("windows survive kill -9").proto)
+        # mid-run: windows fired and were committed, more are in the panes
+        committed_before_kill = poll_for(
+            lambda: client.status(job_id).checkpoints.num_completed >= 2 and out.exists() and len(visible_lines(out)),
+            120, interval=0.1, what="two completed checkpoints and committed windows")
+        victim = host_of(int((marks / "open-source-0-0").read_text()), taskmanagers)
+        victim.kill()
+        victim.wait(10)
+        poll_for(lambda: checkpointed_since_last_restore(client, job_id, 1), 120, interval=0.1,
+                 what="the restarted job to complete a checkpoint")
+        slow.unlink()
+        summary = poll_for(lambda: ended(client, job_id), 240, interval=0.5, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.num_restarts == 1 and summary.checkpoints.latest_restored_id >= 2, summary
+    panes: dict[tuple[int, int], list[int]] = {}
+    for i in range(count):
+        key, ts, value = window_event(i)
+        start = ts - ts % WINDOW_MS  # timestamps are >= -49: floor alignment is Flink's for these
+        panes.setdefault((key, start), []).append(value)
+    expected = [f"{k},{s},{s + WINDOW_MS},{sum(vs)},{len(vs)}" for (k, s), vs in panes.items()]
+    print(f"{committed_before_kill} of {len(expected)} windows committed before the kill")
+    assert committed_before_kill < len(expected)  # the kill came mid-run
+    lines = visible_lines(out)
+    duplicated = sorted({line for line in lines if lines.count(line) > 1}) if len(lines) != len(set(lines)) else []
+    assert not duplicated, f"{len(duplicated)} duplicated windows, e.g. {duplicated[:5]}"
+    assert sorted(lines) == sorted(expected)

@@ -57,3 +57,20 @@ def test_small_buffers_are_never_cut() -> None:
     slicer = BatchSlicer(100, clock)
     assert run(slicer, clock, [1, 2, 3], 1.0) == [[1, 2, 3]]
     assert run(slicer, clock, [], 1.0) == []
+
+
+def test_slices_of_a_timestamped_buffer_keep_each_records_timestamp() -> None:
+    # Records carry their event time through every hop (Flink's StreamRecord timestamp): a slice of
+    # a stamped buffer must be stamped with its own records' timestamps, or event-time windows
+    # downstream see records without time.
+    from millstream.runtime.timestamps import stamped, timestamps_of
+
+    clock = Clock()
+    slicer = BatchSlicer(100, clock)
+    records = list(range(100))
+    buffer = stamped(records, [1000 + r for r in records])
+    parts = run(slicer, clock, buffer, 1e-3)  # slow enough to be cut after the probe
+    assert len(parts) > 1
+    assert [r for p in parts for r in p] == records
+    for part in parts:
+        assert timestamps_of(part) == [1000 + r for r in part]

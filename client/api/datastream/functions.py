@@ -75,21 +75,6 @@ class RuntimeContext(KeyedStateStore):
     @abc.abstractmethod
     def get_job_parameter(self, key: str, default_value: str) -> str: ...
 
-    @abc.abstractmethod
-    def get_state(self, state_descriptor: "ValueStateDescriptor") -> "ValueState": ...
-
-    @abc.abstractmethod
-    def get_list_state(self, state_descriptor: "ListStateDescriptor") -> "ListState": ...
-
-    @abc.abstractmethod
-    def get_map_state(self, state_descriptor: "MapStateDescriptor") -> "MapState": ...
-
-    @abc.abstractmethod
-    def get_reducing_state(self, state_descriptor: "ReducingStateDescriptor") -> "ReducingState": ...
-
-    @abc.abstractmethod
-    def get_aggregating_state(self, state_descriptor: "AggregatingStateDescriptor") -> "AggregatingState": ...
-
 
 class Function:
     """Base of every user function: lifecycle hooks around the records."""
