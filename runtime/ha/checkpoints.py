@@ -158,7 +158,10 @@ class ZooKeeperCompletedCheckpointStore(CompletedCheckpointStore):
         completed: list[CompletedCheckpoint] = []
         for name in names:
             where = f"checkpoint {name.lstrip('0')} of job {self.job_id} (ZooKeeper {self._nodes.root}/{name})"
-            doc = parse_pointer(self._nodes.get_and_lock(name), where)
+            try:
+                doc = parse_pointer(self._nodes.get_and_lock(name), where)
+            except HaStorageError as e:
+                raise HaCheckpointStorageError(str(e)) from e
             metadata = doc.get("metadata")
             if not isinstance(metadata, str) or not metadata.endswith("/" + METADATA_FILE):
                 raise HaCheckpointStorageError(f"{where}: the pointer names no _metadata file: {doc}")

@@ -246,6 +246,13 @@ class ZooKeeperLeaderElection:
         if not self._running:
             return
         if state is ConnectionState.CONNECTED:
+            if self._session_id is None and self._owns(self._info_path):
+                # Revoked while suspended: the address we published under our (surviving) session
+                # is stale; take it down before anyone reconnects to it.
+                try:
+                    self._zk.delete(self._info_path)
+                except (NoNodeError, KazooException) as e:
+                    log.debug("could not delete stale %s: %s", self._info_path, e)
             self._join()
             if self._session_id is not None and self._confirmed is not None:
                 self._publish()  # a leader that kept its leadership while suspended
