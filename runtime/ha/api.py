@@ -135,7 +135,10 @@ class JobGraphStore(Protocol):
         (call it only once the job is globally terminal and its result is in the JobResultStore)."""
 
     def release_job_graph(self, job_id: bytes) -> None:
-        """Release the lock without deleting (a leader losing leadership, a job suspended)."""
+        """Release the lock without deleting (a job suspended)."""
+
+    def release_all(self) -> None:
+        """Release every lock of this leader (on revoked leadership), deleting nothing."""
 
 
 class JobResultStatus(str, enum.Enum):

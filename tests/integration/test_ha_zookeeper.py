@@ -365,3 +365,55 @@ def test_an_unreadable_checkpoint_is_a_loud_error_never_a_fresh_start(
     with pytest.raises(HaCheckpointStorageError, match=f"checkpoint 1 of job {JOB.hex()}") as raised:
         recovering.recover()
     assert isinstance(raised.value, CheckpointStorageError)  # what the checkpoint driver already handles
+
+
+LEADER_PROCESS = """
+import sys, time, threading
+from millstream.runtime import config as cfg
+from millstream.runtime.ha import create_ha_services
+conf = cfg.Configuration.from_dict(dict(arg.split("=", 1) for arg in sys.argv[1:]))
+services = create_ha_services(conf, name="jm-child")
+election = services.jobmanager_leader_election()
+class Contender:
+    def grant_leadership(self, session_id):
+        election.confirm_leadership(session_id, "child.example:6123")
+        print("LEADER", session_id, flush=True)
+    def revoke_leadership(self):
+        print("REVOKED", flush=True)
+    def handle_error(self, error):
+        print("ERROR", error, flush=True)
+election.start(Contender())
+time.sleep(600)
+"""
+
+
+def test_kill_9_of_the_leader_process_hands_over_after_the_session_timeout(
+        zookeeper_server: ZooKeeperServer, tmp_path: Path, services: list[ZooKeeperHaServices]) -> None:
+    import subprocess
+    import sys
+
+    conf = ha_config(zookeeper_server, tmp_path / "ha", session_timeout="5 s")
+    args = [f"{k}={v}" for k, v in conf.to_dict(as_strings=True).items()]
+    child = subprocess.Popen([sys.executable, "-c", LEADER_PROCESS, *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.startswith("LEADER"), line
+        standby_services = make(services, conf, "jm-standby")
+        standby = Contender("standby", standby_services.jobmanager_leader_election())
+        standby_services.jobmanager_leader_election().start(standby)
+        observer = make(services, conf, "tm").jobmanager_leader_retrieval()
+        assert observer.current_leader(10).address == "child.example:6123"
+        time.sleep(0.5)
+        assert standby.grants == []
+        child.kill()  # SIGKILL: no goodbye, ZooKeeper notices only when the session times out
+        killed = time.monotonic()
+        poll_for(lambda: standby.session_id, 30, what="the standby to take over")
+        takeover_s = time.monotonic() - killed
+        poll_for(lambda: observer.current_leader(10).address == standby.address, 10, what="retrieval of the new leader")
+        print(f"takeover after kill -9 with a 5 s session timeout: {takeover_s:.2f} s")
+        assert 3.0 < takeover_s < 12.0, takeover_s  # about one session timeout, not before
+    finally:
+        child.kill()
+        child.wait(10)
