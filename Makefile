@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak bench install proto clean
+.PHONY: demo test soak bench install proto clean zookeeper
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) zookeeper
+
+# The HA tests start a real ZooKeeper server from Debian's `zookeeper` package. Installed when
+# missing and we are root with apt-get; otherwise those tests skip and say why.
+ZOOKEEPER_JAR ?= /usr/share/java/zookeeper.jar
+zookeeper:
+	@if [ -f $(ZOOKEEPER_JAR) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian's zookeeper package (for the HA tests)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends zookeeper >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends zookeeper >/dev/null 2>&1; } \
+	  || echo "could not install the zookeeper package: the HA tests will be skipped"; \
+	else echo "no ZooKeeper ($(ZOOKEEPER_JAR)) and not root with apt-get: the HA tests will be skipped"; fi
 
 # The main job on the embedded default: word count over a generated ~20 MB corpus.
 demo: $(STAMP)
@@ -22,7 +35,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
-test: $(STAMP)
+test: $(STAMP) zookeeper
 	$(PY) -m pytest -q tests
 
 # The failover tests (checkpoints, restarts, kill -9, a paused TaskManager) SOAK times in a row,

@@ -276,6 +276,7 @@ class CompletedCheckpointStore:
         _fsync_dir(directory)
         checkpoint = CompletedCheckpoint(self.job_id, checkpoint_id, timestamp_ms, directory, handles,
                                          frozenset(finished_tasks))
+        self._register_completed(checkpoint)  # before older ones are dropped: there is always a latest
         self._completed.append(checkpoint)
         while len(self._completed) > self.num_retained:
             self._delete_dir(self._completed.pop(0).directory)
@@ -283,6 +284,10 @@ class CompletedCheckpointStore:
             if n < checkpoint_id and not (d / METADATA_FILE).is_file():
                 self._delete_dir(d)
         return checkpoint
+
+    def _register_completed(self, checkpoint: CompletedCheckpoint) -> None:
+        """Hook of the HA store (runtime/ha/checkpoints.py): record the new checkpoint where a
+        new leader finds it. Raising makes ``add_checkpoint`` fail: the checkpoint is not complete."""
 
     def discard_checkpoint(self, checkpoint_id: int) -> None:
         """An aborted checkpoint: delete its directory (never a completed checkpoint's)."""

@@ -402,6 +402,48 @@ AUTO_WATERMARK_INTERVAL: ConfigOption[int] = _option(
     "pipeline.auto-watermark-interval", _DURATION, 200,
     "How often timestamp assigners emit periodic watermarks; 0 disables periodic watermarks.")
 
+# ---- High availability (Flink's HighAvailabilityOptions; runtime/ha/) -------------------------
+HA_TYPE: ConfigOption[str] = _option(
+    "high-availability.type", _STR, "NONE",
+    "NONE: one JobManager at a fixed address (jobmanager.rpc.address), nothing survives it; "
+    "ZOOKEEPER: JobManagers elect a leader in ZooKeeper and keep job graphs, job results and "
+    "checkpoint pointers in high-availability.storageDir, so a standby takes over the jobs.",
+    deprecated_keys=("high-availability", "recovery.mode"), choices=("NONE", "ZOOKEEPER"))
+HA_CLUSTER_ID: ConfigOption[str] = _option(
+    "high-availability.cluster-id", _STR, "/default",
+    "Separates the HA data of clusters that share a ZooKeeper and a storage directory: "
+    "ZooKeeper nodes live under <path.root>/<cluster-id>, files under <storageDir>/<cluster-id>.",
+    deprecated_keys=("high-availability.zookeeper.path.namespace",))
+HA_STORAGE_DIR: ConfigOption[str | None] = _option(
+    "high-availability.storageDir", _STR, None,
+    "Directory (absolute path or file:// URI) every JobManager shares, where job graphs and job "
+    "results are written; ZooKeeper holds only pointers to them. Required with ZOOKEEPER.",
+    deprecated_keys=("high-availability.zookeeper.storageDir",))
+HA_ZOOKEEPER_QUORUM: ConfigOption[str | None] = _option(
+    "high-availability.zookeeper.quorum", _STR, None,
+    "ZooKeeper servers as host:port[,host:port...]. Required with ZOOKEEPER.")
+HA_ZOOKEEPER_ROOT: ConfigOption[str] = _option(
+    "high-availability.zookeeper.path.root", _STR, "/millstream",
+    "ZooKeeper node under which every Millstream cluster keeps its entries (Flink's is /flink).")
+HA_ZOOKEEPER_SESSION_TIMEOUT: ConfigOption[int] = _option(
+    "high-availability.zookeeper.client.session-timeout", _DURATION, 60 * _S,
+    "ZooKeeper session timeout: a JobManager that cannot reach ZooKeeper this long loses its "
+    "session, its leadership and its locks, and a standby takes over.")
+HA_ZOOKEEPER_CONNECTION_TIMEOUT: ConfigOption[int] = _option(
+    "high-availability.zookeeper.client.connection-timeout", _DURATION, 15 * _S,
+    "How long a process waits for its first ZooKeeper connection before it fails to start.")
+HA_ZOOKEEPER_RETRY_WAIT: ConfigOption[int] = _option(
+    "high-availability.zookeeper.client.retry-wait", _DURATION, 5 * _S,
+    "Pause before the first retry of a ZooKeeper operation cut by a connection loss (doubling).")
+HA_ZOOKEEPER_MAX_RETRY_ATTEMPTS: ConfigOption[int] = _option(
+    "high-availability.zookeeper.client.max-retry-attempts", _INT, 3,
+    "Retries of a ZooKeeper operation cut by a connection loss before it fails.")
+HA_ZOOKEEPER_TOLERATE_SUSPENDED: ConfigOption[bool] = _option(
+    "high-availability.zookeeper.client.tolerate-suspended-connections", _BOOL, False,
+    "false: a leader whose ZooKeeper connection is suspended (server unreachable, session maybe "
+    "alive) gives up leadership at once, and listeners forget the leader; true: only a lost "
+    "session does that, or a connection suspended for a whole session timeout.")
+
 # ---- Millstream: Spark, RPC, client ----------------------------------------------------------
 SPARK_MASTER: ConfigOption[str] = _option(
     "millstream.spark.master", _STR, "",
