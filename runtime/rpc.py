@@ -33,8 +33,9 @@ def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[
     ]
 
 
-def aio_channel(address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=channel_options(max_message_bytes))
+def aio_channel(address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                interceptors: Sequence[grpc.aio.ClientInterceptor] = ()) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(address, options=channel_options(max_message_bytes), interceptors=list(interceptors) or None)
 
 
 def sync_channel(address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> grpc.Channel:
@@ -101,9 +102,10 @@ def check_bindable(name: str, host: str, port: int) -> None:
 class RpcServer:
     """A grpc.aio server with health checking and reflection for the services added to it."""
 
-    def __init__(self, name: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(self, name: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
         self.name = name
-        self.server = grpc.aio.server(options=server_options(max_message_bytes))
+        self.server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=list(interceptors) or None)
         self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self._service_names: list[str] = []
