@@ -46,7 +46,7 @@ import enum
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Protocol, Union
+from typing import Callable, Iterable, Optional, Protocol, Union
 
 from millstream.jobmanager.execution_state import ExecutionState
 
@@ -73,6 +73,7 @@ class CheckpointFailureReason(str, enum.Enum):
     FINALIZE_CHECKPOINT_FAILURE = "FINALIZE_CHECKPOINT_FAILURE"
     CHECKPOINT_COORDINATOR_SUSPEND = "CHECKPOINT_COORDINATOR_SUSPEND"
     CHECKPOINT_COORDINATOR_SHUTDOWN = "CHECKPOINT_COORDINATOR_SHUTDOWN"
+    TRIGGER_CHECKPOINT_FAILURE = "TRIGGER_CHECKPOINT_FAILURE"
 
     @property
     def counts_against_tolerance(self) -> bool:
@@ -135,6 +136,64 @@ class StandaloneCheckpointIDCounter:
         if next_id < INITIAL_CHECKPOINT_ID:
             raise ValueError(f"checkpoint ids start at {INITIAL_CHECKPOINT_ID}, got {next_id}")
         self._next = next_id
+
+
+class CheckpointIDUnavailable(Exception):
+    """No checkpoint id is ready (the HA counter's next id is still being drawn)."""
+
+
+class PrefetchedCheckpointIDCounter:
+    """A non-blocking face of a blocking counter (ZooKeeper's, under HA): it holds one id drawn
+    ahead and hands it out; ``refill(min_next)`` asks the shell to draw the next one off the event
+    loop (at least ``min_next`` when not None) and to hand it in with :meth:`supply` (or
+    :meth:`refill_failed`). With no id ready a trigger fails (not counted against the tolerable
+    failures) and the next one asks again. Ids drawn but never used are gaps, never reuses."""
+
+    def __init__(self, refill: Callable[[Optional[int]], None], floor: int = INITIAL_CHECKPOINT_ID) -> None:
+        self._refill = refill
+        self._next: Optional[int] = None
+        self._floor = floor  # no id below this is ever handed out again
+        self._refilling = False
+
+    @property
+    def ready(self) -> bool:
+        return self._next is not None
+
+    def supply(self, next_id: int) -> None:
+        self._refilling = False
+        if next_id >= self._floor:
+            self._next = next_id
+        else:  # drawn before a set_count: not usable, draw again
+            self._request(self._floor)
+
+    def refill_failed(self) -> None:
+        self._refilling = False
+
+    def _request(self, min_next: Optional[int]) -> None:
+        self._refilling = True
+        self._refill(min_next)
+
+    def get_and_increment(self) -> int:
+        if self._next is None:
+            if not self._refilling:
+                self._request(self._floor)
+            raise CheckpointIDUnavailable("no checkpoint id is ready yet (the HA checkpoint id counter is being read)")
+        value, self._next = self._next, None
+        self._floor = value + 1
+        self._request(None)
+        return value
+
+    def get(self) -> int:
+        return self._next if self._next is not None else self._floor
+
+    def set_count(self, next_id: int) -> None:
+        if next_id < INITIAL_CHECKPOINT_ID:
+            raise ValueError(f"checkpoint ids start at {INITIAL_CHECKPOINT_ID}, got {next_id}")
+        if self._next is not None and self._next >= next_id:
+            return
+        self._next = None
+        self._floor = max(self._floor, next_id)
+        self._request(self._floor)
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -385,7 +444,10 @@ class CheckpointCoordinator:
         to_trigger = tuple(t.attempt_id for t in running if t.upstream <= finished)
         if not to_trigger:  # cannot happen in a DAG whose tasks are all running or finished
             return self._trigger_failed(now_ms, "no running task has all its inputs finished")
-        checkpoint_id = self.counter.get_and_increment()
+        try:
+            checkpoint_id = self.counter.get_and_increment()
+        except CheckpointIDUnavailable as exc:
+            return self._trigger_failed(now_ms, str(exc), _R.TRIGGER_CHECKPOINT_FAILURE)
         to_wait_for = {t.attempt_id: t.task_key for t in running}
         self._pending = PendingCheckpoint(
             checkpoint_id, now_ms, now_ms + self.settings.timeout_ms, to_wait_for,
@@ -395,11 +457,12 @@ class CheckpointCoordinator:
                  checkpoint_id, len(to_trigger), len(to_wait_for), len(finished))
         return [TriggerCheckpoint(checkpoint_id, now_ms, to_trigger)]
 
-    def _trigger_failed(self, now_ms: float, message: str) -> list[Command]:
+    def _trigger_failed(self, now_ms: float, message: str,
+                        reason: CheckpointFailureReason = _R.NOT_ALL_REQUIRED_TASKS_RUNNING) -> list[Command]:
         log.info("Failed to trigger checkpoint: %s", message)
         self.stats.num_failed += 1
         self.stats.last_failed_id = None
-        self.stats.last_failure_reason = _R.NOT_ALL_REQUIRED_TASKS_RUNNING.value
+        self.stats.last_failure_reason = reason.value
         self.stats.last_failure_message = message
         return []
 

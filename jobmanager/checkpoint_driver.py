@@ -21,7 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from millstream.jobmanager.checkpoint_coordinator import (
     CheckpointCoordinator,
@@ -33,6 +33,7 @@ from millstream.jobmanager.checkpoint_coordinator import (
     FinalizeCheckpoint,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
+    PrefetchedCheckpointIDCounter,
     StandaloneCheckpointIDCounter,
     TriggerCheckpoint,
 )
@@ -40,7 +41,7 @@ from millstream.jobmanager.checkpointing import JobCheckpointing
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.job_master_core import JobMasterCore
 from millstream.proto import cluster_pb2 as cpb
-from millstream.runtime.checkpoint_storage import CompletedCheckpointStore, FileStateHandle, discard_state
+from millstream.runtime.checkpoint_storage import CompletedCheckpoint, CompletedCheckpointStore, FileStateHandle, discard_state
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,43 @@ class SavepointError(Exception):
     """A savepoint could not be taken (the message says why)."""
 
 
+class BlockingCheckpointIDCounter(Protocol):
+    """An HA checkpoint id counter (ZooKeeper): every method blocks, call it from a thread."""
+
+    def get_and_increment(self) -> int: ...
+
+    def get(self) -> int: ...
+
+    def set_count(self, next_id: int) -> None: ...
+
+    def shutdown(self, globally_terminal: bool) -> None: ...
+
+
+@dataclass
+class CheckpointServices:
+    """A job's checkpoint store and id counter from the HA services (both created off the loop,
+    their calls block): the completed checkpoints a new leader restores from, and ids that are
+    never handed out twice across leaders."""
+
+    store: CompletedCheckpointStore
+    counter: BlockingCheckpointIDCounter
+
+    def shutdown(self, globally_terminal: bool) -> None:
+        """Blocking. Globally terminal: remove the pointers and the counter; otherwise (suspended,
+        leadership lost) release this JobManager's locks only."""
+        shutdown = getattr(self.store, "shutdown", None)
+        if shutdown is not None:
+            shutdown(globally_terminal)
+        self.counter.shutdown(globally_terminal)
+
+
+def draw_checkpoint_id(counter: BlockingCheckpointIDCounter, min_next: Optional[int]) -> int:
+    """Blocking: the next id of ``counter``, at least ``min_next`` (when not None)."""
+    if min_next is not None and counter.get() < min_next:
+        counter.set_count(min_next)
+    return counter.get_and_increment()
+
+
 @dataclass
 class _SavepointRequest:
     target: Path
@@ -63,17 +101,26 @@ class _SavepointRequest:
 
 class CheckpointDriver:
     def __init__(self, core: JobMasterCore, checkpointing: JobCheckpointing, call: Callable[[str, str, Any], None],
-                 fail_job: Callable[[str], None], spawn: Callable[[Any], None]) -> None:
+                 fail_job: Callable[[str], None], spawn: Callable[[Any], None],
+                 services: Optional[CheckpointServices] = None) -> None:
         """``call(tm_address, method, request)``: a TaskExecutor RPC; ``fail_job(message)``: a
-        global failure (tolerable checkpoint failures exceeded)."""
+        global failure (tolerable checkpoint failures exceeded); ``services``: the HA store and
+        counter (None: the checkpoint directory on disk and an in-process counter)."""
         self.core = core
         self.checkpointing = checkpointing
         self._call = call
         self._fail_job = fail_job
         self._spawn = spawn
-        self.store = CompletedCheckpointStore(checkpointing.directory, core.job_id, checkpointing.num_retained)
-        # An id is never reused: continue after every checkpoint directory of this job on disk.
-        counter = StandaloneCheckpointIDCounter(self.store.highest_checkpoint_id() + 1)
+        self.services = services
+        counter: Any
+        if services is None:
+            self.store = CompletedCheckpointStore(checkpointing.directory, core.job_id, checkpointing.num_retained)
+            # An id is never reused: continue after every checkpoint directory of this job on disk.
+            counter = StandaloneCheckpointIDCounter(self.store.highest_checkpoint_id() + 1)
+        else:
+            self.store = services.store
+            # The HA counter blocks on ZooKeeper: ids are drawn one ahead, in a thread.
+            counter = self._prefetched = PrefetchedCheckpointIDCounter(self._draw_id)
         self.coordinator = CheckpointCoordinator(checkpointing.settings, counter)
         self._timer: Optional[asyncio.TimerHandle] = None
         self._running = False
@@ -81,10 +128,19 @@ class CheckpointDriver:
         self._wall_minus_monotonic_ms = int(time.time() * 1000) - now_ms()
         self._savepoint: Optional[_SavepointRequest] = None
 
+    @property
+    def blocking(self) -> bool:
+        """Whether recovery blocks on HA services (the JobMaster then runs it in a thread)."""
+        return self.services is not None
+
     def recover(self) -> None:
-        """At the JobMaster's start: the job's completed checkpoints on disk (a JobManager
-        failover); the latest is where the job resumes, else the savepoint it was submitted with.
-        A corrupt one raises; so does savepoint state of an operator the job does not have,
+        self.apply_restore_point(*self.load_restore_point())
+
+    def load_restore_point(self) -> tuple[Optional[CompletedCheckpoint], Optional[int]]:
+        """Blocking (files; ZooKeeper under HA), touches no state of the loop: at the JobMaster's
+        start, the job's latest completed checkpoint (a JobManager failover) or else the savepoint
+        it was submitted with, and under HA the first checkpoint id (after the restored one).
+        A corrupt checkpoint raises; so does savepoint state of an operator the job does not have,
         unless ``execution.savepoint.ignore-unclaimed-state``."""
         point = self.store.recover()
         path = self.checkpointing.savepoint_path
@@ -98,9 +154,31 @@ class CheckpointDriver:
                     f"(e.g. {unclaimed[0]}: an operator was removed, or its uid or the job's shape changed); resume anyway "
                     "with --allow-non-restored-state (execution.savepoint.ignore-unclaimed-state)")
             self.core.restore_missing_tasks_empty = True  # new operators start empty, as Flink's
+        first_id = None
+        if self.services is not None:
+            first_id = draw_checkpoint_id(self.services.counter, point.checkpoint_id + 1 if point is not None else None)
+        return point, first_id
+
+    def apply_restore_point(self, point: Optional[CompletedCheckpoint], first_id: Optional[int]) -> None:
+        """On the loop: what :meth:`load_restore_point` found becomes the job's restore point."""
+        if first_id is not None:
+            self._prefetched.supply(first_id)
         self.core.restore_point = point
         if point is not None:
             self.coordinator.restored(point.checkpoint_id, now_ms(), str(point.directory))
+
+    def _draw_id(self, min_next: Optional[int]) -> None:
+        self._spawn(self._draw_id_off_loop(min_next))
+
+    async def _draw_id_off_loop(self, min_next: Optional[int]) -> None:
+        assert self.services is not None
+        try:
+            next_id = await asyncio.to_thread(draw_checkpoint_id, self.services.counter, min_next)
+        except Exception as exc:  # ZooKeeper unreachable: the next trigger fails and asks again
+            log.warning("job %s: drawing a checkpoint id failed: %s", self.core.job_id.hex(), exc)
+            self._prefetched.refill_failed()
+            return
+        self._prefetched.supply(next_id)
 
     # -- the job's events ------------------------------------------------------------------------
 

@@ -53,6 +53,7 @@ from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.jobmanager.checkpoint_driver import SavepointError
 from millstream.jobmanager.checkpointing import JobCheckpointing, checkpointing_for_job
+from millstream.jobmanager.job_persistence import JobPersistence, result_entry
 from millstream.runtime import config as cfg
 from millstream.runtime.checkpoint_storage import CheckpointStorageError, parse_checkpoint_dir
 from millstream.runtime.restart_strategy import NoRestart, RestartStrategySpec, spec_for_job
@@ -96,6 +97,7 @@ class JobRecord:
     final_num_restarts: int = 0
     final_checkpoints: cpb.CheckpointSummary | None = None
     collect_restarted: str | None = None  # the cause of a restart while its results were collected
+    persisting: asyncio.Future[None] | None = None  # HA: the job graph being stored
     version: int = 0
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -164,12 +166,14 @@ class Dispatcher:
         printed_lines: tuple[int, int] = (1000, 256 << 10),
         restart_options: Mapping[str, object] | None = None,
         checkpoint_options: Mapping[str, object] | None = None,
+        persistence: JobPersistence | None = None,
     ) -> None:
         """``slot_timeout_at_ms(job_id)``: the wall-clock time a job waiting for slots fails (the
         ResourceManager's slot request timeout), None when it is not waiting; ``printed_lines``: the
         bound of a job's buffered printed lines (lines, characters); ``restart_options``: the cluster's
         ``restart-strategy.*`` values (``restart_strategy.options_of``); ``checkpoint_options``: its
-        ``execution.checkpointing.*`` values (``checkpointing.checkpoint_options_of``)."""
+        ``execution.checkpointing.*`` values (``checkpointing.checkpoint_options_of``);
+        ``persistence``: HA storage of jobs and results (None without HA: nothing is stored)."""
         if max_finished_jobs < 0:
             raise ValueError(f"jobstore.max-capacity must not be negative, got {max_finished_jobs}")
         self._blobs = blob_store
@@ -189,10 +193,49 @@ class Dispatcher:
         # Job ids cancelled before any submission of them arrived (a client that gave up).
         self._cancelled_before_submission: collections.OrderedDict[bytes, None] = collections.OrderedDict()
         self._starting: set[asyncio.Task[None]] = set()
+        self._persistence = persistence
+        self._cleanups: set[asyncio.Future[None]] = set()
 
     # -- submission ----------------------------------------------------------------------------
 
     def submit(self, request: cpb.SubmitJobRequest) -> cpb.SubmitJobResponse:
+        accepted = self._accept(request)
+        if isinstance(accepted, cpb.SubmitJobResponse):
+            return accepted
+        return self._launch(*accepted)
+
+    async def submit_and_persist(self, request: cpb.SubmitJobRequest) -> cpb.SubmitJobResponse:
+        """:meth:`submit`; under HA the whole request is in HA storage before the client hears the
+        job was accepted (a failover then recovers it)."""
+        if self._persistence is None:
+            return self.submit(request)
+        accepted = self._accept(request)
+        if isinstance(accepted, cpb.SubmitJobResponse):
+            return accepted
+        record = accepted[0]
+        record.persisting = asyncio.ensure_future(asyncio.to_thread(self._persistence.put, request, record.job_id))
+        try:
+            await asyncio.shield(record.persisting)
+        except Exception as exc:
+            log.error("job %s: storing it in HA storage failed: %s", record.job_id.hex(), exc)
+            self._forget(record)
+            raise DispatcherError(grpc.StatusCode.UNAVAILABLE,
+                                  f"Job {record.job_id.hex()} could not be stored in high-availability storage: {exc}") from exc
+        return self._launch(*accepted)
+
+    def recover(self, request: cpb.SubmitJobRequest) -> None:
+        """A job a former leader accepted (read back from HA storage): it runs again, from its
+        latest completed checkpoint."""
+        accepted = self._accept(request)
+        if isinstance(accepted, cpb.SubmitJobResponse):
+            return  # already known here
+        log.info("job %s ('%s') recovered from HA storage", accepted[0].job_id.hex(), accepted[0].job_name)
+        self._launch(*accepted)
+
+    def _accept(self, request: cpb.SubmitJobRequest) -> (
+            cpb.SubmitJobResponse | tuple[JobRecord, pb.JobGraph, list[cpb.ArtifactRef], RestartStrategySpec | None,
+                                          JobCheckpointing | None]):
+        """Validates a submission and registers its job (INITIALIZING), or answers a duplicate."""
         if request.submission_id and request.submission_id in self._by_submission:
             return cpb.SubmitJobResponse(job_id=self._by_submission[request.submission_id], duplicate=True)
         try:
@@ -235,6 +278,10 @@ class Dispatcher:
         if request.submission_id:
             self._by_submission[request.submission_id] = graph.job_id
         log.info("job %s ('%s') accepted: %d tasks", graph.job_id.hex(), graph.job_name, num_tasks)
+        return record, graph, artifacts, restart_spec, checkpointing
+
+    def _launch(self, record: JobRecord, graph: pb.JobGraph, artifacts: list[cpb.ArtifactRef],
+                restart_spec: RestartStrategySpec | None, checkpointing: JobCheckpointing | None) -> cpb.SubmitJobResponse:
         starting = asyncio.ensure_future(self._start_job(record, graph, artifacts, restart_spec, checkpointing))
         self._starting.add(starting)
         starting.add_done_callback(self._starting.discard)
@@ -245,10 +292,14 @@ class Dispatcher:
                          checkpointing: JobCheckpointing | None = None) -> None:
         """Builds the ExecutionGraph off the event loop, then starts the job's JobMaster."""
         started = time.monotonic()
+        persistence = self._persistence
+        checkpoint_services = None
         try:
             spec = restart_spec if restart_spec is not None else NoRestart()
             core = await asyncio.to_thread(lambda: JobMasterCore(graph, artifacts, restart_spec=spec,
                                                                      checkpointing=checkpointing))
+            if persistence is not None and checkpointing is not None and not record.status.is_terminal():
+                checkpoint_services = await asyncio.to_thread(persistence.checkpoint_services, graph.job_id, checkpointing)
         except Exception as exc:  # the job fails with the reason; the Dispatcher keeps serving
             log.exception("job %s: building its ExecutionGraph failed", graph.job_id.hex())
             if not record.status.is_terminal():
@@ -257,7 +308,11 @@ class Dispatcher:
             return
         if record.status.is_terminal():
             return  # cancelled while initializing
-        record.job_master = self._make_job_master(core, lambda status, failure: self._on_status(record, status, failure))
+        on_status: Callable[[JobStatus, cpb.JobFailure | None], None] = lambda status, failure: self._on_status(record, status, failure)
+        if checkpoint_services is not None:
+            record.job_master = self._make_job_master(core, on_status, checkpoint_services=checkpoint_services)  # type: ignore[call-arg]
+        else:
+            record.job_master = self._make_job_master(core, on_status)
         record.status = JobStatus.CREATED
         log.info(
             "job %s ('%s') created in %.2f s: %d tasks, %d slots",
@@ -276,8 +331,71 @@ class Dispatcher:
             record.collect_restarted = core.failure.message if core is not None and core.failure is not None else "unknown cause"
         if status.is_terminal():
             record.end_time_ms = wall_ms()
+            if status.is_globally_terminal() and self._persistence is not None:
+                self._globally_terminated(record)
             self._retire(record)
         record.touch()
+
+    def _globally_terminated(self, record: JobRecord) -> None:
+        """HA: the job never runs again: its result first, then its HA data goes (in a thread)."""
+        persistence = self._persistence
+        assert persistence is not None
+        job_master = record.job_master
+        checkpoints = job_master.checkpoints.services if job_master is not None and job_master.checkpoints else None
+        entry = result_entry(record.job_id, record.job_name, record.status.value,
+                             record.failure.message if record.failure is not None else "", record.end_time_ms)
+        persisting = record.persisting
+
+        async def clean_up() -> None:
+            if persisting is not None:
+                await asyncio.wait([persisting])  # a job cancelled while being stored: stored first
+            try:
+                await asyncio.to_thread(persistence.globally_terminated, entry, checkpoints)
+            except Exception as exc:  # the next leader finishes it (the dirty result says so)
+                log.error("job %s: cleaning up its HA data failed: %s", record.job_id.hex(), exc)
+
+        self._spawn_cleanup(clean_up())
+
+    def clean_up_terminated(self, job_id: bytes) -> None:
+        """HA: finish the cleanup of a globally terminal job a former leader left (a dirty result)."""
+        persistence = self._persistence
+        assert persistence is not None
+
+        async def clean_up() -> None:
+            try:
+                await asyncio.to_thread(persistence.clean_up, job_id)
+            except Exception as exc:
+                log.error("job %s: cleaning up its HA data failed: %s", job_id.hex(), exc)
+
+        self._spawn_cleanup(clean_up())
+
+    def _spawn_cleanup(self, coro: object) -> None:
+        task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    def suspend_all(self) -> list[object]:
+        """Leadership lost (HA): every job's JobMaster stops (its job SUSPENDED, not globally
+        terminal: its checkpoints and HA data stay for the next leader) and this Dispatcher forgets
+        every job. Returns the suspended jobs' HA checkpoint services, whose locks the caller
+        releases."""
+        released: list[object] = []
+        for task in list(self._starting):
+            task.cancel()
+        for record in list(self.jobs.values()):
+            if record.status.is_terminal():
+                continue
+            job_master = record.job_master
+            if job_master is not None and job_master.checkpoints is not None and job_master.checkpoints.services is not None:
+                released.append(job_master.checkpoints.services)
+            record.status = JobStatus.SUSPENDED
+            record.end_time_ms = wall_ms()
+            self._retire(record)
+            record.touch()
+            log.info("job %s ('%s') suspended: this JobManager lost its leadership", record.job_id.hex(), record.job_name)
+        self.jobs.clear()
+        self._by_submission.clear()
+        return released
 
     def _retire(self, record: JobRecord) -> None:
         """A job ended: keep its summary only, and its collected data until the client has it."""
@@ -489,7 +607,10 @@ class DispatcherServicer(cpb_grpc.DispatcherServicer):
             await context.abort(exc.code, str(exc))
 
     async def SubmitJob(self, request, context):  # noqa: N802, ANN001, ANN201
-        return await self._guard(context, self.dispatcher.submit, request)
+        try:
+            return await self.dispatcher.submit_and_persist(request)
+        except DispatcherError as exc:
+            await context.abort(exc.code, str(exc))
 
     async def ListJobs(self, request, context):  # noqa: N802, ANN001, ANN201
         return cpb.ListJobsResponse(jobs=[r.summary() for r in self.dispatcher.jobs.values()])

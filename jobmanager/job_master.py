@@ -8,7 +8,7 @@ from typing import Any, Callable, Protocol
 
 import grpc
 
-from millstream.jobmanager.checkpoint_driver import CheckpointDriver, SavepointError
+from millstream.jobmanager.checkpoint_driver import CheckpointDriver, CheckpointServices, SavepointError
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.heartbeat import HeartbeatMonitor
 from millstream.jobmanager.job_master_core import (
@@ -25,6 +25,7 @@ from millstream.jobmanager.job_master_core import (
 )
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime.fencing import FencingClientInterceptor
 from millstream.runtime.rpc import aio_channel
 
 log = logging.getLogger(__name__)
@@ -47,18 +48,21 @@ class ResourceManagerGateway(Protocol):
 
 
 class TaskExecutorClients:
-    """One channel per TaskManager address, shared by every job of this JobManager."""
+    """One channel per TaskManager address, shared by every job of this JobManager. Every call
+    carries ``token()``, the JobManager's current leader session id (fencing), when not None."""
 
-    def __init__(self, rpc_timeout_s: float, max_message_bytes: int) -> None:
+    def __init__(self, rpc_timeout_s: float, max_message_bytes: int,
+                 token: Callable[[], str | None] = lambda: None) -> None:
         self.rpc_timeout_s = rpc_timeout_s
         self._max_message_bytes = max_message_bytes
+        self._interceptors = [FencingClientInterceptor(token)]
         self._channels: dict[str, grpc.aio.Channel] = {}
         self.in_flight = asyncio.Semaphore(MAX_CONCURRENT_CALLS)  # taken around every call but heartbeats
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = aio_channel(address, self._max_message_bytes)
+            channel = self._channels[address] = aio_channel(address, self._max_message_bytes, self._interceptors)
         return channel
 
     def stub(self, address: str) -> cpb_grpc.TaskExecutorStub:
@@ -91,7 +95,9 @@ class JobMaster:
         on_status: Callable[[JobStatus, cpb.JobFailure | None], None],
         heartbeat_interval_ms: int,
         heartbeat_timeout_ms: int,
+        checkpoint_services: CheckpointServices | None = None,
     ) -> None:
+        """``checkpoint_services``: the job's HA checkpoint store and id counter (None without HA)."""
         self.core = core
         self.address = address
         self._rm = resource_manager
@@ -106,7 +112,9 @@ class JobMaster:
         self._region_timers: dict[int, asyncio.TimerHandle] = {}
         self.checkpoints: CheckpointDriver | None = None
         if core.checkpointing is not None:
-            self.checkpoints = CheckpointDriver(core, core.checkpointing, self._call_soon, self._global_failure, self._spawn)
+            self.checkpoints = CheckpointDriver(core, core.checkpointing, self._call_soon, self._global_failure, self._spawn,
+                                                checkpoint_services)
+        self._stopped = False
 
     @property
     def job_id(self) -> bytes:
@@ -114,17 +122,38 @@ class JobMaster:
 
     def start(self) -> None:
         self._heartbeat_task = asyncio.ensure_future(self._heartbeat_loop())
+        if self.checkpoints is not None and self.checkpoints.blocking:
+            self._spawn(self._recover_off_loop(self.checkpoints))  # HA: ZooKeeper and files, in a thread
+            return
         if self.checkpoints is not None:
             try:
                 self.checkpoints.recover()
             except Exception as exc:  # a corrupt checkpoint: fail loudly, never start empty
-                log.error("job %s: recovering its checkpoints failed: %s", self.job_id.hex(), exc)
-                self._run(self.core.start() + self.core.resources_unavailable(
-                    f"Could not restore the job's state (checkpoints in {self.checkpoints.store.job_dir}): {exc}"))
+                self._recovery_failed(self.checkpoints, exc)
                 return
         self._run(self.core.start())
 
+    def _recovery_failed(self, checkpoints: CheckpointDriver, exc: Exception) -> None:
+        log.error("job %s: recovering its checkpoints failed: %s", self.job_id.hex(), exc)
+        self._run(self.core.start() + self.core.resources_unavailable(
+            f"Could not restore the job's state (checkpoints in {checkpoints.store.job_dir}): {exc}"))
+
+    async def _recover_off_loop(self, checkpoints: CheckpointDriver) -> None:
+        try:
+            point, first_id = await asyncio.to_thread(checkpoints.load_restore_point)
+        except Exception as exc:  # unreadable HA data: fail loudly, never start empty
+            if not self._stopped:
+                self._recovery_failed(checkpoints, exc)
+            return
+        if self._stopped:
+            return  # suspended meanwhile (leadership lost)
+        checkpoints.apply_restore_point(point, first_id)
+        self._run(self.core.start())
+
     async def stop(self) -> None:
+        """Stops this JobMaster's timers and calls; its job's checkpoints and HA data stay (the
+        caller decides whether the job is globally terminal)."""
+        self._stopped = True
         if self._heartbeat_task:
             self._heartbeat_task.cancel()
         if self._restart_timer is not None:

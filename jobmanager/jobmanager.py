@@ -1,9 +1,22 @@
-"""The JobManager process: Dispatcher, BlobServer, ResourceManager and JobMasters behind one gRPC port."""
+"""The JobManager process: Dispatcher, BlobServer, ResourceManager and JobMasters behind one gRPC port.
+
+High availability (``high-availability.type: zookeeper``): the JobManager is a contender in the
+leader election and serves gRPC whether it leads or not (see :mod:`jobmanager.leadership` for
+what it refuses while not leading). When granted leadership under a session id it starts the
+ResourceManager afresh, recovers every job of the JobGraphStore that has no result (each from its
+latest completed checkpoint), finishes the cleanup of jobs a former leader left dirty, and then
+confirms its leadership, which publishes its address to TaskManagers and clients. When the
+leadership is revoked it drops the session id first (every fenced call is refused from then on),
+suspends its jobs without deleting their checkpoints or HA data, releases its locks on them and
+forgets its TaskManagers. Without HA the JobManager is granted DEFAULT_LEADER_ID at start and
+nothing else changes.
+"""
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+import uuid
 from typing import Any
 
 from millstream.jobmanager import checkpointing
@@ -12,19 +25,25 @@ from millstream.jobmanager.dispatcher import Dispatcher, DispatcherServicer
 from millstream.jobmanager.job_master_core import JobMasterCore
 from millstream.jobmanager.job_master_endpoint import JobMasterServicer
 from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients, now_ms
+from millstream.jobmanager.job_persistence import JobPersistence
+from millstream.jobmanager.leadership import LeadershipGuard, read_jobs_to_recover
 from millstream.jobmanager.resource_manager import ResourceManager, ResourceManagerServicer
 from millstream.jobmanager.slot_manager import SlotManager
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import restart_strategy
 from millstream.runtime import config as cfg
+from millstream.runtime.fencing import FencingServerInterceptor
+from millstream.runtime.ha import HighAvailabilityServices, LoopContender, create_ha_services
 from millstream.runtime.loop_monitor import EventLoopMonitor
-from millstream.runtime.process import process_parser, run_process, until_terminated
+from millstream.runtime.ha import HaConfigurationError, HaError
+from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer
 
 log = logging.getLogger(__name__)
 
 SERVICES = [cpb.DESCRIPTOR.services_by_name[n].full_name for n in ("Dispatcher", "BlobServer", "ResourceManager", "JobMasterService")]
+FIRST_GRANT_TIMEOUT_S = 30.0  # without HA leadership is granted at once; this only bounds a broken start
 
 
 class JobManager:
@@ -36,6 +55,14 @@ class JobManager:
         self._cleanup_task: asyncio.Task[None] | None = None
         self.loop_monitor = EventLoopMonitor("JobManager")
         self._wall_minus_monotonic_ms = int(time.time() * 1000) - now_ms()
+        self.ha: HighAvailabilityServices | None = None
+        self.guard = LeadershipGuard("", tokenless_allowed=True)
+        self.leader_session: uuid.UUID | None = None
+        self.leading = asyncio.Event()  # set while this JobManager leads and serves (jobs recovered)
+        self.fatal_error: BaseException | None = None
+        self._fatal = asyncio.Event()
+        self._transition: asyncio.Future[None] | None = None  # the last grant's or revocation's work
+        self._closing = False
 
     async def start(self) -> "JobManager":
         c = self.config
@@ -46,7 +73,7 @@ class JobManager:
         restart_options = restart_strategy.options_of(c)
         restart_strategy.spec_from_options(restart_options)  # a bad restart-strategy.* stops the start here
         self.blobs = BlobStore(c.get(cfg.BLOB_STORAGE_DIR))
-        self.task_executors = TaskExecutorClients(c.get(cfg.RPC_TIMEOUT) / 1000, max_bytes)
+        self.task_executors = TaskExecutorClients(c.get(cfg.RPC_TIMEOUT) / 1000, max_bytes, lambda: self.guard.token)
         self.resource_manager = ResourceManager(
             SlotManager(c.get(cfg.SLOT_REQUEST_TIMEOUT)),
             self.task_executors,
@@ -65,17 +92,111 @@ class JobManager:
             restart_options=restart_options,
             checkpoint_options=checkpointing.checkpoint_options_of(c),
         )
-        self.server = RpcServer("JobManager", max_bytes)
+        self.server = RpcServer("JobManager", max_bytes, interceptors=[FencingServerInterceptor(self.guard)])
         self.server.add(cpb_grpc.add_DispatcherServicer_to_server, DispatcherServicer(self.dispatcher, self.overview), [])
         self.server.add(cpb_grpc.add_BlobServerServicer_to_server, BlobServerServicer(self.blobs), [])
         self.server.add(cpb_grpc.add_ResourceManagerServicer_to_server, ResourceManagerServicer(self.resource_manager), [])
         self.server.add(cpb_grpc.add_JobMasterServiceServicer_to_server, JobMasterServicer(self.dispatcher), SERVICES)
-        port = await self.server.start(host, c.get(cfg.JOBMANAGER_RPC_PORT))
-        self.address = f"{advertised}:{port}"
-        self.resource_manager.start()
-        self.loop_monitor.start()
-        self._cleanup_task = asyncio.ensure_future(self._expire_jobs())
+        port = self.server.bind(host, c.get(cfg.JOBMANAGER_RPC_PORT))
+        self.address = self.guard.address = f"{advertised}:{port}"
+        try:
+            self.ha = await asyncio.to_thread(create_ha_services, c, jobmanager_address=self.address,
+                                              name=f"millstream-jobmanager-{port}")
+        except HaError as exc:
+            if isinstance(exc, HaConfigurationError):
+                raise
+            raise StartupError(f"JobManager cannot start its high-availability services: {exc}") from exc
+        highly_available = self.ha.highly_available
+        self.guard.tokenless_allowed = not highly_available  # a TaskManager without fencing: NONE mode only
+        if highly_available:
+            self.dispatcher._persistence = JobPersistence(self.ha)
+        try:
+            await self.server.start(host, port)
+            self.resource_manager.start()
+            self.loop_monitor.start()
+            self._cleanup_task = asyncio.ensure_future(self._expire_jobs())
+            self._election = self.ha.jobmanager_leader_election()
+            self._election.start(LoopContender(self, asyncio.get_running_loop()))
+            if not highly_available:  # granted at once: serve as before, as soon as start() returns
+                await asyncio.wait_for(self.leading.wait(), FIRST_GRANT_TIMEOUT_S)
+        except BaseException:
+            await asyncio.to_thread(self.ha.close)
+            raise
+        log.info("JobManager at %s %s", self.address, "is a contender for leadership" if highly_available else "leads")
         return self
+
+    # -- leadership (LeaderContender; called on the loop through LoopContender) -----------------
+
+    def grant_leadership(self, session_id: uuid.UUID) -> None:
+        if self._closing or self.leader_session == session_id:
+            return
+        log.info("JobManager %s granted leadership, session %s", self.address, session_id)
+        self.leader_session = session_id
+        self.guard.grant(session_id)  # fenced calls carrying this session are served from now on
+        self._chain(self._become_leader(session_id))
+
+    def revoke_leadership(self) -> None:
+        if self.leader_session is None:
+            return
+        log.warning("JobManager %s lost its leadership (session %s)", self.address, self.leader_session)
+        self.leader_session = None
+        self.guard.revoke()  # first: every fenced call is refused from here on
+        self.leading.clear()
+        self._chain(self._step_down())
+
+    def handle_error(self, error: BaseException) -> None:
+        log.critical("JobManager %s: the leader election failed: %s", self.address, error)
+        self.fatal_error = error
+        self._fatal.set()
+
+    def _chain(self, work: Any) -> None:
+        """Grants and revocations do their work one after the other, in order."""
+        previous = self._transition
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.wait([previous])
+            await work
+
+        self._transition = asyncio.ensure_future(run())
+
+    async def _become_leader(self, session_id: uuid.UUID) -> None:
+        assert self.ha is not None
+        self.resource_manager.reset(SlotManager(self.config.get(cfg.SLOT_REQUEST_TIMEOUT)))
+        try:
+            plan, payloads = await asyncio.to_thread(read_jobs_to_recover, self.ha.job_graph_store(),
+                                                     self.ha.job_result_store())
+        except Exception as exc:  # unreadable HA storage: stop loudly, never go on without the jobs
+            log.critical("JobManager %s: recovering the jobs from HA storage failed: %s", self.address, exc)
+            self.handle_error(exc)
+            return
+        if self.leader_session != session_id:
+            return  # revoked meanwhile: the revocation releases what was locked
+        for job_id in plan.clean_up:
+            self.dispatcher.clean_up_terminated(job_id)
+        for job_id in plan.recover:
+            try:
+                self.dispatcher.recover(cpb.SubmitJobRequest.FromString(payloads[job_id]))
+            except Exception as exc:  # a stored job that cannot run again: loudly, and the rest go on
+                log.critical("job %s cannot be recovered: %s", job_id.hex(), exc)
+                self.handle_error(exc)
+                return
+        if plan.recover or plan.clean_up:
+            log.info("JobManager %s recovered %d job(s), cleans up %d finished one(s)", self.address,
+                     len(plan.recover), len(plan.clean_up))
+        self.guard.serving_clients = True
+        self._election.confirm_leadership(session_id, self.address)
+        self.leading.set()
+
+    async def _step_down(self) -> None:
+        assert self.ha is not None
+        released = self.dispatcher.suspend_all()
+        self.resource_manager.reset(SlotManager(self.config.get(cfg.SLOT_REQUEST_TIMEOUT)))
+        if self.dispatcher._persistence is not None:
+            try:
+                await asyncio.to_thread(self.dispatcher._persistence.release, released)  # type: ignore[arg-type]
+            except Exception as exc:  # the locks go with the ZooKeeper session anyway
+                log.warning("JobManager %s: releasing its HA locks failed: %s", self.address, exc)
 
     def _job_master_of(self, job_id: bytes) -> JobMaster | None:
         record = self.dispatcher.jobs.get(job_id)
@@ -88,7 +209,7 @@ class JobManager:
             return None
         return deadline + self._wall_minus_monotonic_ms  # one offset: the same deadline in every summary
 
-    def _make_job_master(self, core: JobMasterCore, on_status: Any) -> JobMaster:
+    def _make_job_master(self, core: JobMasterCore, on_status: Any, checkpoint_services: Any = None) -> JobMaster:
         c = self.config
         return JobMaster(
             core,
@@ -98,6 +219,7 @@ class JobManager:
             on_status,
             c.get(cfg.HEARTBEAT_INTERVAL),
             c.get(cfg.HEARTBEAT_TIMEOUT),
+            checkpoint_services,
         )
 
     def overview(self) -> cpb.ClusterOverview:
@@ -120,6 +242,9 @@ class JobManager:
             self.dispatcher.expire_finished()
 
     async def stop(self, grace: float = 2.0) -> None:
+        """Stops serving. Under HA the jobs stay in HA storage (a standby recovers them); the
+        ZooKeeper session ends, so the leadership passes on."""
+        self._closing = True
         if self._cleanup_task:
             self._cleanup_task.cancel()
         self.loop_monitor.stop()
@@ -129,7 +254,16 @@ class JobManager:
         await self.resource_manager.stop()
         await self.server.stop(grace)
         await self.task_executors.close()
+        if self.ha is not None:
+            await asyncio.to_thread(self.ha.close)
         self.blobs.close()
+
+    async def wait_fatal(self) -> BaseException:
+        """Returns the error that makes this JobManager unusable (the leader election failed, HA
+        storage unreadable on recovery); the process then exits."""
+        await self._fatal.wait()
+        assert self.fatal_error is not None
+        return self.fatal_error
 
     async def __aenter__(self) -> "JobManager":
         return await self.start()
@@ -145,8 +279,18 @@ async def serve(configuration: cfg.Configuration, ready_file: str | None = None)
         if ready_file:
             with open(ready_file, "w") as f:
                 f.write(jm.address)
-        await until_terminated()
+        terminated = asyncio.ensure_future(until_terminated())
+        fatal = asyncio.ensure_future(jm.wait_fatal())
+        await asyncio.wait([terminated, fatal], return_when=asyncio.FIRST_COMPLETED)
+        terminated.cancel()
+        fatal.cancel()
+        if jm.fatal_error is not None:
+            raise HaFatalError(f"JobManager {jm.address}: {jm.fatal_error}") from jm.fatal_error
     log.info("JobManager stopped")
+
+
+class HaFatalError(StartupError):
+    """The JobManager cannot go on (its leader election failed, or HA storage is unreadable)."""
 
 
 def main(argv: list[str] | None = None) -> None:

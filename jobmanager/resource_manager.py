@@ -41,6 +41,19 @@ class ResourceManager:
     def start(self) -> None:
         self._loop_task = asyncio.ensure_future(self._heartbeat_loop())
 
+    def reset(self, slot_manager: SlotManager) -> None:
+        """A leadership starts or ends: no TaskManager is registered any more (they register
+        again with the leader, under its session id) and no slot is known; calls in flight are
+        dropped. The heartbeat loop goes on (it has nobody to ask)."""
+        for task in list(self._background):
+            task.cancel()
+        for resource_id in self._heartbeats.targets():
+            tm = self.slots.task_manager(resource_id)
+            if tm is not None:
+                self._te.forget(tm.address)
+        self.slots = slot_manager
+        self._heartbeats = HeartbeatMonitor[str](self._interval_ms, self._timeout_ms)
+
     async def stop(self) -> None:
         if self._loop_task:
             self._loop_task.cancel()
