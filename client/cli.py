@@ -291,9 +291,17 @@ def _cluster(args: argparse.Namespace) -> int:
 
     if args.action == "start":
         _warn_unknown_keys(args.dynamic)
-        state = local_cluster.start(args.taskmanagers, args.slots, args.port, args.dynamic, args.config)
-        print(f"Cluster started: JobManager at {state['jobmanager']}, {args.taskmanagers} TaskManagers "
-              f"x {args.slots} slots; logs in {state['log_dir']}")
+        state = local_cluster.start(args.taskmanagers, args.slots, args.port, args.dynamic, args.config, ha=args.ha)
+        if args.ha:
+            ha = state["ha"]
+            standbys = [a for a in ha["jobmanagers"] if a != ha["leader"]]
+            print(f"Cluster started with high availability: ZooKeeper at {ha['zookeeper']}, JobManager leader at "
+                  f"{ha['leader']}, standby at {', '.join(standbys)}, {args.taskmanagers} TaskManagers x {args.slots} "
+                  f"slots; logs in {state['log_dir']}")
+            print("Clients find the leader with: " + " ".join(f"-D {o}" for o in ha["options"]))
+        else:
+            print(f"Cluster started: JobManager at {state['jobmanager']}, {args.taskmanagers} TaskManagers "
+                  f"x {args.slots} slots; logs in {state['log_dir']}")
     elif args.action == "stop":
         print("Cluster stopped." if local_cluster.stop() else "No cluster is running.")
     else:
@@ -386,7 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("action", choices=["start", "stop", "status"], help="start a cluster, stop it, or show its TaskManagers, slots and jobs")
     cluster.add_argument("--taskmanagers", type=int, default=1, help="TaskManager processes to start (default: 1)")
     cluster.add_argument("--slots", type=int, default=2, help="task slots per TaskManager (default: 2)")
-    cluster.add_argument("--port", type=int, default=6123, help="JobManager port (0: any free port)")
+    cluster.add_argument("--port", type=int, default=6123, help="JobManager port (0: any free port; with --ha the standby "
+                         "takes the next one)")
+    cluster.add_argument("--ha", action="store_true", help="high availability: start a local ZooKeeper, a leader and a "
+                         "standby JobManager (Debian's zookeeper package and Java needed)")
     cluster.add_argument("--config", help="YAML configuration file")
     cluster.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE", help="a configuration option, e.g. -D heartbeat.timeout=10s")
     cluster.set_defaults(func=_cluster)

@@ -1,5 +1,10 @@
 """``millstream cluster start|stop``: a session cluster of local processes (JobManager + TaskManagers).
 
+``cluster start --ha`` starts a ZooKeeper-backed cluster instead: a local ZooKeeper server (Debian's
+``zookeeper`` package; data in ``<cluster dir>/zookeeper``), two JobManagers (the elected leader and
+a standby; HA storage in ``<cluster dir>/ha``) and the TaskManagers, all with the
+``high-availability.*`` options; ``cluster stop`` stops all of it (ZooKeeper last).
+
 The processes' pids, addresses and logs live in a cluster directory (``MILLSTREAM_CLUSTER_DIR``,
 default ``~/.millstream/cluster``), so ``stop`` and the job commands find them again. Each pid is
 recorded with its process's identity (start time and command line), so ``stop`` never signals a
@@ -13,10 +18,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.runtime.process import ERROR_PREFIX
+
+HA_JOBMANAGERS = 2  # the leader and one standby
 
 
 class ClusterError(RuntimeError):
@@ -125,8 +133,46 @@ class _Starting:
                 process.wait()
 
 
-def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_file: str | None, timeout_s: float = 180.0) -> dict[str, Any]:
-    """Starts a JobManager and ``taskmanagers`` TaskManagers and waits until all registered.
+def _start_zookeeper(directory: str) -> tuple[Any, list[str]]:
+    """A local ZooKeeper server for an HA cluster, and the ``-D`` options that use it."""
+    from millstream.runtime.ha.zookeeper_server import ZooKeeperServer, zookeeper_missing
+
+    missing = zookeeper_missing()
+    if missing:
+        raise ClusterError(f"--ha needs a ZooKeeper server: {missing}")
+    server = ZooKeeperServer(Path(directory) / "zookeeper")
+    try:
+        server.start()
+    except RuntimeError as exc:
+        raise ClusterError(f"ZooKeeper did not start: {exc}") from None
+    options = [
+        "high-availability.type=zookeeper",
+        f"high-availability.zookeeper.quorum={server.connect_string}",
+        f"high-availability.storageDir={os.path.join(directory, 'ha')}",
+    ]
+    return server, options
+
+
+def _ha_leader(dynamic: list[str], config_file: str | None, timeout_s: float) -> str:
+    """The address the elected JobManager published in ZooKeeper."""
+    from millstream.runtime import config as cfg
+    from millstream.runtime.ha import HaError, create_ha_services
+
+    conf = cfg.load_configuration(config_file, dynamic_properties=dynamic)
+    try:
+        with create_ha_services(conf, name="millstream-cluster-start") as services:
+            retrieval = services.jobmanager_leader_retrieval()
+            retrieval.start(None)
+            return retrieval.current_leader(timeout_s).address
+    except HaError as exc:
+        raise ClusterError(f"no JobManager became leader within {timeout_s:.0f} s: {exc}") from None
+
+
+def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_file: str | None, timeout_s: float = 180.0,
+          ha: bool = False) -> dict[str, Any]:
+    """Starts a JobManager and ``taskmanagers`` TaskManagers and waits until all registered; with
+    ``ha``, a ZooKeeper server and two JobManagers (leader and standby, on ``port`` and ``port + 1``)
+    first, and waits for a leader too.
 
     If any of them fails to start, every process started here is stopped and :class:`ClusterError`
     says which one failed and why (its one-line error, e.g. a taken port).
@@ -139,25 +185,39 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
     directory = cluster_dir()
     logs = os.path.join(directory, "log")
     os.makedirs(logs, exist_ok=True)
-    ready = os.path.join(directory, "jobmanager.address")
-    if os.path.exists(ready):
-        os.remove(ready)
+    readies = [os.path.join(directory, "jobmanager.address" if i == 0 else f"jobmanager-{i}.address")
+               for i in range(HA_JOBMANAGERS if ha else 1)]
+    for ready in readies:
+        if os.path.exists(ready):
+            os.remove(ready)
+    zookeeper = None
+    if ha:
+        zookeeper, ha_options = _start_zookeeper(directory)
+        dynamic = [*ha_options, *dynamic]  # the user's -D come last: they win
     common = (["--config", config_file] if config_file else []) + [f"-D{d}" for d in dynamic]
     starting = _Starting()
     try:
-        starting.spawn(
-            "JobManager",
-            ["-m", "millstream.jobmanager.jobmanager", "--ready-file", ready, *common, f"-Djobmanager.rpc.port={port}"],
-            os.path.join(logs, "jobmanager.log"),
-        )
         deadline = time.monotonic() + timeout_s
-        while not os.path.exists(ready):
-            starting.check_alive()
-            if time.monotonic() > deadline:
-                raise ClusterError(f"the JobManager did not start within {timeout_s:.0f} s (log: {logs}/jobmanager.log)")
-            time.sleep(0.1)
-        with open(ready) as f:
-            address = f.read().strip()
+        addresses = []
+        for i, ready in enumerate(readies):
+            name = "JobManager" if i == 0 else f"standby JobManager {i}"
+            log_name = "jobmanager.log" if i == 0 else f"jobmanager-{i}.log"
+            jm_port = port + i if port else 0
+            starting.spawn(
+                name,
+                ["-m", "millstream.jobmanager.jobmanager", "--ready-file", ready, *common, f"-Djobmanager.rpc.port={jm_port}"],
+                os.path.join(logs, log_name),
+            )
+            while not os.path.exists(ready):
+                starting.check_alive()
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"the {name} did not start within {timeout_s:.0f} s (log: {logs}/{log_name})")
+                time.sleep(0.1)
+            with open(ready) as f:
+                addresses.append(f.read().strip())
+        address = addresses[0]
+        if ha:
+            address = _ha_leader(dynamic, config_file, max(1.0, deadline - time.monotonic()))
         for i in range(taskmanagers):
             starting.spawn(
                 f"TaskManager {i}",
@@ -175,9 +235,17 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
         starting.check_alive()
     except BaseException:
         starting.stop_all()
+        if zookeeper is not None:
+            zookeeper.stop()
         raise
     processes = [{"pid": p.pid, "identity": process_identity(p.pid)} for _, p, _, _ in starting.processes]
-    state = {"jobmanager": address, "processes": processes, "pids": [p["pid"] for p in processes], "log_dir": logs}
+    if zookeeper is not None:  # first in the list: `stop` stops it last
+        processes.insert(0, {"pid": zookeeper.proc.pid, "identity": process_identity(zookeeper.proc.pid)})
+    state = {"jobmanager": ",".join(addresses) if ha else address, "processes": processes,
+             "pids": [p["pid"] for p in processes], "log_dir": logs}
+    if ha:
+        state["ha"] = {"leader": address, "jobmanagers": addresses, "options": ha_options,
+                       "zookeeper": zookeeper.connect_string if zookeeper is not None else ""}
     with open(_state_path(), "w") as f:
         json.dump(state, f)
     return state
@@ -192,6 +260,8 @@ def _same_address(a: str, b: str) -> bool:
 
     from millstream.runtime.config import ConfigurationError, parse_host_port
 
+    if "," in b:  # an HA cluster's JobManagers
+        return any(_same_address(a, one.strip()) for one in b.split(","))
     try:
         (host_a, port_a), (host_b, port_b) = parse_host_port(a), parse_host_port(b)
     except ConfigurationError:

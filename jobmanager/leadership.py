@@ -33,7 +33,7 @@ TASKMANAGER_FACING = frozenset(_SERVICES[n].full_name for n in ("ResourceManager
 
 
 def service_of(method: str) -> str:
-    """``/millstream.cluster.Dispatcher/SubmitJob`` -> ``millstream.cluster.Dispatcher``."""
+    """``/millstream.v1.Dispatcher/SubmitJob`` -> ``millstream.v1.Dispatcher``."""
     parts = method.split("/")
     return parts[1] if len(parts) >= 3 else ""
 
