@@ -1,0 +1,203 @@
+"""JobManager high availability with a real ZooKeeper and two real JobManager processes, driven by
+plain gRPC calls: the standby refuses clients until it leads, a submitted job's graph is in HA
+storage, kill -9 of the leader hands the leadership and the job over within the session timeout,
+a cancelled (globally terminal) job is not run again, and fenced calls with a wrong leader session
+id are refused."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator, Optional
+
+import grpc
+import pytest
+
+from millstream.datastream import StreamExecutionEnvironment
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime.fencing import FENCING_METADATA_KEY
+from millstream.runtime.ha import LeaderInformation, create_ha_services
+from tests.integration.harness import poll_for
+from tests.integration.zookeeper import ZooKeeperServer, ha_config, zookeeper_server  # noqa: F401
+
+SESSION_TIMEOUT_S = 5.0
+JOB_STATUS = cpb.JobStatus
+
+
+class JobManagerProcess:
+    """A JobManager process (``millstream.jobmanager.jobmanager``) with the HA options."""
+
+    def __init__(self, workdir: Path, name: str, options: dict[str, str]) -> None:
+        self.ready = workdir / f"{name}.address"
+        self.log_path = workdir / f"{name}.log"
+        args = [sys.executable, "-m", "millstream.jobmanager.jobmanager", "--ready-file", str(self.ready),
+                *[f"-D{k}={v}" for k, v in options.items()]]
+        self.proc = subprocess.Popen(args, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.address = poll_for(self._address, 60, 0.1, f"{name} to serve")
+        self.channel = grpc.insecure_channel(self.address)
+        self.dispatcher = cpb_grpc.DispatcherStub(self.channel)
+        self.rm = cpb_grpc.ResourceManagerStub(self.channel)
+        self.jms = cpb_grpc.JobMasterServiceStub(self.channel)
+
+    def _address(self) -> Optional[str]:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the JobManager exited with {self.proc.returncode}: {self.log()}")
+        return self.ready.read_text().strip() if self.ready.exists() and self.ready.read_text().strip() else None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def list_jobs(self) -> cpb.ListJobsResponse:
+        return self.dispatcher.ListJobs(cpb.Empty(), timeout=5)
+
+    def leads(self) -> bool:
+        try:
+            self.list_jobs()
+            return True
+        except grpc.RpcError as exc:
+            if exc.code() is grpc.StatusCode.UNAVAILABLE:
+                return False
+            raise
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(20)
+
+    def stop(self) -> None:
+        self.channel.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def ha_cluster(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[tuple[dict[str, str], list[JobManagerProcess]]]:  # noqa: F811
+    options = {k: str(v) for k, v in ha_config(zookeeper_server, tmp_path / "ha").to_dict().items()}
+    options.update({
+        "high-availability.zookeeper.client.session-timeout": f"{SESSION_TIMEOUT_S:.0f} s",
+        "jobmanager.rpc.address": "127.0.0.1",
+        "jobmanager.rpc.port": "0",
+        "slot.request.timeout": "10 min",  # no TaskManagers here: jobs wait for slots
+        "execution.checkpointing.dir": str(tmp_path / "checkpoints"),
+        "heartbeat.interval": "200 ms",
+    })
+    jms: list[JobManagerProcess] = []
+    try:
+        for i in range(2):
+            jms.append(JobManagerProcess(tmp_path, f"jm{i}", options))
+        yield options, jms
+    finally:
+        for jm in jms:
+            jm.stop()
+
+
+def _leader(options: dict[str, str], timeout: float = 30.0) -> LeaderInformation:
+    from millstream.runtime import config as cfg
+
+    with create_ha_services(cfg.Configuration.from_dict(options), name="test-retrieval") as services:
+        retrieval = services.jobmanager_leader_retrieval()
+        retrieval.start(None)
+        return retrieval.current_leader(timeout)
+
+
+def _leader_and_standby(jms: list[JobManagerProcess]) -> tuple[JobManagerProcess, JobManagerProcess]:
+    poll_for(lambda: any(jm.leads() for jm in jms), 30, 0.1, "a leader")
+    leader = next(jm for jm in jms if jm.leads())
+    return leader, next(jm for jm in jms if jm is not leader)
+
+
+def _job_graph(name: str, checkpoint_ms: int = 0) -> bytes:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    if checkpoint_ms:
+        env.enable_checkpointing(checkpoint_ms)
+    env.from_sequence(1, 100).map(lambda x: x + 1).add_sink(lambda x: None)
+    return env.get_job_graph(name).proto.SerializeToString()
+
+
+def _fenced(token: Optional[str]) -> list[tuple[str, str]]:
+    return [(FENCING_METADATA_KEY, token)] if token is not None else []
+
+
+def _register(jm: JobManagerProcess, token: Optional[str]) -> cpb.RegisterTaskManagerResponse:
+    return jm.rm.RegisterTaskManager(cpb.RegisterTaskManagerRequest(
+        resource_id=f"tm-{uuid.uuid4().hex[:6]}", address="127.0.0.1:1", data_address="127.0.0.1:1", num_slots=1),
+        timeout=5, metadata=_fenced(token))
+
+
+def test_the_standby_refuses_clients_and_fenced_calls_until_it_leads(ha_cluster) -> None:  # noqa: ANN001
+    options, jms = ha_cluster
+    leader, standby = _leader_and_standby(jms)
+    info = _leader(options)
+    assert info.address == leader.address
+    with pytest.raises(grpc.RpcError) as refused:
+        standby.list_jobs()
+    assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert refused.value.details() == f"JobManager {standby.address} is not the leader"
+    with pytest.raises(grpc.RpcError) as fenced:  # even with the real leader's session id
+        _register(standby, str(info.session_id))
+    assert fenced.value.code() is grpc.StatusCode.FAILED_PRECONDITION and fenced.value.details().startswith("fenced: ")
+    for token in (None, str(uuid.uuid4())):  # the leader: no token (HA mode) or a wrong one
+        with pytest.raises(grpc.RpcError) as wrong:
+            _register(leader, token)
+        assert wrong.value.code() is grpc.StatusCode.FAILED_PRECONDITION, token
+        assert str(info.session_id) in wrong.value.details()
+    assert _register(leader, str(info.session_id)).registration_id
+    with pytest.raises(grpc.RpcError) as offer:
+        leader.jms.OfferSlots(cpb.OfferSlotsRequest(job_id=b"\x01" * 16), timeout=5, metadata=_fenced(str(uuid.uuid4())))
+    assert offer.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_kill_9_of_the_leader_hands_its_jobs_to_the_standby_and_a_cancelled_job_stays_ended(ha_cluster) -> None:  # noqa: ANN001
+    options, jms = ha_cluster
+    leader, standby = _leader_and_standby(jms)
+    old = _leader(options)
+    running = leader.dispatcher.SubmitJob(cpb.SubmitJobRequest(
+        submission_id="a", job_graph=_job_graph("waits for slots", checkpoint_ms=500),
+        artifacts=[cpb.Artifact(name="helpers.py", content=b"X = 1\n")]), timeout=30).job_id
+    ended = leader.dispatcher.SubmitJob(cpb.SubmitJobRequest(submission_id="b", job_graph=_job_graph("cancelled")),
+                                        timeout=30).job_id
+
+    from millstream.runtime import config as cfg
+    with create_ha_services(cfg.Configuration.from_dict(options), name="test-stores") as services:
+        graphs = services.job_graph_store()
+        assert set(graphs.job_ids()) == {running, ended}  # stored before the submission was answered
+        stored = cpb.SubmitJobRequest.FromString(graphs.recover_job_graph(running))
+        graphs.release_job_graph(running)
+        assert stored.artifacts[0].content == b"X = 1\n"
+        leader.dispatcher.CancelJob(cpb.JobIdRequest(job_id=ended), timeout=10)
+        results = services.job_result_store()
+        poll_for(lambda: results.has_clean_job_result_entry(ended), 30, 0.1, "the cancelled job's clean result")
+        assert graphs.job_ids() == [running]
+        counter = services.checkpoint_id_counter(running)
+        poll_for(lambda: counter.get() == 2, 30, 0.1, "the leader to draw checkpoint id 1 ahead")
+
+    leader.kill()
+    killed_at = time.monotonic()
+    poll_for(standby.leads, 4 * SESSION_TIMEOUT_S + 20, 0.05, "the standby to lead")
+    took = time.monotonic() - killed_at
+    print(f"standby leads {took:.2f} s after kill -9 of the leader (session timeout {SESSION_TIMEOUT_S} s)")
+    assert took < SESSION_TIMEOUT_S + 15  # a loaded machine: generous; measured ~5 s
+    jobs = {j.job_id: j for j in standby.list_jobs().jobs}
+    assert ended not in jobs  # globally terminal: never run again
+    assert jobs[running].job_name == "waits for slots"
+    assert jobs[running].status in (JOB_STATUS.CREATED, JOB_STATUS.RUNNING, JOB_STATUS.RESTARTING)
+
+    new = _leader(options)
+    assert new.address == standby.address and new.session_id != old.session_id
+    with pytest.raises(grpc.RpcError) as stale:  # the deposed leader's session is fenced off
+        _register(standby, str(old.session_id))
+    assert stale.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert _register(standby, str(new.session_id)).registration_id
+    with create_ha_services(cfg.Configuration.from_dict(options), name="test-counter") as services:
+        counter = services.checkpoint_id_counter(running)  # the new leader never reuses id 1
+        poll_for(lambda: counter.get() == 3, 30, 0.1, "the new leader to draw checkpoint id 2")
