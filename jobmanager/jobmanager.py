@@ -142,7 +142,8 @@ class JobManager:
         self.leader_session = None
         self.guard.revoke()  # first: every fenced call is refused from here on
         self.leading.clear()
-        self._chain(self._step_down())
+        if not self._closing:  # stop() stops the JobMasters itself; jobs keep their last status
+            self._chain(self._step_down())
 
     def handle_error(self, error: BaseException) -> None:
         log.critical("JobManager %s: the leader election failed: %s", self.address, error)

@@ -201,3 +201,40 @@ def test_kill_9_of_the_leader_hands_its_jobs_to_the_standby_and_a_cancelled_job_
     with create_ha_services(cfg.Configuration.from_dict(options), name="test-counter") as services:
         counter = services.checkpoint_id_counter(running)  # the new leader never reuses id 1
         poll_for(lambda: counter.get() == 3, 30, 0.1, "the new leader to draw checkpoint id 2")
+
+
+def test_cluster_start_ha_runs_zookeeper_a_leader_and_a_standby_and_stop_ends_them_all(tmp_path: Path) -> None:
+    import json
+
+    from millstream.client.local_cluster import process_identity
+    from tests.integration.zookeeper import zookeeper_unavailable
+
+    reason = zookeeper_unavailable()
+    if reason:
+        pytest.skip(reason)
+    env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(tmp_path / "cluster")}
+    env.pop("MILLSTREAM_JOBMANAGER", None)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "millstream.client.cli", *args], env=env, capture_output=True,
+                              text=True, timeout=180)
+
+    started = cli("cluster", "start", "--ha", "--taskmanagers", "0", "--port", "0",
+                  "-D", "high-availability.zookeeper.client.session-timeout=5 s")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "high availability" in started.stdout and "standby at" in started.stdout
+    state = json.loads((tmp_path / "cluster" / "cluster.json").read_text())
+    pids = state["pids"]
+    try:
+        assert len(pids) == 3 and all(process_identity(p) for p in pids)  # ZooKeeper and two JobManagers
+        assert "zookeeper" in process_identity(pids[0]).lower()
+        leader, standby = state["ha"]["leader"], [a for a in state["ha"]["jobmanagers"] if a != state["ha"]["leader"]][0]
+        with grpc.insecure_channel(leader) as channel:
+            cpb_grpc.DispatcherStub(channel).ListJobs(cpb.Empty(), timeout=10)
+        with grpc.insecure_channel(standby) as channel, pytest.raises(grpc.RpcError) as refused:
+            cpb_grpc.DispatcherStub(channel).ListJobs(cpb.Empty(), timeout=10)
+        assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
+    finally:
+        stopped = cli("cluster", "stop")
+    assert stopped.stdout.strip() == "Cluster stopped."
+    poll_for(lambda: all(process_identity(p) is None for p in pids), 30, 0.1, "every process of the cluster to exit")
