@@ -291,7 +291,8 @@ def _cluster(args: argparse.Namespace) -> int:
 
     if args.action == "start":
         _warn_unknown_keys(args.dynamic)
-        state = local_cluster.start(args.taskmanagers, args.slots, args.port, args.dynamic, args.config, ha=args.ha)
+        ha_kwargs = {"ha": True} if args.ha else {}
+        state = local_cluster.start(args.taskmanagers, args.slots, args.port, args.dynamic, args.config, **ha_kwargs)
         if args.ha:
             ha = state["ha"]
             standbys = [a for a in ha["jobmanagers"] if a != ha["leader"]]
