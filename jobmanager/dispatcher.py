@@ -213,15 +213,26 @@ class Dispatcher:
         if isinstance(accepted, cpb.SubmitJobResponse):
             return accepted
         record = accepted[0]
-        record.persisting = asyncio.ensure_future(asyncio.to_thread(self._persistence.put, request, record.job_id))
+        persistence = self._persistence
+
+        async def persist_then_launch() -> None:
+            # One task, whatever happens to the caller's RPC: a stored job is started, a job that
+            # could not be stored is forgotten.
+            try:
+                await asyncio.to_thread(persistence.put, request, record.job_id)
+            except Exception as exc:
+                log.error("job %s: storing it in HA storage failed: %s", record.job_id.hex(), exc)
+                self._forget(record)
+                raise
+            self._launch(*accepted)
+
+        record.persisting = asyncio.ensure_future(persist_then_launch())
         try:
             await asyncio.shield(record.persisting)
         except Exception as exc:
-            log.error("job %s: storing it in HA storage failed: %s", record.job_id.hex(), exc)
-            self._forget(record)
             raise DispatcherError(grpc.StatusCode.UNAVAILABLE,
                                   f"Job {record.job_id.hex()} could not be stored in high-availability storage: {exc}") from exc
-        return self._launch(*accepted)
+        return cpb.SubmitJobResponse(job_id=record.job_id)
 
     def recover(self, request: cpb.SubmitJobRequest) -> None:
         """A job a former leader accepted (read back from HA storage): it runs again, from its

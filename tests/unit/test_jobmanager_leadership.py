@@ -20,7 +20,7 @@ from millstream.jobmanager.checkpoint_coordinator import (
     TriggerCheckpoint,
 )
 from millstream.jobmanager.checkpoint_driver import draw_checkpoint_id
-from millstream.jobmanager.dispatcher import Dispatcher
+from millstream.jobmanager.dispatcher import Dispatcher, DispatcherError
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, plan_recovery, read_jobs_to_recover
@@ -219,3 +219,27 @@ def test_losing_leadership_suspends_jobs_without_a_result_and_keeps_them_stored(
         assert (await _started(d, response.job_id)).started
 
     _with_ha(test)
+
+
+def test_a_job_that_cannot_be_stored_is_refused_unavailable_and_not_started() -> None:
+    from millstream.runtime.ha import HaStorageError
+
+    class Unwritable(JobPersistence):
+        def put(self, request: cpb.SubmitJobRequest, job_id: bytes) -> None:
+            raise HaStorageError("cannot write to high-availability.storageDir (/ha/x): Permission denied")
+
+    async def body() -> None:
+        blobs, services = BlobStore(), StandaloneHaServices("jm:1")
+        try:
+            d = Dispatcher(blobs, FakeJobMaster, lambda: 4, job_retention_ms=60_000, persistence=Unwritable(services))
+            with pytest.raises(DispatcherError) as refused:
+                await d.submit_and_persist(cpb.SubmitJobRequest(job_graph=_graph()))
+            assert refused.value.code is grpc.StatusCode.UNAVAILABLE
+            assert "high-availability storage" in str(refused.value) and "Permission denied" in str(refused.value)
+            await asyncio.sleep(0.05)
+            assert d.jobs == {}
+        finally:
+            services.close()
+            blobs.close()
+
+    asyncio.run(body())
