@@ -269,7 +269,7 @@ class ClusterClient:
 
     def __init__(self, address: str | None = None, rpc_timeout_s: float = 10.0,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, resolver: LeaderResolver | None = None,
-                 failover_budget_s: float = 2 * LEADER_LOOKUP_TIMEOUT_S) -> None:
+                 failover_budget_s: float = 2 * LEADER_LOOKUP_TIMEOUT_S, max_lookups: int = MAX_LEADER_LOOKUPS) -> None:
         if resolver is None:
             if not address:
                 raise ConfigurationError("JobManager address: none given")
@@ -277,6 +277,7 @@ class ClusterClient:
         self.resolver = resolver
         self.rpc_timeout_s = rpc_timeout_s
         self.failover_budget_s = failover_budget_s
+        self.max_lookups = max_lookups
         self._max_message_bytes = max_message_bytes
         self._channel: grpc.Channel | None = None
         self.address = ""
@@ -308,7 +309,7 @@ class ClusterClient:
     # -- finding the leader again ----------------------------------------------------------------
 
     def _failover(self) -> LeaderFailover:
-        return LeaderFailover(self.resolver.describe(), budget_s=self.failover_budget_s)
+        return LeaderFailover(self.resolver.describe(), self.max_lookups, self.failover_budget_s)
 
     def _worth_looking_again(self, error: grpc.RpcError, idempotent: bool = True) -> bool:
         """A "not the leader" answer was not served: always worth sending to the leader. With HA,
@@ -326,7 +327,12 @@ class ClusterClient:
                 f"The JobManager at {self.address} is not the leader ({error.details()}). Name every JobManager "
                 f"({cfg.ENV_JOBMANAGER}=host:port,host:port) or look the leader up in ZooKeeper "
                 "(-D high-availability.type=zookeeper -D high-availability.zookeeper.quorum=...).", failover.tried)
-        leader = self.resolver.resolve(avoid=self.address)
+        try:
+            leader = self.resolver.resolve(avoid=self.address)
+        except NoJobManagerLeader as exc:  # none named right now (a failover under way?)
+            failover.record(self.resolver.describe(), exc.reason)
+            time.sleep(failover.pause())
+            return
         if leader == self.address:
             time.sleep(failover.pause())
             return
@@ -404,7 +410,8 @@ class ClusterClient:
                         return self._stub.SubmitJob(request, timeout=self.rpc_timeout_s).job_id
             except grpc.RpcError as exc:
                 if self._worth_looking_again(exc) and time.monotonic() < deadline:
-                    failover = failover or LeaderFailover(self.resolver.describe(), budget_s=max(0.1, deadline - time.monotonic()))
+                    failover = failover or LeaderFailover(self.resolver.describe(), self.max_lookups,
+                                                          max(0.1, deadline - time.monotonic()))
                     try:
                         self._look_again(failover, exc)
                         continue

@@ -640,7 +640,8 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, str]:
     """
     layer: dict[str, str] = {}
     if env.get(ENV_JOBMANAGER):
-        host, port = parse_host_port(env[ENV_JOBMANAGER])
+        # Several JobManagers (a:6123,b:6123, the client finds the leader): the first is the address.
+        host, port = parse_host_port(env[ENV_JOBMANAGER].split(",", 1)[0])
         layer[JOBMANAGER_RPC_ADDRESS.key] = host
         if port is not None:
             layer[JOBMANAGER_RPC_PORT.key] = str(port)
