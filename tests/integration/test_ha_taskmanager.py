@@ -27,7 +27,9 @@ from millstream.runtime.fencing import FENCING_METADATA_KEY
 from millstream.runtime.ha import ZooKeeperHaServices, create_ha_services
 from millstream.runtime.rpc import sync_channel
 
-from .harness import poll_for, spawn_module, stop_processes
+from millstream.jobmanager.execution_state import JobStatus
+
+from .harness import job_status, poll_for, spawn_module, stop_processes
 from .zookeeper import ZooKeeperServer, ha_config, zookeeper_server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.timeout(300)
@@ -242,3 +244,58 @@ def test_the_cli_uses_the_jobmanager_that_answers_among_several(tmp_path: Path) 
         assert f"{dead}: connection refused" in done.stderr and f"{address}: connection refused" in done.stderr
     finally:
         stop_processes(procs)
+
+
+# -- with JobManagers that take part in the election (the JobManager side of HA.md) ----------------
+
+ENDLESS_JOB = """
+import time
+from millstream.datastream import StreamExecutionEnvironment
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_parallelism(2)
+env.from_sequence(1, 10**9).map(lambda x: (time.sleep(0.01), x)[1]).print()
+env.execute("endless")
+"""
+
+
+def test_a_leader_kill_cancels_the_old_leaders_tasks_and_the_taskmanager_serves_the_new_leader(
+        zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:  # noqa: F811
+    conf = ha_config(zookeeper_server, tmp_path / "ha")
+    flags = ha_flags(conf)
+    procs: dict[str, subprocess.Popen] = {}
+    services = create_ha_services(conf, name="observer")
+    try:
+        for name in ("jobmanager-a", "jobmanager-b"):
+            ready = tmp_path / f"{name}.ready"
+            procs[name] = spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready),
+                                        "-Djobmanager.rpc.port=0", *HEARTBEATS, *flags], tmp_path / f"{name}.log")
+            procs[name].address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what=name)  # type: ignore[attr-defined]
+        retrieval = services.jobmanager_leader_retrieval()
+        try:
+            first = retrieval.current_leader(20)
+        except Exception:
+            pytest.skip("these JobManagers do not take part in the leader election (the JobManager side of HA "
+                        "has not landed): nothing to fail over between")
+        tm_log = tmp_path / "taskmanager.log"
+        procs["tm"] = spawn_module(["millstream.taskmanager.taskmanager", "-Dtaskmanager.numberOfTaskSlots=2",
+                                    *HEARTBEATS, *flags], tm_log)
+        poll_for(lambda: overview(first.address).slots_total == 2, 180, interval=0.5, what="the TaskManager at the leader")
+        job = tmp_path / "endless.py"
+        job.write_text(ENDLESS_JOB)
+        done, _ = cli("run", "-d", *[a for f in flags for a in ("-D", f[2:])], str(job), timeout=120)
+        assert done.returncode == 0, done.stderr
+        job_id = re.search(r"submitted: ([0-9a-f]{32})", done.stdout).group(1)  # type: ignore[union-attr]
+        with ClusterClient(first.address) as client:
+            poll_for(lambda: job_status(client, bytes.fromhex(job_id)) is JobStatus.RUNNING, 120, interval=0.5,
+                     what="the job running")
+        leader_proc = next(p for p in procs.values() if getattr(p, "address", None) == first.address)
+        leader_proc.kill()
+        new = poll_for(lambda: (lambda l: l if l is not None and l.address != first.address else None)(retrieval.leader),
+                       60, interval=0.2, what="a new leader")
+        poll_for(lambda: overview(new.address).slots_total == 2, 60, interval=0.5, what="the TaskManager at the new leader")
+        text = tm_log.read_text(errors="replace")
+        assert re.search(rf"leaves the JobManager leader {re.escape(first.address)} .*cancelling [12] tasks", text), text[-3000:]
+    finally:
+        services.close()
+        stop_processes(list(procs.values()))
