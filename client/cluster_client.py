@@ -73,9 +73,12 @@ def parse_addresses(text: str, what: str = cfg.ENV_JOBMANAGER) -> list[str]:
     if "" in parts:
         raise ConfigurationError(f"{what}: an empty address in {text!r} (expected host:port[,host:port...])")
     for part in parts:
-        _, port = parse_host_port(part, what)
+        try:
+            _, port = parse_host_port(part, what)
+        except ConfigurationError:
+            port = None
         if not port:
-            raise ConfigurationError(f"{what}: expected host:port for each JobManager, got {part!r} in {text!r}")
+            raise ConfigurationError(f"{what}: expected host:port, got {part!r}" + (f" in {text!r}" if len(parts) > 1 else ""))
     return list(dict.fromkeys(parts))
 
 
@@ -162,7 +165,7 @@ class LeaderResolver:
             return cls(settings=settings, lookup_timeout_s=lookup_timeout_s)
         if not addresses:
             return None
-        return cls(parse_addresses(addresses), lookup_timeout_s=lookup_timeout_s)
+        return cls(parse_addresses(addresses, "JobManager address"), lookup_timeout_s=lookup_timeout_s)
 
     @property
     def highly_available(self) -> bool:

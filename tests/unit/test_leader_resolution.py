@@ -111,3 +111,10 @@ def test_pauses_between_looks_at_the_same_leader_grow_to_a_second() -> None:
         failover.record("a:1", "connection refused")
         pauses.append(failover.pause())
     assert pauses == sorted(pauses) and pauses[0] == pytest.approx(0.2) and pauses[-1] == 1.0
+
+
+@pytest.mark.parametrize("address", ["garbage", "localhost:70000", "local host:6123"])
+def test_one_bad_address_is_named_as_before(address: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse_addresses(address, "JobManager address")
+    assert str(info.value) == f"JobManager address: expected host:port, got {address!r}"
