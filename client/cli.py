@@ -503,6 +503,10 @@ def _main(argv: Sequence[str] | None) -> int:
                                 logging.WARNING if level is None else level)
         elif level is not None:
             route_internal_logs(None, level)
+        else:  # a ZooKeeper look-up's connection chatter is not the command's output (-v shows it)
+            for name in ("kazoo", "millstream.runtime.ha"):
+                logging.getLogger(name).addHandler(logging.NullHandler())
+                logging.getLogger(name).propagate = False
         return args.func(args)
     except JobManagerUnreachable as exc:
         print(exc, file=sys.stderr)
