@@ -97,7 +97,9 @@ def load_job_graph(script: str, script_args: Sequence[str] = ()):  # noqa: ANN20
     raise CliError(f"{script} finished without calling execute(): it defines no job")
 
 
-def jobmanager_address(explicit: str | None) -> str:
+def jobmanager_address(explicit: str | None, configuration: Any = None) -> str:
+    """Where the JobManager is without HA (one ``host:port``, or several comma-separated: the
+    leader among them): --jobmanager, MILLSTREAM_JOBMANAGER, the local cluster, the configuration."""
     from millstream.client.local_cluster import read_state
     from millstream.runtime import config as cfg
 
@@ -108,15 +110,32 @@ def jobmanager_address(explicit: str | None) -> str:
     state = read_state()
     if state:
         return state["jobmanager"]
-    c = cfg.load_configuration()
+    c = configuration if configuration is not None else cfg.load_configuration()
     return f"{c.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{c.get(cfg.JOBMANAGER_RPC_PORT)}"
 
 
-def _client(args: argparse.Namespace):  # noqa: ANN202
-    """A client of the JobManager, checked to answer (else one line: JobManagerUnreachable)."""
-    from millstream.client.cluster_client import ClusterClient
+def _configuration(args: argparse.Namespace) -> Any:
+    """The client's configuration: --config (or MILLSTREAM_CONFIG_FILE), the environment, -D."""
+    from millstream.runtime import config as cfg
 
-    client = ClusterClient(jobmanager_address(args.jobmanager))
+    return cfg.load_configuration(getattr(args, "config", None), dynamic_properties=getattr(args, "dynamic", []))
+
+
+def _highly_available(configuration: Any) -> bool:
+    from millstream.runtime import config as cfg
+
+    return bool(configuration.get(cfg.HA_TYPE) == "ZOOKEEPER")
+
+
+def _client(args: argparse.Namespace):  # noqa: ANN202
+    """A client of the JobManager leader, checked to answer (else one line: JobManagerUnreachable,
+    or NoJobManagerLeader naming where it looked)."""
+    from millstream.client.cluster_client import ClusterClient, LeaderResolver
+
+    configuration = _configuration(args)
+    resolver = LeaderResolver.from_configuration(configuration, jobmanager_address(args.jobmanager, configuration))
+    assert resolver is not None  # an address is always given
+    client = ClusterClient(resolver=resolver)
     try:
         client.check_reachable(REACH_TIMEOUT_S)
     except BaseException:
@@ -163,11 +182,17 @@ def _plan(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from millstream.client.execution import JobDetached, observing
     from millstream.client.progress import LineAtomicWriter, RunView
-    from millstream.runtime.config import ENV_PREFIX
+    from millstream.runtime.config import ENV_CONFIG_FILE, ENV_PREFIX
 
-    address = jobmanager_address(args.jobmanager)
-    _client(args).close()  # nothing there: one line now, not after the script's set-up
-    os.environ[ENV_JOBMANAGER] = address
+    configuration = _configuration(args)
+    _client(args).close()  # nothing there, or no leader: one line now, not after the script's set-up
+    # The script's execute() finds the cluster as this command did: the same -D and --config.
+    if args.config:
+        os.environ[ENV_CONFIG_FILE] = os.path.abspath(args.config)
+    for key, value in _dynamic(args).items():
+        os.environ[ENV_PREFIX + key.replace(".", "_").replace("-", "_").upper()] = value
+    if not _highly_available(configuration):
+        os.environ[ENV_JOBMANAGER] = jobmanager_address(args.jobmanager, configuration)
     if args.parallelism is not None:
         os.environ[f"{ENV_PREFIX}PARALLELISM_DEFAULT"] = str(args.parallelism)
     if args.from_savepoint:
@@ -187,7 +212,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     except KeyboardInterrupt:
         view.stopped()
-        return _interrupted(view, args.cancel_on_exit)
+        return _interrupted(view, args)
     finally:
         view.stopped()
         sys.stdout.flush()
@@ -195,16 +220,22 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interrupted(view: Any, cancel: bool) -> int:
+def _interrupted(view: Any, args: argparse.Namespace) -> int:
     """Ctrl-C under ``run``: the job keeps running (say how to cancel it), or is cancelled."""
-    from millstream.client.cluster_client import ClusterClient
+    from millstream.client.cluster_client import JobManagerUnreachable
     from millstream.client.progress import is_terminal, status_name
 
+    cancel = args.cancel_on_exit
     if view.job_id is None:
         print("millstream: interrupted before the job was submitted", file=sys.stderr)
         return EXIT_INTERRUPTED
     job = view.job_id.hex()
-    with ClusterClient(os.environ[ENV_JOBMANAGER]) as client:
+    try:
+        client = _client(args)
+    except JobManagerUnreachable as exc:
+        print(f"job {job}: {exc}; it may keep running: `millstream cancel {job}`", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    with client:
         try:
             summary = client.status(view.job_id)
             if is_terminal(summary):  # it ended, or the program's closed results cancelled it
@@ -313,6 +344,12 @@ def _cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dynamic(args: argparse.Namespace) -> dict[str, str]:
+    from millstream.runtime import config as cfg
+
+    return cfg.parse_dynamic_properties(getattr(args, "dynamic", []))
+
+
 def _warn_unknown_keys(dynamic: list[str]) -> None:
     """The cluster's processes only log a -D key no option has; the user who typed it sees it here."""
     from millstream.runtime import config as cfg
@@ -411,7 +448,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-v", "--verbose", action="count", default=0, help="show Millstream's log lines on stderr (-vv: debug)")
     for p in (run, listing, status, cancel, savepoint, stop, cluster):
         p.add_argument("--jobmanager", metavar="HOST:PORT",
-                       help="the JobManager (default: MILLSTREAM_JOBMANAGER, the local cluster, or the configuration)")
+                       help="the JobManager, or several as HOST:PORT,HOST:PORT (the leader among them is used; default: "
+                            "MILLSTREAM_JOBMANAGER, the local cluster, or the configuration); with "
+                            "high-availability.type=zookeeper the leader is looked up in ZooKeeper instead")
+    for p in (run, listing, status, cancel, savepoint, stop):
+        p.add_argument("--config", help="YAML configuration file (e.g. the cluster's, for its high-availability.* options)")
+        p.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
+                       help="a configuration option, e.g. -D high-availability.type=zookeeper "
+                            "-D high-availability.zookeeper.quorum=zk:2181 -D high-availability.storageDir=/shared/ha")
     return parser
 
 
@@ -471,6 +515,10 @@ def _main(argv: Sequence[str] | None) -> int:
                                 logging.WARNING if level is None else level)
         elif level is not None:
             route_internal_logs(None, level)
+        else:  # a ZooKeeper look-up's connection chatter is not the command's output (-v shows it)
+            for name in ("kazoo", "millstream.runtime.ha"):
+                logging.getLogger(name).addHandler(logging.NullHandler())
+                logging.getLogger(name).propagate = False
         return args.func(args)
     except JobManagerUnreachable as exc:
         print(exc, file=sys.stderr)

@@ -1,7 +1,9 @@
 """Running a JobGraph from a user program: ``env.execute()`` and ``execute_and_collect()``.
 
-The job goes to the cluster named by ``MILLSTREAM_JOBMANAGER=host:port``; without it, to the
-process's embedded mini-cluster, started by the first job, reused by the next ones and stopped
+The job goes to the cluster named by ``MILLSTREAM_JOBMANAGER=host:port`` (or several,
+``host:port,host:port``: the one that leads), or, with ``high-availability.type: zookeeper`` in the
+configuration, to the JobManager leader ZooKeeper names; without either, to the process's
+embedded mini-cluster, started by the first job, reused by the next ones and stopped
 when the interpreter exits. Either way the JobGraph travels
 over gRPC to a Dispatcher. ``capture_job_graphs()`` turns ``execute()`` into "record the JobGraph
 and stop the program", which is how ``millstream plan JOB.py`` learns a job without running it.
@@ -115,17 +117,21 @@ class _Session:
     """Where one job runs: the named cluster, or a mini-cluster owned by this session."""
 
     def __init__(self, job_graph: Any, user_conf: Any) -> None:
-        from millstream.client.cluster_client import ClusterClient
+        from millstream.client.cluster_client import LEADER_LOOKUP_TIMEOUT_S, ClusterClient, LeaderResolver
         from millstream.jobmanager.execution_graph import ExecutionGraph
 
         self.config = _client_configuration(user_conf)
-        address = os.environ.get(ENV_JOBMANAGER)
-        if not address:
+        resolver = LeaderResolver.from_configuration(self.config, os.environ.get(ENV_JOBMANAGER))
+        if resolver is None:
             from millstream.client.minicluster import embedded_cluster
 
             slots = ExecutionGraph(job_graph.proto).total_required_slots()
-            address = embedded_cluster(self.config, slots).address  # reused by later executes
-        self.client = ClusterClient(address, self.config.get(cfg.RPC_TIMEOUT) / 1000, self.config.get(cfg.RPC_MAX_MESSAGE_SIZE))
+            resolver = LeaderResolver([embedded_cluster(self.config, slots).address])  # reused by later executes
+        # A leader change while the job runs: keep looking for the new leader for as long as a
+        # submission may take (a failover lasts about one ZooKeeper session timeout).
+        budget_s = max(self.config.get(cfg.CLIENT_SUBMISSION_TIMEOUT) / 1000, 2 * LEADER_LOOKUP_TIMEOUT_S)
+        self.client = ClusterClient(None, self.config.get(cfg.RPC_TIMEOUT) / 1000, self.config.get(cfg.RPC_MAX_MESSAGE_SIZE),
+                                    resolver=resolver, failover_budget_s=budget_s, max_lookups=int(budget_s * 2))
 
     def submit(self, job_graph: Any, python_files: Sequence[str]) -> bytes:
         """Submits, retrying while the JobManager is unreachable for ``client.submission-timeout``."""
@@ -157,6 +163,15 @@ def _raise_unless_finished(job_graph: Any, summary: cpb.JobSummary) -> None:
     raise JobExecutionException(message, summary)
 
 
+def _not_recovered(job_graph: Any, job_id: bytes, client: Any, error: grpc.RpcError) -> Exception | None:
+    """The JobManager the client followed after a leader change does not know the job."""
+    if error.code() is grpc.StatusCode.NOT_FOUND and client.leader_changes:
+        return JobExecutionException(
+            f"Job '{job_graph.job_name}' ({job_id.hex()}) is not known to the new JobManager leader {client.address}: "
+            f"it was not recovered after the leader change ({error.details()})")
+    return None
+
+
 def _result(summary: cpb.JobSummary) -> JobExecutionResult:
     return JobExecutionResult(summary.job_id.hex(), summary.job_name, max(0, summary.end_time_ms - summary.start_time_ms))
 
@@ -172,10 +187,16 @@ def execute(job_graph: Any, configuration: Any, python_files: Sequence[str] = ()
         try:
             if observer is not None:
                 observer.submitted(job_graph.job_name, job_id, session.client, False)
-            for update in session.client.wait(job_id):
-                summary = update.summary
-                if observer is not None:
-                    observer.update(update)
+            try:
+                for update in session.client.wait(job_id):
+                    summary = update.summary
+                    if observer is not None:
+                        observer.update(update)
+            except grpc.RpcError as exc:
+                lost = _not_recovered(job_graph, job_id, session.client, exc)
+                if lost is None:
+                    raise
+                raise lost from exc
         finally:
             if observer is not None:
                 observer.stopped()
@@ -221,7 +242,10 @@ def execute_and_collect(
             except grpc.RpcError as exc:
                 if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:  # the job restarted: see the Dispatcher
                     raise JobExecutionException(f"Job '{job_graph.job_name}' ({job_id.hex()}): {exc.details()}") from None
-                raise
+                lost = _not_recovered(job_graph, job_id, session.client, exc)
+                if lost is None:
+                    raise
+                raise lost from exc
             offset = response.next_offset
             for batch in response.batches:
                 if batch.collect_id != collect_id:

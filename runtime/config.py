@@ -363,6 +363,11 @@ TASKMANAGER_RPC_PORT: ConfigOption[int] = _option(
     "taskmanager.rpc.port", _INT, 0,
     "Port of the TaskManager's gRPC endpoint (0: a free port); the TaskManager fails to start if "
     "it is taken.")
+TASK_CANCELLATION_TIMEOUT: ConfigOption[int] = _option(
+    "task.cancellation.timeout", _DURATION, 180 * _S,
+    "How long a TaskManager that leaves a JobManager leader (a new one was elected, or none leads) "
+    "waits for the old leader's tasks to stop before it registers with the new one; tasks still "
+    "running then are a fatal error: the TaskManager exits (Flink's task cancellation watchdog).")
 NETWORK_BUFFERS_PER_CHANNEL: ConfigOption[int] = _option(
     "taskmanager.network.memory.buffers-per-channel", _INT, 4,
     "Credits a consumer task grants each input channel: buffers a producer may send ahead of the "
@@ -635,7 +640,8 @@ def env_overrides(env: Mapping[str, str]) -> dict[str, str]:
     """
     layer: dict[str, str] = {}
     if env.get(ENV_JOBMANAGER):
-        host, port = parse_host_port(env[ENV_JOBMANAGER])
+        # Several JobManagers (a:6123,b:6123, the client finds the leader): the first is the address.
+        host, port = parse_host_port(env[ENV_JOBMANAGER].split(",", 1)[0])
         layer[JOBMANAGER_RPC_ADDRESS.key] = host
         if port is not None:
             layer[JOBMANAGER_RPC_PORT.key] = str(port)

@@ -5,6 +5,13 @@ run in the SparkHost's executors and report every state change, in order, to the
 Heartbeats from the ResourceManager and JobMasters are watched: without the ResourceManager the
 TaskManager registers again; without a job's JobMaster it cancels that job's tasks and frees its
 slots, as a Flink TaskExecutor does.
+
+Fencing (HA.md): the TaskExecutor serves one JobManager leader at a time, ``leader`` (its address
+and leader session id). Every call it makes to the JobManager side carries the session id
+(``FencingClientInterceptor`` on its channels), and :meth:`TaskExecutor.fencing_refusal`, the guard
+of its gRPC server, refuses the JobManager calls whose token is not that session id. When the
+leader changes, :meth:`TaskExecutor.disconnect_leader` cancels the old leader's tasks, frees every
+slot and closes the channels before the TaskManager registers with the new leader.
 """
 from __future__ import annotations
 
@@ -25,6 +32,8 @@ from millstream.jobmanager.blob_server import check_artifact_name
 from millstream.jobmanager.heartbeat import HeartbeatMonitor
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime.fencing import FencingClientInterceptor, Refusal
+from millstream.runtime.ha.api import DEFAULT_LEADER_ID, LeaderInformation
 from millstream.runtime.rpc import aio_channel
 from millstream.taskmanager import task as task_body
 from millstream.taskmanager.print_forwarder import PrintForwarder
@@ -40,6 +49,35 @@ COLLECT_IN_FLIGHT_BYTES = 4 << 20
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+_TASK_EXECUTOR_SERVICE = "/" + cpb.DESCRIPTOR.services_by_name["TaskExecutor"].full_name + "/"
+# The TaskExecutor's methods only the JobManager leader may call (LookupPartition, between
+# TaskManagers, is not fenced).
+FENCED_METHODS = frozenset(_TASK_EXECUTOR_SERVICE + name for name in (
+    "RequestSlot", "SubmitTask", "CancelTask", "FreeSlot", "Heartbeat", "TriggerCheckpoint", "NotifyCheckpoint"))
+
+
+def fencing_refusal(method: str, token: str | None, leader: LeaderInformation | None, resource_id: str) -> Refusal | None:
+    """Whether a call to ``method`` carrying the fencing ``token`` is refused, given the ``leader``
+    this TaskManager follows (None between leaders): None to serve it, else the refusal.
+
+    A call without a token is the JobManager of a cluster without HA that predates fencing: it is
+    served only when the leader is the default one (no HA), never under a real leader session.
+    """
+    if method not in FENCED_METHODS:
+        return None
+    name = method.rsplit("/", 1)[-1]
+    if leader is None:
+        return (grpc.StatusCode.FAILED_PRECONDITION,
+                f"fenced: TaskManager {resource_id} follows no JobManager leader right now; {name} with leader "
+                f"session {token or '(none)'} refused")
+    expected = str(leader.session_id)
+    if token == expected or (token is None and leader.session_id == DEFAULT_LEADER_ID):
+        return None
+    return (grpc.StatusCode.FAILED_PRECONDITION,
+            f"fenced: TaskManager {resource_id} follows the JobManager leader {leader.address} (session {expected}); "
+            f"{name} with leader session {token or '(none)'} refused")
 
 
 class CollectGate:
@@ -87,6 +125,7 @@ class RunningTask:
     collect_failure: str | None = None  # collected records could not be delivered: the task fails
     starting: bool = True  # accepted, its Spark task not submitted yet (e.g. fetching artifacts)
     failing: tuple[str, bool] | None = None  # (traceback, caused by a neighbour) once the body failed
+    orphaned: bool = False  # its JobManager leader is gone: nothing more is reported to it
     records_in: int = 0  # the body's running totals (Flink's numRecordsIn / numRecordsOut)
     records_out: int = 0
 
@@ -121,6 +160,9 @@ class TaskExecutor:
         self.address = ""
         self.data_address = ""
         self.registration_id = ""
+        # The JobManager leader served (None between leaders); without HA the one JobManager.
+        self.leader: LeaderInformation | None = (
+            LeaderInformation(jobmanager_address, DEFAULT_LEADER_ID) if jobmanager_address else None)
         self._rpc_timeout_s = rpc_timeout_s
         self._max_message_bytes = max_message_bytes
         self._work_dir = work_dir
@@ -142,10 +184,25 @@ class TaskExecutor:
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    @property
+    def leader_token(self) -> str | None:
+        """The fencing token of this TaskManager's calls: the leader's session id (None between leaders)."""
+        return str(self.leader.session_id) if self.leader is not None else None
+
+    def fencing_refusal(self, method: str, token: str | None) -> Refusal | None:
+        """The guard of the TaskExecutor's server (see :func:`fencing_refusal`)."""
+        return fencing_refusal(method, token, self.leader, self.resource_id)
+
+    def connect_to(self, leader: LeaderInformation) -> None:
+        """Serve ``leader`` from now on: its calls pass the fence, ours carry its session id."""
+        self.leader = leader
+        self.jobmanager_address = leader.address
+
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = aio_channel(address, self._max_message_bytes)
+            channel = self._channels[address] = aio_channel(
+                address, self._max_message_bytes, interceptors=[FencingClientInterceptor(lambda: self.leader_token)])
         return channel
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
@@ -165,6 +222,38 @@ class TaskExecutor:
             self.printed_lines.close()
         for channel in self._channels.values():
             await channel.close()
+
+    async def disconnect_leader(self, reason: str, timeout_s: float) -> list[str]:
+        """Leave the current JobManager leader (a new one was elected, or none leads): from now on
+        its calls are fenced off; every task is cancelled and nothing more is reported to it (a new
+        leader recovers its jobs from their checkpoints; an old task must not commit output); every
+        slot is freed; the channels to it are closed. Waits at most ``timeout_s`` for the tasks to
+        end; returns the names of those still running then (none normally)."""
+        old = self.leader
+        self.leader = None
+        self.registration_id = ""
+        self.registered.clear()
+        if old is not None:
+            log.info("TaskManager %s leaves the JobManager leader %s (session %s): %s; cancelling %d tasks",
+                     self.resource_id, old.address, old.session_id, reason, len(self.tasks))
+        for task in self.tasks.values():
+            task.orphaned = True
+        in_slots = {t.attempt_id for job_id in self.slots.jobs() for t in self.slots.tasks_of_job(job_id)}
+        for job_id in self.slots.jobs():
+            for allocation_id in self.slots.allocations_of_job(job_id):
+                self._free_slot(allocation_id, reason)  # cancels the slot's tasks
+        for attempt_id in [a for a in self.tasks if a not in in_slots]:  # a task whose slot was freed already
+            self._cancel(attempt_id)
+        self._cancelled_early.clear()
+        self._heartbeats = HeartbeatMonitor[str](self._heartbeats.interval_ms, self._heartbeats.timeout_ms)
+        deadline = time.monotonic() + timeout_s
+        while self.tasks and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        still_running = [task.name for task in self.tasks.values()]
+        channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            await channel.close()
+        return still_running
 
     # -- registration with the ResourceManager --------------------------------------------------
 
@@ -362,7 +451,7 @@ class TaskExecutor:
                 )
                 self.partition_servers.pop(task.attempt_id, None)
                 self._ended_attempts.append(task.attempt_id)
-                if self.printed_lines is not None:  # its last lines reach the clients before its end
+                if self.printed_lines is not None and not task.orphaned:  # its last lines reach the clients first
                     await self.printed_lines.flush(task.tdd.job_id)
                 await self._report(stub, task, msg.status, failure)
                 self.tasks.pop(task.attempt_id, None)
@@ -381,17 +470,17 @@ class TaskExecutor:
                 _, checkpoint_id, state_path, state_size = msg
                 await self._call(stub.AcknowledgeCheckpoint, cpb.AcknowledgeCheckpointRequest(
                     job_id=task.tdd.job_id, execution_attempt_id=task.attempt_id, checkpoint_id=checkpoint_id,
-                    state_path=state_path, state_size=state_size))
+                    state_path=state_path, state_size=state_size), task=task)
             elif kind == task_body.CHECKPOINT_DECLINE:
                 _, checkpoint_id, reason, message = msg
                 await self._call(stub.DeclineCheckpoint, cpb.DeclineCheckpointRequest(
                     job_id=task.tdd.job_id, execution_attempt_id=task.attempt_id, checkpoint_id=checkpoint_id,
-                    reason=reason, message=message))
+                    reason=reason, message=message), task=task)
             elif kind == task_body.PRINT:
                 stream = sys.stderr if msg[2] else sys.stdout
                 stream.write("".join(f"{line}\n" for line in msg[1]))
                 stream.flush()
-                if self.printed_lines is not None:
+                if self.printed_lines is not None and not task.orphaned:
                     self.printed_lines.add(task.tdd.job_id, jobmaster_address, msg[1])
             elif kind == task_body.COLLECT:
                 _, collect_id, subtask, sequence, payload = msg
@@ -439,15 +528,18 @@ class TaskExecutor:
             records_in=task.records_in,
             records_out=task.records_out,
         )
-        await self._call(stub.UpdateTaskExecutionState, update)
+        await self._call(stub.UpdateTaskExecutionState, update, task=task)
 
     async def _send_printed_lines(self, jobmaster_address: str, report: cpb.PrintedLinesReport) -> None:
         stub = cpb_grpc.JobMasterServiceStub(self._channel(jobmaster_address))
         await stub.ReportPrintedLines(report, timeout=self._rpc_timeout_s)
 
-    async def _call(self, method: Any, request: Any, attempts: int = 5) -> None:
-        """Idempotent reports to the JobMaster: retried on UNAVAILABLE, then given up (heartbeats take over)."""
+    async def _call(self, method: Any, request: Any, attempts: int = 5, task: RunningTask | None = None) -> None:
+        """Idempotent reports to the JobMaster: retried on UNAVAILABLE, then given up (heartbeats take
+        over). Nothing goes to the leader an orphaned task was deployed by."""
         for attempt in range(attempts):
+            if task is not None and task.orphaned:
+                return
             try:
                 await method(request, timeout=self._rpc_timeout_s)
                 return

@@ -1,4 +1,12 @@
-"""The TaskManager process: a TaskExecutor gRPC server, a SparkHost, and its ResourceManager link."""
+"""The TaskManager process: a TaskExecutor gRPC server, a SparkHost, and its ResourceManager link.
+
+The JobManager it serves is the leader its HA services' leader retrieval names (Flink's
+TaskExecutor with its ResourceManager leader retriever): without HA (``high-availability.type:
+NONE``) the fixed ``--jobmanager`` address (or ``jobmanager.rpc.*``) under the default leader id;
+with ZooKeeper whichever JobManager leads. On a new leader the TaskManager leaves the old one
+(cancels its tasks, frees its slots, closes its channels) and registers with the new one carrying
+its session id; on "no leader" it leaves the old one and waits.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +21,9 @@ from tenacity import AsyncRetrying, before_sleep_log, retry_if_exception, stop_a
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
-from millstream.runtime.process import process_parser, run_process, until_terminated
+from millstream.runtime.fencing import FencingServerInterceptor
+from millstream.runtime.ha import HaError, HighAvailabilityServices, LeaderInformation, LoopListener, create_ha_services
+from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
 from millstream.taskmanager.spark_runner import SparkHost
 from millstream.taskmanager.task import NetworkSettings
@@ -60,14 +70,16 @@ class TaskManager:
     def __init__(
         self,
         configuration: cfg.Configuration | None,
-        jobmanager_address: str,
+        jobmanager_address: str | None = None,
         spark: SparkHost | None = None,
         resource_id: str | None = None,
         registration_timeout_s: float = 60.0,
         forward_printed_lines: bool = True,
     ) -> None:
         self.config = configuration or cfg.Configuration()
-        self.jobmanager_address = jobmanager_address
+        # Without HA the one JobManager; with HA the leader of the moment (see _follow_leader).
+        self.jobmanager_address = jobmanager_address or (
+            f"{self.config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{self.config.get(cfg.JOBMANAGER_RPC_PORT)}")
         self.resource_id = resource_id or f"taskmanager-{uuid.uuid4().hex[:12]}"
         self.num_slots = self.config.get(cfg.TASKMANAGER_NUM_TASK_SLOTS)
         self._spark = spark
@@ -78,6 +90,13 @@ class TaskManager:
         self._forward_printed_lines = forward_printed_lines
         self._work = tempfile.TemporaryDirectory(prefix="millstream-tm-")
         self._link_task: asyncio.Task[None] | None = None
+        self._follow_task: asyncio.Task[None] | None = None
+        self._leaders: asyncio.Queue[LeaderInformation | None] = asyncio.Queue()
+        self._ha: HighAvailabilityServices | None = None
+        self._retrieval: Any = None
+        self.leader: LeaderInformation | None = None  # the leader registered with, or being registered with
+        self.leader_changes = 0  # how often it left a leader (for tests and logs)
+        self._cancel_timeout_s = self.config.get(cfg.TASK_CANCELLATION_TIMEOUT) / 1000
         self.fatal_error: str | None = None  # why this TaskManager cannot run tasks any more
         self.failed = asyncio.Event()
 
@@ -92,6 +111,11 @@ class TaskManager:
         network = network_settings(c)
         name, host = f"TaskManager {self.resource_id}", c.get(cfg.TASKMANAGER_HOST) or "127.0.0.1"
         check_bindable(name, host, c.get(cfg.TASKMANAGER_RPC_PORT))  # fail now, not after Spark's start
+        try:  # connecting to ZooKeeper blocks (at most its connection timeout)
+            self._ha = await asyncio.to_thread(create_ha_services, c, jobmanager_address=self.jobmanager_address,
+                                               name=f"millstream-ha-{self.resource_id}")
+        except HaError as exc:
+            raise StartupError(f"{name} cannot start its high-availability services: {exc}") from exc
         if self._spark is None:
             self._spark = spark_host_for(c)
             # Warm before offering slots: the first task must not pay Spark's start-up.
@@ -103,31 +127,78 @@ class TaskManager:
             c.get(cfg.RPC_TIMEOUT) / 1000,
             c.get(cfg.RPC_MAX_MESSAGE_SIZE),
             self._work.name,
-            self.jobmanager_address,
+            "",  # no leader until the leader retrieval names one
             network,
             forward_printed_lines=self._forward_printed_lines,
         )
         loop = asyncio.get_running_loop()
         self._spark.on_death(lambda reason: loop.call_soon_threadsafe(self._spark_died, reason))
-        self.server = RpcServer(name, c.get(cfg.RPC_MAX_MESSAGE_SIZE))
+        self.server = RpcServer(name, c.get(cfg.RPC_MAX_MESSAGE_SIZE),
+                                interceptors=[FencingServerInterceptor(self.executor.fencing_refusal)])
         self.server.add(cpb_grpc.add_TaskExecutorServicer_to_server, TaskExecutorServicer(self.executor), SERVICES)
         port = await self.server.start(host, c.get(cfg.TASKMANAGER_RPC_PORT))
         self.executor.address = f"{host}:{port}"
         self.executor.data_address = self.executor.address
-        self._channel = grpc.aio.insecure_channel(self.jobmanager_address)
-        self._link_task = asyncio.ensure_future(self._resource_manager_link())
+        self._follow_task = asyncio.ensure_future(self._follow_leader())
+        self._retrieval = self._ha.jobmanager_leader_retrieval()
+        self._retrieval.start(LoopListener(self, loop))
         try:
             await asyncio.wait_for(self.executor.registered.wait(), self._registration_timeout_s)
         except asyncio.TimeoutError:
             await self.stop()
             raise RuntimeError(
-                f"TaskManager {self.resource_id} could not register at the JobManager {self.jobmanager_address} "
+                f"TaskManager {self.resource_id} could not register at {self._where()} "
                 f"within {self._registration_timeout_s:.0f} s"
             ) from None
         return self
 
-    async def _register(self) -> None:
-        stub = cpb_grpc.ResourceManagerStub(self._channel)
+    def _where(self) -> str:
+        if self._ha is not None and self._ha.highly_available:
+            settings = self._ha.settings  # type: ignore[attr-defined]
+            known = f"{self.leader.address} (session {self.leader.session_id})" if self.leader else "none"
+            return (f"the JobManager leader of ZooKeeper {settings.quorum} (cluster {settings.cluster_id}; "
+                    f"leader known: {known})")
+        return f"the JobManager {self.jobmanager_address}"
+
+    # -- leader retrieval (called on the loop by the LoopListener) -----------------------------
+
+    def notify_leader_address(self, leader: LeaderInformation | None) -> None:
+        self._leaders.put_nowait(leader)
+
+    def handle_error(self, error: BaseException) -> None:
+        self._fatal(f"the JobManager leader retrieval failed: {type(error).__name__}: {error}")
+
+    async def _follow_leader(self) -> None:
+        """One leader at a time: on a new (address, session id) leave the old leader and register
+        with the new one; on None leave the old one and wait. Only the latest news counts."""
+        while True:
+            leader = await self._leaders.get()
+            while not self._leaders.empty():
+                leader = self._leaders.get_nowait()
+            if leader == self.leader:
+                continue
+            if self._link_task is not None:
+                self._link_task.cancel()
+                await asyncio.gather(self._link_task, return_exceptions=True)
+                self._link_task = None
+            if self.leader is not None:
+                reason = (f"JobManager leader changed to {leader.address} (session {leader.session_id})"
+                          if leader is not None else "no JobManager leader")
+                self.leader_changes += 1
+                stuck = await self.executor.disconnect_leader(reason, self._cancel_timeout_s)
+                if stuck:
+                    self._fatal(f"{len(stuck)} tasks of the old JobManager leader did not stop within "
+                                f"{cfg.TASK_CANCELLATION_TIMEOUT.key} ({self._cancel_timeout_s:g} s): {', '.join(stuck)}")
+                    return
+            self.leader = leader
+            if leader is None:
+                log.info("TaskManager %s: no JobManager leader; waiting for one", self.resource_id)
+                continue
+            self.executor.connect_to(leader)
+            self._link_task = asyncio.ensure_future(self._resource_manager_link(leader))
+
+    async def _register(self, leader: LeaderInformation) -> None:
+        stub = cpb_grpc.ResourceManagerStub(self.executor._channel(leader.address))
         request = cpb.RegisterTaskManagerRequest(
             resource_id=self.resource_id,
             address=self.executor.address,
@@ -145,15 +216,18 @@ class TaskManager:
             with attempt:
                 response = await stub.RegisterTaskManager(request, timeout=self.executor._rpc_timeout_s)
         self.executor.registered_with(response)
-        log.info("TaskManager %s registered at %s with %d slots", self.resource_id, self.jobmanager_address, self.num_slots)
+        log.info("TaskManager %s registered at %s (leader session %s) with %d slots", self.resource_id, leader.address,
+                 leader.session_id, self.num_slots)
 
-    async def _resource_manager_link(self) -> None:
-        """Registers, then watches heartbeats; registers again whenever the ResourceManager is lost."""
+    async def _resource_manager_link(self, leader: LeaderInformation) -> None:
+        """Registers with ``leader``, then watches heartbeats; registers again whenever the
+        ResourceManager is lost. Cancelled when the leader changes."""
         while True:
             try:
-                await self._register()
+                await self._register(leader)
             except grpc.aio.AioRpcError as exc:
-                log.error("TaskManager %s cannot register at %s: %s", self.resource_id, self.jobmanager_address, exc.details())
+                log.error("TaskManager %s cannot register at %s: %s %s", self.resource_id, leader.address,
+                          exc.code().name, exc.details())
                 await asyncio.sleep(1.0)
                 continue
             while self.executor.check_heartbeats():
@@ -162,6 +236,9 @@ class TaskManager:
     def _spark_died(self, reason: str) -> None:
         """Spark's JVM is gone: refuse every task from now on and leave the cluster (a Flink
         TaskManager's fatal error). The running tasks fail on their own, naming the death."""
+        self._fatal(reason)
+
+    def _fatal(self, reason: str) -> None:
         if self.fatal_error is not None:
             return
         self.fatal_error = reason
@@ -169,14 +246,17 @@ class TaskManager:
         self.executor.unusable(reason)
         if self._link_task:
             self._link_task.cancel()
+        if self._follow_task and self._follow_task is not asyncio.current_task():
+            self._follow_task.cancel()
         asyncio.ensure_future(self._disconnect(reason)).add_done_callback(lambda _: self.failed.set())
 
     async def _disconnect(self, reason: str) -> None:
         registration_id, self.executor.registration_id = self.executor.registration_id, ""
-        if not registration_id:
+        leader = self.executor.leader
+        if not registration_id or leader is None:
             return
         try:
-            await cpb_grpc.ResourceManagerStub(self._channel).DisconnectTaskManager(
+            await cpb_grpc.ResourceManagerStub(self.executor._channel(leader.address)).DisconnectTaskManager(
                 cpb.TaskManagerRef(resource_id=self.resource_id, registration_id=registration_id, reason=reason),
                 timeout=2.0,
             )
@@ -184,13 +264,18 @@ class TaskManager:
             log.warning("TaskManager %s could not say it leaves (%s): the heartbeats will tell", self.resource_id, exc.code().name)
 
     async def stop(self) -> None:
-        if self._link_task:
-            self._link_task.cancel()
+        if self._retrieval is not None:
+            self._retrieval.stop()
+        for task in (self._follow_task, self._link_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if getattr(self.executor, "registration_id", ""):
             await self._disconnect("TaskManager shut down")
         await self.executor.close()
         await self.server.stop(1.0)
-        await self._channel.close()
+        if self._ha is not None:
+            await asyncio.to_thread(self._ha.close)
         if self._owns_spark and self._spark is not None:
             await asyncio.to_thread(self._spark.stop)
         self._work.cleanup()
@@ -202,7 +287,7 @@ class TaskManager:
         await self.stop()
 
 
-async def serve(configuration: cfg.Configuration, jobmanager_address: str) -> int:
+async def serve(configuration: cfg.Configuration, jobmanager_address: str | None) -> int:
     """Serves until SIGTERM/SIGINT (exit code 0) or a fatal error such as Spark's death (1)."""
     async with TaskManager(configuration, jobmanager_address) as tm:
         print(f"TaskManager {tm.resource_id} serving at {tm.address} with {tm.num_slots} slots", flush=True)
@@ -218,12 +303,15 @@ async def serve(configuration: cfg.Configuration, jobmanager_address: str) -> in
 
 def main(argv: list[str] | None = None) -> None:
     parser = process_parser("millstream taskmanager")
-    parser.add_argument("--jobmanager", help="host:port of the JobManager (default: jobmanager.rpc.address/port)")
+    parser.add_argument("--jobmanager", help="host:port of the JobManager without HA (default: jobmanager.rpc.address/port); "
+                                              "with high-availability.type: zookeeper the leader is looked up instead")
     args = parser.parse_args(argv)
 
     def serve_configured(configuration: cfg.Configuration) -> Any:
-        address = args.jobmanager or f"{configuration.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{configuration.get(cfg.JOBMANAGER_RPC_PORT)}"
-        return serve(configuration, address)
+        if args.jobmanager and configuration.get(cfg.HA_TYPE) != "NONE":
+            log.warning("--jobmanager %s is ignored: with high-availability.type %s the TaskManager serves the "
+                        "JobManager leader it finds in ZooKeeper", args.jobmanager, configuration.get(cfg.HA_TYPE))
+        return serve(configuration, args.jobmanager)
 
     run_process("taskmanager", args, serve_configured)
 

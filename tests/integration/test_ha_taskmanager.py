@@ -1,0 +1,305 @@
+"""TaskManagers and clients follow the JobManager leader through a real ZooKeeper (HA.md).
+
+Real ZooKeeper server, real JobManager and TaskManager processes, real gRPC. The leader is
+published with the HA services' own election API from the test (a contender per JobManager that
+confirms that JobManager's address), so the TaskManager side is tested on its own: the JobManager
+processes run without HA and serve whoever registers.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator, Optional
+
+import grpc
+import pytest
+
+from millstream.client.cluster_client import ClusterClient
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime import config as cfg
+from millstream.runtime.fencing import FENCING_METADATA_KEY
+from millstream.runtime.ha import ZooKeeperHaServices, create_ha_services
+from millstream.runtime.rpc import sync_channel
+
+from millstream.jobmanager.execution_state import JobStatus
+
+from .harness import job_status, poll_for, spawn_module, stop_processes
+from .zookeeper import ZooKeeperServer, ha_config, zookeeper_server  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.timeout(300)
+
+HEARTBEATS = ["-Dheartbeat.interval=300 ms", "-Dheartbeat.timeout=3 s", "-Dmillstream.rpc.timeout=5 s"]
+
+
+def ha_flags(conf: cfg.Configuration) -> list[str]:
+    return [f"-D{key}={value}" for key, value in conf.to_dict().items()]
+
+
+class Publisher:
+    """Stands for one JobManager in the election: confirms ``address`` when granted leadership."""
+
+    def __init__(self, services: ZooKeeperHaServices, address: str) -> None:
+        self.services, self.address = services, address
+        self.session_id: Optional[uuid.UUID] = None
+        self.election = services.jobmanager_leader_election()
+
+    def grant_leadership(self, session_id: uuid.UUID) -> None:
+        self.session_id = session_id
+        self.election.confirm_leadership(session_id, self.address)
+
+    def revoke_leadership(self) -> None:
+        self.session_id = None
+
+    def handle_error(self, error: BaseException) -> None:
+        raise AssertionError(f"election failed: {error}")
+
+
+def start_jobmanager(directory: Path, name: str) -> tuple[subprocess.Popen, str]:
+    ready = directory / f"{name}.ready"
+    proc = spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
+                         *HEARTBEATS], directory / f"{name}.log")
+    address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what=f"JobManager {name}")
+    return proc, address
+
+
+def taskmanager_address(log: Path) -> str:
+    def found() -> Optional[str]:
+        match = re.search(r"TaskManager \S+ serving at (\S+) with", log.read_text(errors="replace")) if log.exists() else None
+        return match.group(1) if match else None
+    return poll_for(found, 180, interval=0.5, what=f"the TaskManager's address in {log}")
+
+
+def overview(address: str) -> cpb.ClusterOverview:
+    with ClusterClient(address) as client:
+        return client.overview()
+
+
+@pytest.fixture
+def ha_cluster(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[dict]:  # noqa: F811
+    """Two JobManager processes (a, b), one HA TaskManager process, the HA configuration."""
+    conf = ha_config(zookeeper_server, tmp_path / "ha")
+    procs: list[subprocess.Popen] = []
+    made: list[ZooKeeperHaServices] = []
+    try:
+        jm_a, address_a = start_jobmanager(tmp_path, "jobmanager-a")
+        jm_b, address_b = start_jobmanager(tmp_path, "jobmanager-b")
+        procs += [jm_a, jm_b]
+        tm_log = tmp_path / "taskmanager.log"
+        tm = spawn_module(["millstream.taskmanager.taskmanager", "-Dtaskmanager.numberOfTaskSlots=2",
+                           *HEARTBEATS, *ha_flags(conf)], tm_log)
+        procs.append(tm)
+        yield {"conf": conf, "a": address_a, "b": address_b, "tm": tm, "tm_log": tm_log, "made": made,
+               "zookeeper": zookeeper_server, "dir": tmp_path}
+    finally:
+        for services in made:
+            services.close()
+        stop_processes(procs)
+
+
+def publish(cluster: dict, address: str) -> Publisher:
+    services = create_ha_services(cluster["conf"], name=f"publisher-{address}")
+    cluster["made"].append(services)
+    publisher = Publisher(services, address)  # type: ignore[arg-type]
+    publisher.election.start(publisher)
+    return publisher
+
+
+def fenced_call(address: str, token: Optional[str], method: str = "CancelTask") -> Optional[grpc.RpcError]:
+    channel = sync_channel(address)
+    try:
+        stub = cpb_grpc.TaskExecutorStub(channel)
+        metadata = [(FENCING_METADATA_KEY, token)] if token is not None else None
+        if method == "CancelTask":
+            stub.CancelTask(cpb.CancelTaskRequest(execution_attempt_id=b"x" * 16), timeout=5, metadata=metadata)
+        else:
+            stub.LookupPartition(cpb.LookupPartitionRequest(producer_attempt_id=b"x" * 16), timeout=5, metadata=metadata)
+        return None
+    except grpc.RpcError as exc:
+        return exc
+    finally:
+        channel.close()
+
+
+def test_the_taskmanager_follows_the_published_leader_and_fences_off_the_old_one(ha_cluster: dict) -> None:
+    a, b = ha_cluster["a"], ha_cluster["b"]
+    leader_a = publish(ha_cluster, a)
+    poll_for(lambda: leader_a.session_id is not None, 30, what="leadership of a")
+    # It registers with the leader the election published, and only there.
+    poll_for(lambda: overview(a).slots_total == 2, 180, interval=0.5, what="the TaskManager's slots at a")
+    assert overview(b).taskmanagers == 0
+    tm = taskmanager_address(ha_cluster["tm_log"])
+    old_session = str(leader_a.session_id)
+    assert fenced_call(tm, old_session) is None  # the leader's calls are served
+
+    # The standby contender for b takes over when a's leaves the election.
+    leader_b = publish(ha_cluster, b)
+    started = time.monotonic()
+    leader_a.services.close()
+    ha_cluster["made"].remove(leader_a.services)
+    poll_for(lambda: leader_b.session_id is not None, 30, what="leadership of b")
+    poll_for(lambda: overview(b).slots_total == 2 and overview(b).slots_available == 2, 60, interval=0.2,
+             what="the TaskManager's free slots at b")
+    registered_after = time.monotonic() - started
+    # a's ResourceManager (no HA: its calls carry no token) is refused from now on: it loses the TaskManager.
+    poll_for(lambda: overview(a).taskmanagers == 0, 30, interval=0.5, what="a losing the TaskManager")
+
+    refused = fenced_call(tm, old_session)
+    assert refused is not None and refused.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert refused.details().startswith("fenced: ") and old_session in refused.details()
+    assert str(leader_b.session_id) in refused.details()
+    missing = fenced_call(tm, None)
+    assert missing is not None and missing.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert fenced_call(tm, str(leader_b.session_id)) is None
+    assert fenced_call(tm, old_session, "LookupPartition") is None  # between TaskManagers: not fenced
+    print(f"re-registered with the new leader {registered_after:.1f} s after the old one left the election")
+
+
+def test_without_a_leader_the_taskmanager_leaves_the_old_one_and_waits(ha_cluster: dict) -> None:
+    a = ha_cluster["a"]
+    leader_a = publish(ha_cluster, a)
+    poll_for(lambda: overview(a).slots_total == 2, 180, interval=0.5, what="the TaskManager's slots at a")
+    tm = taskmanager_address(ha_cluster["tm_log"])
+    session = str(leader_a.session_id)
+    leader_a.services.close()  # nobody leads now
+    ha_cluster["made"].remove(leader_a.services)
+    poll_for(lambda: fenced_call(tm, session) is not None, 30, what="the old leader's calls refused")
+    refused = fenced_call(tm, session)
+    assert refused is not None and "follows no JobManager leader" in refused.details()
+    poll_for(lambda: overview(a).taskmanagers == 0, 30, interval=0.5, what="a losing the TaskManager")
+    assert ha_cluster["tm"].poll() is None  # it waits for a leader
+    # The same JobManager elected again (a new session): the TaskManager registers again.
+    again = publish(ha_cluster, a)
+    poll_for(lambda: overview(a).slots_total == 2, 60, interval=0.5, what="the TaskManager back at a")
+    assert fenced_call(tm, str(again.session_id)) is None and fenced_call(tm, session) is not None
+
+
+# -- the CLI ------------------------------------------------------------------------------------
+
+
+def cli(*args: str, env: Optional[dict] = None, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
+    environment = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
+    environment.update(env or {})
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "millstream.client.cli", *args], env=environment,
+                          capture_output=True, text=True, timeout=timeout)
+    return done, time.monotonic() - started
+
+
+def test_the_cli_finds_the_leader_in_zookeeper_and_says_quickly_when_none_leads(
+        zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:  # noqa: F811
+    conf = ha_config(zookeeper_server, tmp_path / "ha")
+    flags = [arg for key, value in conf.to_dict().items() for arg in ("-D", f"{key}={value}")]
+    # No leader elected: a clear error within seconds, naming ZooKeeper.
+    done, took = cli("list", *flags)
+    assert done.returncode == 1 and took < 20, (done.stderr, took)
+    assert done.stderr.startswith("No JobManager leads") and done.stderr.count("\n") == 1  # one line
+    assert zookeeper_server.connect_string in done.stderr
+    print(f"no leader: exit {done.returncode} after {took:.1f} s: {done.stderr.strip()}")
+
+    procs: list[subprocess.Popen] = []
+    services = None
+    try:
+        jm, address = start_jobmanager(tmp_path, "jobmanager")
+        procs.append(jm)
+        services = create_ha_services(conf, name="publisher")
+        publisher = Publisher(services, address)  # type: ignore[arg-type]
+        publisher.election.start(publisher)
+        poll_for(lambda: publisher.session_id is not None, 30, what="leadership")
+        done, _ = cli("list", *flags)
+        assert done.returncode == 0 and "No jobs." in done.stdout, done.stderr
+        # The same through a configuration file.
+        config_file = tmp_path / "conf.yaml"
+        config_file.write_text("".join(f"{key}: {value}\n" for key, value in conf.to_dict().items()))
+        done, _ = cli("list", "--config", str(config_file))
+        assert done.returncode == 0 and "No jobs." in done.stdout, done.stderr
+    finally:
+        if services is not None:
+            services.close()
+        stop_processes(procs)
+
+    # A dead quorum: a clear error within seconds (not the 15 s connection timeout).
+    zookeeper_server.kill()
+    done, took = cli("status", "0" * 32, *flags)
+    assert done.returncode == 1 and took < 20, (done.stderr, took)
+    assert done.stderr.startswith("Cannot look up the JobManager leader: could not connect to ZooKeeper")
+    assert done.stderr.count("\n") == 1 and zookeeper_server.connect_string in done.stderr
+    print(f"dead quorum: exit {done.returncode} after {took:.1f} s: {done.stderr.strip()}")
+
+
+def test_the_cli_uses_the_jobmanager_that_answers_among_several(tmp_path: Path) -> None:
+    procs: list[subprocess.Popen] = []
+    try:
+        jm, address = start_jobmanager(tmp_path, "jobmanager")
+        procs.append(jm)
+        with __import__("socket").socket() as s:
+            s.bind(("127.0.0.1", 0))
+            dead = f"127.0.0.1:{s.getsockname()[1]}"
+        done, _ = cli("list", env={"MILLSTREAM_JOBMANAGER": f"{dead},{address}"})
+        assert done.returncode == 0 and "No jobs." in done.stdout, done.stderr
+        stop_processes(procs)
+        done, took = cli("list", "--jobmanager", f"{dead},{address}")
+        assert done.returncode == 1 and took < 20, (done.stderr, took)
+        assert f"{dead}: connection refused" in done.stderr and f"{address}: connection refused" in done.stderr
+    finally:
+        stop_processes(procs)
+
+
+# -- with JobManagers that take part in the election (the JobManager side of HA.md) ----------------
+
+ENDLESS_JOB = """
+import time
+from millstream.datastream import StreamExecutionEnvironment
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_parallelism(2)
+env.from_sequence(1, 10**9).map(lambda x: (time.sleep(0.01), x)[1]).print()
+env.execute("endless")
+"""
+
+
+def test_a_leader_kill_cancels_the_old_leaders_tasks_and_the_taskmanager_serves_the_new_leader(
+        zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:  # noqa: F811
+    conf = ha_config(zookeeper_server, tmp_path / "ha")
+    flags = ha_flags(conf)
+    procs: dict[str, subprocess.Popen] = {}
+    services = create_ha_services(conf, name="observer")
+    try:
+        for name in ("jobmanager-a", "jobmanager-b"):
+            ready = tmp_path / f"{name}.ready"
+            procs[name] = spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready),
+                                        "-Djobmanager.rpc.port=0", *HEARTBEATS, *flags], tmp_path / f"{name}.log")
+            procs[name].address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what=name)  # type: ignore[attr-defined]
+        retrieval = services.jobmanager_leader_retrieval()
+        try:
+            first = retrieval.current_leader(20)
+        except Exception:
+            pytest.skip("these JobManagers do not take part in the leader election (the JobManager side of HA "
+                        "has not landed): nothing to fail over between")
+        tm_log = tmp_path / "taskmanager.log"
+        procs["tm"] = spawn_module(["millstream.taskmanager.taskmanager", "-Dtaskmanager.numberOfTaskSlots=2",
+                                    *HEARTBEATS, *flags], tm_log)
+        poll_for(lambda: overview(first.address).slots_total == 2, 180, interval=0.5, what="the TaskManager at the leader")
+        job = tmp_path / "endless.py"
+        job.write_text(ENDLESS_JOB)
+        done, _ = cli("run", "-d", *[a for f in flags for a in ("-D", f[2:])], str(job), timeout=120)
+        assert done.returncode == 0, done.stderr
+        job_id = re.search(r"submitted: ([0-9a-f]{32})", done.stdout).group(1)  # type: ignore[union-attr]
+        with ClusterClient(first.address) as client:
+            poll_for(lambda: job_status(client, bytes.fromhex(job_id)) is JobStatus.RUNNING, 120, interval=0.5,
+                     what="the job running")
+        leader_proc = next(p for p in procs.values() if getattr(p, "address", None) == first.address)
+        leader_proc.kill()
+        new = poll_for(lambda: (lambda l: l if l is not None and l.address != first.address else None)(retrieval.leader),
+                       60, interval=0.2, what="a new leader")
+        poll_for(lambda: overview(new.address).slots_total == 2, 60, interval=0.5, what="the TaskManager at the new leader")
+        text = tm_log.read_text(errors="replace")
+        assert re.search(rf"leaves the JobManager leader {re.escape(first.address)} .*cancelling [12] tasks", text), text[-3000:]
+    finally:
+        services.close()
+        stop_processes(list(procs.values()))
