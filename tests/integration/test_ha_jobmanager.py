@@ -23,7 +23,7 @@ from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.fencing import FENCING_METADATA_KEY
 from millstream.runtime.ha import LeaderInformation, create_ha_services
 from tests.integration.harness import poll_for
-from tests.integration.zookeeper import ZooKeeperServer, ha_config, zookeeper_server  # noqa: F401
+from tests.integration.zookeeper import ZooKeeperServer, ha_config
 
 SESSION_TIMEOUT_S = 5.0
 JOB_STATUS = cpb.JobStatus
@@ -81,7 +81,7 @@ class JobManagerProcess:
 
 
 @pytest.fixture
-def ha_cluster(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[tuple[dict[str, str], list[JobManagerProcess]]]:  # noqa: F811
+def ha_cluster(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[tuple[dict[str, str], list[JobManagerProcess]]]:
     options = {k: str(v) for k, v in ha_config(zookeeper_server, tmp_path / "ha").to_dict().items()}
     options.update({
         "high-availability.zookeeper.client.session-timeout": f"{SESSION_TIMEOUT_S:.0f} s",

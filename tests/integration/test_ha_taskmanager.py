@@ -30,7 +30,7 @@ from millstream.runtime.rpc import sync_channel
 from millstream.jobmanager.execution_state import JobStatus
 
 from .harness import job_status, poll_for, spawn_module, stop_processes
-from .zookeeper import ZooKeeperServer, ha_config, zookeeper_server  # noqa: F401  (fixture)
+from .zookeeper import ZooKeeperServer, ha_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -81,7 +81,7 @@ def overview(address: str) -> cpb.ClusterOverview:
 
 
 @pytest.fixture
-def ha_cluster(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[dict]:  # noqa: F811
+def ha_cluster(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[dict]:
     """Two JobManager processes (a, b), one HA TaskManager process, the HA configuration."""
     conf = ha_config(zookeeper_server, tmp_path / "ha")
     procs: list[subprocess.Popen] = []
@@ -192,7 +192,7 @@ def cli(*args: str, env: Optional[dict] = None, timeout: float = 60) -> tuple[su
 
 
 def test_the_cli_finds_the_leader_in_zookeeper_and_says_quickly_when_none_leads(
-        zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:  # noqa: F811
+        zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:
     conf = ha_config(zookeeper_server, tmp_path / "ha")
     flags = [arg for key, value in conf.to_dict().items() for arg in ("-D", f"{key}={value}")]
     # No leader elected: a clear error within seconds, naming ZooKeeper.
@@ -250,7 +250,7 @@ def test_the_cli_uses_the_jobmanager_that_answers_among_several(tmp_path: Path) 
         stop_processes(procs)
 
 
-# -- with JobManagers that take part in the election (the JobManager side of HA.md) ----------------
+# -- with JobManagers that take part in the election ------------------------------------------------
 
 ENDLESS_JOB = """
 import time
@@ -264,7 +264,7 @@ env.execute("endless")
 
 
 def test_a_leader_kill_cancels_the_old_leaders_tasks_and_the_taskmanager_serves_the_new_leader(
-        zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:  # noqa: F811
+        zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:
     conf = ha_config(zookeeper_server, tmp_path / "ha")
     flags = ha_flags(conf)
     procs: dict[str, subprocess.Popen] = {}
@@ -276,11 +276,7 @@ def test_a_leader_kill_cancels_the_old_leaders_tasks_and_the_taskmanager_serves_
                                         "-Djobmanager.rpc.port=0", *HEARTBEATS, *flags], tmp_path / f"{name}.log")
             procs[name].address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what=name)  # type: ignore[attr-defined]
         retrieval = services.jobmanager_leader_retrieval()
-        try:
-            first = retrieval.current_leader(20)
-        except Exception:
-            pytest.skip("these JobManagers do not take part in the leader election (the JobManager side of HA "
-                        "has not landed): nothing to fail over between")
+        first = retrieval.current_leader(20)
         tm_log = tmp_path / "taskmanager.log"
         procs["tm"] = spawn_module(["millstream.taskmanager.taskmanager", "-Dtaskmanager.numberOfTaskSlots=2",
                                     *HEARTBEATS, *flags], tm_log)

@@ -17,7 +17,7 @@ from millstream.runtime.checkpoint_storage import CheckpointStorageError, write_
 from millstream.runtime.ha import HaError, HaStorageError, LeaderInformation, ZooKeeperHaServices, create_ha_services
 from millstream.runtime.ha.checkpoints import HaCheckpointStorageError
 from tests.integration.harness import poll_for
-from tests.integration.zookeeper import ZooKeeperServer, expire_session, ha_config, zookeeper_server  # noqa: F401
+from tests.integration.zookeeper import ZooKeeperServer, expire_session, ha_config
 
 JOB = bytes.fromhex("00112233445566778899aabbccddeeff")
 OTHER_JOB = bytes.fromhex("ffeeddccbbaa99887766554433221100")

@@ -1,8 +1,6 @@
 """A real ZooKeeper server for the HA tests, from Debian's `zookeeper` package.
 
-    from tests.integration.zookeeper import zookeeper_server  # noqa: F401  (a pytest fixture)
-
-    def test_x(zookeeper_server):
+    def test_x(zookeeper_server):            # the fixture, from tests/integration/conftest.py
         conf = ha_config(zookeeper_server, tmp_path)      # high-availability.* for this server
         zookeeper_server.stop(); zookeeper_server.start() # a restart keeps port and data (sessions survive)
 
