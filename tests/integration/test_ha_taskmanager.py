@@ -1,9 +1,8 @@
 """TaskManagers and clients follow the JobManager leader through a real ZooKeeper (HA.md).
 
 Real ZooKeeper server, real JobManager and TaskManager processes, real gRPC. The leader is
-published with the HA services' own election API from the test (a contender per JobManager that
-confirms that JobManager's address), so the TaskManager side is tested on its own: the JobManager
-processes run without HA and serve whoever registers.
+elected among JobManager processes that run with the same HA options; the test watches the
+election with its own leader retrieval.
 """
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -24,7 +22,7 @@ from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
 from millstream.runtime.fencing import FENCING_METADATA_KEY
-from millstream.runtime.ha import ZooKeeperHaServices, create_ha_services
+from millstream.runtime.ha import create_ha_services
 from millstream.runtime.rpc import sync_channel
 
 from millstream.jobmanager.execution_state import JobStatus
@@ -41,29 +39,10 @@ def ha_flags(conf: cfg.Configuration) -> list[str]:
     return [f"-D{key}={value}" for key, value in conf.to_dict().items()]
 
 
-class Publisher:
-    """Stands for one JobManager in the election: confirms ``address`` when granted leadership."""
-
-    def __init__(self, services: ZooKeeperHaServices, address: str) -> None:
-        self.services, self.address = services, address
-        self.session_id: Optional[uuid.UUID] = None
-        self.election = services.jobmanager_leader_election()
-
-    def grant_leadership(self, session_id: uuid.UUID) -> None:
-        self.session_id = session_id
-        self.election.confirm_leadership(session_id, self.address)
-
-    def revoke_leadership(self) -> None:
-        self.session_id = None
-
-    def handle_error(self, error: BaseException) -> None:
-        raise AssertionError(f"election failed: {error}")
-
-
-def start_jobmanager(directory: Path, name: str) -> tuple[subprocess.Popen, str]:
+def start_jobmanager(directory: Path, name: str, *flags: str) -> tuple[subprocess.Popen, str]:
     ready = directory / f"{name}.ready"
     proc = spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
-                         *HEARTBEATS], directory / f"{name}.log")
+                         *HEARTBEATS, *flags], directory / f"{name}.log")
     address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what=f"JobManager {name}")
     return proc, address
 
@@ -80,34 +59,34 @@ def overview(address: str) -> cpb.ClusterOverview:
         return client.overview()
 
 
+def graceful_stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(30)
+
+
 @pytest.fixture
 def ha_cluster(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[dict]:
-    """Two JobManager processes (a, b), one HA TaskManager process, the HA configuration."""
+    """One HA TaskManager process, the HA configuration, a leader retrieval to watch the election,
+    and ``start_jobmanager(name)`` for JobManager processes that take part in the election."""
     conf = ha_config(zookeeper_server, tmp_path / "ha")
     procs: list[subprocess.Popen] = []
-    made: list[ZooKeeperHaServices] = []
+    services = create_ha_services(conf, name="observer")
+    retrieval = services.jobmanager_leader_retrieval()
+
+    def start(name: str) -> tuple[subprocess.Popen, str]:
+        proc, address = start_jobmanager(tmp_path, name, *ha_flags(conf))
+        procs.insert(0, proc)  # stopped after the TaskManager
+        return proc, address
+
     try:
-        jm_a, address_a = start_jobmanager(tmp_path, "jobmanager-a")
-        jm_b, address_b = start_jobmanager(tmp_path, "jobmanager-b")
-        procs += [jm_a, jm_b]
         tm_log = tmp_path / "taskmanager.log"
         tm = spawn_module(["millstream.taskmanager.taskmanager", "-Dtaskmanager.numberOfTaskSlots=2",
                            *HEARTBEATS, *ha_flags(conf)], tm_log)
         procs.append(tm)
-        yield {"conf": conf, "a": address_a, "b": address_b, "tm": tm, "tm_log": tm_log, "made": made,
-               "zookeeper": zookeeper_server, "dir": tmp_path}
+        yield {"conf": conf, "tm": tm, "tm_log": tm_log, "retrieval": retrieval, "start_jobmanager": start}
     finally:
-        for services in made:
-            services.close()
+        services.close()
         stop_processes(procs)
-
-
-def publish(cluster: dict, address: str) -> Publisher:
-    services = create_ha_services(cluster["conf"], name=f"publisher-{address}")
-    cluster["made"].append(services)
-    publisher = Publisher(services, address)  # type: ignore[arg-type]
-    publisher.election.start(publisher)
-    return publisher
 
 
 def fenced_call(address: str, token: Optional[str], method: str = "CancelTask") -> Optional[grpc.RpcError]:
@@ -126,56 +105,54 @@ def fenced_call(address: str, token: Optional[str], method: str = "CancelTask") 
         channel.close()
 
 
-def test_the_taskmanager_follows_the_published_leader_and_fences_off_the_old_one(ha_cluster: dict) -> None:
-    a, b = ha_cluster["a"], ha_cluster["b"]
-    leader_a = publish(ha_cluster, a)
-    poll_for(lambda: leader_a.session_id is not None, 30, what="leadership of a")
-    # It registers with the leader the election published, and only there.
-    poll_for(lambda: overview(a).slots_total == 2, 180, interval=0.5, what="the TaskManager's slots at a")
-    assert overview(b).taskmanagers == 0
+def test_the_taskmanager_follows_the_elected_leader_and_fences_off_the_old_one(ha_cluster: dict) -> None:
+    retrieval = ha_cluster["retrieval"]
+    procs = dict([ha_cluster["start_jobmanager"]("jobmanager-a"), ha_cluster["start_jobmanager"]("jobmanager-b")])
+    first = retrieval.current_leader(30)
+    # It registers with the leader the election published.
+    poll_for(lambda: overview(first.address).slots_total == 2, 180, interval=0.5, what="the TaskManager's slots at the leader")
     tm = taskmanager_address(ha_cluster["tm_log"])
-    old_session = str(leader_a.session_id)
+    old_session = str(first.session_id)
     assert fenced_call(tm, old_session) is None  # the leader's calls are served
 
-    # The standby contender for b takes over when a's leaves the election.
-    leader_b = publish(ha_cluster, b)
+    # The leader stops (leaving the election): the standby takes over, the TaskManager moves to it.
     started = time.monotonic()
-    leader_a.services.close()
-    ha_cluster["made"].remove(leader_a.services)
-    poll_for(lambda: leader_b.session_id is not None, 30, what="leadership of b")
-    poll_for(lambda: overview(b).slots_total == 2 and overview(b).slots_available == 2, 60, interval=0.2,
-             what="the TaskManager's free slots at b")
+    graceful_stop(next(p for p, address in procs.items() if address == first.address))
+    new = poll_for(lambda: (lambda l: l if l is not None and l.address != first.address else None)(retrieval.leader),
+                   60, interval=0.2, what="a new leader")
+    poll_for(lambda: overview(new.address).slots_total == 2 and overview(new.address).slots_available == 2, 60,
+             interval=0.2, what="the TaskManager's free slots at the new leader")
     registered_after = time.monotonic() - started
-    # a's ResourceManager (no HA: its calls carry no token) is refused from now on: it loses the TaskManager.
-    poll_for(lambda: overview(a).taskmanagers == 0, 30, interval=0.5, what="a losing the TaskManager")
 
     refused = fenced_call(tm, old_session)
     assert refused is not None and refused.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert refused.details().startswith("fenced: ") and old_session in refused.details()
-    assert str(leader_b.session_id) in refused.details()
+    assert str(new.session_id) in refused.details()
     missing = fenced_call(tm, None)
     assert missing is not None and missing.code() is grpc.StatusCode.FAILED_PRECONDITION
-    assert fenced_call(tm, str(leader_b.session_id)) is None
+    assert fenced_call(tm, str(new.session_id)) is None
     assert fenced_call(tm, old_session, "LookupPartition") is None  # between TaskManagers: not fenced
-    print(f"re-registered with the new leader {registered_after:.1f} s after the old one left the election")
+    print(f"re-registered with the new leader {registered_after:.1f} s after the old one stopped")
 
 
 def test_without_a_leader_the_taskmanager_leaves_the_old_one_and_waits(ha_cluster: dict) -> None:
-    a = ha_cluster["a"]
-    leader_a = publish(ha_cluster, a)
-    poll_for(lambda: overview(a).slots_total == 2, 180, interval=0.5, what="the TaskManager's slots at a")
+    retrieval = ha_cluster["retrieval"]
+    proc, _ = ha_cluster["start_jobmanager"]("jobmanager-a")
+    first = retrieval.current_leader(30)
+    poll_for(lambda: overview(first.address).slots_total == 2, 180, interval=0.5, what="the TaskManager's slots at a")
     tm = taskmanager_address(ha_cluster["tm_log"])
-    session = str(leader_a.session_id)
-    leader_a.services.close()  # nobody leads now
-    ha_cluster["made"].remove(leader_a.services)
+    session = str(first.session_id)
+    graceful_stop(proc)  # nobody leads now
     poll_for(lambda: fenced_call(tm, session) is not None, 30, what="the old leader's calls refused")
     refused = fenced_call(tm, session)
     assert refused is not None and "follows no JobManager leader" in refused.details()
-    poll_for(lambda: overview(a).taskmanagers == 0, 30, interval=0.5, what="a losing the TaskManager")
     assert ha_cluster["tm"].poll() is None  # it waits for a leader
-    # The same JobManager elected again (a new session): the TaskManager registers again.
-    again = publish(ha_cluster, a)
-    poll_for(lambda: overview(a).slots_total == 2, 60, interval=0.5, what="the TaskManager back at a")
+    # A JobManager elected later (a new session): the TaskManager registers with it.
+    _, address = ha_cluster["start_jobmanager"]("jobmanager-b")
+    again = poll_for(lambda: (lambda l: l if l is not None and l.session_id != first.session_id else None)(retrieval.leader),
+                     60, interval=0.2, what="a new leader")
+    assert again.address == address
+    poll_for(lambda: overview(address).slots_total == 2, 60, interval=0.5, what="the TaskManager at the new leader")
     assert fenced_call(tm, str(again.session_id)) is None and fenced_call(tm, session) is not None
 
 
@@ -203,24 +180,18 @@ def test_the_cli_finds_the_leader_in_zookeeper_and_says_quickly_when_none_leads(
     print(f"no leader: exit {done.returncode} after {took:.1f} s: {done.stderr.strip()}")
 
     procs: list[subprocess.Popen] = []
-    services = None
     try:
-        jm, address = start_jobmanager(tmp_path, "jobmanager")
+        jm, _ = start_jobmanager(tmp_path, "jobmanager", *ha_flags(conf))  # elects itself
         procs.append(jm)
-        services = create_ha_services(conf, name="publisher")
-        publisher = Publisher(services, address)  # type: ignore[arg-type]
-        publisher.election.start(publisher)
-        poll_for(lambda: publisher.session_id is not None, 30, what="leadership")
-        done, _ = cli("list", *flags)
-        assert done.returncode == 0 and "No jobs." in done.stdout, done.stderr
+        done, _ = poll_for(lambda: (lambda r: r if r[0].returncode == 0 else None)(cli("list", *flags)), 30,
+                           interval=0.5, what="the CLI reaching the elected JobManager")
+        assert "No jobs." in done.stdout, done.stderr
         # The same through a configuration file.
         config_file = tmp_path / "conf.yaml"
         config_file.write_text("".join(f"{key}: {value}\n" for key, value in conf.to_dict().items()))
         done, _ = cli("list", "--config", str(config_file))
         assert done.returncode == 0 and "No jobs." in done.stdout, done.stderr
     finally:
-        if services is not None:
-            services.close()
         stop_processes(procs)
 
     # A dead quorum: a clear error within seconds (not the 15 s connection timeout).
