@@ -44,7 +44,7 @@ from .harness import poll_for, spawn_module, stop_processes
 from .test_checkpoints import assert_exactly_once, visible_lines
 from .test_failover import Throttle, failover_job
 from .test_ha_jobmanager import SESSION_TIMEOUT_S, JobManagerProcess, _leader
-from .test_ha_taskmanager import HEARTBEATS, fenced_call, taskmanager_address
+from .test_ha_taskmanager import HEARTBEATS, cli, fenced_call, taskmanager_address
 from .zookeeper import ZooKeeperServer, ha_config, zookeeper_unavailable
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -349,6 +349,9 @@ def test_unreadable_ha_storage_fails_recovery_loudly_never_starts_from_scratch_a
     assert status_of(graph_summary) not in (JobStatus.RUNNING, JobStatus.CREATED, JobStatus.RESTARTING)
     for needle in (graph_job.hex(), str(graph_file)):
         assert needle in graph_summary.failure.message, (graph_damage, graph_summary.failure.message)
+    shown, _ = cli("status", graph_job.hex(), "--jobmanager", standby.address)
+    assert "SUSPENDED" in shown.stdout and f"Root cause: job {graph_job.hex()}" in shown.stdout, shown.stdout + shown.stderr
+    assert str(graph_file) in shown.stdout
     # The job whose checkpoint cannot be read fails, naming the checkpoint; it never starts empty.
     summary = poll_for(lambda: finished(standby, metadata_job), 60, 0.2, "the job with the unreadable checkpoint to end")
     assert status_of(summary) is JobStatus.FAILED
