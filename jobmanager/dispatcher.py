@@ -243,6 +243,18 @@ class Dispatcher:
         log.info("job %s ('%s') recovered from HA storage", accepted[0].job_id.hex(), accepted[0].job_name)
         self._launch(*accepted)
 
+    def unrecoverable(self, job_id: bytes, reason: str) -> None:
+        """HA: a job a former leader accepted whose stored graph cannot be read. It is listed
+        SUSPENDED (not globally terminal: its HA data stays, a leader that can read it recovers it)
+        with ``reason`` as its failure, and does not run: never started without its graph."""
+        if job_id in self.jobs:
+            return
+        record = JobRecord(job_id, "", "", 0, status=JobStatus.SUSPENDED)
+        record.end_time_ms = record.start_time_ms
+        record.failure = cpb.JobFailure(message=f"{reason}. The job does not run; it stays in high-availability "
+                                                "storage for a JobManager leader that can read it.")
+        self.jobs[job_id] = record
+
     def _accept(self, request: cpb.SubmitJobRequest) -> (
             cpb.SubmitJobResponse | tuple[JobRecord, pb.JobGraph, list[cpb.ArtifactRef], RestartStrategySpec | None,
                                           JobCheckpointing | None]):

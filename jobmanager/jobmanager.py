@@ -175,6 +175,9 @@ class JobManager:
             return  # revoked meanwhile: the revocation releases what was locked
         for job_id in plan.clean_up:
             self.dispatcher.clean_up_terminated(job_id)
+        for job_id, reason in plan.unrecoverable.items():  # loudly, and the other jobs go on
+            log.critical("JobManager %s: %s; the job does not run and stays in HA storage", self.address, reason)
+            self.dispatcher.unrecoverable(job_id, reason)
         for job_id in plan.recover:
             try:
                 self.dispatcher.recover(cpb.SubmitJobRequest.FromString(payloads[job_id]))

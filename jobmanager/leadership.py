@@ -10,7 +10,10 @@ fencing) is accepted then, and only then.
 
 Recovery (Flink's Dispatcher leader process): every job in the JobGraphStore that has no entry in
 the JobResultStore is recovered; a job with an entry is globally terminal and never runs again:
-its left-over HA data is cleaned up and its result marked clean.
+its left-over HA data is cleaned up and its result marked clean. A job whose stored graph cannot
+be read (unreadable, corrupt or missing file) is not run and not given up: it stays in HA storage
+for a leader that can read it, and this leader lists it with the reason and serves the others
+(Flink stops the whole JobManager there; one bad file should not take every other job down).
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import grpc
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime.fencing import Refusal
-from millstream.runtime.ha.api import JobGraphStore, JobResultEntry, JobResultStore
+from millstream.runtime.ha.api import HaStorageError, JobGraphStore, JobResultEntry, JobResultStore
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,7 @@ class RecoveryPlan:
 
     recover: list[bytes] = field(default_factory=list)  # run again, from their latest checkpoint
     clean_up: list[bytes] = field(default_factory=list)  # globally terminal: finish the cleanup, mark clean
+    unrecoverable: dict[bytes, str] = field(default_factory=dict)  # its job graph cannot be read: why
 
 
 def plan_recovery(job_ids: Iterable[bytes], has_result: Callable[[bytes], bool],
@@ -109,8 +113,15 @@ def plan_recovery(job_ids: Iterable[bytes], has_result: Callable[[bytes], bool],
 
 def read_jobs_to_recover(graphs: JobGraphStore, results: JobResultStore) -> tuple[RecoveryPlan, dict[bytes, bytes]]:
     """Blocking (ZooKeeper, files): the plan and the payload of every job to recover (read and
-    locked). An unreadable job graph raises HaStorageError: recovery stops loudly, it never goes on
-    without the job."""
+    locked). A job whose graph cannot be read moves from ``plan.recover`` to ``plan.unrecoverable``
+    with the reason (it is never run, nor started without its graph); an unreadable listing of the
+    stores raises HaStorageError (nothing can be decided then)."""
     plan = plan_recovery(graphs.job_ids(), results.has_job_result_entry, results.dirty_results())
-    payloads = {job_id: graphs.recover_job_graph(job_id) for job_id in plan.recover}
+    payloads: dict[bytes, bytes] = {}
+    for job_id in plan.recover:
+        try:
+            payloads[job_id] = graphs.recover_job_graph(job_id)
+        except HaStorageError as exc:
+            plan.unrecoverable[job_id] = str(exc)
+    plan.recover = [job_id for job_id in plan.recover if job_id in payloads]
     return plan, payloads

@@ -119,6 +119,42 @@ def test_read_jobs_to_recover_reads_only_the_jobs_without_a_result() -> None:
     assert payloads == {b"\x01" * 16: b"first"} and plan.clean_up == [b"\x02" * 16]
 
 
+def test_a_job_graph_that_cannot_be_read_is_unrecoverable_and_the_other_jobs_are_still_recovered() -> None:
+    from millstream.runtime.ha import HaStorageError
+
+    broken = b"\x03" * 16
+
+    class OneUnreadable(InMemoryJobGraphStore):
+        def recover_job_graph(self, job_id: bytes) -> bytes:
+            if job_id == broken:
+                raise HaStorageError(f"job {job_id.hex()} cannot be recovered: HA storage file /ha/g-1 cannot be read")
+            return super().recover_job_graph(job_id)
+
+    graphs, results = OneUnreadable(), InMemoryJobResultStore()
+    for job_id, payload in ((b"\x01" * 16, b"first"), (broken, b"third"), (b"\x04" * 16, b"fourth")):
+        graphs.put_job_graph(job_id, payload)
+    plan, payloads = read_jobs_to_recover(graphs, results)
+    assert plan.recover == [b"\x01" * 16, b"\x04" * 16] and set(payloads) == set(plan.recover)
+    assert list(plan.unrecoverable) == [broken] and "/ha/g-1" in plan.unrecoverable[broken]
+
+
+def test_an_unrecoverable_job_is_listed_suspended_with_its_reason_never_run_and_kept_stored() -> None:
+    async def test(d: Dispatcher, services: StandaloneHaServices) -> None:
+        job_id = b"\x07" * 16
+        services.job_graph_store().put_job_graph(job_id, b"unreadable")
+        d.unrecoverable(job_id, f"job {job_id.hex()} cannot be recovered: HA storage file /ha/g-7 is corrupt")
+        summary = d.record(job_id).summary()
+        assert JobStatus.from_proto(summary.status) is JobStatus.SUSPENDED
+        assert "/ha/g-7 is corrupt" in summary.failure.message and job_id.hex() in summary.failure.message
+        assert d.record(job_id).job_master is None and not d._starting  # nothing runs it
+        d.cancel(job_id)  # nothing to cancel: still listed as it was, and never globally terminal
+        await asyncio.sleep(0.05)
+        assert not services.job_result_store().has_job_result_entry(job_id)
+        assert services.job_graph_store().job_ids() == [job_id]
+
+    _with_ha(test)
+
+
 # -- checkpoint ids in front of a blocking counter ------------------------------------------
 
 
