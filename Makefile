@@ -41,7 +41,7 @@ test: $(STAMP) zookeeper
 # The failover tests (checkpoints, restarts, kill -9, a paused TaskManager) SOAK times in a row,
 # stopping at the first failing run: `SOAK=20 make soak`. `make test` runs them once.
 SOAK ?= 5
-FAILOVER_TESTS := tests/integration/test_checkpoints.py tests/integration/test_failover.py tests/integration/test_ha_faults.py
+FAILOVER_TESTS := tests/integration/test_checkpoints.py tests/integration/test_failover.py tests/integration/test_ha_faults.py tests/integration/test_ha_failover.py
 
 soak: $(STAMP)
 	@passed=0; for i in $$(seq 1 $(SOAK)); do \

@@ -81,10 +81,10 @@ class Cluster:
                                         self.tm_log)
         self.tm_address = taskmanager_address(self.tm_log)
 
-    def ensure_jobmanagers(self) -> None:
-        """Two live JobManagers (a test may have killed one)."""
+    def ensure_jobmanagers(self, n: int = 2) -> None:
+        """``n`` live JobManagers (a test may have killed some)."""
         self.jobmanagers = [jm for jm in self.jobmanagers if jm.proc.poll() is None]
-        while len(self.jobmanagers) < 2:
+        while len(self.jobmanagers) < n:
             self.jobmanagers.append(JobManagerProcess(self.directory, f"jm{self._started}", self.options))
             self._started += 1
 
