@@ -14,6 +14,9 @@
    recovery after ``kill -9`` of a TaskManager, duration and size of a checkpoint of 1 M keys.
 7. windows (bench/windows.py): 5 M events, 10 s tumbling event-time windows keyed by 10 k users,
    sum per window: Millstream vs PySpark Structured Streaming vs a pure-Python loop.
+8. JobManager failover (bench/ha_failover.py, ~2 minutes): kill -9 of the leader JobManager under a
+   checkpointed job with a standby on ZooKeeper: seconds to the standby leading, the job RUNNING
+   there, its first record and its first committed output.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 """
@@ -281,7 +284,7 @@ def main() -> None:
     parser.add_argument("--scale-parallelism", type=int, default=1000)
     parser.add_argument("--collect-records", type=int, default=20_000_000)
     parser.add_argument("--collect-runs", type=int, default=10)
-    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows"])
+    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha"])
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = parser.parse_args()
@@ -343,6 +346,10 @@ def main() -> None:
         import windows
 
         windows.report()
+    if a.only in (None, "ha"):
+        import ha_failover
+
+        ha_failover.report(runs=3)
 
 
 def measure_scale(parallelism: int) -> dict:
