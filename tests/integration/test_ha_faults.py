@@ -55,10 +55,11 @@ PAUSE_S = 0.005  # per record and source subtask while the slow marker exists: ~
 
 
 class Cluster:
-    """ZooKeeper, two HA JobManagers and one HA TaskManager (4 slots) for the whole module."""
+    """ZooKeeper, two HA JobManagers and HA TaskManagers (by default one with 4 slots) for the whole module."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, taskmanagers: int = 1, slots: int = 4) -> None:
         self.directory = directory
+        self.slots_total = taskmanagers * slots
         self.zookeeper = ZooKeeperServer(directory / "zookeeper")
         self.zookeeper.start()
         self.options = {k: str(v) for k, v in ha_config(self.zookeeper, directory / "ha").to_dict().items()}
@@ -74,12 +75,14 @@ class Cluster:
         self.jobmanagers: list[JobManagerProcess] = []
         self._started = 0
         self.ensure_jobmanagers()
-        self.tm_log = directory / "taskmanager.log"
-        self.taskmanager = spawn_module(["millstream.taskmanager.taskmanager", "-Dtaskmanager.numberOfTaskSlots=4",
-                                         "-Dmillstream.spark.tasks-per-slot=3", *HEARTBEATS,
-                                         *[f"-D{k}={v}" for k, v in self.options.items() if k.startswith("high-")]],
-                                        self.tm_log)
-        self.tm_address = taskmanager_address(self.tm_log)
+        logs = [directory / ("taskmanager.log" if i == 0 else f"taskmanager-{i}.log") for i in range(taskmanagers)]
+        self.taskmanagers = [spawn_module(["millstream.taskmanager.taskmanager", f"-Dtaskmanager.numberOfTaskSlots={slots}",
+                                           "-Dmillstream.spark.tasks-per-slot=3", *HEARTBEATS,
+                                           *[f"-D{k}={v}" for k, v in self.options.items() if k.startswith("high-")]],
+                                          log) for log in logs]
+        self.taskmanager, self.tm_log = self.taskmanagers[0], logs[0]
+        self.tm_addresses = [taskmanager_address(log) for log in logs]
+        self.tm_address = self.tm_addresses[0]
 
     def ensure_jobmanagers(self, n: int = 2) -> None:
         """``n`` live JobManagers (a test may have killed some)."""
@@ -92,11 +95,14 @@ class Cluster:
         leader = poll_for(lambda: next((jm for jm in self.jobmanagers if jm.leads()), None), timeout, 0.1, "a leader")
         return leader, next(jm for jm in self.jobmanagers if jm is not leader)
 
-    def wait_for_slots(self, leader: JobManagerProcess, free: int = 4) -> None:
+    def wait_for_slots(self, leader: JobManagerProcess, free: Optional[int] = None) -> None:
+        """Every TaskManager registered at ``leader`` with ``free`` (default: all) slots free."""
+        free = self.slots_total if free is None else free
+
         def ready() -> bool:
             overview = leader.dispatcher.GetClusterOverview(cpb.Empty(), timeout=5)
-            return overview.slots_total == 4 and overview.slots_available >= free
-        poll_for(ready, 240, 0.5, f"the TaskManager's {free} free slots at the leader {leader.address}")
+            return overview.slots_total == self.slots_total and overview.slots_available >= free
+        poll_for(ready, 240, 0.5, f"the TaskManagers' {free} free slots at the leader {leader.address}")
 
     def zk(self) -> Any:
         """A ZooKeeper connection of the test's own, to look at what the JobManagers stored."""
@@ -107,7 +113,7 @@ class Cluster:
             if jm.proc.poll() is None:
                 os.kill(jm.proc.pid, signal.SIGCONT)  # a paused one would not stop
             jm.stop()
-        stop_processes([self.taskmanager])
+        stop_processes(self.taskmanagers)
         self.zookeeper.kill()
 
 
