@@ -25,15 +25,13 @@ from typing import Iterator, Optional
 import cloudpickle
 import pytest
 
-from millstream.common.restart_strategy import RestartStrategies
-from millstream.datastream import MapFunction, StreamExecutionEnvironment
+from millstream.datastream import MapFunction
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 
 from .harness import poll_for
 from .test_checkpoints import assert_exactly_once
-from .test_failover import Throttle, failover_job
-from .test_ha_faults import Cluster, checkpointing_since_restore, finished, status_of, summary_at
+from .test_ha_faults import Cluster, checkpointing_since_restore, finished, status_of, submit, summary_at
 from .test_ha_jobmanager import JobManagerProcess
 from .zookeeper import zookeeper_unavailable
 
@@ -127,16 +125,6 @@ class CheckpointLog:
 
 def log_offset(jm: JobManagerProcess) -> int:
     return jm.log_path.stat().st_size
-
-
-def submit(jm: JobManagerProcess, name: str, out: Path, slow: Path, stall: Optional[Path] = None) -> bytes:
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    env.enable_checkpointing(300)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(20, 200))
-    failover_job(env, out, COUNT, [Throttle(str(slow), PAUSE_S)], [Stall(str(stall))] if stall is not None else [])
-    request = cpb.SubmitJobRequest(submission_id=name, job_graph=env.get_job_graph(name).proto.SerializeToString())
-    return bytes(jm.dispatcher.SubmitJob(request, timeout=30).job_id)
 
 
 def leading(cluster: Cluster) -> JobManagerProcess:
@@ -236,7 +224,8 @@ def start_job(cluster: Cluster, jobmanagers: int, name: str, tmp_path: Path,
     out, slow = tmp_path / "out", tmp_path / "slow"
     slow.touch()
     since = log_offset(leader)
-    return leader, since, submit(leader, name, out, slow, stall), out, slow
+    job_id = submit(leader, name, out, COUNT, slow, PAUSE_S, [Stall(str(stall))] if stall is not None else [])
+    return leader, since, job_id, out, slow
 
 
 def test_kill_9_of_the_leader_the_standby_recovers_the_job_from_its_latest_checkpoint_exactly_once(

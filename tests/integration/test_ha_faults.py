@@ -25,14 +25,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 import cloudpickle
 import grpc
 import pytest
 
 from millstream.common.restart_strategy import RestartStrategies
-from millstream.datastream import StreamExecutionEnvironment
+from millstream.datastream import MapFunction, StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
@@ -129,12 +129,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
-def submit(jm: JobManagerProcess, name: str, out: Path, count: int, slow: Optional[Path]) -> bytes:
+def submit(jm: JobManagerProcess, name: str, out: Path, count: int, slow: Optional[Path],
+           pause_s: float = PAUSE_S, after: Sequence[MapFunction] = ()) -> bytes:
+    """test_failover's job (``after``: functions after the keyed count), slow while ``slow`` exists."""
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     env.enable_checkpointing(300)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(20, 200))
-    failover_job(env, out, count, [Throttle(str(slow), PAUSE_S)] if slow is not None else [], [])
+    failover_job(env, out, count, [Throttle(str(slow), pause_s)] if slow is not None else [], list(after))
     request = cpb.SubmitJobRequest(submission_id=name, job_graph=env.get_job_graph(name).proto.SerializeToString())
     return bytes(jm.dispatcher.SubmitJob(request, timeout=30).job_id)
 
