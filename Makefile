@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak bench install proto clean zookeeper
+.PHONY: demo test test-compose soak bench install proto clean zookeeper docker wheel wheels
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,32 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 test: $(STAMP) zookeeper
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests/unit tests/integration
+
+# The docker-compose cluster for real (`.ci/run` runs it after `make test`): builds a base image
+# from Debian packages (no registry needed), the image from dist/, and tests the compose files.
+test-compose: $(STAMP) docker
+	$(PY) -m pytest -q tests/compose
+
+# dist/ for deploy/Dockerfile: the millstream wheel (wheel), or it and every dependency (wheels,
+# for `docker compose build` with PIP_NO_INDEX=1 where the build cannot reach a package index).
+wheel: $(STAMP)
+	$(PY) -m pip wheel -q --no-deps -w dist .
+wheels: $(STAMP)
+	$(PY) -m pip wheel -q -w dist .
+
+# A Docker engine, compose and debootstrap (for the base image), installed when missing and we are
+# root with apt-get; otherwise the compose tests skip and say why.
+docker:
+	@if command -v dockerd >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 \
+	    && { command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1; }; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian's docker.io, docker-compose and debootstrap (for the compose tests)"; \
+	  export DEBIAN_FRONTEND=noninteractive; pkgs="docker.io docker-compose debootstrap"; \
+	  apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null 2>&1; } \
+	  || echo "could not install $$pkgs: the compose tests will be skipped"; \
+	else echo "no Docker engine and not root with apt-get: the compose tests will be skipped"; fi
 
 # The failover tests (checkpoints, restarts, kill -9, a paused TaskManager) SOAK times in a row,
 # stopping at the first failing run: `SOAK=20 make soak`. `make test` runs them once.
@@ -58,4 +83,4 @@ proto: $(STAMP)
 	$(PY) -m millstream.proto.generate
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

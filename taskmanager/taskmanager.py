@@ -18,6 +18,8 @@ from typing import Any
 import grpc
 from tenacity import AsyncRetrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
+from grpc_health.v1 import health_pb2
+
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
@@ -137,6 +139,7 @@ class TaskManager:
                                 interceptors=[FencingServerInterceptor(self.executor.fencing_refusal)])
         self.server.add(cpb_grpc.add_TaskExecutorServicer_to_server, TaskExecutorServicer(self.executor), SERVICES)
         port = await self.server.start(host, c.get(cfg.TASKMANAGER_RPC_PORT))
+        await self._set_health(registered=False)  # health checks see SERVING once it is registered
         self.executor.address = f"{host}:{port}"
         self.executor.data_address = self.executor.address
         self._follow_task = asyncio.ensure_future(self._follow_leader())
@@ -182,6 +185,7 @@ class TaskManager:
                 await asyncio.gather(self._link_task, return_exceptions=True)
                 self._link_task = None
             if self.leader is not None:
+                await self._set_health(registered=False)
                 reason = (f"JobManager leader changed to {leader.address} (session {leader.session_id})"
                           if leader is not None else "no JobManager leader")
                 self.leader_changes += 1
@@ -216,6 +220,7 @@ class TaskManager:
             with attempt:
                 response = await stub.RegisterTaskManager(request, timeout=self.executor._rpc_timeout_s)
         self.executor.registered_with(response)
+        await self._set_health(registered=True)
         log.info("TaskManager %s registered at %s (leader session %s) with %d slots", self.resource_id, leader.address,
                  leader.session_id, self.num_slots)
 
@@ -232,6 +237,13 @@ class TaskManager:
                 continue
             while self.executor.check_heartbeats():
                 await asyncio.sleep(self.executor._heartbeats.interval_ms / 1000 / 2)
+            await self._set_health(registered=False)
+
+    async def _set_health(self, registered: bool) -> None:
+        """The server's overall health (what `millstream.runtime.healthcheck` and container health
+        checks ask): SERVING only while registered with a JobManager leader."""
+        status = health_pb2.HealthCheckResponse.SERVING if registered else health_pb2.HealthCheckResponse.NOT_SERVING
+        await self.server.health.set("", status)
 
     def _spark_died(self, reason: str) -> None:
         """Spark's JVM is gone: refuse every task from now on and leave the cluster (a Flink
