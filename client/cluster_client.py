@@ -24,6 +24,8 @@ from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime import config as cfg
 from millstream.runtime.config import ConfigurationError, parse_host_port
 from millstream.runtime.rpc import DEFAULT_MAX_MESSAGE_BYTES, sync_channel
+from millstream.runtime.security import Credentials, client_credentials
+from millstream.runtime.tls import tls_problem
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,16 @@ class JobManagerUnreachable(ConnectionError):
             f"No JobManager at {address} ({reason}). Start one with `millstream cluster start`, "
             "or run `python job.py` for an embedded cluster."
         )
+        self.address = address
+        self.reason = reason
+
+
+class JobManagerTlsError(JobManagerUnreachable):
+    """A JobManager may be there, but no TLS connection could be made with it: the message says
+    what failed (a certificate not trusted, one side without TLS) and which options to check."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        ConnectionError.__init__(self, f"Cannot connect to the JobManager at {address}: {reason}")
         self.address = address
         self.reason = reason
 
@@ -143,9 +155,12 @@ class LeaderResolver:
     """Finds the JobManager leader: a fixed address, one of several, or the one ZooKeeper names."""
 
     def __init__(self, addresses: Sequence[str] = (), settings: Any = None,
-                 lookup_timeout_s: float = LEADER_LOOKUP_TIMEOUT_S, probe_timeout_s: float = REACH_TIMEOUT_S) -> None:
+                 lookup_timeout_s: float = LEADER_LOOKUP_TIMEOUT_S, probe_timeout_s: float = REACH_TIMEOUT_S,
+                 credentials: Credentials | None = None) -> None:
+        """``credentials``: what this client presents to JobManagers (TLS, the client token)."""
         if not addresses and settings is None:
             raise ConfigurationError("no JobManager address and no high-availability.type: zookeeper")
+        self.credentials = credentials or Credentials()
         self.addresses = list(addresses)
         self.settings = settings
         self.lookup_timeout_s = lookup_timeout_s
@@ -157,15 +172,18 @@ class LeaderResolver:
     def from_configuration(cls, conf: cfg.Configuration, addresses: str | None,
                            lookup_timeout_s: float = LEADER_LOOKUP_TIMEOUT_S) -> "LeaderResolver | None":
         """ZooKeeper when ``conf`` says ``high-availability.type: zookeeper``; else the
-        comma-separated ``addresses`` (None when there are none: no cluster is named)."""
+        comma-separated ``addresses`` (None when there are none: no cluster is named). The client
+        presents the credentials ``conf`` gives it (security.ssl.*, security.auth.client-token)."""
         from millstream.runtime.ha import HaSettings
 
         settings = HaSettings.from_configuration(conf)
+        credentials = client_credentials(conf)
         if settings.zookeeper:
-            return cls(settings=settings, lookup_timeout_s=lookup_timeout_s)
+            return cls(settings=settings, lookup_timeout_s=lookup_timeout_s, credentials=credentials)
         if not addresses:
             return None
-        return cls(parse_addresses(addresses, "JobManager address"), lookup_timeout_s=lookup_timeout_s)
+        return cls(parse_addresses(addresses, "JobManager address"), lookup_timeout_s=lookup_timeout_s,
+                   credentials=credentials)
 
     @property
     def highly_available(self) -> bool:
@@ -190,7 +208,7 @@ class LeaderResolver:
         return leader
 
     def _probe(self, address: str) -> str | None:
-        channel = sync_channel(address)
+        channel = sync_channel(address, credentials=self.credentials)
         try:
             cpb_grpc.DispatcherStub(channel).GetClusterOverview(cpb.Empty(), timeout=self.probe_timeout_s)
             return None
@@ -272,11 +290,13 @@ class ClusterClient:
 
     def __init__(self, address: str | None = None, rpc_timeout_s: float = 10.0,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, resolver: LeaderResolver | None = None,
-                 failover_budget_s: float = 2 * LEADER_LOOKUP_TIMEOUT_S, max_lookups: int = MAX_LEADER_LOOKUPS) -> None:
+                 failover_budget_s: float = 2 * LEADER_LOOKUP_TIMEOUT_S, max_lookups: int = MAX_LEADER_LOOKUPS,
+                 credentials: Credentials | None = None) -> None:
+        """``credentials`` (TLS, the client token): with ``address``; a ``resolver`` brings its own."""
         if resolver is None:
             if not address:
                 raise ConfigurationError("JobManager address: none given")
-            resolver = LeaderResolver(parse_addresses(address, "JobManager address"))
+            resolver = LeaderResolver(parse_addresses(address, "JobManager address"), credentials=credentials)
         self.resolver = resolver
         self.rpc_timeout_s = rpc_timeout_s
         self.failover_budget_s = failover_budget_s
@@ -295,7 +315,7 @@ class ClusterClient:
         if self._channel is not None:
             self._channel.close()
         self.address = check_address(address)
-        self._channel = sync_channel(address, self._max_message_bytes)
+        self._channel = sync_channel(address, self._max_message_bytes, self.resolver.credentials)
         self._stub = cpb_grpc.DispatcherStub(self._channel)
 
     def close(self) -> None:
@@ -388,6 +408,9 @@ class ClusterClient:
                     self._look_again(failover, exc)
                     continue
                 if exc.code() in _UNACKNOWLEDGED:
+                    problem = tls_problem(exc.details() or "", self.resolver.credentials.tls is not None, "JobManager")
+                    if problem is not None:
+                        raise JobManagerTlsError(self.address, problem) from None
                     raise JobManagerUnreachable(self.address, _unreachable_reason(exc)) from None
                 return
 

@@ -119,6 +119,7 @@ class _Session:
     def __init__(self, job_graph: Any, user_conf: Any) -> None:
         from millstream.client.cluster_client import LEADER_LOOKUP_TIMEOUT_S, ClusterClient, LeaderResolver
         from millstream.jobmanager.execution_graph import ExecutionGraph
+        from millstream.runtime.security import client_credentials
 
         self.config = _client_configuration(user_conf)
         resolver = LeaderResolver.from_configuration(self.config, os.environ.get(ENV_JOBMANAGER))
@@ -126,7 +127,8 @@ class _Session:
             from millstream.client.minicluster import embedded_cluster
 
             slots = ExecutionGraph(job_graph.proto).total_required_slots()
-            resolver = LeaderResolver([embedded_cluster(self.config, slots).address])  # reused by later executes
+            resolver = LeaderResolver([embedded_cluster(self.config, slots).address],  # reused by later executes
+                                      credentials=client_credentials(self.config))
         # A leader change while the job runs: keep looking for the new leader for as long as a
         # submission may take (a failover lasts about one ZooKeeper session timeout).
         budget_s = max(self.config.get(cfg.CLIENT_SUBMISSION_TIMEOUT) / 1000, 2 * LEADER_LOOKUP_TIMEOUT_S)

@@ -168,6 +168,14 @@ def _ha_leader(dynamic: list[str], config_file: str | None, timeout_s: float) ->
         raise ClusterError(f"no JobManager became leader within {timeout_s:.0f} s: {exc}") from None
 
 
+def _credentials(dynamic: list[str], config_file: str | None) -> Any:
+    """What this process presents to the cluster it started (its TLS files, the client token)."""
+    from millstream.runtime import config as cfg
+    from millstream.runtime.security import client_credentials
+
+    return client_credentials(cfg.load_configuration(config_file, dynamic_properties=dynamic))
+
+
 def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_file: str | None, timeout_s: float = 180.0,
           ha: bool = False) -> dict[str, Any]:
     """Starts a JobManager and ``taskmanagers`` TaskManagers and waits until all registered; with
@@ -224,7 +232,7 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
                 ["-m", "millstream.taskmanager.taskmanager", "--jobmanager", address, *common, f"-Dtaskmanager.numberOfTaskSlots={slots}"],
                 os.path.join(logs, f"taskmanager-{i}.log"),
             )
-        with ClusterClient(address) as client:
+        with ClusterClient(address, credentials=_credentials(dynamic, config_file)) as client:
             while client.overview().taskmanagers < taskmanagers:
                 starting.check_alive()
                 if time.monotonic() > deadline:

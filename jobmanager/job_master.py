@@ -27,6 +27,7 @@ from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.fencing import FencingClientInterceptor
 from millstream.runtime.rpc import aio_channel
+from millstream.runtime.security import Credentials
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +50,14 @@ class ResourceManagerGateway(Protocol):
 
 class TaskExecutorClients:
     """One channel per TaskManager address, shared by every job of this JobManager. Every call
-    carries ``token()``, the JobManager's current leader session id (fencing), when not None."""
+    carries ``token()``, the JobManager's current leader session id (fencing), when not None, and
+    the channels use ``credentials`` (TLS, the cluster token)."""
 
     def __init__(self, rpc_timeout_s: float, max_message_bytes: int,
-                 token: Callable[[], str | None] = lambda: None) -> None:
+                 token: Callable[[], str | None] = lambda: None, credentials: Credentials | None = None) -> None:
         self.rpc_timeout_s = rpc_timeout_s
         self._max_message_bytes = max_message_bytes
+        self._credentials = credentials
         self._interceptors = [FencingClientInterceptor(token)]
         self._channels: dict[str, grpc.aio.Channel] = {}
         self.in_flight = asyncio.Semaphore(MAX_CONCURRENT_CALLS)  # taken around every call but heartbeats
@@ -62,7 +65,8 @@ class TaskExecutorClients:
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = aio_channel(address, self._max_message_bytes, self._interceptors)
+            channel = self._channels[address] = aio_channel(address, self._max_message_bytes, self._interceptors,
+                                                                  self._credentials)
         return channel
 
     def stub(self, address: str) -> cpb_grpc.TaskExecutorStub:

@@ -39,6 +39,7 @@ from millstream.runtime.loop_monitor import EventLoopMonitor
 from millstream.runtime.ha import HaConfigurationError, HaError
 from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer
+from millstream.runtime.security import cluster_credentials, server_security
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,10 @@ class JobManager:
         interval, timeout = c.get(cfg.HEARTBEAT_INTERVAL), c.get(cfg.HEARTBEAT_TIMEOUT)
         restart_options = restart_strategy.options_of(c)
         restart_strategy.spec_from_options(restart_options)  # a bad restart-strategy.* stops the start here
+        security = server_security(c, jobmanager=True)  # bad security.* options stop the start here too
         self.blobs = BlobStore(c.get(cfg.BLOB_STORAGE_DIR))
-        self.task_executors = TaskExecutorClients(c.get(cfg.RPC_TIMEOUT) / 1000, max_bytes, lambda: self.guard.token)
+        self.task_executors = TaskExecutorClients(c.get(cfg.RPC_TIMEOUT) / 1000, max_bytes, lambda: self.guard.token,
+                                                  cluster_credentials(c))
         self.resource_manager = ResourceManager(
             SlotManager(c.get(cfg.SLOT_REQUEST_TIMEOUT)),
             self.task_executors,
@@ -92,7 +95,8 @@ class JobManager:
             restart_options=restart_options,
             checkpoint_options=checkpointing.checkpoint_options_of(c),
         )
-        self.server = RpcServer("JobManager", max_bytes, interceptors=[FencingServerInterceptor(self.guard)])
+        self.server = RpcServer("JobManager", max_bytes, interceptors=[FencingServerInterceptor(self.guard)],
+                                security=security)
         self.server.add(cpb_grpc.add_DispatcherServicer_to_server, DispatcherServicer(self.dispatcher, self.overview), [])
         self.server.add(cpb_grpc.add_BlobServerServicer_to_server, BlobServerServicer(self.blobs), [])
         self.server.add(cpb_grpc.add_ResourceManagerServicer_to_server, ResourceManagerServicer(self.resource_manager), [])

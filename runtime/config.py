@@ -473,6 +473,44 @@ CLIENT_SUBMISSION_TIMEOUT: ConfigOption[int] = _option(
     fallback_keys=("client.timeout",))
 
 
+# ---- Security: TLS and tokens (runtime/tls.py, runtime/auth.py; README, Security) -------------
+SSL_ENABLED: ConfigOption[bool] = _option(
+    "security.ssl.enabled", _BOOL, False,
+    "Mutual TLS on every connection of the cluster: every gRPC server (JobManager, TaskManagers) "
+    "and channel (clients and the CLI too), the data plane between tasks and the control channel "
+    "between a TaskManager and its Spark workers. Every process, clients included, then needs "
+    "security.ssl.key, security.ssl.cert and security.ssl.truststore.",
+    fallback_keys=("security.ssl.internal.enabled",))
+SSL_KEY: ConfigOption[str | None] = _option(
+    "security.ssl.key", _STR, None,
+    "Path of this process's private key, PEM (unencrypted PKCS#8 or traditional).")
+SSL_CERT: ConfigOption[str | None] = _option(
+    "security.ssl.cert", _STR, None,
+    "Path of this process's certificate chain, PEM, leaf first; its subject alternative names must "
+    "include every host name or IP address peers dial it at (jobmanager.rpc.address, "
+    "taskmanager.host).")
+SSL_TRUSTSTORE: ConfigOption[str | None] = _option(
+    "security.ssl.truststore", _STR, None,
+    "Path of the CA certificates (PEM) that peers' certificates must be signed by.")
+AUTH_CLIENT_TOKEN: ConfigOption[str | None] = _option(
+    "security.auth.client-token", _STR, None,
+    "Shared secret of clients (CLI, env.execute()): the only token the Dispatcher (submit, list, "
+    "cancel, status, savepoint) accepts. Setting it or the cluster token turns token "
+    "authentication on; a JobManager then needs both, and they must differ.")
+AUTH_CLIENT_TOKEN_FILE: ConfigOption[str | None] = _option(
+    "security.auth.client-token-file", _STR, None,
+    "A file holding the client token (surrounding whitespace ignored); used when "
+    "security.auth.client-token is not set.")
+AUTH_CLUSTER_TOKEN: ConfigOption[str | None] = _option(
+    "security.auth.cluster-token", _STR, None,
+    "Shared secret of the cluster's processes (JobManagers, TaskManagers, their Spark workers): the "
+    "only token the ResourceManager, JobMaster, BlobServer and TaskExecutor services accept.")
+AUTH_CLUSTER_TOKEN_FILE: ConfigOption[str | None] = _option(
+    "security.auth.cluster-token-file", _STR, None,
+    "A file holding the cluster token (surrounding whitespace ignored); used when "
+    "security.auth.cluster-token is not set.")
+
+
 def registered_options() -> tuple[ConfigOption[Any], ...]:
     """Every declared option, in declaration (component) order."""
     return tuple(_REGISTRY.values())

@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable
 import grpc
 
 __all__ = [
-    "FENCING_METADATA_KEY", "FencingClientInterceptor", "FencingServerInterceptor", "Refusal", "token_of_metadata",
+    "FENCING_METADATA_KEY", "FencingClientInterceptor", "FencingServerInterceptor", "Refusal", "refusing_handler",
+    "token_of_metadata",
 ]
 
 FENCING_METADATA_KEY = "millstream-leader-session"
@@ -50,23 +51,26 @@ class FencingClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
         return await continuation(client_call_details, request)
 
 
-def _refusing_handler(handler: grpc.RpcMethodHandler, refusal: Refusal) -> grpc.RpcMethodHandler:
+def refusing_handler(handler: grpc.RpcMethodHandler, refusal: Refusal) -> grpc.RpcMethodHandler:
+    """A handler of the same kind and message types as ``handler`` that answers every call with
+    ``refusal`` (status code, message) and runs nothing else."""
     code, message = refusal
+    kwargs = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
 
     async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
         await context.abort(code, message)
 
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(
-            refuse, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
-    if handler.unary_stream is not None:
-        async def refuse_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await context.abort(code, message)
-            yield  # pragma: no cover (abort raises)
+    async def refuse_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(code, message)
+        yield  # pragma: no cover (abort raises)
 
-        return grpc.unary_stream_rpc_method_handler(
-            refuse_stream, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
-    return handler  # streaming requests: none of the fenced services has one
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(refuse, **kwargs)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(refuse_stream, **kwargs)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(refuse, **kwargs)
+    return grpc.stream_stream_rpc_method_handler(refuse_stream, **kwargs)
 
 
 class FencingServerInterceptor(grpc.aio.ServerInterceptor):
@@ -84,4 +88,4 @@ class FencingServerInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         refusal = self._guard(handler_call_details.method, token_of_metadata(handler_call_details.invocation_metadata))
-        return handler if refusal is None else _refusing_handler(handler, refusal)
+        return handler if refusal is None else refusing_handler(handler, refusal)

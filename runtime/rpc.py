@@ -2,7 +2,10 @@
 
 Every server has the same lifecycle (build, health + reflection, bind, start, serve; on stop:
 not-serving, then ``stop(grace)``); every channel has explicit message-size limits; every call
-gets a deadline from the caller.
+gets a deadline from the caller. Security (:mod:`millstream.runtime.security`): a channel made with
+:class:`Credentials` uses TLS and sends its token on every call; a server made with
+:class:`ServerSecurity` listens with TLS (client certificates required) and authenticates every
+call but health checks before any other interceptor or servicer sees it.
 """
 from __future__ import annotations
 
@@ -16,6 +19,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
+
+from millstream.runtime.auth import AioAuthInterceptors, AuthServerInterceptor, SyncAuthInterceptor
+from millstream.runtime.security import Credentials, ServerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +40,30 @@ def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[
 
 
 def aio_channel(address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                interceptors: Sequence[grpc.aio.ClientInterceptor] = ()) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=channel_options(max_message_bytes), interceptors=list(interceptors) or None)
+                interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+                credentials: Credentials | None = None) -> grpc.aio.Channel:
+    """A channel to ``address``: TLS with ``credentials.tls``, ``credentials.token`` on every call."""
+    chain: list[grpc.aio.ClientInterceptor] = list(interceptors)
+    if credentials is not None and credentials.token:
+        chain = [*AioAuthInterceptors(credentials.token), *chain]
+    options = channel_options(max_message_bytes)
+    if credentials is not None and credentials.tls is not None:
+        return grpc.aio.secure_channel(address, credentials.tls.channel_credentials(), options=options,
+                                       interceptors=chain or None)
+    return grpc.aio.insecure_channel(address, options=options, interceptors=chain or None)
 
 
-def sync_channel(address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> grpc.Channel:
-    return grpc.insecure_channel(address, options=channel_options(max_message_bytes))
+def sync_channel(address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 credentials: Credentials | None = None) -> grpc.Channel:
+    """As :func:`aio_channel`, for synchronous callers (the client, Spark workers)."""
+    options = channel_options(max_message_bytes)
+    if credentials is not None and credentials.tls is not None:
+        channel = grpc.secure_channel(address, credentials.tls.channel_credentials(), options=options)
+    else:
+        channel = grpc.insecure_channel(address, options=options)
+    if credentials is not None and credentials.token:
+        return grpc.intercept_channel(channel, SyncAuthInterceptor(credentials.token))
+    return channel
 
 
 def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
@@ -103,9 +127,14 @@ class RpcServer:
     """A grpc.aio server with health checking and reflection for the services added to it."""
 
     def __init__(self, name: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
+                 interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+                 security: ServerSecurity | None = None) -> None:
         self.name = name
-        self.server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=list(interceptors) or None)
+        self.security = security or ServerSecurity()
+        chain = list(interceptors)
+        if self.security.authenticator is not None:  # first: an unauthenticated call reaches nothing else
+            chain.insert(0, AuthServerInterceptor(self.security.authenticator))
+        self.server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=chain or None)
         self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self._service_names: list[str] = []
@@ -122,7 +151,10 @@ class RpcServer:
         problem = _bind_problem(host, port) if port else None
         if problem is None:
             try:
-                self.port = self.server.add_insecure_port(_address(host, port))
+                if self.security.tls is not None:
+                    self.port = self.server.add_secure_port(_address(host, port), self.security.tls.server_credentials())
+                else:
+                    self.port = self.server.add_insecure_port(_address(host, port))
             except RuntimeError:  # grpc's "Failed to bind to address ...; set GRPC_VERBOSITY ..."
                 problem = _bind_problem(host, port) or "the address cannot be bound"
         if problem is not None or self.port == 0:
@@ -139,7 +171,8 @@ class RpcServer:
         await self.server.start()
         for service in ["", *self._service_names]:
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        log.info("%s serving on %s:%d", self.name, host, self.port)
+        log.info("%s serving on %s:%d%s", self.name, host, self.port,
+                 " (TLS, client certificates required)" if self.security.tls is not None else "")
         return self.port
 
     async def stop(self, grace: float = 2.0) -> None:

@@ -30,6 +30,7 @@ import logging
 import queue
 import random
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from typing import Any, Callable
 
 from millstream.runtime.serialization import DeserializationError, deserialize
 from millstream.runtime.timestamps import stamped
+from millstream.runtime.tls import TlsSettings
 from millstream.taskmanager.network_partition import PartitionServer, ResultPartition
 from millstream.taskmanager.network_protocol import (
     BUFFER,
@@ -143,7 +145,11 @@ class InputGate:
         initial_credit: int = 4,
         is_cancelled: Callable[[], bool] = never_cancelled,
         connect_timeout_s: float = 30.0,
+        tls: TlsSettings | None = None,
     ) -> None:
+        """``tls``: connect with mutual TLS (security.ssl.*); the producer's certificate must name
+        the host its partition is served at."""
+        self._tls_context = tls.client_context() if tls is not None else None
         if initial_credit < 1:
             raise ValueError("initial_credit must be >= 1")
         self._channels = [_Channel(spec) for spec in channels]
@@ -327,6 +333,10 @@ class InputGate:
             else:
                 try:
                     sock = socket.create_connection(address, timeout=max(0.05, min(deadline - time.monotonic(), 5.0)))
+                    if self._tls_context is not None:
+                        sock = self._tls(sock, address)
+                except ssl.SSLCertVerificationError as e:  # no retry can fix a certificate
+                    raise ChannelError(ch.spec, f"TLS handshake with {address[0]}:{address[1]} failed: {e}") from e
                 except OSError as e:
                     reason = f"cannot connect to {address[0]}:{address[1]}: {e}"
                 else:
@@ -343,6 +353,14 @@ class InputGate:
                     sock.sendall(hello.encode())
                     return FrameReader(sock)
             self._backoff(ch, deadline, reason)
+
+    def _tls(self, raw: socket.socket, address: tuple[str, int]) -> socket.socket:
+        assert self._tls_context is not None
+        try:
+            return self._tls_context.wrap_socket(raw, server_hostname=address[0])
+        except BaseException:
+            raw.close()
+            raise
 
     def _backoff(self, ch: _Channel, deadline: float, reason: str) -> None:
         """Waits before the next attempt: exponential (20 ms doubling to 1 s) with jitter so that many

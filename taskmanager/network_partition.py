@@ -15,6 +15,7 @@ from typing import Any, Callable
 from millstream.runtime.partitioners import StreamPartitioner
 from millstream.runtime.serialization import RecordSerializer
 from millstream.runtime.timestamps import timestamps_of
+from millstream.runtime.tls import TlsSettings
 from millstream.taskmanager.network_protocol import (
     BUFFER,
     CREDIT,
@@ -454,10 +455,13 @@ class PartitionServer:
     before wait in the listen backlog). A consumer's HELLO is routed by (result id, partition index)
     after checking the producer attempt id; an unknown partition, a stale attempt or a subpartition
     that already has a consumer gets an ERROR frame. The server owns the partitions registered with
-    it: ``close()`` releases them.
+    it: ``close()`` releases them. With ``tls`` every connection is mutual TLS, the consumer's
+    certificate checked before its HELLO is read.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, handshake_timeout_s: float = 10.0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, handshake_timeout_s: float = 10.0,
+                 tls: TlsSettings | None = None) -> None:
+        self._tls_context = tls.server_context() if tls is not None else None
         self._listener = socket.create_server((host, port), backlog=128)
         self.address: tuple[str, int] = (host, self._listener.getsockname()[1])
         self._handshake_timeout_s = handshake_timeout_s
@@ -508,6 +512,8 @@ class PartitionServer:
         try:
             tune_socket(conn)
             conn.settimeout(self._handshake_timeout_s)  # a consumer sends HELLO right after connecting
+            if self._tls_context is not None:
+                conn = self._tls_accept(conn)
             reader = FrameReader(conn)
             kind, payload = reader.read()
             if kind != HELLO:
@@ -544,6 +550,20 @@ class PartitionServer:
                 self._handshaking.discard(conn)
             if not attached:
                 close_socket(conn)
+
+    def _tls_accept(self, raw: socket.socket) -> socket.socket:
+        """The TLS side of an accepted connection (tracked for ``close()`` in place of ``raw``);
+        a failed handshake is logged and raises OSError, which drops the connection."""
+        assert self._tls_context is not None
+        try:
+            conn = self._tls_context.wrap_socket(raw, server_side=True)
+        except (OSError, ValueError) as e:
+            log.warning("data server %s: refused a connection: TLS handshake failed: %s", self.address, e)
+            raise OSError(f"TLS handshake failed: {e}") from e
+        with self._lock:
+            self._handshaking.discard(raw)
+            self._handshaking.add(conn)
+        return conn
 
     def close(self, failure: str | None = None) -> None:
         """Stops serving and releases every registered partition; with ``failure``, their connected

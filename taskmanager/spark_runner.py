@@ -6,11 +6,18 @@ worker connects back to the host over TCP, unpickles the payload with cloudpickl
 through ``on_event``; control messages (``CANCEL`` or anything else) flow back. Every task ends
 with exactly one :class:`TaskExit`. Frames are a 4-byte length and a pickle; the worker's first
 frame is the attempt's random token as raw bytes, so nothing from an unknown peer is unpickled and
-a stale or second connection for an attempt is refused (fencing by task id + connection).
+a stale or second connection for an attempt is refused (fencing by task id + connection). The
+host's first frame back is its greeting, JSON: the secrets a body may need (the cluster token for
+its calls to TaskManagers), which so travel the control channel and never inside a Spark task.
+
+With ``tls`` (security.ssl.*) the control channel is mutual TLS: the worker verifies the host's
+certificate (and that it names the control host) and presents its own, which the host verifies
+before it reads the hello.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import pickle
@@ -31,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Ma
 
 import cloudpickle
 
+from millstream.runtime.tls import TlsSettings
+
 if TYPE_CHECKING:  # pyspark.sql is heavy: keep it out of the worker, which imports this module.
     from pyspark.sql import SparkSession
 
@@ -41,6 +50,7 @@ OnEvent = Callable[[str, Any], None]
 
 _HEADER = struct.Struct("!I")
 _TOKEN_BYTES = 16
+_GREETING_LIMIT = 1 << 16
 _HELLO_TIMEOUT_S = 10.0  # a peer that connects but never says who it is gets dropped
 _ATTACH_GRACE_S = 2.0  # job returned: its worker connected, but our accept thread may lag
 _DRAIN_TIMEOUT_S = 30.0  # job returned: the channel is closed, the reader drains to the TaskExit
@@ -131,6 +141,7 @@ class _WorkerSpec:
     address: tuple[str, int]
     token: bytes
     payload: bytes
+    tls: TlsSettings | None = None
 
 
 class WorkerChannel:
@@ -139,12 +150,16 @@ class WorkerChannel:
     A reader thread applies control messages as they arrive, so a body only polls a flag. If the
     TaskManager drops the channel while the body still runs (it already reported the task as ended,
     or it died), the reader ends the worker process: nobody reads that attempt's output any more,
-    and Spark's own kill comes seconds later or, with a dead driver, never.
+    and Spark's own kill comes seconds later or, with a dead driver, never. ``secrets``: what the
+    host's greeting gave the body (see the module's docstring).
     """
 
-    def __init__(self, task_id: str, sock: socket.socket) -> None:
+    def __init__(self, task_id: str, sock: socket.socket, rfile: Any = None,
+                 secrets: Mapping[str, str] | None = None) -> None:
         self.task_id = task_id
+        self.secrets: Mapping[str, str] = dict(secrets or {})
         self._sock = sock
+        self._rfile = rfile if rfile is not None else sock.makefile("rb")
         self._send_lock = threading.Lock()  # bodies may send from several threads
         self._cancelled = threading.Event()
         self._body_done = threading.Event()
@@ -155,9 +170,17 @@ class WorkerChannel:
     def _connect(cls, spec: _WorkerSpec) -> WorkerChannel:
         sock = socket.create_connection(spec.address, timeout=_HELLO_TIMEOUT_S)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if spec.tls is not None:
+            try:
+                sock = spec.tls.client_context().wrap_socket(sock, server_hostname=spec.address[0])
+            except BaseException:
+                sock.close()
+                raise
         _send_frame(sock, spec.token)
+        rfile = sock.makefile("rb")
+        secrets = json.loads(_recv_frame(rfile, limit=_GREETING_LIMIT))
         sock.settimeout(None)
-        return cls(spec.task_id, sock)
+        return cls(spec.task_id, sock, rfile, secrets)
 
     @property
     def cancelled(self) -> bool:
@@ -182,7 +205,7 @@ class WorkerChannel:
             _send_frame(self._sock, data)
 
     def _read_loop(self) -> None:
-        rfile = self._sock.makefile("rb")
+        rfile = self._rfile
         while True:
             try:
                 frame = _recv_frame(rfile)
@@ -312,6 +335,7 @@ class TaskHandle:
             self._attached.set()
             self._pending = []
             with contextlib.suppress(OSError):
+                _send_frame(conn, self._host._greeting)
                 for data in pending:
                     _send_frame(conn, data)
         if self._cancel_requested:  # cancel() may have run before the job existed: repeat it
@@ -348,7 +372,10 @@ class SparkHost:
 
     def __init__(self, slots: int, master: str | None = None, app_name: str = "millstream-taskmanager",
                  conf: Mapping[str, str] | None = None, control_host: str = "127.0.0.1",
-                 log_level: str = "WARN", tasks_per_slot: int = 1) -> None:
+                 log_level: str = "WARN", tasks_per_slot: int = 1, tls: TlsSettings | None = None,
+                 worker_secrets: Mapping[str, str] | None = None) -> None:
+        """``tls``: the control channel's (None: plaintext); ``worker_secrets``: given to every
+        body on its channel (``WorkerChannel.secrets``)."""
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         self.slots = slots
@@ -360,6 +387,9 @@ class SparkHost:
         self.conf = dict(conf or {})
         self.control_host = control_host
         self.log_level = log_level
+        self.tls = tls
+        self._greeting = json.dumps(dict(worker_secrets or {})).encode()
+        self._server_context = tls.server_context() if tls is not None else None
         self.timings: SparkHostTimings | None = None
         self._spark: SparkSession | None = None
         self._listener: socket.socket | None = None
@@ -504,7 +534,7 @@ class SparkHost:
                 raise ValueError(f"task {task_id} is still running on this host")
             self._tasks[task_id] = handle
             self._by_token[handle._token] = handle
-        spec = _WorkerSpec(task_id, self._listener.getsockname()[:2], handle._token, payload)
+        spec = _WorkerSpec(task_id, self._listener.getsockname()[:2], handle._token, payload, self.tls)
         InheritableThread(target=self._run_job, args=(handle, spec), name=f"ms-job-{task_id}",
                           daemon=True).start()
         return handle
@@ -580,6 +610,8 @@ class SparkHost:
         try:
             conn.settimeout(_HELLO_TIMEOUT_S)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._server_context is not None:
+                conn = self._tls_accept(conn)
             rfile = conn.makefile("rb")
             token = _recv_frame(rfile, limit=_TOKEN_BYTES)  # unauthenticated: read no more
             with self._lock:
@@ -602,6 +634,21 @@ class SparkHost:
                 with handle._ctl_lock:
                     handle._died_uncancelled = handle._outcome is None and not handle._cancel_requested
                 handle._reader_done.set()
+
+
+    def _tls_accept(self, conn: socket.socket) -> socket.socket:
+        """The TLS side of an accepted connection; a peer that fails the handshake (no
+        certificate, one not signed by the truststore's CA, or plaintext) is logged and dropped."""
+        assert self._server_context is not None
+        try:
+            peer = conn.getpeername()
+        except OSError:
+            peer = "?"
+        try:
+            return self._server_context.wrap_socket(conn, server_side=True)
+        except (OSError, ValueError) as exc:
+            log.warning("control channel: refused a connection from %s: TLS handshake failed: %s", peer, exc)
+            raise OSError(f"TLS handshake failed: {exc}") from exc
 
 
 def _spark_error_summary(exc: BaseException) -> str:

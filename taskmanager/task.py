@@ -39,6 +39,8 @@ from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.rpc import sync_channel
+from millstream.runtime.security import Credentials
+from millstream.runtime.tls import TlsSettings
 from millstream.runtime.timestamps import LONG_MAX
 from millstream.runtime.watermarks import InputWatermarks
 from millstream.runtime.watermarks import WatermarkStatus as ValveStatus
@@ -79,14 +81,17 @@ CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers bef
 # A lookup answered with these may succeed later (the TaskManager is starting, restarting or busy);
 # anything else is a real error and fails the channel at once, naming it.
 RETRIABLE_LOOKUP_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+CLUSTER_TOKEN_SECRET = "cluster-token"  # the worker's secret (spark_runner's greeting) its lookups carry
 
 
 @dataclass(frozen=True)
 class NetworkSettings:
-    """The TaskManager's exchange settings its tasks use (``taskmanager.network.memory.*``)."""
+    """The TaskManager's exchange settings its tasks use (``taskmanager.network.memory.*``, and
+    ``security.ssl.*`` for the data plane and the partition look-ups)."""
 
     buffers_per_channel: int = 4  # credits a consumer grants each input channel
     max_buffers_per_channel: int = 4  # buffers a producer queues per subpartition before it blocks
+    tls: TlsSettings | None = None  # PEM paths (the files must exist where the worker runs)
 
 
 def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> SimpleTaskEnvironment:
@@ -107,15 +112,16 @@ def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> Simple
 class PartitionResolver:
     """Asks a producer's TaskManager where the producer task serves its partitions."""
 
-    def __init__(self, rpc_timeout_s: float = 5.0) -> None:
+    def __init__(self, rpc_timeout_s: float = 5.0, credentials: Credentials | None = None) -> None:
         self._stubs: dict[str, cpb_grpc.TaskExecutorStub] = {}
         self._channels: list[Any] = []
         self._timeout = rpc_timeout_s
+        self._credentials = credentials
 
     def __call__(self, spec: ChannelSpec) -> tuple[str, int] | None:
         stub = self._stubs.get(spec.producer_location)
         if stub is None:
-            channel = sync_channel(spec.producer_location)
+            channel = sync_channel(spec.producer_location, credentials=self._credentials)
             self._channels.append(channel)
             stub = self._stubs[spec.producer_location] = cpb_grpc.TaskExecutorStub(channel)
         try:
@@ -193,7 +199,7 @@ def _channel_specs(tdd: cpb.TaskDeploymentDescriptor) -> list[ChannelSpec]:
 def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, is_cancelled: Any,
                 network: NetworkSettings = NetworkSettings()) -> InputGate:
     return InputGate(_channel_specs(tdd), resolve, initial_credit=network.buffers_per_channel, is_cancelled=is_cancelled,
-                     connect_timeout_s=CONNECT_TIMEOUT_S)
+                     connect_timeout_s=CONNECT_TIMEOUT_S, tls=network.tls)
 
 
 class CheckpointControl:
@@ -349,12 +355,12 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
     failure: str | None = None
     partitions: dict[bytes, ResultPartition] = {}
     server: PartitionServer | None = None
-    resolver = PartitionResolver()
+    resolver = PartitionResolver(credentials=Credentials(network.tls, channel.secrets.get(CLUSTER_TOKEN_SECRET)))
     gate: InputGate | None = None
     checkpointer: checkpointing.TaskCheckpointer | None = None
     try:
         partitions, writers = _result_partitions(tdd, env.is_cancelled, network)
-        server = PartitionServer(data_host)
+        server = PartitionServer(data_host, tls=network.tls)
         gate = _input_gate(tdd, resolver, env.is_cancelled, network) if tdd.input_gates else None
         for partition in partitions.values():
             server.register(partition)

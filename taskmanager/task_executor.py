@@ -35,6 +35,7 @@ from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.fencing import FencingClientInterceptor, Refusal
 from millstream.runtime.ha.api import DEFAULT_LEADER_ID, LeaderInformation
 from millstream.runtime.rpc import aio_channel
+from millstream.runtime.security import Credentials
 from millstream.taskmanager import task as task_body
 from millstream.taskmanager.print_forwarder import PrintForwarder
 from millstream.taskmanager.slot_table import SlotTableError, TaskSlotTable
@@ -150,9 +151,12 @@ class TaskExecutor:
         jobmanager_address: str,
         network: task_body.NetworkSettings = task_body.NetworkSettings(),
         forward_printed_lines: bool = True,
+        credentials: Credentials | None = None,
     ) -> None:
         """``forward_printed_lines``: send the tasks' printed lines to their JobManager as well as to
-        this process's stdout (off in the embedded mode, where stdout is the user's console already)."""
+        this process's stdout (off in the embedded mode, where stdout is the user's console already).
+        ``credentials``: of every channel this TaskExecutor opens (TLS, the cluster token)."""
+        self._credentials = credentials
         self.resource_id = resource_id
         self.network = network
         self.slots = TaskSlotTable(num_slots)
@@ -202,7 +206,8 @@ class TaskExecutor:
         channel = self._channels.get(address)
         if channel is None:
             channel = self._channels[address] = aio_channel(
-                address, self._max_message_bytes, interceptors=[FencingClientInterceptor(lambda: self.leader_token)])
+                address, self._max_message_bytes, interceptors=[FencingClientInterceptor(lambda: self.leader_token)],
+                credentials=self._credentials)
         return channel
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:

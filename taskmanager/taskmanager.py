@@ -27,13 +27,16 @@ from millstream.runtime.fencing import FencingServerInterceptor
 from millstream.runtime.ha import HaError, HighAvailabilityServices, LeaderInformation, LoopListener, create_ha_services
 from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
+from millstream.runtime.security import cluster_credentials, server_security
+from millstream.runtime.tls import tls_problem, tls_settings
 from millstream.taskmanager.spark_runner import SparkHost
-from millstream.taskmanager.task import NetworkSettings
+from millstream.taskmanager.task import CLUSTER_TOKEN_SECRET, NetworkSettings
 from millstream.taskmanager.task_executor import TaskExecutor, TaskExecutorServicer
 
 log = logging.getLogger(__name__)
 
 SERVICES = [cpb.DESCRIPTOR.services_by_name["TaskExecutor"].full_name]
+_retry_log = before_sleep_log(log, logging.WARNING)
 
 
 def spark_conf(configuration: cfg.Configuration) -> dict[str, str]:
@@ -49,16 +52,21 @@ def network_settings(configuration: cfg.Configuration) -> NetworkSettings:
     return NetworkSettings(
         buffers_per_channel=configuration.get(cfg.NETWORK_BUFFERS_PER_CHANNEL),
         max_buffers_per_channel=configuration.get(cfg.NETWORK_MAX_BUFFERS_PER_CHANNEL),
+        tls=tls_settings(configuration),
     )
 
 
 def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
-    """The SparkHost a TaskManager with this configuration runs its tasks on (not started)."""
+    """The SparkHost a TaskManager with this configuration runs its tasks on (not started): its
+    control channel uses the configured TLS, and its workers get the cluster token through it."""
+    credentials = cluster_credentials(configuration)
     return SparkHost(
         configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS),
         configuration.get(cfg.SPARK_MASTER) or None,
         conf=spark_conf(configuration),
         tasks_per_slot=configuration.get(cfg.SPARK_TASKS_PER_SLOT),
+        tls=credentials.tls,
+        worker_secrets={CLUSTER_TOKEN_SECRET: credentials.token} if credentials.token else None,
     )
 
 
@@ -101,6 +109,11 @@ class TaskManager:
         self._cancel_timeout_s = self.config.get(cfg.TASK_CANCELLATION_TIMEOUT) / 1000
         self.fatal_error: str | None = None  # why this TaskManager cannot run tasks any more
         self.failed = asyncio.Event()
+        # The JobManager refused this TaskManager's credentials (token auth): no retry can help.
+        self.refusal: str | None = None
+        self._refused = asyncio.Event()
+        self._last_registration_error = ""
+        self._started = False
 
     @property
     def address(self) -> str:
@@ -111,6 +124,7 @@ class TaskManager:
         if self.num_slots < 1:
             raise cfg.ConfigurationError(f"{cfg.TASKMANAGER_NUM_TASK_SLOTS.key}: expected at least 1, got {self.num_slots}")
         network = network_settings(c)
+        security, credentials = server_security(c, jobmanager=False), cluster_credentials(c)
         name, host = f"TaskManager {self.resource_id}", c.get(cfg.TASKMANAGER_HOST) or "127.0.0.1"
         check_bindable(name, host, c.get(cfg.TASKMANAGER_RPC_PORT))  # fail now, not after Spark's start
         try:  # connecting to ZooKeeper blocks (at most its connection timeout)
@@ -132,11 +146,13 @@ class TaskManager:
             "",  # no leader until the leader retrieval names one
             network,
             forward_printed_lines=self._forward_printed_lines,
+            credentials=credentials,
         )
         loop = asyncio.get_running_loop()
         self._spark.on_death(lambda reason: loop.call_soon_threadsafe(self._spark_died, reason))
         self.server = RpcServer(name, c.get(cfg.RPC_MAX_MESSAGE_SIZE),
-                                interceptors=[FencingServerInterceptor(self.executor.fencing_refusal)])
+                                interceptors=[FencingServerInterceptor(self.executor.fencing_refusal)],
+                                security=security)
         self.server.add(cpb_grpc.add_TaskExecutorServicer_to_server, TaskExecutorServicer(self.executor), SERVICES)
         port = await self.server.start(host, c.get(cfg.TASKMANAGER_RPC_PORT))
         await self._set_health(registered=False)  # health checks see SERVING once it is registered
@@ -145,14 +161,20 @@ class TaskManager:
         self._follow_task = asyncio.ensure_future(self._follow_leader())
         self._retrieval = self._ha.jobmanager_leader_retrieval()
         self._retrieval.start(LoopListener(self, loop))
-        try:
-            await asyncio.wait_for(self.executor.registered.wait(), self._registration_timeout_s)
-        except asyncio.TimeoutError:
+        waits = [asyncio.ensure_future(self.executor.registered.wait()), asyncio.ensure_future(self._refused.wait())]
+        await asyncio.wait(waits, timeout=self._registration_timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in waits:
+            waiting.cancel()
+        if not self.executor.registered.is_set():
             await self.stop()
+            if self.refusal is not None:
+                raise StartupError(f"TaskManager {self.resource_id} cannot register at {self._where()}: {self.refusal}")
+            last = f"; last answer: {self._last_registration_error}" if self._last_registration_error else ""
             raise RuntimeError(
                 f"TaskManager {self.resource_id} could not register at {self._where()} "
-                f"within {self._registration_timeout_s:.0f} s"
+                f"within {self._registration_timeout_s:.0f} s{last}"
             ) from None
+        self._started = True
         return self
 
     def _where(self) -> str:
@@ -214,7 +236,7 @@ class TaskManager:
             retry=retry_if_exception(is_unavailable),
             wait=wait_exponential_jitter(multiplier=0.1, max=5.0),
             stop=stop_after_delay(self._registration_timeout_s),
-            before_sleep=before_sleep_log(log, logging.WARNING),
+            before_sleep=self._before_retry,
             reraise=True,
         ):
             with attempt:
@@ -224,6 +246,20 @@ class TaskManager:
         log.info("TaskManager %s registered at %s (leader session %s) with %d slots", self.resource_id, leader.address,
                  leader.session_id, self.num_slots)
 
+    def _describe_registration_error(self, exc: BaseException) -> str:
+        if not isinstance(exc, grpc.aio.AioRpcError):
+            return f"{type(exc).__name__}: {exc}"
+        details = exc.details() or ""
+        problem = tls_problem(details, self.executor._credentials is not None and self.executor._credentials.tls is not None,
+                              "JobManager")
+        return f"{exc.code().name} {problem or details}"
+
+    def _before_retry(self, retry_state: Any) -> None:
+        exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        if exc is not None:
+            self._last_registration_error = self._describe_registration_error(exc)
+        _retry_log(retry_state)
+
     async def _resource_manager_link(self, leader: LeaderInformation) -> None:
         """Registers with ``leader``, then watches heartbeats; registers again whenever the
         ResourceManager is lost. Cancelled when the leader changes."""
@@ -231,13 +267,25 @@ class TaskManager:
             try:
                 await self._register(leader)
             except grpc.aio.AioRpcError as exc:
-                log.error("TaskManager %s cannot register at %s: %s %s", self.resource_id, leader.address,
-                          exc.code().name, exc.details())
+                self._last_registration_error = self._describe_registration_error(exc)
+                log.error("TaskManager %s cannot register at %s: %s", self.resource_id, leader.address,
+                          self._last_registration_error)
+                if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                    self._refuse(f"{exc.code().name}: {exc.details()} (check {cfg.AUTH_CLUSTER_TOKEN.key})")
+                    return
                 await asyncio.sleep(1.0)
                 continue
             while self.executor.check_heartbeats():
                 await asyncio.sleep(self.executor._heartbeats.interval_ms / 1000 / 2)
             await self._set_health(registered=False)
+
+    def _refuse(self, reason: str) -> None:
+        """The JobManager refused our credentials: before the first registration the start fails
+        with ``reason``; later it is fatal (the TaskManager leaves)."""
+        self.refusal = reason
+        self._refused.set()
+        if self._started:
+            self._fatal(f"the JobManager refused this TaskManager: {reason}")
 
     async def _set_health(self, registered: bool) -> None:
         """The server's overall health (what `millstream.runtime.healthcheck` and container health
