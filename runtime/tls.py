@@ -123,9 +123,9 @@ def tls_problem(details: str, tls_on: bool, peer: str = "server") -> str | None:
                     f"{cfg.SSL_TRUSTSTORE.key}")
         if "wrong_version_number" in text or "http_request" in text:
             return f"TLS handshake failed: the {peer} does not use TLS (is {cfg.SSL_ENABLED.key} true there?)"
-        if "peer name" in text and "not in peer certificate" in text:
+        if ("peer name" in text and "not in peer certificate" in text) or "hostname verification" in text:
             return (f"TLS handshake failed: the {peer}'s certificate does not name the host it was dialled at "
-                    f"(its subject alternative names): {details}")
+                    f"(its subject alternative names must include it)")
         if "handshake failed" in text:
             return f"TLS handshake failed: {details}"
         if "socket closed" in text or "connection reset" in text:
