@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import enum
 import hmac
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -33,6 +34,8 @@ __all__ = [
     "AUTHORIZATION", "AioAuthInterceptors", "AuthServerInterceptor", "Role", "SyncAuthInterceptor",
     "TokenAuthenticator", "cluster_token", "client_token", "service_of",
 ]
+
+log = logging.getLogger(__name__)
 
 AUTHORIZATION = "authorization"
 _BEARER = "bearer "
@@ -142,7 +145,13 @@ class AuthServerInterceptor(grpc.aio.ServerInterceptor):
             return handler
         refusal = self._authenticate(handler_call_details.method,
                                      header_of_metadata(handler_call_details.invocation_metadata))
-        return handler if refusal is None else refusing_handler(handler, refusal)
+        if refusal is None:
+            return handler
+
+        def note(context: grpc.aio.ServicerContext) -> None:  # the operator sees who was turned away
+            log.warning("refused a call from %s: %s %s", context.peer(), refusal[0].name, refusal[1])
+
+        return refusing_handler(handler, refusal, note)
 
 
 def _with_token(metadata: Any, token: str) -> list[tuple[str, str]]:

@@ -51,16 +51,21 @@ class FencingClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
         return await continuation(client_call_details, request)
 
 
-def refusing_handler(handler: grpc.RpcMethodHandler, refusal: Refusal) -> grpc.RpcMethodHandler:
+def refusing_handler(handler: grpc.RpcMethodHandler, refusal: Refusal,
+                     on_refuse: Callable[[grpc.aio.ServicerContext], None] | None = None) -> grpc.RpcMethodHandler:
     """A handler of the same kind and message types as ``handler`` that answers every call with
-    ``refusal`` (status code, message) and runs nothing else."""
+    ``refusal`` (status code, message) and runs nothing else but ``on_refuse(context)``."""
     code, message = refusal
     kwargs = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
 
     async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if on_refuse is not None:
+            on_refuse(context)
         await context.abort(code, message)
 
     async def refuse_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if on_refuse is not None:
+            on_refuse(context)
         await context.abort(code, message)
         yield  # pragma: no cover (abort raises)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -212,6 +213,19 @@ def test_taskmanagers_with_a_wrong_token_or_an_untrusted_certificate_cannot_regi
     # The cluster serves on: its own TaskManager only, healthy.
     with cluster.good_client() as client:
         assert client.overview().taskmanagers == 1
-    health = subprocess.run([sys.executable, "-m", "millstream.runtime.healthcheck", cluster.address,
-                             "--config", cluster.client_config], capture_output=True, text=True, timeout=30)
-    assert health.returncode == 0, health.stderr
+    log = Path(cluster.env["MILLSTREAM_CLUSTER_DIR"]) / "log"
+    [taskmanager] = re.findall(r"serving at (\S+) with 2 slots", (log / "taskmanager-0.log").read_text())
+    for address in (cluster.address, taskmanager):  # both check healthy over TLS, with no token
+        health = _healthcheck(address, "--config", cluster.client_config)
+        assert health.returncode == 0, health.stderr
+        plaintext = _healthcheck(address)
+        assert plaintext.returncode == 1 and "if the cluster uses TLS" in plaintext.stderr
+    # The JobManager logged whom it turned away, and why.
+    refusals = [line for line in (log / "jobmanager.log").read_text().splitlines() if "refused a call from" in line]
+    assert any("UNAUTHENTICATED ResourceManager/RegisterTaskManager needs the cluster token" in line for line in refusals)
+
+
+def _healthcheck(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MILLSTREAM_")}
+    return subprocess.run([sys.executable, "-m", "millstream.runtime.healthcheck", *args], env=env,
+                          capture_output=True, text=True, timeout=30)
