@@ -1,14 +1,16 @@
 """Run long-lived task bodies inside PySpark executors, with a control channel to the TaskManager.
 
 ``SparkHost.submit()`` starts a one-partition Spark job in its own job group; the partition's Python
-worker connects back to the host over TCP, unpickles the payload with cloudpickle and runs
-``body(*args, channel)`` for the task's whole life. Events flow worker -> TaskManager in order
-through ``on_event``; control messages (``CANCEL`` or anything else) flow back. Every task ends
-with exactly one :class:`TaskExit`. Frames are a 4-byte length and a pickle; the worker's first
-frame is the attempt's random token as raw bytes, so nothing from an unknown peer is unpickled and
-a stale or second connection for an attempt is refused (fencing by task id + connection). The
-host's first frame back is its greeting, JSON: the secrets a body may need (the cluster token for
-its calls to TaskManagers), which so travel the control channel and never inside a Spark task.
+worker connects back to the host over TCP, receives the payload on that connection, unpickles it
+with cloudpickle and runs ``body(*args, channel)`` for the task's whole life. Events flow worker ->
+TaskManager in order through ``on_event``; control messages (``CANCEL`` or anything else) flow back.
+Every task ends with exactly one :class:`TaskExit`. Frames are a 4-byte length and a pickle; the
+worker's first frame is the attempt's random token as raw bytes, so nothing from an unknown peer is
+unpickled and a stale or second connection for an attempt is refused (fencing by task id +
+connection). The host answers with its greeting, JSON: the secrets a body may need (the cluster
+token for its calls to TaskManagers), then the payload, then the control messages sent so far. So
+task bodies and secrets travel the control channel only; a Spark task carries just where to
+connect, the attempt token and the TLS file paths.
 
 With ``tls`` (security.ssl.*) the control channel is mutual TLS: the worker verifies the host's
 certificate (and that it names the control host) and presents its own, which the host verifies
@@ -137,10 +139,11 @@ def _close(sock: socket.socket) -> None:
 
 @dataclass(frozen=True)
 class _WorkerSpec:
+    """What a Spark task carries to its worker: where to connect and how to say who it is."""
+
     task_id: str
     address: tuple[str, int]
     token: bytes
-    payload: bytes
     tls: TlsSettings | None = None
 
 
@@ -151,13 +154,14 @@ class WorkerChannel:
     TaskManager drops the channel while the body still runs (it already reported the task as ended,
     or it died), the reader ends the worker process: nobody reads that attempt's output any more,
     and Spark's own kill comes seconds later or, with a dead driver, never. ``secrets``: what the
-    host's greeting gave the body (see the module's docstring).
+    host's greeting gave the body; ``payload``: the pickled body and its arguments.
     """
 
     def __init__(self, task_id: str, sock: socket.socket, rfile: Any = None,
-                 secrets: Mapping[str, str] | None = None) -> None:
+                 secrets: Mapping[str, str] | None = None, payload: bytes = b"") -> None:
         self.task_id = task_id
         self.secrets: Mapping[str, str] = dict(secrets or {})
+        self.payload = payload
         self._sock = sock
         self._rfile = rfile if rfile is not None else sock.makefile("rb")
         self._send_lock = threading.Lock()  # bodies may send from several threads
@@ -179,8 +183,9 @@ class WorkerChannel:
         _send_frame(sock, spec.token)
         rfile = sock.makefile("rb")
         secrets = json.loads(_recv_frame(rfile, limit=_GREETING_LIMIT))
+        payload = _recv_frame(rfile)
         sock.settimeout(None)
-        return cls(spec.task_id, sock, rfile, secrets)
+        return cls(spec.task_id, sock, rfile, secrets, payload)
 
     @property
     def cancelled(self) -> bool:
@@ -242,7 +247,8 @@ def _worker_main(spec: _WorkerSpec, rows: Iterable[Any]) -> Iterator[Any]:
     outcome = TaskExit("FAILED", "internal error: no outcome")
     try:
         try:
-            body, args = cloudpickle.loads(spec.payload)
+            body, args = cloudpickle.loads(channel.payload)
+            channel.payload = b""  # the body holds what it needs; a reused worker must not keep it
         except BaseException as exc:
             outcome = TaskExit("FAILED", "the task payload could not be unpickled in the worker "
                                f"(pid {os.getpid()}):\n{_format_exc(exc)}")
@@ -279,9 +285,10 @@ class TaskHandle:
     and sees the worker's order; after the TaskExit everything is dropped.
     """
 
-    def __init__(self, host: SparkHost, task_id: str, on_event: OnEvent) -> None:
+    def __init__(self, host: SparkHost, task_id: str, on_event: OnEvent, payload: bytes = b"") -> None:
         self.task_id = task_id
         self._host = host
+        self._payload: bytes | None = payload  # sent to the worker when it connects, then dropped
         self._on_event = on_event
         self._token = secrets.token_bytes(_TOKEN_BYTES)
         self._ctl_lock = threading.Lock()  # _conn, _pending, _cancel_requested; orders sends
@@ -334,8 +341,10 @@ class TaskHandle:
             self._conn, pending = conn, self._pending
             self._attached.set()
             self._pending = []
+            payload, self._payload = self._payload or b"", None
             with contextlib.suppress(OSError):
                 _send_frame(conn, self._host._greeting)
+                _send_frame(conn, payload)
                 for data in pending:
                     _send_frame(conn, data)
         if self._cancel_requested:  # cancel() may have run before the job existed: repeat it
@@ -528,13 +537,13 @@ class SparkHost:
             raise RuntimeError(self.died)
         if self._spark is None or self._listener is None:
             raise RuntimeError("SparkHost is not started")
-        handle = TaskHandle(self, task_id, on_event)
+        handle = TaskHandle(self, task_id, on_event, payload)
         with self._lock:
             if task_id in self._tasks:
                 raise ValueError(f"task {task_id} is still running on this host")
             self._tasks[task_id] = handle
             self._by_token[handle._token] = handle
-        spec = _WorkerSpec(task_id, self._listener.getsockname()[:2], handle._token, payload, self.tls)
+        spec = _WorkerSpec(task_id, self._listener.getsockname()[:2], handle._token, self.tls)
         InheritableThread(target=self._run_job, args=(handle, spec), name=f"ms-job-{task_id}",
                           daemon=True).start()
         return handle

@@ -5,6 +5,8 @@ certificate from another CA, no certificate, plaintext, no token, the wrong role
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -286,7 +288,7 @@ def _host_with_task(tls: TlsSettings, secrets: dict[str, str]) -> tuple[SparkHos
     host = SparkHost(1, tls=tls, worker_secrets=secrets)
     host._listen()  # the control listener alone: no Spark session is needed for the channel
     events = Events()
-    handle = TaskHandle(host, "task-1", events)
+    handle = TaskHandle(host, "task-1", events, b"the pickled body")
     host._tasks[handle.task_id] = handle
     host._by_token[handle._token] = handle
     return host, handle, events
@@ -297,14 +299,15 @@ def _stop(host: SparkHost) -> None:
     host.stop()
 
 
-def test_the_control_channel_is_mutual_tls_and_hands_the_worker_its_secrets(certs: Certs) -> None:
+def test_the_control_channel_is_mutual_tls_and_hands_the_worker_its_secrets_and_body(certs: Certs) -> None:
     host, handle, events = _host_with_task(Certs.tls(certs.node), {"cluster-token": CLUSTER})
     assert host._listener is not None
     try:
         handle.send(("hello", 1))  # queued until the worker connects, delivered after the greeting
         address = host._listener.getsockname()[:2]
-        channel = WorkerChannel._connect(_WorkerSpec("task-1", address, handle._token, b"", Certs.tls(certs.other_node)))
+        channel = WorkerChannel._connect(_WorkerSpec("task-1", address, handle._token, Certs.tls(certs.other_node)))
         assert channel.secrets == {"cluster-token": CLUSTER}
+        assert channel.payload == b"the pickled body"  # the body travels this channel, not the Spark task
         poll_for(lambda: channel.recv_nowait() == ("hello", 1), 5, "the queued control message")
         channel.send(("state", "RUNNING"))
         poll_for(lambda: events.items == [("state", "RUNNING")], 5, "the worker's event")
@@ -322,7 +325,7 @@ def test_the_control_channel_refuses_a_worker_without_a_trusted_certificate(cert
         address = host._listener.getsockname()[:2]
         tls = Certs.tls(certs.rogue) if worker == "rogue" else None
         with pytest.raises((OSError, EOFError)):  # the host hangs up before its greeting
-            WorkerChannel._connect(_WorkerSpec("task-1", address, handle._token, b"", tls))
+            WorkerChannel._connect(_WorkerSpec("task-1", address, handle._token, tls))
         assert events.items == [] and not handle._attached.is_set()
     finally:
         _stop(host)
@@ -334,7 +337,36 @@ def test_a_worker_refuses_a_host_it_cannot_verify(certs: Certs) -> None:
     try:
         address = host._listener.getsockname()[:2]
         with pytest.raises(OSError, match="certificate verify failed"):
-            WorkerChannel._connect(_WorkerSpec("task-1", address, handle._token, b"", Certs.tls(certs.node)))
+            WorkerChannel._connect(_WorkerSpec("task-1", address, handle._token, Certs.tls(certs.node)))
         assert not handle._attached.is_set()
     finally:
         _stop(host)
+
+
+# ---- the README's openssl commands ----------------------------------------------------------------
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command on this machine")
+def test_the_readmes_openssl_commands_make_files_a_cluster_accepts(tmp_path: Path) -> None:
+    text = README.read_text(encoding="utf-8")
+    block = text.split("<!-- security-certs:begin -->", 1)[1].split("<!-- security-certs:end -->", 1)[0]
+    script = block.split("```sh\n", 1)[1].split("```", 1)[0]
+    made = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    node = TlsSettings(str(tmp_path / "node.key"), str(tmp_path / "node.pem"), str(tmp_path / "ca.pem"))
+    client = TlsSettings(str(tmp_path / "client.key"), str(tmp_path / "client.pem"), str(tmp_path / "ca.pem"))
+    jm_conf = cfg.Configuration.from_dict({"security.ssl.enabled": "true", "security.ssl.key": node.key,
+                                           "security.ssl.cert": node.cert, "security.ssl.truststore": node.truststore,
+                                           "security.auth.client-token": CLIENT, "security.auth.cluster-token": CLUSTER})
+
+    async def body() -> None:
+        async with JobManagerLike(jm_conf) as jm:
+            for host in ("127.0.0.1", "localhost"):
+                port = jm.address.rsplit(":", 1)[1]
+                await list_jobs(f"{host}:{port}", Credentials(client, CLIENT))
+            assert jm.servicer.calls == ["ListJobs", "ListJobs"]
+
+    asyncio.run(body())
