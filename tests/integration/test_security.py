@@ -186,9 +186,9 @@ class NoSpark:
         return []
 
 
-def _taskmanager_start(cluster: Secured, pem: Pem, token: str, timeout_s: float) -> BaseException:
-    conf = cfg.Configuration.from_dict({**pem.options(), "security.auth.cluster-token": token,
-                                        "taskmanager.numberOfTaskSlots": 1})
+def _taskmanager_start(cluster: Secured, pem: Pem, token: str | None, timeout_s: float) -> BaseException:
+    tokens = {"security.auth.cluster-token": token} if token else {}
+    conf = cfg.Configuration.from_dict({**pem.options(), **tokens, "taskmanager.numberOfTaskSlots": 1})
 
     async def start() -> BaseException:
         with pytest.raises((StartupError, RuntimeError)) as refused:
@@ -204,6 +204,8 @@ def test_taskmanagers_with_a_wrong_token_or_an_untrusted_certificate_cannot_regi
     assert "cannot register at the JobManager" in str(wrong_token)
     assert ("UNAUTHENTICATED: ResourceManager/RegisterTaskManager needs the cluster token (security.auth.cluster-token): "
             "the call's token is not valid here (check security.auth.cluster-token)") in str(wrong_token)
+    no_token = _taskmanager_start(cluster, cluster.node, None, 20)
+    assert "UNAUTHENTICATED" in str(no_token) and "carries no 'authorization: Bearer <token>'" in str(no_token)
     client_token = _taskmanager_start(cluster, cluster.node, CLIENT_TOKEN, 20)
     assert "PERMISSION_DENIED" in str(client_token) and "carries the client token" in str(client_token)
     untrusted = _taskmanager_start(cluster, cluster.rogue, CLUSTER_TOKEN, 4)
