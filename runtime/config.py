@@ -357,8 +357,15 @@ TASKMANAGER_NUM_TASK_SLOTS: ConfigOption[int] = _option(
     "Slots a TaskManager offers (at least 1); each runs one parallel pipeline of a job.")
 TASKMANAGER_HOST: ConfigOption[str | None] = _option(
     "taskmanager.host", _STR, None,
-    "Address a TaskManager listens on and advertises to the JobManager and to other TaskManagers "
-    "(its tasks serve their partitions on it too); unset: 127.0.0.1, a cluster on one machine.")
+    "Address a TaskManager advertises to the JobManager, the other TaskManagers and its Spark "
+    "executors (with the embedded Spark its tasks serve their partitions on it too); unset: "
+    "127.0.0.1 with the embedded Spark (a cluster on one machine), with an external "
+    "millstream.spark.master this machine's address on the route to the master's host.")
+TASKMANAGER_BIND_HOST: ConfigOption[str | None] = _option(
+    "taskmanager.bind-host", _STR, None,
+    "Address the TaskManager's gRPC server, its Spark driver and the control channel of its tasks "
+    "listen on; unset: taskmanager.host with the embedded Spark, 0.0.0.0 (every interface) with "
+    "an external millstream.spark.master.")
 TASKMANAGER_RPC_PORT: ConfigOption[int] = _option(
     "taskmanager.rpc.port", _INT, 0,
     "Port of the TaskManager's gRPC endpoint (0: a free port); the TaskManager fails to start if "
@@ -453,12 +460,24 @@ HA_ZOOKEEPER_TOLERATE_SUSPENDED: ConfigOption[bool] = _option(
 SPARK_MASTER: ConfigOption[str] = _option(
     "millstream.spark.master", _STR, "",
     "Spark master URL for TaskManagers' Spark sessions; empty: an embedded "
-    "local[slots x millstream.spark.tasks-per-slot].")
+    "local[slots x millstream.spark.tasks-per-slot]. An external master (spark://HOST:7077) runs "
+    "every task in an executor of that cluster, holding one core for the task's life; a "
+    "TaskManager asks for slots x tasks-per-slot cores (spark.cores.max).")
 SPARK_TASKS_PER_SLOT: ConfigOption[int] = _option(
     "millstream.spark.tasks-per-slot", _INT, 8,
     "Tasks one slot may run at once (slot sharing puts one task per vertex of a group in a slot); "
     "the embedded Spark is local[slots x this] so that every deployed task holds a core, and a "
     "TaskManager refuses tasks beyond slots x this.")
+SPARK_CONTROL_PORT: ConfigOption[str] = _option(
+    "millstream.spark.control.port", _STR, "0",
+    "Port, or range like 50100-50200, of the channel a TaskManager's tasks in Spark executors "
+    "connect back to (it carries the task, its events and cancellation); 0: any free port. With "
+    "an external Spark cluster the workers must reach it at taskmanager.host.")
+SPARK_EXECUTOR_WAIT: ConfigOption[int] = _option(
+    "millstream.spark.executor-wait", _DURATION, 60 * _S,
+    "With an external millstream.spark.master: how long a starting TaskManager waits for executors "
+    "with a free core; it offers as many slots as Spark gives cores (at most its own), and none "
+    "within this time fails its start, naming the master.")
 SPARK_CONF: ConfigOption[tuple[str, ...]] = _option(
     "millstream.spark.conf", _LIST, (),
     "Extra Spark properties: a YAML mapping, a list of key=value, or 'k1=v1;k2=v2'.")

@@ -460,10 +460,12 @@ class PartitionServer:
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, handshake_timeout_s: float = 10.0,
-                 tls: TlsSettings | None = None) -> None:
+                 advertised_host: str | None = None, tls: TlsSettings | None = None) -> None:
         self._tls_context = tls.server_context() if tls is not None else None
         self._listener = socket.create_server((host, port), backlog=128)
-        self.address: tuple[str, int] = (host, self._listener.getsockname()[1])
+        # ``address`` is what consumers are told: the bound host, or the advertised one when it
+        # binds every interface
+        self.address: tuple[str, int] = (advertised_host or host, self._listener.getsockname()[1])
         self._handshake_timeout_s = handshake_timeout_s
         self._lock = threading.Lock()
         self._partitions: dict[tuple[bytes, int], ResultPartition] = {}

@@ -137,6 +137,30 @@ def _close(sock: socket.socket) -> None:
     sock.close()
 
 
+def parse_port_range(text: str) -> range:
+    """ "0" (any free port), "6130" or "50100-50200" (inclusive) -> the ports to try."""
+    low, _, high = str(text).strip().partition("-")
+    try:
+        first, last = int(low), int(high or low)
+    except ValueError:
+        raise ValueError(f"expected a port or a range like 50100-50200, got {text!r}") from None
+    if not (0 <= first <= last <= 65535) or (first == 0 and last != 0):
+        raise ValueError(f"expected a port or a range like 50100-50200, got {text!r}")
+    return range(first, last + 1)
+
+
+def bind_in_range(host: str, ports: range, what: str) -> socket.socket:
+    """A listening socket on ``host`` at the first free port of ``ports``; the error names them."""
+    last_error: OSError | None = None
+    for port in ports:
+        try:
+            return socket.create_server((host, port), backlog=128)
+        except OSError as exc:
+            last_error = exc
+    span = str(ports.start) if len(ports) == 1 else f"{ports.start}-{ports[-1]}"
+    raise OSError(f"{what} cannot listen on {host} at port {span}: {last_error}")
+
+
 @dataclass(frozen=True)
 class _WorkerSpec:
     """What a Spark task carries to its worker: where to connect and how to say who it is."""
@@ -190,6 +214,12 @@ class WorkerChannel:
     @property
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
+
+    @property
+    def local_host(self) -> str:
+        """This worker's address on the interface that reaches its TaskManager: where the
+        TaskManager and the other workers it reaches can reach this one too."""
+        return str(self._sock.getsockname()[0])
 
     def wait_cancelled(self, timeout: float) -> bool:
         """Sleep up to ``timeout`` seconds, waking at once on cancel; return ``cancelled``."""
@@ -376,12 +406,15 @@ class SparkHost:
     ``slots`` is the TaskManager's slots; with slot sharing each may run ``tasks_per_slot`` tasks at
     once. The embedded master is ``local[slots x tasks_per_slot]`` so all of them hold a core at the
     same time (a pipelined consumer waiting for a core its producer holds would deadlock). An
-    external ``master`` must offer as many cores, and its executors must reach ``control_host``.
+    external ``master`` grants what its workers have free (:meth:`capacity`); its executors connect
+    to the control listener at ``control_host`` (advertised), which binds ``bind_host`` on a port
+    of ``control_ports`` ("0": any free one, "50100-50200": the first free one of the range).
     """
 
     def __init__(self, slots: int, master: str | None = None, app_name: str = "millstream-taskmanager",
                  conf: Mapping[str, str] | None = None, control_host: str = "127.0.0.1",
-                 log_level: str = "WARN", tasks_per_slot: int = 1, tls: TlsSettings | None = None,
+                 log_level: str = "WARN", tasks_per_slot: int = 1, bind_host: str | None = None,
+                 control_ports: str = "0", tls: TlsSettings | None = None,
                  worker_secrets: Mapping[str, str] | None = None) -> None:
         """``tls``: the control channel's (None: plaintext); ``worker_secrets``: given to every
         body on its channel (``WorkerChannel.secrets``)."""
@@ -395,6 +428,8 @@ class SparkHost:
         self.app_name = app_name
         self.conf = dict(conf or {})
         self.control_host = control_host
+        self.bind_host = bind_host or control_host
+        self.control_ports = parse_port_range(control_ports)
         self.log_level = log_level
         self.tls = tls
         self._greeting = json.dumps(dict(worker_secrets or {})).encode()
@@ -434,7 +469,13 @@ class SparkHost:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         if self._local:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # silences the hostname probe
-        conf = {**_DEFAULT_CONF, **(_LOCAL_CONF if self._local else {}), **self.conf,
+        # External: executors reach the driver where the TaskManager is reached, and the
+        # application asks for no more cores than its slots can use (standalone would grant every
+        # free core of the cluster to the first TaskManager and none to the next).
+        placement = _LOCAL_CONF if self._local else {
+            "spark.driver.host": self.control_host, "spark.driver.bindAddress": self.bind_host,
+            "spark.cores.max": str(self.max_concurrent_tasks)}
+        conf = {**_DEFAULT_CONF, **placement, **self.conf,
                 "spark.pyspark.python": sys.executable}
         for key, value in _REQUIRED_CONF.items():
             if conf.get(key, value) != value:
@@ -525,6 +566,24 @@ class SparkHost:
                 SparkContext._jvm = None
             self._spark = None
 
+    def capacity(self) -> int:
+        """Tasks Spark runs at once for this TaskManager: ``max_concurrent_tasks`` when embedded;
+        with an external master the cores its executors hold right now (workers come and go)."""
+        if self._local or self._spark is None:
+            return self.max_concurrent_tasks
+        sc = self._spark.sparkContext._jsc.sc()
+        return int(sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile()))
+
+    def wait_for_executors(self, timeout_s: float) -> int:
+        """External master: waits until its executors hold a core for us; returns the capacity,
+        0 when none came within ``timeout_s`` (no worker with a free core)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            capacity = self.capacity()
+            if capacity > 0 or time.monotonic() >= deadline:
+                return capacity
+            time.sleep(0.2)
+
     def running_task_ids(self) -> list[str]:
         with self._lock:
             return sorted(self._tasks)
@@ -543,7 +602,7 @@ class SparkHost:
                 raise ValueError(f"task {task_id} is still running on this host")
             self._tasks[task_id] = handle
             self._by_token[handle._token] = handle
-        spec = _WorkerSpec(task_id, self._listener.getsockname()[:2], handle._token, self.tls)
+        spec = _WorkerSpec(task_id, (self.control_host, self._listener.getsockname()[1]), handle._token, self.tls)
         InheritableThread(target=self._run_job, args=(handle, spec), name=f"ms-job-{task_id}",
                           daemon=True).start()
         return handle
@@ -601,7 +660,7 @@ class SparkHost:
             self._by_token.pop(handle._token, None)
 
     def _listen(self) -> None:
-        self._listener = listener = socket.create_server((self.control_host, 0), backlog=128)
+        self._listener = listener = bind_in_range(self.bind_host, self.control_ports, "the Spark control channel")
 
         def accept_loop() -> None:
             while True:

@@ -327,9 +327,12 @@ def _broken_exchange(exc: BaseException | None) -> bool:
     return False
 
 
-def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, network: NetworkSettings, channel: Any) -> None:
-    """``data_host``: the TaskManager's host, where consumers on other machines reach this task;
-    ``network``: the TaskManager's exchange settings."""
+def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str | None, network: NetworkSettings,
+             channel: Any) -> None:
+    """``data_host``: where this task serves its partitions to consumers: the TaskManager's host
+    when the worker runs beside it (embedded Spark); None when it runs on another machine (an
+    external Spark cluster): every interface, advertised as the worker's own address towards its
+    TaskManager. ``network``: the TaskManager's exchange settings."""
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
     for path in reversed(artifact_paths):
         if path not in sys.path:
@@ -360,7 +363,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str, networ
     checkpointer: checkpointing.TaskCheckpointer | None = None
     try:
         partitions, writers = _result_partitions(tdd, env.is_cancelled, network)
-        server = PartitionServer(data_host, tls=network.tls)
+        server = (PartitionServer(data_host, tls=network.tls) if data_host
+                  else PartitionServer("0.0.0.0", advertised_host=channel.local_host, tls=network.tls))
         gate = _input_gate(tdd, resolver, env.is_cancelled, network) if tdd.input_gates else None
         for partition in partitions.values():
             server.register(partition)

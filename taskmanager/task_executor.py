@@ -367,15 +367,24 @@ class TaskExecutor:
             return  # a retried SubmitTask
         self._check_usable()
         task = RunningTask(tdd)
-        capacity = self.spark.max_concurrent_tasks
-        # Tasks still fetching their artifacts hold no Spark task yet but will: count them, or a
-        # burst of SubmitTask calls is accepted whole and its last tasks wait for a core forever.
-        starting = sum(1 for t in self.tasks.values() if t.starting and not t.cancelled)
-        if self.spark.master.startswith("local") and len(self.spark.running_task_ids()) + starting >= capacity:
+        # Every task holds a Spark core for its whole life: one more than Spark can run would wait
+        # for a core forever. Tasks still fetching their artifacts hold none yet but will: count
+        # them, or a burst of SubmitTask calls is accepted whole and its last tasks never start.
+        local = self.spark.master.startswith("local")
+        cores = self.spark.max_concurrent_tasks if local else await asyncio.to_thread(self.spark.capacity)
+        if tdd.execution_attempt_id in self.tasks:
+            return  # retried while we asked Spark; from here to the registration nothing awaits
+        busy = len(self.spark.running_task_ids()) + sum(1 for t in self.tasks.values() if t.starting and not t.cancelled)
+        if busy >= cores and local:
             raise SlotTableError(
-                f"Task {task.name}: this TaskManager's Spark runs at most {capacity} tasks at once and all are busy; "
-                "raise millstream.spark.tasks-per-slot (a slot runs one task per vertex of its slot sharing group)"
-            )
+                f"Task {task.name}: this TaskManager's Spark runs at most {cores} tasks at once and all are busy; "
+                "raise millstream.spark.tasks-per-slot (a slot runs one task per vertex of its slot sharing group)")
+        if busy >= cores:
+            raise SlotTableError(
+                f"Task {task.name}: cannot get a Spark core: the Spark cluster {self.spark.master} gives TaskManager "
+                f"{self.resource_id} {cores} cores and running tasks hold {busy} of them (each task holds a core for "
+                "its whole life); give the Spark workers more cores (SPARK_WORKER_CORES may exceed the physical "
+                "cores), add workers, or lower the job's parallelism")
         if not self.slots.add_task(tdd.allocation_id, tdd.job_id, tdd.execution_attempt_id, task.name):
             return
         self.tasks[task.attempt_id] = task
@@ -392,7 +401,8 @@ class TaskExecutor:
     async def _start(self, task: RunningTask) -> None:
         try:
             paths = await self._fetch_artifacts(task.tdd)
-            data_host = self.data_address.rsplit(":", 1)[0]
+            # an external Spark's worker runs elsewhere: it finds its own address (see run_task)
+            data_host = self.data_address.rsplit(":", 1)[0] if self.spark.master.startswith("local") else None
             payload = make_payload(task_body.run_task, task.tdd.SerializeToString(), paths, data_host, self.network)
             if task.cancelled:
                 return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import tempfile
 import uuid
 from typing import Any
@@ -56,18 +57,55 @@ def network_settings(configuration: cfg.Configuration) -> NetworkSettings:
     )
 
 
+def external_master(configuration: cfg.Configuration) -> str | None:
+    """The Spark master URL when it is a cluster of its own (not an embedded local[...])."""
+    master = configuration.get(cfg.SPARK_MASTER)
+    return master if master and not master.startswith("local") else None
+
+
+def address_towards(url: str) -> str:
+    """This machine's address on the route to ``url``'s (first) host: where that host, and the
+    machines beside it, reach us. A UDP connect sends nothing; it only picks the route."""
+    netloc = url.split("://", 1)[-1].split("/", 1)[0].split(",", 1)[0]
+    host = netloc.rsplit(":", 1)[0].strip("[]") if ":" in netloc else netloc
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, 7077))
+            return str(probe.getsockname()[0])
+    except OSError as exc:
+        raise cfg.ConfigurationError(
+            f"{cfg.SPARK_MASTER.key}: cannot find this machine's address towards {host!r} ({exc}); "
+            f"set {cfg.TASKMANAGER_HOST.key}") from exc
+
+
+def taskmanager_hosts(configuration: cfg.Configuration) -> tuple[str, str]:
+    """(advertised, bind) addresses: see taskmanager.host and taskmanager.bind-host."""
+    external = external_master(configuration)
+    advertised = configuration.get(cfg.TASKMANAGER_HOST) or (address_towards(external) if external else "127.0.0.1")
+    bind = configuration.get(cfg.TASKMANAGER_BIND_HOST) or ("0.0.0.0" if external else advertised)
+    return advertised, bind
+
+
 def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
     """The SparkHost a TaskManager with this configuration runs its tasks on (not started): its
     control channel uses the configured TLS, and its workers get the cluster token through it."""
+    advertised, bind = taskmanager_hosts(configuration)
     credentials = cluster_credentials(configuration)
-    return SparkHost(
-        configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS),
-        configuration.get(cfg.SPARK_MASTER) or None,
-        conf=spark_conf(configuration),
-        tasks_per_slot=configuration.get(cfg.SPARK_TASKS_PER_SLOT),
-        tls=credentials.tls,
-        worker_secrets={CLUSTER_TOKEN_SECRET: credentials.token} if credentials.token else None,
-    )
+    try:
+        return SparkHost(
+            configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS),
+            configuration.get(cfg.SPARK_MASTER) or None,
+            conf=spark_conf(configuration),
+            tasks_per_slot=configuration.get(cfg.SPARK_TASKS_PER_SLOT),
+            control_host=advertised,
+            bind_host=bind,
+            control_ports=configuration.get(cfg.SPARK_CONTROL_PORT),
+            tls=credentials.tls,
+            worker_secrets={CLUSTER_TOKEN_SECRET: credentials.token} if credentials.token else None,
+        )
+    except ValueError as exc:
+        raise cfg.ConfigurationError(f"{cfg.SPARK_CONTROL_PORT.key}: {exc}") from exc
 
 
 class TaskManager:
@@ -125,8 +163,9 @@ class TaskManager:
             raise cfg.ConfigurationError(f"{cfg.TASKMANAGER_NUM_TASK_SLOTS.key}: expected at least 1, got {self.num_slots}")
         network = network_settings(c)
         security, credentials = server_security(c, jobmanager=False), cluster_credentials(c)
-        name, host = f"TaskManager {self.resource_id}", c.get(cfg.TASKMANAGER_HOST) or "127.0.0.1"
-        check_bindable(name, host, c.get(cfg.TASKMANAGER_RPC_PORT))  # fail now, not after Spark's start
+        name = f"TaskManager {self.resource_id}"
+        host, bind_host = taskmanager_hosts(c)
+        check_bindable(name, bind_host, c.get(cfg.TASKMANAGER_RPC_PORT))  # fail now, not after Spark's start
         try:  # connecting to ZooKeeper blocks (at most its connection timeout)
             self._ha = await asyncio.to_thread(create_ha_services, c, jobmanager_address=self.jobmanager_address,
                                                name=f"millstream-ha-{self.resource_id}")
@@ -136,6 +175,7 @@ class TaskManager:
             self._spark = spark_host_for(c)
             # Warm before offering slots: the first task must not pay Spark's start-up.
             await asyncio.to_thread(self._spark.start)
+        await self._fit_slots_to_spark()
         self.executor = TaskExecutor(
             self.resource_id,
             self.num_slots,
@@ -154,7 +194,7 @@ class TaskManager:
                                 interceptors=[FencingServerInterceptor(self.executor.fencing_refusal)],
                                 security=security)
         self.server.add(cpb_grpc.add_TaskExecutorServicer_to_server, TaskExecutorServicer(self.executor), SERVICES)
-        port = await self.server.start(host, c.get(cfg.TASKMANAGER_RPC_PORT))
+        port = await self.server.start(bind_host, c.get(cfg.TASKMANAGER_RPC_PORT))
         await self._set_health(registered=False)  # health checks see SERVING once it is registered
         self.executor.address = f"{host}:{port}"
         self.executor.data_address = self.executor.address
@@ -176,6 +216,31 @@ class TaskManager:
             ) from None
         self._started = True
         return self
+
+    async def _fit_slots_to_spark(self) -> None:
+        """An external Spark cluster: offer only as many slots as it gives cores (each deployed
+        task holds one for its life), and fail the start when it gives none."""
+        master = external_master(self.config)
+        if master is None or self._spark is None:
+            return
+        wait_s = self.config.get(cfg.SPARK_EXECUTOR_WAIT) / 1000
+        cores = await asyncio.to_thread(self._spark.wait_for_executors, wait_s)
+        if cores < 1:
+            if self._owns_spark:
+                await asyncio.to_thread(self._spark.stop)
+            raise StartupError(
+                f"TaskManager {self.resource_id}: the Spark cluster {master} gave it no executor core within "
+                f"{wait_s:g} s ({cfg.SPARK_EXECUTOR_WAIT.key}): are its workers running, with free cores and "
+                "enough memory for an executor, and can they reach this machine at "
+                f"{self._spark.control_host}?")
+        if cores < self.num_slots:
+            log.warning("TaskManager %s: the Spark cluster %s gives it %d cores: offering %d of its %d slots "
+                        "(each deployed task holds a core for its life)", self.resource_id, master, cores, cores,
+                        self.num_slots)
+            self.num_slots = cores
+        else:
+            log.info("TaskManager %s: the Spark cluster %s gives it %d cores for %d slots", self.resource_id,
+                     master, cores, self.num_slots)
 
     def _where(self) -> str:
         if self._ha is not None and self._ha.highly_available:
