@@ -31,7 +31,7 @@ from millstream.runtime import config as cfg
 from millstream.runtime.fencing import Refusal, refusing_handler
 
 __all__ = [
-    "AUTHORIZATION", "AioAuthInterceptors", "AuthServerInterceptor", "Role", "SyncAuthInterceptor",
+    "AUTHORIZATION", "aio_auth_interceptors", "AuthServerInterceptor", "Role", "SyncAuthInterceptor",
     "TokenAuthenticator", "cluster_token", "client_token", "service_of",
 ]
 
@@ -179,7 +179,7 @@ def _aio_details(details: Any, token: str) -> grpc.aio.ClientCallDetails:
                                       details.credentials, details.wait_for_ready)
 
 
-def AioAuthInterceptors(token: str) -> list[grpc.aio.ClientInterceptor]:  # noqa: N802 (reads as a class)
+def aio_auth_interceptors(token: str) -> list[grpc.aio.ClientInterceptor]:
     """The interceptors that add ``token`` to every call of an aio channel (grpc.aio files each
     interceptor under one call kind only: one per kind the services use)."""
     return [_AioUnaryUnary(token), _AioUnaryStream(token)]

@@ -20,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from millstream.runtime.auth import AioAuthInterceptors, AuthServerInterceptor, SyncAuthInterceptor
+from millstream.runtime.auth import aio_auth_interceptors, AuthServerInterceptor, SyncAuthInterceptor
 from millstream.runtime.security import Credentials, ServerSecurity
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def aio_channel(address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     """A channel to ``address``: TLS with ``credentials.tls``, ``credentials.token`` on every call."""
     chain: list[grpc.aio.ClientInterceptor] = list(interceptors)
     if credentials is not None and credentials.token:
-        chain = [*AioAuthInterceptors(credentials.token), *chain]
+        chain = [*aio_auth_interceptors(credentials.token), *chain]
     options = channel_options(max_message_bytes)
     if credentials is not None and credentials.tls is not None:
         return grpc.aio.secure_channel(address, credentials.tls.channel_credentials(), options=options,
