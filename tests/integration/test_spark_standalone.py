@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -97,7 +98,8 @@ def registered(client: ClusterClient, taskmanagers: int, slots: int) -> bool:
 
 
 class Where(MapFunction):
-    """Appends ``pid ancestors`` of the worker it runs in to ``path`` once per task."""
+    """Appends the command lines of the worker's ancestors, then ``@@`` and the file the job's
+    helper module was imported from, to ``path`` once per task."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -105,8 +107,9 @@ class Where(MapFunction):
     def open(self, runtime_context) -> None:
         chain = [Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                  for pid in sorted(ancestors(os.getpid())) if Path(f"/proc/{pid}/cmdline").exists()]
+        helper = getattr(sys.modules.get("ms_helper_words"), "__file__", "-")
         with open(self.path, "a") as f:
-            f.write(" | ".join(chain).replace("\n", " ") + "\n")
+            f.write(" | ".join(chain).replace("\n", " ") + f" @@ {helper}\n")
 
     def map(self, value):
         return value
@@ -137,13 +140,19 @@ def test_word_count_and_a_keyed_job_run_in_the_clusters_executors_with_exact_res
     with ClusterClient(cluster.address) as client:
         poll_for(lambda: registered(client, 2, 2 * SLOTS), 180, interval=0.5, what="two TaskManagers on Spark")
     where = cluster.workdir / "where.txt"
+    helper = cluster.workdir / "helpers" / "ms_helper_words.py"  # shipped with the job, imported by reference
+    helper.parent.mkdir()
+    helper.write_text("def split(line):\n    return [(w, 1) for w in line.split()]\n")
     lines = [f"w{i % 11} w{i % 7} w{i % 5}" for i in range(3000)]
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
+    env.add_python_file(str(helper))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MILLSTREAM_JOBMANAGER", cluster.address)
+        mp.syspath_prepend(str(helper.parent))
+        import ms_helper_words
         counts = (env.from_collection(lines).map(Where(str(where)))
-                  .flat_map(lambda line: [(w, 1) for w in line.split()])
+                  .flat_map(ms_helper_words.split)
                   .key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1])))
         with counts.execute_and_collect("word count on Spark") as results:
             final: dict[str, int] = {}
@@ -156,6 +165,9 @@ def test_word_count_and_a_keyed_job_run_in_the_clusters_executors_with_exact_res
     assert final == expected
     chains = where.read_text().splitlines()
     assert len(chains) == 2 and all("CoarseGrainedExecutorBackend" in chain for chain in chains), chains
+    # the module came with the task (the TaskManager's download directory is not on the workers)
+    shipped = os.path.join(tempfile.gettempdir(), "millstream-artifacts")
+    assert all(chain.split(" @@ ")[1].startswith(shipped) for chain in chains), chains
 
 
 def test_a_taskmanager_that_gets_no_spark_core_fails_its_start_naming_the_master(cluster: Cluster) -> None:
