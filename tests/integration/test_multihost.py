@@ -26,16 +26,14 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import MapFunction, StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import JobStatus
 
-from . import netns
-from . import harness
-from .harness import ancestors, poll_for, stop_processes
+from . import harness, netns
+from .harness import ancestors, completed_checkpoints, final_counts, poll_for, stop_processes, word_counts
 from .spark_standalone import SparkStandalone
 from .test_checkpoints import HEARTBEATS, assert_exactly_once, ended
-from .test_failover import Throttle, failover_job
+from .test_failover import throttled_failover_graph
 
 # Executors run elsewhere, without this repository on their path: the job's code travels by value.
 for _module in (sys.modules[__name__], harness):
@@ -126,15 +124,8 @@ def test_word_count_from_a_client_host_runs_on_the_worker_hosts_with_exact_count
               .key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1])))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MILLSTREAM_JOBMANAGER", hosts.address)
-        with counts.execute_and_collect("word count across hosts") as results:
-            final: dict[str, int] = {}
-            for word, n in results:
-                final[word] = max(final.get(word, 0), n)
-    expected: dict[str, int] = {}
-    for line in lines:
-        for w in line.split():
-            expected[w] = expected.get(w, 0) + 1
-    assert final == expected
+        final = final_counts(counts, "word count across hosts")
+    assert final == word_counts(lines)
     placed = [line.split() for line in where.read_text().splitlines()]
     assert len(placed) == 2
     assert {here for here, _ in placed} <= {hosts.w1.address, hosts.w2.address}, placed
@@ -145,19 +136,12 @@ def test_a_taskmanager_hosts_link_cut_under_a_checkpointed_job_is_recovered_like
     out, slow, count = hosts.workdir / "out", hosts.workdir / "slow", 12_000
     where = hosts.workdir / "where-failover.txt"
     slow.touch()
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    env.enable_checkpointing(300)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(30, 1000))
-    failover_job(env, out, count, [Throttle(str(slow), 0.002), Where(str(where), hosts.jm.address)], [])
+    graph = throttled_failover_graph("checkpointed count across hosts", out, count, str(slow), 0.002,
+                                     before=[Where(str(where), hosts.jm.address)], restarts=30, delay_ms=1000)
     with ClusterClient(hosts.address) as client:
-        job_id = client.submit(env.get_job_graph("checkpointed count across hosts").proto)
+        job_id = client.submit(graph.proto)
 
-        def checkpointed() -> bool:
-            summary = client.status(job_id)
-            assert not JobStatus.from_proto(summary.status).is_terminal(), summary
-            return summary.checkpoints.num_completed >= 2
-        poll_for(checkpointed, 120, interval=0.2, what="two completed checkpoints")
+        poll_for(lambda: completed_checkpoints(client, job_id, 2), 120, interval=0.2, what="two completed checkpoints")
         drivers = {line.split()[1] for line in where.read_text().splitlines()}
         victim = hosts.tm1 if hosts.tm1.address in drivers else hosts.tm2
         victim.link(up=False)

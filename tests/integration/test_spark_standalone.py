@@ -26,15 +26,14 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import MapFunction, StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import JobStatus
 
 from . import harness
-from .harness import ancestors, poll_for, spawn_module, stop_processes
+from .harness import ancestors, completed_checkpoints, final_counts, poll_for, spawn_module, stop_processes, word_counts
 from .spark_standalone import LocalHost, SparkStandalone, machine_address
 from .test_checkpoints import HEARTBEATS, assert_exactly_once, ended
-from .test_failover import Throttle, failover_job
+from .test_failover import throttled_failover_graph
 
 # Executors run elsewhere, without this repository on their path: the job's code travels by value.
 for _module in (sys.modules[__name__], harness):
@@ -154,15 +153,8 @@ def test_word_count_and_a_keyed_job_run_in_the_clusters_executors_with_exact_res
         counts = (env.from_collection(lines).map(Where(str(where)))
                   .flat_map(ms_helper_words.split)
                   .key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1])))
-        with counts.execute_and_collect("word count on Spark") as results:
-            final: dict[str, int] = {}
-            for word, n in results:
-                final[word] = max(final.get(word, 0), n)
-    expected: dict[str, int] = {}
-    for line in lines:
-        for w in line.split():
-            expected[w] = expected.get(w, 0) + 1
-    assert final == expected
+        final = final_counts(counts, "word count on Spark")
+    assert final == word_counts(lines)
     chains = where.read_text().splitlines()
     assert len(chains) == 2 and all("CoarseGrainedExecutorBackend" in chain for chain in chains), chains
     # the module came with the task (the TaskManager's download directory is not on the workers)
@@ -183,20 +175,13 @@ def test_a_taskmanager_that_gets_no_spark_core_fails_its_start_naming_the_master
 def test_kill_9_of_a_spark_worker_under_a_checkpointed_job_recovers_exactly_once(cluster: Cluster) -> None:
     out, slow, count = cluster.workdir / "out", cluster.workdir / "slow", 12_000
     slow.touch()
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    env.enable_checkpointing(300)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(60, 1000))
-    failover_job(env, out, count, [Throttle(str(slow), 0.002)], [])
+    graph = throttled_failover_graph("checkpointed count on Spark", out, count, str(slow), 0.002, restarts=60,
+                                     delay_ms=1000)
     with ClusterClient(cluster.address) as client:
         poll_for(lambda: registered(client, 2, 2 * SLOTS), 60, interval=0.5, what="two TaskManagers with free slots")
-        job_id = client.submit(env.get_job_graph("checkpointed count on Spark").proto)
+        job_id = client.submit(graph.proto)
 
-        def checkpointed() -> bool:
-            summary = client.status(job_id)
-            assert not JobStatus.from_proto(summary.status).is_terminal(), summary
-            return summary.checkpoints.num_completed >= 2
-        poll_for(checkpointed, 120, interval=0.2, what="two completed checkpoints")
+        poll_for(lambda: completed_checkpoints(client, job_id, 2), 120, interval=0.2, what="two completed checkpoints")
         cluster.spark.kill_worker(0)
         poll_for(lambda: client.status(job_id).num_restarts >= 1, 60, interval=0.2, what="the job to restart")
         slow.unlink()
