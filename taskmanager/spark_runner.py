@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Ma
 import cloudpickle
 
 from millstream.runtime.tls import TlsSettings
+from millstream.taskmanager.network_protocol import tune_socket
 
 if TYPE_CHECKING:  # pyspark.sql is heavy: keep it out of the worker, which imports this module.
     from pyspark.sql import SparkSession
@@ -77,6 +78,10 @@ _DEFAULT_CONF = {
 }
 # Embedded mode must not depend on the machine's hostname or network interfaces.
 _LOCAL_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+class NoSparkCores(RuntimeError):
+    """An external Spark cluster grants no core to the TaskManager's application."""
 
 
 class JavaNotFoundError(RuntimeError):
@@ -197,7 +202,7 @@ class WorkerChannel:
     @classmethod
     def _connect(cls, spec: _WorkerSpec) -> WorkerChannel:
         sock = socket.create_connection(spec.address, timeout=_HELLO_TIMEOUT_S)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        tune_socket(sock)  # a TaskManager host that vanished ends this worker within ~30 s
         if spec.tls is not None:
             try:
                 sock = spec.tls.client_context().wrap_socket(sock, server_hostname=spec.address[0])
@@ -414,7 +419,7 @@ class SparkHost:
     def __init__(self, slots: int, master: str | None = None, app_name: str = "millstream-taskmanager",
                  conf: Mapping[str, str] | None = None, control_host: str = "127.0.0.1",
                  log_level: str = "WARN", tasks_per_slot: int = 1, bind_host: str | None = None,
-                 control_ports: str = "0", tls: TlsSettings | None = None,
+                 control_ports: str = "0", executor_wait_s: float = 60.0, tls: TlsSettings | None = None,
                  worker_secrets: Mapping[str, str] | None = None) -> None:
         """``tls``: the control channel's (None: plaintext); ``worker_secrets``: given to every
         body on its channel (``WorkerChannel.secrets``)."""
@@ -430,6 +435,7 @@ class SparkHost:
         self.control_host = control_host
         self.bind_host = bind_host or control_host
         self.control_ports = parse_port_range(control_ports)
+        self.executor_wait_s = executor_wait_s
         self.log_level = log_level
         self.tls = tls
         self._greeting = json.dumps(dict(worker_secrets or {})).encode()
@@ -492,6 +498,12 @@ class SparkHost:
         self._watch_jvm()
         t1 = time.monotonic()
         try:
+            if not self._local and self.wait_for_executors(self.executor_wait_s) < 1:
+                # a job now would wait for a core with no word, forever
+                raise NoSparkCores(
+                    f"the Spark cluster {self.master} gave it no executor core within {self.executor_wait_s:g} s: are "
+                    "its workers running, with free cores and memory for an executor, and can they reach this "
+                    f"machine at {self.control_host}?")
             self._warm_up()
             self._listen()
         except BaseException:
@@ -677,7 +689,7 @@ class SparkHost:
         handle: TaskHandle | None = None
         try:
             conn.settimeout(_HELLO_TIMEOUT_S)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            tune_socket(conn)  # a worker host that vanished fails its task within ~30 s, not never
             if self._server_context is not None:
                 conn = self._tls_accept(conn)
             rfile = conn.makefile("rb")

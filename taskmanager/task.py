@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import os
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -92,6 +94,30 @@ class NetworkSettings:
     buffers_per_channel: int = 4  # credits a consumer grants each input channel
     max_buffers_per_channel: int = 4  # buffers a producer queues per subpartition before it blocks
     tls: TlsSettings | None = None  # PEM paths (the files must exist where the worker runs)
+
+
+@dataclass(frozen=True)
+class ShippedArtifacts:
+    """A job's artifacts (``env.add_python_file`` and friends) travelling inside the task payload
+    to a worker on another machine, where the TaskManager's download directory does not exist."""
+
+    job_id: str
+    files: tuple[tuple[str, bytes], ...]  # (artifact name, content)
+
+    def paths(self) -> list[str]:
+        """Writes them once per worker machine and job; the sys.path entries, as the TaskManager's."""
+        job_dir = os.path.join(tempfile.gettempdir(), "millstream-artifacts", self.job_id)
+        os.makedirs(job_dir, exist_ok=True)
+        paths: list[str] = []
+        for name, content in self.files:
+            target = os.path.join(job_dir, name)
+            if not (os.path.exists(target) and os.path.getsize(target) == len(content)):
+                part = f"{target}.{os.getpid()}.{threading.get_ident()}.part"
+                with open(part, "wb") as f:
+                    f.write(content)
+                os.replace(part, target)  # tasks of the job on this machine may write it at once
+            paths.append(job_dir if name.endswith(".py") else target)
+        return list(dict.fromkeys(paths))
 
 
 def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> SimpleTaskEnvironment:
@@ -327,13 +353,15 @@ def _broken_exchange(exc: BaseException | None) -> bool:
     return False
 
 
-def run_task(tdd_bytes: bytes, artifact_paths: list[str], data_host: str | None, network: NetworkSettings,
-             channel: Any) -> None:
+def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, data_host: str | None,
+             network: NetworkSettings, channel: Any) -> None:
     """``data_host``: where this task serves its partitions to consumers: the TaskManager's host
     when the worker runs beside it (embedded Spark); None when it runs on another machine (an
     external Spark cluster): every interface, advertised as the worker's own address towards its
     TaskManager. ``network``: the TaskManager's exchange settings."""
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
+    if isinstance(artifact_paths, ShippedArtifacts):
+        artifact_paths = artifact_paths.paths()
     for path in reversed(artifact_paths):
         if path not in sys.path:
             sys.path.insert(0, path)

@@ -401,9 +401,12 @@ class TaskExecutor:
     async def _start(self, task: RunningTask) -> None:
         try:
             paths = await self._fetch_artifacts(task.tdd)
-            # an external Spark's worker runs elsewhere: it finds its own address (see run_task)
-            data_host = self.data_address.rsplit(":", 1)[0] if self.spark.master.startswith("local") else None
-            payload = make_payload(task_body.run_task, task.tdd.SerializeToString(), paths, data_host, self.network)
+            if self.spark.master.startswith("local"):
+                data_host: str | None = self.data_address.rsplit(":", 1)[0]
+                artifacts: list[str] | task_body.ShippedArtifacts = paths
+            else:  # the worker runs elsewhere: it finds its own address and gets the files themselves
+                data_host, artifacts = None, await asyncio.to_thread(self._shipped_artifacts, task.tdd)
+            payload = make_payload(task_body.run_task, task.tdd.SerializeToString(), artifacts, data_host, self.network)
             if task.cancelled:
                 return
             loop = asyncio.get_running_loop()
@@ -427,6 +430,18 @@ class TaskExecutor:
             fetch = self._artifact_fetches[tdd.job_id] = asyncio.ensure_future(self._download_artifacts(tdd))
         return await asyncio.shield(fetch)
 
+    def _shipped_artifacts(self, tdd: cpb.TaskDeploymentDescriptor) -> task_body.ShippedArtifacts:
+        """The job's downloaded artifacts, read for a worker on another machine."""
+        job_dir = self._job_dir(tdd)
+        files = []
+        for ref in tdd.artifacts:
+            with open(os.path.join(job_dir, check_artifact_name(ref.name)), "rb") as f:
+                files.append((ref.name, f.read()))
+        return task_body.ShippedArtifacts(tdd.job_id.hex(), tuple(files))
+
+    def _job_dir(self, tdd: cpb.TaskDeploymentDescriptor) -> str:
+        return os.path.join(self._work_dir, "jobs", tdd.job_id.hex())
+
     def _forget_job(self, job_id: bytes) -> None:
         self._artifact_fetches.pop(job_id, None)
         if self.printed_lines is not None:
@@ -434,7 +449,7 @@ class TaskExecutor:
         shutil.rmtree(os.path.join(self._work_dir, "jobs", job_id.hex()), ignore_errors=True)
 
     async def _download_artifacts(self, tdd: cpb.TaskDeploymentDescriptor) -> list[str]:
-        job_dir = os.path.join(self._work_dir, "jobs", tdd.job_id.hex())
+        job_dir = self._job_dir(tdd)
         paths: list[str] = []
         for ref in tdd.artifacts:
             name = check_artifact_name(ref.name)

@@ -30,7 +30,7 @@ from millstream.runtime.process import StartupError, process_parser, run_process
 from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
 from millstream.runtime.security import cluster_credentials, server_security
 from millstream.runtime.tls import tls_problem, tls_settings
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark_runner import NoSparkCores, SparkHost
 from millstream.taskmanager.task import CLUSTER_TOKEN_SECRET, NetworkSettings
 from millstream.taskmanager.task_executor import TaskExecutor, TaskExecutorServicer
 
@@ -103,6 +103,7 @@ def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
             control_ports=configuration.get(cfg.SPARK_CONTROL_PORT),
             tls=credentials.tls,
             worker_secrets={CLUSTER_TOKEN_SECRET: credentials.token} if credentials.token else None,
+            executor_wait_s=configuration.get(cfg.SPARK_EXECUTOR_WAIT) / 1000,
         )
     except ValueError as exc:
         raise cfg.ConfigurationError(f"{cfg.SPARK_CONTROL_PORT.key}: {exc}") from exc
@@ -174,8 +175,11 @@ class TaskManager:
         if self._spark is None:
             self._spark = spark_host_for(c)
             # Warm before offering slots: the first task must not pay Spark's start-up.
-            await asyncio.to_thread(self._spark.start)
-        await self._fit_slots_to_spark()
+            try:
+                await asyncio.to_thread(self._spark.start)
+            except NoSparkCores as exc:
+                raise StartupError(f"{name}: {exc} ({cfg.SPARK_EXECUTOR_WAIT.key})") from exc
+        self._fit_slots_to_spark()
         self.executor = TaskExecutor(
             self.resource_id,
             self.num_slots,
@@ -217,27 +221,18 @@ class TaskManager:
         self._started = True
         return self
 
-    async def _fit_slots_to_spark(self) -> None:
+    def _fit_slots_to_spark(self) -> None:
         """An external Spark cluster: offer only as many slots as it gives cores (each deployed
-        task holds one for its life), and fail the start when it gives none."""
+        task holds one for its life); SparkHost.start waited for the first ones."""
         master = external_master(self.config)
         if master is None or self._spark is None:
             return
-        wait_s = self.config.get(cfg.SPARK_EXECUTOR_WAIT) / 1000
-        cores = await asyncio.to_thread(self._spark.wait_for_executors, wait_s)
-        if cores < 1:
-            if self._owns_spark:
-                await asyncio.to_thread(self._spark.stop)
-            raise StartupError(
-                f"TaskManager {self.resource_id}: the Spark cluster {master} gave it no executor core within "
-                f"{wait_s:g} s ({cfg.SPARK_EXECUTOR_WAIT.key}): are its workers running, with free cores and "
-                "enough memory for an executor, and can they reach this machine at "
-                f"{self._spark.control_host}?")
+        cores = self._spark.capacity()
         if cores < self.num_slots:
             log.warning("TaskManager %s: the Spark cluster %s gives it %d cores: offering %d of its %d slots "
                         "(each deployed task holds a core for its life)", self.resource_id, master, cores, cores,
                         self.num_slots)
-            self.num_slots = cores
+            self.num_slots = max(cores, 1)
         else:
             log.info("TaskManager %s: the Spark cluster %s gives it %d cores for %d slots", self.resource_id,
                      master, cores, self.num_slots)

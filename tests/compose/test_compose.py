@@ -20,12 +20,12 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.common.restart_strategy import RestartStrategies
-from millstream.datastream import MapFunction, StreamExecutionEnvironment
+from millstream.datastream import MapFunction
 from millstream.jobmanager.execution_state import JobStatus
 from tests.integration import test_checkpoints, test_failover
+from tests.integration.harness import completed_checkpoints
 from tests.integration.test_checkpoints import assert_exactly_once
-from tests.integration.test_failover import Throttle, failover_job
+from tests.integration.test_failover import throttled_failover_graph
 
 from .cluster import ROOT, ComposeProject, run, wait_for
 
@@ -115,19 +115,12 @@ def test_docker_kill_of_a_taskmanager_during_a_checkpointed_job_keeps_the_output
     count = 6_000
     slow = cluster.data / "slow"
     slow.touch()
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    env.enable_checkpointing(300)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(20, 500))
-    failover_job(env, Path("/data/out"), count, [Throttle("/data/slow", 0.003), WhereAmI("/data")], [])
+    graph = throttled_failover_graph("checkpointed count", Path("/data/out"), count, "/data/slow", 0.003,
+                                     before=[WhereAmI("/data")])
     with ClusterClient(cluster.address) as client:
-        job_id = client.submit(env.get_job_graph("checkpointed count").proto)
+        job_id = client.submit(graph.proto)
 
-        def checkpointed() -> int:
-            summary = client.status(job_id)
-            assert not JobStatus.from_proto(summary.status).is_terminal(), summary
-            return summary.checkpoints.num_completed >= 2 and summary.checkpoints.last_completed_id
-        wait_for(checkpointed, 120, "two completed checkpoints")
+        wait_for(lambda: completed_checkpoints(client, job_id, 2), 120, "two completed checkpoints")
         victim = (cluster.data / "host-0").read_text().strip()
         assert victim in cluster.containers("taskmanager") or any(c.startswith(victim) for c in cluster.containers("taskmanager"))
         killed_at = time.monotonic()

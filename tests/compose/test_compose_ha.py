@@ -12,11 +12,10 @@ from typing import Iterator
 import pytest
 
 from millstream.client.cluster_client import ClusterClient, NoJobManagerLeader
-from millstream.common.restart_strategy import RestartStrategies
-from millstream.datastream import StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import JobStatus
+from tests.integration.harness import completed_checkpoints
 from tests.integration.test_checkpoints import assert_exactly_once
-from tests.integration.test_failover import Throttle, failover_job
+from tests.integration.test_failover import throttled_failover_graph
 
 from .cluster import BASE_IMAGE, ComposeProject, free_port, run, wait_for
 from .test_compose import FAST_HEARTBEATS
@@ -43,21 +42,13 @@ def test_docker_kill_of_the_leader_jobmanager_the_standby_recovers_the_job_exact
     count = 6_000
     slow = ha_cluster.data / "slow"
     slow.touch()
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    env.enable_checkpointing(300)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(20, 500))
-    failover_job(env, Path("/data/out"), count, [Throttle("/data/slow", 0.003)], [])
+    graph = throttled_failover_graph("checkpointed count", Path("/data/out"), count, "/data/slow", 0.003)
     with ClusterClient(addresses) as client:
         wait_for(lambda: client.overview().slots_total == 4, 60, "4 slots at the leader")
-        job_id = client.submit(env.get_job_graph("checkpointed count").proto)
+        job_id = client.submit(graph.proto)
         first_leader = client.address
 
-        def checkpointed() -> bool:
-            summary = client.status(job_id)
-            assert not JobStatus.from_proto(summary.status).is_terminal(), summary
-            return summary.checkpoints.num_completed >= 2
-        wait_for(checkpointed, 120, "two completed checkpoints")
+        wait_for(lambda: completed_checkpoints(client, job_id, 2), 120, "two completed checkpoints")
         leader_service = "jobmanager" if first_leader.endswith(f":{ha_cluster.port}") else "jobmanager-standby"
         killed_at = time.monotonic()
         run(["docker", "kill", *ha_cluster.containers(leader_service)])

@@ -1,6 +1,7 @@
 """Helpers for integration tests: a shared SparkHost, mini-clusters with fast heartbeats, polling."""
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 import sys
@@ -94,3 +95,26 @@ def ancestors(pid: int) -> set[int]:
         except (OSError, ValueError, IndexError):
             break
     return seen
+
+
+def final_counts(running_counts: Any, job_name: str) -> dict[Any, int]:
+    """``execute_and_collect`` of a keyed running count of ``(key, count)``: each key's last count."""
+    final: dict[Any, int] = {}
+    with running_counts.execute_and_collect(job_name) as results:
+        for key, n in results:
+            final[key] = max(final.get(key, 0), n)
+    return final
+
+
+def word_counts(lines: list[str]) -> dict[str, int]:
+    """What word count over ``lines`` must give."""
+    return dict(collections.Counter(word for line in lines for word in line.split()))
+
+
+def completed_checkpoints(client: Any, job_id: bytes, n: int) -> bool:
+    """Whether the running job completed ``n`` checkpoints; fails the test if it already ended."""
+    from millstream.jobmanager.execution_state import JobStatus
+
+    summary = client.status(job_id)
+    assert not JobStatus.from_proto(summary.status).is_terminal(), summary
+    return bool(summary.checkpoints.num_completed >= n)

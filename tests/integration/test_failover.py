@@ -16,7 +16,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import cloudpickle
 import pytest
@@ -93,6 +93,21 @@ def failover_job(env: StreamExecutionEnvironment, out: Path, count: int, before:
         counted = counted.map(function)
     (counted.map(lambda t: f"{t[0]},{t[1]}")
         .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+
+
+def throttled_failover_graph(name: str, out: Path, count: int, marker: str | None, pause_s: float,
+                             before: Sequence[MapFunction] = (), after: Sequence[MapFunction] = (),
+                             restarts: int = 20, delay_ms: int = 500) -> Any:
+    """The JobGraph of :func:`failover_job` at parallelism 2, checkpointing every 300 ms with a
+    fixed-delay restart strategy, pausing ``pause_s`` per record while ``marker`` (a path as the
+    tasks see it) exists, then ``before``."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(300)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, delay_ms))
+    throttle = [Throttle(marker, pause_s)] if marker is not None else []
+    failover_job(env, out, count, [*throttle, *before], list(after))
+    return env.get_job_graph(name)
 
 
 # -- the cluster: one JobManager for the module, TaskManagers started as the tests need them ----

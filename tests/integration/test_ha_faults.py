@@ -31,8 +31,7 @@ import cloudpickle
 import grpc
 import pytest
 
-from millstream.common.restart_strategy import RestartStrategies
-from millstream.datastream import MapFunction, StreamExecutionEnvironment
+from millstream.datastream import MapFunction
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
@@ -42,7 +41,7 @@ from millstream.runtime.ha.job_stores import JOB_GRAPHS_NODE, JOB_RESULT_STORE_D
 
 from .harness import poll_for, spawn_module, stop_processes
 from .test_checkpoints import assert_exactly_once, visible_lines
-from .test_failover import Throttle, failover_job
+from .test_failover import throttled_failover_graph
 from .test_ha_jobmanager import SESSION_TIMEOUT_S, JobManagerProcess, _leader
 from .test_ha_taskmanager import HEARTBEATS, cli, fenced_call, taskmanager_address
 from .zookeeper import ZooKeeperServer, ha_config, zookeeper_unavailable
@@ -132,12 +131,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def submit(jm: JobManagerProcess, name: str, out: Path, count: int, slow: Optional[Path],
            pause_s: float = PAUSE_S, after: Sequence[MapFunction] = ()) -> bytes:
     """test_failover's job (``after``: functions after the keyed count), slow while ``slow`` exists."""
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    env.enable_checkpointing(300)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(20, 200))
-    failover_job(env, out, count, [Throttle(str(slow), pause_s)] if slow is not None else [], list(after))
-    request = cpb.SubmitJobRequest(submission_id=name, job_graph=env.get_job_graph(name).proto.SerializeToString())
+    graph = throttled_failover_graph(name, out, count, str(slow) if slow is not None else None, pause_s, after=after,
+                                     delay_ms=200)
+    request = cpb.SubmitJobRequest(submission_id=name, job_graph=graph.proto.SerializeToString())
     return bytes(jm.dispatcher.SubmitJob(request, timeout=30).job_id)
 
 
