@@ -48,6 +48,7 @@ from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, val
 from millstream.jobmanager.job_master_core import JobMasterCore
 from millstream.jobmanager.job_master import JobMaster
 from millstream.jobmanager.printed_lines import LineCursor, PrintedLines
+from millstream.jobmanager.rest_views import job_plan
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
@@ -100,6 +101,16 @@ class JobRecord:
     persisting: asyncio.Future[None] | None = None  # HA: the job graph being stored
     version: int = 0
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # When the job entered each status (wall clock; Flink's job "timestamps", shown by the REST API).
+    status_timestamps: dict[str, int] = field(default_factory=dict)
+    plan: dict[str, object] = field(default_factory=dict)  # Flink's JSON plan (rest_views.job_plan)
+
+    def __post_init__(self) -> None:
+        self.status_timestamps.setdefault(self.status.value, self.start_time_ms)
+
+    def set_status(self, status: JobStatus) -> None:
+        self.status = status
+        self.status_timestamps[status.value] = wall_ms()
 
     def summary(self) -> cpb.JobSummary:
         summary = cpb.JobSummary(
@@ -295,6 +306,7 @@ class Dispatcher:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
         num_tasks = sum(v.parallelism for v in graph.vertices)
         record = JobRecord(graph.job_id, graph.job_name, request.submission_id, num_tasks)
+        record.plan = job_plan(graph)
         record.parallelism = max((v.parallelism for v in graph.vertices), default=0)
         record.slot_timeout_at_ms = self._slot_timeout_at_ms
         self.jobs[graph.job_id] = record
@@ -336,7 +348,7 @@ class Dispatcher:
             record.job_master = self._make_job_master(core, on_status, checkpoint_services=checkpoint_services)  # type: ignore[call-arg]
         else:
             record.job_master = self._make_job_master(core, on_status)
-        record.status = JobStatus.CREATED
+        record.set_status(JobStatus.CREATED)
         log.info(
             "job %s ('%s') created in %.2f s: %d tasks, %d slots",
             graph.job_id.hex(), graph.job_name, time.monotonic() - started, record.num_tasks, core.required_slots,
@@ -344,7 +356,7 @@ class Dispatcher:
         record.job_master.start()
 
     def _on_status(self, record: JobRecord, status: JobStatus, failure: cpb.JobFailure | None) -> None:
-        record.status = status
+        record.set_status(status)
         if failure is not None:
             record.failure = failure
         if status is JobStatus.RESTARTING and record.collect is not None and not record.collect.discarded:
@@ -411,7 +423,7 @@ class Dispatcher:
             job_master = record.job_master
             if job_master is not None and job_master.checkpoints is not None and job_master.checkpoints.services is not None:
                 released.append(job_master.checkpoints.services)
-            record.status = JobStatus.SUSPENDED
+            record.set_status(JobStatus.SUSPENDED)
             record.end_time_ms = wall_ms()
             self._retire(record)
             record.touch()

@@ -27,6 +27,8 @@ from millstream.jobmanager.job_master_endpoint import JobMasterServicer
 from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients, now_ms
 from millstream.jobmanager.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, read_jobs_to_recover
+from millstream import __version__
+from millstream.jobmanager.rest_server import JobManagerSource, RestServer
 from millstream.jobmanager.resource_manager import ResourceManager, ResourceManagerServicer
 from millstream.jobmanager.slot_manager import SlotManager
 from millstream.proto import cluster_pb2 as cpb
@@ -39,7 +41,7 @@ from millstream.runtime.loop_monitor import EventLoopMonitor
 from millstream.runtime.ha import HaConfigurationError, HaError
 from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer
-from millstream.runtime.security import cluster_credentials, server_security
+from millstream.runtime.security import ServerSecurity, cluster_credentials, server_security
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +52,14 @@ FIRST_GRANT_TIMEOUT_S = 30.0  # without HA leadership is granted at once; this o
 class JobManager:
     """``async with JobManager(config) as jm:`` serves until the block ends."""
 
-    def __init__(self, configuration: cfg.Configuration | None = None) -> None:
+    def __init__(self, configuration: cfg.Configuration | None = None, *, rest: bool | None = None) -> None:
+        """``rest``: serve the REST API (``rest.port``); None: only when ``rest.port`` is set (an
+        in-process JobManager), True: the JobManager process's default (8081 unless set)."""
         self.config = configuration or cfg.Configuration()
         self.address = ""
+        self._rest_wanted = cfg.REST_PORT in self.config if rest is None else rest
+        self.rest: RestServer | None = None
+        self.rest_url = ""  # http(s)://host:port once the REST API serves
         self._cleanup_task: asyncio.Task[None] | None = None
         self.loop_monitor = EventLoopMonitor("JobManager")
         self._wall_minus_monotonic_ms = int(time.time() * 1000) - now_ms()
@@ -116,6 +123,8 @@ class JobManager:
             self.dispatcher._persistence = JobPersistence(self.ha)
         try:
             await self.server.start(host, port)
+            if self._rest_wanted:
+                await self._start_rest(host, security)
             self.resource_manager.start()
             self.loop_monitor.start()
             self._cleanup_task = asyncio.ensure_future(self._expire_jobs())
@@ -124,10 +133,30 @@ class JobManager:
             if not highly_available:  # granted at once: serve as before, as soon as start() returns
                 await asyncio.wait_for(self.leading.wait(), FIRST_GRANT_TIMEOUT_S)
         except BaseException:
+            if self.rest is not None:
+                await self.rest.stop()
             await asyncio.to_thread(self.ha.close)
             raise
         log.info("JobManager at %s %s", self.address, "is a contender for leadership" if highly_available else "leads")
         return self
+
+    async def _start_rest(self, rpc_host: str, security: ServerSecurity) -> None:
+        """The REST API on the same event loop (its handlers only read in-memory state). When
+        ``rest.port`` was left at its default and 8081 is taken, the JobManager runs without it."""
+        c = self.config
+        host = c.get(cfg.REST_BIND_ADDRESS) or rpc_host
+        rest = RestServer(JobManagerSource(self), __version__, tls=security.tls, authenticator=security.authenticator)
+        try:
+            await rest.start(host, c.get(cfg.REST_PORT))
+        except OSError as exc:
+            if cfg.REST_PORT in c:
+                raise StartupError(f"The REST API cannot listen on {host}:{c.get(cfg.REST_PORT)} "
+                                   f"({cfg.REST_PORT.key}): {exc.strerror or exc}") from exc
+            log.warning("REST API not started: %s:%d is taken (%s); set %s (0: any free port)",
+                        host, c.get(cfg.REST_PORT), exc.strerror or exc, cfg.REST_PORT.key)
+            return
+        self.rest, self.rest_url = rest, rest.url
+        log.info("REST API serving at %s", rest.url)
 
     # -- leadership (LeaderContender; called on the loop through LoopContender) -----------------
 
@@ -256,6 +285,8 @@ class JobManager:
         if self._cleanup_task:
             self._cleanup_task.cancel()
         self.loop_monitor.stop()
+        if self.rest is not None:
+            await self.rest.stop()
         for record in self.dispatcher.jobs.values():
             if record.job_master is not None:
                 await record.job_master.stop()
@@ -282,8 +313,10 @@ class JobManager:
 
 async def serve(configuration: cfg.Configuration, ready_file: str | None = None) -> None:
     """Runs a JobManager until SIGTERM/SIGINT; writes its address to ``ready_file`` once serving."""
-    async with JobManager(configuration) as jm:
+    async with JobManager(configuration, rest=True) as jm:
         print(f"JobManager serving at {jm.address}", flush=True)
+        if jm.rest_url:
+            print(f"REST API serving at {jm.rest_url}", flush=True)
         if ready_file:
             with open(ready_file, "w") as f:
                 f.write(jm.address)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Callable
 
 import grpc
@@ -119,6 +120,13 @@ class ResourceManager:
     def overview(self) -> tuple[int, int, int]:
         o = self.slots.overview()
         return o.task_managers, o.total_slots, o.free_slots
+
+    def last_heartbeat_wall_ms(self, resource_id: str) -> int:
+        """Wall-clock time a TaskManager was last heard from (0: unknown)."""
+        last = self._heartbeats.last_heartbeat(resource_id)
+        if last is None:
+            return 0
+        return int(time.time() * 1000) - (now_ms() - last)
 
     # -- commands ------------------------------------------------------------------------------
 

@@ -317,6 +317,10 @@ class SlotManager:
                                len(tm.slots), free, tm.registered_at_ms,
                                tuple(_info(tm, s) for s in tm.slots))
 
+    def task_managers(self) -> list[TaskManagerInfo]:
+        """Every registered TaskManager, in registration order."""
+        return [info for rid in self._tms if (info := self.task_manager(rid)) is not None]
+
     def pending_jobs(self) -> list[PendingJob]:
         """Jobs still waiting for free slots, in the order they are served."""
         result = []

@@ -228,7 +228,7 @@ _S, _MIN, _H, _KB, _MB = 1000, 60_000, 3_600_000, 1 << 10, 1 << 20
 
 # The registry. Keys and defaults are Flink's where Flink has the option; `millstream.*` are ours.
 # Every option here is read by the code (tests/unit/test_config_usage.py checks it): an option for
-# a feature that does not exist yet (checkpointing, HA, REST) is registered
+# a feature that does not exist yet (a web UI, metrics reporters) is registered
 # together with its implementation, not before.
 # ---- JobManager: Dispatcher, JobMasters, BlobServer ------------------------------------------
 JOBMANAGER_RPC_ADDRESS: ConfigOption[str] = _option(
@@ -242,6 +242,15 @@ JOBMANAGER_BIND_HOST: ConfigOption[str | None] = _option(
     "jobmanager.bind-host", _STR, None,
     "Local address the JobManager listens on (0.0.0.0: every interface); unset: "
     "jobmanager.rpc.address.")
+REST_PORT: ConfigOption[int] = _option(
+    "rest.port", _INT, 8081,
+    "Port of the JobManager's REST API (Flink's paths, JSON; 0: a free port, logged). A `millstream "
+    "jobmanager` process serves it; when this key is not set and 8081 is taken it logs a warning and "
+    "runs without REST. An in-process JobManager (embedded, MiniCluster) serves it only when set.")
+REST_BIND_ADDRESS: ConfigOption[str | None] = _option(
+    "rest.bind-address", _STR, None,
+    "Local address the REST API listens on; unset: the JobManager's bind host "
+    "(jobmanager.bind-host, else jobmanager.rpc.address).")
 JOBSTORE_EXPIRATION_TIME: ConfigOption[int] = _option(
     "jobstore.expiration-time", _INT, 3600,
     "Seconds (an integer, as in Flink) a finished job's summary stays listed by `millstream list` and "

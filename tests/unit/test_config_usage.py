@@ -56,7 +56,6 @@ def test_the_check_sees_an_option_that_nothing_reads() -> None:
 
 
 @pytest.mark.parametrize("key", [
-    "rest.port",
     "taskmanager.data.port", "taskmanager.memory.segment-size",
 ])
 def test_options_of_features_that_do_not_exist_are_not_registered(key: str) -> None:

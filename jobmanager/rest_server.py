@@ -1,0 +1,287 @@
+"""The JobManager's REST API: an aiohttp server on the JobManager's event loop (thin shell).
+
+Handlers only read in-memory state through a :class:`RestSource` (the JobManager's Dispatcher,
+ResourceManager and JobMasters, see :class:`JobManagerSource`) and hand it to the pure views of
+:mod:`millstream.jobmanager.rest_views`; none awaits anything but the response write, so the event
+loop that runs the gRPC services is never blocked by a REST call. Paths are Flink's, each also
+under ``/v1`` as Flink serves them.
+
+Errors have Flink's shape, ``{"errors": ["..."]}``: 404 for an unknown path or id, 400 for a
+malformed id, 503 while this JobManager is not the leader (a standby under HA: its state is
+empty, so it answers nothing but the OpenAPI document). With ``security.ssl.enabled`` the server
+speaks mutual TLS with the cluster's key, certificate and truststore, as the gRPC servers do; with
+token authentication on it requires ``Authorization: Bearer <client token>`` on every path but
+the OpenAPI document.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Awaitable, Callable, Protocol
+
+from aiohttp import web
+
+from millstream.jobmanager import rest_views as views
+from millstream.jobmanager.rest_views import BadRequest, JobView, NotFound, TaskManagerView, error_body
+from millstream.proto import cluster_pb2 as cpb
+from millstream.runtime.auth import Role, TokenAuthenticator
+from millstream.runtime.tls import TlsSettings
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+OPENAPI_PATH = "/v1/openapi.json"
+_BEARER = "bearer "
+
+
+class RestSource(Protocol):
+    """What the REST API reads: the JobManager's in-memory state, on its event loop."""
+
+    def leads(self) -> bool: ...
+    def cluster_overview(self) -> cpb.ClusterOverview: ...
+    def job_views(self) -> list[JobView]: ...
+    def job_view(self, job_id: bytes) -> JobView | None: ...
+    def cancel(self, job_id: bytes) -> None: ...
+    def taskmanager_views(self) -> list[TaskManagerView]: ...
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(text=json.dumps(body), status=status, content_type="application/json")
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    response = _json(error_body(message), status)
+    if headers:
+        response.headers.update(headers)
+    return response
+
+
+# Path template -> {method: summary}: the routes and the OpenAPI document from one table.
+ROUTES: dict[str, dict[str, str]] = {
+    "/config": {"get": "The dashboard configuration: refresh interval, version, features."},
+    "/overview": {"get": "Cluster overview: TaskManagers, slots, jobs per state, version."},
+    "/jobs": {"get": "Every job's id and status."},
+    "/jobs/overview": {"get": "Every job's name, state, times and task counts per state."},
+    "/jobs/{jobid}": {"get": "A job's details: timestamps, vertices (state, tasks, records), status counts, plan.",
+                      "patch": "Cancels the job (mode=cancel, the default): 202 once the cancellation started."},
+    "/jobs/{jobid}/plan": {"get": "The job's dataflow plan: one node per operator chain, inputs with ship strategies."},
+    "/jobs/{jobid}/exceptions": {"get": "The job's root exception (remote traceback) and exception history."},
+    "/jobs/{jobid}/checkpoints": {"get": "Checkpoint counts and the latest completed, failed and restored one."},
+    "/taskmanagers": {"get": "Every registered TaskManager: address, slots, free slots, last heartbeat."},
+    "/taskmanagers/{taskmanagerid}": {"get": "One TaskManager and its allocated slots."},
+    OPENAPI_PATH: {"get": "This document."},
+}
+
+
+def openapi_document(version: str) -> dict[str, Any]:
+    """A hand-written OpenAPI 3 document listing :data:`ROUTES`."""
+    paths: dict[str, Any] = {}
+    for path, methods in ROUTES.items():
+        entry: dict[str, Any] = {}
+        for method, summary in methods.items():
+            operation: dict[str, Any] = {"summary": summary, "responses": {
+                "202" if method == "patch" else "200": {"description": "OK",
+                                                         "content": {"application/json": {}}},
+                "404": {"description": "Unknown id: {\"errors\": [...]}"},
+            }}
+            parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                          for name in ("jobid", "taskmanagerid") if "{" + name + "}" in path]
+            if method == "patch":
+                parameters.append({"name": "mode", "in": "query", "required": False,
+                                   "schema": {"type": "string", "enum": ["cancel"]}})
+            if parameters:
+                operation["parameters"] = parameters
+            entry[method] = operation
+        paths[path] = entry
+    return {
+        "openapi": "3.0.1",
+        "info": {"title": "Millstream JobManager REST API", "version": version,
+                 "description": "Flink's REST paths and field names, served by the Millstream JobManager."},
+        "paths": paths,
+    }
+
+
+class RestServer:
+    """``await RestServer(source, ...).start(host, port)`` serves until :meth:`stop`."""
+
+    def __init__(self, source: RestSource, version: str, *, tls: TlsSettings | None = None,
+                 authenticator: TokenAuthenticator | None = None) -> None:
+        self._source = source
+        self._version = version
+        self._tls = tls
+        self._authenticator = authenticator
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.url = ""
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware])
+        get = {
+            "/config": self._config,
+            "/overview": self._overview,
+            "/jobs": self._jobs,
+            "/jobs/overview": self._jobs_overview,  # before /jobs/{jobid}: routes match in order
+            "/jobs/{jobid}": self._job,
+            "/jobs/{jobid}/plan": self._plan,
+            "/jobs/{jobid}/exceptions": self._exceptions,
+            "/jobs/{jobid}/checkpoints": self._checkpoints,
+            "/taskmanagers": self._taskmanagers,
+            "/taskmanagers/{taskmanagerid}": self._taskmanager,
+        }
+        for prefix in ("", "/v1"):
+            for path, handler in get.items():
+                app.router.add_get(prefix + path, handler, allow_head=False)
+            app.router.add_patch(prefix + "/jobs/{jobid}", self._cancel)
+        app.router.add_get(OPENAPI_PATH, self._openapi, allow_head=False)
+        return app
+
+    async def start(self, host: str, port: int) -> int:
+        """Binds and serves; returns the bound port (``port`` 0: a free one). An OSError if taken."""
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        ssl_context = self._tls.server_context() if self._tls is not None else None
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_address=True)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+        shown = "localhost" if host in ("", "0.0.0.0", "::") else host
+        self.url = f"{'https' if ssl_context else 'http'}://{shown}:{self.port}"
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- cross-cutting: errors, authentication, leadership -------------------------------------
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path != OPENAPI_PATH:
+            refused = self._refusal(request)
+            if refused is not None:
+                return refused
+            if not self._source.leads():
+                return _error(503, "This JobManager is not the leader: ask the leading JobManager's REST API.")
+        try:
+            return await handler(request)
+        except NotFound as exc:
+            return _error(404, str(exc))
+        except BadRequest as exc:
+            return _error(400, str(exc))
+        except web.HTTPMethodNotAllowed as exc:
+            return _error(405, f"{request.method} is not allowed on {request.path}; allowed: "
+                               f"{', '.join(sorted(exc.allowed_methods))}")
+        except web.HTTPNotFound:
+            return _error(404, f"Not found: {request.path}")
+
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        """401/403 unless the request carries the client token (when token authentication is on)."""
+        if self._authenticator is None:
+            return None
+        challenge = {"WWW-Authenticate": "Bearer"}
+        header = request.headers.get("Authorization")
+        if header is None:
+            return _error(401, "This REST API needs the client token: send 'Authorization: Bearer <token>'.", challenge)
+        if header[:len(_BEARER)].lower() != _BEARER or not header[len(_BEARER):].strip():
+            return _error(401, "The Authorization header is not 'Bearer <token>'.", challenge)
+        role = self._authenticator.role_of(header[len(_BEARER):].strip())
+        if role is None:
+            return _error(401, "The token is not valid here.", challenge)
+        if role is not Role.CLIENT:
+            return _error(403, f"The REST API takes the client token ({Role.CLIENT.option.key}), not the {role.value} token.")
+        return None
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    def _job_view(self, request: web.Request) -> JobView:
+        text = request.match_info["jobid"]
+        job = self._source.job_view(views.parse_job_id(text))
+        if job is None:
+            raise NotFound(f"Job {text} not found.")
+        return job
+
+    async def _config(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.config_view(self._version))
+
+    async def _overview(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.overview_view(self._source.cluster_overview(), self._version))
+
+    async def _jobs(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.jobs_view(self._source.job_views()))
+
+    async def _jobs_overview(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.jobs_overview_view(self._source.job_views(), wall_ms()))
+
+    async def _job(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.job_details_view(self._job_view(request), wall_ms()))
+
+    async def _plan(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.plan_view(self._job_view(request)))
+
+    async def _exceptions(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.exceptions_view(self._job_view(request), wall_ms()))
+
+    async def _checkpoints(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.checkpoints_view(self._job_view(request)))
+
+    async def _taskmanagers(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.taskmanagers_view(self._source.taskmanager_views()))
+
+    async def _taskmanager(self, request: web.Request) -> web.StreamResponse:
+        wanted = request.match_info["taskmanagerid"]
+        for tm in self._source.taskmanager_views():
+            if tm.info.resource_id == wanted:
+                return _json(views.taskmanager_details_view(tm))
+        raise NotFound(f"TaskManager {wanted} not found.")
+
+    async def _cancel(self, request: web.Request) -> web.StreamResponse:
+        mode = request.query.get("mode", "cancel")
+        if mode != "cancel":
+            raise BadRequest(f"mode={mode} is not supported: only mode=cancel (stop-with-savepoint: `millstream stop`).")
+        job = self._job_view(request)
+        self._source.cancel(job.summary.job_id)
+        return _json({}, 202)
+
+    async def _openapi(self, request: web.Request) -> web.StreamResponse:
+        return _json(openapi_document(self._version))
+
+
+class JobManagerSource:
+    """:class:`RestSource` over a running JobManager's Dispatcher and ResourceManager."""
+
+    def __init__(self, jobmanager: Any) -> None:
+        self._jm = jobmanager
+
+    def leads(self) -> bool:
+        return bool(self._jm.leading.is_set())
+
+    def cluster_overview(self) -> cpb.ClusterOverview:
+        return self._jm.overview()  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _view(record: Any) -> JobView:
+        return JobView(record.summary(), dict(record.status_timestamps), record.plan)
+
+    def job_views(self) -> list[JobView]:
+        return [self._view(r) for r in self._jm.dispatcher.jobs.values()]
+
+    def job_view(self, job_id: bytes) -> JobView | None:
+        record = self._jm.dispatcher.jobs.get(job_id)
+        return None if record is None else self._view(record)
+
+    def cancel(self, job_id: bytes) -> None:
+        self._jm.dispatcher.cancel(job_id)
+
+    def taskmanager_views(self) -> list[TaskManagerView]:
+        rm = self._jm.resource_manager
+        return [TaskManagerView(info, rm.last_heartbeat_wall_ms(info.resource_id)) for info in rm.slots.task_managers()]

@@ -1,0 +1,359 @@
+"""The REST API's answers: the JobManager's summaries turned into Flink's JSON (pure, no I/O).
+
+Every function takes what the Dispatcher, the SlotManager and the JobMasters already keep (a
+:class:`~millstream.proto.cluster_pb2.JobSummary`, a job's status timestamps and plan, a
+:class:`~millstream.jobmanager.slot_manager.TaskManagerInfo`) and returns the dict Flink's REST
+handler of the same path returns, with Flink's field names, so scripts and dashboards written for
+Flink read it. Fields Millstream has no figure for (bytes, backpressure, memory) are left out
+rather than invented, except where Flink's shape needs a value (they are then 0 or -1 as in Flink
+for "unknown"). The aiohttp shell (:mod:`millstream.jobmanager.rest_server`) only routes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from millstream.jobmanager.execution_state import ExecutionState, JobStatus
+from millstream.jobmanager.slot_manager import SlotState, TaskManagerInfo
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import jobgraph_pb2 as pb
+
+__all__ = [
+    "JobView", "TaskManagerView", "NotFound", "BadRequest", "parse_job_id", "config_view", "overview_view",
+    "jobs_view", "jobs_overview_view", "job_details_view", "plan_view", "job_plan", "exceptions_view",
+    "checkpoints_view", "taskmanagers_view", "taskmanager_details_view", "error_body", "vertex_status",
+]
+
+JOB_ID_HEX_LENGTH = 32  # Flink's JobID: 16 bytes, 32 hex digits
+
+
+class NotFound(LookupError):
+    """A path or id that names nothing: 404 with Flink's ``{"errors": [...]}``."""
+
+
+class BadRequest(ValueError):
+    """A malformed id or parameter: 400 with Flink's ``{"errors": [...]}``."""
+
+
+def error_body(message: str) -> dict[str, list[str]]:
+    return {"errors": [message]}
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What the REST API shows of one job: its summary, when it entered each status (wall-clock
+    ms, Flink's ``timestamps``) and its plan (:func:`job_plan`, kept from the submitted JobGraph)."""
+
+    summary: cpb.JobSummary
+    timestamps: Mapping[str, int] = field(default_factory=dict)
+    plan: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskManagerView:
+    info: TaskManagerInfo
+    last_heartbeat_ms: int  # wall clock
+
+
+def parse_job_id(text: str) -> bytes:
+    """A job id from a path: 32 hex digits, as Flink's JobID prints."""
+    if len(text) != JOB_ID_HEX_LENGTH:
+        raise BadRequest(f"Invalid JobID '{text}': a job id is {JOB_ID_HEX_LENGTH} hexadecimal digits.")
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise BadRequest(f"Invalid JobID '{text}': a job id is {JOB_ID_HEX_LENGTH} hexadecimal digits.") from None
+
+
+def _status(summary: cpb.JobSummary) -> JobStatus:
+    return JobStatus.from_proto(summary.status)
+
+
+def _end_time(summary: cpb.JobSummary) -> int:
+    return summary.end_time_ms if summary.end_time_ms else -1
+
+
+def _duration(start_ms: int, end_ms: int, now_ms: int) -> int:
+    if start_ms <= 0:
+        return -1
+    return max(0, (end_ms if end_ms > 0 else now_ms) - start_ms)
+
+
+def _all_states(counts: Mapping[str, int]) -> dict[str, int]:
+    """Every ExecutionState, upper case, as in a job's ``status-counts`` and a vertex's ``tasks``."""
+    result = {state.value: 0 for state in ExecutionState}
+    result["RECONCILING"] = 0  # Flink's state; Millstream has no reconciliation
+    for state, n in counts.items():
+        result[state] = result.get(state, 0) + n
+    return result
+
+
+def vertex_status(counts: Mapping[str, int], parallelism: int) -> str:
+    """A vertex's aggregate state, as Flink's ExecutionJobVertex.getAggregateJobVertexState."""
+    total = sum(counts.values())
+    if total == 0:
+        return ExecutionState.CREATED.value
+    for state in (ExecutionState.FAILED, ExecutionState.CANCELING, ExecutionState.CANCELED):
+        if counts.get(state.value, 0):
+            return state.value
+    if counts.get(ExecutionState.FINISHED.value, 0) == max(total, parallelism):
+        return ExecutionState.FINISHED.value
+    for state in (ExecutionState.RUNNING, ExecutionState.INITIALIZING, ExecutionState.DEPLOYING,
+                  ExecutionState.SCHEDULED, ExecutionState.FINISHED):
+        if counts.get(state.value, 0):
+            return ExecutionState.RUNNING.value if state is ExecutionState.FINISHED else state.value
+    return ExecutionState.CREATED.value
+
+
+# ---- cluster ----------------------------------------------------------------------------------
+
+def config_view(version: str, refresh_interval_ms: int = 3000) -> dict[str, Any]:
+    """``GET /config``: the dashboard's configuration (Flink's DashboardConfiguration)."""
+    return {
+        "refresh-interval": refresh_interval_ms,
+        "timezone-name": "UTC",
+        "timezone-offset": 0,
+        "flink-version": version,
+        "flink-revision": f"millstream {version}",
+        "features": {"web-submit": False, "web-cancel": True, "web-rescale": False, "web-history": False},
+    }
+
+
+def overview_view(overview: cpb.ClusterOverview, version: str) -> dict[str, Any]:
+    """``GET /overview``: Flink's ClusterOverviewWithVersion."""
+    return {
+        "taskmanagers": overview.taskmanagers,
+        "slots-total": overview.slots_total,
+        "slots-available": overview.slots_available,
+        "jobs-running": overview.jobs_running,
+        "jobs-finished": overview.jobs_finished,
+        "jobs-cancelled": overview.jobs_cancelled,
+        "jobs-failed": overview.jobs_failed,
+        "flink-version": version,
+        "flink-commit": f"millstream {version}",
+    }
+
+
+# ---- jobs -------------------------------------------------------------------------------------
+
+def jobs_view(jobs: Iterable[JobView]) -> dict[str, Any]:
+    """``GET /jobs``: ids and statuses."""
+    return {"jobs": [{"id": j.summary.job_id.hex(), "status": _status(j.summary).value} for j in jobs]}
+
+
+def _job_overview(job: JobView, now_ms: int) -> dict[str, Any]:
+    s = job.summary
+    counts = _all_states(s.tasks_per_state)
+    tasks = {state.lower(): n for state, n in counts.items()}
+    tasks["total"] = s.num_tasks
+    return {
+        "jid": s.job_id.hex(),
+        "name": s.job_name,
+        "state": _status(s).value,
+        "start-time": s.start_time_ms,
+        "end-time": _end_time(s),
+        "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),
+        "last-modification": max([s.start_time_ms, s.end_time_ms, *job.timestamps.values()]),
+        "tasks": tasks,
+    }
+
+
+def jobs_overview_view(jobs: Iterable[JobView], now_ms: int) -> dict[str, Any]:
+    """``GET /jobs/overview``: Flink's MultipleJobsDetails."""
+    return {"jobs": [_job_overview(j, now_ms) for j in jobs]}
+
+
+def _vertex(v: cpb.VertexSummary, job: JobView, now_ms: int) -> dict[str, Any]:
+    status = vertex_status(v.tasks_per_state, v.parallelism)
+    started = job.timestamps.get(JobStatus.RUNNING.value, -1) if status != ExecutionState.CREATED.value else -1
+    ended = job.summary.end_time_ms if status in ("FINISHED", "CANCELED", "FAILED") and job.summary.end_time_ms else -1
+    return {
+        "id": v.vertex_id.hex(),
+        "name": v.name,
+        "parallelism": v.parallelism,
+        "status": status,
+        "start-time": started,
+        "end-time": ended,
+        "duration": _duration(started, ended, now_ms),
+        "tasks": _all_states(v.tasks_per_state),
+        "metrics": {
+            "read-records": v.records_in,
+            "read-records-complete": status in ("FINISHED", "CANCELED", "FAILED"),
+            "write-records": v.records_out,
+            "write-records-complete": status in ("FINISHED", "CANCELED", "FAILED"),
+        },
+    }
+
+
+def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:
+    """``GET /jobs/:jobid``: Flink's JobDetailsInfo."""
+    s = job.summary
+    status = _status(s)
+    return {
+        "jid": s.job_id.hex(),
+        "name": s.job_name,
+        "isStoppable": False,
+        "state": status.value,
+        "job-type": job.plan.get("type", "STREAMING"),
+        "start-time": s.start_time_ms,
+        "end-time": _end_time(s),
+        "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),
+        "maxParallelism": s.parallelism,
+        "now": now_ms,
+        "timestamps": {state.value: job.timestamps.get(state.value, 0) for state in JobStatus},
+        "vertices": [_vertex(v, job, now_ms) for v in s.vertices],
+        "status-counts": _all_states(s.tasks_per_state),
+        "plan": dict(job.plan),
+    }
+
+
+def job_plan(graph: pb.JobGraph) -> dict[str, Any]:
+    """A JobGraph's plan as Flink's JSON plan (``/jobs/:jobid/plan``'s ``plan``): a node per job
+    vertex (an operator chain), each input naming its producer and ship strategy. Computed once at
+    submission and kept with the job's summary, since a finished job drops its JobGraph."""
+    batch = graph.execution_config.runtime_mode == pb.RuntimeMode.BATCH
+    nodes = []
+    for v in graph.vertices:
+        inputs = [{
+            "num": n,
+            "id": edge.source_vertex.hex(),
+            "ship_strategy": edge.ship_strategy or "FORWARD",
+            "exchange": "blocking" if edge.partition_type == pb.ResultPartitionType.BLOCKING else "pipelined_bounded",
+        } for n, edge in enumerate(v.inputs)]
+        node: dict[str, Any] = {
+            "id": v.id.hex(),
+            "parallelism": v.parallelism,
+            "operator": "",
+            "operator_strategy": "",
+            "description": v.name,
+            "optimizer_properties": {},
+        }
+        if inputs:
+            node["inputs"] = inputs
+        nodes.append(node)
+    return {"jid": graph.job_id.hex(), "name": graph.job_name, "type": "BATCH" if batch else "STREAMING", "nodes": nodes}
+
+
+def plan_view(job: JobView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/plan``."""
+    return {"plan": dict(job.plan)}
+
+
+def exceptions_view(job: JobView, now_ms: int) -> dict[str, Any]:
+    """``GET /jobs/:jobid/exceptions``: Flink's JobExceptionsInfoWithHistory. Millstream keeps the
+    root cause (the first failure, or the one a restart is due to), so the history has at most that
+    entry."""
+    s = job.summary
+    if not s.HasField("failure") or not (s.failure.message or s.failure.traceback):
+        return {"root-exception": None, "timestamp": None, "all-exceptions": [], "truncated": False,
+                "exceptionHistory": {"entries": [], "truncated": False}}
+    failure = s.failure
+    stacktrace = failure.traceback or failure.message
+    timestamp = s.end_time_ms or job.timestamps.get(JobStatus.RESTARTING.value) or now_ms
+    name = failure.message.split(":", 1)[0] if ":" in failure.message else "Exception"
+    entry = {
+        "exceptionName": name,
+        "stacktrace": stacktrace,
+        "timestamp": timestamp,
+        "taskName": failure.task_name or None,
+        "location": None,
+        "taskManagerId": None,
+        "failureLabels": {},
+        "concurrentExceptions": [],
+    }
+    return {
+        "root-exception": stacktrace,
+        "timestamp": timestamp,
+        "all-exceptions": [],
+        "truncated": False,
+        "exceptionHistory": {"entries": [entry], "truncated": False},
+    }
+
+
+def _stat(value: int) -> dict[str, int]:
+    return {"min": value, "max": value, "avg": value, "p50": value, "p90": value, "p95": value,
+            "p99": value, "p999": value}
+
+
+def checkpoints_view(job: JobView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/checkpoints``: Flink's CheckpointingStatistics, from the figures the
+    JobMaster keeps (counts, the latest completed / failed / restored checkpoint). A job without
+    checkpointing: NotFound, as Flink answers."""
+    s = job.summary
+    if not s.HasField("checkpoints"):
+        raise NotFound(f"Checkpointing has not been enabled for job {s.job_id.hex()}.")
+    c = s.checkpoints
+    restored = 1 if c.latest_restored_id else 0
+    completed = None
+    if c.last_completed_id:
+        completed = {
+            "@class": "completed",
+            "id": c.last_completed_id,
+            "status": "COMPLETED",
+            "is_savepoint": False,
+            "trigger_timestamp": c.last_completed_at_ms - c.last_duration_ms,
+            "latest_ack_timestamp": c.last_completed_at_ms,
+            "state_size": c.last_size_bytes,
+            "checkpointed_size": c.last_size_bytes,
+            "end_to_end_duration": c.last_duration_ms,
+            "external_path": c.directory,
+            "discarded": False,
+        }
+    failed = None
+    if c.num_failed:
+        failed = {"@class": "failed", "status": "FAILED",
+                  "failure_message": f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")}
+    restored_view = None
+    if c.latest_restored_id:
+        restored_view = {"id": c.latest_restored_id, "restore_timestamp": c.latest_restored_at_ms,
+                         "is_savepoint": False, "external_path": c.latest_restored_path}
+    return {
+        "counts": {
+            "restored": restored,
+            "total": c.num_completed + c.num_failed + c.num_in_progress,
+            "in_progress": c.num_in_progress,
+            "completed": c.num_completed,
+            "failed": c.num_failed,
+        },
+        "summary": {
+            "checkpointed_size": _stat(c.last_size_bytes),
+            "state_size": _stat(c.last_size_bytes),
+            "end_to_end_duration": _stat(c.last_duration_ms),
+        },
+        "latest": {"completed": completed, "savepoint": None, "failed": failed, "restored": restored_view},
+        "history": [],
+    }
+
+
+# ---- TaskManagers -----------------------------------------------------------------------------
+
+def _taskmanager(tm: TaskManagerView) -> dict[str, Any]:
+    info = tm.info
+    host, _, port = info.address.rpartition(":")
+    data_port = info.data_address.rpartition(":")[2]
+    return {
+        "id": info.resource_id,
+        "path": info.address,
+        "dataPort": int(data_port) if data_port.isdigit() else -1,
+        "jmxPort": -1,
+        # Flink's field holds the wall-clock time of the last heartbeat, despite its name.
+        "timeSinceLastHeartbeat": tm.last_heartbeat_ms,
+        "slotsNumber": info.num_slots,
+        "freeSlots": info.free_slots,
+    }
+
+
+def taskmanagers_view(tms: Iterable[TaskManagerView]) -> dict[str, Any]:
+    """``GET /taskmanagers``: Flink's TaskManagersInfo."""
+    return {"taskmanagers": [_taskmanager(tm) for tm in tms]}
+
+
+def taskmanager_details_view(tm: TaskManagerView) -> dict[str, Any]:
+    """``GET /taskmanagers/:taskmanagerid``: the summary plus each slot's job."""
+    details = _taskmanager(tm)
+    details["allocatedSlots"] = [
+        {"index": s.slot_index, "jobId": s.job_id.hex() if s.job_id else None, "state": s.state.value}
+        for s in tm.info.slots if s.state is not SlotState.FREE
+    ]
+    details["metrics"] = {}
+    return details
