@@ -1,0 +1,193 @@
+"""The REST shell over a fake JobManager state: routing, Flink's error bodies, leadership, tokens
+and TLS (an aiohttp server on 127.0.0.1, port 0, in this process; no cluster)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from millstream.jobmanager import rest_views as views
+from millstream.jobmanager.rest_server import OPENAPI_PATH, ROUTES, RestServer
+from millstream.jobmanager.rest_views import JobView, TaskManagerView
+from millstream.jobmanager.slot_manager import TaskManagerInfo
+from millstream.proto import cluster_pb2 as cpb
+from millstream.runtime.auth import Role, TokenAuthenticator
+from millstream.runtime.tls import TlsSettings
+from tests.certs import CertificateAuthority
+
+JOB = bytes(range(16))
+
+
+class FakeSource:
+    def __init__(self) -> None:
+        self.leading = True
+        self.cancelled: list[bytes] = []
+        summary = cpb.JobSummary(job_id=JOB, job_name="job", status=cpb.RUNNING, start_time_ms=1, num_tasks=1)
+        self.jobs = {JOB: JobView(summary, {"RUNNING": 2}, {"jid": JOB.hex(), "nodes": []})}
+
+    def leads(self) -> bool:
+        return self.leading
+
+    def cluster_overview(self) -> cpb.ClusterOverview:
+        return cpb.ClusterOverview(taskmanagers=1, slots_total=2, slots_available=1, jobs_running=1)
+
+    def job_views(self) -> list[JobView]:
+        return list(self.jobs.values())
+
+    def job_view(self, job_id: bytes) -> JobView | None:
+        return self.jobs.get(job_id)
+
+    def cancel(self, job_id: bytes) -> None:
+        self.cancelled.append(job_id)
+
+    def taskmanager_views(self) -> list[TaskManagerView]:
+        return [TaskManagerView(TaskManagerInfo("tm-1", "127.0.0.1:1", "127.0.0.1:2", "r", 2, 1, 0, ()), 5)]
+
+
+async def call(server: RestServer, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as session:
+        async with session.request(method, server.url + path, **kwargs) as response:
+            return response.status, json.loads(await response.text())
+
+
+def serve(source: FakeSource, **kwargs: Any):  # noqa: ANN201
+    """Runs ``check(server)`` against a started server, then stops it."""
+    def run(check: Any) -> None:
+        async def main() -> None:
+            server = RestServer(source, "0.1.0", **kwargs)
+            await server.start("127.0.0.1", 0)
+            try:
+                await check(server)
+            finally:
+                await server.stop()
+        asyncio.run(main())
+    return run
+
+
+def test_routes_answer_flinks_shapes() -> None:
+    source = FakeSource()
+
+    async def check(server: RestServer) -> None:
+        assert server.port > 0 and server.url == f"http://127.0.0.1:{server.port}"
+        status, body = await call(server, "GET", "/overview")
+        assert status == 200 and body["taskmanagers"] == 1 and body["flink-version"] == "0.1.0"
+        for prefix in ("", "/v1"):
+            status, body = await call(server, "GET", f"{prefix}/jobs/overview")
+            assert status == 200 and body["jobs"][0]["jid"] == JOB.hex()
+        assert (await call(server, "GET", "/jobs"))[1] == {"jobs": [{"id": JOB.hex(), "status": "RUNNING"}]}
+        status, body = await call(server, "GET", f"/jobs/{JOB.hex()}")
+        assert status == 200 and body["state"] == "RUNNING"
+        assert (await call(server, "GET", f"/jobs/{JOB.hex()}/plan"))[1] == {"plan": {"jid": JOB.hex(), "nodes": []}}
+        assert (await call(server, "GET", f"/jobs/{JOB.hex()}/exceptions"))[1]["root-exception"] is None
+        status, body = await call(server, "GET", f"/jobs/{JOB.hex()}/checkpoints")
+        assert status == 404 and "Checkpointing has not been enabled" in body["errors"][0]
+        assert (await call(server, "GET", "/taskmanagers"))[1]["taskmanagers"][0]["id"] == "tm-1"
+        assert (await call(server, "GET", "/taskmanagers/tm-1"))[1]["slotsNumber"] == 2
+        assert (await call(server, "GET", "/config"))[1]["flink-version"] == "0.1.0"
+
+    serve(source)(check)
+
+
+def test_errors_are_flinks_json() -> None:
+    async def check(server: RestServer) -> None:
+        status, body = await call(server, "GET", "/no/such/path")
+        assert status == 404 and body == {"errors": ["Not found: /no/such/path"]}
+        status, body = await call(server, "GET", f"/jobs/{'ab' * 16}")
+        assert status == 404 and body == {"errors": [f"Job {'ab' * 16} not found."]}
+        status, body = await call(server, "GET", "/jobs/not-a-job-id/plan")
+        assert status == 400 and "Invalid JobID 'not-a-job-id'" in body["errors"][0]
+        status, body = await call(server, "GET", "/taskmanagers/tm-9")
+        assert status == 404 and body == {"errors": ["TaskManager tm-9 not found."]}
+        status, body = await call(server, "DELETE", "/overview")
+        assert status == 405 and "GET" in body["errors"][0]
+
+    serve(FakeSource())(check)
+
+
+def test_patch_cancels_with_202() -> None:
+    source = FakeSource()
+
+    async def check(server: RestServer) -> None:
+        assert await call(server, "PATCH", f"/jobs/{JOB.hex()}?mode=cancel") == (202, {})
+        assert await call(server, "PATCH", f"/jobs/{JOB.hex()}") == (202, {})
+        status, body = await call(server, "PATCH", f"/jobs/{JOB.hex()}?mode=stop")
+        assert status == 400 and "only mode=cancel" in body["errors"][0]
+        assert (await call(server, "PATCH", f"/jobs/{'ab' * 16}"))[0] == 404
+
+    serve(source)(check)
+    assert source.cancelled == [JOB, JOB]
+
+
+def test_a_standby_answers_503_except_the_openapi_document() -> None:
+    source = FakeSource()
+    source.leading = False
+
+    async def check(server: RestServer) -> None:
+        for path in ("/overview", "/jobs/overview", f"/jobs/{JOB.hex()}", "/taskmanagers"):
+            status, body = await call(server, "GET", path)
+            assert status == 503 and "not the leader" in body["errors"][0], path
+        assert (await call(server, "GET", OPENAPI_PATH))[0] == 200
+
+    serve(source)(check)
+
+
+def test_openapi_lists_every_path() -> None:
+    async def check(server: RestServer) -> None:
+        status, body = await call(server, "GET", OPENAPI_PATH)
+        assert status == 200 and body["openapi"].startswith("3.")
+        assert set(body["paths"]) == set(ROUTES)
+        assert {"/overview", "/jobs/overview", "/jobs/{jobid}", "/taskmanagers/{taskmanagerid}"} <= set(body["paths"])
+        assert "patch" in body["paths"]["/jobs/{jobid}"]
+
+    serve(FakeSource())(check)
+
+
+def test_tokens_client_token_required_everywhere_but_openapi() -> None:
+    authenticator = TokenAuthenticator({Role.CLIENT: "client-secret", Role.CLUSTER: "cluster-secret"})
+
+    async def check(server: RestServer) -> None:
+        status, body = await call(server, "GET", "/overview")
+        assert status == 401 and "Authorization: Bearer" in body["errors"][0]
+        assert (await call(server, "GET", "/overview", headers={"Authorization": "Bearer wrong"}))[0] == 401
+        assert (await call(server, "GET", "/overview", headers={"Authorization": "Basic x"}))[0] == 401
+        status, body = await call(server, "GET", "/overview", headers={"Authorization": "Bearer cluster-secret"})
+        assert status == 403 and "client token" in body["errors"][0]
+        assert (await call(server, "GET", "/overview", headers={"Authorization": "Bearer client-secret"}))[0] == 200
+        assert (await call(server, "PATCH", f"/jobs/{JOB.hex()}"))[0] == 401
+        assert (await call(server, "GET", OPENAPI_PATH))[0] == 200
+
+    source = FakeSource()
+    serve(source, authenticator=authenticator)(check)
+    assert source.cancelled == []
+
+
+def test_tls_is_mutual(tmp_path: Path) -> None:
+    ca = CertificateAuthority(tmp_path)
+    node, client = ca.issue("node"), ca.issue("client")
+    tls = TlsSettings(node.key, node.cert, node.truststore)
+    with_cert = ssl.create_default_context(cafile=client.truststore)
+    with_cert.load_cert_chain(client.cert, client.key)
+    without_cert = ssl.create_default_context(cafile=client.truststore)
+
+    async def check(server: RestServer) -> None:
+        assert server.url.startswith("https://")
+        assert (await call(server, "GET", "/overview", ssl=with_cert))[0] == 200
+        with pytest.raises(aiohttp.ClientError):
+            await call(server, "GET", "/overview", ssl=without_cert)
+        plain = FakeSource()  # a plaintext request gets no answer from a TLS server
+        with pytest.raises(aiohttp.ClientError):
+            async with aiohttp.ClientSession() as session:
+                async with session.get(server.url.replace("https://", "http://") + "/overview") as response:
+                    plain.cancelled.append(str(response.status).encode())
+        assert plain.cancelled == []
+
+    serve(FakeSource(), tls=tls)(check)
+
+
+def test_views_module_is_what_the_server_serves() -> None:
+    assert views.error_body("x") == {"errors": ["x"]}

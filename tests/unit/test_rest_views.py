@@ -1,0 +1,147 @@
+"""The REST API's pure views: JobManager summaries in, Flink's JSON shapes out (no server)."""
+from __future__ import annotations
+
+import pytest
+
+from millstream.jobmanager import rest_views as views
+from millstream.jobmanager.rest_views import BadRequest, JobView, NotFound, TaskManagerView
+from millstream.jobmanager.slot_manager import SlotInfo, SlotState, TaskManagerInfo
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import jobgraph_pb2 as pb
+
+JOB = bytes(range(16))
+SOURCE, SINK = b"\x01" * 16, b"\x02" * 16
+
+
+def graph() -> pb.JobGraph:
+    g = pb.JobGraph(job_id=JOB, job_name="word count")
+    g.vertices.add(id=SOURCE, name="Source: words -> Map", parallelism=2)
+    sink = g.vertices.add(id=SINK, name="Reduce -> Sink: print", parallelism=1)
+    sink.inputs.add(source_vertex=SOURCE, ship_strategy="HASH", partition_type=pb.ResultPartitionType.PIPELINED_BOUNDED)
+    return g
+
+
+def running_job() -> JobView:
+    summary = cpb.JobSummary(job_id=JOB, job_name="word count", status=cpb.RUNNING, start_time_ms=1_000,
+                             num_tasks=3, parallelism=2, tasks_per_state={"RUNNING": 2, "DEPLOYING": 1})
+    summary.vertices.add(vertex_id=SOURCE, name="Source: words -> Map", parallelism=2,
+                         tasks_per_state={"RUNNING": 2}, records_in=0, records_out=40)
+    summary.vertices.add(vertex_id=SINK, name="Reduce -> Sink: print", parallelism=1,
+                         tasks_per_state={"DEPLOYING": 1})
+    return JobView(summary, {"INITIALIZING": 1_000, "CREATED": 1_100, "RUNNING": 1_200}, views.job_plan(graph()))
+
+
+def finished_job() -> JobView:
+    summary = cpb.JobSummary(job_id=JOB, job_name="word count", status=cpb.FINISHED, start_time_ms=1_000,
+                             end_time_ms=5_000, num_tasks=1, tasks_per_state={"FINISHED": 1})
+    summary.vertices.add(vertex_id=SINK, name="Sink", parallelism=1, tasks_per_state={"FINISHED": 1},
+                         records_in=7, records_out=0)
+    return JobView(summary, {"INITIALIZING": 1_000, "RUNNING": 1_200, "FINISHED": 5_000})
+
+
+def test_overview_has_flinks_fields_and_millstreams_version() -> None:
+    o = cpb.ClusterOverview(taskmanagers=2, slots_total=4, slots_available=1, jobs_running=1, jobs_finished=3,
+                            jobs_cancelled=1, jobs_failed=2)
+    assert views.overview_view(o, "0.1.0") == {
+        "taskmanagers": 2, "slots-total": 4, "slots-available": 1, "jobs-running": 1, "jobs-finished": 3,
+        "jobs-cancelled": 1, "jobs-failed": 2, "flink-version": "0.1.0", "flink-commit": "millstream 0.1.0"}
+    assert views.config_view("0.1.0")["flink-version"] == "0.1.0"
+
+
+def test_jobs_and_jobs_overview() -> None:
+    assert views.jobs_view([running_job()]) == {"jobs": [{"id": JOB.hex(), "status": "RUNNING"}]}
+    [job] = views.jobs_overview_view([running_job()], now_ms=3_000)["jobs"]
+    assert (job["jid"], job["name"], job["state"]) == (JOB.hex(), "word count", "RUNNING")
+    assert (job["start-time"], job["end-time"], job["duration"]) == (1_000, -1, 2_000)
+    assert job["tasks"]["total"] == 3 and job["tasks"]["running"] == 2 and job["tasks"]["deploying"] == 1
+    assert job["tasks"]["finished"] == 0  # every state is listed, lower case as in Flink
+
+
+def test_job_details_vertices_states_and_records() -> None:
+    details = views.job_details_view(running_job(), now_ms=3_000)
+    assert (details["jid"], details["state"], details["now"], details["duration"]) == (JOB.hex(), "RUNNING", 3_000, 2_000)
+    assert details["timestamps"]["RUNNING"] == 1_200 and details["timestamps"]["FINISHED"] == 0
+    source, sink = details["vertices"]
+    assert (source["id"], source["parallelism"], source["status"]) == (SOURCE.hex(), 2, "RUNNING")
+    assert source["tasks"]["RUNNING"] == 2 and source["metrics"]["write-records"] == 40
+    assert source["start-time"] == 1_200 and source["duration"] == 1_800
+    assert sink["status"] == "DEPLOYING"
+    assert details["status-counts"]["RUNNING"] == 2 and details["status-counts"]["FAILED"] == 0
+    assert [n["id"] for n in details["plan"]["nodes"]] == [SOURCE.hex(), SINK.hex()]
+
+
+def test_finished_job_details() -> None:
+    details = views.job_details_view(finished_job(), now_ms=9_000)
+    assert (details["state"], details["end-time"], details["duration"]) == ("FINISHED", 5_000, 4_000)
+    [vertex] = details["vertices"]
+    assert vertex["status"] == "FINISHED" and vertex["metrics"]["read-records"] == 7
+    assert vertex["metrics"]["read-records-complete"] is True
+
+
+@pytest.mark.parametrize("counts, parallelism, status", [
+    ({}, 2, "CREATED"),
+    ({"FINISHED": 2}, 2, "FINISHED"),
+    ({"FINISHED": 1, "RUNNING": 1}, 2, "RUNNING"),
+    ({"FAILED": 1, "RUNNING": 1}, 2, "FAILED"),
+    ({"CANCELING": 1, "CANCELED": 1}, 2, "CANCELING"),
+    ({"CANCELED": 2}, 2, "CANCELED"),
+    ({"SCHEDULED": 2}, 2, "SCHEDULED"),
+])
+def test_vertex_status_aggregates_as_flink(counts: dict[str, int], parallelism: int, status: str) -> None:
+    assert views.vertex_status(counts, parallelism) == status
+
+
+def test_plan_has_nodes_with_inputs_and_ship_strategies() -> None:
+    plan = views.plan_view(JobView(cpb.JobSummary(job_id=JOB), plan=views.job_plan(graph())))["plan"]
+    assert (plan["jid"], plan["name"], plan["type"]) == (JOB.hex(), "word count", "STREAMING")
+    source, sink = plan["nodes"]
+    assert "inputs" not in source and source["description"] == "Source: words -> Map"
+    assert sink["inputs"] == [{"num": 0, "id": SOURCE.hex(), "ship_strategy": "HASH", "exchange": "pipelined_bounded"}]
+
+
+def test_exceptions_root_cause_and_history() -> None:
+    none = views.exceptions_view(running_job(), now_ms=3_000)
+    assert none["root-exception"] is None and none["exceptionHistory"]["entries"] == []
+    job = finished_job()
+    job.summary.status = cpb.FAILED
+    job.summary.failure.CopyFrom(cpb.JobFailure(message="ValueError: bad record", task_name="Map (1/2)",
+                                                traceback="Traceback ...\nValueError: bad record"))
+    view = views.exceptions_view(job, now_ms=9_000)
+    assert view["root-exception"].endswith("ValueError: bad record") and view["timestamp"] == 5_000
+    [entry] = view["exceptionHistory"]["entries"]
+    assert (entry["exceptionName"], entry["taskName"], entry["timestamp"]) == ("ValueError", "Map (1/2)", 5_000)
+
+
+def test_checkpoints_counts_and_latest() -> None:
+    with pytest.raises(NotFound, match="Checkpointing has not been enabled"):
+        views.checkpoints_view(running_job())
+    job = running_job()
+    job.summary.checkpoints.CopyFrom(cpb.CheckpointSummary(
+        interval_ms=100, directory="/tmp/cp", num_completed=3, num_failed=1, num_in_progress=1, last_completed_id=4,
+        last_duration_ms=50, last_size_bytes=1234, last_completed_at_ms=2_000, last_failure_reason="CHECKPOINT_DECLINED",
+        latest_restored_id=2, latest_restored_at_ms=1_500, latest_restored_path="/tmp/cp/chk-2"))
+    view = views.checkpoints_view(job)
+    assert view["counts"] == {"restored": 1, "total": 5, "in_progress": 1, "completed": 3, "failed": 1}
+    completed = view["latest"]["completed"]
+    assert (completed["id"], completed["state_size"], completed["end_to_end_duration"]) == (4, 1234, 50)
+    assert view["latest"]["restored"]["id"] == 2 and view["latest"]["failed"]["status"] == "FAILED"
+
+
+def taskmanager() -> TaskManagerView:
+    slots = (SlotInfo("tm-1", 0, SlotState.ALLOCATED, JOB, b"a" * 16), SlotInfo("tm-1", 1, SlotState.FREE, None, None))
+    return TaskManagerView(TaskManagerInfo("tm-1", "10.0.0.5:41000", "10.0.0.5:41001", "reg", 2, 1, 0, slots), 7_000)
+
+
+def test_taskmanagers() -> None:
+    [tm] = views.taskmanagers_view([taskmanager()])["taskmanagers"]
+    assert tm == {"id": "tm-1", "path": "10.0.0.5:41000", "dataPort": 41001, "jmxPort": -1,
+                  "timeSinceLastHeartbeat": 7_000, "slotsNumber": 2, "freeSlots": 1}
+    details = views.taskmanager_details_view(taskmanager())
+    assert details["allocatedSlots"] == [{"index": 0, "jobId": JOB.hex(), "state": "ALLOCATED"}]
+
+
+@pytest.mark.parametrize("text", ["xyz", "00" * 15, "zz" * 16, ""])
+def test_malformed_job_ids_are_bad_requests(text: str) -> None:
+    with pytest.raises(BadRequest, match="Invalid JobID"):
+        views.parse_job_id(text)
+    assert views.parse_job_id(JOB.hex()) == JOB
