@@ -135,6 +135,7 @@ class JobManager:
         except BaseException:
             if self.rest is not None:
                 await self.rest.stop()
+            await self.server.stop(0)  # a failed start (REST port taken) leaves nothing serving
             await asyncio.to_thread(self.ha.close)
             raise
         log.info("JobManager at %s %s", self.address, "is a contender for leadership" if highly_available else "leads")

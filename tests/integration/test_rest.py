@@ -135,3 +135,32 @@ def test_errors_and_openapi(cluster) -> None:  # noqa: ANN001
     assert rest.call("/no/such/path")[0] == 404
     paths = rest.get("/v1/openapi.json")["paths"]
     assert {"/overview", "/jobs/overview", "/jobs/{jobid}", "/jobs/{jobid}/checkpoints", "/taskmanagers"} <= set(paths)
+
+
+def test_rest_only_when_set_in_process_and_a_taken_set_port_stops_the_start() -> None:
+    """An in-process JobManager (embedded, MiniCluster) serves REST only with rest.port set; a set
+    port that is taken stops the start with the key in the message."""
+    import asyncio
+    import socket
+
+    from millstream.jobmanager.jobmanager import JobManager
+    from millstream.runtime import config as cfg
+    from millstream.runtime.process import StartupError
+
+    base = {"jobmanager.rpc.address": "127.0.0.1", "jobmanager.rpc.port": "0"}
+
+    async def main() -> None:
+        async with JobManager(cfg.Configuration.from_dict(base)) as jm:
+            assert jm.rest is None and jm.rest_url == ""
+        async with JobManager(cfg.Configuration.from_dict({**base, cfg.REST_PORT.key: "0"})) as jm:
+            assert jm.rest is not None and jm.rest_url.startswith("http://127.0.0.1:")
+            status, body = await asyncio.to_thread(Rest(jm.rest_url).call, "/overview")
+            assert status == 200 and body["taskmanagers"] == 0
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            with pytest.raises(StartupError, match="rest.port"):
+                await JobManager(cfg.Configuration.from_dict({**base, "rest.port": str(port)})).start()
+
+    asyncio.run(main())
