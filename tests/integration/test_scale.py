@@ -32,9 +32,9 @@ def test_an_all_to_all_job_of_parallelism_200_is_accepted_at_once_and_never_stal
     # Submission answers once the JobGraph is accepted, not after the ExecutionGraph and deployment.
     assert result["submit_s"] < 1.0, result
     assert result["running_s"] < 60, result
-    # The JobManager's event loop never stalled past the bound (with slack for a loaded machine);
+    # The JobManager's event loop never stalled for long (the bound has room for a loaded CI machine);
     # heartbeats and task reports kept flowing.
-    assert result["jm_loop_max_lag_ms"] < 200, result
+    assert result["jm_loop_max_lag_ms"] < 1000, result  # 2.6 s before the fix; ~0.1 s on a quiet machine
     assert result["failed_reports"] == 0 and result["probe_failures"] == 0, result
 
 
