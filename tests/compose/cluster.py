@@ -130,8 +130,9 @@ class ComposeProject:
         self.files = list(files)
         self.data = data
         self.port = free_port()
+        self.rest_port = free_port()
         self.env = {**os.environ, "MILLSTREAM_IMAGE": IMAGE, "MILLSTREAM_DATA": str(data),
-                    "JOBMANAGER_PORT": str(self.port), **(environment or {})}
+                    "JOBMANAGER_PORT": str(self.port), "REST_PORT": str(self.rest_port), **(environment or {})}
         self.command = [*compose_command(), "-p", self.name, *[arg for f in self.files for arg in ("-f", f)]]
 
     @property

@@ -7,12 +7,14 @@ output equal to ground truth; `down --volumes` leaves no container, network or v
 from __future__ import annotations
 
 import collections
+import json
 import os
 import random
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Iterator
 
@@ -62,6 +64,9 @@ def test_up_starts_a_healthy_jobmanager_and_two_taskmanagers_registered_with_the
     volumes = run(["docker", "inspect", "--format", "{{range .Mounts}}{{.Destination}} {{end}}",
                    cluster.containers("taskmanager")[0]]).stdout.split()
     assert sorted(volumes) == ["/checkpoints", "/data"]
+    with urllib.request.urlopen(f"http://localhost:{cluster.rest_port}/overview", timeout=10) as response:
+        overview = json.load(response)  # the JobManager's REST API, published like its RPC port
+    assert (overview["taskmanagers"], overview["slots-total"]) == (2, 4), overview
 
 
 def test_word_count_submitted_from_the_host_writes_the_exact_counts(cluster: ComposeProject) -> None:
