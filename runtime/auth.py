@@ -22,13 +22,13 @@ import hmac
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 import grpc
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
-from millstream.runtime.fencing import Refusal, refusing_handler
+from millstream.runtime.fencing import GuardingServerInterceptor, Refusal
 
 __all__ = [
     "AUTHORIZATION", "aio_auth_interceptors", "AuthServerInterceptor", "Role", "SyncAuthInterceptor",
@@ -130,28 +130,16 @@ class TokenAuthenticator:
         return None
 
 
-class AuthServerInterceptor(grpc.aio.ServerInterceptor):
+class AuthServerInterceptor(GuardingServerInterceptor):
     """Serves a call only when its authenticator says so; otherwise answers with the refusal
-    before the servicer runs (install it first, ahead of the fencing interceptor)."""
+    before the servicer runs and logs who was turned away (install it first, ahead of fencing)."""
 
     def __init__(self, authenticator: Callable[[str, "str | None"], "Refusal | None"]) -> None:
-        self._authenticate = authenticator
+        super().__init__(authenticator, header_of_metadata, _log_refusal)
 
-    async def intercept_service(
-        self, continuation: Callable[[Any], Awaitable[grpc.RpcMethodHandler]], handler_call_details: Any,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        refusal = self._authenticate(handler_call_details.method,
-                                     header_of_metadata(handler_call_details.invocation_metadata))
-        if refusal is None:
-            return handler
 
-        def note(context: grpc.aio.ServicerContext) -> None:  # the operator sees who was turned away
-            log.warning("refused a call from %s: %s %s", context.peer(), refusal[0].name, refusal[1])
-
-        return refusing_handler(handler, refusal, note)
+def _log_refusal(context: grpc.aio.ServicerContext, refusal: "Refusal") -> None:
+    log.warning("refused a call from %s: %s %s", context.peer(), refusal[0].name, refusal[1])
 
 
 def _with_token(metadata: Any, token: str) -> list[tuple[str, str]]:

@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable
 import grpc
 
 __all__ = [
-    "FENCING_METADATA_KEY", "FencingClientInterceptor", "FencingServerInterceptor", "Refusal", "refusing_handler",
+    "FENCING_METADATA_KEY", "FencingClientInterceptor", "FencingServerInterceptor", "GuardingServerInterceptor", "Refusal",
+    "refusing_handler",
     "token_of_metadata",
 ]
 
@@ -78,13 +79,14 @@ def refusing_handler(handler: grpc.RpcMethodHandler, refusal: Refusal,
     return grpc.stream_stream_rpc_method_handler(refuse_stream, **kwargs)
 
 
-class FencingServerInterceptor(grpc.aio.ServerInterceptor):
-    """Serves a call only when ``guard(method, token)`` returns None; otherwise answers with its
-    refusal before the servicer runs. ``method`` is the full gRPC method name
-    (``/millstream.cluster.TaskExecutor/SubmitTask``)."""
+class GuardingServerInterceptor(grpc.aio.ServerInterceptor):
+    """Serves a call only when ``guard(method, read(metadata))`` returns None; otherwise answers
+    with its refusal before the servicer runs, calling ``on_refuse(context, refusal)`` first.
+    ``method`` is the full gRPC method name (``/millstream.cluster.TaskExecutor/SubmitTask``)."""
 
-    def __init__(self, guard: Guard) -> None:
-        self._guard = guard
+    def __init__(self, guard: Guard, read: Callable[[Any], str | None],
+                 on_refuse: Callable[[grpc.aio.ServicerContext, Refusal], None] | None = None) -> None:
+        self._guard, self._read, self._on_refuse = guard, read, on_refuse
 
     async def intercept_service(
         self, continuation: Callable[[Any], Awaitable[grpc.RpcMethodHandler]], handler_call_details: Any,
@@ -92,5 +94,15 @@ class FencingServerInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        refusal = self._guard(handler_call_details.method, token_of_metadata(handler_call_details.invocation_metadata))
-        return handler if refusal is None else refusing_handler(handler, refusal)
+        refusal = self._guard(handler_call_details.method, self._read(handler_call_details.invocation_metadata))
+        if refusal is None:
+            return handler
+        on_refuse = self._on_refuse
+        return refusing_handler(handler, refusal, None if on_refuse is None else lambda context: on_refuse(context, refusal))
+
+
+class FencingServerInterceptor(GuardingServerInterceptor):
+    """Refuses calls whose leader session id (fencing token) ``guard`` does not accept."""
+
+    def __init__(self, guard: Guard) -> None:
+        super().__init__(guard, token_of_metadata)
