@@ -377,11 +377,11 @@ class TaskExecutor:
         busy = len(self.spark.running_task_ids()) + sum(1 for t in self.tasks.values() if t.starting and not t.cancelled)
         if busy >= cores and local:
             raise SlotTableError(
-                f"Task {task.name}: this TaskManager's Spark runs at most {cores} tasks at once and all are busy; "
+                f"this TaskManager's Spark runs at most {cores} tasks at once and all are busy; "
                 "raise millstream.spark.tasks-per-slot (a slot runs one task per vertex of its slot sharing group)")
-        if busy >= cores:
+        if busy >= cores:  # the JobMaster's failure names the task
             raise SlotTableError(
-                f"Task {task.name}: cannot get a Spark core: the Spark cluster {self.spark.master} gives TaskManager "
+                f"cannot get a Spark core: the Spark cluster {self.spark.master} gives TaskManager "
                 f"{self.resource_id} {cores} cores and running tasks hold {busy} of them (each task holds a core for "
                 "its whole life); give the Spark workers more cores (SPARK_WORKER_CORES may exceed the physical "
                 "cores), add workers, or lower the job's parallelism")
