@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
 from aiohttp import web
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OPENAPI_PATH = "/v1/openapi.json"
+# The web UI: static files (package data) served at / and /web/<name>, without a token and on a
+# standby too (the page itself asks for the token and shows the API's errors).
+WEB_DIR = Path(__file__).resolve().parent / "web"
+WEB_FILES = {"index.html": "text/html", "app.js": "application/javascript", "style.css": "text/css"}
 _BEARER = "bearer "
 
 
@@ -138,6 +143,8 @@ class RestServer:
                 app.router.add_get(prefix + path, handler, allow_head=False)
             app.router.add_patch(prefix + "/jobs/{jobid}", self._cancel)
         app.router.add_get(OPENAPI_PATH, self._openapi, allow_head=False)
+        app.router.add_get("/", self._web, allow_head=False)
+        app.router.add_get("/web/{name}", self._web, allow_head=False)
         return app
 
     async def start(self, host: str, port: int) -> int:
@@ -166,7 +173,7 @@ class RestServer:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path != OPENAPI_PATH:
+        if request.path != OPENAPI_PATH and not is_web_path(request.path):
             refused = self._refusal(request)
             if refused is not None:
                 return refused
@@ -254,6 +261,20 @@ class RestServer:
 
     async def _openapi(self, request: web.Request) -> web.StreamResponse:
         return _json(openapi_document(self._version))
+
+    async def _web(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info.get("name", "index.html")
+        content_type = WEB_FILES.get(name)
+        path = WEB_DIR / name
+        if content_type is None or not path.is_file():
+            raise NotFound(f"Not found: {request.path}")
+        return web.Response(body=path.read_bytes(), content_type=content_type, charset="utf-8",
+                            headers={"Cache-Control": "no-cache"})
+
+
+def is_web_path(path: str) -> bool:
+    """The web UI's static files: served without a token and on a standby."""
+    return path == "/" or path.startswith("/web/")
 
 
 class JobManagerSource:

@@ -1,0 +1,267 @@
+// Millstream's web UI: one page over the JobManager's REST API (Flink's paths), hash routes,
+// refreshed every 2 s. Vanilla JS, no build step. Elements carry ids, classes and data-
+// attributes for tests (e.g. `.vertex[data-status]`).
+"use strict";
+
+const REFRESH_MS = 2000;
+const TOKEN_KEY = "millstream.rest.token";
+const TERMINAL = new Set(["FINISHED", "FAILED", "CANCELED", "CANCELLED"]);
+const SVG_NS = "http://www.w3.org/2000/svg";
+let generation = 0;
+
+class Unauthorized extends Error {}
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v); else el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+function s(tag, attrs, text) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  if (text !== undefined) el.textContent = String(text);
+  return el;
+}
+
+async function api(path, method) {
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers["Authorization"] = "Bearer " + token;
+  const response = await fetch(path, { method: method || "GET", headers });
+  if (response.status === 401 || response.status === 403) {
+    askForToken(response.status === 403 ? "That token is not the client token." : null);
+    throw new Unauthorized();
+  }
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const err = new Error((body.errors && body.errors.join("; ")) || response.statusText);
+    err.status = response.status;
+    throw err;
+  }
+  return body;
+}
+
+function askForToken(note) {
+  const form = document.getElementById("token-form");
+  if (!form.hidden) return;
+  form.hidden = false;
+  if (note) showError(note);
+  document.getElementById("token-input").focus();
+}
+
+function showError(message) {
+  const el = document.getElementById("error");
+  el.hidden = !message;
+  el.textContent = message || "";
+}
+
+function fmtDuration(ms) {
+  if (ms === undefined || ms === null || ms < 0) return "-";
+  const sec = Math.floor(ms / 1000), m = Math.floor(sec / 60), hr = Math.floor(m / 60);
+  if (hr) return `${hr}h ${m % 60}m ${sec % 60}s`;
+  if (m) return `${m}m ${sec % 60}s`;
+  return `${(ms / 1000).toFixed(1)}s`;
+}
+
+function fmtTime(ms) {
+  return ms && ms > 0 ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) : "-";
+}
+
+function stateSpan(state, id) {
+  return h("span", { class: `state state-${state}`, id, "data-state": state }, state);
+}
+
+function stat(field, label, value) {
+  return h("div", { class: "stat", "data-field": field }, h("span", { class: "value" }, value), label);
+}
+
+// ---- pages ---------------------------------------------------------------------------------
+
+function jobsTable(jobs) {
+  const rows = jobs
+    .slice()
+    .sort((a, b) => b["start-time"] - a["start-time"])
+    .map((j) => h("tr", { class: "job-row", "data-jid": j.jid, "data-state": j.state },
+      h("td", {}, h("a", { href: `#/jobs/${j.jid}`, class: "job-link" }, j.name)),
+      h("td", {}, stateSpan(j.state)),
+      h("td", {}, fmtTime(j["start-time"])),
+      h("td", {}, fmtDuration(j.duration)),
+      h("td", {}, `${j.tasks.finished}/${j.tasks.total}`)));
+  return h("table", { id: "jobs-table" },
+    h("thead", {}, h("tr", {}, ["Name", "State", "Start", "Duration", "Tasks finished"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 5 }, "No jobs."))));
+}
+
+async function overviewPage() {
+  const [o, jobs] = await Promise.all([api("/overview"), api("/jobs/overview")]);
+  document.getElementById("version").textContent = `version ${o["flink-version"]}`;
+  return h("section", { id: "overview" },
+    h("h2", {}, "Cluster overview"),
+    h("div", { class: "stats" },
+      stat("taskmanagers", "TaskManagers", o.taskmanagers),
+      stat("slots-total", "Slots total", o["slots-total"]),
+      stat("slots-available", "Slots available", o["slots-available"]),
+      stat("jobs-running", "Jobs running", o["jobs-running"]),
+      stat("jobs-finished", "Jobs finished", o["jobs-finished"]),
+      stat("jobs-cancelled", "Jobs canceled", o["jobs-cancelled"]),
+      stat("jobs-failed", "Jobs failed", o["jobs-failed"])),
+    h("h2", {}, "Jobs"), jobsTable(jobs.jobs));
+}
+
+async function jobsPage() {
+  const jobs = await api("/jobs/overview");
+  return h("section", { id: "jobs" }, h("h2", {}, "Jobs"), jobsTable(jobs.jobs));
+}
+
+// Vertices left to right by topological level (longest path from a source), edges labelled
+// with their ship strategy.
+function jobGraph(details) {
+  const nodes = (details.plan && details.plan.nodes) || [];
+  const byId = new Map(details.vertices.map((v) => [v.id, v]));
+  const level = new Map();
+  const levelOf = (id, seen) => {
+    if (level.has(id)) return level.get(id);
+    const node = nodes.find((n) => n.id === id);
+    let l = 0;
+    if (node && node.inputs && !seen.has(id)) {
+      seen.add(id);
+      for (const input of node.inputs) l = Math.max(l, levelOf(input.id, seen) + 1);
+    }
+    level.set(id, l);
+    return l;
+  };
+  const ids = nodes.length ? nodes.map((n) => n.id) : details.vertices.map((v) => v.id);
+  ids.forEach((id) => levelOf(id, new Set()));
+  const columns = [];
+  ids.forEach((id) => { const l = level.get(id); (columns[l] = columns[l] || []).push(id); });
+  const W = 210, H = 74, DX = 300, DY = 110, PAD = 20;
+  const pos = new Map();
+  columns.forEach((col, l) => col.forEach((id, r) => pos.set(id, { x: PAD + l * DX, y: PAD + r * DY })));
+  const rows = Math.max(1, ...columns.map((c) => c.length));
+  const svg = s("svg", { id: "job-graph", width: PAD * 2 + (columns.length - 1) * DX + W,
+    height: PAD * 2 + (rows - 1) * DY + H });
+  const defs = s("defs");
+  const marker = s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 8,
+    markerHeight: 8, orient: "auto-start-reverse" });
+  marker.append(s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#555" }));
+  defs.append(marker);
+  svg.append(defs);
+  for (const node of nodes) {
+    for (const input of node.inputs || []) {
+      const a = pos.get(input.id), b = pos.get(node.id);
+      if (!a || !b) continue;
+      const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2;
+      svg.append(s("path", { class: "edge", "data-source": input.id, "data-target": node.id,
+        "data-ship-strategy": input.ship_strategy, d: `M ${x1} ${y1} C ${x1 + 40} ${y1}, ${x2 - 40} ${y2}, ${x2} ${y2}` }));
+      svg.append(s("text", { class: "edge-label", "data-source": input.id, "data-target": node.id,
+        x: (x1 + x2) / 2 - 20, y: (y1 + y2) / 2 - 6 }, input.ship_strategy));
+    }
+  }
+  for (const id of ids) {
+    const v = byId.get(id) || { name: id, status: "CREATED", parallelism: "?", metrics: {} };
+    const p = pos.get(id);
+    const g = s("g", { class: "vertex", "data-id": id, "data-name": v.name, "data-status": v.status,
+      transform: `translate(${p.x},${p.y})` });
+    g.append(s("rect", { width: W, height: H }));
+    g.append(s("title", {}, v.name));
+    const name = v.name.length > 30 ? v.name.slice(0, 29) + "…" : v.name;
+    g.append(s("text", { class: "vertex-name", x: 8, y: 18 }, name));
+    g.append(s("text", { class: "vertex-status", x: 8, y: 36 }, `${v.status} · parallelism ${v.parallelism}`));
+    g.append(s("text", { class: "vertex-records", x: 8, y: 54,
+      "data-in": v.metrics["read-records"], "data-out": v.metrics["write-records"] },
+      `in ${v.metrics["read-records"] ?? 0} · out ${v.metrics["write-records"] ?? 0}`));
+    svg.append(g);
+  }
+  return svg;
+}
+
+async function jobPage(jid) {
+  const details = await api(`/jobs/${jid}`);
+  const [exceptions, checkpoints] = await Promise.all([
+    api(`/jobs/${jid}/exceptions`).catch(() => null),
+    api(`/jobs/${jid}/checkpoints`).catch(() => null),
+  ]);
+  const cancel = TERMINAL.has(details.state) ? null : h("button", { id: "cancel-job", onclick: async (e) => {
+    e.target.disabled = true;
+    try { await api(`/jobs/${jid}?mode=cancel`, "PATCH"); } catch (err) { showError(String(err.message)); }
+    render();
+  } }, "Cancel job");
+  const section = h("section", { id: "job", "data-jid": jid, "data-state": details.state },
+    h("h2", { id: "job-name" }, details.name),
+    h("p", {}, "State: ", stateSpan(details.state, "job-state"),
+      " · Duration: ", h("span", { id: "job-duration" }, fmtDuration(details.duration)),
+      " · Started: ", fmtTime(details["start-time"]), " · ", details["job-type"], " ", cancel),
+    h("h3", {}, "Job graph"), jobGraph(details));
+  if (checkpoints) {
+    const c = checkpoints.counts;
+    section.append(h("h3", {}, "Checkpoints"), h("div", { id: "checkpoints", class: "stats" },
+      stat("completed", "Completed", c.completed), stat("failed", "Failed", c.failed),
+      stat("in_progress", "In progress", c.in_progress), stat("restored", "Restored", c.restored)));
+  }
+  section.append(h("h3", {}, "Exceptions"));
+  if (exceptions && exceptions["root-exception"]) {
+    section.append(h("pre", { id: "root-exception" }, exceptions["root-exception"]));
+  } else {
+    section.append(h("p", { id: "no-exception" }, "No exceptions."));
+  }
+  return section;
+}
+
+async function taskManagersPage() {
+  const tms = (await api("/taskmanagers")).taskmanagers;
+  const details = await Promise.all(tms.map((tm) => api(`/taskmanagers/${encodeURIComponent(tm.id)}`).catch(() => tm)));
+  const rows = details.map((tm) => h("tr", { class: "taskmanager", "data-id": tm.id },
+    h("td", {}, tm.id), h("td", {}, tm.path), h("td", { class: "slots" }, tm.slotsNumber),
+    h("td", { class: "free-slots" }, tm.freeSlots), h("td", {}, fmtTime(tm.timeSinceLastHeartbeat)),
+    h("td", {}, (tm.allocatedSlots || []).map((sl) => h("div", { class: "slot", "data-index": sl.index },
+      `slot ${sl.index}: ${sl.state} `, sl.jobId ? h("a", { href: `#/jobs/${sl.jobId}` }, sl.jobId.slice(0, 8)) : ""))))); 
+  return h("section", { id: "taskmanagers" }, h("h2", {}, "TaskManagers"),
+    h("table", { id: "taskmanagers-table" },
+      h("thead", {}, h("tr", {}, ["Id", "Address", "Slots", "Free slots", "Last heartbeat", "Allocated slots"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 6 }, "No TaskManagers.")))));
+}
+
+function route() {
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const job = hash.match(/^\/jobs\/([0-9a-fA-F]{32})$/);
+  if (job) return ["jobs", () => jobPage(job[1])];
+  if (hash === "/jobs") return ["jobs", jobsPage];
+  if (hash === "/taskmanagers") return ["taskmanagers", taskManagersPage];
+  return ["overview", overviewPage];
+}
+
+async function render() {
+  const mine = ++generation;
+  const [nav, page] = route();
+  for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.id === `nav-${nav}`);
+  try {
+    const content = await page();
+    if (mine !== generation) return;
+    document.getElementById("content").replaceChildren(content);
+    document.body.dataset.page = nav;
+    document.body.dataset.rendered = String(Date.now());
+    showError(null);
+  } catch (err) {
+    if (mine !== generation || err instanceof Unauthorized) return;
+    showError(err.message || String(err));
+  }
+}
+
+document.getElementById("token-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, document.getElementById("token-input").value.trim());
+  document.getElementById("token-form").hidden = true;
+  showError(null);
+  render();
+});
+window.addEventListener("hashchange", render);
+setInterval(render, REFRESH_MS);
+render();
