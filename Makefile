@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-compose soak bench install proto clean zookeeper docker wheel wheels
+.PHONY: demo test test-compose soak bench install proto clean zookeeper browser docker wheel wheels
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP) zookeeper
+install: $(STAMP) zookeeper browser
 
 # The HA tests start a real ZooKeeper server from Debian's `zookeeper` package. Installed when
 # missing and we are root with apt-get; otherwise those tests skip and say why.
@@ -27,6 +27,19 @@ zookeeper:
 	  || echo "could not install the zookeeper package: the HA tests will be skipped"; \
 	else echo "no ZooKeeper ($(ZOOKEEPER_JAR)) and not root with apt-get: the HA tests will be skipped"; fi
 
+# The web UI test drives Debian's `chromium` headless through Playwright (no `playwright install`).
+# Installed when missing and we are root with apt-get; otherwise that test skips and says why.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian's chromium package (for the web UI test)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1; } \
+	  || echo "could not install the chromium package: the web UI test will be skipped"; \
+	else echo "no Chromium ($(CHROMIUM)) and not root with apt-get: the web UI test will be skipped"; fi
+
 # The main job on the embedded default: word count over a generated ~20 MB corpus.
 demo: $(STAMP)
 	$(PY) examples/word_count.py
@@ -35,7 +48,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
-test: $(STAMP) zookeeper
+test: $(STAMP) zookeeper browser
 	$(PY) -m pytest -q tests/unit tests/integration
 
 # The docker-compose cluster for real (`.ci/run` runs it after `make test`): builds a base image

@@ -191,3 +191,41 @@ def test_tls_is_mutual(tmp_path: Path) -> None:
 
 def test_views_module_is_what_the_server_serves() -> None:
     assert views.error_body("x") == {"errors": ["x"]}
+
+
+async def fetch(server: RestServer, path: str, **kwargs: Any) -> tuple[int, str, str]:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(server.url + path, **kwargs) as response:
+            return response.status, response.content_type, await response.text()
+
+
+def test_web_ui_static_files_without_a_token_and_on_a_standby() -> None:
+    """The web UI's files are served at / and /web/<name> with no token, even on a standby (the
+    page asks for the token and shows the API's errors); nothing else under /web/ is."""
+    authenticator = TokenAuthenticator({Role.CLIENT: "client-secret", Role.CLUSTER: "cluster-secret"})
+    source = FakeSource()
+    source.leading = False
+
+    async def check(server: RestServer) -> None:
+        status, content_type, text = await fetch(server, "/")
+        assert (status, content_type) == (200, "text/html") and "/web/app.js" in text
+        assert (await fetch(server, "/web/index.html"))[:2] == (200, "text/html")
+        status, content_type, text = await fetch(server, "/web/app.js")
+        assert (status, content_type) == (200, "application/javascript") and "Authorization" in text
+        assert (await fetch(server, "/web/style.css"))[:2] == (200, "text/css")
+        for path in ("/web/nope.js", "/web/..%2Frest_server.py", "/web/"):
+            assert (await fetch(server, path))[0] == 404, path
+        assert (await call(server, "GET", "/overview"))[0] == 401  # the API still needs the token
+
+    serve(source, authenticator=authenticator)(check)
+
+
+def test_web_files_are_package_data() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    from millstream.jobmanager.rest_server import WEB_DIR, WEB_FILES
+
+    root = Path(__file__).resolve().parents[2]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "web/*" in data["millstream.jobmanager"]
+    assert all((WEB_DIR / name).is_file() for name in WEB_FILES)
