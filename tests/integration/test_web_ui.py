@@ -1,0 +1,136 @@
+"""The web UI in a real browser: Debian's headless Chromium driven by Playwright against a
+JobManager process (``-Drest.port=0``) with one TaskManager, running a throttled job (~6 s).
+
+Skips, saying why, when Chromium (``make browser``) or Playwright (the ``[test]`` extra) is missing."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import cloudpickle
+import pytest
+
+from millstream.client.cluster_client import ClusterClient
+from millstream.datastream import StreamExecutionEnvironment
+
+from .harness import poll_for, spawn_module, stop_processes
+from .test_rest import HEARTBEATS, Rest
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tasks cannot import test modules
+
+CHROMIUM = os.environ.get("MILLSTREAM_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-proxy-server"]
+
+if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+    pytest.skip(f"no Chromium at {CHROMIUM}: `make browser` installs Debian's chromium (as root with apt-get)",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install -e '.[test]')")
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def throttled(x: int) -> int:
+    time.sleep(0.1)
+    return x
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[tuple[ClusterClient, Rest]]:
+    directory = tmp_path_factory.mktemp("web-cluster")
+    ready, log = directory / "jm.address", directory / "jobmanager.log"
+    procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
+                           "-Djobmanager.rpc.address=127.0.0.1", "-Drest.port=0", "-Drest.bind-address=127.0.0.1",
+                           *HEARTBEATS], log)]
+    try:
+        address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
+        found = poll_for(lambda: re.search(r"REST API serving at (http://\S+)", log.read_text()), 10, what="the REST URL")
+        procs.append(spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address,
+                                   "-Dtaskmanager.numberOfTaskSlots=2", "-Dmillstream.spark.tasks-per-slot=2", *HEARTBEATS],
+                                  directory / "taskmanager.log"))
+        with ClusterClient(address) as client:
+            poll_for(lambda: client.overview().taskmanagers == 1, 120, interval=0.5, what="the TaskManager")
+            yield client, Rest(found.group(1))
+    finally:
+        stop_processes(procs)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory) -> Iterator[Any]:
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 800})
+        try:
+            yield context
+        finally:
+            context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_overview_job_graph_and_taskmanagers_pages(cluster, browser, tmp_path: Path) -> None:  # noqa: ANN001
+    client, rest = cluster
+    expect = sync_api.expect
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    page.goto(rest.url + "/")
+    expect(page.locator('#overview .stat[data-field="taskmanagers"] .value')).to_have_text("1", timeout=15_000)
+    expect(page.locator('#overview .stat[data-field="slots-total"] .value')).to_have_text("2")
+    page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection(list(range(60))).map(throttled).key_by(lambda x: x % 3).map(lambda x: x).add_sink(lambda x: None)
+    job_id = client.submit(env.get_job_graph("web ui throttled").proto).hex()
+
+    # The jobs list links the job; the job page draws its graph from the plan.
+    page.goto(rest.url + "/#/jobs")
+    link = page.locator(f'#jobs-table tr.job-row[data-jid="{job_id}"] a.job-link')
+    expect(link).to_have_text("web ui throttled", timeout=10_000)
+    link.click()
+    expect(page.locator("#job")).to_have_attribute("data-jid", job_id)
+    expect(page.locator("#job-name")).to_have_text("web ui throttled")
+    details = rest.get(f"/jobs/{job_id}")
+    vertices = page.locator("svg#job-graph .vertex")
+    expect(vertices).to_have_count(len(details["vertices"]))
+    assert [vertices.nth(i).get_attribute("data-name") for i in range(vertices.count())] == \
+        [v["name"] for v in details["vertices"]]
+    assert [vertices.nth(i).get_attribute("data-id") for i in range(vertices.count())] == \
+        [v["id"] for v in details["vertices"]]
+    edge = page.locator("svg#job-graph text.edge-label")
+    expect(edge).to_have_count(1)
+    expect(edge).to_have_text("HASH")
+    # Left to right by topological level: the keyed vertex is right of the source's.
+    xs = [vertices.nth(i).bounding_box()["x"] for i in range(2)]  # type: ignore[index]
+    assert xs[0] < xs[1]
+
+    # Running, then FINISHED, without a reload (the page refreshes every 2 s).
+    expect(page.locator('svg#job-graph .vertex[data-status="RUNNING"]').first).to_be_visible(timeout=60_000)
+    expect(page.locator("#job-state")).to_have_text("RUNNING")
+    expect(page.locator("#cancel-job")).to_be_visible()
+    page.screenshot(path=str(tmp_path / "job-running.png"), full_page=True)
+    expect(page.locator("#job-state")).to_have_text("FINISHED", timeout=60_000)
+    expect(page.locator('svg#job-graph .vertex[data-status="FINISHED"]')).to_have_count(len(details["vertices"]),
+                                                                                      timeout=5_000)
+    expect(page.locator("#cancel-job")).to_have_count(0)
+    expect(page.locator("#no-exception")).to_be_visible()
+    expect(page.locator("svg#job-graph .vertex").last.locator(".vertex-records")).to_have_attribute("data-in", "60")
+    page.screenshot(path=str(tmp_path / "job-finished.png"), full_page=True)
+
+    page.click("#nav-taskmanagers")
+    [tm] = rest.get("/taskmanagers")["taskmanagers"]
+    row = page.locator(f'#taskmanagers-table tr.taskmanager[data-id="{tm["id"]}"]')
+    expect(row).to_be_visible(timeout=10_000)
+    expect(row.locator(".slots")).to_have_text("2")
+    page.screenshot(path=str(tmp_path / "taskmanagers.png"), full_page=True)
+    assert errors == []
+    assert (tmp_path / "job-finished.png").stat().st_size > 0
