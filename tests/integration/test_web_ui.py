@@ -134,3 +134,43 @@ def test_overview_job_graph_and_taskmanagers_pages(cluster, browser, tmp_path: P
     page.screenshot(path=str(tmp_path / "taskmanagers.png"), full_page=True)
     assert errors == []
     assert (tmp_path / "job-finished.png").stat().st_size > 0
+
+
+def test_the_page_asks_for_the_token_once_and_cancels_with_it(browser, tmp_path: Path) -> None:  # noqa: ANN001
+    """Token authentication on: the static files load without a token, the page asks for the
+    client token, then reads the API and cancels with ``Authorization: Bearer``."""
+    import asyncio
+    import threading
+
+    from millstream.jobmanager.rest_server import RestServer
+    from millstream.runtime.auth import Role, TokenAuthenticator
+    from tests.unit.test_rest_server import JOB, FakeSource
+
+    source = FakeSource()
+    server = RestServer(source, "0.1.0", authenticator=TokenAuthenticator(
+        {Role.CLIENT: "client-secret", Role.CLUSTER: "cluster-secret"}))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(server.start("127.0.0.1", 0), loop).result(10)
+    expect = sync_api.expect
+    page = browser.new_page()
+    try:
+        page.goto(server.url + "/")
+        expect(page.locator("#token-form")).to_be_visible(timeout=10_000)
+        page.fill("#token-input", "client-secret")
+        page.click("#token-submit")
+        expect(page.locator("#token-form")).to_be_hidden()
+        expect(page.locator('#overview .stat[data-field="taskmanagers"] .value')).to_have_text("1", timeout=10_000)
+        page.goto(server.url + f"/#/jobs/{JOB.hex()}")
+        expect(page.locator("#job-state")).to_have_text("RUNNING", timeout=10_000)
+        page.screenshot(path=str(tmp_path / "token-job.png"), full_page=True)
+        page.click("#cancel-job")
+        poll_for(lambda: source.cancelled == [JOB], 10, what="the cancellation over REST")
+        expect(page.locator("#token-form")).to_be_hidden()  # asked once: the token is kept
+    finally:
+        page.close()
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
