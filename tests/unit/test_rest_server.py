@@ -3,6 +3,7 @@ and TLS (an aiohttp server on 127.0.0.1, port 0, in this process; no cluster).""
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 import ssl
 from pathlib import Path
@@ -226,6 +227,7 @@ def test_web_files_are_package_data() -> None:
     from millstream.jobmanager.rest_server import WEB_DIR, WEB_FILES
 
     root = Path(__file__).resolve().parents[2]
-    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "web/*" in data["millstream.jobmanager"]
-    assert all((WEB_DIR / name).is_file() for name in WEB_FILES)
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "millstream.jobmanager.web" in setuptools["packages"]
+    patterns = setuptools["package-data"]["millstream.jobmanager.web"]
+    assert all((WEB_DIR / name).is_file() and any(fnmatch.fnmatch(name, p) for p in patterns) for name in WEB_FILES)
