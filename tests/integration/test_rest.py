@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any, Iterator
 
 import cloudpickle
@@ -61,7 +62,11 @@ class Rest:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[tuple[ClusterClient, Rest]]:
-    directory = tmp_path_factory.mktemp("rest-cluster")
+    yield from rest_cluster(tmp_path_factory.mktemp("rest-cluster"))
+
+
+def rest_cluster(directory: Path) -> Iterator[tuple[ClusterClient, Rest]]:
+    """A JobManager process with its REST API on a free port and one TaskManager (2 slots)."""
     ready, log = directory / "jm.address", directory / "jobmanager.log"
     procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
                            "-Djobmanager.rpc.address=127.0.0.1", "-Drest.port=0", "-Drest.bind-address=127.0.0.1",

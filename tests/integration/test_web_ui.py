@@ -5,7 +5,6 @@ Skips, saying why, when Chromium (``make browser``) or Playwright (the ``[test]`
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import time
@@ -18,8 +17,8 @@ import pytest
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import StreamExecutionEnvironment
 
-from .harness import poll_for, spawn_module, stop_processes
-from .test_rest import HEARTBEATS, Rest
+from .harness import poll_for
+from .test_rest import Rest, rest_cluster
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tasks cannot import test modules
 
@@ -43,22 +42,7 @@ def throttled(x: int) -> int:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[tuple[ClusterClient, Rest]]:
-    directory = tmp_path_factory.mktemp("web-cluster")
-    ready, log = directory / "jm.address", directory / "jobmanager.log"
-    procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
-                           "-Djobmanager.rpc.address=127.0.0.1", "-Drest.port=0", "-Drest.bind-address=127.0.0.1",
-                           *HEARTBEATS], log)]
-    try:
-        address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
-        found = poll_for(lambda: re.search(r"REST API serving at (http://\S+)", log.read_text()), 10, what="the REST URL")
-        procs.append(spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address,
-                                   "-Dtaskmanager.numberOfTaskSlots=2", "-Dmillstream.spark.tasks-per-slot=2", *HEARTBEATS],
-                                  directory / "taskmanager.log"))
-        with ClusterClient(address) as client:
-            poll_for(lambda: client.overview().taskmanagers == 1, 120, interval=0.5, what="the TaskManager")
-            yield client, Rest(found.group(1))
-    finally:
-        stop_processes(procs)
+    yield from rest_cluster(tmp_path_factory.mktemp("web-cluster"))
 
 
 @pytest.fixture(scope="module")
