@@ -204,6 +204,18 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
         dynamic = [*ha_options, *dynamic]  # the user's -D come last: they win
     common = (["--config", config_file] if config_file else []) + [f"-D{d}" for d in dynamic]
     starting = _Starting()
+
+    def spawn_taskmanagers(jobmanager: list[str]) -> None:
+        for i in range(taskmanagers):
+            starting.spawn(
+                f"TaskManager {i}",
+                ["-m", "millstream.taskmanager.taskmanager", *jobmanager, *common, f"-Dtaskmanager.numberOfTaskSlots={slots}"],
+                os.path.join(logs, f"taskmanager-{i}.log"),
+            )
+
+    # A fixed port names the JobManager before it runs: the TaskManagers start with it, their
+    # Spark boot (seconds) overlapping the JobManager's start, and register once both are up.
+    early = not ha and port > 0
     try:
         deadline = time.monotonic() + timeout_s
         addresses = []
@@ -216,22 +228,20 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
                 ["-m", "millstream.jobmanager.jobmanager", "--ready-file", ready, *common, f"-Djobmanager.rpc.port={jm_port}"],
                 os.path.join(logs, log_name),
             )
+            if early:  # they find it as it does: the same configuration, the same port
+                spawn_taskmanagers([f"-Djobmanager.rpc.port={jm_port}"])
             while not os.path.exists(ready):
                 starting.check_alive()
                 if time.monotonic() > deadline:
                     raise ClusterError(f"the {name} did not start within {timeout_s:.0f} s (log: {logs}/{log_name})")
-                time.sleep(0.1)
+                time.sleep(0.05)
             with open(ready) as f:
                 addresses.append(f.read().strip())
         address = addresses[0]
         if ha:
             address = _ha_leader(dynamic, config_file, max(1.0, deadline - time.monotonic()))
-        for i in range(taskmanagers):
-            starting.spawn(
-                f"TaskManager {i}",
-                ["-m", "millstream.taskmanager.taskmanager", "--jobmanager", address, *common, f"-Dtaskmanager.numberOfTaskSlots={slots}"],
-                os.path.join(logs, f"taskmanager-{i}.log"),
-            )
+        if not early:
+            spawn_taskmanagers(["--jobmanager", address])
         with ClusterClient(address, credentials=_credentials(dynamic, config_file)) as client:
             while client.overview().taskmanagers < taskmanagers:
                 starting.check_alive()
@@ -239,7 +249,7 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
                     raise ClusterError(
                         f"only {client.overview().taskmanagers} of {taskmanagers} TaskManagers registered within {timeout_s:.0f} s (logs: {logs})"
                     )
-                time.sleep(0.2)
+                time.sleep(0.05)
         starting.check_alive()
     except BaseException:
         starting.stop_all()

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import logging
 import threading
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Iterator
 
 from millstream.client.logs import console_level, new_log_file, route_internal_logs, stderr_redirected_to
 from millstream.runtime import config as cfg
 
 log = logging.getLogger(__name__)
+
+# The embedded cluster's job comes at once: warming Spark's workers first delayed its start by
+# 3-4 s, and warming them meanwhile slowed its first tasks (measured; see bench/startup.py).
+_WARM_UP = "skip"
 
 
 class MiniCluster:
@@ -49,30 +54,39 @@ class MiniCluster:
         return future.result(timeout)
 
     def start(self, task_managers: int = 1) -> "MiniCluster":
-        from millstream.jobmanager.jobmanager import JobManager
-        from millstream.taskmanager.taskmanager import spark_host_for
+        from millstream.taskmanager.spark_host_config import spark_host_for
 
         if self._spark is None:
-            # Spark forks its JVM: do it before any gRPC server or channel runs in this process,
-            # since a fork among gRPC's threads can break the child (JAVA_GATEWAY_EXITED).
+            # Spark forks its JVM: that fork happens here, before any gRPC server or channel runs in
+            # this process (a fork among gRPC's threads can break the child: JAVA_GATEWAY_EXITED);
+            # the session then boots on a thread of its own while the JobManager starts.
             self._spark = self._owned_spark = spark_host_for(self.config)
-            try:
-                with stderr_redirected_to(self.jvm_stderr):
-                    self._spark.start()
-            except Exception as exc:
-                if self.jvm_stderr:  # what Spark printed on its way down is in the file, not on the console
-                    exc.add_note(f"Spark's output: {self.jvm_stderr}")
-                raise
+            with self._noting_spark_output(), stderr_redirected_to(self.jvm_stderr):
+                self._spark.start_in_background(warm_up=_WARM_UP)
         self._thread.start()
         try:
+            from millstream.jobmanager.jobmanager import JobManager  # imported while Spark boots
+
             self.job_manager = self.call(JobManager(self.config).start())
             self.address = self.job_manager.address
+            if self._owned_spark is not None:
+                with self._noting_spark_output():
+                    self._owned_spark.wait_started()
             for _ in range(task_managers):
                 self.add_task_manager()
         except BaseException:
             self.close()
             raise
         return self
+
+    @contextlib.contextmanager
+    def _noting_spark_output(self) -> Iterator[None]:
+        try:
+            yield
+        except Exception as exc:
+            if self.jvm_stderr:  # what Spark printed on its way down is in the file, not on the console
+                exc.add_note(f"Spark's output: {self.jvm_stderr}")
+            raise
 
     def add_task_manager(self, num_slots: int | None = None) -> Any:
         from millstream.taskmanager.taskmanager import TaskManager
@@ -88,7 +102,10 @@ class MiniCluster:
         self.task_managers.remove(tm)
         self.call(tm.stop(), timeout=60)
 
-    def close(self) -> None:
+    def close(self, at_exit: bool = False) -> None:
+        """Stops the TaskManagers, the JobManager and an owned Spark. ``at_exit``: the interpreter
+        is exiting, so the Spark JVM is left to end by itself (it exits, running Spark's shutdown
+        hook, when this process closes its stdin), which saves the ~1 s a graceful stop takes."""
         for component in [*reversed(self.task_managers), self.job_manager]:
             if component is not None:
                 try:
@@ -100,9 +117,9 @@ class MiniCluster:
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
-        if self._owned_spark is not None:
+        if self._owned_spark is not None and not at_exit:
             self._owned_spark.stop()
-            self._owned_spark = None
+        self._owned_spark = None
 
     def __enter__(self) -> "MiniCluster":
         return self.start()
@@ -144,7 +161,7 @@ def embedded_cluster(configuration: cfg.Configuration, slots: int) -> MiniCluste
         starts += 1
         _embedded, _embedded_key = cluster, (wanted, slots)
         if not _atexit_registered:
-            atexit.register(close_embedded_cluster)
+            atexit.register(close_embedded_cluster, at_exit=True)
             _atexit_registered = True
         return cluster
 
@@ -164,9 +181,9 @@ def _quiet_console() -> str | None:
     return None if level is not None else log_file
 
 
-def close_embedded_cluster() -> None:
+def close_embedded_cluster(at_exit: bool = False) -> None:
     global _embedded, _embedded_key
     with _embedded_lock:
         cluster, _embedded, _embedded_key = _embedded, None, None
     if cluster is not None:
-        cluster.close()
+        cluster.close(at_exit=at_exit)

@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 import traceback
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Mapping
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 
 CANCEL = "cancel"  # the control message that sets WorkerChannel.cancelled
 OnEvent = Callable[[str, Any], None]
+WarmUp = Literal["wait", "background", "skip"]
 
 _HEADER = struct.Struct("!I")
 _TOKEN_BYTES = 16
@@ -60,6 +62,7 @@ _DRAIN_TIMEOUT_S = 30.0  # job returned: the channel is closed, the reader drain
 _EOF_GRACE_S = 1.0  # job failed: an in-flight TaskExit (a user traceback) beats Spark's text
 _MAX_ERROR_LINES = 12
 _JVM_NOISE = re.compile(r"\s*(at |\.\.\. \d+ more|Driver stacktrace:)")
+_BOOT_TIMEOUT_S = 120.0  # stop() waits this long for a session still booting
 _FENCED_EXIT_CODE = 75  # worker exit code when the TaskManager dropped the channel mid-body
 
 # Spark must not retry or duplicate a task: the JobMaster's restart strategy owns recovery.
@@ -450,6 +453,7 @@ class SparkHost:
         self._stopping = False
         self.died: str | None = None  # "Spark died: ..." once the JVM exited under us
         self._death_listeners: list[Callable[[str], None]] = []
+        self._booting: Future | None = None  # start_in_background's boot, until stop()
 
     @property
     def _local(self) -> bool:
@@ -462,12 +466,25 @@ class SparkHost:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self) -> SparkHostTimings:
-        """Start the session (5-20 s) and warm one worker per slot (1.5-4.5 s); return the timings."""
-        from pyspark import SparkContext
-        from pyspark.sql import SparkSession
+    def start(self, warm_up: WarmUp = "wait") -> SparkHostTimings:
+        """Start the session (5-20 s) and, with ``warm_up="wait"``, warm one worker per slot
+        (1.5-4.5 s) before returning; return the timings. See :meth:`start_in_background`."""
+        self.start_in_background(warm_up)
+        return self.wait_started()
 
-        check_java()
+    def start_in_background(self, warm_up: WarmUp = "wait") -> None:
+        """Fork Spark's JVM in this thread, then boot the session on a thread of its own: the
+        caller may start gRPC servers meanwhile and :meth:`wait_started` later. ``warm_up``:
+        "wait" warms the workers before the host counts as started, "background" after (tasks
+        may run meanwhile), "skip" not at all (the first tasks start the workers)."""
+        from pyspark import SparkContext
+
+        from millstream.taskmanager.spark_launch import launch_driver_jvm
+
+        if warm_up not in ("wait", "background", "skip"):
+            raise ValueError(f"warm_up: expected wait, background or skip, got {warm_up!r}")
+        if self._booting is not None and not (self._booting.done() and self._booting.exception() is not None):
+            raise RuntimeError("this SparkHost is started already")
         if SparkContext._active_spark_context is not None:
             raise RuntimeError("a SparkContext already runs in this process and its config would "
                                "silently win over this SparkHost's: stop it first")
@@ -481,38 +498,72 @@ class SparkHost:
         placement = _LOCAL_CONF if self._local else {
             "spark.driver.host": self.control_host, "spark.driver.bindAddress": self.bind_host,
             "spark.cores.max": str(self.max_concurrent_tasks)}
-        conf = {**_DEFAULT_CONF, **placement, **self.conf,
-                "spark.pyspark.python": sys.executable}
+        conf = {"spark.master": self.master, "spark.app.name": self.app_name, **_DEFAULT_CONF, **placement,
+                **self.conf, "spark.pyspark.python": sys.executable}
         for key, value in _REQUIRED_CONF.items():
             if conf.get(key, value) != value:
                 log.warning("ignoring %s=%s: Millstream needs %s", key, conf[key], value)
             conf[key] = value
-        t0 = time.monotonic()
-        builder = SparkSession.builder.master(self.master).appName(self.app_name)
-        for key, value in conf.items():
-            builder = builder.config(key, value)
         self._stopping = False
         self.died = None
-        self._spark = builder.getOrCreate()
-        self._spark.sparkContext.setLogLevel(self.log_level)
-        self._watch_jvm()
-        t1 = time.monotonic()
+        t0 = time.monotonic()
+        jvm = launch_driver_jvm(conf)
+        self._booting = booting = Future()
+        threading.Thread(target=self._boot, args=(booting, jvm, conf, warm_up, t0), name="ms-spark-boot",
+                         daemon=True).start()
+
+    def wait_started(self, timeout: float | None = None) -> SparkHostTimings:
+        """The timings once :meth:`start_in_background`'s boot is done; raises what failed it."""
+        if self._booting is None:
+            raise RuntimeError("SparkHost is not starting")
+        return self._booting.result(timeout)  # type: ignore[no-any-return]
+
+    def _boot(self, booting: Future, jvm: Any, conf: Mapping[str, str], warm_up: WarmUp, t0: float) -> None:
+        from pyspark.sql import SparkSession
+
+        from millstream.taskmanager.spark_launch import connect_driver_jvm
+
         try:
+            if jvm is not None:
+                connect_driver_jvm(jvm)
+            builder = SparkSession.builder
+            for key, value in conf.items():
+                builder = builder.config(key, value)
+            self._spark = builder.getOrCreate()
+            self._spark.sparkContext.setLogLevel(self.log_level)
+            self._watch_jvm()
+            t1 = time.monotonic()
             if not self._local and self.wait_for_executors(self.executor_wait_s) < 1:
                 # a job now would wait for a core with no word, forever
                 raise NoSparkCores(
                     f"the Spark cluster {self.master} gave it no executor core within {self.executor_wait_s:g} s: are "
                     "its workers running, with free cores and memory for an executor, and can they reach this "
                     f"machine at {self.control_host}?")
-            self._warm_up()
+            if warm_up == "wait":
+                self._warm_up()
             self._listen()
-        except BaseException:
-            self.stop()
-            raise
+        except BaseException as exc:
+            if jvm is not None and self._spark is None:  # a JVM no session uses: nobody else would stop it
+                _forget_jvm(jvm.proc)
+                try:  # a missing or old Java is the likely cause: say so (checked only now: it costs a JVM start)
+                    check_java()
+                except JavaNotFoundError as java:
+                    java.__cause__, exc = exc, java
+            self._stop_session()
+            booting.set_exception(exc)
+            return
         self.timings = SparkHostTimings(session_start_s=t1 - t0, warmup_s=time.monotonic() - t1)
-        log.info("Spark %s started in %.1f s, warmed in %.1f s", self.master,
-                 self.timings.session_start_s, self.timings.warmup_s)
-        return self.timings
+        log.info("Spark %s started in %.1f s, warmed in %.1f s (warm-up: %s)", self.master,
+                 self.timings.session_start_s, self.timings.warmup_s, warm_up)
+        booting.set_result(self.timings)
+        if warm_up == "background":
+            try:
+                started = time.monotonic()
+                self._warm_up()
+                log.info("Spark workers warmed in %.1f s, in the background", time.monotonic() - started)
+            except Exception as exc:  # only a head start for the first tasks: never fatal
+                if not self._stopping:
+                    log.warning("warming Spark's workers failed (the first tasks start them): %s", exc)
 
     def on_death(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(reason)`` (from a watcher thread) if Spark's JVM dies while started."""
@@ -555,6 +606,14 @@ class SparkHost:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Cancel running tasks (each still gets its TaskExit), then stop listener and session."""
+        self._stopping = True
+        booting, self._booting = self._booting, None
+        if booting is not None:  # a session still booting would outlive this stop
+            with contextlib.suppress(Exception):
+                booting.exception(_BOOT_TIMEOUT_S)
+        self._stop_session(timeout)
+
+    def _stop_session(self, timeout: float = 10.0) -> None:
         self._stopping = True
         with self._lock:
             running = list(self._tasks.values())
@@ -729,6 +788,18 @@ class SparkHost:
         except (OSError, ValueError) as exc:
             log.warning("control channel: refused a connection from %s: TLS handshake failed: %s", peer, exc)
             raise OSError(f"TLS handshake failed: {exc}") from exc
+
+
+def _forget_jvm(proc: subprocess.Popen) -> None:
+    from pyspark import SparkContext
+
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    with SparkContext._lock:
+        if getattr(SparkContext._gateway, "proc", None) is proc:
+            SparkContext._gateway = None
+            SparkContext._jvm = None
 
 
 def _spark_error_summary(exc: BaseException) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import tempfile
 import uuid
 from typing import Any
@@ -30,19 +29,16 @@ from millstream.runtime.process import StartupError, process_parser, run_process
 from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
 from millstream.runtime.security import cluster_credentials, server_security
 from millstream.runtime.tls import tls_problem, tls_settings
+from millstream.taskmanager.spark_host_config import (  # noqa: F401 (spark_conf, address_towards: re-exported)
+    address_towards, external_master, spark_conf, spark_host_for, taskmanager_hosts)
 from millstream.taskmanager.spark_runner import NoSparkCores, SparkHost
-from millstream.taskmanager.task import CLUSTER_TOKEN_SECRET, NetworkSettings
+from millstream.taskmanager.task import NetworkSettings
 from millstream.taskmanager.task_executor import TaskExecutor, TaskExecutorServicer
 
 log = logging.getLogger(__name__)
 
 SERVICES = [cpb.DESCRIPTOR.services_by_name["TaskExecutor"].full_name]
 _retry_log = before_sleep_log(log, logging.WARNING)
-
-
-def spark_conf(configuration: cfg.Configuration) -> dict[str, str]:
-    pairs = (item.split("=", 1) for item in configuration.get(cfg.SPARK_CONF))
-    return {k.strip(): v.strip() for k, v in pairs}
 
 
 def network_settings(configuration: cfg.Configuration) -> NetworkSettings:
@@ -55,58 +51,6 @@ def network_settings(configuration: cfg.Configuration) -> NetworkSettings:
         max_buffers_per_channel=configuration.get(cfg.NETWORK_MAX_BUFFERS_PER_CHANNEL),
         tls=tls_settings(configuration),
     )
-
-
-def external_master(configuration: cfg.Configuration) -> str | None:
-    """The Spark master URL when it is a cluster of its own (not an embedded local[...])."""
-    master = configuration.get(cfg.SPARK_MASTER)
-    return master if master and not master.startswith("local") else None
-
-
-def address_towards(url: str) -> str:
-    """This machine's address on the route to ``url``'s (first) host: where that host, and the
-    machines beside it, reach us. A UDP connect sends nothing; it only picks the route."""
-    netloc = url.split("://", 1)[-1].split("/", 1)[0].split(",", 1)[0]
-    host = netloc.rsplit(":", 1)[0].strip("[]") if ":" in netloc else netloc
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_DGRAM) as probe:
-            probe.connect((host, 7077))
-            return str(probe.getsockname()[0])
-    except OSError as exc:
-        raise cfg.ConfigurationError(
-            f"{cfg.SPARK_MASTER.key}: cannot find this machine's address towards {host!r} ({exc}); "
-            f"set {cfg.TASKMANAGER_HOST.key}") from exc
-
-
-def taskmanager_hosts(configuration: cfg.Configuration) -> tuple[str, str]:
-    """(advertised, bind) addresses: see taskmanager.host and taskmanager.bind-host."""
-    external = external_master(configuration)
-    advertised = configuration.get(cfg.TASKMANAGER_HOST) or (address_towards(external) if external else "127.0.0.1")
-    bind = configuration.get(cfg.TASKMANAGER_BIND_HOST) or ("0.0.0.0" if external else advertised)
-    return advertised, bind
-
-
-def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
-    """The SparkHost a TaskManager with this configuration runs its tasks on (not started): its
-    control channel uses the configured TLS, and its workers get the cluster token through it."""
-    advertised, bind = taskmanager_hosts(configuration)
-    credentials = cluster_credentials(configuration)
-    try:
-        return SparkHost(
-            configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS),
-            configuration.get(cfg.SPARK_MASTER) or None,
-            conf=spark_conf(configuration),
-            tasks_per_slot=configuration.get(cfg.SPARK_TASKS_PER_SLOT),
-            control_host=advertised,
-            bind_host=bind,
-            control_ports=configuration.get(cfg.SPARK_CONTROL_PORT),
-            tls=credentials.tls,
-            worker_secrets={CLUSTER_TOKEN_SECRET: credentials.token} if credentials.token else None,
-            executor_wait_s=configuration.get(cfg.SPARK_EXECUTOR_WAIT) / 1000,
-        )
-    except ValueError as exc:
-        raise cfg.ConfigurationError(f"{cfg.SPARK_CONTROL_PORT.key}: {exc}") from exc
 
 
 class TaskManager:
@@ -174,9 +118,10 @@ class TaskManager:
             raise StartupError(f"{name} cannot start its high-availability services: {exc}") from exc
         if self._spark is None:
             self._spark = spark_host_for(c)
-            # Warm before offering slots: the first task must not pay Spark's start-up.
+            # Offer slots once the session runs; the workers warm meanwhile (a task deployed
+            # before they are warm starts its own, as it would have waited for the warm-up).
             try:
-                await asyncio.to_thread(self._spark.start)
+                await asyncio.to_thread(self._spark.start, "background")
             except NoSparkCores as exc:
                 raise StartupError(f"{name}: {exc} ({cfg.SPARK_EXECUTOR_WAIT.key})") from exc
         self._fit_slots_to_spark()

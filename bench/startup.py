@@ -1,0 +1,138 @@
+"""Start-up: the embedded cluster against a bare Spark session, fresh processes, same run.
+
+    python bench/startup.py [--runs 5] [--before DIR] [--wordcount]
+    python bench/run.py --only startup
+
+Each repetition runs, alternately and each in a fresh interpreter:
+- spark: ``SparkSession.builder.master("local[2]").getOrCreate()`` and a one-element Python job
+  (``parallelize([1]).map(...).collect()``), the program then exits;
+- embedded: a Millstream program ``from_collection([1]) -> sink`` on the embedded default (no
+  cluster named), then exits.
+Times are seconds from the process's spawn: the session (Spark) or the cluster (Millstream) ready
+for work, the job done, the process gone. Printed: medians, and the embedded start-up's difference
+to and ratio over Spark's session start (issue 14's goal: at most 1 s more).
+
+``--before DIR``: a third series, the embedded program run against another Millstream tree laid
+out as an importable package (``DIR/millstream/...``, found ahead of the installed one), e.g. the
+code before a change. ``--wordcount``: also ``python examples/word_count.py`` end to end (20 MB).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+SPARK = """
+import json, sys, time
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").config("spark.driver.host", "127.0.0.1")
+         .config("spark.pyspark.python", sys.executable).getOrCreate())
+ready = time.time()
+assert spark.sparkContext.parallelize([1], 1).map(lambda x: x + 1).collect() == [2]
+print(json.dumps({"ready": ready, "done": time.time()}), flush=True)
+"""
+
+EMBEDDED = """
+import json, time
+from millstream.client import minicluster
+from millstream.datastream import StreamExecutionEnvironment
+
+marks = {}
+start_embedded = minicluster.embedded_cluster
+
+def timed_embedded_cluster(*args, **kwargs):  # the one execute() calls: note when it is ready
+    cluster = start_embedded(*args, **kwargs)
+    marks.setdefault("ready", time.time())
+    return cluster
+
+minicluster.embedded_cluster = timed_embedded_cluster
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_parallelism(1)
+env.from_collection([1]).add_sink(lambda x: None)
+env.execute("start-up")
+marks["done"] = time.time()
+print(json.dumps(marks), flush=True)
+"""
+
+
+def run_once(kind: str, before: str | None = None) -> dict[str, float]:
+    """One fresh process: seconds from its spawn to ready, done and exit."""
+    env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
+    if kind == "wordcount":
+        command = [sys.executable, os.path.join(ROOT, "examples", "word_count.py")]
+    else:
+        command = [sys.executable, "-c", SPARK if kind == "spark" else EMBEDDED]
+    if before is not None:
+        env["PYTHONPATH"] = before
+    spawned = time.time()
+    out = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    gone = time.time()
+    if out.returncode != 0:
+        raise RuntimeError(f"{kind} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    figures = {"exit": gone - spawned}
+    if kind != "wordcount":
+        marks = json.loads(out.stdout.strip().splitlines()[-1])
+        figures.update({name: at - spawned for name, at in marks.items()})
+    return figures
+
+
+def measure(runs: int, before: str | None, wordcount: bool) -> dict[str, list[dict[str, float]]]:
+    series = ["spark", "embedded"] + (["before"] if before else []) + (["wordcount"] if wordcount else [])
+    series += ["wordcount-before"] if wordcount and before else []
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in series}
+    for run in range(runs):
+        for name in series:  # alternated: every series sees the same machine state
+            kind = {"before": "embedded", "wordcount-before": "wordcount"}.get(name, name)
+            results[name].append(run_once(kind, before if name.endswith("before") else None))
+            print(f"run {run + 1}/{runs} {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in results[name][-1].items()),
+                  file=sys.stderr, flush=True)
+    return results
+
+
+def median(rows: list[dict[str, float]], key: str) -> float:
+    return statistics.median(row[key] for row in rows)
+
+
+def report(runs: int = 5, before: str | None = None, wordcount: bool = False) -> dict[str, float]:
+    load = os.getloadavg()[0]
+    results = measure(runs, before, wordcount)
+    spark, embedded = results["spark"], results["embedded"]
+    print(f"\nstart-up, {runs} alternating runs each, medians (load average {load:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end)")
+    print(f"{'':<38}{'ready s':>9}{'job done s':>12}{'exit s':>9}")
+    labels = {"spark": "Spark session + 1-element job", "embedded": "Millstream embedded + 1-element job",
+              "before": "  same, --before tree"}
+    for name in ("spark", "embedded", "before"):
+        if name in results:
+            rows = results[name]
+            print(f"{labels[name]:<38}{median(rows, 'ready'):>9.2f}{median(rows, 'done'):>12.2f}{median(rows, 'exit'):>9.2f}")
+    summary = {"spark_ready_s": median(spark, "ready"), "embedded_ready_s": median(embedded, "ready"),
+               "spark_exit_s": median(spark, "exit"), "embedded_exit_s": median(embedded, "exit")}
+    difference = summary["embedded_ready_s"] - summary["spark_ready_s"]
+    print(f"embedded start-up - Spark session start: {difference:+.2f} s ({summary['embedded_ready_s'] / summary['spark_ready_s']:.2f}x; "
+          f"goal: at most +1 s); whole program: {summary['embedded_exit_s'] - summary['spark_exit_s']:+.2f} s")
+    if wordcount:
+        print(f"python examples/word_count.py (20 MB), exit: {median(results['wordcount'], 'exit'):.2f} s"
+              + (f" (--before tree: {median(results['wordcount-before'], 'exit'):.2f} s)" if before else ""))
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--before", help="a Millstream tree (DIR/millstream/...) to run the embedded program against too")
+    parser.add_argument("--wordcount", action="store_true", help="also time `python examples/word_count.py` end to end")
+    args = parser.parse_args()
+    report(args.runs, args.before, args.wordcount)
+
+
+if __name__ == "__main__":
+    main()
