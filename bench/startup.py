@@ -1,6 +1,6 @@
 """Start-up: the embedded cluster against a bare Spark session, fresh processes, same run.
 
-    python bench/startup.py [--runs 5] [--before DIR] [--wordcount]
+    python bench/startup.py [--runs 5] [--before DIR] [--wordcount] [--cluster]
     python bench/run.py --only startup
 
 Each repetition runs, alternately and each in a fresh interpreter:
@@ -15,6 +15,8 @@ to and ratio over Spark's session start (issue 14's goal: at most 1 s more).
 ``--before DIR``: a third series, the embedded program run against another Millstream tree laid
 out as an importable package (``DIR/millstream/...``, found ahead of the installed one), e.g. the
 code before a change. ``--wordcount``: also ``python examples/word_count.py`` end to end (20 MB).
+``--cluster``: also ``millstream cluster start`` (one TaskManager, 2 slots, a free fixed port) until
+it returns, i.e. every TaskManager registered, then ``cluster stop``.
 """
 from __future__ import annotations
 
@@ -63,8 +65,38 @@ print(json.dumps(marks), flush=True)
 """
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def cluster_start_once(before: str | None = None) -> dict[str, float]:
+    """Seconds ``millstream cluster start`` takes to return (its TaskManager registered)."""
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
+    if before is not None:
+        env["PYTHONPATH"] = before
+    with tempfile.TemporaryDirectory(prefix="millstream-bench-cluster-") as directory:
+        env["MILLSTREAM_CLUSTER_DIR"] = directory
+        cli = [sys.executable, "-m", "millstream.client.cli", "cluster"]
+        started = time.time()
+        out = subprocess.run([*cli, "start", "--taskmanagers", "1", "--slots", "2", "--port", str(_free_port()),
+                              "-Drest.port=0"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+        ready = time.time() - started
+        subprocess.run([*cli, "stop"], capture_output=True, env=env, cwd=ROOT, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError(f"cluster start failed ({out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-3000:]}")
+    return {"ready": ready}
+
+
 def run_once(kind: str, before: str | None = None) -> dict[str, float]:
     """One fresh process: seconds from its spawn to ready, done and exit."""
+    if kind == "cluster":
+        return cluster_start_once(before)
     env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
     if kind == "wordcount":
         command = [sys.executable, os.path.join(ROOT, "examples", "word_count.py")]
@@ -72,25 +104,35 @@ def run_once(kind: str, before: str | None = None) -> dict[str, float]:
         command = [sys.executable, "-c", SPARK if kind == "spark" else EMBEDDED]
     if before is not None:
         env["PYTHONPATH"] = before
-    spawned = time.time()
-    out = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    gone = time.time()
-    if out.returncode != 0:
-        raise RuntimeError(f"{kind} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    import tempfile
+
+    # Output to files, not pipes: a pipe stays open until Spark's JVM (which inherits it) has exited
+    # too, while a shell returns to its prompt when the program's process ends.
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        spawned = time.time()
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True, env=env, cwd=ROOT)
+        code = process.wait(600)
+        gone = time.time()
+        stdout.seek(0)
+        stderr.seek(0)
+        output, errors = stdout.read(), stderr.read()
+    if code != 0:
+        raise RuntimeError(f"{kind} failed ({code}):\n{errors[-3000:]}")
     figures = {"exit": gone - spawned}
     if kind != "wordcount":
-        marks = json.loads(out.stdout.strip().splitlines()[-1])
+        marks = json.loads(output.strip().splitlines()[-1])
         figures.update({name: at - spawned for name, at in marks.items()})
     return figures
 
 
-def measure(runs: int, before: str | None, wordcount: bool) -> dict[str, list[dict[str, float]]]:
+def measure(runs: int, before: str | None, wordcount: bool, cluster: bool = False) -> dict[str, list[dict[str, float]]]:
     series = ["spark", "embedded"] + (["before"] if before else []) + (["wordcount"] if wordcount else [])
     series += ["wordcount-before"] if wordcount and before else []
+    series += (["cluster"] + (["cluster-before"] if before else [])) if cluster else []
     results: dict[str, list[dict[str, float]]] = {name: [] for name in series}
     for run in range(runs):
         for name in series:  # alternated: every series sees the same machine state
-            kind = {"before": "embedded", "wordcount-before": "wordcount"}.get(name, name)
+            kind = {"before": "embedded", "wordcount-before": "wordcount", "cluster-before": "cluster"}.get(name, name)
             results[name].append(run_once(kind, before if name.endswith("before") else None))
             print(f"run {run + 1}/{runs} {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in results[name][-1].items()),
                   file=sys.stderr, flush=True)
@@ -101,9 +143,9 @@ def median(rows: list[dict[str, float]], key: str) -> float:
     return statistics.median(row[key] for row in rows)
 
 
-def report(runs: int = 5, before: str | None = None, wordcount: bool = False) -> dict[str, float]:
+def report(runs: int = 5, before: str | None = None, wordcount: bool = False, cluster: bool = False) -> dict[str, float]:
     load = os.getloadavg()[0]
-    results = measure(runs, before, wordcount)
+    results = measure(runs, before, wordcount, cluster)
     spark, embedded = results["spark"], results["embedded"]
     print(f"\nstart-up, {runs} alternating runs each, medians (load average {load:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end)")
@@ -122,6 +164,11 @@ def report(runs: int = 5, before: str | None = None, wordcount: bool = False) ->
     if wordcount:
         print(f"python examples/word_count.py (20 MB), exit: {median(results['wordcount'], 'exit'):.2f} s"
               + (f" (--before tree: {median(results['wordcount-before'], 'exit'):.2f} s)" if before else ""))
+    if cluster:
+        summary["cluster_ready_s"] = median(results["cluster"], "ready")
+        print(f"millstream cluster start (1 TaskManager) until it returns: {summary['cluster_ready_s']:.2f} s "
+              f"({summary['cluster_ready_s'] - summary['spark_ready_s']:+.2f} s over Spark's session start)"
+              + (f"; --before tree: {median(results['cluster-before'], 'ready'):.2f} s" if before else ""))
     return summary
 
 
@@ -130,8 +177,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--before", help="a Millstream tree (DIR/millstream/...) to run the embedded program against too")
     parser.add_argument("--wordcount", action="store_true", help="also time `python examples/word_count.py` end to end")
+    parser.add_argument("--cluster", action="store_true", help="also time `millstream cluster start`")
     args = parser.parse_args()
-    report(args.runs, args.before, args.wordcount)
+    report(args.runs, args.before, args.wordcount, args.cluster)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ _DEFAULT_CONF = {
     # A body is silent towards Spark for its whole life: that must never count as an idle worker.
     "spark.python.worker.idleTimeoutSeconds": "0",
     "spark.python.worker.killOnIdleTimeout": "false",
+    # The daemon that forks the workers loads Millstream's task code first: a fork has it.
+    "spark.python.daemon.module": "millstream.taskmanager.spark_daemon",
 }
 # Embedded mode must not depend on the machine's hostname or network interfaces.
 _LOCAL_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}

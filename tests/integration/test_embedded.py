@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -62,3 +63,39 @@ def test_a_program_that_executes_three_times_reuses_one_embedded_cluster_and_one
         run = subprocess.run([sys.executable, str(job)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
         assert run.returncode == 0, f"exit code {run.returncode}\n{run.stderr[-3000:]}"
         assert "STARTS 1 SPARKS 1 STOPPED 0" in run.stdout, run.stdout[-2000:]
+
+
+def test_a_program_ends_without_stopping_its_spark_and_the_jvm_follows(tmp_path) -> None:
+    """At the program's exit the embedded cluster skips Spark's graceful stop (~1 s): its JVM ends
+    by itself on its stdin's EOF, and the console shows no error from the way down."""
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent("""
+        from pyspark import SparkContext
+        from millstream.datastream import StreamExecutionEnvironment
+
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.from_collection([1, 2, 3]).map(lambda x: x * 2).print()
+        env.execute("exit")
+        print("JVM", SparkContext._gateway.proc.pid, flush=True)
+    """))
+    env = {k: v for k, v in os.environ.items() if k not in ("MILLSTREAM_JOBMANAGER", "MILLSTREAM_LOG_LEVEL")}
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with open(out, "w") as stdout, open(err, "w") as stderr:  # files: a pipe would also wait for the JVM
+        code = subprocess.Popen([sys.executable, str(job)], cwd=tmp_path, env=env, stdout=stdout, stderr=stderr).wait(170)
+    assert code == 0, err.read_text()[-3000:]
+    printed = out.read_text().splitlines()
+    assert sorted(line.split("> ", 1)[1] for line in printed if "> " in line) == ["2", "4", "6"]
+    jvm = int(next(line.split()[1] for line in printed if line.startswith("JVM ")))
+    deadline = time.monotonic() + 60
+    while os.path.exists(f"/proc/{jvm}") and not _zombie(jvm):
+        assert time.monotonic() < deadline, f"Spark's JVM (pid {jvm}) still runs 60 s after its program ended"
+        time.sleep(0.1)
+    assert err.read_text() == "", err.read_text()[-3000:]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False

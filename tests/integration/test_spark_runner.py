@@ -305,3 +305,49 @@ def test_host_still_serves_after_all_of_the_above(host: SparkHost, recorder: Rec
     assert host.submit("after", make_payload(count_body, 3), recorder).wait(30) == TaskExit("FINISHED")
     assert recorder.events("after")[:-1] == [("n", 0), ("n", 1), ("n", 2)]
     assert host.running_task_ids() == []
+
+
+# -- start-up (each in a fresh interpreter: this module's session holds the process's Spark) ---
+
+def _run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> str:
+    import subprocess
+    import textwrap
+
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                         env={**os.environ, **(env or {})}, timeout=timeout)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+@pytest.mark.timeout(180)
+def test_a_host_stopped_while_booting_leaves_no_session_and_the_next_host_starts() -> None:
+    out = _run_python("""
+        from pyspark import SparkContext
+        from millstream.taskmanager.spark_runner import SparkHost
+
+        first = SparkHost(1)
+        first.start_in_background("skip")  # forks the JVM now; the session boots on a thread
+        first.stop()                       # waits for the boot, then stops what it started
+        print("ACTIVE AFTER STOP", SparkContext._active_spark_context is not None)
+        second = SparkHost(2)
+        timings = second.start("background")  # the JVM of the first is reused
+        print("SECOND", second.capacity(), timings.session_start_s >= 0, second.running_task_ids())
+        second.stop()
+    """)
+    assert "ACTIVE AFTER STOP False" in out, out
+    assert "SECOND 2 True []" in out, out
+
+
+@pytest.mark.timeout(120)
+def test_a_host_whose_java_is_missing_says_so() -> None:
+    # Java is checked only when its JVM did not come up (checking costs a JVM start of its own).
+    out = _run_python("""
+        from millstream.taskmanager.spark_runner import JavaNotFoundError, SparkHost
+
+        try:
+            SparkHost(1).start()
+        except JavaNotFoundError as exc:
+            print("JAVA", exc, "| CAUSE", type(exc.__cause__).__name__)
+    """, env={"JAVA_HOME": "/nonexistent-java-home"})
+    assert "JAVA no Java runtime found (JAVA_HOME='/nonexistent-java-home'" in out, out
+    assert "CAUSE PySparkRuntimeError" in out, out
