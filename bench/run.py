@@ -17,6 +17,9 @@
 8. JobManager failover (bench/ha_failover.py, ~2 minutes): kill -9 of the leader JobManager under a
    checkpointed job with a standby on ZooKeeper: seconds to the standby leading, the job RUNNING
    there, its first record and its first committed output.
+9. start-up (bench/startup.py, ~2 minutes): the embedded cluster against a bare Spark session,
+   fresh processes alternated, medians: ready, first job done, process gone; and `millstream
+   cluster start` until it returns.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 """
@@ -284,7 +287,9 @@ def main() -> None:
     parser.add_argument("--scale-parallelism", type=int, default=1000)
     parser.add_argument("--collect-records", type=int, default=20_000_000)
     parser.add_argument("--collect-runs", type=int, default=10)
-    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha"])
+    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha",
+                                           "startup"])
+    parser.add_argument("--startup-runs", type=int, default=5)
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = parser.parse_args()
@@ -350,6 +355,10 @@ def main() -> None:
         import ha_failover
 
         ha_failover.report(runs=3)
+    if a.only in (None, "startup"):
+        import startup
+
+        startup.report(runs=a.startup_runs, cluster=True)
 
 
 def measure_scale(parallelism: int) -> dict:

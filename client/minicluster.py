@@ -20,20 +20,18 @@ from millstream.runtime import config as cfg
 
 log = logging.getLogger(__name__)
 
-# The embedded cluster's job comes at once: warming Spark's workers first delayed its start by
-# 3-4 s, and warming them meanwhile slowed its first tasks (measured; see bench/startup.py).
-_WARM_UP = "skip"
-
 
 class MiniCluster:
     def __init__(self, configuration: cfg.Configuration, num_slots: int, spark: Any = None, embedded: bool = False,
-                 jvm_stderr: str | None = None) -> None:
+                 jvm_stderr: str | None = None, warm_up: str = "wait") -> None:
         """``embedded``: the cluster of a user program (``python job.py``), whose TaskManagers print
         the job's lines straight to this process's console and do not also stream them to the
         client (which would print them twice); a test's cluster streams them as a real one does.
         ``jvm_stderr``: a file that gets the stderr of the Spark JVM this cluster starts (its
-        banner and log4j lines); None: this process's stderr."""
+        banner and log4j lines); None: this process's stderr. ``warm_up``: how a Spark this cluster
+        starts warms its workers (SparkHost.start_in_background): "wait" before the cluster is up."""
         self.jvm_stderr = jvm_stderr
+        self._warm_up = warm_up
         self.config = configuration.copy()
         self.config.set(cfg.JOBMANAGER_RPC_ADDRESS, "127.0.0.1")
         self.config.set(cfg.JOBMANAGER_RPC_PORT, 0)
@@ -62,7 +60,7 @@ class MiniCluster:
             # the session then boots on a thread of its own while the JobManager starts.
             self._spark = self._owned_spark = spark_host_for(self.config)
             with self._noting_spark_output(), stderr_redirected_to(self.jvm_stderr):
-                self._spark.start_in_background(warm_up=_WARM_UP)
+                self._spark.start_in_background(warm_up=self._warm_up)
         self._thread.start()
         try:
             from millstream.jobmanager.jobmanager import JobManager  # imported while Spark boots
@@ -157,7 +155,9 @@ def embedded_cluster(configuration: cfg.Configuration, slots: int) -> MiniCluste
         # As many slots as cores at least (the local default parallelism), so a program's later jobs
         # at other parallelisms fit the running cluster instead of replacing its Spark.
         slots = max(slots, os.cpu_count() or 1)
-        cluster = MiniCluster(configuration, slots, embedded=True, jvm_stderr=_quiet_console()).start()
+        # Its job comes at once: warming Spark's workers first delayed that job by 3-4 s, warming
+        # them meanwhile slowed its first tasks (2.4 s instead of 1.7 s to a one-record job's end).
+        cluster = MiniCluster(configuration, slots, embedded=True, jvm_stderr=_quiet_console(), warm_up="skip").start()
         starts += 1
         _embedded, _embedded_key = cluster, (wanted, slots)
         if not _atexit_registered:
