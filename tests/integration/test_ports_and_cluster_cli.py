@@ -156,3 +156,21 @@ def test_cluster_stop_does_not_kill_a_process_that_reuses_a_recorded_pid(tmp_pat
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_cluster_start_on_a_fixed_port_starts_its_taskmanagers_beside_the_jobmanager(tmp_path) -> None:
+    """With the port known up front the TaskManagers start with the JobManager (their Spark boots
+    meanwhile) and find it from the same configuration; start returns once they registered."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = _env(tmp_path / "cluster")
+    started = _cli("cluster", "start", "--taskmanagers", "2", "--slots", "1", "--port", str(port), "-Drest.port=0", env=env)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert f"JobManager at localhost:{port}, 2 TaskManagers" in started.stdout, started.stdout
+        logs = tmp_path / "cluster" / "log"
+        for i in range(2):  # each registered with the JobManager it was pointed at, not another
+            assert f"registered at localhost:{port}" in (logs / f"taskmanager-{i}.log").read_text()
+    finally:
+        assert "Cluster stopped." in _cli("cluster", "stop", env=env).stdout
