@@ -28,7 +28,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Union
+from typing import Callable, Mapping, Union
 
 from millstream.jobmanager.deployment import (
     BuiltDeployment,
@@ -157,6 +157,8 @@ class Execution:
     failure: cpb.JobFailure | None = None
     records_in: int = 0  # running totals reported by its TaskManager
     records_out: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)  # its latest metric snapshot (Flink's ids below the subtask)
+    state_times: dict[str, int] = field(default_factory=dict)  # wall-clock ms it entered each state
 
     @property
     def name(self) -> str:
@@ -171,6 +173,7 @@ class JobMasterCore:
     restart_spec: RestartStrategySpec = field(default_factory=NoRestart)
     clock: Callable[[], int] = lambda: int(time.monotonic() * 1000)  # ms, for the strategy
     checkpointing: JobCheckpointing | None = None
+    wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)  # ms, for the REST API's times
 
     def __post_init__(self) -> None:
         # The checkpoint the next deployment round resumes from (None: start empty).
@@ -211,6 +214,7 @@ class JobMasterCore:
 
     def _new_attempt(self, ev: ExecutionVertex, attempt_number: int) -> Execution:
         execution = Execution(ev, self.new_id(), attempt_number)
+        execution.state_times[execution.state.value] = self.wall_clock()
         self.executions[execution.attempt_id] = execution
         vertex_id = ev.job_vertex.id
         replaced = self.current.get((vertex_id, ev.subtask_index))
@@ -262,12 +266,17 @@ class JobMasterCore:
             return None
         return self.required_slots, len(self.slots)
 
-    def update_records(self, attempt_id: bytes, records_in: int, records_out: int) -> None:
-        """A current attempt's running totals (heartbeat or final report). Totals never go down, so
-        a report that overtook a newer one (a heartbeat answered before the final update) is harmless."""
+    def update_records(self, attempt_id: bytes, records_in: int, records_out: int,
+                       metrics: Mapping[str, float] | None = None) -> None:
+        """A current attempt's running totals and metric snapshot (heartbeat or final report).
+        Totals never go down, so a report that overtook a newer one (a heartbeat answered before the
+        final update) is harmless; a snapshot with fewer records than the attempt's totals is such a
+        stale one and is not kept."""
         execution = self.executions.get(attempt_id)
         if execution is None or self.current.get((execution.vertex.job_vertex.id, execution.vertex.subtask_index)) is not execution:
             return
+        if metrics and records_in >= execution.records_in and records_out >= execution.records_out:
+            execution.metrics = dict(metrics)
         if records_in < 0 or records_out < 0:
             log.warning("ignoring negative record totals (%d, %d) reported for %s", records_in, records_out, execution.name)
             return
@@ -297,6 +306,7 @@ class JobMasterCore:
             self._count_state(vertex_id, execution.state, -1)
             self._count_state(vertex_id, target, 1)
         execution.state = target
+        execution.state_times[target.value] = self.wall_clock()
         return True
 
     # -- events --------------------------------------------------------------------------------

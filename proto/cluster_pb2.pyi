@@ -182,7 +182,7 @@ class CheckpointSummary(_message.Message):
     def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ...) -> None: ...
 
 class VertexSummary(_message.Message):
-    __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out")
+    __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out", "metrics")
     class TasksPerStateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -190,19 +190,28 @@ class VertexSummary(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class MetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     VERTEX_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     TASKS_PER_STATE_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     vertex_id: bytes
     name: str
     parallelism: int
     tasks_per_state: _containers.ScalarMap[str, int]
     records_in: int
     records_out: int
-    def __init__(self, vertex_id: _Optional[bytes] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+    metrics: _containers.ScalarMap[str, float]
+    def __init__(self, vertex_id: _Optional[bytes] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class SlotWait(_message.Message):
     __slots__ = ("slots_required", "slots_allocated", "timeout_at_ms")
@@ -403,20 +412,29 @@ class OfferSlotsResponse(_message.Message):
     def __init__(self, accepted: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class TaskExecutionState(_message.Message):
-    __slots__ = ("job_id", "execution_attempt_id", "state", "failure", "records_in", "records_out")
+    __slots__ = ("job_id", "execution_attempt_id", "state", "failure", "records_in", "records_out", "metrics")
+    class MetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     job_id: bytes
     execution_attempt_id: bytes
     state: ExecutionState
     failure: JobFailure
     records_in: int
     records_out: int
-    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+    metrics: _containers.ScalarMap[str, float]
+    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class PrintedLinesReport(_message.Message):
     __slots__ = ("job_id", "lines", "dropped")

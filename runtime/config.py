@@ -393,6 +393,14 @@ NETWORK_MAX_BUFFERS_PER_CHANNEL: ConfigOption[int] = _option(
     "Buffers a producer task queues per subpartition before it blocks (backpressure); "
     "Flink's default is 10. At least 1.")
 
+# ---- Metrics ---------------------------------------------------------------------------------
+METRICS_TASK_IO_TIMING: ConfigOption[bool] = _option(
+    "metrics.task.io-timing", _BOOL, True,
+    "Whether tasks time their waits for input and for output credit, to report Flink's "
+    "busyTimeMsPerSecond, idleTimeMsPerSecond and backPressuredTimeMsPerSecond (and the REST "
+    "backpressure figures). Off: two clock reads fewer per input buffer, those metrics are not "
+    "reported; record and byte counts are.")
+
 # ---- Heartbeats: JobMaster <-> TaskManager, ResourceManager <-> TaskManager ------------------
 HEARTBEAT_INTERVAL: ConfigOption[int] = _option(
     "heartbeat.interval", _DURATION, 10 * _S, "Time between two heartbeat requests.")

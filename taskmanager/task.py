@@ -40,6 +40,7 @@ from millstream.runtime.task.batch_slicer import BatchSlicer
 from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
+from millstream.runtime.metrics.task_io import TaskIOMetrics
 from millstream.runtime.rpc import sync_channel
 from millstream.runtime.security import Credentials
 from millstream.runtime.tls import TlsSettings
@@ -64,7 +65,10 @@ STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")
 PARTITIONS = "partitions"  # ("partitions", "host:port") where this task serves its result partitions
 PRINT = "print"            # ("print", [lines], to_stderr)
 COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, serialized list of records)
-RECORDS = "records"        # ("records", records_in, records_out): running totals, at most every RECORDS_INTERVAL_MS
+# ("records", records_in, records_out, metrics, descriptors): running totals and the task's metric
+# snapshot ({identifier: number}: I/O metrics and user metrics), at most every RECORDS_INTERVAL_MS;
+# descriptors ({identifier: (Prometheus name, labels)} of the user metrics) only when they changed.
+RECORDS = "records"
 # ("failing", traceback, caused_by_peer): the body failed (before any cancel reached it) and is now
 # cleaning up; caused_by_peer when the failure is a broken exchange, i.e. a neighbour's failure.
 FAILING = "failing"
@@ -94,6 +98,7 @@ class NetworkSettings:
     buffers_per_channel: int = 4  # credits a consumer grants each input channel
     max_buffers_per_channel: int = 4  # buffers a producer queues per subpartition before it blocks
     tls: TlsSettings | None = None  # PEM paths (the files must exist where the worker runs)
+    io_timing: bool = True  # metrics.task.io-timing: time the waits for input and output (busy/idle/backpressured)
 
 
 @dataclass(frozen=True)
@@ -225,7 +230,7 @@ def _channel_specs(tdd: cpb.TaskDeploymentDescriptor) -> list[ChannelSpec]:
 def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, is_cancelled: Any,
                 network: NetworkSettings = NetworkSettings()) -> InputGate:
     return InputGate(_channel_specs(tdd), resolve, initial_credit=network.buffers_per_channel, is_cancelled=is_cancelled,
-                     connect_timeout_s=CONNECT_TIMEOUT_S, tls=network.tls)
+                     connect_timeout_s=CONNECT_TIMEOUT_S, tls=network.tls, time_waits=network.io_timing)
 
 
 class CheckpointControl:
@@ -368,6 +373,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
     channel.send((STATE, "INITIALIZING"))
     env = _task_environment(tdd, channel)
     chain: OperatorChain | None = None
+    metrics: TaskMetricsReporter | None = None
 
     task_ended = threading.Event()
 
@@ -400,7 +406,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
         channel.send((PARTITIONS, "%s:%d" % server.address))
         chain = OperatorChain(tdd.vertex, env, writers)
         chain.records_interval_ms = RECORDS_INTERVAL_MS
-        chain.records_listener = lambda records_in, records_out: channel.send((RECORDS, records_in, records_out))
+        metrics = reporter = TaskMetricsReporter(chain, env, gate, partitions, network.io_timing)
+        chain.records_listener = lambda records_in, records_out: channel.send(reporter.message(records_in, records_out))
         control: CheckpointControl | None = None
         finished_on_restore = tdd.HasField("restore") and tdd.restore.finished
         if tdd.checkpoint_dir:
@@ -453,14 +460,47 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
             checkpointer.close(wait=failure is None and not env.is_cancelled())
         task_ended.set()
         relay.join(RELAY_POLL_S * 4)  # gone before the worker takes its next task
-        if chain is not None:  # the final totals, ahead of the task's end (the channel keeps the order)
+        if chain is not None and metrics is not None:  # the final totals, ahead of the task's end (the channel keeps the order)
             with contextlib.suppress(OSError):
-                channel.send((RECORDS, chain.records_in, chain.records_out))
+                channel.send(metrics.message(chain.records_in, chain.records_out))
         if gate is not None:
             gate.close()
         if server is not None:
             server.close(failure)  # consumers get the failure in-band, not a bare closed connection
         resolver.close()
+
+
+class TaskMetricsReporter:
+    """Builds the task's RECORDS message: its I/O metrics from the counters the chain, the input
+    gate and the result partitions keep, and the user metrics of its operators (cheap: once per
+    reporting interval, nothing per record)."""
+
+    def __init__(self, chain: OperatorChain, env: SimpleTaskEnvironment, gate: InputGate | None,
+                 partitions: dict[bytes, ResultPartition], io_timing: bool) -> None:
+        self._chain = chain
+        self._user = env.metrics
+        self._gate = gate
+        self._partitions = list(partitions.values())
+        self._io = TaskIOMetrics(time_accounting=io_timing)
+        self._sent_version = -1
+
+    def message(self, records_in: int, records_out: int) -> tuple[Any, ...]:
+        gate, partitions, chain = self._gate, self._partitions, self._chain
+        values = self._io.snapshot(
+            records_in, records_out,
+            bytes_in=gate.bytes_in if gate is not None else 0,
+            bytes_out=sum(p.bytes_out for p in partitions),
+            idle_s=gate.idle_s if gate is not None else 0.0,
+            backpressured_s=sum(p.blocked_s for p in partitions),
+            input_watermark=chain.current_input_watermark,
+            output_watermark=chain.current_output_watermark,
+        )
+        values.update(self._user.snapshot())
+        descriptors = None
+        if self._user.version != self._sent_version:
+            self._sent_version = self._user.version
+            descriptors = self._user.descriptors()
+        return (RECORDS, records_in, records_out, values, descriptors)
 
 
 def _restored_checkpointer(tdd: cpb.TaskDeploymentDescriptor, chain: OperatorChain,

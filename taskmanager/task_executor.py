@@ -129,6 +129,9 @@ class RunningTask:
     orphaned: bool = False  # its JobManager leader is gone: nothing more is reported to it
     records_in: int = 0  # the body's running totals (Flink's numRecordsIn / numRecordsOut)
     records_out: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)  # the body's latest metric snapshot
+    # Each user metric's Prometheus name (below the task scope) and extra labels, by identifier.
+    metric_descriptors: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     @property
     def attempt_id(self) -> bytes:
@@ -495,7 +498,9 @@ class TaskExecutor:
             elif kind == task_body.STATE:
                 await self._report(stub, task, msg[1], None)
             elif kind == task_body.RECORDS:
-                task.records_in, task.records_out = msg[1], msg[2]
+                task.records_in, task.records_out, task.metrics = msg[1], msg[2], msg[3]
+                if msg[4] is not None:
+                    task.metric_descriptors = msg[4]
             elif kind == task_body.CHECKPOINT_ACK:  # in order: a task's ack reaches its JobMaster before its end
                 _, checkpoint_id, state_path, state_size = msg
                 await self._call(stub.AcknowledgeCheckpoint, cpb.AcknowledgeCheckpointRequest(
@@ -557,6 +562,7 @@ class TaskExecutor:
             failure=failure,
             records_in=task.records_in,
             records_out=task.records_out,
+            metrics=task.metrics,
         )
         await self._call(stub.UpdateTaskExecutionState, update, task=task)
 
@@ -628,6 +634,7 @@ class TaskExecutor:
                 state=cpb.ExecutionState.Value(f"EXEC_{t.state}"),
                 records_in=t.records_in,
                 records_out=t.records_out,
+                metrics=t.metrics,
             )
             for t in self.tasks.values()
             if t.tdd.job_id == request.job_id

@@ -54,6 +54,7 @@ def network_settings(configuration: cfg.Configuration) -> NetworkSettings:
         buffers_per_channel=configuration.get(cfg.NETWORK_BUFFERS_PER_CHANNEL),
         max_buffers_per_channel=configuration.get(cfg.NETWORK_MAX_BUFFERS_PER_CHANNEL),
         tls=tls_settings(configuration),
+        io_timing=configuration.get(cfg.METRICS_TASK_IO_TIMING),
     )
 
 

@@ -107,6 +107,7 @@ class _WriterOutput:
         self.result_id = result_id
         self._emit = writer.emit
         self.records = 0
+        self.watermark: int | None = None  # the latest sent (Flink's currentOutputWatermark)
 
     def emit(self, records: list[Any]) -> None:
         self.records += len(records)
@@ -122,6 +123,7 @@ class _WriterOutput:
             self.operator.fail(e, f"flushing result {self.result_id.hex()}")
 
     def emit_watermark(self, watermark: int) -> None:
+        self.watermark = watermark
         try:
             self.writer.emit_watermark(watermark)
         except Exception as e:
@@ -162,6 +164,7 @@ class OperatorChain:
         self._last_flush_ms = task_env.now_ms()
         self._opened = False
         self.records_in = 0
+        self._input_watermarks: dict[int, int] = {}  # per head input: the latest combined watermark
         self.records_listener: Callable[[int, int], None] | None = None
         self.records_interval_ms = 1000
         self._last_records_ms = self._last_flush_ms
@@ -302,6 +305,22 @@ class OperatorChain:
             self.housekeeping()
 
     @property
+    def current_input_watermark(self) -> int | None:
+        """The head's input watermark (the smaller of two inputs'), None before the first."""
+        marks = self._input_watermarks
+        if not marks or (isinstance(self.head, TwoInputOperator) and len(marks) < 2):
+            return None
+        return min(marks.values())
+
+    @property
+    def current_output_watermark(self) -> int | None:
+        """The lowest watermark sent to the result writers, None before every writer sent one."""
+        marks = [o.watermark for o in self._writer_outputs]
+        if not marks or None in marks:
+            return None
+        return min(marks)  # type: ignore[type-var]
+
+    @property
     def records_out(self) -> int:
         """Records emitted into this task's result writers so far (every output counts)."""
         return sum(output.records for output in self._writer_outputs)
@@ -328,6 +347,7 @@ class OperatorChain:
 
     def process_watermark(self, watermark: int, input_index: int = 0) -> None:
         """The combined watermark of the head's input ``input_index`` advanced (from its input valve)."""
+        self._input_watermarks[input_index] = watermark
         head = self.head
         if isinstance(head, TwoInputOperator):
             head.process_input_watermark(watermark, input_index)
