@@ -36,7 +36,7 @@ import collections
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -48,6 +48,7 @@ from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, val
 from millstream.jobmanager.job_master_core import JobMasterCore
 from millstream.jobmanager.job_master import JobMaster
 from millstream.jobmanager.printed_lines import LineCursor, PrintedLines
+from millstream.jobmanager.rest_metrics_views import vertex_views
 from millstream.jobmanager.rest_views import job_plan
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
@@ -91,6 +92,7 @@ class JobRecord:
     job_master: JobMaster | None = None  # dropped (with its ExecutionGraph) when the job ends
     final_tasks_per_state: dict[str, int] = field(default_factory=dict)
     final_vertices: list[cpb.VertexSummary] = field(default_factory=list)
+    final_vertex_views: dict[bytes, Any] = field(default_factory=dict)  # subtasks and metrics for REST (rest_metrics_views)
     parallelism: int = 0
     printed: PrintedLines | None = None  # created by the first report; dropped once nobody can read it
     waiters: int = 0  # attached WaitJobResult streams
@@ -438,6 +440,7 @@ class Dispatcher:
         if job_master is not None:
             record.final_tasks_per_state = dict(job_master.core.tasks_per_state())
             record.final_vertices = job_master.core.vertex_summaries()  # one small message per vertex
+            record.final_vertex_views = vertex_views(job_master.core)
             record.final_num_restarts = job_master.core.num_restarts
             if job_master.checkpoints is not None:
                 record.final_checkpoints = job_master.checkpoints.summary()

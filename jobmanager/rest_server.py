@@ -23,6 +23,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 from aiohttp import web
 
+from millstream.jobmanager import rest_metrics_views as metric_views
 from millstream.jobmanager import rest_views as views
 from millstream.jobmanager.rest_views import BadRequest, JobView, NotFound, TaskManagerView, error_body
 from millstream.proto import cluster_pb2 as cpb
@@ -49,6 +50,8 @@ class RestSource(Protocol):
     def job_view(self, job_id: bytes) -> JobView | None: ...
     def cancel(self, job_id: bytes) -> None: ...
     def taskmanager_views(self) -> list[TaskManagerView]: ...
+    def vertex_views(self, job_id: bytes) -> dict[bytes, metric_views.VertexView] | None:
+        """The job's vertices with their current attempts (None: no such job)."""
 
 
 def wall_ms() -> int:
@@ -77,6 +80,14 @@ ROUTES: dict[str, dict[str, str]] = {
     "/jobs/{jobid}/plan": {"get": "The job's dataflow plan: one node per operator chain, inputs with ship strategies."},
     "/jobs/{jobid}/exceptions": {"get": "The job's root exception (remote traceback) and exception history."},
     "/jobs/{jobid}/checkpoints": {"get": "Checkpoint counts and the latest completed, failed and restored one."},
+    "/jobs/{jobid}/vertices/{vertexid}": {"get": "A vertex's subtasks: state, attempt, TaskManager, times, I/O metrics."},
+    "/jobs/{jobid}/vertices/{vertexid}/metrics": {
+        "get": "The vertex's metric ids (<subtask>.<metric>, user metrics <subtask>.<operator>.<group>.<name>); "
+               "with get=a,b their values."},
+    "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics": {
+        "get": "The vertex's metric names; with get=a,b each aggregated over the subtasks (agg=min,max,avg,sum)."},
+    "/jobs/{jobid}/vertices/{vertexid}/backpressure": {
+        "get": "Each subtask's backpressured / idle / busy time ratio and backpressure level (ok, low, high)."},
     "/taskmanagers": {"get": "Every registered TaskManager: address, slots, free slots, last heartbeat."},
     "/taskmanagers/{taskmanagerid}": {"get": "One TaskManager and its allocated slots."},
     OPENAPI_PATH: {"get": "This document."},
@@ -95,7 +106,10 @@ def openapi_document(version: str) -> dict[str, Any]:
                 "404": {"description": "Unknown id: {\"errors\": [...]}"},
             }}
             parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-                          for name in ("jobid", "taskmanagerid") if "{" + name + "}" in path]
+                          for name in ("jobid", "vertexid", "taskmanagerid") if "{" + name + "}" in path]
+            if path.endswith("metrics"):
+                parameters.extend({"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+                                  for name in (("get", "agg") if "subtasks" in path else ("get",)))
             if method == "patch":
                 parameters.append({"name": "mode", "in": "query", "required": False,
                                    "schema": {"type": "string", "enum": ["cancel"]}})
@@ -135,6 +149,10 @@ class RestServer:
             "/jobs/{jobid}/plan": self._plan,
             "/jobs/{jobid}/exceptions": self._exceptions,
             "/jobs/{jobid}/checkpoints": self._checkpoints,
+            "/jobs/{jobid}/vertices/{vertexid}": self._vertex,
+            "/jobs/{jobid}/vertices/{vertexid}/metrics": self._vertex_metrics,
+            "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics": self._subtasks_metrics,
+            "/jobs/{jobid}/vertices/{vertexid}/backpressure": self._backpressure,
             "/taskmanagers": self._taskmanagers,
             "/taskmanagers/{taskmanagerid}": self._taskmanager,
         }
@@ -241,6 +259,28 @@ class RestServer:
     async def _checkpoints(self, request: web.Request) -> web.StreamResponse:
         return _json(views.checkpoints_view(self._job_view(request)))
 
+    def _vertex_view(self, request: web.Request) -> metric_views.VertexView:
+        text = request.match_info["jobid"]
+        job_id = views.parse_job_id(text)
+        vertex_id = metric_views.parse_vertex_id(request.match_info["vertexid"])
+        vertices = self._source.vertex_views(job_id)
+        if vertices is None:
+            raise NotFound(f"Job {text} not found.")
+        return metric_views.find_vertex(vertices, vertex_id, text)
+
+    async def _vertex(self, request: web.Request) -> web.StreamResponse:
+        return _json(metric_views.vertex_details_view(self._vertex_view(request), wall_ms()))
+
+    async def _vertex_metrics(self, request: web.Request) -> web.StreamResponse:
+        return _json(metric_views.vertex_metrics_view(self._vertex_view(request), request.query.get("get")))
+
+    async def _subtasks_metrics(self, request: web.Request) -> web.StreamResponse:
+        return _json(metric_views.subtasks_metrics_view(self._vertex_view(request), request.query.get("get"),
+                                                        request.query.get("agg")))
+
+    async def _backpressure(self, request: web.Request) -> web.StreamResponse:
+        return _json(metric_views.backpressure_view(self._vertex_view(request), wall_ms()))
+
     async def _taskmanagers(self, request: web.Request) -> web.StreamResponse:
         return _json(views.taskmanagers_view(self._source.taskmanager_views()))
 
@@ -291,7 +331,23 @@ class JobManagerSource:
 
     @staticmethod
     def _view(record: Any) -> JobView:
-        return JobView(record.summary(), dict(record.status_timestamps), record.plan)
+        summary = record.summary()
+        vertices = JobManagerSource._vertices(record)
+        for v in summary.vertices:  # the REST entry's bytes, times and ratios: O(tasks), so here only
+            view = vertices.get(v.vertex_id)
+            if view is not None:
+                v.metrics.update(metric_views.vertex_io_summary(view))
+        return JobView(summary, dict(record.status_timestamps), record.plan)
+
+    @staticmethod
+    def _vertices(record: Any) -> dict[bytes, metric_views.VertexView]:
+        if record.job_master is not None:
+            return metric_views.vertex_views(record.job_master.core)
+        return dict(record.final_vertex_views)
+
+    def vertex_views(self, job_id: bytes) -> dict[bytes, metric_views.VertexView] | None:
+        record = self._jm.dispatcher.jobs.get(job_id)
+        return None if record is None else self._vertices(record)
 
     def job_views(self) -> list[JobView]:
         return [self._view(r) for r in self._jm.dispatcher.jobs.values()]

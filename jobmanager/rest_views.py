@@ -181,8 +181,19 @@ def _vertex(v: cpb.VertexSummary, job: JobView, now_ms: int) -> dict[str, Any]:
             "read-records-complete": status in ("FINISHED", "CANCELED", "FAILED"),
             "write-records": v.records_out,
             "write-records-complete": status in ("FINISHED", "CANCELED", "FAILED"),
+            **_io_fields(v.metrics, status in ("FINISHED", "CANCELED", "FAILED")),
         },
     }
+
+
+def _io_fields(metrics: Mapping[str, float], complete: bool) -> dict[str, Any]:
+    """A vertex's bytes, accumulated times (ms) and busy / backpressured ratios, when the REST
+    source filled them in (rest_metrics_views.vertex_io_summary)."""
+    fields: dict[str, Any] = {name: round(value, 3) if name.endswith("-ratio") else int(value)
+                              for name, value in metrics.items()}
+    if "read-bytes" in fields:
+        fields["read-bytes-complete"] = fields["write-bytes-complete"] = complete
+    return fields
 
 
 def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 
 from millstream.jobmanager import rest_views as views
+from millstream.jobmanager.rest_metrics_views import SubtaskView, VertexView
 from millstream.jobmanager.rest_server import OPENAPI_PATH, ROUTES, RestServer
 from millstream.jobmanager.rest_views import JobView, TaskManagerView
 from millstream.jobmanager.slot_manager import TaskManagerInfo
@@ -22,6 +23,7 @@ from millstream.runtime.tls import TlsSettings
 from tests.certs import CertificateAuthority
 
 JOB = bytes(range(16))
+VERTEX = bytes(range(16, 32))
 
 
 class FakeSource:
@@ -48,6 +50,13 @@ class FakeSource:
 
     def taskmanager_views(self) -> list[TaskManagerView]:
         return [TaskManagerView(TaskManagerInfo("tm-1", "127.0.0.1:1", "127.0.0.1:2", "r", 2, 1, 0, ()), 5)]
+
+    def vertex_views(self, job_id: bytes) -> dict[bytes, VertexView] | None:
+        if job_id not in self.jobs:
+            return None
+        subtask = SubtaskView(0, "RUNNING", 0, "127.0.0.1:1", "tm-1", 10, -1,
+                              {"numRecordsIn": 5.0, "backPressuredTimeMsPerSecond": 600.0, "Map.hits": 3.0})
+        return {VERTEX: VertexView(VERTEX, "Map", 1, 128, (subtask,))}
 
 
 async def call(server: RestServer, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
@@ -231,3 +240,26 @@ def test_web_files_are_package_data() -> None:
     assert "millstream.jobmanager.web" in setuptools["packages"]
     patterns = setuptools["package-data"]["millstream.jobmanager.web"]
     assert all((WEB_DIR / name).is_file() and any(fnmatch.fnmatch(name, p) for p in patterns) for name in WEB_FILES)
+
+
+def test_vertex_routes_answer_flinks_shapes_and_errors() -> None:
+    base = f"/jobs/{JOB.hex()}/vertices/{VERTEX.hex()}"
+
+    async def check(server: RestServer) -> None:
+        status, body = await call(server, "GET", base)
+        assert status == 200 and body["id"] == VERTEX.hex() and body["subtasks"][0]["metrics"]["read-records"] == 5
+        assert (await call(server, "GET", f"/v1{base}/metrics?get=0.Map.hits"))[1] == [{"id": "0.Map.hits", "value": "3"}]
+        status, body = await call(server, "GET", f"{base}/subtasks/metrics?get=numRecordsIn&agg=max")
+        assert body == [{"id": "numRecordsIn", "max": 5.0}]
+        status, body = await call(server, "GET", f"{base}/backpressure")
+        assert status == 200 and body["backpressure-level"] == "high"
+        status, body = await call(server, "GET", f"/jobs/{JOB.hex()}/vertices/{'ab' * 16}")
+        assert status == 404 and body == {"errors": [f"Job {JOB.hex()} has no vertex {'ab' * 16}."]}
+        status, body = await call(server, "GET", f"/jobs/{JOB.hex()}/vertices/xyz/metrics")
+        assert status == 400 and "Invalid JobVertexID 'xyz'" in body["errors"][0]
+        status, body = await call(server, "GET", f"/jobs/{'ab' * 16}/vertices/{VERTEX.hex()}/backpressure")
+        assert status == 404 and body == {"errors": [f"Job {'ab' * 16} not found."]}
+        status, body = await call(server, "GET", f"{base}/subtasks/metrics?get=numRecordsIn&agg=median")
+        assert status == 400 and "Unknown aggregation 'median'" in body["errors"][0]
+
+    serve(FakeSource())(check)
