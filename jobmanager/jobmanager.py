@@ -22,6 +22,7 @@ from typing import Any
 from millstream.jobmanager import checkpointing
 from millstream.jobmanager.blob_server import BlobServerServicer, BlobStore
 from millstream.jobmanager.dispatcher import Dispatcher, DispatcherServicer
+from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.job_master_core import JobMasterCore
 from millstream.jobmanager.job_master_endpoint import JobMasterServicer
 from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients, now_ms
@@ -38,6 +39,13 @@ from millstream.runtime import config as cfg
 from millstream.runtime.fencing import FencingServerInterceptor
 from millstream.runtime.ha import HighAvailabilityServices, LoopContender, create_ha_services
 from millstream.runtime.loop_monitor import EventLoopMonitor
+from millstream.runtime.metrics.prometheus import (
+    JobReport,
+    PrometheusReporter,
+    jobmanager_families,
+    process_rss_bytes,
+    start_reporter,
+)
 from millstream.runtime.ha import HaConfigurationError, HaError
 from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer
@@ -60,6 +68,7 @@ class JobManager:
         self._rest_wanted = cfg.REST_PORT in self.config if rest is None else rest
         self.rest: RestServer | None = None
         self.rest_url = ""  # http(s)://host:port once the REST API serves
+        self.prometheus: PrometheusReporter | None = None  # metrics.reporter.prom.port
         self._cleanup_task: asyncio.Task[None] | None = None
         self.loop_monitor = EventLoopMonitor("JobManager")
         self._wall_minus_monotonic_ms = int(time.time() * 1000) - now_ms()
@@ -125,6 +134,8 @@ class JobManager:
             await self.server.start(host, port)
             if self._rest_wanted:
                 await self._start_rest(host, security)
+            self.prometheus = await start_reporter("JobManager", self._metric_families, host,
+                                                   c.get(cfg.METRICS_PROMETHEUS_PORT))
             self.resource_manager.start()
             self.loop_monitor.start()
             self._cleanup_task = asyncio.ensure_future(self._expire_jobs())
@@ -135,6 +146,8 @@ class JobManager:
         except BaseException:
             if self.rest is not None:
                 await self.rest.stop()
+            if self.prometheus is not None:
+                await self.prometheus.stop()
             await self.server.stop(0)  # a failed start (REST port taken) leaves nothing serving
             await asyncio.to_thread(self.ha.close)
             raise
@@ -274,6 +287,30 @@ class JobManager:
             max_event_loop_lag_ms=round(self.loop_monitor.max_lag_ms),
         )
 
+    def _metric_families(self) -> list[Any]:
+        """The Prometheus reporter's scrape (on this loop): the cluster's figures and, per job with
+        a JobMaster, its uptime, restarts and checkpoint figures."""
+        tms, total, free = self.resource_manager.overview()
+        now = int(time.time() * 1000)
+        jobs = []
+        for record in self.dispatcher.jobs.values():
+            master = record.job_master
+            if master is None:
+                continue
+            running_since = record.status_timestamps.get(JobStatus.RUNNING.value)
+            uptime = now - running_since if record.status is JobStatus.RUNNING and running_since else 0
+            checkpoints = master.checkpoints.summary() if master.checkpoints is not None else None
+            jobs.append(JobReport(
+                record.job_id.hex(), record.job_name, uptime, master.core.num_restarts,
+                completed_checkpoints=checkpoints.num_completed if checkpoints else 0,
+                failed_checkpoints=checkpoints.num_failed if checkpoints else 0,
+                in_progress_checkpoints=checkpoints.num_in_progress if checkpoints else 0,
+                last_checkpoint_duration_ms=checkpoints.last_duration_ms if checkpoints else 0,
+                last_checkpoint_size=checkpoints.last_size_bytes if checkpoints else 0,
+            ))
+        host = self.address.rpartition(":")[0]
+        return jobmanager_families(host, tms, total, free, len(jobs), process_rss_bytes(), jobs)
+
     async def _expire_jobs(self) -> None:
         while True:
             await asyncio.sleep(10)
@@ -288,6 +325,8 @@ class JobManager:
         self.loop_monitor.stop()
         if self.rest is not None:
             await self.rest.stop()
+        if self.prometheus is not None:
+            await self.prometheus.stop()
         for record in self.dispatcher.jobs.values():
             if record.job_master is not None:
                 await record.job_master.stop()

@@ -400,6 +400,11 @@ METRICS_TASK_IO_TIMING: ConfigOption[bool] = _option(
     "busyTimeMsPerSecond, idleTimeMsPerSecond and backPressuredTimeMsPerSecond (and the REST "
     "backpressure figures). Off: two clock reads fewer per input buffer, those metrics are not "
     "reported; record and byte counts are.")
+METRICS_PROMETHEUS_PORT: ConfigOption[str | None] = _option(
+    "metrics.reporter.prom.port", _STR, None,
+    "Serve Prometheus metrics at http://<host>:<port>/metrics from every JobManager and TaskManager "
+    "process: a port, or a range such as 9249-9260 of which each process takes the first free one "
+    "(and logs which). Unset: no reporter.")
 
 # ---- Heartbeats: JobMaster <-> TaskManager, ResourceManager <-> TaskManager ------------------
 HEARTBEAT_INTERVAL: ConfigOption[int] = _option(

@@ -374,6 +374,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
     env = _task_environment(tdd, channel)
     chain: OperatorChain | None = None
     metrics: TaskMetricsReporter | None = None
+    ticker: threading.Thread | None = None
 
     task_ended = threading.Event()
 
@@ -407,7 +408,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
         chain = OperatorChain(tdd.vertex, env, writers)
         chain.records_interval_ms = RECORDS_INTERVAL_MS
         metrics = reporter = TaskMetricsReporter(chain, env, gate, partitions, network.io_timing)
-        chain.records_listener = lambda records_in, records_out: channel.send(reporter.message(records_in, records_out))
+        chain.records_listener = lambda records_in, records_out: reporter.send(channel, records_in, records_out)
         control: CheckpointControl | None = None
         finished_on_restore = tdd.HasField("restore") and tdd.restore.finished
         if tdd.checkpoint_dir:
@@ -433,6 +434,10 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
         try:
             channel.send((STATE, "RUNNING"))
             if tdd.vertex.is_source:
+                # A SourceFunction may wait in its own code for long; its metrics go out meanwhile.
+                ticker = threading.Thread(target=reporter.report_while_quiet, args=(channel, task_ended),
+                                          name="millstream-metrics", daemon=True)
+                ticker.start()
                 ended = chain.run_source()
             else:
                 ended = _consume(chain, gate, env, checkpointer, tdd.checkpointing_mode or "EXACTLY_ONCE")  # type: ignore[arg-type]
@@ -460,9 +465,11 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
             checkpointer.close(wait=failure is None and not env.is_cancelled())
         task_ended.set()
         relay.join(RELAY_POLL_S * 4)  # gone before the worker takes its next task
+        if ticker is not None:
+            ticker.join()  # its last snapshot goes out before the final one
         if chain is not None and metrics is not None:  # the final totals, ahead of the task's end (the channel keeps the order)
             with contextlib.suppress(OSError):
-                channel.send(metrics.message(chain.records_in, chain.records_out))
+                metrics.send(channel, chain.records_in, chain.records_out)
         if gate is not None:
             gate.close()
         if server is not None:
@@ -483,6 +490,24 @@ class TaskMetricsReporter:
         self._partitions = list(partitions.values())
         self._io = TaskIOMetrics(time_accounting=io_timing)
         self._sent_version = -1
+        self._lock = threading.Lock()  # the task thread and report_while_quiet's thread
+        self._last_sent = time.monotonic()
+
+    def report_while_quiet(self, channel: Any, ended: threading.Event) -> None:
+        """Sends the snapshot whenever the task thread has not for a reporting interval (a source
+        whose function waits between records), until ``ended``. Like a Flink reporter it reads the
+        counters and calls user gauges from its own thread."""
+        interval_s = RECORDS_INTERVAL_MS / 1000
+        while not ended.wait(interval_s / 2):
+            if time.monotonic() - self._last_sent >= interval_s:
+                with contextlib.suppress(OSError):
+                    self.send(channel, self._chain.records_in, self._chain.records_out)
+
+    def send(self, channel: Any, records_in: int, records_out: int) -> None:
+        """Takes and sends the snapshot; under the lock, so snapshots reach the TaskManager in order."""
+        with self._lock:
+            self._last_sent = time.monotonic()
+            channel.send(self.message(records_in, records_out))
 
     def message(self, records_in: int, records_out: int) -> tuple[Any, ...]:
         gate, partitions, chain = self._gate, self._partitions, self._chain

@@ -177,6 +177,7 @@ class TaskExecutor:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self.tasks: dict[bytes, RunningTask] = {}
         self._heartbeats = HeartbeatMonitor[str](10_000, 50_000)
+        self.heartbeats_received = 0  # heartbeat requests answered (a Prometheus metric)
         self._background: set[asyncio.Task[Any]] = set()
         self._artifact_fetches: dict[bytes, asyncio.Future[list[str]]] = {}
         # Where each running task serves its result partitions, and the attempts that ended here.
@@ -622,6 +623,7 @@ class TaskExecutor:
         return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.PENDING)
 
     def heartbeat(self, request: cpb.HeartbeatRequest) -> cpb.HeartbeatResponse:
+        self.heartbeats_received += 1
         if request.sender == RESOURCE_MANAGER:
             if request.registration_id == self.registration_id:
                 self._heartbeats.record_heartbeat(RESOURCE_MANAGER, now_ms())

@@ -26,6 +26,13 @@ from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
 from millstream.runtime.fencing import FencingServerInterceptor
 from millstream.runtime.ha import HaError, HighAvailabilityServices, LeaderInformation, LoopListener, create_ha_services
+from millstream.runtime.metrics.prometheus import (
+    PrometheusReporter,
+    TaskReport,
+    process_rss_bytes,
+    start_reporter,
+    taskmanager_families,
+)
 from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
 from millstream.runtime.security import cluster_credentials, server_security
@@ -154,6 +161,7 @@ class TaskManager:
         self._refused = asyncio.Event()
         self._last_registration_error = ""
         self._started = False
+        self.prometheus: PrometheusReporter | None = None  # metrics.reporter.prom.port
 
     @property
     def address(self) -> str:
@@ -203,6 +211,8 @@ class TaskManager:
         await self._set_health(registered=False)  # health checks see SERVING once it is registered
         self.executor.address = f"{host}:{port}"
         self.executor.data_address = self.executor.address
+        self.prometheus = await start_reporter(name, self._metric_families, bind_host,
+                                               c.get(cfg.METRICS_PROMETHEUS_PORT))
         self._follow_task = asyncio.ensure_future(self._follow_leader())
         self._retrieval = self._ha.jobmanager_leader_retrieval()
         self._retrieval.start(LoopListener(self, loop))
@@ -221,6 +231,19 @@ class TaskManager:
             ) from None
         self._started = True
         return self
+
+    def _metric_families(self) -> list[Any]:
+        """The Prometheus reporter's scrape (on this loop): slots, memory, heartbeats and each
+        running task's latest metric snapshot."""
+        executor = self.executor
+        tasks = [
+            TaskReport(t.tdd.job_id.hex(), t.tdd.job_name, t.tdd.vertex.name, t.tdd.subtask_index,
+                       t.tdd.attempt_number, t.metrics, t.metric_descriptors)
+            for t in executor.tasks.values() if t.metrics
+        ]
+        return taskmanager_families(self.resource_id, executor.address.rpartition(":")[0], executor.slots.num_slots,
+                                    executor.slots.free_slots_count(), executor.heartbeats_received,
+                                    process_rss_bytes(), tasks)
 
     def _fit_slots_to_spark(self) -> None:
         """An external Spark cluster: offer only as many slots as it gives cores (each deployed
@@ -394,6 +417,8 @@ class TaskManager:
         if getattr(self.executor, "registration_id", ""):
             await self._disconnect("TaskManager shut down")
         await self.executor.close()
+        if self.prometheus is not None:
+            await self.prometheus.stop()
         await self.server.stop(1.0)
         if self._ha is not None:
             await asyncio.to_thread(self._ha.close)

@@ -129,7 +129,7 @@ class TaskMetricGroup(MetricGroup):
         value (a gauge that fails or is not a number is left out), a distribution's statistics as
         ``<identifier>_<stat>``."""
         values: dict[str, float] = {}
-        for identifier, metric in self.metrics.items():
+        for identifier, metric in list(self.metrics.items()):  # a copy: open() may register meanwhile
             if type(metric) is Counter:
                 values[identifier] = float(metric.get_count())
             elif type(metric) is Meter:
@@ -149,7 +149,7 @@ class TaskMetricGroup(MetricGroup):
     def descriptors(self) -> dict[str, MetricDescriptor]:
         """Each snapshot key's Prometheus name (below the task scope) and extra labels."""
         result: dict[str, MetricDescriptor] = {}
-        for identifier, (name, labels) in self._descriptors.items():
+        for identifier, (name, labels) in list(self._descriptors.items()):
             if type(self.metrics[identifier]) is Distribution:
                 for stat in DISTRIBUTION_STATS:
                     result[f"{identifier}_{stat}"] = (f"{name}_{stat}", labels)

@@ -138,3 +138,27 @@ def test_io_timing_option_reaches_the_tasks_network_settings() -> None:
     conf = cfg.Configuration.from_dict({"metrics.task.io-timing": "false"})
     assert network_settings(conf).io_timing is False
     assert cfg.METRICS_TASK_IO_TIMING.key == "metrics.task.io-timing"
+
+
+def test_a_quiet_source_still_reports_and_the_reports_stop_with_the_task() -> None:
+    import threading
+    import time
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_collection([1, 2]).rebalance().map(lambda x: x).rebalance().map(lambda x: x).print()
+    run = make_chain(vertex(env, index=1))
+    reporter = TaskMetricsReporter(run.chain, SimpleTaskEnvironment(), None, {}, io_timing=True)
+    sent: list[tuple] = []
+    channel = SimpleNamespace(send=sent.append)
+    ended = threading.Event()
+    ticker = threading.Thread(target=reporter.report_while_quiet, args=(channel, ended), daemon=True)
+    ticker.start()
+    time.sleep(1.8)  # quiet for more than one reporting interval (1 s)
+    ended.set()
+    ticker.join(2)
+    assert not ticker.is_alive()
+    assert 1 <= len(sent) <= 2 and all(m[0] == RECORDS for m in sent)
+    count = len(sent)
+    reporter.send(channel, 3, 4)  # the task thread's own report
+    time.sleep(0.6)
+    assert len(sent) == count + 1 and sent[-1][1:3] == (3, 4)
