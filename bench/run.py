@@ -17,6 +17,8 @@
 8. JobManager failover (bench/ha_failover.py, ~2 minutes): kill -9 of the leader JobManager under a
    checkpointed job with a standby on ZooKeeper: seconds to the standby leading, the job RUNNING
    there, its first record and its first committed output.
+9. metrics overhead (bench/metrics_overhead.py, ~4 minutes): the exchange job with the tasks'
+   time accounting (``metrics.task.io-timing``) on vs off, alternating runs: the throughput lost.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 """
@@ -101,9 +103,10 @@ def measure_millstream(path: str) -> dict:
     return {"wall_s": done - submitted, "startup_s": ready - started, "words": sum(totals.values()), "distinct": len(totals)}
 
 
-def measure_exchange(records: int, checkpoint_ms: int = 0) -> dict:
+def measure_exchange(records: int, checkpoint_ms: int = 0, io_timing: bool = True) -> dict:
     """Records/s of source -> rebalance -> sink; ``checkpoint_ms`` > 0: the same job with
-    ``enable_checkpointing(checkpoint_ms)``, its checkpoint figures read from the job's summary."""
+    ``enable_checkpointing(checkpoint_ms)``, its checkpoint figures read from the job's summary;
+    ``io_timing``: ``metrics.task.io-timing`` (the tasks' busy / idle / backpressured accounting)."""
     from millstream.client.execution import ENV_JOBMANAGER
     from millstream.client.minicluster import MiniCluster
     from millstream.common import WatermarkStrategy
@@ -117,7 +120,8 @@ def measure_exchange(records: int, checkpoint_ms: int = 0) -> dict:
     from millstream.client.cluster_client import ClusterClient
 
     checkpoints = tempfile.mkdtemp(prefix="millstream-bench-checkpoints-")
-    config = cfg.Configuration.from_dict({"execution.checkpointing.dir": checkpoints})
+    config = cfg.Configuration.from_dict({"execution.checkpointing.dir": checkpoints,
+                                          cfg.METRICS_TASK_IO_TIMING.key: "true" if io_timing else "false"})
     with SparkHost(slots=4, tasks_per_slot=2) as spark, MiniCluster(config, num_slots=2, spark=spark) as cluster:
         cluster.add_task_manager()
         os.environ[ENV_JOBMANAGER] = cluster.address
@@ -145,7 +149,7 @@ def measure_exchange(records: int, checkpoint_ms: int = 0) -> dict:
     sample = [(i, f"{i:090d}") for i in range(1024)]
     size = len(pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL)) / len(sample)
     return {"wall_s": elapsed, "records": records, "records_per_s": records / elapsed, "mb_per_s": records * size / elapsed / 1e6,
-            **figures}
+            "io_timing": io_timing, **figures}
 
 
 def measure_latency(seconds: int, rate: int) -> dict:
@@ -284,13 +288,14 @@ def main() -> None:
     parser.add_argument("--scale-parallelism", type=int, default=1000)
     parser.add_argument("--collect-records", type=int, default=20_000_000)
     parser.add_argument("--collect-runs", type=int, default=10)
-    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha"])
+    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha",
+                                           "metrics"])
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.measure:
         fn = {"counter": measure_counter, "pyspark": measure_pyspark, "millstream": measure_millstream,
-              "exchange": lambda n, ms="0": measure_exchange(int(n), int(ms)), "latency": lambda s: measure_latency(int(s), 1000),
+              "exchange": lambda n, ms="0", timing="true": measure_exchange(int(n), int(ms), timing == "true"), "latency": lambda s: measure_latency(int(s), 1000),
               "scale": lambda p: measure_scale(int(p)),
               "collect": lambda n, r, m: measure_collect(int(n), int(r), m)}[a.measure]
         print(json.dumps(fn(*a.args)))
@@ -350,6 +355,10 @@ def main() -> None:
         import ha_failover
 
         ha_failover.report(runs=3)
+    if a.only in (None, "metrics"):
+        import metrics_overhead
+
+        metrics_overhead.report()
 
 
 def measure_scale(parallelism: int) -> dict:
