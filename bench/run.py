@@ -17,7 +17,7 @@
 8. JobManager failover (bench/ha_failover.py, ~2 minutes): kill -9 of the leader JobManager under a
    checkpointed job with a standby on ZooKeeper: seconds to the standby leading, the job RUNNING
    there, its first record and its first committed output.
-9. metrics overhead (bench/metrics_overhead.py, ~4 minutes): the exchange job with the tasks'
+9. metrics overhead (bench/metrics_overhead.py, ~5 minutes): the exchange job with the tasks'
    time accounting (``metrics.task.io-timing``) on vs off, alternating runs: the throughput lost.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.

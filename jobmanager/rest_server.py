@@ -330,13 +330,15 @@ class JobManagerSource:
         return self._jm.overview()  # type: ignore[no-any-return]
 
     @staticmethod
-    def _view(record: Any) -> JobView:
+    def _view(record: Any, with_io: bool = False) -> JobView:
+        """``with_io``: fill the vertices' bytes, times and ratios (O(tasks): one job's details only)."""
         summary = record.summary()
-        vertices = JobManagerSource._vertices(record)
-        for v in summary.vertices:  # the REST entry's bytes, times and ratios: O(tasks), so here only
-            view = vertices.get(v.vertex_id)
-            if view is not None:
-                v.metrics.update(metric_views.vertex_io_summary(view))
+        if with_io:
+            vertices = JobManagerSource._vertices(record)
+            for v in summary.vertices:
+                view = vertices.get(v.vertex_id)
+                if view is not None:
+                    v.metrics.update(metric_views.vertex_io_summary(view))
         return JobView(summary, dict(record.status_timestamps), record.plan)
 
     @staticmethod
@@ -354,7 +356,7 @@ class JobManagerSource:
 
     def job_view(self, job_id: bytes) -> JobView | None:
         record = self._jm.dispatcher.jobs.get(job_id)
-        return None if record is None else self._view(record)
+        return None if record is None else self._view(record, with_io=True)
 
     def cancel(self, job_id: bytes) -> None:
         self._jm.dispatcher.cancel(job_id)
