@@ -101,6 +101,7 @@ class JobManager:
             slot_timeout_at_ms=self._slot_timeout_at_ms,
             restart_options=restart_options,
             checkpoint_options=checkpointing.checkpoint_options_of(c),
+            exception_history_size=c.get(cfg.WEB_EXCEPTION_HISTORY_SIZE),
         )
         self.server = RpcServer("JobManager", max_bytes, interceptors=[FencingServerInterceptor(self.guard)],
                                 security=security)

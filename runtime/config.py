@@ -251,6 +251,11 @@ REST_BIND_ADDRESS: ConfigOption[str | None] = _option(
     "rest.bind-address", _STR, None,
     "Local address the REST API listens on; unset: the JobManager's bind host "
     "(jobmanager.bind-host, else jobmanager.rpc.address).")
+WEB_EXCEPTION_HISTORY_SIZE: ConfigOption[int] = _option(
+    "web.exception-history-size", _INT, 16,
+    "Most failures (the root cause of each failed attempt: restarts and the final failure) the "
+    "JobManager keeps per job for the REST API's /jobs/:jobid/exceptions history; older ones are "
+    "dropped.")
 JOBSTORE_EXPIRATION_TIME: ConfigOption[int] = _option(
     "jobstore.expiration-time", _INT, 3600,
     "Seconds (an integer, as in Flink) a finished job's summary stays listed by `millstream list` and "
