@@ -364,8 +364,29 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
             "end_to_end_duration": _stat(c.last_duration_ms),
         },
         "latest": {"completed": completed, "savepoint": None, "failed": failed, "restored": restored_view},
-        "history": [],
+        "history": [_checkpoint_history_entry(h) for h in c.history],
     }
+
+
+def _checkpoint_history_entry(h: cpb.CheckpointHistoryEntry) -> dict[str, Any]:
+    """One of Flink's CheckpointStatistics in ``history`` (newest first, as Flink lists them)."""
+    ended = h.end_timestamp_ms or None
+    entry: dict[str, Any] = {
+        "@class": "completed" if h.status == "COMPLETED" else "failed",
+        "id": h.id,
+        "status": h.status,
+        "is_savepoint": h.is_savepoint,
+        "checkpoint_type": "SAVEPOINT" if h.is_savepoint else "CHECKPOINT",
+        "trigger_timestamp": h.trigger_timestamp_ms,
+        "latest_ack_timestamp": ended if h.status == "COMPLETED" else None,
+        "state_size": h.size_bytes,
+        "checkpointed_size": h.size_bytes,
+        "end_to_end_duration": ended - h.trigger_timestamp_ms if ended else None,
+    }
+    if h.status != "COMPLETED":
+        entry["failure_timestamp"] = ended
+        entry["failure_message"] = h.failure_message
+    return entry
 
 
 # ---- TaskManagers -----------------------------------------------------------------------------

@@ -150,7 +150,7 @@ class JobSummary(_message.Message):
     def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ..., num_restarts: _Optional[int] = ..., checkpoints: _Optional[_Union[CheckpointSummary, _Mapping]] = ...) -> None: ...
 
 class CheckpointSummary(_message.Message):
-    __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path")
+    __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path", "history")
     INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     NUM_COMPLETED_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +165,7 @@ class CheckpointSummary(_message.Message):
     LATEST_RESTORED_ID_FIELD_NUMBER: _ClassVar[int]
     LATEST_RESTORED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     LATEST_RESTORED_PATH_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     interval_ms: int
     directory: str
     num_completed: int
@@ -179,7 +180,26 @@ class CheckpointSummary(_message.Message):
     latest_restored_id: int
     latest_restored_at_ms: int
     latest_restored_path: str
-    def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ...) -> None: ...
+    history: _containers.RepeatedCompositeFieldContainer[CheckpointHistoryEntry]
+    def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ..., history: _Optional[_Iterable[_Union[CheckpointHistoryEntry, _Mapping]]] = ...) -> None: ...
+
+class CheckpointHistoryEntry(_message.Message):
+    __slots__ = ("id", "status", "is_savepoint", "trigger_timestamp_ms", "end_timestamp_ms", "size_bytes", "failure_message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    IS_SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    status: str
+    is_savepoint: bool
+    trigger_timestamp_ms: int
+    end_timestamp_ms: int
+    size_bytes: int
+    failure_message: str
+    def __init__(self, id: _Optional[int] = ..., status: _Optional[str] = ..., is_savepoint: _Optional[bool] = ..., trigger_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure_message: _Optional[str] = ...) -> None: ...
 
 class VertexSummary(_message.Message):
     __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out")

@@ -204,3 +204,17 @@ def test_savepoint_status_in_progress_completed_and_failed() -> None:
     failed = views.SavepointOperation(JOB, "cd" * 16, stop=True, failure="the job takes no checkpoints")
     body = views.savepoint_status_view(failed)
     assert body["status"]["id"] == "COMPLETED" and "no checkpoints" in body["operation"]["failure-cause"]["stack-trace"]
+
+
+def test_checkpoint_history_newest_first_with_flinks_fields() -> None:
+    job = running_job()
+    job.summary.checkpoints.CopyFrom(cpb.CheckpointSummary(num_completed=1, num_failed=1, last_completed_id=3, history=[
+        cpb.CheckpointHistoryEntry(id=4, status="FAILED", trigger_timestamp_ms=5_000, end_timestamp_ms=5_600,
+                                   failure_message="Checkpoint expired"),
+        cpb.CheckpointHistoryEntry(id=3, status="COMPLETED", is_savepoint=True, trigger_timestamp_ms=4_000,
+                                   end_timestamp_ms=4_250, size_bytes=99)]))
+    failed, completed = views.checkpoints_view(job)["history"]
+    assert (failed["id"], failed["status"], failed["failure_timestamp"], failed["failure_message"]) == (
+        4, "FAILED", 5_600, "Checkpoint expired")
+    assert (completed["id"], completed["end_to_end_duration"], completed["state_size"], completed["is_savepoint"],
+            completed["checkpoint_type"], completed["latest_ack_timestamp"]) == (3, 250, 99, True, "SAVEPOINT", 4_250)
