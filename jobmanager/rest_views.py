@@ -138,6 +138,9 @@ def overview_view(overview: cpb.ClusterOverview, version: str) -> dict[str, Any]
         "jobs-finished": overview.jobs_finished,
         "jobs-cancelled": overview.jobs_cancelled,
         "jobs-failed": overview.jobs_failed,
+        # Flink's blocklist: Millstream never blocks a TaskManager, so none is blocked.
+        "taskmanagers-blocked": 0,
+        "slots-free-and-blocked": 0,
         "flink-version": version,
         "flink-commit": f"millstream {version}",
     }
@@ -342,10 +345,21 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
             "external_path": c.directory,
             "discarded": False,
         }
+    # The history knows more of the latest ones: a savepoint or not, when a failed one ran.
+    history = list(c.history)
+    if completed is not None:
+        kept = next((h for h in history if h.id == c.last_completed_id and h.status == "COMPLETED"), None)
+        completed["is_savepoint"] = bool(kept and kept.is_savepoint)
+        completed["checkpoint_type"] = "SAVEPOINT" if completed["is_savepoint"] else "CHECKPOINT"
+    savepoint = next((h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
     failed = None
     if c.num_failed:
         failed = {"@class": "failed", "status": "FAILED",
                   "failure_message": f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")}
+        last_failed = next((h for h in history if h.status == "FAILED"), None)
+        if last_failed is not None and last_failed.failure_message == c.last_failure_message:
+            failed.update(id=last_failed.id, trigger_timestamp=last_failed.trigger_timestamp_ms,
+                          failure_timestamp=last_failed.end_timestamp_ms or None, is_savepoint=last_failed.is_savepoint)
     restored_view = None
     if c.latest_restored_id:
         restored_view = {"id": c.latest_restored_id, "restore_timestamp": c.latest_restored_at_ms,
@@ -363,7 +377,8 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
             "state_size": _stat(c.last_size_bytes),
             "end_to_end_duration": _stat(c.last_duration_ms),
         },
-        "latest": {"completed": completed, "savepoint": None, "failed": failed, "restored": restored_view},
+        "latest": {"completed": completed, "failed": failed, "restored": restored_view,
+                   "savepoint": _checkpoint_history_entry(savepoint) if savepoint is not None else None},
         "history": [_checkpoint_history_entry(h) for h in c.history],
     }
 

@@ -218,3 +218,17 @@ def test_checkpoint_history_newest_first_with_flinks_fields() -> None:
         4, "FAILED", 5_600, "Checkpoint expired")
     assert (completed["id"], completed["end_to_end_duration"], completed["state_size"], completed["is_savepoint"],
             completed["checkpoint_type"], completed["latest_ack_timestamp"]) == (3, 250, 99, True, "SAVEPOINT", 4_250)
+
+
+def test_latest_checkpoints_take_what_the_history_knows() -> None:
+    job = running_job()
+    job.summary.checkpoints.CopyFrom(cpb.CheckpointSummary(
+        num_completed=2, num_failed=1, last_completed_id=5, last_completed_at_ms=7_000, last_duration_ms=100,
+        last_failure_reason="CHECKPOINT_EXPIRED", last_failure_message="expired", history=[
+            cpb.CheckpointHistoryEntry(id=5, status="COMPLETED", is_savepoint=True, trigger_timestamp_ms=6_900, end_timestamp_ms=7_000),
+            cpb.CheckpointHistoryEntry(id=4, status="FAILED", trigger_timestamp_ms=5_000, end_timestamp_ms=6_000,
+                                       failure_message="expired")]))
+    latest = views.checkpoints_view(job)["latest"]
+    assert latest["completed"]["is_savepoint"] and latest["completed"]["checkpoint_type"] == "SAVEPOINT"
+    assert latest["savepoint"]["id"] == 5
+    assert (latest["failed"]["id"], latest["failed"]["failure_timestamp"], latest["failed"]["trigger_timestamp"]) == (4, 6_000, 5_000)
