@@ -44,7 +44,8 @@ def test_overview_has_flinks_fields_and_millstreams_version() -> None:
                             jobs_cancelled=1, jobs_failed=2)
     assert views.overview_view(o, "0.1.0") == {
         "taskmanagers": 2, "slots-total": 4, "slots-available": 1, "jobs-running": 1, "jobs-finished": 3,
-        "jobs-cancelled": 1, "jobs-failed": 2, "flink-version": "0.1.0", "flink-commit": "millstream 0.1.0"}
+        "jobs-cancelled": 1, "jobs-failed": 2, "flink-version": "0.1.0", "flink-commit": "millstream 0.1.0",
+        "taskmanagers-blocked": 0, "slots-free-and-blocked": 0}
     assert views.config_view("0.1.0")["flink-version"] == "0.1.0"
 
 
