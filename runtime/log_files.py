@@ -21,9 +21,9 @@ import os
 import socket
 from dataclasses import dataclass
 
-from millstream.client.logs import log_dir as default_log_dir
 from millstream.runtime import config as cfg
 
+ENV_LOG_DIR = "MILLSTREAM_LOG_DIR"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 MAX_INDEX = 1000  # more processes of one role on one host than this is a misconfiguration
 DEFAULT_TAIL_BYTES = 1 << 20  # what a "tail" returns: the last MiB, from a line start
@@ -33,6 +33,11 @@ DEFAULT_TAIL_BYTES = 1 << 20  # what a "tail" returns: the last MiB, from a line
 class LogFileInfo:
     name: str
     size: int
+
+
+def default_log_dir() -> str:
+    """``MILLSTREAM_LOG_DIR``, else ``~/.millstream/log`` (the client's log files live there too)."""
+    return os.environ.get(ENV_LOG_DIR) or os.path.join(os.path.expanduser("~"), ".millstream", "log")
 
 
 def configured_log_dir(configuration: cfg.Configuration) -> str:
