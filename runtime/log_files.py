@@ -177,3 +177,37 @@ def install_process_log(role: str, configuration: cfg.Configuration) -> ProcessL
 def current_process_log() -> ProcessLog | None:
     """The log file :func:`install_process_log` set up in this process (None: none, e.g. embedded)."""
     return _current
+
+
+def listed_files() -> tuple[list[LogFileInfo], str, str]:
+    """This process's log files, its current log's name and its stdout file's name ("": none)."""
+    process_log = current_process_log()
+    stdout = stdout_file()
+    if process_log is None:
+        files = [] if stdout is None or _size(stdout) is None else [LogFileInfo(os.path.basename(stdout), _size(stdout) or 0)]
+        return files, "", os.path.basename(stdout) if files else ""
+    return process_log.files(), process_log.name, os.path.basename(stdout) if stdout else ""
+
+
+def read_log(name: str = "", stdout: bool = False, max_bytes: int = 0) -> tuple[str | None, str]:
+    """The end of this process's log (``name`` ""), its stdout file, or a listed file: (text, "")
+    or (None, why not). Blocking: call it from a thread."""
+    max_bytes = max_bytes if max_bytes > 0 else DEFAULT_TAIL_BYTES
+    process_log = current_process_log()
+    if stdout:
+        path = stdout_file()
+        if path is None:
+            return None, "this process's stdout is not a file (it was started in a terminal or a pipe)"
+    elif not name:
+        if process_log is None:
+            return None, "this process writes no log file (an embedded cluster logs to its program's log)"
+        path = process_log.path
+    else:
+        path = process_log.resolve(name) if process_log is not None else None
+        if path is None:
+            listed = ", ".join(f.name for f in listed_files()[0]) or "none"
+            return None, f"no log file named {name!r} here (files: {listed})"
+    try:
+        return read_tail(path, max_bytes), ""
+    except OSError as exc:
+        return None, f"cannot read {os.path.basename(path)}: {exc.strerror or exc}"
