@@ -149,7 +149,8 @@ class JobManager:
         ``rest.port`` was left at its default and 8081 is taken, the JobManager runs without it."""
         c = self.config
         host = c.get(cfg.REST_BIND_ADDRESS) or rpc_host
-        rest = RestServer(JobManagerSource(self), __version__, tls=security.tls, authenticator=security.authenticator)
+        rest = RestServer(JobManagerSource(self), __version__, tls=security.tls, authenticator=security.authenticator,
+                          task_logs=self.task_logs)
         try:
             await rest.start(host, c.get(cfg.REST_PORT))
         except OSError as exc:

@@ -103,18 +103,18 @@ class TaskLogs:
     def __init__(self, job_attempts: Callable[[bytes], tuple[str, list[SubtaskAttempt]]],
                  taskmanager_address: Callable[[str], str | None], stub: Callable[[str], Any],
                  timeout_s: float = READ_TIMEOUT_S) -> None:
-        self._job_attempts = job_attempts
+        self.job_attempts = job_attempts
         self._address = taskmanager_address
         self._stub = stub
         self.timeout_s = timeout_s
 
     async def task_outputs(self, request: cpb.TaskOutputsRequest) -> cpb.TaskOutputsResponse:
-        job_name, attempts = self._job_attempts(request.job_id)
+        job_name, attempts = self.job_attempts(request.job_id)
         chosen = select_attempts(attempts, request.vertex, request.subtask if request.HasField("subtask") else None)
-        outputs = await asyncio.gather(*(self._output(a) for a in chosen))
+        outputs = await asyncio.gather(*(self.output(a) for a in chosen))
         return cpb.TaskOutputsResponse(job_name=job_name, subtasks=outputs)
 
-    async def _output(self, a: SubtaskAttempt) -> cpb.SubtaskOutput:
+    async def output(self, a: SubtaskAttempt) -> cpb.SubtaskOutput:
         out = _header(a)
         if not a.resource_id:
             out.unavailable_reason = f"never deployed (state {a.state}): no output yet"
