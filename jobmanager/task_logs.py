@@ -165,10 +165,9 @@ class TaskLogs:
 def format_outputs(response: cpb.TaskOutputsResponse) -> Iterable[str]:
     """The lines ``millstream logs`` prints: a header per subtask, then its lines."""
     for out in response.subtasks:
-        attempt = f", attempt {out.attempt_number}" if out.attempt_number else ""
         where = f" on {out.taskmanager_id}" if out.taskmanager_id else ""
-        yield (f"==> {out.vertex_name} ({out.subtask_index + 1}/{out.parallelism}) subtask {out.subtask_index}{attempt}, "
-               f"{out.state}{where} <==")
+        yield (f"==> {out.vertex_name} ({out.subtask_index + 1}/{out.parallelism}) subtask {out.subtask_index}, "
+               f"attempt {out.attempt_number}, {out.state}{where} <==")
         if not out.available:
             yield f"(no output: {out.unavailable_reason})"
         else:
