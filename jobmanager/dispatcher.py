@@ -49,6 +49,7 @@ from millstream.jobmanager.job_master_core import ExceptionHistoryEntry, JobMast
 from millstream.jobmanager.job_master import JobMaster
 from millstream.jobmanager.printed_lines import LineCursor, PrintedLines
 from millstream.jobmanager.rest_views import job_plan
+from millstream.jobmanager.task_logs import SubtaskAttempt, TaskLogError, TaskLogs, attempts_of
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
@@ -105,6 +106,8 @@ class JobRecord:
     # When the job entered each status (wall clock; Flink's job "timestamps", shown by the REST API).
     status_timestamps: dict[str, int] = field(default_factory=dict)
     plan: dict[str, object] = field(default_factory=dict)  # Flink's JSON plan (rest_views.job_plan)
+    # Each subtask's last attempt and its TaskManager, kept once the job ended (`millstream logs`).
+    final_attempts: list[SubtaskAttempt] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.status_timestamps.setdefault(self.status.value, self.start_time_ms)
@@ -453,6 +456,7 @@ class Dispatcher:
             record.final_vertices = job_master.core.vertex_summaries()  # one small message per vertex
             record.final_num_restarts = job_master.core.num_restarts
             record.final_exception_history = list(job_master.core.exception_history)
+            record.final_attempts = attempts_of(job_master.core)
             if job_master.checkpoints is not None:
                 record.final_checkpoints = job_master.checkpoints.summary()
             asyncio.ensure_future(job_master.stop())
@@ -546,6 +550,15 @@ class Dispatcher:
         if record is None:
             raise DispatcherError(grpc.StatusCode.NOT_FOUND, f"No job with id {job_id.hex() or '<empty>'}.")
         return record
+
+    def job_attempts(self, job_id: bytes) -> tuple[str, list[SubtaskAttempt]]:
+        """A job's name and its subtasks' current (or, once it ended, last) attempts."""
+        record = self.jobs.get(job_id)
+        if record is None:
+            raise TaskLogError(grpc.StatusCode.NOT_FOUND, f"No job with id {job_id.hex() or '<empty>'}.")
+        if record.job_master is not None:
+            return record.job_name, attempts_of(record.job_master.core)
+        return record.job_name, list(record.final_attempts)
 
     def job_master(self, job_id: bytes) -> JobMaster:
         record = self.record(job_id)
@@ -659,9 +672,11 @@ class Dispatcher:
 
 
 class DispatcherServicer(cpb_grpc.DispatcherServicer):
-    def __init__(self, dispatcher: Dispatcher, overview: Callable[[], cpb.ClusterOverview]) -> None:
+    def __init__(self, dispatcher: Dispatcher, overview: Callable[[], cpb.ClusterOverview],
+                 task_logs: TaskLogs | None = None) -> None:
         self.dispatcher = dispatcher
         self._overview = overview
+        self._task_logs = task_logs
 
     async def _guard(self, context: grpc.aio.ServicerContext, fn: Callable, *args):  # noqa: ANN202
         try:
@@ -703,6 +718,14 @@ class DispatcherServicer(cpb_grpc.DispatcherServicer):
         try:
             return await self.dispatcher.savepoint(request)
         except DispatcherError as exc:
+            await context.abort(exc.code, str(exc))
+
+    async def GetTaskOutputs(self, request, context):  # noqa: N802, ANN001, ANN201
+        if self._task_logs is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this JobManager does not read task output")
+        try:
+            return await self._task_logs.task_outputs(request)  # type: ignore[union-attr]
+        except TaskLogError as exc:
             await context.abort(exc.code, str(exc))
 
 

@@ -20,6 +20,7 @@ import collections
 import json
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
@@ -29,6 +30,8 @@ from aiohttp import web
 
 from millstream.jobmanager import rest_views as views
 from millstream.jobmanager.dispatcher import DispatcherError
+from millstream.jobmanager.rest_logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
+from millstream.jobmanager.task_logs import TaskLogs
 from millstream.jobmanager.rest_views import (
     BadRequest,
     Conflict,
@@ -106,6 +109,7 @@ ROUTES: dict[str, dict[str, str]] = {
     "/taskmanagers/{taskmanagerid}": {"get": "One TaskManager and its allocated slots."},
     OPENAPI_PATH: {"get": "This document."},
 }
+ROUTES.update(LOG_ROUTES)
 
 
 def openapi_document(version: str) -> dict[str, Any]:
@@ -115,12 +119,12 @@ def openapi_document(version: str) -> dict[str, Any]:
         entry: dict[str, Any] = {}
         for method, summary in methods.items():
             operation: dict[str, Any] = {"summary": summary, "responses": {
-                "202" if method in ("patch", "post") else "200": {"description": "OK",
-                                                         "content": {"application/json": {}}},
+                "202" if method in ("patch", "post") else "200": {"description": "OK", "content": {
+                    "text/plain" if path in TEXT_PATHS else "application/json": {}}},
                 "404": {"description": "Unknown id: {\"errors\": [...]}"},
             }}
             parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-                          for name in ("jobid", "taskmanagerid", "triggerid") if "{" + name + "}" in path]
+                          for name in re.findall(r"{(\w+)}", path)]
             if method == "patch":
                 parameters.append({"name": "mode", "in": "query", "required": False,
                                    "schema": {"type": "string", "enum": ["cancel"]}})
@@ -140,8 +144,10 @@ class RestServer:
     """``await RestServer(source, ...).start(host, port)`` serves until :meth:`stop`."""
 
     def __init__(self, source: RestSource, version: str, *, tls: TlsSettings | None = None,
-                 authenticator: TokenAuthenticator | None = None) -> None:
+                 authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None) -> None:
+        """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404)."""
         self._source = source
+        self._log_handlers = LogHandlers(task_logs)
         self._version = version
         self._tls = tls
         self._authenticator = authenticator
@@ -165,6 +171,7 @@ class RestServer:
             "/jobs/{jobid}/checkpoints": self._checkpoints,
             "/taskmanagers": self._taskmanagers,
             "/taskmanagers/{taskmanagerid}": self._taskmanager,
+            **self._log_handlers.routes(),
         }
         for prefix in ("", "/v1"):
             for path, handler in get.items():

@@ -54,6 +54,27 @@ async function api(path, method, payload) {
   return body;
 }
 
+// A text path (a log's tail); errors still come as JSON.
+async function apiText(path) {
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers["Authorization"] = "Bearer " + token;
+  const response = await fetch(path, { headers });
+  if (response.status === 401 || response.status === 403) {
+    askForToken(response.status === 403 ? "That token is not the client token." : null);
+    throw new Unauthorized();
+  }
+  const text = await response.text();
+  if (!response.ok) {
+    let message = response.statusText;
+    try { message = JSON.parse(text).errors.join("; "); } catch (_) { /* not JSON */ }
+    const err = new Error(message);
+    err.status = response.status;
+    throw err;
+  }
+  return text;
+}
+
 function askForToken(note) {
   const form = document.getElementById("token-form");
   if (!form.hidden) return;
@@ -204,7 +225,8 @@ async function jobPage(jid) {
     h("p", {}, "State: ", stateSpan(details.state, "job-state"),
       " · Duration: ", h("span", { id: "job-duration" }, fmtDuration(details.duration)),
       " · Started: ", fmtTime(details["start-time"]), " · ", details["job-type"], " ", cancel),
-    h("h3", {}, "Job graph"), jobGraph(details));
+    h("h3", {}, "Job graph"), jobGraph(details),
+    h("h3", {}, "Subtask output"), subtaskLinks(jid, details));
   section.append(...savepointSection(jid, details.state));
   if (checkpoints) section.append(...checkpointsSection(checkpoints));
   section.append(...exceptionsSection(exceptions));
@@ -339,7 +361,8 @@ async function taskManagersPage() {
   const tms = (await api("/taskmanagers")).taskmanagers;
   const details = await Promise.all(tms.map((tm) => api(`/taskmanagers/${encodeURIComponent(tm.id)}`).catch(() => tm)));
   const rows = details.map((tm) => h("tr", { class: "taskmanager", "data-id": tm.id },
-    h("td", {}, tm.id), h("td", {}, tm.path), h("td", { class: "slots" }, tm.slotsNumber),
+    h("td", {}, tm.id, " ", h("a", { class: "tm-log-link", href: `#/taskmanagers/${encodeURIComponent(tm.id)}/log` }, "log")),
+    h("td", {}, tm.path), h("td", { class: "slots" }, tm.slotsNumber),
     h("td", { class: "free-slots" }, tm.freeSlots), h("td", {}, fmtTime(tm.timeSinceLastHeartbeat)),
     h("td", {}, (tm.allocatedSlots || []).map((sl) => h("div", { class: "slot", "data-index": sl.index },
       `slot ${sl.index}: ${sl.state} `, sl.jobId ? h("a", { href: `#/jobs/${sl.jobId}` }, sl.jobId.slice(0, 8)) : ""))))); 
@@ -349,8 +372,84 @@ async function taskManagersPage() {
       h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 6 }, "No TaskManagers.")))));
 }
 
+// Log pages: a tail of the chosen file and a Refresh button; they are not re-rendered every
+// REFRESH_MS (that would reset the reader's scroll position), only on Refresh.
+function logView(id, title, sources, listPath) {
+  const pre = h("pre", { id: "log-text", class: "log" }, "Loading...");
+  const chooser = h("select", { id: "log-source" }, sources.map((src, i) => h("option", { value: String(i) }, src.label)));
+  const load = async () => {
+    const src = sources[Number(chooser.value)];
+    try {
+      pre.textContent = (await src.read()) || "(empty)";
+      pre.dataset.loaded = String(Date.now());
+      pre.scrollTop = pre.scrollHeight;
+      showError(null);
+    } catch (err) {
+      if (!(err instanceof Unauthorized)) { pre.textContent = ""; showError(err.message || String(err)); }
+    }
+  };
+  chooser.addEventListener("change", load);
+  const section = h("section", { id }, h("h2", {}, title),
+    h("p", {}, chooser, " ", h("button", { id: "log-refresh", onclick: load }, "Refresh")), pre);
+  if (listPath) {  // the rotated files too, once listed
+    api(listPath).then((listing) => {
+      for (const f of listing.logs.slice(1)) {
+        sources.push({ label: `${f.name} (${f.size} bytes)`, read: () => apiText(`${listPath}/${encodeURIComponent(f.name)}`) });
+        chooser.append(h("option", { value: String(sources.length - 1) }, sources[sources.length - 1].label));
+      }
+    }).catch(() => {});
+  }
+  load();
+  return section;
+}
+
+async function jobManagerLogPage() {
+  return logView("jobmanager-log", "JobManager log", [
+    { label: "Log", read: () => apiText("/jobmanager/log") },
+    { label: "Stdout", read: () => apiText("/jobmanager/stdout") },
+  ], "/jobmanager/logs");
+}
+
+async function taskManagerLogPage(id) {
+  const tm = encodeURIComponent(id);
+  return logView("taskmanager-log", `TaskManager ${id}`, [
+    { label: "Log", read: () => apiText(`/taskmanagers/${tm}/log`) },
+    { label: "Stdout", read: () => apiText(`/taskmanagers/${tm}/stdout`) },
+  ], `/taskmanagers/${tm}/logs`);
+}
+
+async function subtaskOutputPage(jid, vid, index) {
+  const read = async () => {
+    const out = await api(`/jobs/${jid}/vertices/${vid}/subtasks/${index}/output`);
+    const head = `${out["vertex-name"]} subtask ${out.subtask}, attempt ${out.attempt}, ${out.status}` +
+      (out["taskmanager-id"] ? ` on ${out["taskmanager-id"]}` : "");
+    if (!out.available) return `${head}\n(no output: ${out.reason})`;
+    const dropped = out["dropped-lines"] ? `(${out["dropped-lines"]} earlier lines dropped)\n` : "";
+    return `${head}\n${dropped}${out.lines.join("\n")}`;
+  };
+  const section = logView("subtask-output", `Subtask output`, [{ label: `subtask ${index}`, read }], null);
+  section.prepend(h("p", {}, h("a", { href: `#/jobs/${jid}` }, "← job")));
+  return section;
+}
+
+function subtaskLinks(jid, details) {
+  return h("div", { id: "subtask-outputs" }, (details.vertices || []).map((v) => h("p", { class: "vertex-outputs" },
+    `${v.name}: `, Array.from({ length: v.parallelism }, (_, i) => [h("a", {
+      class: "subtask-output-link", "data-vertex": v.id, "data-subtask": String(i),
+      href: `#/jobs/${jid}/vertices/${v.id}/subtasks/${i}/output` }, `subtask ${i}`), " "]).flat())));
+}
+
+function isLogPage() {
+  return /^#\/(jobmanager\/log|taskmanagers\/.+\/log|jobs\/.+\/output)$/.test(location.hash);
+}
+
 function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
+  const output = hash.match(/^\/jobs\/([0-9a-fA-F]{32})\/vertices\/([0-9a-fA-F]+)\/subtasks\/(\d+)\/output$/);
+  if (output) return ["jobs", () => subtaskOutputPage(output[1], output[2], output[3])];
+  if (hash === "/jobmanager/log") return ["logs", jobManagerLogPage];
+  const tmLog = hash.match(/^\/taskmanagers\/(.+)\/log$/);
+  if (tmLog) return ["taskmanagers", () => taskManagerLogPage(decodeURIComponent(tmLog[1]))];
   const job = hash.match(/^\/jobs\/([0-9a-fA-F]{32})$/);
   if (job) return ["jobs", () => jobPage(job[1])];
   if (hash === "/jobs") return ["jobs", jobsPage];
@@ -383,5 +482,5 @@ document.getElementById("token-form").addEventListener("submit", (e) => {
   render();
 });
 window.addEventListener("hashchange", render);
-setInterval(() => { if (!editing()) render(); }, REFRESH_MS);
+setInterval(() => { if (!editing() && !isLogPage()) render(); }, REFRESH_MS);
 render();

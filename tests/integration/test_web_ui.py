@@ -179,6 +179,48 @@ def test_checkpoints_savepoint_button_and_exception_history(cluster, browser, tm
     assert errors == []
 
 
+def printing(x: int) -> int:
+    print(f"web ui print {x}")
+    return x
+
+
+def test_log_pages_show_a_user_print_and_the_processes_logs(cluster, browser, tmp_path: Path) -> None:  # noqa: ANN001
+    client, rest = cluster
+    expect = sync_api.expect
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection([1, 2, 3]).map(printing).name("Printing").add_sink(lambda x: None)
+    job_id = client.submit(env.get_job_graph("web ui printing").proto).hex()
+    poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "FINISHED", 90, interval=0.3, what="the job FINISHED")
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    # The job page links each subtask's output; the output page shows what the map printed.
+    page.goto(rest.url + f"/#/jobs/{job_id}")
+    link = page.locator("#subtask-outputs a.subtask-output-link").first
+    expect(link).to_have_attribute("data-subtask", "0", timeout=10_000)
+    link.click()
+    expect(page.locator("#subtask-output #log-text")).to_contain_text("INFO stdout: web ui print 3", timeout=15_000)
+    expect(page.locator("#subtask-output #log-text")).to_contain_text("attempt 0, FINISHED")
+    page.screenshot(path=str(tmp_path / "subtask-output.png"), full_page=True)
+
+    page.click("#nav-logs")  # the JobManager's log tail, with a refresh button
+    expect(page.locator("#jobmanager-log #log-text")).to_contain_text("JobManager", timeout=10_000)
+    before = page.locator("#log-text").get_attribute("data-loaded")
+    page.click("#log-refresh")
+    expect(page.locator("#log-text")).not_to_have_attribute("data-loaded", before or "", timeout=10_000)
+
+    [tm] = rest.get("/taskmanagers")["taskmanagers"]
+    page.click("#nav-taskmanagers")
+    page.locator(f'#taskmanagers-table tr.taskmanager[data-id="{tm["id"]}"] a.tm-log-link').click()
+    expect(page.locator("#taskmanager-log #log-text")).to_contain_text(f"TaskManager {tm['id']}", timeout=10_000)
+    page.select_option("#log-source", label="Stdout")  # the TaskManager's stdout is a file here: its tasks' prints
+    expect(page.locator("#taskmanager-log #log-text")).to_contain_text("INFO stdout: web ui print", timeout=10_000)
+    page.screenshot(path=str(tmp_path / "taskmanager-log.png"), full_page=True)
+    assert errors == []
+
+
 def test_the_page_asks_for_the_token_once_and_cancels_with_it(browser, tmp_path: Path) -> None:  # noqa: ANN001
     """Token authentication on: the static files load without a token, the page asks for the
     client token, then reads the API and cancels with ``Authorization: Bearer``."""
