@@ -1,8 +1,10 @@
 """Millstream benchmarks, one command: ``python bench/run.py`` (or ``make bench``).
 
 1. word count over a generated Zipf corpus: Millstream (parallelism 2, one TaskManager) vs the same
-   job written directly in PySpark (RDD flatMap/map/reduceByKey on local[2]) vs a single-process
-   ``collections.Counter`` (the per-core floor);
+   job written directly in PySpark, with RDDs (flatMap/map/reduceByKey on local[2]) and with
+   DataFrames (split/explode/groupBy, bench/wordcount_dataframe.py) vs a single-process
+   ``collections.Counter`` (the per-core floor); then end to end, each a fresh ``python`` process:
+   examples/word_count.py (embedded cluster) vs bench/wordcount_dataframe.py;
 2. exchange throughput: source -> rebalance -> sink across two TaskManagers;
 3. latency: a 1,000 records/s source -> key_by -> map -> sink, emission to sink, p50/p99;
 4. collect: ``execute_and_collect`` of 20 M small records, 10 runs in a row, with the JobManager's
@@ -28,6 +30,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -76,6 +79,33 @@ def measure_pyspark(path: str) -> dict:
     spark.stop()
     return {"wall_s": done - started, "startup_s": ready - started, "job_s": done - ready,
             "words": sum(c for _, c in counts), "distinct": len(counts)}
+
+
+def measure_pyspark_dataframe(path: str) -> dict:
+    from wordcount_dataframe import count_words, session
+
+    started = time.perf_counter()
+    spark = session("wordcount-dataframe")
+    ready = time.perf_counter()
+    counts = count_words(spark, path)
+    done = time.perf_counter()
+    spark.stop()
+    return {"wall_s": done - started, "startup_s": ready - started, "job_s": done - ready,
+            "words": sum(counts.values()), "distinct": len(counts)}
+
+
+def measure_end_to_end(path: str, script: str) -> dict:
+    """Wall time of a whole program in a fresh process, as a user runs it (``python job.py``)."""
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, os.path.join(ROOT, script), *(["--input"] if script.startswith("examples") else []), path],
+                         capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if out.returncode != 0:
+        raise RuntimeError(f"{script} failed:\n{out.stderr[-3000:]}")
+    totals = re.search(r"total words: (\d+)\s+distinct words: (\d+)", out.stdout)
+    if totals is None:
+        raise RuntimeError(f"{script} printed no totals:\n{out.stdout[-2000:]}")
+    return {"wall_s": wall, "words": int(totals.group(1)), "distinct": int(totals.group(2))}
 
 
 def measure_millstream(path: str) -> dict:
@@ -295,7 +325,9 @@ def main() -> None:
     a = parser.parse_args()
     if a.measure:
         fn = {"counter": measure_counter, "pyspark": measure_pyspark, "millstream": measure_millstream,
-              "exchange": lambda n, ms="0", timing="true": measure_exchange(int(n), int(ms), timing == "true"), "latency": lambda s: measure_latency(int(s), 1000),
+              "pyspark_dataframe": measure_pyspark_dataframe, "end_to_end": measure_end_to_end,
+              "exchange": lambda n, ms="0", timing="true": measure_exchange(int(n), int(ms), timing == "true"),
+              "latency": lambda s: measure_latency(int(s), 1000),
               "scale": lambda p: measure_scale(int(p)),
               "collect": lambda n, r, m: measure_collect(int(n), int(r), m)}[a.measure]
         print(json.dumps(fn(*a.args)))
@@ -303,17 +335,23 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     if a.only in (None, "wordcount"):
         path = _corpus(a.size_mb)
-        counter, pyspark, mill = _run("counter", path), _run("pyspark", path), _run("millstream", path)
-        assert counter["words"] == pyspark["words"] == mill["words"], (counter, pyspark, mill)
-        assert counter["distinct"] == pyspark["distinct"] == mill["distinct"]
+        counter, pyspark, frame, mill = (_run("counter", path), _run("pyspark", path), _run("pyspark_dataframe", path),
+                                         _run("millstream", path))
+        e2e_frame = _run("end_to_end", path, "bench/wordcount_dataframe.py")
+        e2e_mill = _run("end_to_end", path, "examples/word_count.py")
+        for other in (pyspark, frame, mill, e2e_frame, e2e_mill):
+            assert (counter["words"], counter["distinct"]) == (other["words"], other["distinct"]), (counter, other)
         words = counter["words"]
-        print(f"\nword count, {a.size_mb} MB, {words:,} words, {counter['distinct']:,} distinct")
-        print(f"{'':<34}{'wall s':>8}{'records/s':>14}{'vs PySpark':>12}")
-        print(f"{'PySpark RDD local[2] (incl. start)':<34}{pyspark['wall_s']:>8.1f}{words / pyspark['wall_s']:>14,.0f}{1.0:>12.2f}")
-        print(f"{'  of which Spark start-up':<34}{pyspark['startup_s']:>8.1f}")
-        print(f"{'Millstream p=2 (job, excl. start)':<34}{mill['wall_s']:>8.1f}{words / mill['wall_s']:>14,.0f}{mill['wall_s'] / pyspark['wall_s']:>12.2f}")
-        print(f"{'  cluster start-up (separate)':<34}{mill['startup_s']:>8.1f}")
-        print(f"{'collections.Counter, 1 core':<34}{counter['wall_s']:>8.1f}{words / counter['wall_s']:>14,.0f}{counter['wall_s'] / pyspark['wall_s']:>12.2f}")
+        rdd_job, frame_job = pyspark["job_s"], frame["job_s"]
+        print(f"\nword count, {a.size_mb} MB, {words:,} words, {counter['distinct']:,} distinct (every engine's counts agree)")
+        print(f"{'':<44}{'job s':>8}{'records/s':>14}{'vs RDD':>9}{'vs DataFrame':>14}")
+        for label, job in (("PySpark RDD local[2]", rdd_job), ("PySpark DataFrame local[2]", frame_job),
+                           ("Millstream p=2 (embedded)", mill["wall_s"]), ("collections.Counter, 1 core", counter["wall_s"])):
+            print(f"{label:<44}{job:>8.1f}{words / job:>14,.0f}{job / rdd_job:>9.2f}{job / frame_job:>14.2f}")
+        print(f"start-up: Spark session {pyspark['startup_s']:.1f} s (RDD run), {frame['startup_s']:.1f} s (DataFrame run); "
+              f"Millstream embedded cluster {mill['startup_s']:.1f} s")
+        print(f"end to end (a fresh `python script`): PySpark DataFrame {e2e_frame['wall_s']:.1f} s, "
+              f"Millstream examples/word_count.py {e2e_mill['wall_s']:.1f} s ({e2e_mill['wall_s'] / e2e_frame['wall_s']:.2f}x)")
     if a.only in (None, "exchange"):
         ex = _run("exchange", str(a.exchange_records))
         print(f"\nexchange source -> rebalance -> sink, 2 TaskManagers: {ex['records']:,} records in {ex['wall_s']:.1f} s, "

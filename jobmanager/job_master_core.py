@@ -20,13 +20,15 @@ with one (``restore_point``, kept current by the shell's checkpoint coordinator)
 resumes from its task's snapshot in it (``TaskRestore`` in its descriptor), and tasks that had
 finished when it was taken end at once. If the strategy gives up the job goes FAILING -> FAILED
 with the attempt's root cause and the number of restarts. The first root cause of each attempt is
-kept in ``root_causes``.
+kept in ``root_causes``, and, with when and where it happened, in the bounded ``exception_history``
+(Flink's exception history, ``web.exception-history-size``) the REST API shows newest first.
 """
 from __future__ import annotations
 
 import logging
 import os
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Union
 
@@ -145,6 +147,17 @@ class SlotInfo:
     slot_index: int
 
 
+@dataclass(frozen=True)
+class ExceptionHistoryEntry:
+    """One root cause of a failed attempt of the job: what failed, when (wall clock, ms), and on
+    which TaskManager (empty for a failure of the job rather than of a task)."""
+
+    failure: cpb.JobFailure
+    timestamp_ms: int
+    location: str = ""  # the TaskManager's address
+    taskmanager_id: str = ""
+
+
 @dataclass(eq=False)
 class Execution:
     """One attempt to run one subtask."""
@@ -173,7 +186,8 @@ class JobMasterCore:
     restart_spec: RestartStrategySpec = field(default_factory=NoRestart)
     clock: Callable[[], int] = lambda: int(time.monotonic() * 1000)  # ms, for the strategy
     checkpointing: JobCheckpointing | None = None
-    wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)  # ms, for the REST API's times
+    wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)  # ms: the exception history, the REST API's times
+    exception_history_size: int = 16  # web.exception-history-size
 
     def __post_init__(self) -> None:
         # The checkpoint the next deployment round resumes from (None: start empty).
@@ -185,6 +199,10 @@ class JobMasterCore:
         self.restart_strategy = self.restart_spec.create()
         self.num_restarts = 0
         self.root_causes: list[cpb.JobFailure] = []  # the first root cause of each failed attempt
+        if self.exception_history_size < 0:
+            raise ValueError(f"web.exception-history-size must not be negative, got {self.exception_history_size}")
+        # The same root causes with time and place, the oldest dropped beyond the bound.
+        self.exception_history: deque[ExceptionHistoryEntry] = deque(maxlen=self.exception_history_size)
         self._backoff_elapsed = True
         self.graph = ExecutionGraph(self.job_graph)
         self.status = JobStatus.CREATED
@@ -467,7 +485,7 @@ class JobMasterCore:
         if execution.state is ExecutionState.CANCELING and state in (ExecutionState.FINISHED, ExecutionState.FAILED):
             # Finished, or failed because its peers were cancelled, while its cancellation was on the way.
             if state is ExecutionState.FAILED and failure is not None:
-                self._offer_root_cause(failure)  # it may have failed first, its report arriving late
+                self._offer_root_cause(failure, execution)  # it may have failed first, its report arriving late
             state = ExecutionState.CANCELED
         if not self._set_state(execution, state, "reported by TaskManager"):
             return out
@@ -477,9 +495,9 @@ class JobMasterCore:
                 execution.failure.task_name = execution.name
             region = self._failover_region(execution)
             if region is None:
-                out += self._fail_job(execution.failure)
+                out += self._fail_job(execution.failure, source=execution)
             elif region not in self._restarting_regions:  # else a consequence of that region's restart
-                out += self._restart_region(region, execution.failure)
+                out += self._restart_region(region, execution.failure, execution)
         out += self._check_job_done()
         out += self._check_regions()
         return out
@@ -497,9 +515,9 @@ class JobMasterCore:
             return None
         return region
 
-    def _restart_region(self, region: int, failure: cpb.JobFailure) -> list[Command]:
+    def _restart_region(self, region: int, failure: cpb.JobFailure, source: Execution) -> list[Command]:
         out: list[Command] = []
-        self.root_causes.append(failure)
+        self._record_root_cause(failure, source)
         if not self._restart_allowed():
             return self._fail_job(failure, restartable=False, counted=True)
         log.info("job %s: restarting region %d (%d tasks) after: %s", self.job_id.hex(), region,
@@ -613,13 +631,15 @@ class JobMasterCore:
         out += self._check_job_done()
         return out
 
-    def _fail_job(self, failure: cpb.JobFailure, restartable: bool = True, counted: bool = False) -> list[Command]:
-        """``counted``: the failure was already recorded (and told to the restart strategy)."""
+    def _fail_job(self, failure: cpb.JobFailure, restartable: bool = True, counted: bool = False,
+                  source: Execution | None = None) -> list[Command]:
+        """``counted``: the failure was already recorded (and told to the restart strategy);
+        ``source``: the failed task's attempt (None: a failure of the job)."""
         out: list[Command] = []
         if self.status in (JobStatus.RUNNING, JobStatus.CREATED):
             self.failure = failure  # the first failure is the root cause ...
             if not counted:
-                self.root_causes.append(failure)
+                self._record_root_cause(failure, source)
             self._restarting_regions.clear()  # a whole-job restart or failure covers them
             self._stopping = False  # a failure while stopping: the stop failed, the job restarts or fails
             if restartable and self.status is JobStatus.RUNNING and self._restart_allowed():
@@ -632,7 +652,7 @@ class JobMasterCore:
                 self._set_job_status(JobStatus.FAILING, failure.message, out)
                 out += self._cancel_executions()
         else:
-            self._offer_root_cause(failure)
+            self._offer_root_cause(failure, source)
         return out
 
     def _restart_allowed(self) -> bool:
@@ -665,7 +685,16 @@ class JobMasterCore:
                           f"restarts: {self.num_restarts})")
         return final
 
-    def _offer_root_cause(self, failure: cpb.JobFailure) -> None:
+    def _history_entry(self, failure: cpb.JobFailure, source: Execution | None) -> ExceptionHistoryEntry:
+        slot = source.slot if source is not None else None
+        return ExceptionHistoryEntry(failure, self.wall_clock(), slot.tm_address if slot else "",
+                                     slot.resource_id if slot else "")
+
+    def _record_root_cause(self, failure: cpb.JobFailure, source: Execution | None) -> None:
+        self.root_causes.append(failure)
+        self.exception_history.append(self._history_entry(failure, source))
+
+    def _offer_root_cause(self, failure: cpb.JobFailure, source: Execution | None = None) -> None:
         """... unless it was secondary (a task whose exchange broke because a neighbour failed) and
         the neighbour's own failure, or its TaskManager's loss, arrives while the job is failing."""
         if (self.status in (JobStatus.FAILING, JobStatus.RESTARTING) and self.failure is not None
@@ -674,6 +703,8 @@ class JobMasterCore:
             self.failure = failure
             if self.root_causes:
                 self.root_causes[-1] = failure
+            if self.exception_history:
+                self.exception_history[-1] = self._history_entry(failure, source)
 
     def _cancel_executions(self) -> list[Command]:
         out: list[Command] = []

@@ -32,6 +32,7 @@ from millstream import __version__
 from millstream.jobmanager.rest_server import JobManagerSource, RestServer
 from millstream.jobmanager.resource_manager import ResourceManager, ResourceManagerServicer
 from millstream.jobmanager.slot_manager import SlotManager
+from millstream.jobmanager.task_logs import TaskLogs
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import restart_strategy
@@ -110,10 +111,13 @@ class JobManager:
             slot_timeout_at_ms=self._slot_timeout_at_ms,
             restart_options=restart_options,
             checkpoint_options=checkpointing.checkpoint_options_of(c),
+            exception_history_size=c.get(cfg.WEB_EXCEPTION_HISTORY_SIZE),
         )
         self.server = RpcServer("JobManager", max_bytes, interceptors=[FencingServerInterceptor(self.guard)],
                                 security=security)
-        self.server.add(cpb_grpc.add_DispatcherServicer_to_server, DispatcherServicer(self.dispatcher, self.overview), [])
+        self.task_logs = TaskLogs(self.dispatcher.job_attempts, self._taskmanager_address, self.task_executors.stub)
+        self.server.add(cpb_grpc.add_DispatcherServicer_to_server,
+                        DispatcherServicer(self.dispatcher, self.overview, self.task_logs), [])
         self.server.add(cpb_grpc.add_BlobServerServicer_to_server, BlobServerServicer(self.blobs), [])
         self.server.add(cpb_grpc.add_ResourceManagerServicer_to_server, ResourceManagerServicer(self.resource_manager), [])
         self.server.add(cpb_grpc.add_JobMasterServiceServicer_to_server, JobMasterServicer(self.dispatcher), SERVICES)
@@ -159,7 +163,8 @@ class JobManager:
         ``rest.port`` was left at its default and 8081 is taken, the JobManager runs without it."""
         c = self.config
         host = c.get(cfg.REST_BIND_ADDRESS) or rpc_host
-        rest = RestServer(JobManagerSource(self), __version__, tls=security.tls, authenticator=security.authenticator)
+        rest = RestServer(JobManagerSource(self), __version__, tls=security.tls, authenticator=security.authenticator,
+                          task_logs=self.task_logs)
         try:
             await rest.start(host, c.get(cfg.REST_PORT))
         except OSError as exc:
@@ -272,6 +277,10 @@ class JobManager:
             c.get(cfg.HEARTBEAT_TIMEOUT),
             checkpoint_services,
         )
+
+    def _taskmanager_address(self, resource_id: str) -> str | None:
+        info = self.resource_manager.slots.task_manager(resource_id)
+        return info.address if info is not None else None
 
     def overview(self) -> cpb.ClusterOverview:
         tms, total, free = self.resource_manager.overview()

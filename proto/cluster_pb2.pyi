@@ -150,7 +150,7 @@ class JobSummary(_message.Message):
     def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ..., num_restarts: _Optional[int] = ..., checkpoints: _Optional[_Union[CheckpointSummary, _Mapping]] = ...) -> None: ...
 
 class CheckpointSummary(_message.Message):
-    __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path")
+    __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path", "history")
     INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     NUM_COMPLETED_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +165,7 @@ class CheckpointSummary(_message.Message):
     LATEST_RESTORED_ID_FIELD_NUMBER: _ClassVar[int]
     LATEST_RESTORED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     LATEST_RESTORED_PATH_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     interval_ms: int
     directory: str
     num_completed: int
@@ -179,7 +180,26 @@ class CheckpointSummary(_message.Message):
     latest_restored_id: int
     latest_restored_at_ms: int
     latest_restored_path: str
-    def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ...) -> None: ...
+    history: _containers.RepeatedCompositeFieldContainer[CheckpointHistoryEntry]
+    def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ..., history: _Optional[_Iterable[_Union[CheckpointHistoryEntry, _Mapping]]] = ...) -> None: ...
+
+class CheckpointHistoryEntry(_message.Message):
+    __slots__ = ("id", "status", "is_savepoint", "trigger_timestamp_ms", "end_timestamp_ms", "size_bytes", "failure_message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    IS_SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    status: str
+    is_savepoint: bool
+    trigger_timestamp_ms: int
+    end_timestamp_ms: int
+    size_bytes: int
+    failure_message: str
+    def __init__(self, id: _Optional[int] = ..., status: _Optional[str] = ..., is_savepoint: _Optional[bool] = ..., trigger_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure_message: _Optional[str] = ...) -> None: ...
 
 class VertexSummary(_message.Message):
     __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out", "metrics")
@@ -691,3 +711,101 @@ class CheckpointNotification(_message.Message):
     checkpoint_id: int
     aborted: bool
     def __init__(self, execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., aborted: _Optional[bool] = ...) -> None: ...
+
+class TaskOutputRequest(_message.Message):
+    __slots__ = ("execution_attempt_id",)
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    execution_attempt_id: bytes
+    def __init__(self, execution_attempt_id: _Optional[bytes] = ...) -> None: ...
+
+class TaskOutputResponse(_message.Message):
+    __slots__ = ("found", "lines", "dropped_lines")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_LINES_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    lines: _containers.RepeatedScalarFieldContainer[str]
+    dropped_lines: int
+    def __init__(self, found: _Optional[bool] = ..., lines: _Optional[_Iterable[str]] = ..., dropped_lines: _Optional[int] = ...) -> None: ...
+
+class LogFileInfo(_message.Message):
+    __slots__ = ("name", "size")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    size: int
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class LogFileList(_message.Message):
+    __slots__ = ("files", "log_name", "stdout_name")
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    LOG_NAME_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_NAME_FIELD_NUMBER: _ClassVar[int]
+    files: _containers.RepeatedCompositeFieldContainer[LogFileInfo]
+    log_name: str
+    stdout_name: str
+    def __init__(self, files: _Optional[_Iterable[_Union[LogFileInfo, _Mapping]]] = ..., log_name: _Optional[str] = ..., stdout_name: _Optional[str] = ...) -> None: ...
+
+class ReadLogRequest(_message.Message):
+    __slots__ = ("name", "stdout", "max_bytes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    stdout: bool
+    max_bytes: int
+    def __init__(self, name: _Optional[str] = ..., stdout: _Optional[bool] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class ReadLogResponse(_message.Message):
+    __slots__ = ("found", "text", "message")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    text: str
+    message: str
+    def __init__(self, found: _Optional[bool] = ..., text: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class TaskOutputsRequest(_message.Message):
+    __slots__ = ("job_id", "vertex", "subtask")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    VERTEX_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    vertex: str
+    subtask: int
+    def __init__(self, job_id: _Optional[bytes] = ..., vertex: _Optional[str] = ..., subtask: _Optional[int] = ...) -> None: ...
+
+class SubtaskOutput(_message.Message):
+    __slots__ = ("vertex_id", "vertex_name", "subtask_index", "parallelism", "attempt_number", "state", "taskmanager_id", "available", "unavailable_reason", "lines", "dropped_lines")
+    VERTEX_ID_FIELD_NUMBER: _ClassVar[int]
+    VERTEX_NAME_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TASKMANAGER_ID_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_REASON_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_LINES_FIELD_NUMBER: _ClassVar[int]
+    vertex_id: str
+    vertex_name: str
+    subtask_index: int
+    parallelism: int
+    attempt_number: int
+    state: str
+    taskmanager_id: str
+    available: bool
+    unavailable_reason: str
+    lines: _containers.RepeatedScalarFieldContainer[str]
+    dropped_lines: int
+    def __init__(self, vertex_id: _Optional[str] = ..., vertex_name: _Optional[str] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., attempt_number: _Optional[int] = ..., state: _Optional[str] = ..., taskmanager_id: _Optional[str] = ..., available: _Optional[bool] = ..., unavailable_reason: _Optional[str] = ..., lines: _Optional[_Iterable[str]] = ..., dropped_lines: _Optional[int] = ...) -> None: ...
+
+class TaskOutputsResponse(_message.Message):
+    __slots__ = ("job_name", "subtasks")
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    SUBTASKS_FIELD_NUMBER: _ClassVar[int]
+    job_name: str
+    subtasks: _containers.RepeatedCompositeFieldContainer[SubtaskOutput]
+    def __init__(self, job_name: _Optional[str] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskOutput, _Mapping]]] = ...) -> None: ...

@@ -47,6 +47,7 @@ from millstream.runtime.tls import TlsSettings
 from millstream.runtime.timestamps import LONG_MAX
 from millstream.runtime.watermarks import InputWatermarks
 from millstream.runtime.watermarks import WatermarkStatus as ValveStatus
+from millstream.taskmanager.task_output import OutputCapture
 from millstream.taskmanager.network import (
     BUFFER,
     ChannelSpec,
@@ -65,6 +66,7 @@ STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")
 PARTITIONS = "partitions"  # ("partitions", "host:port") where this task serves its result partitions
 PRINT = "print"            # ("print", [lines], to_stderr)
 COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, serialized list of records)
+OUTPUT = "output"          # ("output", [lines], dropped): what user functions printed and logged (task_output.py)
 # ("records", records_in, records_out, metrics, descriptors): running totals and the task's metric
 # snapshot ({identifier: number}: I/O metrics and user metrics), at most every RECORDS_INTERVAL_MS;
 # descriptors ({identifier: (Prometheus name, labels)} of the user metrics) only when they changed.
@@ -360,6 +362,14 @@ def _broken_exchange(exc: BaseException | None) -> bool:
 
 def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, data_host: str | None,
              network: NetworkSettings, channel: Any) -> None:
+    """Runs the task (see :func:`_run_task`) with its prints and log records captured for the
+    TaskManager; the last of them go out before the task's end."""
+    with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))):
+        _run_task(tdd_bytes, artifact_paths, data_host, network, channel)
+
+
+def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, data_host: str | None,
+              network: NetworkSettings, channel: Any) -> None:
     """``data_host``: where this task serves its partitions to consumers: the TaskManager's host
     when the worker runs beside it (embedded Spark); None when it runs on another machine (an
     external Spark cluster): every interface, advertised as the worker's own address towards its

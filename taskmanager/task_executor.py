@@ -32,12 +32,14 @@ from millstream.jobmanager.blob_server import check_artifact_name
 from millstream.jobmanager.heartbeat import HeartbeatMonitor
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime import log_files
 from millstream.runtime.fencing import FencingClientInterceptor, Refusal
 from millstream.runtime.ha.api import DEFAULT_LEADER_ID, LeaderInformation
 from millstream.runtime.rpc import aio_channel
 from millstream.runtime.security import Credentials
 from millstream.taskmanager import task as task_body
 from millstream.taskmanager.print_forwarder import PrintForwarder
+from millstream.taskmanager.task_output import TaskOutputStore
 from millstream.taskmanager.slot_table import SlotTableError, TaskSlotTable
 from millstream.taskmanager.spark_runner import SparkHost, TaskExit, TaskHandle, make_payload
 
@@ -155,6 +157,7 @@ class TaskExecutor:
         network: task_body.NetworkSettings = task_body.NetworkSettings(),
         forward_printed_lines: bool = True,
         credentials: Credentials | None = None,
+        task_output: TaskOutputStore | None = None,
     ) -> None:
         """``forward_printed_lines``: send the tasks' printed lines to their JobManager as well as to
         this process's stdout (off in the embedded mode, where stdout is the user's console already).
@@ -189,6 +192,8 @@ class TaskExecutor:
         self.registered = asyncio.Event()
         self.unusable_reason: str | None = None
         self.printed_lines = PrintForwarder(self._send_printed_lines) if forward_printed_lines else None
+        # What each attempt's user functions printed and logged (``task_output``: its bounds).
+        self.task_output = task_output if task_output is not None else TaskOutputStore.with_defaults()
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -392,6 +397,7 @@ class TaskExecutor:
         if not self.slots.add_task(tdd.allocation_id, tdd.job_id, tdd.execution_attempt_id, task.name):
             return
         self.tasks[task.attempt_id] = task
+        self.task_output.started(task.attempt_id)
         jobmaster_address = self.slots.slot_of(tdd.allocation_id).jobmaster_address  # type: ignore[union-attr]
         self._spawn(self._forward_events(task, jobmaster_address))
         if task.attempt_id in self._cancelled_early:
@@ -485,6 +491,7 @@ class TaskExecutor:
                 )
                 self.partition_servers.pop(task.attempt_id, None)
                 self._ended_attempts.append(task.attempt_id)
+                self.task_output.ended(task.attempt_id)
                 if self.printed_lines is not None and not task.orphaned:  # its last lines reach the clients first
                     await self.printed_lines.flush(task.tdd.job_id)
                 await self._report(stub, task, msg.status, failure)
@@ -518,6 +525,11 @@ class TaskExecutor:
                 stream.flush()
                 if self.printed_lines is not None and not task.orphaned:
                     self.printed_lines.add(task.tdd.job_id, jobmaster_address, msg[1])
+            elif kind == task_body.OUTPUT:
+                self.task_output.add(task.attempt_id, msg[1], msg[2])
+                if self.printed_lines is not None:  # a TaskManager of its own: its stdout is Flink's .out
+                    sys.stdout.write("".join(f"{line}\n" for line in msg[1]))
+                    sys.stdout.flush()
             elif kind == task_body.COLLECT:
                 _, collect_id, subtask, sequence, payload = msg
                 batch = cpb.CollectBatch(collect_id=collect_id, subtask_index=subtask, sequence=sequence, payload=payload)
@@ -657,6 +669,17 @@ def _with_reported_failure(exit: TaskExit, failing: tuple[str, bool] | None) -> 
     return exit, secondary
 
 
+def log_file_list() -> cpb.LogFileList:
+    files, log_name, stdout_name = log_files.listed_files()
+    return cpb.LogFileList(files=[cpb.LogFileInfo(name=f.name, size=f.size) for f in files],
+                           log_name=log_name, stdout_name=stdout_name)
+
+
+def read_log_file(request: cpb.ReadLogRequest) -> cpb.ReadLogResponse:
+    text, why = log_files.read_log(request.name, request.stdout, request.max_bytes)
+    return cpb.ReadLogResponse(found=text is not None, text=text or "", message=why)
+
+
 def _first_line(text: str | None) -> str:
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
     return lines[-1] if lines else "task failed"
@@ -704,3 +727,15 @@ class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
         self.te.to_task(request.execution_attempt_id,
                         (task_body.NOTIFY_CHECKPOINT, request.checkpoint_id, request.aborted))
         return cpb.Empty()
+
+    async def GetTaskOutput(self, request, context):  # noqa: N802, ANN001, ANN201
+        kept = self.te.task_output.read(request.execution_attempt_id)
+        if kept is None:
+            return cpb.TaskOutputResponse(found=False)
+        return cpb.TaskOutputResponse(found=True, lines=kept[0], dropped_lines=kept[1])
+
+    async def ListLogFiles(self, request, context):  # noqa: N802, ANN001, ANN201
+        return await asyncio.to_thread(log_file_list)
+
+    async def ReadLogFile(self, request, context):  # noqa: N802, ANN001, ANN201
+        return await asyncio.to_thread(read_log_file, request)

@@ -39,6 +39,7 @@ from millstream.runtime.security import cluster_credentials, server_security
 from millstream.runtime.tls import tls_problem, tls_settings
 from millstream.taskmanager.spark_runner import NoSparkCores, SparkHost
 from millstream.taskmanager.task import CLUSTER_TOKEN_SECRET, NetworkSettings
+from millstream.taskmanager.task_output import TaskOutputStore
 from millstream.taskmanager.task_executor import TaskExecutor, TaskExecutorServicer
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,14 @@ def network_settings(configuration: cfg.Configuration) -> NetworkSettings:
         tls=tls_settings(configuration),
         io_timing=configuration.get(cfg.METRICS_TASK_IO_TIMING),
     )
+
+
+def task_output_store(configuration: cfg.Configuration) -> TaskOutputStore:
+    """The bounds of the task attempts' captured output (``taskmanager.task-output.*``)."""
+    try:
+        return TaskOutputStore(configuration.get(cfg.TASK_OUTPUT_MAX_SIZE), configuration.get(cfg.TASK_OUTPUT_RETAINED_ATTEMPTS))
+    except ValueError as exc:
+        raise cfg.ConfigurationError(str(exc)) from exc
 
 
 def external_master(configuration: cfg.Configuration) -> str | None:
@@ -200,6 +209,7 @@ class TaskManager:
             network,
             forward_printed_lines=self._forward_printed_lines,
             credentials=credentials,
+            task_output=task_output_store(c),
         )
         loop = asyncio.get_running_loop()
         self._spark.on_death(lambda reason: loop.call_soon_threadsafe(self._spark_died, reason))
