@@ -10,6 +10,7 @@ its key in the name and puts its value in a label), as Flink's PrometheusReporte
 """
 from __future__ import annotations
 
+import math
 import re
 import time
 from typing import Any, Callable, Union
@@ -126,7 +127,7 @@ class TaskMetricGroup(MetricGroup):
 
     def snapshot(self) -> dict[str, float]:
         """Every registered metric as plain numbers: a counter's count, a meter's rate, a gauge's
-        value (a gauge that fails or is not a number is left out), a distribution's statistics as
+        value (a gauge that fails or is not a finite number is left out: JSON has no NaN), a distribution's statistics as
         ``<identifier>_<stat>``."""
         values: dict[str, float] = {}
         for identifier, metric in list(self.metrics.items()):  # a copy: open() may register meanwhile
@@ -139,7 +140,7 @@ class TaskMetricGroup(MetricGroup):
                     value = metric.get_value()
                 except Exception:  # a user gauge must not take the task down; it is just not reported
                     continue
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                     values[identifier] = float(value)
             elif type(metric) is Distribution:
                 for stat, value in metric.statistics().items():

@@ -101,6 +101,7 @@ def test_a_failing_or_non_numeric_gauge_is_left_out() -> None:
     op = task.operator_group("Map")
     op.gauge("broken", lambda: 1 / 0)
     op.gauge("text", lambda: "x")
+    op.gauge("nan", lambda: float("nan"))
     op.gauge("ok", lambda: 2.5)
     assert task.snapshot() == {"Map.ok": 2.5}
 
