@@ -83,9 +83,20 @@ class MetricGroup:
     def distribution(self, name: str) -> Distribution:
         return self._register(name, Distribution, Distribution)
 
-    def get_metric_group_identifier(self) -> str:
-        """The group's identifier below the task (its scope components joined by dots)."""
-        return ".".join(self._scope)
+    def get_scope_components(self) -> list[str]:
+        """The group's scope below its task, e.g. ``["Map", "region", "eu"]`` (PyFlink's include the
+        host, TaskManager, job and task before it; the REST API and the reporter add those)."""
+        return list(self._scope)
+
+    def get_all_variables(self) -> dict[str, str]:
+        """The scope's variables, e.g. ``{"<job_name>": ..., "<task_name>": ..., "<subtask_index>": ...,
+        "<operator_name>": "Map", "<region>": "eu"}`` (a key/value group adds its key)."""
+        return {f"<{name}>": value for name, value in {**self._registry.variables, **self._labels}.items()}
+
+    def get_metric_identifier(self, metric_name: str) -> str:
+        """The identifier ``metric_name`` has in this group below its task, as the REST API shows it
+        after the subtask index (``Map.region.eu.hits``)."""
+        return ".".join(self._scope + (sanitize(metric_name),))
 
     def _register(self, name: str, kind: type, make: Callable[[], Any]) -> Any:
         _check_name(name, "metric")
@@ -106,6 +117,7 @@ class TaskMetricGroup(MetricGroup):
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
+        self.variables: dict[str, str] = {}  # the task's scope variables (job_name, task_name, ...), set by its environment
         self.metrics: dict[str, Metric] = {}
         self._descriptors: dict[str, MetricDescriptor] = {}
         self.version = 0  # bumped by every registration: the descriptors are sent again

@@ -159,6 +159,8 @@ class SimpleTaskEnvironment:
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def __post_init__(self) -> None:
+        self.metrics.variables.update(job_name=self.job_name, task_name=self.task_name,
+                                      subtask_index=str(self.subtask_index), task_attempt_num=str(self.attempt_number))
         if self.runtime_mode not in (STREAMING, BATCH):
             raise ValueError(f"runtime_mode must be {STREAMING!r} or {BATCH!r}, got {self.runtime_mode!r}")
         if self.key_group_range == KeyGroupRange.EMPTY:

@@ -134,3 +134,17 @@ def test_runtime_context_gives_the_operators_group() -> None:
     for i in range(5):
         f.map(i)
     assert env.metrics.snapshot() == {"Map.my.seen": 5}
+
+
+def test_scope_variables_and_identifiers_as_pyflinks_metric_group() -> None:
+    from millstream.metrics import MetricGroup
+
+    env = SimpleTaskEnvironment(job_name="wc", task_name="Map -> Sink", subtask_index=1, parallelism=2)
+    group = StreamingRuntimeContext(env, "Map", None).get_metrics_group()
+    assert isinstance(group, MetricGroup)
+    region = group.add_group("region", "eu")
+    assert region.get_scope_components() == ["Map", "region", "eu"]
+    assert region.get_metric_identifier("hits") == "Map.region.eu.hits"
+    assert region.get_all_variables() == {"<job_name>": "wc", "<task_name>": "Map -> Sink", "<subtask_index>": "1",
+                                          "<task_attempt_num>": "0", "<operator_name>": "Map", "<region>": "eu"}
+    assert "<region>" not in group.add_group("region").get_all_variables()  # a plain group adds no variable
