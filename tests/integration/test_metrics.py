@@ -109,15 +109,16 @@ def test_user_and_task_metrics_in_prometheus_and_rest(cluster) -> None:  # noqa:
             samples = scrape(tm_port)
             seen = find(samples, "flink_taskmanager_job_task_operator_test_seen", operator_name="counting map", job_id=job_id)
             out = find(samples, "flink_taskmanager_job_task_numRecordsOut", task_name="counting map -> Filter", job_id=job_id)
-            return seen == [RECORDS] and out == [evens] and samples
+            sink_in = find(samples, "flink_taskmanager_job_task_numRecordsIn", task_name="Sink: drop", job_id=job_id)
+            busy = find(samples, "flink_taskmanager_job_task_busyTimeMsPerSecond", job_id=job_id)  # every task reported
+            return seen == [RECORDS] and out == [evens] and sink_in == [evens] and len(busy) == 3 and samples
 
-        samples = poll_for(counted, 90, interval=0.5, what="the counter and numRecordsOut in the TaskManager's /metrics")
-        assert find(samples, "flink_taskmanager_job_task_numRecordsIn", task_name="Sink: drop", job_id=job_id) == [evens]
+        # Each task reports once a second: the three figures arrive within a second of each other.
+        samples = poll_for(counted, 90, interval=0.5, what="the counter, numRecordsOut and the sink's numRecordsIn")
         assert find(samples, "flink_taskmanager_Status_taskSlotsTotal") == [2]
         assert find(samples, "flink_taskmanager_Status_taskSlotsAvailable") == [1]
         assert find(samples, "flink_taskmanager_Status_numHeartbeatsReceived")[0] > 0
         assert find(samples, "flink_taskmanager_Status_ProcessTree_Memory_RSS")[0] > 1 << 20
-        assert len(find(samples, "flink_taskmanager_job_task_busyTimeMsPerSecond", job_id=job_id)) == 3
 
         # The JobManager: the job's figures while it runs.
         jm = scrape(jm_port)
