@@ -168,7 +168,7 @@ function jobGraph(details) {
   ids.forEach((id) => levelOf(id, new Set()));
   const columns = [];
   ids.forEach((id) => { const l = level.get(id); (columns[l] = columns[l] || []).push(id); });
-  const W = 210, H = 74, DX = 300, DY = 110, PAD = 20;
+  const W = 210, H = 90, DX = 300, DY = 126, PAD = 20;
   const pos = new Map();
   columns.forEach((col, l) => col.forEach((id, r) => pos.set(id, { x: PAD + l * DX, y: PAD + r * DY })));
   const rows = Math.max(1, ...columns.map((c) => c.length));
@@ -204,7 +204,14 @@ function jobGraph(details) {
     g.append(s("text", { class: "vertex-records", x: 8, y: 54,
       "data-in": v.metrics["read-records"], "data-out": v.metrics["write-records"] },
       `in ${v.metrics["read-records"] ?? 0} · out ${v.metrics["write-records"] ?? 0}`));
-    svg.append(g);
+    // The busiest and the most backpressured subtask's share of the last second (Flink colours by these).
+    const busy = v.metrics["busy-ratio"], pressured = v.metrics["backpressured-ratio"];
+    g.append(s("text", { class: "vertex-load", x: 8, y: 72, "data-busy": busy ?? "", "data-backpressured": pressured ?? "" },
+      busy === undefined ? "busy – · backpressured –" : `busy ${pct(busy)} · backpressured ${pct(pressured)}`));
+    if (busy !== undefined) g.dataset.load = pressured > 0.5 ? "backpressured" : busy > 0.5 ? "busy" : "ok";
+    const link = s("a", { href: `#/jobs/${details.jid}/vertices/${id}`, class: "vertex-link" });
+    link.append(g);
+    svg.append(link);
   }
   return svg;
 }
@@ -234,6 +241,42 @@ async function jobPage(jid) {
 }
 
 // ---- a job's checkpoints, exceptions and savepoints ----------------------------------------
+
+function pct(ratio) {
+  return `${Math.round((ratio || 0) * 100)}%`;
+}
+
+// ---- a vertex's subtasks: status, records, bytes and busy / backpressured / idle time ----------
+
+async function vertexPage(jid, vid) {
+  const [vertex, pressure] = await Promise.all([
+    api(`/jobs/${jid}/vertices/${vid}`),
+    api(`/jobs/${jid}/vertices/${vid}/backpressure`).catch(() => ({ status: "deprecated" })),
+  ]);
+  const load = new Map((pressure.subtasks || []).map((p) => [p.subtask, p]));
+  const ratio = (p, field) => (p ? pct(p[field]) : "–");
+  const rows = vertex.subtasks.map((t) => {
+    const p = load.get(t.subtask), m = t.metrics;
+    return h("tr", { class: "subtask", "data-subtask": String(t.subtask), "data-status": t.status },
+      h("td", {}, String(t.subtask)), h("td", {}, stateSpan(t.status)), h("td", {}, String(t.attempt)),
+      h("td", {}, t["taskmanager-id"]), h("td", {}, fmtDuration(t.duration)),
+      h("td", { class: "records-in" }, String(m["read-records"])), h("td", { class: "records-out" }, String(m["write-records"])),
+      h("td", {}, fmtBytes(m["read-bytes"])), h("td", {}, fmtBytes(m["write-bytes"])),
+      h("td", { class: "busy" }, ratio(p, "busyRatio")), h("td", { class: "backpressured" }, ratio(p, "ratio")),
+      h("td", { class: "idle" }, ratio(p, "idleRatio")),
+      h("td", { class: "backpressure-level" }, p ? p["backpressure-level"] : "–"),
+      h("td", {}, h("a", { href: `#/jobs/${jid}/vertices/${vid}/subtasks/${t.subtask}/output` }, "output")));
+  });
+  return h("section", { id: "vertex", "data-vid": vid },
+    h("p", {}, h("a", { href: `#/jobs/${jid}` }, "← job")),
+    h("h2", { id: "vertex-name" }, vertex.name),
+    h("p", {}, `Parallelism ${vertex.parallelism} (max ${vertex.maxParallelism}) · backpressure: `,
+      h("span", { id: "vertex-backpressure" }, pressure["backpressure-level"] || "no figures yet")),
+    h("table", { id: "subtasks-table" },
+      h("tr", {}, ...["Subtask", "Status", "Attempt", "TaskManager", "Duration", "Records in", "Records out",
+        "Bytes in", "Bytes out", "Busy", "Backpressured", "Idle", "Level", ""].map((c) => h("th", {}, c))),
+      ...rows));
+}
 
 function fmtBytes(n) {
   if (n === undefined || n === null || n < 0) return "-";
@@ -450,6 +493,8 @@ function route() {
   if (hash === "/jobmanager/log") return ["logs", jobManagerLogPage];
   const tmLog = hash.match(/^\/taskmanagers\/(.+)\/log$/);
   if (tmLog) return ["taskmanagers", () => taskManagerLogPage(decodeURIComponent(tmLog[1]))];
+  const vertex = hash.match(/^\/jobs\/([0-9a-fA-F]{32})\/vertices\/([0-9a-fA-F]+)$/);
+  if (vertex) return ["jobs", () => vertexPage(vertex[1], vertex[2])];
   const job = hash.match(/^\/jobs\/([0-9a-fA-F]{32})$/);
   if (job) return ["jobs", () => jobPage(job[1])];
   if (hash === "/jobs") return ["jobs", jobsPage];

@@ -5,6 +5,7 @@ Skips, saying why, when Chromium (``make browser``) or Playwright (the ``[test]`
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -101,6 +102,11 @@ def test_overview_job_graph_and_taskmanagers_pages(cluster, browser, tmp_path: P
     expect(page.locator('svg#job-graph .vertex[data-status="RUNNING"]').first).to_be_visible(timeout=60_000)
     expect(page.locator("#job-state")).to_have_text("RUNNING")
     expect(page.locator("#cancel-job")).to_be_visible()
+    # The source vertex (chained with the sleeping map) is busy nearly all of each second; its
+    # ratio comes from the task's busyTimeMsPerSecond, reported with the heartbeats.
+    load = vertices.first.locator(".vertex-load")
+    expect(load).to_have_attribute("data-busy", re.compile(r"^(0\.[5-9]\d*|1(\.0+)?)$"), timeout=20_000)
+    expect(load).to_contain_text("busy ")
     page.screenshot(path=str(tmp_path / "job-running.png"), full_page=True)
     expect(page.locator("#job-state")).to_have_text("FINISHED", timeout=60_000)
     expect(page.locator('svg#job-graph .vertex[data-status="FINISHED"]')).to_have_count(len(details["vertices"]),
@@ -109,6 +115,14 @@ def test_overview_job_graph_and_taskmanagers_pages(cluster, browser, tmp_path: P
     expect(page.locator("#no-exception")).to_be_visible()
     expect(page.locator("svg#job-graph .vertex").last.locator(".vertex-records")).to_have_attribute("data-in", "60")
     page.screenshot(path=str(tmp_path / "job-finished.png"), full_page=True)
+
+    # A vertex opens its subtasks: status, records and the output link, from /jobs/:id/vertices/:vid.
+    vertices.last.click()
+    expect(page.locator("#vertex")).to_have_attribute("data-vid", details["vertices"][-1]["id"])
+    subtask = page.locator('#subtasks-table tr.subtask[data-subtask="0"]')
+    expect(subtask).to_have_attribute("data-status", "FINISHED", timeout=10_000)
+    expect(subtask.locator(".records-in")).to_have_text("60")
+    page.screenshot(path=str(tmp_path / "vertex-subtasks.png"), full_page=True)
 
     page.click("#nav-taskmanagers")
     [tm] = rest.get("/taskmanagers")["taskmanagers"]
