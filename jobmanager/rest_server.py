@@ -473,7 +473,8 @@ class JobManagerSource:
 
     def taskmanager_views(self) -> list[TaskManagerView]:
         rm = self._jm.resource_manager
-        return [TaskManagerView(info, rm.last_heartbeat_wall_ms(info.resource_id)) for info in rm.slots.task_managers()]
+        return [TaskManagerView(info, rm.last_heartbeat_wall_ms(info.resource_id), rm.resources(info.resource_id))
+                for info in rm.slots.task_managers()]
 
 
 def _rest_error(exc: DispatcherError) -> Exception:

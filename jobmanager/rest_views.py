@@ -62,6 +62,7 @@ class JobView:
 class TaskManagerView:
     info: TaskManagerInfo
     last_heartbeat_ms: int  # wall clock
+    resources: cpb.TaskManagerResources | None = None  # from its latest heartbeat
 
 
 def parse_job_id(text: str) -> bytes:
@@ -430,7 +431,15 @@ def _taskmanager(tm: TaskManagerView) -> dict[str, Any]:
         "timeSinceLastHeartbeat": tm.last_heartbeat_ms,
         "slotsNumber": info.num_slots,
         "freeSlots": info.free_slots,
+        **({"hardware": _hardware(tm.resources)} if tm.resources is not None else {}),
     }
+
+
+def _hardware(r: cpb.TaskManagerResources) -> dict[str, int]:
+    """Flink's HardwareDescription. There ``freeMemory`` is the JVM's; here it is the host's
+    available memory. No memory is managed apart from the process's own."""
+    return {"cpuCores": r.cpu_cores, "physicalMemory": r.physical_memory_bytes,
+            "freeMemory": r.available_memory_bytes, "managedMemory": 0}
 
 
 def taskmanagers_view(tms: Iterable[TaskManagerView]) -> dict[str, Any]:
@@ -445,7 +454,15 @@ def taskmanager_details_view(tm: TaskManagerView) -> dict[str, Any]:
         {"index": s.slot_index, "jobId": s.job_id.hex() if s.job_id else None, "state": s.state.value}
         for s in tm.info.slots if s.state is not SlotState.FREE
     ]
-    details["metrics"] = {}
+    r = tm.resources
+    # Flink's TaskManagerMetricsInfo describes a JVM (heap, non-heap, direct buffers); a Python
+    # TaskManager reports its process memory instead, the Spark JVM and Python workers included.
+    details["metrics"] = {} if r is None else {
+        "processRss": r.process_rss_bytes,
+        "processTreeRss": r.process_tree_rss_bytes,
+        "heartbeatsReceived": r.heartbeats_received,
+        "runningTasks": r.running_tasks,
+    }
     return details
 
 

@@ -663,12 +663,32 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, sender: _Optional[str] = ..., job_id: _Optional[bytes] = ..., registration_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("slot_report", "tasks")
+    __slots__ = ("slot_report", "tasks", "resources")
     SLOT_REPORT_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     slot_report: SlotReport
     tasks: _containers.RepeatedCompositeFieldContainer[TaskExecutionState]
-    def __init__(self, slot_report: _Optional[_Union[SlotReport, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskExecutionState, _Mapping]]] = ...) -> None: ...
+    resources: TaskManagerResources
+    def __init__(self, slot_report: _Optional[_Union[SlotReport, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskExecutionState, _Mapping]]] = ..., resources: _Optional[_Union[TaskManagerResources, _Mapping]] = ...) -> None: ...
+
+class TaskManagerResources(_message.Message):
+    __slots__ = ("cpu_cores", "physical_memory_bytes", "available_memory_bytes", "process_rss_bytes", "process_tree_rss_bytes", "heartbeats_received", "running_tasks")
+    CPU_CORES_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_TREE_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEATS_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    cpu_cores: int
+    physical_memory_bytes: int
+    available_memory_bytes: int
+    process_rss_bytes: int
+    process_tree_rss_bytes: int
+    heartbeats_received: int
+    running_tasks: int
+    def __init__(self, cpu_cores: _Optional[int] = ..., physical_memory_bytes: _Optional[int] = ..., available_memory_bytes: _Optional[int] = ..., process_rss_bytes: _Optional[int] = ..., process_tree_rss_bytes: _Optional[int] = ..., heartbeats_received: _Optional[int] = ..., running_tasks: _Optional[int] = ...) -> None: ...
 
 class LookupPartitionRequest(_message.Message):
     __slots__ = ("producer_attempt_id",)

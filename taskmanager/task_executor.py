@@ -33,6 +33,7 @@ from millstream.jobmanager.heartbeat import HeartbeatMonitor
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import log_files
+from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
 from millstream.runtime.fencing import FencingClientInterceptor, Refusal
 from millstream.runtime.ha.api import DEFAULT_LEADER_ID, LeaderInformation
 from millstream.runtime.rpc import aio_channel
@@ -634,12 +635,25 @@ class TaskExecutor:
             return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.GONE)
         return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.PENDING)
 
+    def resources(self) -> cpb.TaskManagerResources:
+        """This TaskManager's machine and memory, for the ResourceManager (the REST API shows them)."""
+        physical, available = host_memory_bytes()
+        return cpb.TaskManagerResources(
+            cpu_cores=os.cpu_count() or 0,
+            physical_memory_bytes=physical,
+            available_memory_bytes=available,
+            process_rss_bytes=process_rss_bytes(),
+            process_tree_rss_bytes=process_tree_rss_bytes(),
+            heartbeats_received=self.heartbeats_received,
+            running_tasks=sum(1 for t in self.tasks.values() if t.state == "RUNNING"),
+        )
+
     def heartbeat(self, request: cpb.HeartbeatRequest) -> cpb.HeartbeatResponse:
         self.heartbeats_received += 1
         if request.sender == RESOURCE_MANAGER:
             if request.registration_id == self.registration_id:
                 self._heartbeats.record_heartbeat(RESOURCE_MANAGER, now_ms())
-            return cpb.HeartbeatResponse(slot_report=self.slot_report())
+            return cpb.HeartbeatResponse(slot_report=self.slot_report(), resources=self.resources())
         self._heartbeats.record_heartbeat(request.job_id.hex(), now_ms())
         tasks = [
             cpb.TaskExecutionState(

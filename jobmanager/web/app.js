@@ -407,12 +407,16 @@ async function taskManagersPage() {
     h("td", {}, tm.id, " ", h("a", { class: "tm-log-link", href: `#/taskmanagers/${encodeURIComponent(tm.id)}/log` }, "log")),
     h("td", {}, tm.path), h("td", { class: "slots" }, tm.slotsNumber),
     h("td", { class: "free-slots" }, tm.freeSlots), h("td", {}, fmtTime(tm.timeSinceLastHeartbeat)),
+    h("td", { class: "cpu-cores" }, tm.hardware ? tm.hardware.cpuCores : "–"),
+    h("td", { class: "memory", "data-bytes": tm.metrics ? tm.metrics.processTreeRss : "" },
+      tm.metrics && tm.metrics.processTreeRss ? fmtBytes(tm.metrics.processTreeRss) : "–"),
+    h("td", {}, tm.hardware ? `${fmtBytes(tm.hardware.freeMemory)} of ${fmtBytes(tm.hardware.physicalMemory)}` : "–"),
     h("td", {}, (tm.allocatedSlots || []).map((sl) => h("div", { class: "slot", "data-index": sl.index },
       `slot ${sl.index}: ${sl.state} `, sl.jobId ? h("a", { href: `#/jobs/${sl.jobId}` }, sl.jobId.slice(0, 8)) : ""))))); 
   return h("section", { id: "taskmanagers" }, h("h2", {}, "TaskManagers"),
     h("table", { id: "taskmanagers-table" },
-      h("thead", {}, h("tr", {}, ["Id", "Address", "Slots", "Free slots", "Last heartbeat", "Allocated slots"].map((t) => h("th", {}, t)))),
-      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 6 }, "No TaskManagers.")))));
+      h("thead", {}, h("tr", {}, ["Id", "Address", "Slots", "Free slots", "Last heartbeat", "CPU cores", "Memory (with Spark)", "Host memory free", "Allocated slots"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 9 }, "No TaskManagers.")))));
 }
 
 // Log pages: a tail of the chosen file and a Refresh button; they are not re-rendered every

@@ -17,7 +17,6 @@ reads state without locks and costs nothing between scrapes.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -27,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.metrics_core import Metric
 
 from millstream.runtime.config import ConfigurationError
+from millstream.runtime.metrics.system import process_rss_bytes
 
 __all__ = [
     "parse_port_range", "process_rss_bytes", "TaskReport", "JobReport", "taskmanager_families",
@@ -49,16 +49,6 @@ def parse_port_range(text: str, key: str = "metrics.reporter.prom.port") -> rang
     if not 0 <= first <= last <= 65535:
         raise ConfigurationError(f"{key}: {text!r} is not a port range within 0-65535 (first <= last)")
     return range(first, last + 1)
-
-
-def process_rss_bytes() -> int:
-    """This process's resident memory (Linux ``/proc``; elsewhere the peak, from getrusage)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        import resource
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def _name(*parts: str) -> str:

@@ -3,6 +3,7 @@ URL read from its log), one TaskManager, jobs submitted over gRPC and read back 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -101,7 +102,15 @@ def test_overview_and_taskmanagers(cluster) -> None:  # noqa: ANN001
     [tm] = rest.get("/taskmanagers")["taskmanagers"]
     assert tm["slotsNumber"] == 2 and tm["path"].startswith("127.0.0.1:")
     assert abs(tm["timeSinceLastHeartbeat"] - time.time() * 1000) < 30_000
-    assert rest.get(f"/taskmanagers/{tm['id']}")["id"] == tm["id"]
+    # Hardware and memory come with the ResourceManager's heartbeats (1 s here).
+    details = poll_for(lambda: (d := rest.get(f"/taskmanagers/{tm['id']}"))["metrics"] and d, 10, what="memory figures")
+    assert details["id"] == tm["id"]
+    assert details["hardware"]["cpuCores"] == os.cpu_count()
+    assert 0 < details["hardware"]["freeMemory"] <= details["hardware"]["physicalMemory"]
+    # The tree is the TaskManager process and its Spark JVM (a child process, over 100 MB resident).
+    memory = details["metrics"]
+    assert memory["processRss"] > 10 << 20 and memory["processTreeRss"] > memory["processRss"] + (100 << 20), memory
+    assert memory["heartbeatsReceived"] > 0
     assert rest.get("/config")["flink-version"] == "0.1.0"
 
 

@@ -129,6 +129,7 @@ def test_overview_job_graph_and_taskmanagers_pages(cluster, browser, tmp_path: P
     row = page.locator(f'#taskmanagers-table tr.taskmanager[data-id="{tm["id"]}"]')
     expect(row).to_be_visible(timeout=10_000)
     expect(row.locator(".slots")).to_have_text("2")
+    expect(row.locator(".memory")).to_have_text(re.compile(r"\d+(\.\d)? (MiB|GiB)"))
     page.screenshot(path=str(tmp_path / "taskmanagers.png"), full_page=True)
     assert errors == []
     assert (tmp_path / "job-finished.png").stat().st_size > 0

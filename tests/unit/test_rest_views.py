@@ -139,6 +139,20 @@ def test_taskmanagers() -> None:
                   "timeSinceLastHeartbeat": 7_000, "slotsNumber": 2, "freeSlots": 1}
     details = views.taskmanager_details_view(taskmanager())
     assert details["allocatedSlots"] == [{"index": 0, "jobId": JOB.hex(), "state": "ALLOCATED"}]
+    assert details["metrics"] == {}  # no heartbeat answered yet: nothing known about its memory
+
+
+def test_a_taskmanager_shows_the_hardware_and_memory_its_heartbeat_reported() -> None:
+    resources = cpb.TaskManagerResources(cpu_cores=2, physical_memory_bytes=24 << 30, available_memory_bytes=20 << 30,
+                                         process_rss_bytes=90 << 20, process_tree_rss_bytes=700 << 20,
+                                         heartbeats_received=42, running_tasks=3)
+    tm = views.TaskManagerView(taskmanager().info, 7_000, resources)
+    [listed] = views.taskmanagers_view([tm])["taskmanagers"]
+    assert listed["hardware"] == {"cpuCores": 2, "physicalMemory": 24 << 30, "freeMemory": 20 << 30, "managedMemory": 0}
+    details = views.taskmanager_details_view(tm)
+    assert details["hardware"] == listed["hardware"]
+    assert details["metrics"] == {"processRss": 90 << 20, "processTreeRss": 700 << 20, "heartbeatsReceived": 42,
+                                  "runningTasks": 3}
 
 
 @pytest.mark.parametrize("text", ["xyz", "00" * 15, "zz" * 16, ""])
