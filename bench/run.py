@@ -193,8 +193,7 @@ def measure_latency(seconds: int, rate: int) -> dict:
     with MiniCluster(cfg.Configuration(), num_slots=2) as cluster:
         os.environ[ENV_JOBMANAGER] = cluster.address
         env = StreamExecutionEnvironment.get_execution_environment()
-        env.set_parallelism(1)
-        env.set_buffer_timeout(1)
+        env.set_parallelism(1)  # the default buffer timeout (100 ms): an idle task flushes at once
         source = DataGeneratorSource(lambda i: (i % 16, time.time()), count=seconds * rate, records_per_second=rate)
         stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "timestamps")
         latencies = stream.key_by(lambda r: r[0]).map(lambda r: (time.time() - r[1]) * 1000)

@@ -313,8 +313,10 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment,
     while not gate.all_finished:
         if env.is_cancelled():
             return False
-        timeout_ms = chain.wait_bound_ms(100)
-        item = gate.poll(timeout_ms / 1000)
+        item = gate.poll(0)
+        if item is None:  # nothing ready: send what is staged before waiting (low latency at low rates)
+            chain.flush_when_idle()
+            item = gate.poll(chain.wait_bound_ms(100) / 1000)
         if item is not None:
             spec, kind, payload = item
             if handler is None:

@@ -164,6 +164,7 @@ class OperatorChain:
         self._last_flush_ms = task_env.now_ms()
         self._opened = False
         self.records_in = 0
+        self._records_out_at_flush = 0  # at the last idle flush: an idle task that emitted nothing new skips it
         self._input_watermarks: dict[int, int] = {}  # per head input: the latest combined watermark
         self.records_listener: Callable[[int, int], None] | None = None
         self.records_interval_ms = 1000
@@ -274,7 +275,8 @@ class OperatorChain:
                 return True
             if batch:
                 emit(batch)
-            else:  # ahead of a rate limit: wait, but not past a due timer or flush
+            else:  # ahead of a rate limit: send what is staged, wait, but not past a due timer
+                self.flush_when_idle()
                 env.wait_ms(self.wait_bound_ms(reader.wait_hint_ms()))
             self.between_batches()
         return False
@@ -288,6 +290,21 @@ class OperatorChain:
         if self.env.buffer_timeout_ms >= 0:
             wait_ms = min(wait_ms, self._last_flush_ms + self.env.buffer_timeout_ms - now)
         return max(wait_ms, 0)
+
+    def flush_when_idle(self) -> None:
+        """The task is about to wait (no input ready, or a source ahead of its rate): the records
+        its result writers staged go out now instead of at the buffer timeout. At low rates a
+        record then crosses an exchange in milliseconds whatever the timeout; under load input is
+        always ready, no task waits and buffers fill as before. Sinks keep their own pace (the
+        collect sink's batches, a file's writes: the buffer timeout). A timeout of -1 (Flink's
+        "only when full") keeps buffers until they are full."""
+        if self.env.buffer_timeout_ms < 0 or not self._writer_outputs:
+            return
+        records_out = self.records_out
+        if records_out > self._records_out_at_flush:
+            self._records_out_at_flush = records_out
+            for output in self._writer_outputs:
+                output.flush()
 
     def between_batches(self) -> None:
         """Fires due timers and flushes on the buffer timeout: a task loop's housekeeping, to call
