@@ -1,8 +1,10 @@
 """Millstream benchmarks, one command: ``python bench/run.py`` (or ``make bench``).
 
 1. word count over a generated Zipf corpus: Millstream (parallelism 2, one TaskManager) vs the same
-   job written directly in PySpark (RDD flatMap/map/reduceByKey on local[2]) vs a single-process
-   ``collections.Counter`` (the per-core floor);
+   job written directly in PySpark, with RDDs (flatMap/map/reduceByKey on local[2]) and with
+   DataFrames (split/explode/groupBy, bench/wordcount_dataframe.py) vs a single-process
+   ``collections.Counter`` (the per-core floor); then end to end, each a fresh ``python`` process:
+   examples/word_count.py (embedded cluster) vs bench/wordcount_dataframe.py;
 2. exchange throughput: source -> rebalance -> sink across two TaskManagers;
 3. latency: a 1,000 records/s source -> key_by -> map -> sink, emission to sink, p50/p99;
 4. collect: ``execute_and_collect`` of 20 M small records, 10 runs in a row, with the JobManager's
@@ -20,6 +22,8 @@
 9. start-up (bench/startup.py, ~2 minutes): the embedded cluster against a bare Spark session,
    fresh processes alternated, medians: ready, first job done, process gone; and `millstream
    cluster start` until it returns.
+10. metrics overhead (bench/metrics_overhead.py, ~5 minutes): the exchange job with the tasks'
+   time accounting (``metrics.task.io-timing``) on vs off, alternating runs: the throughput lost.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 """
@@ -29,6 +33,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -79,6 +84,33 @@ def measure_pyspark(path: str) -> dict:
             "words": sum(c for _, c in counts), "distinct": len(counts)}
 
 
+def measure_pyspark_dataframe(path: str) -> dict:
+    from wordcount_dataframe import count_words, session
+
+    started = time.perf_counter()
+    spark = session("wordcount-dataframe")
+    ready = time.perf_counter()
+    counts = count_words(spark, path)
+    done = time.perf_counter()
+    spark.stop()
+    return {"wall_s": done - started, "startup_s": ready - started, "job_s": done - ready,
+            "words": sum(counts.values()), "distinct": len(counts)}
+
+
+def measure_end_to_end(path: str, script: str) -> dict:
+    """Wall time of a whole program in a fresh process, as a user runs it (``python job.py``)."""
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, os.path.join(ROOT, script), *(["--input"] if script.startswith("examples") else []), path],
+                         capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if out.returncode != 0:
+        raise RuntimeError(f"{script} failed:\n{out.stderr[-3000:]}")
+    totals = re.search(r"total words: (\d+)\s+distinct words: (\d+)", out.stdout)
+    if totals is None:
+        raise RuntimeError(f"{script} printed no totals:\n{out.stdout[-2000:]}")
+    return {"wall_s": wall, "words": int(totals.group(1)), "distinct": int(totals.group(2))}
+
+
 def measure_millstream(path: str) -> dict:
     import word_count
     from word_count import build
@@ -104,9 +136,10 @@ def measure_millstream(path: str) -> dict:
     return {"wall_s": done - submitted, "startup_s": ready - started, "words": sum(totals.values()), "distinct": len(totals)}
 
 
-def measure_exchange(records: int, checkpoint_ms: int = 0) -> dict:
+def measure_exchange(records: int, checkpoint_ms: int = 0, io_timing: bool = True) -> dict:
     """Records/s of source -> rebalance -> sink; ``checkpoint_ms`` > 0: the same job with
-    ``enable_checkpointing(checkpoint_ms)``, its checkpoint figures read from the job's summary."""
+    ``enable_checkpointing(checkpoint_ms)``, its checkpoint figures read from the job's summary;
+    ``io_timing``: ``metrics.task.io-timing`` (the tasks' busy / idle / backpressured accounting)."""
     from millstream.client.execution import ENV_JOBMANAGER
     from millstream.client.minicluster import MiniCluster
     from millstream.common import WatermarkStrategy
@@ -120,7 +153,8 @@ def measure_exchange(records: int, checkpoint_ms: int = 0) -> dict:
     from millstream.client.cluster_client import ClusterClient
 
     checkpoints = tempfile.mkdtemp(prefix="millstream-bench-checkpoints-")
-    config = cfg.Configuration.from_dict({"execution.checkpointing.dir": checkpoints})
+    config = cfg.Configuration.from_dict({"execution.checkpointing.dir": checkpoints,
+                                          cfg.METRICS_TASK_IO_TIMING.key: "true" if io_timing else "false"})
     with SparkHost(slots=4, tasks_per_slot=2) as spark, MiniCluster(config, num_slots=2, spark=spark) as cluster:
         cluster.add_task_manager()
         os.environ[ENV_JOBMANAGER] = cluster.address
@@ -148,7 +182,7 @@ def measure_exchange(records: int, checkpoint_ms: int = 0) -> dict:
     sample = [(i, f"{i:090d}") for i in range(1024)]
     size = len(pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL)) / len(sample)
     return {"wall_s": elapsed, "records": records, "records_per_s": records / elapsed, "mb_per_s": records * size / elapsed / 1e6,
-            **figures}
+            "io_timing": io_timing, **figures}
 
 
 def measure_latency(seconds: int, rate: int) -> dict:
@@ -162,8 +196,7 @@ def measure_latency(seconds: int, rate: int) -> dict:
     with MiniCluster(cfg.Configuration(), num_slots=2) as cluster:
         os.environ[ENV_JOBMANAGER] = cluster.address
         env = StreamExecutionEnvironment.get_execution_environment()
-        env.set_parallelism(1)
-        env.set_buffer_timeout(1)
+        env.set_parallelism(1)  # the default buffer timeout (100 ms): an idle task flushes at once
         source = DataGeneratorSource(lambda i: (i % 16, time.time()), count=seconds * rate, records_per_second=rate)
         stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "timestamps")
         latencies = stream.key_by(lambda r: r[0]).map(lambda r: (time.time() - r[1]) * 1000)
@@ -288,14 +321,16 @@ def main() -> None:
     parser.add_argument("--collect-records", type=int, default=20_000_000)
     parser.add_argument("--collect-runs", type=int, default=10)
     parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha",
-                                           "startup"])
+                                           "startup", "metrics"])
     parser.add_argument("--startup-runs", type=int, default=5)
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.measure:
         fn = {"counter": measure_counter, "pyspark": measure_pyspark, "millstream": measure_millstream,
-              "exchange": lambda n, ms="0": measure_exchange(int(n), int(ms)), "latency": lambda s: measure_latency(int(s), 1000),
+              "pyspark_dataframe": measure_pyspark_dataframe, "end_to_end": measure_end_to_end,
+              "exchange": lambda n, ms="0", timing="true": measure_exchange(int(n), int(ms), timing == "true"),
+              "latency": lambda s: measure_latency(int(s), 1000),
               "scale": lambda p: measure_scale(int(p)),
               "collect": lambda n, r, m: measure_collect(int(n), int(r), m)}[a.measure]
         print(json.dumps(fn(*a.args)))
@@ -303,17 +338,23 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     if a.only in (None, "wordcount"):
         path = _corpus(a.size_mb)
-        counter, pyspark, mill = _run("counter", path), _run("pyspark", path), _run("millstream", path)
-        assert counter["words"] == pyspark["words"] == mill["words"], (counter, pyspark, mill)
-        assert counter["distinct"] == pyspark["distinct"] == mill["distinct"]
+        counter, pyspark, frame, mill = (_run("counter", path), _run("pyspark", path), _run("pyspark_dataframe", path),
+                                         _run("millstream", path))
+        e2e_frame = _run("end_to_end", path, "bench/wordcount_dataframe.py")
+        e2e_mill = _run("end_to_end", path, "examples/word_count.py")
+        for other in (pyspark, frame, mill, e2e_frame, e2e_mill):
+            assert (counter["words"], counter["distinct"]) == (other["words"], other["distinct"]), (counter, other)
         words = counter["words"]
-        print(f"\nword count, {a.size_mb} MB, {words:,} words, {counter['distinct']:,} distinct")
-        print(f"{'':<34}{'wall s':>8}{'records/s':>14}{'vs PySpark':>12}")
-        print(f"{'PySpark RDD local[2] (incl. start)':<34}{pyspark['wall_s']:>8.1f}{words / pyspark['wall_s']:>14,.0f}{1.0:>12.2f}")
-        print(f"{'  of which Spark start-up':<34}{pyspark['startup_s']:>8.1f}")
-        print(f"{'Millstream p=2 (job, excl. start)':<34}{mill['wall_s']:>8.1f}{words / mill['wall_s']:>14,.0f}{mill['wall_s'] / pyspark['wall_s']:>12.2f}")
-        print(f"{'  cluster start-up (separate)':<34}{mill['startup_s']:>8.1f}")
-        print(f"{'collections.Counter, 1 core':<34}{counter['wall_s']:>8.1f}{words / counter['wall_s']:>14,.0f}{counter['wall_s'] / pyspark['wall_s']:>12.2f}")
+        rdd_job, frame_job = pyspark["job_s"], frame["job_s"]
+        print(f"\nword count, {a.size_mb} MB, {words:,} words, {counter['distinct']:,} distinct (every engine's counts agree)")
+        print(f"{'':<44}{'job s':>8}{'records/s':>14}{'vs RDD':>9}{'vs DataFrame':>14}")
+        for label, job in (("PySpark RDD local[2]", rdd_job), ("PySpark DataFrame local[2]", frame_job),
+                           ("Millstream p=2 (embedded)", mill["wall_s"]), ("collections.Counter, 1 core", counter["wall_s"])):
+            print(f"{label:<44}{job:>8.1f}{words / job:>14,.0f}{job / rdd_job:>9.2f}{job / frame_job:>14.2f}")
+        print(f"start-up: Spark session {pyspark['startup_s']:.1f} s (RDD run), {frame['startup_s']:.1f} s (DataFrame run); "
+              f"Millstream embedded cluster {mill['startup_s']:.1f} s")
+        print(f"end to end (a fresh `python script`): PySpark DataFrame {e2e_frame['wall_s']:.1f} s, "
+              f"Millstream examples/word_count.py {e2e_mill['wall_s']:.1f} s ({e2e_mill['wall_s'] / e2e_frame['wall_s']:.2f}x)")
     if a.only in (None, "exchange"):
         ex = _run("exchange", str(a.exchange_records))
         print(f"\nexchange source -> rebalance -> sink, 2 TaskManagers: {ex['records']:,} records in {ex['wall_s']:.1f} s, "
@@ -359,6 +400,10 @@ def main() -> None:
         import startup
 
         startup.report(runs=a.startup_runs, cluster=True)
+    if a.only in (None, "metrics"):
+        import metrics_overhead
+
+        metrics_overhead.report()
 
 
 def measure_scale(parallelism: int) -> dict:

@@ -317,6 +317,30 @@ def _savepoint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a subtask index (0, 1, ...), got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"subtasks count from 0, got {value}")
+    return value
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from millstream.jobmanager.task_logs import format_outputs
+
+    job_id = _job_id(args.job_id)
+    with _client(args) as client:
+        response = client.task_outputs(job_id, args.vertex or "", args.subtask)
+    if not response.subtasks:
+        print(f"Job {job_id.hex()} ({response.job_name}) has no subtasks yet.")
+        return 0
+    for line in format_outputs(response):
+        print(line)
+    return 0
+
+
 def _cluster(args: argparse.Namespace) -> int:
     from millstream.client import local_cluster
 
@@ -413,6 +437,15 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the job to stop (default: 30)")
     cancel.set_defaults(func=_cancel)
 
+    logs = sub.add_parser("logs", help="show what a job's subtasks printed and logged",
+                          description="Shows what the job's user functions printed (stdout, stderr) and logged "
+                                      "(Python logging), per subtask, as kept by the TaskManagers that ran them "
+                                      "(their current or last attempt), fetched through the JobManager.")
+    logs.add_argument("job_id", metavar="JOB_ID", help="the job's id (32 hex characters, as `millstream list` shows)")
+    logs.add_argument("--vertex", metavar="NAME_OR_ID", help="only this vertex: its id, its name or a unique part of it")
+    logs.add_argument("--subtask", type=_non_negative_int, metavar="N", help="only subtask N (counting from 0)")
+    logs.set_defaults(func=_logs)
+
     savepoint = sub.add_parser("savepoint", help="take a savepoint of a running job",
                                description="Takes a savepoint of a running job (it needs checkpointing) into DIR "
                                            "(default: execution.checkpointing.savepoint-dir) and prints its path.")
@@ -444,14 +477,14 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"run {what} in the foreground (see `millstream {name} --help`)", add_help=False)
         p.set_defaults(func=None)
 
-    for p in (plan, run, listing, status, cancel, savepoint, stop, cluster):
+    for p in (plan, run, listing, status, cancel, logs, savepoint, stop, cluster):
         p.add_argument("-v", "--verbose", action="count", default=0, help="show Millstream's log lines on stderr (-vv: debug)")
-    for p in (run, listing, status, cancel, savepoint, stop, cluster):
+    for p in (run, listing, status, cancel, logs, savepoint, stop, cluster):
         p.add_argument("--jobmanager", metavar="HOST:PORT",
                        help="the JobManager, or several as HOST:PORT,HOST:PORT (the leader among them is used; default: "
                             "MILLSTREAM_JOBMANAGER, the local cluster, or the configuration); with "
                             "high-availability.type=zookeeper the leader is looked up in ZooKeeper instead")
-    for p in (run, listing, status, cancel, savepoint, stop):
+    for p in (run, listing, status, cancel, logs, savepoint, stop):
         p.add_argument("--config", help="YAML configuration file (e.g. the cluster's, for its high-availability.* options)")
         p.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
                        help="a configuration option, e.g. -D high-availability.type=zookeeper "

@@ -495,6 +495,14 @@ class ClusterClient:
         request = cpb.SavepointRequest(job_id=job_id, target_directory=target_directory, stop=stop)
         return self._leader_call("TriggerSavepoint", request, timeout_s, idempotent=False).path
 
+    def task_outputs(self, job_id: bytes, vertex: str = "", subtask: int | None = None) -> cpb.TaskOutputsResponse:
+        """What a job's subtasks printed and logged (every vertex / subtask unless named)."""
+        request = cpb.TaskOutputsRequest(job_id=job_id, vertex=vertex)
+        if subtask is not None:
+            request.subtask = subtask
+        # the JobManager asks each TaskManager with its own deadline: leave it room to answer
+        return self._leader_call("GetTaskOutputs", request, self.rpc_timeout_s + 10.0)
+
     def list_jobs(self) -> list[cpb.JobSummary]:
         return list(self._leader_call("ListJobs", cpb.Empty(), self.rpc_timeout_s).jobs)
 

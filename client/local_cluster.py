@@ -79,11 +79,15 @@ def _recorded(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _spawn(args: list[str], log_path: str) -> tuple[subprocess.Popen, int]:
-    """Starts a process logging to ``log_path``; returns it and the log's offset where it starts."""
+    """Starts a process logging to ``log_path``; returns it and the log's offset where it starts.
+    Its own rotated log file (runtime/log_files.py) goes to the same folder unless env.log.dir or
+    MILLSTREAM_LOG_DIR says otherwise."""
+    env = {**os.environ, "MILLSTREAM_LOG_DIR": os.environ.get("MILLSTREAM_LOG_DIR") or os.path.dirname(log_path)}
     with open(log_path, "ab") as log:
         offset = log.tell()
         process = subprocess.Popen(
-            [sys.executable, *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            [sys.executable, *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            env=env,
         )
     return process, offset
 

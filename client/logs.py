@@ -24,7 +24,9 @@ _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def log_dir() -> str:
-    return os.environ.get(ENV_LOG_DIR) or os.path.join(os.path.expanduser("~"), ".millstream", "log")
+    from millstream.runtime.log_files import default_log_dir
+
+    return default_log_dir()
 
 
 def console_level(verbose: int = 0) -> int | None:

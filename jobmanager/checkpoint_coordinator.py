@@ -43,6 +43,7 @@ emit ``NotifyCheckpointComplete`` to every task of the plan, so a task never com
 from __future__ import annotations
 
 import enum
+from collections import deque
 import logging
 import random
 from dataclasses import dataclass, field
@@ -295,6 +296,22 @@ Command = Union[TriggerCheckpoint, FinalizeCheckpoint, NotifyCheckpointComplete,
 # -- statistics ----------------------------------------------------------------------------------
 
 
+CHECKPOINT_HISTORY_SIZE = 10  # Flink's web.checkpoints.history default
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    """A completed or failed checkpoint in the recent history (times on the coordinator's clock)."""
+
+    checkpoint_id: int
+    status: str  # COMPLETED or FAILED
+    is_savepoint: bool
+    trigger_ms: float
+    end_ms: Optional[float]  # None: a failure reported without a time
+    size_bytes: int = 0
+    failure_message: str = ""
+
+
 @dataclass
 class CheckpointStats:
     """The figures ``millstream status`` shows (Flink's CheckpointStatsSnapshot, trimmed)."""
@@ -312,6 +329,8 @@ class CheckpointStats:
     latest_restored_id: Optional[int] = None
     latest_restored_at_ms: Optional[float] = None
     latest_restored_path: Optional[str] = None
+    # The latest completed and failed checkpoints, oldest first (the REST API's history).
+    history: deque[CheckpointRecord] = field(default_factory=lambda: deque(maxlen=CHECKPOINT_HISTORY_SIZE))
 
 
 # -- the pending checkpoint ----------------------------------------------------------------------
@@ -328,6 +347,7 @@ class PendingCheckpoint:
     task_states: dict[str, object] = field(default_factory=dict)
     size_bytes: int = 0
     state: PendingState = PendingState.PENDING
+    forced: bool = False  # a savepoint
 
     def transition(self, target: PendingState, reason: str) -> None:
         if target not in PENDING_TRANSITIONS[self.state]:
@@ -397,7 +417,7 @@ class CheckpointCoordinator:
         pending = self._pending
         if pending is not None and now_ms >= pending.deadline_ms:
             out += self._abort(pending, _R.CHECKPOINT_EXPIRED,
-                               f"Checkpoint expired before completing ({self.settings.timeout_ms} ms)", None)
+                               f"Checkpoint expired before completing ({self.settings.timeout_ms} ms)", None, now_ms)
         if self._running and self._next_trigger_ms is not None and now_ms >= self._next_trigger_ms:
             self._next_trigger_ms += self.settings.interval_ms * max(
                 1, 1 + int((now_ms - self._next_trigger_ms) // self.settings.interval_ms))
@@ -416,7 +436,7 @@ class CheckpointCoordinator:
         in flight (then nothing: ask again once it ended). The TriggerCheckpoint names its id."""
         if self._pending is not None:
             return []
-        return self._trigger(now_ms, list(tasks))
+        return self._trigger(now_ms, list(tasks), forced=True)
 
     def _run_queued(self, now_ms: float, tasks: Iterable[TaskSnapshot]) -> list[Command]:
         """CheckpointRequestDecider: a queued request waits for the checkpoint in flight, and a
@@ -433,7 +453,7 @@ class CheckpointCoordinator:
         self._queued_periodic = False
         return self._trigger(now_ms, list(tasks))
 
-    def _trigger(self, now_ms: float, tasks: list[TaskSnapshot]) -> list[Command]:
+    def _trigger(self, now_ms: float, tasks: list[TaskSnapshot], forced: bool = False) -> list[Command]:
         finished = {t.task_key for t in tasks if t.state is ExecutionState.FINISHED}
         running = [t for t in tasks if t.state is ExecutionState.RUNNING]
         not_ready = [t for t in tasks if t.state not in (ExecutionState.RUNNING, ExecutionState.FINISHED)]
@@ -451,7 +471,7 @@ class CheckpointCoordinator:
         to_wait_for = {t.attempt_id: t.task_key for t in running}
         self._pending = PendingCheckpoint(
             checkpoint_id, now_ms, now_ms + self.settings.timeout_ms, to_wait_for,
-            tuple(to_wait_for), not_yet_acked=set(to_wait_for))
+            tuple(to_wait_for), not_yet_acked=set(to_wait_for), forced=forced)
         self.stats.num_in_progress = 1
         log.info("Triggering checkpoint %d (%d tasks to trigger, %d to ack, %d finished)",
                  checkpoint_id, len(to_trigger), len(to_wait_for), len(finished))
@@ -543,6 +563,8 @@ class CheckpointCoordinator:
         s.last_completed_duration_ms = now_ms - pending.timestamp_ms
         s.last_completed_size_bytes = pending.size_bytes
         s.last_completed_at_ms = now_ms
+        s.history.append(CheckpointRecord(checkpoint_id, "COMPLETED", pending.forced, pending.timestamp_ms, now_ms,
+                                          pending.size_bytes))
         if checkpoint_id > self._last_succeeded_id:
             self._last_succeeded_id = checkpoint_id
             self._continuous_failures = 0
@@ -571,7 +593,7 @@ class CheckpointCoordinator:
     # -- aborting --------------------------------------------------------------------------------
 
     def _abort(self, pending: PendingCheckpoint, reason: CheckpointFailureReason, message: str,
-               attempt_id: Optional[bytes]) -> list[Command]:
+               attempt_id: Optional[bytes], now_ms: Optional[float] = None) -> list[Command]:
         pending.transition(PendingState.ABORTED, reason.value)
         self._pending = None
         cid = pending.checkpoint_id
@@ -584,6 +606,8 @@ class CheckpointCoordinator:
         s.last_failed_id = cid
         s.last_failure_reason = reason.value
         s.last_failure_message = message
+        s.history.append(CheckpointRecord(cid, "FAILED", pending.forced, pending.timestamp_ms, now_ms,
+                                          pending.size_bytes, message))
         log.warning("Checkpoint %d aborted (%s): %s", cid, reason.value, message)
         out: list[Command] = [NotifyCheckpointAborted(a, cid) for a in pending.to_commit]
         out.append(DiscardCheckpoint(cid))

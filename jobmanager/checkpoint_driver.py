@@ -384,5 +384,9 @@ class CheckpointDriver:
             latest_restored_id=s.latest_restored_id or 0,
             latest_restored_at_ms=int(s.latest_restored_at_ms + wall) if s.latest_restored_at_ms is not None else 0,
             latest_restored_path=s.latest_restored_path or "",
+            history=[cpb.CheckpointHistoryEntry(
+                id=r.checkpoint_id, status=r.status, is_savepoint=r.is_savepoint,
+                trigger_timestamp_ms=int(r.trigger_ms + wall), end_timestamp_ms=int(r.end_ms + wall) if r.end_ms is not None else 0,
+                size_bytes=r.size_bytes, failure_message=r.failure_message) for r in reversed(s.history)],
         )
 

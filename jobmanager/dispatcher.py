@@ -36,7 +36,7 @@ import collections
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -45,10 +45,12 @@ from millstream.jobmanager.blob_server import BlobStore, InvalidArtifactError, c
 from millstream.jobmanager.collect_buffer import CollectBuffer, CollectOffsetError, Offer
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, validate_job_graph
-from millstream.jobmanager.job_master_core import JobMasterCore
+from millstream.jobmanager.job_master_core import ExceptionHistoryEntry, JobMasterCore
 from millstream.jobmanager.job_master import JobMaster
 from millstream.jobmanager.printed_lines import LineCursor, PrintedLines
+from millstream.jobmanager.rest_metrics_views import vertex_views
 from millstream.jobmanager.rest_views import job_plan
+from millstream.jobmanager.task_logs import SubtaskAttempt, TaskLogError, TaskLogs, attempts_of
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
@@ -91,12 +93,14 @@ class JobRecord:
     job_master: JobMaster | None = None  # dropped (with its ExecutionGraph) when the job ends
     final_tasks_per_state: dict[str, int] = field(default_factory=dict)
     final_vertices: list[cpb.VertexSummary] = field(default_factory=list)
+    final_vertex_views: dict[bytes, Any] = field(default_factory=dict)  # subtasks and metrics for REST (rest_metrics_views)
     parallelism: int = 0
     printed: PrintedLines | None = None  # created by the first report; dropped once nobody can read it
     waiters: int = 0  # attached WaitJobResult streams
     slot_timeout_at_ms: Callable[[bytes], int | None] = lambda job_id: None
     final_num_restarts: int = 0
     final_checkpoints: cpb.CheckpointSummary | None = None
+    final_exception_history: list[ExceptionHistoryEntry] = field(default_factory=list)
     collect_restarted: str | None = None  # the cause of a restart while its results were collected
     persisting: asyncio.Future[None] | None = None  # HA: the job graph being stored
     version: int = 0
@@ -104,6 +108,8 @@ class JobRecord:
     # When the job entered each status (wall clock; Flink's job "timestamps", shown by the REST API).
     status_timestamps: dict[str, int] = field(default_factory=dict)
     plan: dict[str, object] = field(default_factory=dict)  # Flink's JSON plan (rest_views.job_plan)
+    # Each subtask's last attempt and its TaskManager, kept once the job ended (`millstream logs`).
+    final_attempts: list[SubtaskAttempt] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.status_timestamps.setdefault(self.status.value, self.start_time_ms)
@@ -145,6 +151,12 @@ class JobRecord:
             summary.failure.CopyFrom(self.failure)
         return summary
 
+    def exception_history(self) -> list[ExceptionHistoryEntry]:
+        """The root cause of each failed attempt, oldest first (bounded by web.exception-history-size)."""
+        if self.job_master is not None:
+            return list(self.job_master.core.exception_history)
+        return list(self.final_exception_history)
+
     def touch(self) -> None:
         """Something changed (status, collected data): wake whoever waits in :meth:`changed_since`."""
         self.version += 1
@@ -178,13 +190,15 @@ class Dispatcher:
         restart_options: Mapping[str, object] | None = None,
         checkpoint_options: Mapping[str, object] | None = None,
         persistence: JobPersistence | None = None,
+        exception_history_size: int = 16,
     ) -> None:
         """``slot_timeout_at_ms(job_id)``: the wall-clock time a job waiting for slots fails (the
         ResourceManager's slot request timeout), None when it is not waiting; ``printed_lines``: the
         bound of a job's buffered printed lines (lines, characters); ``restart_options``: the cluster's
         ``restart-strategy.*`` values (``restart_strategy.options_of``); ``checkpoint_options``: its
         ``execution.checkpointing.*`` values (``checkpointing.checkpoint_options_of``);
-        ``persistence``: HA storage of jobs and results (None without HA: nothing is stored)."""
+        ``persistence``: HA storage of jobs and results (None without HA: nothing is stored);
+        ``exception_history_size``: the failures kept per job (``web.exception-history-size``)."""
         if max_finished_jobs < 0:
             raise ValueError(f"jobstore.max-capacity must not be negative, got {max_finished_jobs}")
         self._blobs = blob_store
@@ -198,6 +212,9 @@ class Dispatcher:
         self._progress_interval_s = progress_interval_s
         self._printed_lines_bound = printed_lines
         self._restart_options = dict(restart_options or {})
+        if exception_history_size < 0:
+            raise ValueError(f"web.exception-history-size must not be negative, got {exception_history_size}")
+        self._exception_history_size = exception_history_size
         self._checkpoint_options = dict(checkpoint_options or {})
         self.jobs: dict[bytes, JobRecord] = {}
         self._by_submission: dict[str, bytes] = {}
@@ -332,7 +349,8 @@ class Dispatcher:
         try:
             spec = restart_spec if restart_spec is not None else NoRestart()
             core = await asyncio.to_thread(lambda: JobMasterCore(graph, artifacts, restart_spec=spec,
-                                                                     checkpointing=checkpointing))
+                                                                     checkpointing=checkpointing,
+                                                                     exception_history_size=self._exception_history_size))
             if persistence is not None and checkpointing is not None and not record.status.is_terminal():
                 checkpoint_services = await asyncio.to_thread(persistence.checkpoint_services, graph.job_id, checkpointing)
         except Exception as exc:  # the job fails with the reason; the Dispatcher keeps serving
@@ -438,7 +456,10 @@ class Dispatcher:
         if job_master is not None:
             record.final_tasks_per_state = dict(job_master.core.tasks_per_state())
             record.final_vertices = job_master.core.vertex_summaries()  # one small message per vertex
+            record.final_vertex_views = vertex_views(job_master.core)
             record.final_num_restarts = job_master.core.num_restarts
+            record.final_exception_history = list(job_master.core.exception_history)
+            record.final_attempts = attempts_of(job_master.core)
             if job_master.checkpoints is not None:
                 record.final_checkpoints = job_master.checkpoints.summary()
             asyncio.ensure_future(job_master.stop())
@@ -533,6 +554,15 @@ class Dispatcher:
             raise DispatcherError(grpc.StatusCode.NOT_FOUND, f"No job with id {job_id.hex() or '<empty>'}.")
         return record
 
+    def job_attempts(self, job_id: bytes) -> tuple[str, list[SubtaskAttempt]]:
+        """A job's name and its subtasks' current (or, once it ended, last) attempts."""
+        record = self.jobs.get(job_id)
+        if record is None:
+            raise TaskLogError(grpc.StatusCode.NOT_FOUND, f"No job with id {job_id.hex() or '<empty>'}.")
+        if record.job_master is not None:
+            return record.job_name, attempts_of(record.job_master.core)
+        return record.job_name, list(record.final_attempts)
+
     def job_master(self, job_id: bytes) -> JobMaster:
         record = self.record(job_id)
         if record.job_master is None:
@@ -553,19 +583,33 @@ class Dispatcher:
         return record.summary()
 
     async def savepoint(self, request: cpb.SavepointRequest) -> cpb.SavepointResponse:
-        record = self.record(request.job_id)
-        if record.job_master is None or record.status is not JobStatus.RUNNING:
+        return cpb.SavepointResponse(path=await self.start_savepoint(request.job_id, request.target_directory, request.stop))
+
+    def start_savepoint(self, job_id: bytes, target_directory: str, stop: bool) -> Awaitable[str]:
+        """Checks the request now (a DispatcherError: NOT_FOUND, FAILED_PRECONDITION for a job that
+        is not RUNNING, INVALID_ARGUMENT without a directory) and returns the savepoint being taken:
+        it resolves to its path or raises a DispatcherError (FAILED_PRECONDITION)."""
+        record = self.record(job_id)
+        job_master = record.job_master
+        if job_master is None or record.status is not JobStatus.RUNNING:
             raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION,
-                                  f"Job {request.job_id.hex()} is {record.status.value}: only a RUNNING job takes a savepoint")
-        target = request.target_directory or self._checkpoint_options.get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
+                                  f"Job {job_id.hex()} is {record.status.value}: only a RUNNING job takes a savepoint")
+        target = target_directory or self._checkpoint_options.get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
         if not target:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, "No savepoint directory: give one, or set "
                                   f"{cfg.CHECKPOINTING_SAVEPOINT_DIR.key} on the cluster")
         try:
-            path = await record.job_master.savepoint(parse_checkpoint_dir(str(target)), request.stop)
-        except (SavepointError, CheckpointStorageError) as exc:
-            raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION, f"Savepoint of job {request.job_id.hex()}: {exc}") from exc
-        return cpb.SavepointResponse(path=path)
+            directory = parse_checkpoint_dir(str(target))
+        except CheckpointStorageError as exc:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Savepoint directory {target}: {exc}") from exc
+
+        async def take() -> str:
+            try:
+                return await job_master.savepoint(directory, stop)
+            except (SavepointError, CheckpointStorageError) as exc:
+                raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION, f"Savepoint of job {job_id.hex()}: {exc}") from exc
+
+        return take()
 
     # -- printed lines --------------------------------------------------------------------------
 
@@ -631,9 +675,11 @@ class Dispatcher:
 
 
 class DispatcherServicer(cpb_grpc.DispatcherServicer):
-    def __init__(self, dispatcher: Dispatcher, overview: Callable[[], cpb.ClusterOverview]) -> None:
+    def __init__(self, dispatcher: Dispatcher, overview: Callable[[], cpb.ClusterOverview],
+                 task_logs: TaskLogs | None = None) -> None:
         self.dispatcher = dispatcher
         self._overview = overview
+        self._task_logs = task_logs
 
     async def _guard(self, context: grpc.aio.ServicerContext, fn: Callable, *args):  # noqa: ANN202
         try:
@@ -675,6 +721,14 @@ class DispatcherServicer(cpb_grpc.DispatcherServicer):
         try:
             return await self.dispatcher.savepoint(request)
         except DispatcherError as exc:
+            await context.abort(exc.code, str(exc))
+
+    async def GetTaskOutputs(self, request, context):  # noqa: N802, ANN001, ANN201
+        if self._task_logs is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this JobManager does not read task output")
+        try:
+            return await self._task_logs.task_outputs(request)  # type: ignore[union-attr]
+        except TaskLogError as exc:
             await context.abort(exc.code, str(exc))
 
 

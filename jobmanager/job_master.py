@@ -184,7 +184,7 @@ class JobMaster:
     def update_task_state(self, update: cpb.TaskExecutionState) -> None:
         state = ExecutionState.from_proto(update.state)
         failure = update.failure if update.HasField("failure") else None
-        self.core.update_records(update.execution_attempt_id, update.records_in, update.records_out)  # first: final totals
+        self.core.update_records(update.execution_attempt_id, update.records_in, update.records_out, update.metrics)  # first: final totals
         self._run(self.core.update_task_state(update.execution_attempt_id, state, failure))
         if self.checkpoints is not None:
             self.checkpoints.task_state_changed(update.execution_attempt_id, state, failure.message if failure else "")
@@ -337,4 +337,4 @@ class JobMaster:
         else:
             self._heartbeats.record_heartbeat(resource_id, now_ms())
             for task in response.tasks:  # the running tasks' record totals (Flink's metrics, a heartbeat behind)
-                self.core.update_records(task.execution_attempt_id, task.records_in, task.records_out)
+                self.core.update_records(task.execution_attempt_id, task.records_in, task.records_out, task.metrics)

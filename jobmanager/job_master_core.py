@@ -20,15 +20,17 @@ with one (``restore_point``, kept current by the shell's checkpoint coordinator)
 resumes from its task's snapshot in it (``TaskRestore`` in its descriptor), and tasks that had
 finished when it was taken end at once. If the strategy gives up the job goes FAILING -> FAILED
 with the attempt's root cause and the number of restarts. The first root cause of each attempt is
-kept in ``root_causes``.
+kept in ``root_causes``, and, with when and where it happened, in the bounded ``exception_history``
+(Flink's exception history, ``web.exception-history-size``) the REST API shows newest first.
 """
 from __future__ import annotations
 
 import logging
 import os
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Union
+from typing import Callable, Mapping, Union
 
 from millstream.jobmanager.deployment import (
     BuiltDeployment,
@@ -145,6 +147,17 @@ class SlotInfo:
     slot_index: int
 
 
+@dataclass(frozen=True)
+class ExceptionHistoryEntry:
+    """One root cause of a failed attempt of the job: what failed, when (wall clock, ms), and on
+    which TaskManager (empty for a failure of the job rather than of a task)."""
+
+    failure: cpb.JobFailure
+    timestamp_ms: int
+    location: str = ""  # the TaskManager's address
+    taskmanager_id: str = ""
+
+
 @dataclass(eq=False)
 class Execution:
     """One attempt to run one subtask."""
@@ -157,6 +170,8 @@ class Execution:
     failure: cpb.JobFailure | None = None
     records_in: int = 0  # running totals reported by its TaskManager
     records_out: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)  # its latest metric snapshot (Flink's ids below the subtask)
+    state_times: dict[str, int] = field(default_factory=dict)  # wall-clock ms it entered each state
 
     @property
     def name(self) -> str:
@@ -171,6 +186,8 @@ class JobMasterCore:
     restart_spec: RestartStrategySpec = field(default_factory=NoRestart)
     clock: Callable[[], int] = lambda: int(time.monotonic() * 1000)  # ms, for the strategy
     checkpointing: JobCheckpointing | None = None
+    wall_clock: Callable[[], int] = lambda: int(time.time() * 1000)  # ms: the exception history, the REST API's times
+    exception_history_size: int = 16  # web.exception-history-size
 
     def __post_init__(self) -> None:
         # The checkpoint the next deployment round resumes from (None: start empty).
@@ -182,6 +199,10 @@ class JobMasterCore:
         self.restart_strategy = self.restart_spec.create()
         self.num_restarts = 0
         self.root_causes: list[cpb.JobFailure] = []  # the first root cause of each failed attempt
+        if self.exception_history_size < 0:
+            raise ValueError(f"web.exception-history-size must not be negative, got {self.exception_history_size}")
+        # The same root causes with time and place, the oldest dropped beyond the bound.
+        self.exception_history: deque[ExceptionHistoryEntry] = deque(maxlen=self.exception_history_size)
         self._backoff_elapsed = True
         self.graph = ExecutionGraph(self.job_graph)
         self.status = JobStatus.CREATED
@@ -211,6 +232,7 @@ class JobMasterCore:
 
     def _new_attempt(self, ev: ExecutionVertex, attempt_number: int) -> Execution:
         execution = Execution(ev, self.new_id(), attempt_number)
+        execution.state_times[execution.state.value] = self.wall_clock()
         self.executions[execution.attempt_id] = execution
         vertex_id = ev.job_vertex.id
         replaced = self.current.get((vertex_id, ev.subtask_index))
@@ -262,12 +284,17 @@ class JobMasterCore:
             return None
         return self.required_slots, len(self.slots)
 
-    def update_records(self, attempt_id: bytes, records_in: int, records_out: int) -> None:
-        """A current attempt's running totals (heartbeat or final report). Totals never go down, so
-        a report that overtook a newer one (a heartbeat answered before the final update) is harmless."""
+    def update_records(self, attempt_id: bytes, records_in: int, records_out: int,
+                       metrics: Mapping[str, float] | None = None) -> None:
+        """A current attempt's running totals and metric snapshot (heartbeat or final report).
+        Totals never go down, so a report that overtook a newer one (a heartbeat answered before the
+        final update) is harmless; a snapshot with fewer records than the attempt's totals is such a
+        stale one and is not kept."""
         execution = self.executions.get(attempt_id)
         if execution is None or self.current.get((execution.vertex.job_vertex.id, execution.vertex.subtask_index)) is not execution:
             return
+        if metrics and records_in >= execution.records_in and records_out >= execution.records_out:
+            execution.metrics = dict(metrics)
         if records_in < 0 or records_out < 0:
             log.warning("ignoring negative record totals (%d, %d) reported for %s", records_in, records_out, execution.name)
             return
@@ -297,6 +324,7 @@ class JobMasterCore:
             self._count_state(vertex_id, execution.state, -1)
             self._count_state(vertex_id, target, 1)
         execution.state = target
+        execution.state_times[target.value] = self.wall_clock()
         return True
 
     # -- events --------------------------------------------------------------------------------
@@ -457,7 +485,7 @@ class JobMasterCore:
         if execution.state is ExecutionState.CANCELING and state in (ExecutionState.FINISHED, ExecutionState.FAILED):
             # Finished, or failed because its peers were cancelled, while its cancellation was on the way.
             if state is ExecutionState.FAILED and failure is not None:
-                self._offer_root_cause(failure)  # it may have failed first, its report arriving late
+                self._offer_root_cause(failure, execution)  # it may have failed first, its report arriving late
             state = ExecutionState.CANCELED
         if not self._set_state(execution, state, "reported by TaskManager"):
             return out
@@ -467,9 +495,9 @@ class JobMasterCore:
                 execution.failure.task_name = execution.name
             region = self._failover_region(execution)
             if region is None:
-                out += self._fail_job(execution.failure)
+                out += self._fail_job(execution.failure, source=execution)
             elif region not in self._restarting_regions:  # else a consequence of that region's restart
-                out += self._restart_region(region, execution.failure)
+                out += self._restart_region(region, execution.failure, execution)
         out += self._check_job_done()
         out += self._check_regions()
         return out
@@ -487,9 +515,9 @@ class JobMasterCore:
             return None
         return region
 
-    def _restart_region(self, region: int, failure: cpb.JobFailure) -> list[Command]:
+    def _restart_region(self, region: int, failure: cpb.JobFailure, source: Execution) -> list[Command]:
         out: list[Command] = []
-        self.root_causes.append(failure)
+        self._record_root_cause(failure, source)
         if not self._restart_allowed():
             return self._fail_job(failure, restartable=False, counted=True)
         log.info("job %s: restarting region %d (%d tasks) after: %s", self.job_id.hex(), region,
@@ -603,13 +631,15 @@ class JobMasterCore:
         out += self._check_job_done()
         return out
 
-    def _fail_job(self, failure: cpb.JobFailure, restartable: bool = True, counted: bool = False) -> list[Command]:
-        """``counted``: the failure was already recorded (and told to the restart strategy)."""
+    def _fail_job(self, failure: cpb.JobFailure, restartable: bool = True, counted: bool = False,
+                  source: Execution | None = None) -> list[Command]:
+        """``counted``: the failure was already recorded (and told to the restart strategy);
+        ``source``: the failed task's attempt (None: a failure of the job)."""
         out: list[Command] = []
         if self.status in (JobStatus.RUNNING, JobStatus.CREATED):
             self.failure = failure  # the first failure is the root cause ...
             if not counted:
-                self.root_causes.append(failure)
+                self._record_root_cause(failure, source)
             self._restarting_regions.clear()  # a whole-job restart or failure covers them
             self._stopping = False  # a failure while stopping: the stop failed, the job restarts or fails
             if restartable and self.status is JobStatus.RUNNING and self._restart_allowed():
@@ -622,7 +652,7 @@ class JobMasterCore:
                 self._set_job_status(JobStatus.FAILING, failure.message, out)
                 out += self._cancel_executions()
         else:
-            self._offer_root_cause(failure)
+            self._offer_root_cause(failure, source)
         return out
 
     def _restart_allowed(self) -> bool:
@@ -655,7 +685,16 @@ class JobMasterCore:
                           f"restarts: {self.num_restarts})")
         return final
 
-    def _offer_root_cause(self, failure: cpb.JobFailure) -> None:
+    def _history_entry(self, failure: cpb.JobFailure, source: Execution | None) -> ExceptionHistoryEntry:
+        slot = source.slot if source is not None else None
+        return ExceptionHistoryEntry(failure, self.wall_clock(), slot.tm_address if slot else "",
+                                     slot.resource_id if slot else "")
+
+    def _record_root_cause(self, failure: cpb.JobFailure, source: Execution | None) -> None:
+        self.root_causes.append(failure)
+        self.exception_history.append(self._history_entry(failure, source))
+
+    def _offer_root_cause(self, failure: cpb.JobFailure, source: Execution | None = None) -> None:
         """... unless it was secondary (a task whose exchange broke because a neighbour failed) and
         the neighbour's own failure, or its TaskManager's loss, arrives while the job is failing."""
         if (self.status in (JobStatus.FAILING, JobStatus.RESTARTING) and self.failure is not None
@@ -664,6 +703,8 @@ class JobMasterCore:
             self.failure = failure
             if self.root_causes:
                 self.root_causes[-1] = failure
+            if self.exception_history:
+                self.exception_history[-1] = self._history_entry(failure, source)
 
     def _cancel_executions(self) -> list[Command]:
         out: list[Command] = []

@@ -22,6 +22,7 @@ from typing import Any
 from millstream.jobmanager import checkpointing
 from millstream.jobmanager.blob_server import BlobServerServicer, BlobStore
 from millstream.jobmanager.dispatcher import Dispatcher, DispatcherServicer
+from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.job_master_core import JobMasterCore
 from millstream.jobmanager.job_master_endpoint import JobMasterServicer
 from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients, now_ms
@@ -31,6 +32,7 @@ from millstream import __version__
 from millstream.jobmanager.rest_server import JobManagerSource, RestServer
 from millstream.jobmanager.resource_manager import ResourceManager, ResourceManagerServicer
 from millstream.jobmanager.slot_manager import SlotManager
+from millstream.jobmanager.task_logs import TaskLogs
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import restart_strategy
@@ -38,6 +40,13 @@ from millstream.runtime import config as cfg
 from millstream.runtime.fencing import FencingServerInterceptor
 from millstream.runtime.ha import HighAvailabilityServices, LoopContender, create_ha_services
 from millstream.runtime.loop_monitor import EventLoopMonitor
+from millstream.runtime.metrics.prometheus import (
+    JobReport,
+    PrometheusReporter,
+    jobmanager_families,
+    process_rss_bytes,
+    start_reporter,
+)
 from millstream.runtime.ha import HaConfigurationError, HaError
 from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer
@@ -60,6 +69,7 @@ class JobManager:
         self._rest_wanted = cfg.REST_PORT in self.config if rest is None else rest
         self.rest: RestServer | None = None
         self.rest_url = ""  # http(s)://host:port once the REST API serves
+        self.prometheus: PrometheusReporter | None = None  # metrics.reporter.prom.port
         self._cleanup_task: asyncio.Task[None] | None = None
         self.loop_monitor = EventLoopMonitor("JobManager")
         self._wall_minus_monotonic_ms = int(time.time() * 1000) - now_ms()
@@ -101,10 +111,13 @@ class JobManager:
             slot_timeout_at_ms=self._slot_timeout_at_ms,
             restart_options=restart_options,
             checkpoint_options=checkpointing.checkpoint_options_of(c),
+            exception_history_size=c.get(cfg.WEB_EXCEPTION_HISTORY_SIZE),
         )
         self.server = RpcServer("JobManager", max_bytes, interceptors=[FencingServerInterceptor(self.guard)],
                                 security=security)
-        self.server.add(cpb_grpc.add_DispatcherServicer_to_server, DispatcherServicer(self.dispatcher, self.overview), [])
+        self.task_logs = TaskLogs(self.dispatcher.job_attempts, self._taskmanager_address, self.task_executors.stub)
+        self.server.add(cpb_grpc.add_DispatcherServicer_to_server,
+                        DispatcherServicer(self.dispatcher, self.overview, self.task_logs), [])
         self.server.add(cpb_grpc.add_BlobServerServicer_to_server, BlobServerServicer(self.blobs), [])
         self.server.add(cpb_grpc.add_ResourceManagerServicer_to_server, ResourceManagerServicer(self.resource_manager), [])
         self.server.add(cpb_grpc.add_JobMasterServiceServicer_to_server, JobMasterServicer(self.dispatcher), SERVICES)
@@ -125,6 +138,8 @@ class JobManager:
             await self.server.start(host, port)
             if self._rest_wanted:
                 await self._start_rest(host, security)
+            self.prometheus = await start_reporter("JobManager", self._metric_families, host,
+                                                   c.get(cfg.METRICS_PROMETHEUS_PORT))
             self.resource_manager.start()
             self.loop_monitor.start()
             self._cleanup_task = asyncio.ensure_future(self._expire_jobs())
@@ -135,6 +150,8 @@ class JobManager:
         except BaseException:
             if self.rest is not None:
                 await self.rest.stop()
+            if self.prometheus is not None:
+                await self.prometheus.stop()
             await self.server.stop(0)  # a failed start (REST port taken) leaves nothing serving
             await asyncio.to_thread(self.ha.close)
             raise
@@ -146,7 +163,8 @@ class JobManager:
         ``rest.port`` was left at its default and 8081 is taken, the JobManager runs without it."""
         c = self.config
         host = c.get(cfg.REST_BIND_ADDRESS) or rpc_host
-        rest = RestServer(JobManagerSource(self), __version__, tls=security.tls, authenticator=security.authenticator)
+        rest = RestServer(JobManagerSource(self), __version__, tls=security.tls, authenticator=security.authenticator,
+                          task_logs=self.task_logs)
         try:
             await rest.start(host, c.get(cfg.REST_PORT))
         except OSError as exc:
@@ -260,6 +278,10 @@ class JobManager:
             checkpoint_services,
         )
 
+    def _taskmanager_address(self, resource_id: str) -> str | None:
+        info = self.resource_manager.slots.task_manager(resource_id)
+        return info.address if info is not None else None
+
     def overview(self) -> cpb.ClusterOverview:
         tms, total, free = self.resource_manager.overview()
         statuses = [r.status.value for r in self.dispatcher.jobs.values()]
@@ -273,6 +295,30 @@ class JobManager:
             jobs_cancelled=statuses.count("CANCELED"),
             max_event_loop_lag_ms=round(self.loop_monitor.max_lag_ms),
         )
+
+    def _metric_families(self) -> list[Any]:
+        """The Prometheus reporter's scrape (on this loop): the cluster's figures and, per job with
+        a JobMaster, its uptime, restarts and checkpoint figures."""
+        tms, total, free = self.resource_manager.overview()
+        now = int(time.time() * 1000)
+        jobs = []
+        for record in self.dispatcher.jobs.values():
+            master = record.job_master
+            if master is None:
+                continue
+            running_since = record.status_timestamps.get(JobStatus.RUNNING.value)
+            uptime = now - running_since if record.status is JobStatus.RUNNING and running_since else 0
+            checkpoints = master.checkpoints.summary() if master.checkpoints is not None else None
+            jobs.append(JobReport(
+                record.job_id.hex(), record.job_name, uptime, master.core.num_restarts,
+                completed_checkpoints=checkpoints.num_completed if checkpoints else 0,
+                failed_checkpoints=checkpoints.num_failed if checkpoints else 0,
+                in_progress_checkpoints=checkpoints.num_in_progress if checkpoints else 0,
+                last_checkpoint_duration_ms=checkpoints.last_duration_ms if checkpoints else 0,
+                last_checkpoint_size=checkpoints.last_size_bytes if checkpoints else 0,
+            ))
+        host = self.address.rpartition(":")[0]
+        return jobmanager_families(host, tms, total, free, len(jobs), process_rss_bytes(), jobs)
 
     async def _expire_jobs(self) -> None:
         while True:
@@ -288,6 +334,8 @@ class JobManager:
         self.loop_monitor.stop()
         if self.rest is not None:
             await self.rest.stop()
+        if self.prometheus is not None:
+            await self.prometheus.stop()
         for record in self.dispatcher.jobs.values():
             if record.job_master is not None:
                 await record.job_master.stop()

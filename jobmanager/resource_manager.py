@@ -36,6 +36,7 @@ class ResourceManager:
         self._interval_ms = heartbeat_interval_ms
         self._timeout_ms = heartbeat_timeout_ms
         self._heartbeats = HeartbeatMonitor[str](heartbeat_interval_ms, heartbeat_timeout_ms)
+        self._resources: dict[str, cpb.TaskManagerResources] = {}  # each TaskManager's latest, from its heartbeat
         self._background: set[asyncio.Task[Any]] = set()
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -100,6 +101,7 @@ class ResourceManager:
         tm = self.slots.task_manager(resource_id)
         log.log(logging.INFO if graceful else logging.WARNING, "TaskManager %s %s: %s", resource_id, "left" if graceful else "lost", reason)
         self._heartbeats.unmonitor_target(resource_id)
+        self._resources.pop(resource_id, None)
         jobs = {s.job_id for s in tm.slots if s.job_id} if tm else set()
         if tm is not None:
             self._te.forget(tm.address)
@@ -120,6 +122,10 @@ class ResourceManager:
     def overview(self) -> tuple[int, int, int]:
         o = self.slots.overview()
         return o.task_managers, o.total_slots, o.free_slots
+
+    def resources(self, resource_id: str) -> cpb.TaskManagerResources | None:
+        """A TaskManager's machine and memory as its latest heartbeat reported them (None: none yet)."""
+        return self._resources.get(resource_id)
 
     def last_heartbeat_wall_ms(self, resource_id: str) -> int:
         """Wall-clock time a TaskManager was last heard from (0: unknown)."""
@@ -193,6 +199,8 @@ class ResourceManager:
                 self._lost(resource_id, f"connection refused: heartbeat RPCs {exc.code().name}")
             return
         self._heartbeats.record_heartbeat(resource_id, now_ms())
+        if response.HasField("resources"):
+            self._resources[resource_id] = response.resources
         self._run(self.slots.report_slots(resource_id, registration_id, slot_report_entries(response.slot_report), now_ms()))
 
 

@@ -15,16 +15,33 @@ the OpenAPI document.
 """
 from __future__ import annotations
 
+import asyncio
+import collections
 import json
 import logging
+import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
+import grpc
 from aiohttp import web
 
+from millstream.jobmanager import rest_metrics_views as metric_views
 from millstream.jobmanager import rest_views as views
-from millstream.jobmanager.rest_views import BadRequest, JobView, NotFound, TaskManagerView, error_body
+from millstream.jobmanager.dispatcher import DispatcherError
+from millstream.jobmanager.rest_logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
+from millstream.jobmanager.task_logs import TaskLogs
+from millstream.jobmanager.rest_views import (
+    BadRequest,
+    Conflict,
+    JobView,
+    NotFound,
+    SavepointOperation,
+    TaskManagerView,
+    error_body,
+)
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime.auth import Role, TokenAuthenticator
 from millstream.runtime.tls import TlsSettings
@@ -38,6 +55,9 @@ OPENAPI_PATH = "/v1/openapi.json"
 WEB_DIR = Path(__file__).resolve().parent / "web"
 WEB_FILES = {"index.html": "text/html", "app.js": "application/javascript", "style.css": "text/css"}
 _BEARER = "bearer "
+# Savepoint operations kept for their status (Flink keeps them rest.async.store-duration); the
+# oldest finished ones go beyond this many.
+MAX_SAVEPOINT_OPERATIONS = 1000
 
 
 class RestSource(Protocol):
@@ -49,6 +69,11 @@ class RestSource(Protocol):
     def job_view(self, job_id: bytes) -> JobView | None: ...
     def cancel(self, job_id: bytes) -> None: ...
     def taskmanager_views(self) -> list[TaskManagerView]: ...
+    def start_savepoint(self, job_id: bytes, directory: str, stop: bool) -> Awaitable[str]:
+        """Checks now (NotFound, BadRequest, Conflict); the awaitable takes it and gives its path."""
+        ...
+    def vertex_views(self, job_id: bytes) -> dict[bytes, metric_views.VertexView] | None:
+        """The job's vertices with their current attempts (None: no such job)."""
 
 
 def wall_ms() -> int:
@@ -77,10 +102,25 @@ ROUTES: dict[str, dict[str, str]] = {
     "/jobs/{jobid}/plan": {"get": "The job's dataflow plan: one node per operator chain, inputs with ship strategies."},
     "/jobs/{jobid}/exceptions": {"get": "The job's root exception (remote traceback) and exception history."},
     "/jobs/{jobid}/checkpoints": {"get": "Checkpoint counts and the latest completed, failed and restored one."},
+    "/jobs/{jobid}/vertices/{vertexid}": {"get": "A vertex's subtasks: state, attempt, TaskManager, times, I/O metrics."},
+    "/jobs/{jobid}/vertices/{vertexid}/metrics": {
+        "get": "The vertex's metric ids (<subtask>.<metric>, user metrics <subtask>.<operator>.<group>.<name>); "
+               "with get=a,b their values."},
+    "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics": {
+        "get": "The vertex's metric names; with get=a,b each aggregated over the subtasks (agg=min,max,avg,sum)."},
+    "/jobs/{jobid}/vertices/{vertexid}/backpressure": {
+        "get": "Each subtask's backpressured / idle / busy time ratio and backpressure level (ok, low, high)."},
+    "/jobs/{jobid}/savepoints": {"post": "Triggers a savepoint ({\"target-directory\", \"cancel-job\", \"triggerId\"}): "
+                                         "202 {\"request-id\"}; poll /jobs/{jobid}/savepoints/{triggerid}."},
+    "/jobs/{jobid}/savepoints/{triggerid}": {"get": "A savepoint operation: status IN_PROGRESS or COMPLETED, "
+                                                    "then operation.location or operation.failure-cause."},
+    "/jobs/{jobid}/stop": {"post": "Stops the job with a savepoint ({\"targetDirectory\", \"drain\": false}): "
+                                   "202 {\"request-id\"}, polled as a savepoint."},
     "/taskmanagers": {"get": "Every registered TaskManager: address, slots, free slots, last heartbeat."},
     "/taskmanagers/{taskmanagerid}": {"get": "One TaskManager and its allocated slots."},
     OPENAPI_PATH: {"get": "This document."},
 }
+ROUTES.update(LOG_ROUTES)
 
 
 def openapi_document(version: str) -> dict[str, Any]:
@@ -90,12 +130,15 @@ def openapi_document(version: str) -> dict[str, Any]:
         entry: dict[str, Any] = {}
         for method, summary in methods.items():
             operation: dict[str, Any] = {"summary": summary, "responses": {
-                "202" if method == "patch" else "200": {"description": "OK",
-                                                         "content": {"application/json": {}}},
+                "202" if method in ("patch", "post") else "200": {"description": "OK", "content": {
+                    "text/plain" if path in TEXT_PATHS else "application/json": {}}},
                 "404": {"description": "Unknown id: {\"errors\": [...]}"},
             }}
             parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-                          for name in ("jobid", "taskmanagerid") if "{" + name + "}" in path]
+                          for name in re.findall(r"{(\w+)}", path)]
+            if path.endswith("metrics"):
+                parameters.extend({"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+                                  for name in (("get", "agg") if "subtasks" in path else ("get",)))
             if method == "patch":
                 parameters.append({"name": "mode", "in": "query", "required": False,
                                    "schema": {"type": "string", "enum": ["cancel"]}})
@@ -115,12 +158,17 @@ class RestServer:
     """``await RestServer(source, ...).start(host, port)`` serves until :meth:`stop`."""
 
     def __init__(self, source: RestSource, version: str, *, tls: TlsSettings | None = None,
-                 authenticator: TokenAuthenticator | None = None) -> None:
+                 authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None) -> None:
+        """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404)."""
         self._source = source
+        self._log_handlers = LogHandlers(task_logs)
         self._version = version
         self._tls = tls
         self._authenticator = authenticator
         self._runner: web.AppRunner | None = None
+        # (job id hex, trigger id) -> its savepoint, insertion ordered; the tasks taking them.
+        self._savepoints: collections.OrderedDict[tuple[str, str], SavepointOperation] = collections.OrderedDict()
+        self._savepoint_tasks: set[asyncio.Task[None]] = set()
         self.port = 0
         self.url = ""
 
@@ -135,13 +183,21 @@ class RestServer:
             "/jobs/{jobid}/plan": self._plan,
             "/jobs/{jobid}/exceptions": self._exceptions,
             "/jobs/{jobid}/checkpoints": self._checkpoints,
+            "/jobs/{jobid}/vertices/{vertexid}": self._vertex,
+            "/jobs/{jobid}/vertices/{vertexid}/metrics": self._vertex_metrics,
+            "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics": self._subtasks_metrics,
+            "/jobs/{jobid}/vertices/{vertexid}/backpressure": self._backpressure,
             "/taskmanagers": self._taskmanagers,
             "/taskmanagers/{taskmanagerid}": self._taskmanager,
+            **self._log_handlers.routes(),
         }
         for prefix in ("", "/v1"):
             for path, handler in get.items():
                 app.router.add_get(prefix + path, handler, allow_head=False)
             app.router.add_patch(prefix + "/jobs/{jobid}", self._cancel)
+            app.router.add_post(prefix + "/jobs/{jobid}/savepoints", self._trigger_savepoint)
+            app.router.add_get(prefix + "/jobs/{jobid}/savepoints/{triggerid}", self._savepoint_status, allow_head=False)
+            app.router.add_post(prefix + "/jobs/{jobid}/stop", self._stop_with_savepoint)
         app.router.add_get(OPENAPI_PATH, self._openapi, allow_head=False)
         app.router.add_get("/", self._web, allow_head=False)
         app.router.add_get("/web/{name}", self._web, allow_head=False)
@@ -165,6 +221,8 @@ class RestServer:
         return self.port
 
     async def stop(self) -> None:
+        for task in list(self._savepoint_tasks):
+            task.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -185,6 +243,8 @@ class RestServer:
             return _error(404, str(exc))
         except BadRequest as exc:
             return _error(400, str(exc))
+        except Conflict as exc:
+            return _error(409, str(exc))
         except web.HTTPMethodNotAllowed as exc:
             return _error(405, f"{request.method} is not allowed on {request.path}; allowed: "
                                f"{', '.join(sorted(exc.allowed_methods))}")
@@ -236,10 +296,33 @@ class RestServer:
         return _json(views.plan_view(self._job_view(request)))
 
     async def _exceptions(self, request: web.Request) -> web.StreamResponse:
-        return _json(views.exceptions_view(self._job_view(request), wall_ms()))
+        max_exceptions = views.parse_max_exceptions(request.query.get("maxExceptions"))
+        return _json(views.exceptions_view(self._job_view(request), wall_ms(), max_exceptions))
 
     async def _checkpoints(self, request: web.Request) -> web.StreamResponse:
         return _json(views.checkpoints_view(self._job_view(request)))
+
+    def _vertex_view(self, request: web.Request) -> metric_views.VertexView:
+        text = request.match_info["jobid"]
+        job_id = views.parse_job_id(text)
+        vertex_id = metric_views.parse_vertex_id(request.match_info["vertexid"])
+        vertices = self._source.vertex_views(job_id)
+        if vertices is None:
+            raise NotFound(f"Job {text} not found.")
+        return metric_views.find_vertex(vertices, vertex_id, text)
+
+    async def _vertex(self, request: web.Request) -> web.StreamResponse:
+        return _json(metric_views.vertex_details_view(self._vertex_view(request), wall_ms()))
+
+    async def _vertex_metrics(self, request: web.Request) -> web.StreamResponse:
+        return _json(metric_views.vertex_metrics_view(self._vertex_view(request), request.query.get("get")))
+
+    async def _subtasks_metrics(self, request: web.Request) -> web.StreamResponse:
+        return _json(metric_views.subtasks_metrics_view(self._vertex_view(request), request.query.get("get"),
+                                                        request.query.get("agg")))
+
+    async def _backpressure(self, request: web.Request) -> web.StreamResponse:
+        return _json(metric_views.backpressure_view(self._vertex_view(request), wall_ms()))
 
     async def _taskmanagers(self, request: web.Request) -> web.StreamResponse:
         return _json(views.taskmanagers_view(self._source.taskmanager_views()))
@@ -258,6 +341,67 @@ class RestServer:
         job = self._job_view(request)
         self._source.cancel(job.summary.job_id)
         return _json({}, 202)
+
+    # -- savepoints: Flink's asynchronous operations --------------------------------------------
+
+    @staticmethod
+    async def _json_body(request: web.Request) -> Any:
+        text = await request.text()
+        if not text.strip():
+            return {}
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadRequest(f"The request body is not JSON: {exc}") from None
+
+    async def _trigger_savepoint(self, request: web.Request) -> web.StreamResponse:
+        job = self._job_view(request)
+        directory, cancel_job, trigger_id = views.savepoint_trigger_request(await self._json_body(request))
+        return self._start_savepoint(job, directory, cancel_job, trigger_id)
+
+    async def _stop_with_savepoint(self, request: web.Request) -> web.StreamResponse:
+        job = self._job_view(request)
+        directory, trigger_id = views.stop_request(await self._json_body(request))
+        return self._start_savepoint(job, directory, True, trigger_id)
+
+    def _start_savepoint(self, job: JobView, directory: str, stop: bool, trigger_id: str | None) -> web.Response:
+        """202 with the trigger id at once; the savepoint is taken by a task on this loop. A trigger
+        id given again for the same job answers the same operation (Flink's safe retry)."""
+        job_hex = job.summary.job_id.hex()
+        if trigger_id is not None and (job_hex, trigger_id) in self._savepoints:
+            return _json({"request-id": trigger_id}, 202)
+        taking = self._source.start_savepoint(job.summary.job_id, directory, stop)
+        operation = SavepointOperation(job.summary.job_id, trigger_id or os.urandom(16).hex(), stop)
+        self._remember(job_hex, operation)
+        task = asyncio.ensure_future(self._take_savepoint(operation, taking))
+        self._savepoint_tasks.add(task)
+        task.add_done_callback(self._savepoint_tasks.discard)
+        return _json({"request-id": operation.trigger_id}, 202)
+
+    def _remember(self, job_hex: str, operation: SavepointOperation) -> None:
+        self._savepoints[(job_hex, operation.trigger_id)] = operation
+        excess = len(self._savepoints) - MAX_SAVEPOINT_OPERATIONS
+        for key in [k for k, op in self._savepoints.items() if op.done][:max(0, excess)]:
+            del self._savepoints[key]
+
+    @staticmethod
+    async def _take_savepoint(operation: SavepointOperation, taking: Awaitable[str]) -> None:
+        try:
+            operation.location = await taking
+        except asyncio.CancelledError:
+            operation.failure = "the REST server stopped before the savepoint completed"
+            raise
+        except Exception as exc:  # the operation's failure-cause; the server keeps serving
+            operation.failure = str(exc) or type(exc).__name__
+            log.info("savepoint %s of job %s failed: %s", operation.trigger_id, operation.job_id.hex(), operation.failure)
+
+    async def _savepoint_status(self, request: web.Request) -> web.StreamResponse:
+        job = self._job_view(request)
+        trigger_id = views.parse_trigger_id(request.match_info["triggerid"])
+        operation = self._savepoints.get((job.summary.job_id.hex(), trigger_id))
+        if operation is None:
+            raise NotFound(f"There is no savepoint operation {trigger_id} of job {job.summary.job_id.hex()}.")
+        return _json(views.savepoint_status_view(operation))
 
     async def _openapi(self, request: web.Request) -> web.StreamResponse:
         return _json(openapi_document(self._version))
@@ -290,19 +434,53 @@ class JobManagerSource:
         return self._jm.overview()  # type: ignore[no-any-return]
 
     @staticmethod
-    def _view(record: Any) -> JobView:
-        return JobView(record.summary(), dict(record.status_timestamps), record.plan)
+    def _view(record: Any, with_io: bool = False) -> JobView:
+        """``with_io``: fill the vertices' bytes, times and ratios (O(tasks): one job's details only)."""
+        summary = record.summary()
+        if with_io:
+            vertices = JobManagerSource._vertices(record)
+            for v in summary.vertices:
+                view = vertices.get(v.vertex_id)
+                if view is not None:
+                    v.metrics.update(metric_views.vertex_io_summary(view))
+        return JobView(summary, dict(record.status_timestamps), record.plan, tuple(record.exception_history()))
+
+    @staticmethod
+    def _vertices(record: Any) -> dict[bytes, metric_views.VertexView]:
+        if record.job_master is not None:
+            return metric_views.vertex_views(record.job_master.core)
+        return dict(record.final_vertex_views)
+
+    def vertex_views(self, job_id: bytes) -> dict[bytes, metric_views.VertexView] | None:
+        record = self._jm.dispatcher.jobs.get(job_id)
+        return None if record is None else self._vertices(record)
 
     def job_views(self) -> list[JobView]:
         return [self._view(r) for r in self._jm.dispatcher.jobs.values()]
 
     def job_view(self, job_id: bytes) -> JobView | None:
         record = self._jm.dispatcher.jobs.get(job_id)
-        return None if record is None else self._view(record)
+        return None if record is None else self._view(record, with_io=True)
 
     def cancel(self, job_id: bytes) -> None:
         self._jm.dispatcher.cancel(job_id)
 
+    def start_savepoint(self, job_id: bytes, directory: str, stop: bool) -> Awaitable[str]:
+        try:
+            return self._jm.dispatcher.start_savepoint(job_id, directory, stop)  # type: ignore[no-any-return]
+        except DispatcherError as exc:
+            raise _rest_error(exc) from None
+
     def taskmanager_views(self) -> list[TaskManagerView]:
         rm = self._jm.resource_manager
-        return [TaskManagerView(info, rm.last_heartbeat_wall_ms(info.resource_id)) for info in rm.slots.task_managers()]
+        return [TaskManagerView(info, rm.last_heartbeat_wall_ms(info.resource_id), rm.resources(info.resource_id))
+                for info in rm.slots.task_managers()]
+
+
+def _rest_error(exc: DispatcherError) -> Exception:
+    """The Dispatcher's refusal as the REST API's: unknown job 404, a job not running 409, else 400."""
+    if exc.code is grpc.StatusCode.NOT_FOUND:
+        return NotFound(str(exc))
+    if exc.code is grpc.StatusCode.FAILED_PRECONDITION:
+        return Conflict(str(exc))
+    return BadRequest(str(exc))

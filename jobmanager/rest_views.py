@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
+from millstream.jobmanager.job_master_core import ExceptionHistoryEntry
 from millstream.jobmanager.slot_manager import SlotState, TaskManagerInfo
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
@@ -22,6 +23,8 @@ __all__ = [
     "JobView", "TaskManagerView", "NotFound", "BadRequest", "parse_job_id", "config_view", "overview_view",
     "jobs_view", "jobs_overview_view", "job_details_view", "plan_view", "job_plan", "exceptions_view",
     "checkpoints_view", "taskmanagers_view", "taskmanager_details_view", "error_body", "vertex_status",
+    "Conflict", "parse_max_exceptions", "SavepointOperation", "savepoint_trigger_request", "stop_request",
+    "savepoint_status_view", "parse_trigger_id",
 ]
 
 JOB_ID_HEX_LENGTH = 32  # Flink's JobID: 16 bytes, 32 hex digits
@@ -33,6 +36,11 @@ class NotFound(LookupError):
 
 class BadRequest(ValueError):
     """A malformed id or parameter: 400 with Flink's ``{"errors": [...]}``."""
+
+
+class Conflict(RuntimeError):
+    """A request the job's state does not allow now (a savepoint of a job that is not running):
+    409 with Flink's ``{"errors": [...]}``."""
 
 
 def error_body(message: str) -> dict[str, list[str]]:
@@ -47,12 +55,14 @@ class JobView:
     summary: cpb.JobSummary
     timestamps: Mapping[str, int] = field(default_factory=dict)
     plan: Mapping[str, Any] = field(default_factory=dict)
+    exceptions: tuple[ExceptionHistoryEntry, ...] = ()  # root causes of failed attempts, oldest first
 
 
 @dataclass(frozen=True)
 class TaskManagerView:
     info: TaskManagerInfo
     last_heartbeat_ms: int  # wall clock
+    resources: cpb.TaskManagerResources | None = None  # from its latest heartbeat
 
 
 def parse_job_id(text: str) -> bytes:
@@ -129,6 +139,9 @@ def overview_view(overview: cpb.ClusterOverview, version: str) -> dict[str, Any]
         "jobs-finished": overview.jobs_finished,
         "jobs-cancelled": overview.jobs_cancelled,
         "jobs-failed": overview.jobs_failed,
+        # Flink's blocklist: Millstream never blocks a TaskManager, so none is blocked.
+        "taskmanagers-blocked": 0,
+        "slots-free-and-blocked": 0,
         "flink-version": version,
         "flink-commit": f"millstream {version}",
     }
@@ -181,8 +194,19 @@ def _vertex(v: cpb.VertexSummary, job: JobView, now_ms: int) -> dict[str, Any]:
             "read-records-complete": status in ("FINISHED", "CANCELED", "FAILED"),
             "write-records": v.records_out,
             "write-records-complete": status in ("FINISHED", "CANCELED", "FAILED"),
+            **_io_fields(v.metrics, status in ("FINISHED", "CANCELED", "FAILED")),
         },
     }
+
+
+def _io_fields(metrics: Mapping[str, float], complete: bool) -> dict[str, Any]:
+    """A vertex's bytes, accumulated times (ms) and busy / backpressured ratios, when the REST
+    source filled them in (rest_metrics_views.vertex_io_summary)."""
+    fields: dict[str, Any] = {name: round(value, 3) if name.endswith("-ratio") else int(value)
+                              for name, value in metrics.items()}
+    if "read-bytes" in fields:
+        fields["read-bytes-complete"] = fields["write-bytes-complete"] = complete
+    return fields
 
 
 def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:
@@ -239,34 +263,68 @@ def plan_view(job: JobView) -> dict[str, Any]:
     return {"plan": dict(job.plan)}
 
 
-def exceptions_view(job: JobView, now_ms: int) -> dict[str, Any]:
-    """``GET /jobs/:jobid/exceptions``: Flink's JobExceptionsInfoWithHistory. Millstream keeps the
-    root cause (the first failure, or the one a restart is due to), so the history has at most that
-    entry."""
-    s = job.summary
-    if not s.HasField("failure") or not (s.failure.message or s.failure.traceback):
-        return {"root-exception": None, "timestamp": None, "all-exceptions": [], "truncated": False,
-                "exceptionHistory": {"entries": [], "truncated": False}}
-    failure = s.failure
-    stacktrace = failure.traceback or failure.message
-    timestamp = s.end_time_ms or job.timestamps.get(JobStatus.RESTARTING.value) or now_ms
-    name = failure.message.split(":", 1)[0] if ":" in failure.message else "Exception"
-    entry = {
-        "exceptionName": name,
-        "stacktrace": stacktrace,
+DEFAULT_MAX_EXCEPTIONS = 20  # Flink's JobExceptionsHandler without ?maxExceptions=
+
+
+def parse_max_exceptions(text: str | None) -> int:
+    """``?maxExceptions=``: how many history entries to return (Flink takes the first of a list)."""
+    if text is None or text == "":
+        return DEFAULT_MAX_EXCEPTIONS
+    first = text.split(",", 1)[0].strip()
+    try:
+        value = int(first)
+    except ValueError:
+        raise BadRequest(f"maxExceptions must be a non-negative integer, got '{text}'.") from None
+    if value < 0:
+        raise BadRequest(f"maxExceptions must be a non-negative integer, got '{text}'.")
+    return value
+
+
+def _exception_name(failure: cpb.JobFailure) -> str:
+    """``ValueError: boom`` -> ``ValueError``; a message with no exception class: ``Exception``."""
+    head = failure.message.split(":", 1)[0].strip()
+    return head if ":" in failure.message and head and " " not in head else "Exception"
+
+
+def _exception_entry(failure: cpb.JobFailure, timestamp: int, location: str, taskmanager_id: str) -> dict[str, Any]:
+    return {
+        "exceptionName": _exception_name(failure),
+        "stacktrace": failure.traceback or failure.message,
         "timestamp": timestamp,
         "taskName": failure.task_name or None,
-        "location": None,
-        "taskManagerId": None,
+        "endpoint": location or None,
+        "location": location or None,  # Flink 1.x's name of endpoint, for older dashboards
+        "taskManagerId": taskmanager_id or None,
         "failureLabels": {},
         "concurrentExceptions": [],
     }
+
+
+def exceptions_view(job: JobView, now_ms: int, max_exceptions: int = DEFAULT_MAX_EXCEPTIONS) -> dict[str, Any]:
+    """``GET /jobs/:jobid/exceptions``: Flink's JobExceptionsInfoWithHistory. The history holds the
+    root cause of every failed attempt the JobMaster recorded (each restart's cause and the final
+    failure; ``web.exception-history-size`` of them), newest first, at most ``max_exceptions``
+    (``truncated`` when more were left out). A job that failed before its JobMaster ran (its graph
+    could not be built) has its failure as the only entry. The deprecated first-level fields
+    (``root-exception``, ``timestamp``) carry the job's root cause, else the latest failure."""
+    s = job.summary
+    entries = [_exception_entry(e.failure, e.timestamp_ms, e.location, e.taskmanager_id) for e in reversed(job.exceptions)]
+    has_failure = s.HasField("failure") and bool(s.failure.message or s.failure.traceback)
+    root: str | None = None
+    root_timestamp: int | None = None
+    if has_failure:
+        root = s.failure.traceback or s.failure.message
+        root_timestamp = s.end_time_ms or job.timestamps.get(JobStatus.RESTARTING.value) or now_ms
+        if not entries:
+            entries = [_exception_entry(s.failure, root_timestamp, "", "")]
+    elif entries:
+        root, root_timestamp = entries[0]["stacktrace"], entries[0]["timestamp"]
     return {
-        "root-exception": stacktrace,
-        "timestamp": timestamp,
+        "root-exception": root,
+        "timestamp": root_timestamp,
         "all-exceptions": [],
         "truncated": False,
-        "exceptionHistory": {"entries": [entry], "truncated": False},
+        "exceptionHistory": {"entries": entries[:max_exceptions], "truncated": len(entries) > max_exceptions},
     }
 
 
@@ -299,10 +357,21 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
             "external_path": c.directory,
             "discarded": False,
         }
+    # The history knows more of the latest ones: a savepoint or not, when a failed one ran.
+    history = list(c.history)
+    if completed is not None:
+        kept = next((h for h in history if h.id == c.last_completed_id and h.status == "COMPLETED"), None)
+        completed["is_savepoint"] = bool(kept and kept.is_savepoint)
+        completed["checkpoint_type"] = "SAVEPOINT" if completed["is_savepoint"] else "CHECKPOINT"
+    savepoint = next((h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
     failed = None
     if c.num_failed:
         failed = {"@class": "failed", "status": "FAILED",
                   "failure_message": f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")}
+        last_failed = next((h for h in history if h.status == "FAILED"), None)
+        if last_failed is not None and last_failed.failure_message == c.last_failure_message:
+            failed.update(id=last_failed.id, trigger_timestamp=last_failed.trigger_timestamp_ms,
+                          failure_timestamp=last_failed.end_timestamp_ms or None, is_savepoint=last_failed.is_savepoint)
     restored_view = None
     if c.latest_restored_id:
         restored_view = {"id": c.latest_restored_id, "restore_timestamp": c.latest_restored_at_ms,
@@ -320,9 +389,31 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
             "state_size": _stat(c.last_size_bytes),
             "end_to_end_duration": _stat(c.last_duration_ms),
         },
-        "latest": {"completed": completed, "savepoint": None, "failed": failed, "restored": restored_view},
-        "history": [],
+        "latest": {"completed": completed, "failed": failed, "restored": restored_view,
+                   "savepoint": _checkpoint_history_entry(savepoint) if savepoint is not None else None},
+        "history": [_checkpoint_history_entry(h) for h in c.history],
     }
+
+
+def _checkpoint_history_entry(h: cpb.CheckpointHistoryEntry) -> dict[str, Any]:
+    """One of Flink's CheckpointStatistics in ``history`` (newest first, as Flink lists them)."""
+    ended = h.end_timestamp_ms or None
+    entry: dict[str, Any] = {
+        "@class": "completed" if h.status == "COMPLETED" else "failed",
+        "id": h.id,
+        "status": h.status,
+        "is_savepoint": h.is_savepoint,
+        "checkpoint_type": "SAVEPOINT" if h.is_savepoint else "CHECKPOINT",
+        "trigger_timestamp": h.trigger_timestamp_ms,
+        "latest_ack_timestamp": ended if h.status == "COMPLETED" else None,
+        "state_size": h.size_bytes,
+        "checkpointed_size": h.size_bytes,
+        "end_to_end_duration": ended - h.trigger_timestamp_ms if ended else None,
+    }
+    if h.status != "COMPLETED":
+        entry["failure_timestamp"] = ended
+        entry["failure_message"] = h.failure_message
+    return entry
 
 
 # ---- TaskManagers -----------------------------------------------------------------------------
@@ -340,7 +431,15 @@ def _taskmanager(tm: TaskManagerView) -> dict[str, Any]:
         "timeSinceLastHeartbeat": tm.last_heartbeat_ms,
         "slotsNumber": info.num_slots,
         "freeSlots": info.free_slots,
+        **({"hardware": _hardware(tm.resources)} if tm.resources is not None else {}),
     }
+
+
+def _hardware(r: cpb.TaskManagerResources) -> dict[str, int]:
+    """Flink's HardwareDescription. There ``freeMemory`` is the JVM's; here it is the host's
+    available memory. No memory is managed apart from the process's own."""
+    return {"cpuCores": r.cpu_cores, "physicalMemory": r.physical_memory_bytes,
+            "freeMemory": r.available_memory_bytes, "managedMemory": 0}
 
 
 def taskmanagers_view(tms: Iterable[TaskManagerView]) -> dict[str, Any]:
@@ -355,5 +454,95 @@ def taskmanager_details_view(tm: TaskManagerView) -> dict[str, Any]:
         {"index": s.slot_index, "jobId": s.job_id.hex() if s.job_id else None, "state": s.state.value}
         for s in tm.info.slots if s.state is not SlotState.FREE
     ]
-    details["metrics"] = {}
+    r = tm.resources
+    # Flink's TaskManagerMetricsInfo describes a JVM (heap, non-heap, direct buffers); a Python
+    # TaskManager reports its process memory instead, the Spark JVM and Python workers included.
+    details["metrics"] = {} if r is None else {
+        "processRss": r.process_rss_bytes,
+        "processTreeRss": r.process_tree_rss_bytes,
+        "heartbeatsReceived": r.heartbeats_received,
+        "runningTasks": r.running_tasks,
+    }
     return details
+
+
+# ---- savepoints (Flink's asynchronous operations) ---------------------------------------------
+
+TRIGGER_ID_HEX_LENGTH = 32  # Flink's TriggerId, as a JobID
+
+
+@dataclass
+class SavepointOperation:
+    """One savepoint triggered through the REST API: in progress until ``location`` or ``failure``
+    is set (by the shell, when the savepoint task ends)."""
+
+    job_id: bytes
+    trigger_id: str
+    stop: bool
+    location: str | None = None
+    failure: str | None = None
+    failure_class: str = "SavepointException"
+
+    @property
+    def done(self) -> bool:
+        return self.location is not None or self.failure is not None
+
+
+def parse_trigger_id(text: str) -> str:
+    """A trigger id from a path or a body: 32 hex digits, lower case."""
+    if len(text) != TRIGGER_ID_HEX_LENGTH or any(c not in "0123456789abcdefABCDEF" for c in text):
+        raise BadRequest(f"Invalid trigger id '{text}': a trigger id is {TRIGGER_ID_HEX_LENGTH} hexadecimal digits.")
+    return text.lower()
+
+
+def _body_field(body: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or (kind is str and isinstance(value, bool)):
+        raise BadRequest(f"'{key}' must be a {kind.__name__}, got {json_type(value)}.")
+    return value
+
+
+def json_type(value: Any) -> str:
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), "null" if value is None else type(value).__name__)
+
+
+def _trigger_request(body: Any, directory_key: str) -> tuple[str, str | None]:
+    if not isinstance(body, dict):
+        raise BadRequest(f"The request body must be a JSON object, got {json_type(body)}.")
+    if body.get("formatType") not in (None, "CANONICAL"):
+        raise BadRequest(f"formatType {body['formatType']!r} is not supported: Millstream writes CANONICAL savepoints.")
+    directory = _body_field(body, directory_key, str, "")
+    trigger = _body_field(body, "triggerId", str, None)
+    return directory, parse_trigger_id(trigger) if trigger is not None else None
+
+
+def savepoint_trigger_request(body: Any) -> tuple[str, bool, str | None]:
+    """``POST /jobs/:jobid/savepoints``' body (Flink's SavepointTriggerRequestBody):
+    (target directory, "" for the cluster's default; cancel the job afterwards; trigger id or None)."""
+    directory, trigger = _trigger_request(body, "target-directory")
+    return directory, bool(_body_field(body, "cancel-job", bool, False)), trigger
+
+
+def stop_request(body: Any) -> tuple[str, str | None]:
+    """``POST /jobs/:jobid/stop``' body (Flink's StopWithSavepointRequestBody): (target directory,
+    trigger id or None). ``drain`` (a MAX_WATERMARK before the savepoint) is refused: Millstream's
+    stop-with-savepoint does not drain."""
+    directory, trigger = _trigger_request(body, "targetDirectory")
+    if _body_field(body, "drain", bool, False):
+        raise BadRequest("drain=true is not supported: Millstream stops with a savepoint without draining "
+                         "(no MAX_WATERMARK is emitted); send drain=false.")
+    return directory, trigger
+
+
+def savepoint_status_view(op: SavepointOperation) -> dict[str, Any]:
+    """``GET /jobs/:jobid/savepoints/:triggerid``: Flink's AsynchronousOperationResult of a
+    SavepointInfo (``location`` once COMPLETED, or ``failure-cause`` if it failed)."""
+    if not op.done:
+        return {"status": {"id": "IN_PROGRESS"}, "operation": None}
+    if op.failure is not None:
+        cause = {"class": op.failure_class, "stack-trace": f"{op.failure_class}: {op.failure}"}
+        return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": cause}}
+    return {"status": {"id": "COMPLETED"}, "operation": {"location": op.location}}

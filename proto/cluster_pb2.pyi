@@ -150,7 +150,7 @@ class JobSummary(_message.Message):
     def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ..., num_restarts: _Optional[int] = ..., checkpoints: _Optional[_Union[CheckpointSummary, _Mapping]] = ...) -> None: ...
 
 class CheckpointSummary(_message.Message):
-    __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path")
+    __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path", "history")
     INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     NUM_COMPLETED_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +165,7 @@ class CheckpointSummary(_message.Message):
     LATEST_RESTORED_ID_FIELD_NUMBER: _ClassVar[int]
     LATEST_RESTORED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     LATEST_RESTORED_PATH_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     interval_ms: int
     directory: str
     num_completed: int
@@ -179,10 +180,29 @@ class CheckpointSummary(_message.Message):
     latest_restored_id: int
     latest_restored_at_ms: int
     latest_restored_path: str
-    def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ...) -> None: ...
+    history: _containers.RepeatedCompositeFieldContainer[CheckpointHistoryEntry]
+    def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ..., history: _Optional[_Iterable[_Union[CheckpointHistoryEntry, _Mapping]]] = ...) -> None: ...
+
+class CheckpointHistoryEntry(_message.Message):
+    __slots__ = ("id", "status", "is_savepoint", "trigger_timestamp_ms", "end_timestamp_ms", "size_bytes", "failure_message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    IS_SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    status: str
+    is_savepoint: bool
+    trigger_timestamp_ms: int
+    end_timestamp_ms: int
+    size_bytes: int
+    failure_message: str
+    def __init__(self, id: _Optional[int] = ..., status: _Optional[str] = ..., is_savepoint: _Optional[bool] = ..., trigger_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure_message: _Optional[str] = ...) -> None: ...
 
 class VertexSummary(_message.Message):
-    __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out")
+    __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out", "metrics")
     class TasksPerStateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -190,19 +210,28 @@ class VertexSummary(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class MetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     VERTEX_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     TASKS_PER_STATE_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     vertex_id: bytes
     name: str
     parallelism: int
     tasks_per_state: _containers.ScalarMap[str, int]
     records_in: int
     records_out: int
-    def __init__(self, vertex_id: _Optional[bytes] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+    metrics: _containers.ScalarMap[str, float]
+    def __init__(self, vertex_id: _Optional[bytes] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class SlotWait(_message.Message):
     __slots__ = ("slots_required", "slots_allocated", "timeout_at_ms")
@@ -403,20 +432,29 @@ class OfferSlotsResponse(_message.Message):
     def __init__(self, accepted: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class TaskExecutionState(_message.Message):
-    __slots__ = ("job_id", "execution_attempt_id", "state", "failure", "records_in", "records_out")
+    __slots__ = ("job_id", "execution_attempt_id", "state", "failure", "records_in", "records_out", "metrics")
+    class MetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     job_id: bytes
     execution_attempt_id: bytes
     state: ExecutionState
     failure: JobFailure
     records_in: int
     records_out: int
-    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ...) -> None: ...
+    metrics: _containers.ScalarMap[str, float]
+    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., state: _Optional[_Union[ExecutionState, str]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class PrintedLinesReport(_message.Message):
     __slots__ = ("job_id", "lines", "dropped")
@@ -625,12 +663,32 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, sender: _Optional[str] = ..., job_id: _Optional[bytes] = ..., registration_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("slot_report", "tasks")
+    __slots__ = ("slot_report", "tasks", "resources")
     SLOT_REPORT_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     slot_report: SlotReport
     tasks: _containers.RepeatedCompositeFieldContainer[TaskExecutionState]
-    def __init__(self, slot_report: _Optional[_Union[SlotReport, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskExecutionState, _Mapping]]] = ...) -> None: ...
+    resources: TaskManagerResources
+    def __init__(self, slot_report: _Optional[_Union[SlotReport, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskExecutionState, _Mapping]]] = ..., resources: _Optional[_Union[TaskManagerResources, _Mapping]] = ...) -> None: ...
+
+class TaskManagerResources(_message.Message):
+    __slots__ = ("cpu_cores", "physical_memory_bytes", "available_memory_bytes", "process_rss_bytes", "process_tree_rss_bytes", "heartbeats_received", "running_tasks")
+    CPU_CORES_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_TREE_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEATS_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    cpu_cores: int
+    physical_memory_bytes: int
+    available_memory_bytes: int
+    process_rss_bytes: int
+    process_tree_rss_bytes: int
+    heartbeats_received: int
+    running_tasks: int
+    def __init__(self, cpu_cores: _Optional[int] = ..., physical_memory_bytes: _Optional[int] = ..., available_memory_bytes: _Optional[int] = ..., process_rss_bytes: _Optional[int] = ..., process_tree_rss_bytes: _Optional[int] = ..., heartbeats_received: _Optional[int] = ..., running_tasks: _Optional[int] = ...) -> None: ...
 
 class LookupPartitionRequest(_message.Message):
     __slots__ = ("producer_attempt_id",)
@@ -673,3 +731,101 @@ class CheckpointNotification(_message.Message):
     checkpoint_id: int
     aborted: bool
     def __init__(self, execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., aborted: _Optional[bool] = ...) -> None: ...
+
+class TaskOutputRequest(_message.Message):
+    __slots__ = ("execution_attempt_id",)
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    execution_attempt_id: bytes
+    def __init__(self, execution_attempt_id: _Optional[bytes] = ...) -> None: ...
+
+class TaskOutputResponse(_message.Message):
+    __slots__ = ("found", "lines", "dropped_lines")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_LINES_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    lines: _containers.RepeatedScalarFieldContainer[str]
+    dropped_lines: int
+    def __init__(self, found: _Optional[bool] = ..., lines: _Optional[_Iterable[str]] = ..., dropped_lines: _Optional[int] = ...) -> None: ...
+
+class LogFileInfo(_message.Message):
+    __slots__ = ("name", "size")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    size: int
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class LogFileList(_message.Message):
+    __slots__ = ("files", "log_name", "stdout_name")
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    LOG_NAME_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_NAME_FIELD_NUMBER: _ClassVar[int]
+    files: _containers.RepeatedCompositeFieldContainer[LogFileInfo]
+    log_name: str
+    stdout_name: str
+    def __init__(self, files: _Optional[_Iterable[_Union[LogFileInfo, _Mapping]]] = ..., log_name: _Optional[str] = ..., stdout_name: _Optional[str] = ...) -> None: ...
+
+class ReadLogRequest(_message.Message):
+    __slots__ = ("name", "stdout", "max_bytes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    stdout: bool
+    max_bytes: int
+    def __init__(self, name: _Optional[str] = ..., stdout: _Optional[bool] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class ReadLogResponse(_message.Message):
+    __slots__ = ("found", "text", "message")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    text: str
+    message: str
+    def __init__(self, found: _Optional[bool] = ..., text: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class TaskOutputsRequest(_message.Message):
+    __slots__ = ("job_id", "vertex", "subtask")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    VERTEX_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    vertex: str
+    subtask: int
+    def __init__(self, job_id: _Optional[bytes] = ..., vertex: _Optional[str] = ..., subtask: _Optional[int] = ...) -> None: ...
+
+class SubtaskOutput(_message.Message):
+    __slots__ = ("vertex_id", "vertex_name", "subtask_index", "parallelism", "attempt_number", "state", "taskmanager_id", "available", "unavailable_reason", "lines", "dropped_lines")
+    VERTEX_ID_FIELD_NUMBER: _ClassVar[int]
+    VERTEX_NAME_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TASKMANAGER_ID_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_REASON_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_LINES_FIELD_NUMBER: _ClassVar[int]
+    vertex_id: str
+    vertex_name: str
+    subtask_index: int
+    parallelism: int
+    attempt_number: int
+    state: str
+    taskmanager_id: str
+    available: bool
+    unavailable_reason: str
+    lines: _containers.RepeatedScalarFieldContainer[str]
+    dropped_lines: int
+    def __init__(self, vertex_id: _Optional[str] = ..., vertex_name: _Optional[str] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., attempt_number: _Optional[int] = ..., state: _Optional[str] = ..., taskmanager_id: _Optional[str] = ..., available: _Optional[bool] = ..., unavailable_reason: _Optional[str] = ..., lines: _Optional[_Iterable[str]] = ..., dropped_lines: _Optional[int] = ...) -> None: ...
+
+class TaskOutputsResponse(_message.Message):
+    __slots__ = ("job_name", "subtasks")
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    SUBTASKS_FIELD_NUMBER: _ClassVar[int]
+    job_name: str
+    subtasks: _containers.RepeatedCompositeFieldContainer[SubtaskOutput]
+    def __init__(self, job_name: _Optional[str] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskOutput, _Mapping]]] = ...) -> None: ...

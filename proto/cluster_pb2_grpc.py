@@ -74,6 +74,11 @@ class DispatcherStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.SavepointRequest.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.SavepointResponse.FromString,
                 _registered_method=True)
+        self.GetTaskOutputs = channel.unary_unary(
+                '/millstream.v1.Dispatcher/GetTaskOutputs',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.TaskOutputsRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.TaskOutputsResponse.FromString,
+                _registered_method=True)
 
 
 class DispatcherServicer:
@@ -132,6 +137,13 @@ class DispatcherServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTaskOutputs(self, request, context):
+        """What a job's subtasks printed and logged (their current attempts), from the TaskManagers that ran them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DispatcherServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -174,6 +186,11 @@ def add_DispatcherServicer_to_server(servicer, server):
                     servicer.TriggerSavepoint,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.SavepointRequest.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.SavepointResponse.SerializeToString,
+            ),
+            'GetTaskOutputs': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTaskOutputs,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.TaskOutputsRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.TaskOutputsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -392,6 +409,33 @@ class Dispatcher:
             '/millstream.v1.Dispatcher/TriggerSavepoint',
             millstream_dot_proto_dot_cluster__pb2.SavepointRequest.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.SavepointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTaskOutputs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.Dispatcher/GetTaskOutputs',
+            millstream_dot_proto_dot_cluster__pb2.TaskOutputsRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.TaskOutputsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -969,6 +1013,21 @@ class TaskExecutorStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.CheckpointNotification.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
                 _registered_method=True)
+        self.GetTaskOutput = channel.unary_unary(
+                '/millstream.v1.TaskExecutor/GetTaskOutput',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.TaskOutputRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.TaskOutputResponse.FromString,
+                _registered_method=True)
+        self.ListLogFiles = channel.unary_unary(
+                '/millstream.v1.TaskExecutor/ListLogFiles',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.LogFileList.FromString,
+                _registered_method=True)
+        self.ReadLogFile = channel.unary_unary(
+                '/millstream.v1.TaskExecutor/ReadLogFile',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.ReadLogRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.ReadLogResponse.FromString,
+                _registered_method=True)
 
 
 class TaskExecutorServicer:
@@ -1025,6 +1084,26 @@ class TaskExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTaskOutput(self, request, context):
+        """A task attempt's captured output (prints, log records); its attempt may have ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLogFiles(self, request, context):
+        """This TaskManager's log files, and the end of one of them (read-only: not fenced).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadLogFile(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1067,6 +1146,21 @@ def add_TaskExecutorServicer_to_server(servicer, server):
                     servicer.NotifyCheckpoint,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.CheckpointNotification.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+            ),
+            'GetTaskOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTaskOutput,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.TaskOutputRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.TaskOutputResponse.SerializeToString,
+            ),
+            'ListLogFiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLogFiles,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.LogFileList.SerializeToString,
+            ),
+            'ReadLogFile': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadLogFile,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.ReadLogRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.ReadLogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1285,6 +1379,87 @@ class TaskExecutor:
             '/millstream.v1.TaskExecutor/NotifyCheckpoint',
             millstream_dot_proto_dot_cluster__pb2.CheckpointNotification.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTaskOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.TaskExecutor/GetTaskOutput',
+            millstream_dot_proto_dot_cluster__pb2.TaskOutputRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.TaskOutputResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLogFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.TaskExecutor/ListLogFiles',
+            millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.LogFileList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadLogFile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.TaskExecutor/ReadLogFile',
+            millstream_dot_proto_dot_cluster__pb2.ReadLogRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.ReadLogResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -251,6 +251,11 @@ REST_BIND_ADDRESS: ConfigOption[str | None] = _option(
     "rest.bind-address", _STR, None,
     "Local address the REST API listens on; unset: the JobManager's bind host "
     "(jobmanager.bind-host, else jobmanager.rpc.address).")
+WEB_EXCEPTION_HISTORY_SIZE: ConfigOption[int] = _option(
+    "web.exception-history-size", _INT, 16,
+    "Most failures (the root cause of each failed attempt: restarts and the final failure) the "
+    "JobManager keeps per job for the REST API's /jobs/:jobid/exceptions history; older ones are "
+    "dropped.")
 JOBSTORE_EXPIRATION_TIME: ConfigOption[int] = _option(
     "jobstore.expiration-time", _INT, 3600,
     "Seconds (an integer, as in Flink) a finished job's summary stays listed by `millstream list` and "
@@ -392,6 +397,19 @@ NETWORK_MAX_BUFFERS_PER_CHANNEL: ConfigOption[int] = _option(
     "taskmanager.network.memory.max-buffers-per-channel", _INT, 4,
     "Buffers a producer task queues per subpartition before it blocks (backpressure); "
     "Flink's default is 10. At least 1.")
+
+# ---- Metrics ---------------------------------------------------------------------------------
+METRICS_TASK_IO_TIMING: ConfigOption[bool] = _option(
+    "metrics.task.io-timing", _BOOL, True,
+    "Whether tasks time their waits for input and for output credit, to report Flink's "
+    "busyTimeMsPerSecond, idleTimeMsPerSecond and backPressuredTimeMsPerSecond (and the REST "
+    "backpressure figures). Off: two clock reads fewer per input buffer, those metrics are not "
+    "reported; record and byte counts are.")
+METRICS_PROMETHEUS_PORT: ConfigOption[str | None] = _option(
+    "metrics.reporter.prom.port", _STR, None,
+    "Serve Prometheus metrics at http://<host>:<port>/metrics from every JobManager and TaskManager "
+    "process: a port, or a range such as 9249-9260 of which each process takes the first free one "
+    "(and logs which). Unset: no reporter.")
 
 # ---- Heartbeats: JobMaster <-> TaskManager, ResourceManager <-> TaskManager ------------------
 HEARTBEAT_INTERVAL: ConfigOption[int] = _option(
@@ -538,6 +556,28 @@ AUTH_CLUSTER_TOKEN_FILE: ConfigOption[str | None] = _option(
     "A file holding the cluster token (surrounding whitespace ignored); used when "
     "security.auth.cluster-token is not set.")
 
+
+# ---- Logs: process log files, task output (runtime/log_files.py, taskmanager/task_output.py) --
+LOG_DIR: ConfigOption[str | None] = _option(
+    "env.log.dir", _STR, None,
+    "Directory of the JobManager's and TaskManagers' log files (millstream-<role>-<index>-<host>.log); "
+    "unset: MILLSTREAM_LOG_DIR, else ~/.millstream/log.")
+LOG_FILE_MAX_SIZE: ConfigOption[int] = _option(
+    "log.file.max-size", _MEMORY, 100 * _MB,
+    "Size at which a process's log file is rotated (renamed to .log.1, older ones shifted).")
+LOG_MAX_BACKUPS: ConfigOption[int] = _option(
+    "env.log.max", _INT, 10,
+    "Rotated log files a process keeps besides its current one (Flink's key); the oldest beyond "
+    "these are deleted. At least 1.")
+TASK_OUTPUT_MAX_SIZE: ConfigOption[int] = _option(
+    "taskmanager.task-output.max-size", _MEMORY, 1 * _MB,
+    "Per task attempt, how much of what its user functions print (stdout, stderr) and log "
+    "(Python logging) the TaskManager keeps for `millstream logs` and the REST API; the oldest "
+    "lines are dropped beyond it.")
+TASK_OUTPUT_RETAINED_ATTEMPTS: ConfigOption[int] = _option(
+    "taskmanager.task-output.retained-attempts", _INT, 100,
+    "Ended task attempts whose output a TaskManager keeps (the oldest are forgotten first); "
+    "running attempts are always kept. At least 1.")
 
 def registered_options() -> tuple[ConfigOption[Any], ...]:
     """Every declared option, in declaration (component) order."""

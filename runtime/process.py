@@ -33,14 +33,19 @@ def process_parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def start_process(args: argparse.Namespace) -> cfg.Configuration:
-    """Sets up logging to stderr and loads the configuration named by the parsed arguments.
+def start_process(args: argparse.Namespace, role: str | None = None) -> cfg.Configuration:
+    """Sets up logging to stderr and loads the configuration named by the parsed arguments; with a
+    ``role`` (``jobmanager``, ``taskmanager``) the process logs to its own rotated file too.
 
     A process reads registered options only: any other key is reported (with the closest option
     key, if one is close) rather than silently kept.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     configuration = cfg.load_configuration(args.config, dynamic_properties=args.dynamic)
+    if role is not None:
+        from millstream.runtime.log_files import install_process_log
+
+        log.info("logging to %s", install_process_log(role, configuration).path)
     for key in configuration.user_keys():
         if cfg.closest_key(key) is None:  # near misses were reported as they were read
             log.warning("configuration key %r is not a Millstream option; this process ignores it%s",
@@ -57,7 +62,7 @@ def run_process(name: str, args: argparse.Namespace,
     ``millstream jobmanager: error: ...``, and exit code 1: ``cluster start`` relays that line.
     """
     try:
-        code = asyncio.run(serve(start_process(args)))
+        code = asyncio.run(serve(start_process(args, name)))
     except FATAL_ERRORS as exc:
         print(ERROR_PREFIX.format(name=name) + str(exc), file=sys.stderr, flush=True)
         sys.exit(1)

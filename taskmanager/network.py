@@ -146,9 +146,11 @@ class InputGate:
         is_cancelled: Callable[[], bool] = never_cancelled,
         connect_timeout_s: float = 30.0,
         tls: TlsSettings | None = None,
+        time_waits: bool = True,
     ) -> None:
         """``tls``: connect with mutual TLS (security.ssl.*); the producer's certificate must name
-        the host its partition is served at."""
+        the host its partition is served at. ``time_waits``: add the time ``poll`` waits for input
+        to ``idle_s``."""
         self._tls_context = tls.client_context() if tls is not None else None
         if initial_credit < 1:
             raise ValueError("initial_credit must be >= 1")
@@ -167,6 +169,9 @@ class InputGate:
         self.buffers_in = 0
         self.bytes_in = 0
         self.max_in_flight_seen = 0
+        # Seconds poll() waited for input (Flink's idle time), measured when ``time_waits``.
+        self.time_waits = time_waits
+        self.idle_s = 0.0
 
     @property
     def channels(self) -> list[ChannelSpec]:
@@ -201,10 +206,19 @@ class InputGate:
             raise self._error
         if self._closing.is_set():
             raise ExchangeError("the input gate is closed")
-        try:
-            item = self._queue.get(block=timeout_s > 0, timeout=max(timeout_s, 0.0))
-        except queue.Empty:
-            return None
+        if self.time_waits and timeout_s > 0:  # two clock reads per poll, never per record
+            started = time.perf_counter()
+            try:
+                item = self._queue.get(timeout=timeout_s)
+            except queue.Empty:
+                return None
+            finally:
+                self.idle_s += time.perf_counter() - started
+        else:
+            try:
+                item = self._queue.get(block=timeout_s > 0, timeout=max(timeout_s, 0.0))
+            except queue.Empty:
+                return None
         if item is None:  # woken by a failure or close()
             raise self._error or ExchangeError("the input gate is closed")
         ch, kind, payload, nbytes = item

@@ -40,12 +40,14 @@ from millstream.runtime.task.batch_slicer import BatchSlicer
 from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
+from millstream.runtime.metrics.task_io import TaskIOMetrics
 from millstream.runtime.rpc import sync_channel
 from millstream.runtime.security import Credentials
 from millstream.runtime.tls import TlsSettings
 from millstream.runtime.timestamps import LONG_MAX
 from millstream.runtime.watermarks import InputWatermarks
 from millstream.runtime.watermarks import WatermarkStatus as ValveStatus
+from millstream.taskmanager.task_output import OutputCapture
 from millstream.taskmanager.network import (
     BUFFER,
     ChannelSpec,
@@ -64,7 +66,11 @@ STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")
 PARTITIONS = "partitions"  # ("partitions", "host:port") where this task serves its result partitions
 PRINT = "print"            # ("print", [lines], to_stderr)
 COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, serialized list of records)
-RECORDS = "records"        # ("records", records_in, records_out): running totals, at most every RECORDS_INTERVAL_MS
+OUTPUT = "output"          # ("output", [lines], dropped): what user functions printed and logged (task_output.py)
+# ("records", records_in, records_out, metrics, descriptors): running totals and the task's metric
+# snapshot ({identifier: number}: I/O metrics and user metrics), at most every RECORDS_INTERVAL_MS;
+# descriptors ({identifier: (Prometheus name, labels)} of the user metrics) only when they changed.
+RECORDS = "records"
 # ("failing", traceback, caused_by_peer): the body failed (before any cancel reached it) and is now
 # cleaning up; caused_by_peer when the failure is a broken exchange, i.e. a neighbour's failure.
 FAILING = "failing"
@@ -94,6 +100,7 @@ class NetworkSettings:
     buffers_per_channel: int = 4  # credits a consumer grants each input channel
     max_buffers_per_channel: int = 4  # buffers a producer queues per subpartition before it blocks
     tls: TlsSettings | None = None  # PEM paths (the files must exist where the worker runs)
+    io_timing: bool = True  # metrics.task.io-timing: time the waits for input and output (busy/idle/backpressured)
 
 
 @dataclass(frozen=True)
@@ -225,7 +232,7 @@ def _channel_specs(tdd: cpb.TaskDeploymentDescriptor) -> list[ChannelSpec]:
 def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, is_cancelled: Any,
                 network: NetworkSettings = NetworkSettings()) -> InputGate:
     return InputGate(_channel_specs(tdd), resolve, initial_credit=network.buffers_per_channel, is_cancelled=is_cancelled,
-                     connect_timeout_s=CONNECT_TIMEOUT_S, tls=network.tls)
+                     connect_timeout_s=CONNECT_TIMEOUT_S, tls=network.tls, time_waits=network.io_timing)
 
 
 class CheckpointControl:
@@ -306,8 +313,10 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment,
     while not gate.all_finished:
         if env.is_cancelled():
             return False
-        timeout_ms = chain.wait_bound_ms(100)
-        item = gate.poll(timeout_ms / 1000)
+        item = gate.poll(0)
+        if item is None:  # nothing ready: send what is staged before waiting (low latency at low rates)
+            chain.flush_when_idle()
+            item = gate.poll(chain.wait_bound_ms(100) / 1000)
         if item is not None:
             spec, kind, payload = item
             if handler is None:
@@ -355,6 +364,14 @@ def _broken_exchange(exc: BaseException | None) -> bool:
 
 def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, data_host: str | None,
              network: NetworkSettings, channel: Any) -> None:
+    """Runs the task (see :func:`_run_task`) with its prints and log records captured for the
+    TaskManager; the last of them go out before the task's end."""
+    with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))):
+        _run_task(tdd_bytes, artifact_paths, data_host, network, channel)
+
+
+def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, data_host: str | None,
+              network: NetworkSettings, channel: Any) -> None:
     """``data_host``: where this task serves its partitions to consumers: the TaskManager's host
     when the worker runs beside it (embedded Spark); None when it runs on another machine (an
     external Spark cluster): every interface, advertised as the worker's own address towards its
@@ -368,6 +385,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
     channel.send((STATE, "INITIALIZING"))
     env = _task_environment(tdd, channel)
     chain: OperatorChain | None = None
+    metrics: TaskMetricsReporter | None = None
+    ticker: threading.Thread | None = None
 
     task_ended = threading.Event()
 
@@ -400,7 +419,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
         channel.send((PARTITIONS, "%s:%d" % server.address))
         chain = OperatorChain(tdd.vertex, env, writers)
         chain.records_interval_ms = RECORDS_INTERVAL_MS
-        chain.records_listener = lambda records_in, records_out: channel.send((RECORDS, records_in, records_out))
+        metrics = reporter = TaskMetricsReporter(chain, env, gate, partitions, network.io_timing)
+        chain.records_listener = lambda records_in, records_out: reporter.send(channel, records_in, records_out)
         control: CheckpointControl | None = None
         finished_on_restore = tdd.HasField("restore") and tdd.restore.finished
         if tdd.checkpoint_dir:
@@ -426,6 +446,10 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
         try:
             channel.send((STATE, "RUNNING"))
             if tdd.vertex.is_source:
+                # A SourceFunction may wait in its own code for long; its metrics go out meanwhile.
+                ticker = threading.Thread(target=reporter.report_while_quiet, args=(channel, task_ended),
+                                          name="millstream-metrics", daemon=True)
+                ticker.start()
                 ended = chain.run_source()
             else:
                 ended = _consume(chain, gate, env, checkpointer, tdd.checkpointing_mode or "EXACTLY_ONCE")  # type: ignore[arg-type]
@@ -453,14 +477,67 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
             checkpointer.close(wait=failure is None and not env.is_cancelled())
         task_ended.set()
         relay.join(RELAY_POLL_S * 4)  # gone before the worker takes its next task
-        if chain is not None:  # the final totals, ahead of the task's end (the channel keeps the order)
+        if ticker is not None:
+            ticker.join()  # its last snapshot goes out before the final one
+        if chain is not None and metrics is not None:  # the final totals, ahead of the task's end (the channel keeps the order)
             with contextlib.suppress(OSError):
-                channel.send((RECORDS, chain.records_in, chain.records_out))
+                metrics.send(channel, chain.records_in, chain.records_out)
         if gate is not None:
             gate.close()
         if server is not None:
             server.close(failure)  # consumers get the failure in-band, not a bare closed connection
         resolver.close()
+
+
+class TaskMetricsReporter:
+    """Builds the task's RECORDS message: its I/O metrics from the counters the chain, the input
+    gate and the result partitions keep, and the user metrics of its operators (cheap: once per
+    reporting interval, nothing per record)."""
+
+    def __init__(self, chain: OperatorChain, env: SimpleTaskEnvironment, gate: InputGate | None,
+                 partitions: dict[bytes, ResultPartition], io_timing: bool) -> None:
+        self._chain = chain
+        self._user = env.metrics
+        self._gate = gate
+        self._partitions = list(partitions.values())
+        self._io = TaskIOMetrics(time_accounting=io_timing)
+        self._sent_version = -1
+        self._lock = threading.Lock()  # the task thread and report_while_quiet's thread
+        self._last_sent = time.monotonic()
+
+    def report_while_quiet(self, channel: Any, ended: threading.Event) -> None:
+        """Sends the snapshot whenever the task thread has not for a reporting interval (a source
+        whose function waits between records), until ``ended``. Like a Flink reporter it reads the
+        counters and calls user gauges from its own thread."""
+        interval_s = RECORDS_INTERVAL_MS / 1000
+        while not ended.wait(interval_s / 2):
+            if time.monotonic() - self._last_sent >= interval_s:
+                with contextlib.suppress(OSError):
+                    self.send(channel, self._chain.records_in, self._chain.records_out)
+
+    def send(self, channel: Any, records_in: int, records_out: int) -> None:
+        """Takes and sends the snapshot; under the lock, so snapshots reach the TaskManager in order."""
+        with self._lock:
+            self._last_sent = time.monotonic()
+            channel.send(self.message(records_in, records_out))
+
+    def message(self, records_in: int, records_out: int) -> tuple[Any, ...]:
+        gate, partitions, chain = self._gate, self._partitions, self._chain
+        values = self._io.snapshot(
+            records_in, records_out,
+            bytes_in=gate.bytes_in if gate is not None else 0,
+            bytes_out=sum(p.bytes_out for p in partitions),
+            idle_s=gate.idle_s if gate is not None else 0.0,
+            backpressured_s=sum(p.blocked_s for p in partitions),
+            input_watermark=chain.current_input_watermark,
+            output_watermark=chain.current_output_watermark,
+        )
+        values.update(self._user.snapshot())
+        descriptors = None
+        if self._user.version != self._sent_version:
+            self._sent_version = self._user.version
+            descriptors = self._user.descriptors()
+        return (RECORDS, records_in, records_out, values, descriptors)
 
 
 def _restored_checkpointer(tdd: cpb.TaskDeploymentDescriptor, chain: OperatorChain,

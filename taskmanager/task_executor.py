@@ -32,12 +32,15 @@ from millstream.jobmanager.blob_server import check_artifact_name
 from millstream.jobmanager.heartbeat import HeartbeatMonitor
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime import log_files
+from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
 from millstream.runtime.fencing import FencingClientInterceptor, Refusal
 from millstream.runtime.ha.api import DEFAULT_LEADER_ID, LeaderInformation
 from millstream.runtime.rpc import aio_channel
 from millstream.runtime.security import Credentials
 from millstream.taskmanager import task as task_body
 from millstream.taskmanager.print_forwarder import PrintForwarder
+from millstream.taskmanager.task_output import TaskOutputStore
 from millstream.taskmanager.slot_table import SlotTableError, TaskSlotTable
 from millstream.taskmanager.spark_runner import SparkHost, TaskExit, TaskHandle, make_payload
 
@@ -129,6 +132,9 @@ class RunningTask:
     orphaned: bool = False  # its JobManager leader is gone: nothing more is reported to it
     records_in: int = 0  # the body's running totals (Flink's numRecordsIn / numRecordsOut)
     records_out: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)  # the body's latest metric snapshot
+    # Each user metric's Prometheus name (below the task scope) and extra labels, by identifier.
+    metric_descriptors: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     @property
     def attempt_id(self) -> bytes:
@@ -152,6 +158,7 @@ class TaskExecutor:
         network: task_body.NetworkSettings = task_body.NetworkSettings(),
         forward_printed_lines: bool = True,
         credentials: Credentials | None = None,
+        task_output: TaskOutputStore | None = None,
     ) -> None:
         """``forward_printed_lines``: send the tasks' printed lines to their JobManager as well as to
         this process's stdout (off in the embedded mode, where stdout is the user's console already).
@@ -174,6 +181,7 @@ class TaskExecutor:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self.tasks: dict[bytes, RunningTask] = {}
         self._heartbeats = HeartbeatMonitor[str](10_000, 50_000)
+        self.heartbeats_received = 0  # heartbeat requests answered (a Prometheus metric)
         self._background: set[asyncio.Task[Any]] = set()
         self._artifact_fetches: dict[bytes, asyncio.Future[list[str]]] = {}
         # Where each running task serves its result partitions, and the attempts that ended here.
@@ -185,6 +193,8 @@ class TaskExecutor:
         self.registered = asyncio.Event()
         self.unusable_reason: str | None = None
         self.printed_lines = PrintForwarder(self._send_printed_lines) if forward_printed_lines else None
+        # What each attempt's user functions printed and logged (``task_output``: its bounds).
+        self.task_output = task_output if task_output is not None else TaskOutputStore.with_defaults()
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -388,6 +398,7 @@ class TaskExecutor:
         if not self.slots.add_task(tdd.allocation_id, tdd.job_id, tdd.execution_attempt_id, task.name):
             return
         self.tasks[task.attempt_id] = task
+        self.task_output.started(task.attempt_id)
         jobmaster_address = self.slots.slot_of(tdd.allocation_id).jobmaster_address  # type: ignore[union-attr]
         self._spawn(self._forward_events(task, jobmaster_address))
         if task.attempt_id in self._cancelled_early:
@@ -481,6 +492,7 @@ class TaskExecutor:
                 )
                 self.partition_servers.pop(task.attempt_id, None)
                 self._ended_attempts.append(task.attempt_id)
+                self.task_output.ended(task.attempt_id)
                 if self.printed_lines is not None and not task.orphaned:  # its last lines reach the clients first
                     await self.printed_lines.flush(task.tdd.job_id)
                 await self._report(stub, task, msg.status, failure)
@@ -495,7 +507,9 @@ class TaskExecutor:
             elif kind == task_body.STATE:
                 await self._report(stub, task, msg[1], None)
             elif kind == task_body.RECORDS:
-                task.records_in, task.records_out = msg[1], msg[2]
+                task.records_in, task.records_out, task.metrics = msg[1], msg[2], msg[3]
+                if msg[4] is not None:
+                    task.metric_descriptors = msg[4]
             elif kind == task_body.CHECKPOINT_ACK:  # in order: a task's ack reaches its JobMaster before its end
                 _, checkpoint_id, state_path, state_size = msg
                 await self._call(stub.AcknowledgeCheckpoint, cpb.AcknowledgeCheckpointRequest(
@@ -512,6 +526,11 @@ class TaskExecutor:
                 stream.flush()
                 if self.printed_lines is not None and not task.orphaned:
                     self.printed_lines.add(task.tdd.job_id, jobmaster_address, msg[1])
+            elif kind == task_body.OUTPUT:
+                self.task_output.add(task.attempt_id, msg[1], msg[2])
+                if self.printed_lines is not None:  # a TaskManager of its own: its stdout is Flink's .out
+                    sys.stdout.write("".join(f"{line}\n" for line in msg[1]))
+                    sys.stdout.flush()
             elif kind == task_body.COLLECT:
                 _, collect_id, subtask, sequence, payload = msg
                 batch = cpb.CollectBatch(collect_id=collect_id, subtask_index=subtask, sequence=sequence, payload=payload)
@@ -557,6 +576,7 @@ class TaskExecutor:
             failure=failure,
             records_in=task.records_in,
             records_out=task.records_out,
+            metrics=task.metrics,
         )
         await self._call(stub.UpdateTaskExecutionState, update, task=task)
 
@@ -615,11 +635,25 @@ class TaskExecutor:
             return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.GONE)
         return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.PENDING)
 
+    def resources(self) -> cpb.TaskManagerResources:
+        """This TaskManager's machine and memory, for the ResourceManager (the REST API shows them)."""
+        physical, available = host_memory_bytes()
+        return cpb.TaskManagerResources(
+            cpu_cores=os.cpu_count() or 0,
+            physical_memory_bytes=physical,
+            available_memory_bytes=available,
+            process_rss_bytes=process_rss_bytes(),
+            process_tree_rss_bytes=process_tree_rss_bytes(),
+            heartbeats_received=self.heartbeats_received,
+            running_tasks=sum(1 for t in self.tasks.values() if t.state == "RUNNING"),
+        )
+
     def heartbeat(self, request: cpb.HeartbeatRequest) -> cpb.HeartbeatResponse:
+        self.heartbeats_received += 1
         if request.sender == RESOURCE_MANAGER:
             if request.registration_id == self.registration_id:
                 self._heartbeats.record_heartbeat(RESOURCE_MANAGER, now_ms())
-            return cpb.HeartbeatResponse(slot_report=self.slot_report())
+            return cpb.HeartbeatResponse(slot_report=self.slot_report(), resources=self.resources())
         self._heartbeats.record_heartbeat(request.job_id.hex(), now_ms())
         tasks = [
             cpb.TaskExecutionState(
@@ -628,6 +662,7 @@ class TaskExecutor:
                 state=cpb.ExecutionState.Value(f"EXEC_{t.state}"),
                 records_in=t.records_in,
                 records_out=t.records_out,
+                metrics=t.metrics,
             )
             for t in self.tasks.values()
             if t.tdd.job_id == request.job_id
@@ -646,6 +681,17 @@ def _with_reported_failure(exit: TaskExit, failing: tuple[str, bool] | None) -> 
     if exit.status == "CANCELED" or not exit.error:
         return TaskExit("FAILED", traceback_text), secondary
     return exit, secondary
+
+
+def log_file_list() -> cpb.LogFileList:
+    files, log_name, stdout_name = log_files.listed_files()
+    return cpb.LogFileList(files=[cpb.LogFileInfo(name=f.name, size=f.size) for f in files],
+                           log_name=log_name, stdout_name=stdout_name)
+
+
+def read_log_file(request: cpb.ReadLogRequest) -> cpb.ReadLogResponse:
+    text, why = log_files.read_log(request.name, request.stdout, request.max_bytes)
+    return cpb.ReadLogResponse(found=text is not None, text=text or "", message=why)
 
 
 def _first_line(text: str | None) -> str:
@@ -695,3 +741,15 @@ class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
         self.te.to_task(request.execution_attempt_id,
                         (task_body.NOTIFY_CHECKPOINT, request.checkpoint_id, request.aborted))
         return cpb.Empty()
+
+    async def GetTaskOutput(self, request, context):  # noqa: N802, ANN001, ANN201
+        kept = self.te.task_output.read(request.execution_attempt_id)
+        if kept is None:
+            return cpb.TaskOutputResponse(found=False)
+        return cpb.TaskOutputResponse(found=True, lines=kept[0], dropped_lines=kept[1])
+
+    async def ListLogFiles(self, request, context):  # noqa: N802, ANN001, ANN201
+        return await asyncio.to_thread(log_file_list)
+
+    async def ReadLogFile(self, request, context):  # noqa: N802, ANN001, ANN201
+        return await asyncio.to_thread(read_log_file, request)

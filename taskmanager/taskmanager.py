@@ -25,6 +25,13 @@ from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
 from millstream.runtime.fencing import FencingServerInterceptor
 from millstream.runtime.ha import HaError, HighAvailabilityServices, LeaderInformation, LoopListener, create_ha_services
+from millstream.runtime.metrics.prometheus import (
+    PrometheusReporter,
+    TaskReport,
+    process_rss_bytes,
+    start_reporter,
+    taskmanager_families,
+)
 from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
 from millstream.runtime.security import cluster_credentials, server_security
@@ -33,6 +40,7 @@ from millstream.taskmanager.spark_host_config import (  # noqa: F401 (spark_conf
     address_towards, external_master, spark_conf, spark_host_for, taskmanager_hosts)
 from millstream.taskmanager.spark_runner import NoSparkCores, SparkHost
 from millstream.taskmanager.task import NetworkSettings
+from millstream.taskmanager.task_output import TaskOutputStore
 from millstream.taskmanager.task_executor import TaskExecutor, TaskExecutorServicer
 
 log = logging.getLogger(__name__)
@@ -50,7 +58,16 @@ def network_settings(configuration: cfg.Configuration) -> NetworkSettings:
         buffers_per_channel=configuration.get(cfg.NETWORK_BUFFERS_PER_CHANNEL),
         max_buffers_per_channel=configuration.get(cfg.NETWORK_MAX_BUFFERS_PER_CHANNEL),
         tls=tls_settings(configuration),
+        io_timing=configuration.get(cfg.METRICS_TASK_IO_TIMING),
     )
+
+
+def task_output_store(configuration: cfg.Configuration) -> TaskOutputStore:
+    """The bounds of the task attempts' captured output (``taskmanager.task-output.*``)."""
+    try:
+        return TaskOutputStore(configuration.get(cfg.TASK_OUTPUT_MAX_SIZE), configuration.get(cfg.TASK_OUTPUT_RETAINED_ATTEMPTS))
+    except ValueError as exc:
+        raise cfg.ConfigurationError(str(exc)) from exc
 
 
 class TaskManager:
@@ -97,6 +114,7 @@ class TaskManager:
         self._refused = asyncio.Event()
         self._last_registration_error = ""
         self._started = False
+        self.prometheus: PrometheusReporter | None = None  # metrics.reporter.prom.port
 
     @property
     def address(self) -> str:
@@ -136,6 +154,7 @@ class TaskManager:
             network,
             forward_printed_lines=self._forward_printed_lines,
             credentials=credentials,
+            task_output=task_output_store(c),
         )
         loop = asyncio.get_running_loop()
         self._spark.on_death(lambda reason: loop.call_soon_threadsafe(self._spark_died, reason))
@@ -147,6 +166,8 @@ class TaskManager:
         await self._set_health(registered=False)  # health checks see SERVING once it is registered
         self.executor.address = f"{host}:{port}"
         self.executor.data_address = self.executor.address
+        self.prometheus = await start_reporter(name, self._metric_families, bind_host,
+                                               c.get(cfg.METRICS_PROMETHEUS_PORT))
         self._follow_task = asyncio.ensure_future(self._follow_leader())
         self._retrieval = self._ha.jobmanager_leader_retrieval()
         self._retrieval.start(LoopListener(self, loop))
@@ -165,6 +186,19 @@ class TaskManager:
             ) from None
         self._started = True
         return self
+
+    def _metric_families(self) -> list[Any]:
+        """The Prometheus reporter's scrape (on this loop): slots, memory, heartbeats and each
+        running task's latest metric snapshot."""
+        executor = self.executor
+        tasks = [
+            TaskReport(t.tdd.job_id.hex(), t.tdd.job_name, t.tdd.vertex.name, t.tdd.subtask_index,
+                       t.tdd.attempt_number, t.metrics, t.metric_descriptors)
+            for t in executor.tasks.values() if t.metrics
+        ]
+        return taskmanager_families(self.resource_id, executor.address.rpartition(":")[0], executor.slots.num_slots,
+                                    executor.slots.free_slots_count(), executor.heartbeats_received,
+                                    process_rss_bytes(), tasks)
 
     def _fit_slots_to_spark(self) -> None:
         """An external Spark cluster: offer only as many slots as it gives cores (each deployed
@@ -338,6 +372,8 @@ class TaskManager:
         if getattr(self.executor, "registration_id", ""):
             await self._disconnect("TaskManager shut down")
         await self.executor.close()
+        if self.prometheus is not None:
+            await self.prometheus.stop()
         await self.server.stop(1.0)
         if self._ha is not None:
             await asyncio.to_thread(self._ha.close)

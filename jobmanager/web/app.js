@@ -31,11 +31,16 @@ function s(tag, attrs, text) {
   return el;
 }
 
-async function api(path, method) {
+async function api(path, method, payload) {
   const headers = {};
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers["Authorization"] = "Bearer " + token;
-  const response = await fetch(path, { method: method || "GET", headers });
+  const init = { method: method || "GET", headers };
+  if (payload !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(payload);
+  }
+  const response = await fetch(path, init);
   if (response.status === 401 || response.status === 403) {
     askForToken(response.status === 403 ? "That token is not the client token." : null);
     throw new Unauthorized();
@@ -47,6 +52,27 @@ async function api(path, method) {
     throw err;
   }
   return body;
+}
+
+// A text path (a log's tail); errors still come as JSON.
+async function apiText(path) {
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers["Authorization"] = "Bearer " + token;
+  const response = await fetch(path, { headers });
+  if (response.status === 401 || response.status === 403) {
+    askForToken(response.status === 403 ? "That token is not the client token." : null);
+    throw new Unauthorized();
+  }
+  const text = await response.text();
+  if (!response.ok) {
+    let message = response.statusText;
+    try { message = JSON.parse(text).errors.join("; "); } catch (_) { /* not JSON */ }
+    const err = new Error(message);
+    err.status = response.status;
+    throw err;
+  }
+  return text;
 }
 
 function askForToken(note) {
@@ -142,7 +168,7 @@ function jobGraph(details) {
   ids.forEach((id) => levelOf(id, new Set()));
   const columns = [];
   ids.forEach((id) => { const l = level.get(id); (columns[l] = columns[l] || []).push(id); });
-  const W = 210, H = 74, DX = 300, DY = 110, PAD = 20;
+  const W = 210, H = 90, DX = 300, DY = 126, PAD = 20;
   const pos = new Map();
   columns.forEach((col, l) => col.forEach((id, r) => pos.set(id, { x: PAD + l * DX, y: PAD + r * DY })));
   const rows = Math.max(1, ...columns.map((c) => c.length));
@@ -178,7 +204,14 @@ function jobGraph(details) {
     g.append(s("text", { class: "vertex-records", x: 8, y: 54,
       "data-in": v.metrics["read-records"], "data-out": v.metrics["write-records"] },
       `in ${v.metrics["read-records"] ?? 0} · out ${v.metrics["write-records"] ?? 0}`));
-    svg.append(g);
+    // The busiest and the most backpressured subtask's share of the last second (Flink colours by these).
+    const busy = v.metrics["busy-ratio"], pressured = v.metrics["backpressured-ratio"];
+    g.append(s("text", { class: "vertex-load", x: 8, y: 72, "data-busy": busy ?? "", "data-backpressured": pressured ?? "" },
+      busy === undefined ? "busy – · backpressured –" : `busy ${pct(busy)} · backpressured ${pct(pressured)}`));
+    if (busy !== undefined) g.dataset.load = pressured > 0.5 ? "backpressured" : busy > 0.5 ? "busy" : "ok";
+    const link = s("a", { href: `#/jobs/${details.jid}/vertices/${id}`, class: "vertex-link" });
+    link.append(g);
+    svg.append(link);
   }
   return svg;
 }
@@ -199,38 +232,273 @@ async function jobPage(jid) {
     h("p", {}, "State: ", stateSpan(details.state, "job-state"),
       " · Duration: ", h("span", { id: "job-duration" }, fmtDuration(details.duration)),
       " · Started: ", fmtTime(details["start-time"]), " · ", details["job-type"], " ", cancel),
-    h("h3", {}, "Job graph"), jobGraph(details));
-  if (checkpoints) {
-    const c = checkpoints.counts;
-    section.append(h("h3", {}, "Checkpoints"), h("div", { id: "checkpoints", class: "stats" },
-      stat("completed", "Completed", c.completed), stat("failed", "Failed", c.failed),
-      stat("in_progress", "In progress", c.in_progress), stat("restored", "Restored", c.restored)));
-  }
-  section.append(h("h3", {}, "Exceptions"));
-  if (exceptions && exceptions["root-exception"]) {
-    section.append(h("pre", { id: "root-exception" }, exceptions["root-exception"]));
-  } else {
-    section.append(h("p", { id: "no-exception" }, "No exceptions."));
-  }
+    h("h3", {}, "Job graph"), jobGraph(details),
+    h("h3", {}, "Subtask output"), subtaskLinks(jid, details));
+  section.append(...savepointSection(jid, details.state));
+  if (checkpoints) section.append(...checkpointsSection(checkpoints));
+  section.append(...exceptionsSection(exceptions));
   return section;
+}
+
+// ---- a job's checkpoints, exceptions and savepoints ----------------------------------------
+
+function pct(ratio) {
+  return `${Math.round((ratio || 0) * 100)}%`;
+}
+
+// ---- a vertex's subtasks: status, records, bytes and busy / backpressured / idle time ----------
+
+async function vertexPage(jid, vid) {
+  const [vertex, pressure] = await Promise.all([
+    api(`/jobs/${jid}/vertices/${vid}`),
+    api(`/jobs/${jid}/vertices/${vid}/backpressure`).catch(() => ({ status: "deprecated" })),
+  ]);
+  const load = new Map((pressure.subtasks || []).map((p) => [p.subtask, p]));
+  const ratio = (p, field) => (p ? pct(p[field]) : "–");
+  const rows = vertex.subtasks.map((t) => {
+    const p = load.get(t.subtask), m = t.metrics;
+    return h("tr", { class: "subtask", "data-subtask": String(t.subtask), "data-status": t.status },
+      h("td", {}, String(t.subtask)), h("td", {}, stateSpan(t.status)), h("td", {}, String(t.attempt)),
+      h("td", {}, t["taskmanager-id"]), h("td", {}, fmtDuration(t.duration)),
+      h("td", { class: "records-in" }, String(m["read-records"])), h("td", { class: "records-out" }, String(m["write-records"])),
+      h("td", {}, fmtBytes(m["read-bytes"])), h("td", {}, fmtBytes(m["write-bytes"])),
+      h("td", { class: "busy" }, ratio(p, "busyRatio")), h("td", { class: "backpressured" }, ratio(p, "ratio")),
+      h("td", { class: "idle" }, ratio(p, "idleRatio")),
+      h("td", { class: "backpressure-level" }, p ? p["backpressure-level"] : "–"),
+      h("td", {}, h("a", { href: `#/jobs/${jid}/vertices/${vid}/subtasks/${t.subtask}/output` }, "output")));
+  });
+  return h("section", { id: "vertex", "data-vid": vid },
+    h("p", {}, h("a", { href: `#/jobs/${jid}` }, "← job")),
+    h("h2", { id: "vertex-name" }, vertex.name),
+    h("p", {}, `Parallelism ${vertex.parallelism} (max ${vertex.maxParallelism}) · backpressure: `,
+      h("span", { id: "vertex-backpressure" }, pressure["backpressure-level"] || "no figures yet")),
+    h("table", { id: "subtasks-table" },
+      h("tr", {}, ...["Subtask", "Status", "Attempt", "TaskManager", "Duration", "Records in", "Records out",
+        "Bytes in", "Bytes out", "Busy", "Backpressured", "Idle", "Level", ""].map((c) => h("th", {}, c))),
+      ...rows));
+}
+
+function fmtBytes(n) {
+  if (n === undefined || n === null || n < 0) return "-";
+  if (n < 1024) return `${n} B`;
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let v = n / 1024, i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return `${v.toFixed(1)} ${units[i]}`;
+}
+
+function checkpointsSection(checkpoints) {
+  const c = checkpoints.counts;
+  const latest = checkpoints.latest || {};
+  const parts = [h("h3", {}, "Checkpoints"), h("div", { id: "checkpoints", class: "stats" },
+    stat("completed", "Completed", c.completed), stat("failed", "Failed", c.failed),
+    stat("in_progress", "In progress", c.in_progress), stat("restored", "Restored", c.restored))];
+  const done = latest.completed;
+  parts.push(done
+    ? h("p", { id: "latest-completed", "data-id": done.id }, `Latest completed: #${done.id} · triggered `,
+      fmtTime(done.trigger_timestamp), ` · duration ${fmtDuration(done.end_to_end_duration)}`,
+      ` · size ${fmtBytes(done.state_size)}`, done.external_path ? ` · ${done.external_path}` : "")
+    : h("p", { id: "latest-completed", class: "none" }, "No completed checkpoint yet."));
+  if (latest.failed) {
+    parts.push(h("p", { id: "latest-failed" }, "Latest failed: ",
+      latest.failed.id !== undefined ? `#${latest.failed.id} · ` : "", latest.failed.failure_message || "-"));
+  }
+  if (latest.restored) {
+    parts.push(h("p", { id: "latest-restored" }, `Restored from #${latest.restored.id} at `,
+      fmtTime(latest.restored.restore_timestamp), latest.restored.external_path ? ` · ${latest.restored.external_path}` : ""));
+  }
+  const rows = (checkpoints.history || []).map((cp) => h("tr", { class: "checkpoint-row", "data-id": cp.id, "data-status": cp.status },
+    h("td", {}, cp.id), h("td", {}, stateSpan(cp.status)), h("td", {}, cp.is_savepoint ? "savepoint" : "checkpoint"),
+    h("td", {}, fmtTime(cp.trigger_timestamp)), h("td", {}, fmtDuration(cp.end_to_end_duration)),
+    h("td", {}, fmtBytes(cp.state_size)), h("td", {}, cp.failure_message || "")));
+  parts.push(h("table", { id: "checkpoint-history" },
+    h("thead", {}, h("tr", {}, ["Id", "Status", "Type", "Triggered", "Duration", "Size", "Failure"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 7 }, "No checkpoints yet.")))));
+  return parts;
+}
+
+// Which exception entries the user expanded: kept across the page's refreshes.
+const openExceptions = new Set();
+
+function exceptionsSection(exceptions) {
+  const parts = [h("h3", {}, "Exceptions")];
+  if (!exceptions || !exceptions["root-exception"]) {
+    parts.push(h("p", { id: "no-exception" }, "No exceptions."));
+    return parts;
+  }
+  parts.push(h("p", {}, "Root exception:"), h("pre", { id: "root-exception" }, exceptions["root-exception"]));
+  const history = exceptions.exceptionHistory || { entries: [] };
+  const entries = history.entries.map((e, i) => {
+    const key = `${e.timestamp}|${e.taskName}|${e.exceptionName}`;
+    const item = h("details", { class: "exception-entry", "data-index": i, open: openExceptions.has(key) ? "" : null,
+      ontoggle: (ev) => { if (ev.target.open) openExceptions.add(key); else openExceptions.delete(key); } },
+      h("summary", {}, fmtTime(e.timestamp), " · ", h("b", {}, e.exceptionName), e.taskName ? ` · ${e.taskName}` : "",
+        e.endpoint ? ` · ${e.endpoint}` : "", e.taskManagerId ? ` (${e.taskManagerId})` : ""),
+      h("pre", { class: "stacktrace" }, e.stacktrace));
+    return item;
+  });
+  parts.push(h("h4", {}, `Exception history (${entries.length}${history.truncated ? ", truncated" : ""}, newest first)`),
+    h("div", { id: "exception-history" }, entries));
+  return parts;
+}
+
+// Per job: the savepoint directory typed in, and the last savepoint's progress and result.
+const savepoints = new Map();
+
+function savepointState(jid) {
+  if (!savepoints.has(jid)) savepoints.set(jid, { dir: "", busy: false, location: null, error: null, needsDir: false });
+  return savepoints.get(jid);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function triggerSavepoint(jid) {
+  const st = savepointState(jid);
+  st.busy = true; st.location = null; st.error = null;
+  render();
+  try {
+    const body = { "cancel-job": false };
+    if (st.dir) body["target-directory"] = st.dir;
+    const trigger = (await api(`/jobs/${jid}/savepoints`, "POST", body))["request-id"];
+    for (;;) {
+      await sleep(500);
+      const result = await api(`/jobs/${jid}/savepoints/${trigger}`);
+      if (result.status.id !== "COMPLETED") continue;
+      if (result.operation.location) st.location = result.operation.location;
+      else st.error = (result.operation["failure-cause"] || {})["stack-trace"] || "the savepoint failed";
+      break;
+    }
+  } catch (err) {
+    if (err instanceof Unauthorized) { st.busy = false; return; }
+    // No directory given and the cluster has no default: ask for one.
+    st.needsDir = err.status === 400 && !st.dir;
+    st.error = st.needsDir ? `${err.message} Enter a target directory and trigger again.` : err.message;
+  }
+  st.busy = false;
+  render();
+}
+
+function savepointSection(jid, state) {
+  const st = savepointState(jid);
+  const parts = [];
+  if (state === "RUNNING") {
+    parts.push(h("div", { id: "savepoint", class: "savepoint" },
+      h("input", { id: "savepoint-dir", type: "text", size: 50, value: st.dir, class: st.needsDir ? "needed" : null,
+        placeholder: st.needsDir ? "target directory (required: no cluster default)" : "target directory (empty: the cluster's default)",
+        oninput: (e) => { st.dir = e.target.value.trim(); } }),
+      h("button", { id: "trigger-savepoint", disabled: st.busy ? "" : null, onclick: () => triggerSavepoint(jid) },
+        st.busy ? "Taking savepoint…" : "Trigger savepoint")));
+  }
+  if (st.location) parts.push(h("p", { id: "savepoint-location" }, "Savepoint completed: ", h("code", {}, st.location)));
+  if (st.error) parts.push(h("p", { id: "savepoint-error", class: "error" }, st.error));
+  return parts;
+}
+
+// The page refreshes every few seconds; not while the user types into one of its fields.
+function editing() {
+  const el = document.activeElement;
+  return !!el && el.tagName === "INPUT" && el.id !== "token-input" && document.getElementById("content").contains(el);
 }
 
 async function taskManagersPage() {
   const tms = (await api("/taskmanagers")).taskmanagers;
   const details = await Promise.all(tms.map((tm) => api(`/taskmanagers/${encodeURIComponent(tm.id)}`).catch(() => tm)));
   const rows = details.map((tm) => h("tr", { class: "taskmanager", "data-id": tm.id },
-    h("td", {}, tm.id), h("td", {}, tm.path), h("td", { class: "slots" }, tm.slotsNumber),
+    h("td", {}, tm.id, " ", h("a", { class: "tm-log-link", href: `#/taskmanagers/${encodeURIComponent(tm.id)}/log` }, "log")),
+    h("td", {}, tm.path), h("td", { class: "slots" }, tm.slotsNumber),
     h("td", { class: "free-slots" }, tm.freeSlots), h("td", {}, fmtTime(tm.timeSinceLastHeartbeat)),
+    h("td", { class: "cpu-cores" }, tm.hardware ? tm.hardware.cpuCores : "–"),
+    h("td", { class: "memory", "data-bytes": tm.metrics ? tm.metrics.processTreeRss : "" },
+      tm.metrics && tm.metrics.processTreeRss ? fmtBytes(tm.metrics.processTreeRss) : "–"),
+    h("td", {}, tm.hardware ? `${fmtBytes(tm.hardware.freeMemory)} of ${fmtBytes(tm.hardware.physicalMemory)}` : "–"),
     h("td", {}, (tm.allocatedSlots || []).map((sl) => h("div", { class: "slot", "data-index": sl.index },
       `slot ${sl.index}: ${sl.state} `, sl.jobId ? h("a", { href: `#/jobs/${sl.jobId}` }, sl.jobId.slice(0, 8)) : ""))))); 
   return h("section", { id: "taskmanagers" }, h("h2", {}, "TaskManagers"),
     h("table", { id: "taskmanagers-table" },
-      h("thead", {}, h("tr", {}, ["Id", "Address", "Slots", "Free slots", "Last heartbeat", "Allocated slots"].map((t) => h("th", {}, t)))),
-      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 6 }, "No TaskManagers.")))));
+      h("thead", {}, h("tr", {}, ["Id", "Address", "Slots", "Free slots", "Last heartbeat", "CPU cores", "Memory (with Spark)", "Host memory free", "Allocated slots"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 9 }, "No TaskManagers.")))));
+}
+
+// Log pages: a tail of the chosen file and a Refresh button; they are not re-rendered every
+// REFRESH_MS (that would reset the reader's scroll position), only on Refresh.
+function logView(id, title, sources, listPath) {
+  const pre = h("pre", { id: "log-text", class: "log" }, "Loading...");
+  const chooser = h("select", { id: "log-source" }, sources.map((src, i) => h("option", { value: String(i) }, src.label)));
+  const load = async () => {
+    const src = sources[Number(chooser.value)];
+    try {
+      pre.textContent = (await src.read()) || "(empty)";
+      pre.dataset.loaded = String(Date.now());
+      pre.scrollTop = pre.scrollHeight;
+      showError(null);
+    } catch (err) {
+      if (!(err instanceof Unauthorized)) { pre.textContent = ""; showError(err.message || String(err)); }
+    }
+  };
+  chooser.addEventListener("change", load);
+  const section = h("section", { id }, h("h2", {}, title),
+    h("p", {}, chooser, " ", h("button", { id: "log-refresh", onclick: load }, "Refresh")), pre);
+  if (listPath) {  // the rotated files too, once listed
+    api(listPath).then((listing) => {
+      for (const f of listing.logs.slice(1)) {
+        sources.push({ label: `${f.name} (${f.size} bytes)`, read: () => apiText(`${listPath}/${encodeURIComponent(f.name)}`) });
+        chooser.append(h("option", { value: String(sources.length - 1) }, sources[sources.length - 1].label));
+      }
+    }).catch(() => {});
+  }
+  load();
+  return section;
+}
+
+async function jobManagerLogPage() {
+  return logView("jobmanager-log", "JobManager log", [
+    { label: "Log", read: () => apiText("/jobmanager/log") },
+    { label: "Stdout", read: () => apiText("/jobmanager/stdout") },
+  ], "/jobmanager/logs");
+}
+
+async function taskManagerLogPage(id) {
+  const tm = encodeURIComponent(id);
+  return logView("taskmanager-log", `TaskManager ${id}`, [
+    { label: "Log", read: () => apiText(`/taskmanagers/${tm}/log`) },
+    { label: "Stdout", read: () => apiText(`/taskmanagers/${tm}/stdout`) },
+  ], `/taskmanagers/${tm}/logs`);
+}
+
+async function subtaskOutputPage(jid, vid, index) {
+  const read = async () => {
+    const out = await api(`/jobs/${jid}/vertices/${vid}/subtasks/${index}/output`);
+    const head = `${out["vertex-name"]} subtask ${out.subtask}, attempt ${out.attempt}, ${out.status}` +
+      (out["taskmanager-id"] ? ` on ${out["taskmanager-id"]}` : "");
+    if (!out.available) return `${head}\n(no output: ${out.reason})`;
+    const dropped = out["dropped-lines"] ? `(${out["dropped-lines"]} earlier lines dropped)\n` : "";
+    return `${head}\n${dropped}${out.lines.join("\n")}`;
+  };
+  const section = logView("subtask-output", `Subtask output`, [{ label: `subtask ${index}`, read }], null);
+  section.prepend(h("p", {}, h("a", { href: `#/jobs/${jid}` }, "← job")));
+  return section;
+}
+
+function subtaskLinks(jid, details) {
+  return h("div", { id: "subtask-outputs" }, (details.vertices || []).map((v) => h("p", { class: "vertex-outputs" },
+    `${v.name}: `, Array.from({ length: v.parallelism }, (_, i) => [h("a", {
+      class: "subtask-output-link", "data-vertex": v.id, "data-subtask": String(i),
+      href: `#/jobs/${jid}/vertices/${v.id}/subtasks/${i}/output` }, `subtask ${i}`), " "]).flat())));
+}
+
+function isLogPage() {
+  return /^#\/(jobmanager\/log|taskmanagers\/.+\/log|jobs\/.+\/output)$/.test(location.hash);
 }
 
 function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
+  const output = hash.match(/^\/jobs\/([0-9a-fA-F]{32})\/vertices\/([0-9a-fA-F]+)\/subtasks\/(\d+)\/output$/);
+  if (output) return ["jobs", () => subtaskOutputPage(output[1], output[2], output[3])];
+  if (hash === "/jobmanager/log") return ["logs", jobManagerLogPage];
+  const tmLog = hash.match(/^\/taskmanagers\/(.+)\/log$/);
+  if (tmLog) return ["taskmanagers", () => taskManagerLogPage(decodeURIComponent(tmLog[1]))];
+  const vertex = hash.match(/^\/jobs\/([0-9a-fA-F]{32})\/vertices\/([0-9a-fA-F]+)$/);
+  if (vertex) return ["jobs", () => vertexPage(vertex[1], vertex[2])];
   const job = hash.match(/^\/jobs\/([0-9a-fA-F]{32})$/);
   if (job) return ["jobs", () => jobPage(job[1])];
   if (hash === "/jobs") return ["jobs", jobsPage];
@@ -263,5 +531,5 @@ document.getElementById("token-form").addEventListener("submit", (e) => {
   render();
 });
 window.addEventListener("hashchange", render);
-setInterval(render, REFRESH_MS);
+setInterval(() => { if (!editing() && !isLogPage()) render(); }, REFRESH_MS);
 render();

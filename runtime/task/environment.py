@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from millstream.datastream.functions import RuntimeContext
 from millstream.runtime.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
+from millstream.runtime.metrics.groups import MetricGroup, TaskMetricGroup
 from millstream.runtime.serialization import RecordSerializer, deserialize
 
 MAX_COLLECT_PAYLOAD_BYTES = 1 << 20  # one collected part; the client pulls 2 MB per request
@@ -61,6 +62,7 @@ class TaskEnvironment(Protocol):
     buffer_timeout_ms: int  # flush partial outputs at least this often; -1: only when full or at the end
     auto_watermark_interval_ms: int  # periodic watermarks of timestamp assigners; 0: none
     checkpointing_enabled: bool  # the job takes checkpoints: sinks hold output back until one completes
+    metrics: TaskMetricGroup  # the task's metric groups (operators' groups for get_metrics_group)
 
     def print_lines(self, lines: list[str], to_stderr: bool = False) -> None:
         """Print sink output, one call per batch of lines."""
@@ -153,9 +155,12 @@ class SimpleTaskEnvironment:
     collected: dict[str, list[Any]] = field(default_factory=dict)
     collect_calls: int = 0
     serializer: RecordSerializer = field(default_factory=RecordSerializer, repr=False)
+    metrics: TaskMetricGroup = field(default_factory=TaskMetricGroup, repr=False)
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def __post_init__(self) -> None:
+        self.metrics.variables.update(job_name=self.job_name, task_name=self.task_name,
+                                      subtask_index=str(self.subtask_index), task_attempt_num=str(self.attempt_number))
         if self.runtime_mode not in (STREAMING, BATCH):
             raise ValueError(f"runtime_mode must be {STREAMING!r} or {BATCH!r}, got {self.runtime_mode!r}")
         if self.key_group_range == KeyGroupRange.EMPTY:
@@ -248,6 +253,11 @@ class StreamingRuntimeContext(RuntimeContext):
 
     def get_job_parameter(self, key: str, default_value: str) -> str:
         return self._env.job_parameters.get(key, default_value)
+
+    def get_metrics_group(self) -> MetricGroup:
+        """This operator's metric group: metrics registered here are reported with the task's,
+        to the JobManager (REST) and to Prometheus, as ``<operator>.<groups>.<name>``."""
+        return self._env.metrics.operator_group(self._operator_name)
 
     def _keyed(self) -> "KeyedStateBackend":
         if self._backend is None:

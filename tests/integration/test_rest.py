@@ -3,6 +3,7 @@ URL read from its log), one TaskManager, jobs submitted over gRPC and read back 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -15,7 +16,11 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.datastream import SourceFunction, StreamExecutionEnvironment
+from millstream.common import Configuration, Encoder, WatermarkStrategy
+from millstream.common.restart_strategy import RestartStrategies
+from millstream.datastream import MapFunction, SourceFunction, StreamExecutionEnvironment
+from millstream.datastream.connectors.datagen import DataGeneratorSource
+from millstream.datastream.connectors.file_system import FileSink
 
 from .harness import poll_for, spawn_module, stop_processes
 
@@ -24,6 +29,8 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tasks cannot impo
 pytestmark = pytest.mark.timeout(180)
 
 HEARTBEATS = ["-Dheartbeat.interval=1 s", "-Dheartbeat.timeout=5 s"]
+HISTORY_SIZE_KEY, HISTORY_SIZE = "web.exception-history-size", 3  # WEB_EXCEPTION_HISTORY_SIZE
+KEYS = 5
 
 
 class Endless(SourceFunction):
@@ -46,8 +53,10 @@ class Rest:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def call(self, path: str, method: str = "GET") -> tuple[int, Any]:
-        request = urllib.request.Request(self.url + path, method=method)
+    def call(self, path: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"} if data else {})
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 return response.status, json.loads(response.read())
@@ -70,7 +79,8 @@ def rest_cluster(directory: Path) -> Iterator[tuple[ClusterClient, Rest]]:
     ready, log = directory / "jm.address", directory / "jobmanager.log"
     procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
                            "-Djobmanager.rpc.address=127.0.0.1", "-Drest.port=0", "-Drest.bind-address=127.0.0.1",
-                           *HEARTBEATS], log)]
+                           f"-Dexecution.checkpointing.dir={directory / 'checkpoints'}",
+                           f"-D{HISTORY_SIZE_KEY}={HISTORY_SIZE}", *HEARTBEATS], log)]
     try:
         address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
         found = poll_for(lambda: re.search(r"REST API serving at (http://\S+)", log.read_text()), 10, what="the REST URL")
@@ -92,7 +102,15 @@ def test_overview_and_taskmanagers(cluster) -> None:  # noqa: ANN001
     [tm] = rest.get("/taskmanagers")["taskmanagers"]
     assert tm["slotsNumber"] == 2 and tm["path"].startswith("127.0.0.1:")
     assert abs(tm["timeSinceLastHeartbeat"] - time.time() * 1000) < 30_000
-    assert rest.get(f"/taskmanagers/{tm['id']}")["id"] == tm["id"]
+    # Hardware and memory come with the ResourceManager's heartbeats (1 s here).
+    details = poll_for(lambda: (d := rest.get(f"/taskmanagers/{tm['id']}"))["metrics"] and d, 10, what="memory figures")
+    assert details["id"] == tm["id"]
+    assert details["hardware"]["cpuCores"] == os.cpu_count()
+    assert 0 < details["hardware"]["freeMemory"] <= details["hardware"]["physicalMemory"]
+    # The tree is the TaskManager process and its Spark JVM (a child process, over 100 MB resident).
+    memory = details["metrics"]
+    assert memory["processRss"] > 10 << 20 and memory["processTreeRss"] > memory["processRss"] + (100 << 20), memory
+    assert memory["heartbeatsReceived"] > 0
     assert rest.get("/config")["flink-version"] == "0.1.0"
 
 
@@ -168,3 +186,138 @@ def test_rest_only_when_set_in_process_and_a_taken_set_port_stops_the_start() ->
                 await JobManager(cfg.Configuration.from_dict({**base, "rest.port": str(port)})).start()
 
     asyncio.run(main())
+
+
+def counting_job(env: StreamExecutionEnvironment, out: Path, count: int) -> None:
+    """Keyed running counts of ``count`` generated numbers (i % KEYS) into a FileSink."""
+    (env.from_source(DataGeneratorSource(lambda i: i, count, records_per_second=1500),
+                     WatermarkStrategy.no_watermarks(), "numbers")
+        .map(lambda i: (i % KEYS, 1))
+        .key_by(lambda t: t[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+
+
+def highest_counts(out: Path) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for path in out.rglob("*"):
+        if path.is_file() and not path.name.startswith("."):
+            for line in path.read_text().splitlines():
+                key, n = map(int, line.split(","))
+                counts[key] = max(counts.get(key, 0), n)
+    return counts
+
+
+def savepoint_result(rest: Rest, job_id: str, trigger: str) -> dict[str, Any]:
+    return poll_for(lambda: (b := rest.get(f"/jobs/{job_id}/savepoints/{trigger}"))["status"]["id"] == "COMPLETED" and b,
+                    120, interval=0.2, what="the savepoint operation COMPLETED")
+
+
+def test_savepoint_over_rest_then_a_job_resumes_from_it(cluster, tmp_path) -> None:  # noqa: ANN001
+    """POST /jobs/:id/savepoints answers 202 with a trigger id at once; polled, the operation
+    completes with the savepoint's location; POST /jobs/:id/stop stops the job with another; a job
+    submitted from the first resumes its keyed counts (the restore path of `millstream run -s`)."""
+    client, rest = cluster
+    count = 6000
+
+    def job(out: Path, configuration: Configuration | None = None) -> StreamExecutionEnvironment:
+        env = StreamExecutionEnvironment.get_execution_environment(configuration)
+        env.set_parallelism(1)
+        env.enable_checkpointing(300)
+        counting_job(env, out, count)
+        return env
+
+    first = client.submit(job(tmp_path / "out-1").get_job_graph("savepoint over rest").proto).hex()
+    poll_for(lambda: rest.get(f"/jobs/{first}")["state"] == "RUNNING", 90, interval=0.3, what="the job RUNNING")
+    status, body = rest.call(f"/jobs/{first}/savepoints", "POST", {"cancel-job": False})
+    assert status == 400 and "savepoint-dir" in body["errors"][0]  # no directory and no cluster default
+    status, body = rest.call(f"/jobs/{'ab' * 16}/savepoints", "POST", {"target-directory": str(tmp_path)})
+    assert status == 404
+    # The savepoint needs every task running: retried as a user would while the job starts.
+    def triggered() -> Any:
+        status, body = rest.call(f"/jobs/{first}/savepoints", "POST",
+                                 {"target-directory": str(tmp_path / "savepoints"), "cancel-job": False})
+        assert status == 202, body
+        result = savepoint_result(rest, first, body["request-id"])
+        return result if "location" in result["operation"] else None
+    location = poll_for(triggered, 90, interval=0.5, what="a savepoint")["operation"]["location"]
+    assert Path(location).parent == tmp_path / "savepoints" and (Path(location) / "_metadata").is_file()
+    assert rest.get(f"/jobs/{first}")["state"] == "RUNNING"
+
+    status, body = rest.call(f"/jobs/{first}/stop", "POST", {"targetDirectory": str(tmp_path / "stopped"), "drain": False})
+    assert status == 202, body
+    stopped = savepoint_result(rest, first, body["request-id"])["operation"]["location"]
+    assert (Path(stopped) / "_metadata").is_file()
+    poll_for(lambda: rest.get(f"/jobs/{first}")["state"] == "FINISHED", 60, interval=0.3, what="the stopped job FINISHED")
+    assert sum(highest_counts(tmp_path / "out-1").values()) < count  # it really stopped midway
+    status, body = rest.call(f"/jobs/{first}/savepoints", "POST", {"target-directory": str(tmp_path)})
+    assert status == 409 and "only a RUNNING job" in body["errors"][0]
+
+    conf = Configuration()
+    conf.set_string("execution.savepoint.path", location)
+    second = client.submit(job(tmp_path / "out-2", conf).get_job_graph("resumed over rest").proto).hex()
+    poll_for(lambda: rest.get(f"/jobs/{second}")["state"] == "FINISHED", 120, interval=0.3, what="the resumed job FINISHED")
+    restored = rest.get(f"/jobs/{second}/checkpoints")["latest"]["restored"]
+    assert restored["external_path"] == location
+    # Its counts went on from the savepoint's: the last count of each key is the key's total.
+    assert highest_counts(tmp_path / "out-2") == {k: len(range(k, count, KEYS)) for k in range(KEYS)}
+
+
+class FailFirstAttempts(MapFunction):
+    """Raises on its first record in attempts 0 and 1 of the job; attempt 2 runs through."""
+
+    def open(self, runtime_context) -> None:  # noqa: ANN001
+        self.attempt = runtime_context.get_attempt_number()
+
+    def map(self, value):  # noqa: ANN001, ANN201
+        if self.attempt < 2:
+            raise ValueError(f"injected failure in attempt {self.attempt}")
+        return value
+
+
+def test_exception_history_lists_each_restarts_cause_newest_first(cluster) -> None:  # noqa: ANN001
+    client, rest = cluster
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    env.from_collection(list(range(20))).map(FailFirstAttempts()).add_sink(lambda x: None)
+    job_id = client.submit(env.get_job_graph("fails twice").proto).hex()
+    poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "FINISHED", 120, interval=0.3, what="the job FINISHED")
+    [tm] = rest.get("/taskmanagers")["taskmanagers"]
+    history = rest.get(f"/jobs/{job_id}/exceptions")["exceptionHistory"]
+    assert history["truncated"] is False
+    newest, oldest = history["entries"]
+    for entry, attempt in ((newest, 1), (oldest, 0)):
+        # As Flink, the thrown exception's qualified class: the operator's wrapper of the user's error.
+        assert entry["exceptionName"] == "millstream.runtime.operators.base.OperatorError"
+        assert "Traceback" in entry["stacktrace"] and f"ValueError: injected failure in attempt {attempt}" in entry["stacktrace"]
+        assert entry["taskManagerId"] == tm["id"] and entry["endpoint"] == tm["path"]
+        assert "Map" in entry["taskName"]
+    assert newest["timestamp"] >= oldest["timestamp"] > 0
+    limited = rest.get(f"/jobs/{job_id}/exceptions?maxExceptions=1")["exceptionHistory"]
+    assert [e["stacktrace"] for e in limited["entries"]] == [newest["stacktrace"]] and limited["truncated"] is True
+
+
+def test_exception_history_is_bounded_by_its_option(cluster) -> None:  # noqa: ANN001
+    """web.exception-history-size (3 here): a job failing five times keeps its last three causes."""
+    client, rest = cluster
+
+    class AlwaysFails(MapFunction):
+        def open(self, runtime_context) -> None:  # noqa: ANN001
+            self.attempt = runtime_context.get_attempt_number()
+
+        def map(self, value):  # noqa: ANN001, ANN201
+            raise ValueError(f"failure of attempt {self.attempt}")
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(4, 50))
+    env.from_collection(list(range(5))).map(AlwaysFails()).add_sink(lambda x: None)
+    job_id = client.submit(env.get_job_graph("fails five times").proto).hex()
+    poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "FAILED", 120, interval=0.3, what="the job FAILED")
+    body = rest.get(f"/jobs/{job_id}/exceptions")
+    entries = body["exceptionHistory"]["entries"]
+    assert len(entries) == HISTORY_SIZE
+    assert [f"failure of attempt {n}" in e["stacktrace"] for e, n in zip(entries, (4, 3, 2))] == [True] * 3
+    assert "failure of attempt 4" in body["root-exception"]

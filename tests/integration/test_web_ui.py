@@ -5,6 +5,7 @@ Skips, saying why, when Chromium (``make browser``) or Playwright (the ``[test]`
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -15,10 +16,10 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.datastream import StreamExecutionEnvironment
+from millstream.datastream import MapFunction, StreamExecutionEnvironment
 
 from .harness import poll_for
-from .test_rest import Rest, rest_cluster
+from .test_rest import Endless, Rest, rest_cluster
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tasks cannot import test modules
 
@@ -101,6 +102,11 @@ def test_overview_job_graph_and_taskmanagers_pages(cluster, browser, tmp_path: P
     expect(page.locator('svg#job-graph .vertex[data-status="RUNNING"]').first).to_be_visible(timeout=60_000)
     expect(page.locator("#job-state")).to_have_text("RUNNING")
     expect(page.locator("#cancel-job")).to_be_visible()
+    # The source vertex (chained with the sleeping map) is busy nearly all of each second; its
+    # ratio comes from the task's busyTimeMsPerSecond, reported with the heartbeats.
+    load = vertices.first.locator(".vertex-load")
+    expect(load).to_have_attribute("data-busy", re.compile(r"^(0\.[5-9]\d*|1(\.0+)?)$"), timeout=20_000)
+    expect(load).to_contain_text("busy ")
     page.screenshot(path=str(tmp_path / "job-running.png"), full_page=True)
     expect(page.locator("#job-state")).to_have_text("FINISHED", timeout=60_000)
     expect(page.locator('svg#job-graph .vertex[data-status="FINISHED"]')).to_have_count(len(details["vertices"]),
@@ -110,14 +116,124 @@ def test_overview_job_graph_and_taskmanagers_pages(cluster, browser, tmp_path: P
     expect(page.locator("svg#job-graph .vertex").last.locator(".vertex-records")).to_have_attribute("data-in", "60")
     page.screenshot(path=str(tmp_path / "job-finished.png"), full_page=True)
 
+    # A vertex opens its subtasks: status, records and the output link, from /jobs/:id/vertices/:vid.
+    vertices.last.click()
+    expect(page.locator("#vertex")).to_have_attribute("data-vid", details["vertices"][-1]["id"])
+    subtask = page.locator('#subtasks-table tr.subtask[data-subtask="0"]')
+    expect(subtask).to_have_attribute("data-status", "FINISHED", timeout=10_000)
+    expect(subtask.locator(".records-in")).to_have_text("60")
+    page.screenshot(path=str(tmp_path / "vertex-subtasks.png"), full_page=True)
+
     page.click("#nav-taskmanagers")
     [tm] = rest.get("/taskmanagers")["taskmanagers"]
     row = page.locator(f'#taskmanagers-table tr.taskmanager[data-id="{tm["id"]}"]')
     expect(row).to_be_visible(timeout=10_000)
     expect(row.locator(".slots")).to_have_text("2")
+    expect(row.locator(".memory")).to_have_text(re.compile(r"\d+(\.\d)? (MiB|GiB)"))
     page.screenshot(path=str(tmp_path / "taskmanagers.png"), full_page=True)
     assert errors == []
     assert (tmp_path / "job-finished.png").stat().st_size > 0
+
+
+class FailsAlways(MapFunction):
+    def map(self, value):  # noqa: ANN001, ANN201
+        raise ValueError(f"web ui sees record {value}")
+
+
+def test_checkpoints_savepoint_button_and_exception_history(cluster, browser, tmp_path: Path) -> None:  # noqa: ANN001
+    """A checkpointed job's page lists its completed checkpoints; the savepoint button asks for a
+    directory (the cluster has no default), then shows the savepoint's location; a failed job's
+    page lists its exception history, each traceback expandable."""
+    client, rest = cluster
+    expect = sync_api.expect
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(300)
+    env.add_source(Endless()).map(lambda x: x).add_sink(lambda x: None)
+    job_id = client.submit(env.get_job_graph("web ui checkpointed").proto).hex()
+    try:
+        page.goto(rest.url + f"/#/jobs/{job_id}")
+        expect(page.locator("#job-state")).to_have_text("RUNNING", timeout=60_000)
+        expect(page.locator('#checkpoint-history .checkpoint-row[data-status="COMPLETED"]').first).to_be_visible(timeout=30_000)
+        assert int(page.locator('#checkpoints .stat[data-field="completed"] .value').inner_text()) >= 1
+        expect(page.locator("#latest-completed")).to_contain_text("Latest completed: #")
+        page.screenshot(path=str(tmp_path / "checkpoints.png"), full_page=True)
+
+        page.click("#trigger-savepoint")  # no directory typed, none configured: the page asks for one
+        expect(page.locator("#savepoint-error")).to_contain_text("savepoint-dir", timeout=10_000)
+        expect(page.locator("#savepoint-dir.needed")).to_be_visible()
+        target = tmp_path / "savepoints"
+        page.fill("#savepoint-dir", str(target))
+        page.click("#trigger-savepoint")
+        expect(page.locator("#savepoint-location code")).to_contain_text(str(target), timeout=60_000)
+        location = page.locator("#savepoint-location code").inner_text()
+        assert (Path(location) / "_metadata").is_file()
+        expect(page.locator('#checkpoint-history .checkpoint-row td:text-is("savepoint")').first).to_be_visible(timeout=10_000)
+        page.screenshot(path=str(tmp_path / "savepoint.png"), full_page=True)
+    finally:
+        rest.call(f"/jobs/{job_id}?mode=cancel", "PATCH")
+
+    failing = StreamExecutionEnvironment.get_execution_environment()
+    failing.set_parallelism(1)
+    failing.from_collection([1, 2, 3]).map(FailsAlways()).add_sink(lambda x: None)
+    failed_id = client.submit(failing.get_job_graph("web ui fails").proto).hex()
+    page.goto(rest.url + f"/#/jobs/{failed_id}")
+    expect(page.locator("#job-state")).to_have_text("FAILED", timeout=60_000)
+    entry = page.locator("#exception-history details.exception-entry")
+    expect(entry).to_have_count(1)
+    expect(entry.locator("pre.stacktrace")).to_be_hidden()
+    entry.locator("summary").click()
+    expect(entry.locator("pre.stacktrace")).to_contain_text("ValueError: web ui sees record 1")
+    page.wait_for_timeout(2_500)  # a refresh of the page keeps it expanded
+    expect(entry.locator("pre.stacktrace")).to_be_visible()
+    page.screenshot(path=str(tmp_path / "exceptions.png"), full_page=True)
+    assert errors == []
+
+
+def printing(x: int) -> int:
+    print(f"web ui print {x}")
+    return x
+
+
+def test_log_pages_show_a_user_print_and_the_processes_logs(cluster, browser, tmp_path: Path) -> None:  # noqa: ANN001
+    client, rest = cluster
+    expect = sync_api.expect
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection([1, 2, 3]).map(printing).name("Printing").add_sink(lambda x: None)
+    job_id = client.submit(env.get_job_graph("web ui printing").proto).hex()
+    poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "FINISHED", 90, interval=0.3, what="the job FINISHED")
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    # The job page links each subtask's output; the output page shows what the map printed.
+    page.goto(rest.url + f"/#/jobs/{job_id}")
+    link = page.locator("#subtask-outputs a.subtask-output-link").first
+    expect(link).to_have_attribute("data-subtask", "0", timeout=10_000)
+    link.click()
+    expect(page.locator("#subtask-output #log-text")).to_contain_text("INFO stdout: web ui print 3", timeout=15_000)
+    expect(page.locator("#subtask-output #log-text")).to_contain_text("attempt 0, FINISHED")
+    page.screenshot(path=str(tmp_path / "subtask-output.png"), full_page=True)
+
+    page.click("#nav-logs")  # the JobManager's log tail, with a refresh button
+    expect(page.locator("#jobmanager-log #log-text")).to_contain_text("JobManager", timeout=10_000)
+    before = page.locator("#log-text").get_attribute("data-loaded")
+    page.click("#log-refresh")
+    expect(page.locator("#log-text")).not_to_have_attribute("data-loaded", before or "", timeout=10_000)
+
+    [tm] = rest.get("/taskmanagers")["taskmanagers"]
+    page.click("#nav-taskmanagers")
+    page.locator(f'#taskmanagers-table tr.taskmanager[data-id="{tm["id"]}"] a.tm-log-link').click()
+    expect(page.locator("#taskmanager-log #log-text")).to_contain_text(f"TaskManager {tm['id']}", timeout=10_000)
+    page.select_option("#log-source", label="Stdout")  # the TaskManager's stdout is a file here: its tasks' prints
+    expect(page.locator("#taskmanager-log #log-text")).to_contain_text("INFO stdout: web ui print", timeout=10_000)
+    page.screenshot(path=str(tmp_path / "taskmanager-log.png"), full_page=True)
+    assert errors == []
 
 
 def test_the_page_asks_for_the_token_once_and_cancels_with_it(browser, tmp_path: Path) -> None:  # noqa: ANN001

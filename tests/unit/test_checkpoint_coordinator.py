@@ -347,3 +347,25 @@ def test_bad_settings_are_rejected_with_the_setting_named() -> None:
         CheckpointSettings(1000, tolerable_failed_checkpoints=-1)
     with pytest.raises(ValueError, match="start at 1"):
         StandaloneCheckpointIDCounter(0)
+
+
+def test_history_keeps_the_latest_completed_and_failed_checkpoints_bounded() -> None:
+    from millstream.jobmanager.checkpoint_coordinator import CHECKPOINT_HISTORY_SIZE
+    c = coordinator(interval=1000, timeout=500, tolerable=100)
+    due = started(c)
+    first = complete(c, due)
+    [record] = c.stats.history
+    assert (record.checkpoint_id, record.status, record.is_savepoint, record.trigger_ms, record.end_ms, record.size_bytes) == (
+        first, "COMPLETED", False, due, due + 5, 30)
+    expiring = trigger(c, due + 1000)
+    c.tick(due + 1500, job())
+    failed = c.stats.history[-1]
+    assert (failed.checkpoint_id, failed.status, failed.end_ms) == (expiring.checkpoint_id, "FAILED", due + 1500)
+    assert "expired" in failed.failure_message
+    forced = of(c.trigger_now(due + 1600, job()), TriggerCheckpoint)[0]  # a savepoint
+    ack_all(c, forced.checkpoint_id)
+    c.checkpoint_finalized(forced.checkpoint_id, due + 1700)
+    assert c.stats.history[-1].is_savepoint and c.stats.history[-1].checkpoint_id == forced.checkpoint_id
+    for n in range(CHECKPOINT_HISTORY_SIZE):
+        complete(c, due + 3000 + n * 1000)
+    assert len(c.stats.history) == CHECKPOINT_HISTORY_SIZE and c.stats.history[0].checkpoint_id > forced.checkpoint_id

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.job_master_core import (
@@ -303,3 +305,38 @@ def test_stop_after_a_savepoint_ends_every_task_and_the_job_finishes() -> None:
     assert len(_of(commands, CancelTask)) == len(core.current_executions())
     _confirm_cancels(core, commands)
     assert core.status is JobStatus.FINISHED and core.num_restarts == 0
+
+
+def test_exception_history_records_each_root_cause_with_time_and_taskmanager_bounded() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.from_sequence(1, 100).map(lambda x: x).rebalance().map(lambda x: x).print()
+    counter = itertools.count()
+    wall = Clock()
+    core = JobMasterCore(env.get_job_graph("job").proto, new_id=lambda: next(counter).to_bytes(16, "big"),
+                         restart_spec=FixedDelay(attempts=3, delay_ms=0), clock=Clock(), wall_clock=wall,
+                         exception_history_size=2)  # web.exception-history-size
+    _running(core)
+    for n in (1, 2, 3):
+        wall.now = 5_000 + n
+        cancelled = _confirm_cancels(core, _fail_one(core, f"ValueError: failure {n}"))
+        _built(core, cancelled + core.restart_backoff_elapsed(n))
+        for execution in core.current_executions():
+            core.update_task_state(execution.attempt_id, S.RUNNING)
+    assert [f.message for f in core.root_causes] == [f"ValueError: failure {n}" for n in (1, 2, 3)]
+    # Bounded: the oldest is dropped; each entry says when and on which TaskManager.
+    assert [(e.failure.message, e.timestamp_ms) for e in core.exception_history] == [
+        ("ValueError: failure 2", 5_002), ("ValueError: failure 3", 5_003)]
+    assert {(e.location, e.taskmanager_id) for e in core.exception_history} == {("tm-1:1", "tm-1")}
+    assert all(e.failure.task_name for e in core.exception_history)
+    # A failure of the job itself (no task): no TaskManager.
+    core.global_failure("too many failed checkpoints")
+    assert (core.exception_history[-1].failure.message, core.exception_history[-1].location) == (
+        "too many failed checkpoints", "")
+
+
+def test_exception_history_size_must_not_be_negative() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_sequence(1, 3).print()
+    with pytest.raises(ValueError, match="web.exception-history-size"):
+        JobMasterCore(env.get_job_graph("job").proto, exception_history_size=-1)

@@ -231,6 +231,12 @@ MODULES: tuple[ModuleMap, ...] = (
         provided=(),
         not_yet=_names("NumberSequenceSource"),
     ),
+    ModuleMap(
+        pyflink="pyflink.metrics",
+        pyflink_names=_names("MetricGroup"),
+        provided=_names("MetricGroup"),
+        not_yet=(),
+    ),
 )
 
 # Millstream modules with no PyFlink module of that path, and the names they provide.

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 
 from millstream.jobmanager import rest_views as views
+from millstream.jobmanager.rest_metrics_views import SubtaskView, VertexView
 from millstream.jobmanager.rest_server import OPENAPI_PATH, ROUTES, RestServer
 from millstream.jobmanager.rest_views import JobView, TaskManagerView
 from millstream.jobmanager.slot_manager import TaskManagerInfo
@@ -22,12 +23,15 @@ from millstream.runtime.tls import TlsSettings
 from tests.certs import CertificateAuthority
 
 JOB = bytes(range(16))
+VERTEX = bytes(range(16, 32))
 
 
 class FakeSource:
     def __init__(self) -> None:
         self.leading = True
         self.cancelled: list[bytes] = []
+        self.savepoints: list[tuple[bytes, str, bool]] = []
+        self.release = asyncio.Event()
         summary = cpb.JobSummary(job_id=JOB, job_name="job", status=cpb.RUNNING, start_time_ms=1, num_tasks=1)
         self.jobs = {JOB: JobView(summary, {"RUNNING": 2}, {"jid": JOB.hex(), "nodes": []})}
 
@@ -48,6 +52,29 @@ class FakeSource:
 
     def taskmanager_views(self) -> list[TaskManagerView]:
         return [TaskManagerView(TaskManagerInfo("tm-1", "127.0.0.1:1", "127.0.0.1:2", "r", 2, 1, 0, ()), 5)]
+
+    def vertex_views(self, job_id: bytes) -> dict[bytes, VertexView] | None:
+        if job_id not in self.jobs:
+            return None
+        subtask = SubtaskView(0, "RUNNING", 0, "127.0.0.1:1", "tm-1", 10, -1,
+                              {"numRecordsIn": 5.0, "backPressuredTimeMsPerSecond": 600.0, "Map.hits": 3.0})
+        return {VERTEX: VertexView(VERTEX, "Map", 1, 128, (subtask,))}
+
+    def start_savepoint(self, job_id: bytes, directory: str, stop: bool) -> Any:
+        """As the Dispatcher: refuses at once, else the savepoint completes when ``release`` is set."""
+        if self.jobs[job_id].summary.status != cpb.RUNNING:
+            raise views.Conflict(f"Job {job_id.hex()} is FINISHED: only a RUNNING job takes a savepoint")
+        if not directory:
+            raise views.BadRequest("No savepoint directory: give one, or set execution.checkpointing.savepoint-dir")
+        self.savepoints.append((job_id, directory, stop))
+        release = self.release = asyncio.Event()
+
+        async def take() -> str:
+            await release.wait()
+            if directory == "/broken":
+                raise RuntimeError("Savepoint of job: the job takes no checkpoints")
+            return f"{directory}/savepoint-{len(self.savepoints)}"
+        return take()
 
 
 async def call(server: RestServer, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
@@ -231,3 +258,100 @@ def test_web_files_are_package_data() -> None:
     assert "millstream.jobmanager.web" in setuptools["packages"]
     patterns = setuptools["package-data"]["millstream.jobmanager.web"]
     assert all((WEB_DIR / name).is_file() and any(fnmatch.fnmatch(name, p) for p in patterns) for name in WEB_FILES)
+
+
+def test_vertex_routes_answer_flinks_shapes_and_errors() -> None:
+    base = f"/jobs/{JOB.hex()}/vertices/{VERTEX.hex()}"
+
+    async def check(server: RestServer) -> None:
+        status, body = await call(server, "GET", base)
+        assert status == 200 and body["id"] == VERTEX.hex() and body["subtasks"][0]["metrics"]["read-records"] == 5
+        assert (await call(server, "GET", f"/v1{base}/metrics?get=0.Map.hits"))[1] == [{"id": "0.Map.hits", "value": "3"}]
+        status, body = await call(server, "GET", f"{base}/subtasks/metrics?get=numRecordsIn&agg=max")
+        assert body == [{"id": "numRecordsIn", "max": 5.0}]
+        status, body = await call(server, "GET", f"{base}/backpressure")
+        assert status == 200 and body["backpressure-level"] == "high"
+        status, body = await call(server, "GET", f"/jobs/{JOB.hex()}/vertices/{'ab' * 16}")
+        assert status == 404 and body == {"errors": [f"Job {JOB.hex()} has no vertex {'ab' * 16}."]}
+        status, body = await call(server, "GET", f"/jobs/{JOB.hex()}/vertices/xyz/metrics")
+        assert status == 400 and "Invalid JobVertexID 'xyz'" in body["errors"][0]
+        status, body = await call(server, "GET", f"/jobs/{'ab' * 16}/vertices/{VERTEX.hex()}/backpressure")
+        assert status == 404 and body == {"errors": [f"Job {'ab' * 16} not found."]}
+        status, body = await call(server, "GET", f"{base}/subtasks/metrics?get=numRecordsIn&agg=median")
+        assert status == 400 and "Unknown aggregation 'median'" in body["errors"][0]
+
+    serve(FakeSource())(check)
+
+
+def test_savepoint_is_an_asynchronous_operation_on_flinks_paths() -> None:
+    source = FakeSource()
+    job = JOB.hex()
+
+    async def check(server: RestServer) -> None:
+        status, body = await call(server, "POST", f"/jobs/{job}/savepoints",
+                                  json={"target-directory": "/sp", "cancel-job": False})
+        assert status == 202 and len(body["request-id"]) == 32  # answered before the savepoint is taken
+        trigger = body["request-id"]
+        status, body = await call(server, "GET", f"/jobs/{job}/savepoints/{trigger}")
+        assert (status, body) == (200, {"status": {"id": "IN_PROGRESS"}, "operation": None})
+        source.release.set()
+        for _ in range(100):
+            status, body = await call(server, "GET", f"/v1/jobs/{job}/savepoints/{trigger}")
+            if body["status"]["id"] == "COMPLETED":
+                break
+            await asyncio.sleep(0.01)
+        assert body == {"status": {"id": "COMPLETED"}, "operation": {"location": "/sp/savepoint-1"}}
+        # stop-with-savepoint: the same operation, stop=True; a trigger id given twice is one savepoint.
+        mine = "0f" * 16
+        for _ in range(2):
+            status, body = await call(server, "POST", f"/jobs/{job}/stop", json={"targetDirectory": "/sp", "triggerId": mine})
+            assert (status, body) == (202, {"request-id": mine})
+        assert source.savepoints == [(JOB, "/sp", False), (JOB, "/sp", True)]
+        # A failed savepoint: COMPLETED with its failure-cause.
+        _, body = await call(server, "POST", f"/jobs/{job}/savepoints", json={"target-directory": "/broken"})
+        source.release.set()
+        for _ in range(100):
+            _, result = await call(server, "GET", f"/jobs/{job}/savepoints/{body['request-id']}")
+            if result["status"]["id"] == "COMPLETED":
+                break
+            await asyncio.sleep(0.01)
+        assert "no checkpoints" in result["operation"]["failure-cause"]["stack-trace"]
+
+    serve(source)(check)
+
+
+def test_savepoint_refusals_are_flinks_errors() -> None:
+    source = FakeSource()
+    job = JOB.hex()
+
+    async def check(server: RestServer) -> None:
+        status, body = await call(server, "POST", f"/jobs/{'ff' * 16}/savepoints", json={"target-directory": "/sp"})
+        assert status == 404 and "not found" in body["errors"][0]
+        status, body = await call(server, "POST", f"/jobs/{job}/savepoints", json={})
+        assert status == 400 and "savepoint-dir" in body["errors"][0]
+        status, body = await call(server, "POST", f"/jobs/{job}/savepoints", data="{not json")
+        assert status == 400 and "not JSON" in body["errors"][0]
+        status, body = await call(server, "POST", f"/jobs/{job}/stop", json={"targetDirectory": "/sp", "drain": True})
+        assert status == 400 and "drain" in body["errors"][0]
+        status, body = await call(server, "GET", f"/jobs/{job}/savepoints/{'ab' * 16}")
+        assert status == 404 and "no savepoint operation" in body["errors"][0]
+        status, body = await call(server, "GET", f"/jobs/{job}/savepoints/xyz")
+        assert status == 400 and "trigger id" in body["errors"][0]
+        source.jobs[JOB].summary.status = cpb.FINISHED
+        status, body = await call(server, "POST", f"/jobs/{job}/savepoints", json={"target-directory": "/sp"})
+        assert status == 409 and "only a RUNNING job" in body["errors"][0]
+        assert source.savepoints == []
+
+    serve(source)(check)
+
+
+def test_exceptions_take_max_exceptions() -> None:
+    source = FakeSource()
+
+    async def check(server: RestServer) -> None:
+        status, body = await call(server, "GET", f"/jobs/{JOB.hex()}/exceptions?maxExceptions=3")
+        assert status == 200 and body["exceptionHistory"] == {"entries": [], "truncated": False}
+        status, body = await call(server, "GET", f"/jobs/{JOB.hex()}/exceptions?maxExceptions=-2")
+        assert status == 400 and "maxExceptions" in body["errors"][0]
+
+    serve(source)(check)

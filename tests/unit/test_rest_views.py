@@ -44,7 +44,8 @@ def test_overview_has_flinks_fields_and_millstreams_version() -> None:
                             jobs_cancelled=1, jobs_failed=2)
     assert views.overview_view(o, "0.1.0") == {
         "taskmanagers": 2, "slots-total": 4, "slots-available": 1, "jobs-running": 1, "jobs-finished": 3,
-        "jobs-cancelled": 1, "jobs-failed": 2, "flink-version": "0.1.0", "flink-commit": "millstream 0.1.0"}
+        "jobs-cancelled": 1, "jobs-failed": 2, "flink-version": "0.1.0", "flink-commit": "millstream 0.1.0",
+        "taskmanagers-blocked": 0, "slots-free-and-blocked": 0}
     assert views.config_view("0.1.0")["flink-version"] == "0.1.0"
 
 
@@ -138,6 +139,20 @@ def test_taskmanagers() -> None:
                   "timeSinceLastHeartbeat": 7_000, "slotsNumber": 2, "freeSlots": 1}
     details = views.taskmanager_details_view(taskmanager())
     assert details["allocatedSlots"] == [{"index": 0, "jobId": JOB.hex(), "state": "ALLOCATED"}]
+    assert details["metrics"] == {}  # no heartbeat answered yet: nothing known about its memory
+
+
+def test_a_taskmanager_shows_the_hardware_and_memory_its_heartbeat_reported() -> None:
+    resources = cpb.TaskManagerResources(cpu_cores=2, physical_memory_bytes=24 << 30, available_memory_bytes=20 << 30,
+                                         process_rss_bytes=90 << 20, process_tree_rss_bytes=700 << 20,
+                                         heartbeats_received=42, running_tasks=3)
+    tm = views.TaskManagerView(taskmanager().info, 7_000, resources)
+    [listed] = views.taskmanagers_view([tm])["taskmanagers"]
+    assert listed["hardware"] == {"cpuCores": 2, "physicalMemory": 24 << 30, "freeMemory": 20 << 30, "managedMemory": 0}
+    details = views.taskmanager_details_view(tm)
+    assert details["hardware"] == listed["hardware"]
+    assert details["metrics"] == {"processRss": 90 << 20, "processTreeRss": 700 << 20, "heartbeatsReceived": 42,
+                                  "runningTasks": 3}
 
 
 @pytest.mark.parametrize("text", ["xyz", "00" * 15, "zz" * 16, ""])
@@ -145,3 +160,90 @@ def test_malformed_job_ids_are_bad_requests(text: str) -> None:
     with pytest.raises(BadRequest, match="Invalid JobID"):
         views.parse_job_id(text)
     assert views.parse_job_id(JOB.hex()) == JOB
+
+
+def test_exception_history_is_every_recorded_failure_newest_first_and_max_exceptions_truncates() -> None:
+    from millstream.jobmanager.job_master_core import ExceptionHistoryEntry
+    first = ExceptionHistoryEntry(cpb.JobFailure(message="ValueError: one", task_name="Map (1/2)",
+                                                 traceback="Traceback ...\nValueError: one"), 2_000, "10.0.0.1:6121", "tm-1")
+    second = ExceptionHistoryEntry(cpb.JobFailure(message="KeyError: 'x'", task_name="Map (2/2)"), 3_000, "10.0.0.2:6121", "tm-2")
+    job = running_job()
+    job = JobView(job.summary, job.timestamps, job.plan, (first, second))
+    view = views.exceptions_view(job, now_ms=9_000)
+    newest, oldest = view["exceptionHistory"]["entries"]
+    assert (newest["exceptionName"], newest["timestamp"], newest["taskManagerId"], newest["endpoint"]) == (
+        "KeyError", 3_000, "tm-2", "10.0.0.2:6121")
+    assert oldest["stacktrace"] == "Traceback ...\nValueError: one" and oldest["taskName"] == "Map (1/2)"
+    assert view["exceptionHistory"]["truncated"] is False
+    # A running job that restarted has no root cause of its own: the latest failure stands in.
+    assert (view["root-exception"], view["timestamp"]) == ("KeyError: 'x'", 3_000)
+    [only] = views.exceptions_view(job, 9_000, max_exceptions=1)["exceptionHistory"]["entries"]
+    assert only["exceptionName"] == "KeyError"
+    assert views.exceptions_view(job, 9_000, max_exceptions=1)["exceptionHistory"]["truncated"] is True
+
+
+@pytest.mark.parametrize("text,expected", [(None, 20), ("", 20), ("5", 5), ("3,7", 3), ("0", 0)])
+def test_max_exceptions_parameter(text: str | None, expected: int) -> None:
+    assert views.parse_max_exceptions(text) == expected
+
+
+@pytest.mark.parametrize("text", ["-1", "ten", "1.5"])
+def test_max_exceptions_rejects_what_is_not_a_count(text: str) -> None:
+    with pytest.raises(BadRequest, match="maxExceptions"):
+        views.parse_max_exceptions(text)
+
+
+def test_savepoint_requests_read_flinks_bodies() -> None:
+    trigger = "ab" * 16
+    assert views.savepoint_trigger_request({"target-directory": "/sp", "cancel-job": True, "triggerId": trigger}) == (
+        "/sp", True, trigger)
+    assert views.savepoint_trigger_request({}) == ("", False, None)
+    assert views.stop_request({"targetDirectory": "/sp", "drain": False}) == ("/sp", None)
+    with pytest.raises(BadRequest, match="drain"):
+        views.stop_request({"drain": True})
+    with pytest.raises(BadRequest, match="'cancel-job' must be a bool"):
+        views.savepoint_trigger_request({"cancel-job": "yes"})
+    with pytest.raises(BadRequest, match="JSON object"):
+        views.savepoint_trigger_request([1])
+    with pytest.raises(BadRequest, match="trigger id"):
+        views.savepoint_trigger_request({"triggerId": "nope"})
+    with pytest.raises(BadRequest, match="formatType"):
+        views.savepoint_trigger_request({"formatType": "NATIVE"})
+
+
+def test_savepoint_status_in_progress_completed_and_failed() -> None:
+    op = views.SavepointOperation(JOB, "ab" * 16, stop=False)
+    assert views.savepoint_status_view(op) == {"status": {"id": "IN_PROGRESS"}, "operation": None}
+    op.location = "/sp/savepoint-1"
+    assert views.savepoint_status_view(op) == {"status": {"id": "COMPLETED"}, "operation": {"location": "/sp/savepoint-1"}}
+    failed = views.SavepointOperation(JOB, "cd" * 16, stop=True, failure="the job takes no checkpoints")
+    body = views.savepoint_status_view(failed)
+    assert body["status"]["id"] == "COMPLETED" and "no checkpoints" in body["operation"]["failure-cause"]["stack-trace"]
+
+
+def test_checkpoint_history_newest_first_with_flinks_fields() -> None:
+    job = running_job()
+    job.summary.checkpoints.CopyFrom(cpb.CheckpointSummary(num_completed=1, num_failed=1, last_completed_id=3, history=[
+        cpb.CheckpointHistoryEntry(id=4, status="FAILED", trigger_timestamp_ms=5_000, end_timestamp_ms=5_600,
+                                   failure_message="Checkpoint expired"),
+        cpb.CheckpointHistoryEntry(id=3, status="COMPLETED", is_savepoint=True, trigger_timestamp_ms=4_000,
+                                   end_timestamp_ms=4_250, size_bytes=99)]))
+    failed, completed = views.checkpoints_view(job)["history"]
+    assert (failed["id"], failed["status"], failed["failure_timestamp"], failed["failure_message"]) == (
+        4, "FAILED", 5_600, "Checkpoint expired")
+    assert (completed["id"], completed["end_to_end_duration"], completed["state_size"], completed["is_savepoint"],
+            completed["checkpoint_type"], completed["latest_ack_timestamp"]) == (3, 250, 99, True, "SAVEPOINT", 4_250)
+
+
+def test_latest_checkpoints_take_what_the_history_knows() -> None:
+    job = running_job()
+    job.summary.checkpoints.CopyFrom(cpb.CheckpointSummary(
+        num_completed=2, num_failed=1, last_completed_id=5, last_completed_at_ms=7_000, last_duration_ms=100,
+        last_failure_reason="CHECKPOINT_EXPIRED", last_failure_message="expired", history=[
+            cpb.CheckpointHistoryEntry(id=5, status="COMPLETED", is_savepoint=True, trigger_timestamp_ms=6_900, end_timestamp_ms=7_000),
+            cpb.CheckpointHistoryEntry(id=4, status="FAILED", trigger_timestamp_ms=5_000, end_timestamp_ms=6_000,
+                                       failure_message="expired")]))
+    latest = views.checkpoints_view(job)["latest"]
+    assert latest["completed"]["is_savepoint"] and latest["completed"]["checkpoint_type"] == "SAVEPOINT"
+    assert latest["savepoint"]["id"] == 5
+    assert (latest["failed"]["id"], latest["failed"]["failure_timestamp"], latest["failed"]["trigger_timestamp"]) == (4, 6_000, 5_000)

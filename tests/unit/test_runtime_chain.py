@@ -654,6 +654,25 @@ def test_rate_limited_source_waits_on_the_clock_and_flushes_on_the_buffer_timeou
     assert sum(run.env.clock.waits) >= 180  # type: ignore[attr-defined]  # ~20 records at 100/s
 
 
+@pytest.mark.parametrize("buffer_timeout_ms, flushes", [(100, 1), (0, 1), (-1, 0)])
+def test_an_idle_task_flushes_its_result_writers_once_per_new_output(
+    env: StreamExecutionEnvironment, buffer_timeout_ms: int, flushes: int
+) -> None:
+    """Before a task waits for input it sends what it staged (low latency at low rates), once for
+    what it emitted since; -1 (flush only full buffers) keeps them; sinks are left to their timeout."""
+    env.from_collection([1]).rebalance().map(lambda x: x + 1).name("Inc").rebalance().print()
+    v = vertex(env, "Inc")
+    run = make_chain(v, buffer_timeout_ms=buffer_timeout_ms)
+    run.chain.open()
+    [writer] = run.writers.values()
+    run.chain.flush_when_idle()
+    assert writer.flushes == 0  # nothing emitted yet
+    run.chain.process_batch([1, 2, 3], v.inputs[0].target_node_id)
+    run.chain.flush_when_idle()
+    run.chain.flush_when_idle()  # nothing new since: no second flush
+    assert writer.flushes == flushes and writer.records == [2, 3, 4]
+
+
 # -- sinks -----------------------------------------------------------------------------------------
 
 

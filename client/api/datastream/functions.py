@@ -75,6 +75,11 @@ class RuntimeContext(KeyedStateStore):
     @abc.abstractmethod
     def get_job_parameter(self, key: str, default_value: str) -> str: ...
 
+    @abc.abstractmethod
+    def get_metrics_group(self) -> Any:
+        """The operator's MetricGroup (PyFlink's): ``counter``, ``meter``, ``gauge``,
+        ``distribution`` and ``add_group(name, extra=None)``."""
+
 
 class Function:
     """Base of every user function: lifecycle hooks around the records."""
