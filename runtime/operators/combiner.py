@@ -8,6 +8,9 @@ combined: the built-in ones and plain reduce callables (see JobGraphGenerator._c
 """
 from __future__ import annotations
 
+import collections
+import types
+from operator import itemgetter
 from typing import Any, Callable
 
 from millstream.runtime import factories as ops
@@ -15,6 +18,19 @@ from millstream.runtime.partitioners import key_function
 from millstream.runtime.operators.base import OperatorError, make_aggregator
 
 _MISSING = object()
+_FIELD_0 = (lambda record: record[0]).__code__
+_first, _second = itemgetter(0), itemgetter(1)
+
+
+def _is_field_zero(fn: Any) -> bool:
+    """Whether ``fn`` is a plain ``lambda r: r[0]`` (any argument name): the same bytecode, constants
+    and names, one argument, no defaults, closure or globals. Calling it and indexing ``[0]`` are
+    then the same operation, so the combiner may index without calling it."""
+    code = getattr(fn, "__code__", None)
+    return (type(fn) is types.FunctionType and code is not None and code.co_code == _FIELD_0.co_code
+            and code.co_consts == _FIELD_0.co_consts and code.co_names == _FIELD_0.co_names
+            and code.co_argcount == 1 and not code.co_kwonlyargcount and not code.co_freevars
+            and fn.__defaults__ is None and fn.__kwdefaults__ is None)
 
 
 class CombiningWriter:
@@ -26,8 +42,11 @@ class CombiningWriter:
         self._key = key_function(key_selector)
         self._name = operator_name
         self._acc: dict[Any, Any] = {}
-        self._counts: dict[Any, Any] = {}  # the (x, count) fast path: running counts per key
+        self._counts: collections.Counter[Any] = collections.Counter()  # the (x, count) fast path: running counts per key
         self._firsts: dict[Any, Any] = {}  # ... and each key's first record
+        # Keyed by ``lambda r: r[0]`` (word count's shape): a key is the first field, and the dict
+        # keeps the first record's own key object, so no first record needs keeping.
+        self._by_field_0 = _is_field_zero(self._key)
         self._reduce: Callable[[Any, Any], Any] | None = None
         self._pairs = False
         self._watermark: int | None = None
@@ -63,14 +82,23 @@ class CombiningWriter:
     def _sum_pairs(self, records: list[Any]) -> None:
         """``sum(1)`` over ``(x, count)`` pairs, word count's shape: running counts live in a dict of
         plain numbers (no tuple per record), each key's first record is kept for its first field.
-        Counts add up in record order, so the result equals the consumer's sequential sum."""
+        Counts add up in record order, so the result equals the consumer's sequential sum. Keyed by
+        the first field and every count exactly the int 1 (``(word, 1)``), a batch is a C-level
+        count of its keys: integer sums do not depend on their order."""
         key, counts, firsts = self._key, self._counts, self._firsts
+        if self._by_field_0:
+            increments = list(map(_second, records))
+            if increments.count(1) == len(increments) and set(map(type, increments)) == {int}:
+                counts.update(map(_first, records))  # every record adds exactly 1: count its key (C loop)
+                return
         get = counts.get
+        by_field_0 = self._by_field_0
         for r in records:
             k = key(r)
             c = get(k, _MISSING)
             if c is _MISSING:
-                firsts[k] = r
+                if not by_field_0:
+                    firsts[k] = r
                 counts[k] = r[1]
             else:
                 counts[k] = c + r[1]
@@ -79,7 +107,10 @@ class CombiningWriter:
         """A record of another shape arrived: continue with whole records, as the consumer would."""
         self._pairs = False
         firsts = self._firsts
-        self._acc.update((k, (firsts[k][0], c)) for k, c in self._counts.items())
+        if self._by_field_0:
+            self._acc.update((k, (k, c)) for k, c in self._counts.items())
+        else:
+            self._acc.update((k, (firsts[k][0], c)) for k, c in self._counts.items())
         self._counts.clear()
         firsts.clear()
 

@@ -105,3 +105,48 @@ def test_a_change_of_record_shape_midway_keeps_the_sequential_result() -> None:
     records = pairs + [("a", 10, "extra"), ("c", 1, "x"), ("b", 0.25)]
     (partial,) = _combine(dataset, [records])
     assert sorted(partial, key=lambda r: r[0]) == [("a", 16), ("b", 4.75), ("c", 1, "x")]
+
+
+def _sequential_sums(records: list) -> list:
+    """What the consumer's keyed sum(1) ends with, key by key: the first record's fields, the
+    second summed in record order (keys compare as dict keys do: 1, 1.0 and True are one key)."""
+    result: dict = {}
+    for r in records:
+        result[r[0]] = r if r[0] not in result else (result[r[0]][0], result[r[0]][1] + r[1])
+    return list(result.values())
+
+
+def test_counting_whole_batches_of_ones_gives_the_sequential_sums_exactly() -> None:
+    """Keyed by ``lambda t: t[0]``, a batch of (key, 1) pairs is counted at C speed; a batch with
+    another count (2, 1.0, True) goes record by record. Either way each key's result, its type and
+    its key object included, is what the consumer's sequential sum gives."""
+    rng = random.Random(7)
+    keys = ["a", "b", "c", 1, 1.0, True, 2]
+    records = [(rng.choice(keys), 1) for _ in range(300)]
+    records[150:157] = [("a", 2), ("b", 1.0), ("z", True), ("c", 1), (1.0, 1), ("a", 1), ("b", 1)]
+    (partial,) = _combine(_dataset(RuntimeExecutionMode.BATCH, lambda k: k.sum(1)), [records])
+    expected = _sequential_sums(records)
+    assert sorted(map(repr, partial)) == sorted(map(repr, expected))
+    only_true = [("t", True)] * 3 + [("u", True)]  # bools add up to ints, but a lone True stays True
+    (partial,) = _combine(_dataset(RuntimeExecutionMode.BATCH, lambda k: k.sum(1)), [only_true])
+    assert sorted(map(repr, partial)) == ["('t', 3)", "('u', True)"]
+
+
+def test_only_a_plain_lambda_of_the_first_field_is_taken_for_indexing() -> None:
+    from operator import itemgetter
+
+    from millstream.runtime.operators.combiner import _is_field_zero
+
+    offset = 0
+
+    def with_default(r, i=0):  # noqa: ANN001, ANN202
+        return r[i]
+
+    def field_zero(row):  # noqa: ANN001, ANN202
+        return row[0]
+
+    assert _is_field_zero(lambda pair: pair[0]) and _is_field_zero(lambda x: x[0]) and _is_field_zero(field_zero)
+    assert _is_field_zero(cloudpickle.loads(cloudpickle.dumps(lambda w: w[0])))
+    for other in (lambda p: p[1], lambda p: p[0].lower(), lambda p: p[offset], lambda p, q=0: p[0], with_default,
+                  itemgetter(0), lambda p: p, str.lower, len):
+        assert not _is_field_zero(other), other
