@@ -28,10 +28,10 @@ from millstream.runtime.ha import HaError, HighAvailabilityServices, LeaderInfor
 from millstream.runtime.metrics.prometheus import (
     PrometheusReporter,
     TaskReport,
-    process_rss_bytes,
     start_reporter,
     taskmanager_families,
 )
+from millstream.runtime.metrics.system import process_tree_rss_bytes
 from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
 from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
 from millstream.runtime.security import cluster_credentials, server_security
@@ -198,7 +198,7 @@ class TaskManager:
         ]
         return taskmanager_families(self.resource_id, executor.address.rpartition(":")[0], executor.slots.num_slots,
                                     executor.slots.free_slots_count(), executor.heartbeats_received,
-                                    process_rss_bytes(), tasks)
+                                    process_tree_rss_bytes(), tasks)
 
     def _fit_slots_to_spark(self) -> None:
         """An external Spark cluster: offer only as many slots as it gives cores (each deployed

@@ -94,7 +94,7 @@ def taskmanager_families(tm_id: str, host: str, slots_total: int, slots_free: in
     out.add(_name("taskmanager", "Status", "taskSlotsTotal"), tm_labels, slots_total, "Slots of this TaskManager.")
     out.add(_name("taskmanager", "Status", "taskSlotsAvailable"), tm_labels, slots_free, "Free slots of this TaskManager.")
     out.add(_name("taskmanager", "Status", "ProcessTree", "Memory", "RSS"), tm_labels, rss_bytes,
-            "Resident memory of the TaskManager process, bytes.")
+            "Resident memory of the TaskManager process and its children (the embedded Spark JVM, its Python workers), bytes.")
     out.add(_name("taskmanager", "Status", "numHeartbeatsReceived"), tm_labels, heartbeats,
             "Heartbeat requests this TaskManager answered (JobMasters and the ResourceManager).")
     for task in tasks:
