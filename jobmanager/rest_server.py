@@ -357,23 +357,25 @@ class RestServer:
     async def _trigger_savepoint(self, request: web.Request) -> web.StreamResponse:
         job = self._job_view(request)
         directory, cancel_job, trigger_id = views.savepoint_trigger_request(await self._json_body(request))
-        return self._start_savepoint(job, directory, cancel_job, trigger_id)
+        # cancel-job (Flink's cancel-with-savepoint): the savepoint, then a cancel; the job ends CANCELED.
+        return self._start_savepoint(job, directory, False, trigger_id, cancel_after=cancel_job)
 
     async def _stop_with_savepoint(self, request: web.Request) -> web.StreamResponse:
         job = self._job_view(request)
         directory, trigger_id = views.stop_request(await self._json_body(request))
         return self._start_savepoint(job, directory, True, trigger_id)
 
-    def _start_savepoint(self, job: JobView, directory: str, stop: bool, trigger_id: str | None) -> web.Response:
+    def _start_savepoint(self, job: JobView, directory: str, stop: bool, trigger_id: str | None,
+                         cancel_after: bool = False) -> web.Response:
         """202 with the trigger id at once; the savepoint is taken by a task on this loop. A trigger
         id given again for the same job answers the same operation (Flink's safe retry)."""
         job_hex = job.summary.job_id.hex()
         if trigger_id is not None and (job_hex, trigger_id) in self._savepoints:
             return _json({"request-id": trigger_id}, 202)
         taking = self._source.start_savepoint(job.summary.job_id, directory, stop)
-        operation = SavepointOperation(job.summary.job_id, trigger_id or os.urandom(16).hex(), stop)
+        operation = SavepointOperation(job.summary.job_id, trigger_id or os.urandom(16).hex(), stop or cancel_after)
         self._remember(job_hex, operation)
-        task = asyncio.ensure_future(self._take_savepoint(operation, taking))
+        task = asyncio.ensure_future(self._take_savepoint(operation, taking, cancel_after))
         self._savepoint_tasks.add(task)
         task.add_done_callback(self._savepoint_tasks.discard)
         return _json({"request-id": operation.trigger_id}, 202)
@@ -384,10 +386,11 @@ class RestServer:
         for key in [k for k, op in self._savepoints.items() if op.done][:max(0, excess)]:
             del self._savepoints[key]
 
-    @staticmethod
-    async def _take_savepoint(operation: SavepointOperation, taking: Awaitable[str]) -> None:
+    async def _take_savepoint(self, operation: SavepointOperation, taking: Awaitable[str], cancel_after: bool) -> None:
         try:
             operation.location = await taking
+            if cancel_after:
+                self._source.cancel(operation.job_id)
         except asyncio.CancelledError:
             operation.failure = "the REST server stopped before the savepoint completed"
             raise

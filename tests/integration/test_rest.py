@@ -263,6 +263,24 @@ def test_savepoint_over_rest_then_a_job_resumes_from_it(cluster, tmp_path) -> No
     # Its counts went on from the savepoint's: the last count of each key is the key's total.
     assert highest_counts(tmp_path / "out-2") == {k: len(range(k, count, KEYS)) for k in range(KEYS)}
 
+    # cancel-job: true (Flink's cancel-with-savepoint): the savepoint completes, then the job is CANCELED.
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(300)
+    counting_job(env, tmp_path / "out-3", 100 * count)  # ~400 s at 1,500 records/s: it cannot end first
+    third = client.submit(env.get_job_graph("cancelled with a savepoint").proto).hex()
+    poll_for(lambda: rest.get(f"/jobs/{third}")["state"] == "RUNNING", 90, interval=0.3, what="the third job RUNNING")
+
+    def cancelled_with_savepoint() -> Any:
+        status, body = rest.call(f"/jobs/{third}/savepoints", "POST",
+                                 {"target-directory": str(tmp_path / "cancelled"), "cancel-job": True})
+        assert status == 202, body
+        result = savepoint_result(rest, third, body["request-id"])
+        return result if "location" in result["operation"] else None
+    last = poll_for(cancelled_with_savepoint, 90, interval=0.5, what="a savepoint then a cancel")["operation"]["location"]
+    assert (Path(last) / "_metadata").is_file()
+    poll_for(lambda: rest.get(f"/jobs/{third}")["state"] == "CANCELED", 60, interval=0.3, what="the job CANCELED")
+
 
 class FailFirstAttempts(MapFunction):
     """Raises on its first record in attempts 0 and 1 of the job; attempt 2 runs through."""

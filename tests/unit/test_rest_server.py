@@ -316,6 +316,17 @@ def test_savepoint_is_an_asynchronous_operation_on_flinks_paths() -> None:
                 break
             await asyncio.sleep(0.01)
         assert "no checkpoints" in result["operation"]["failure-cause"]["stack-trace"]
+        # cancel-job (Flink's cancel-with-savepoint): a plain savepoint, then the job is cancelled.
+        assert source.cancelled == []
+        _, body = await call(server, "POST", f"/jobs/{job}/savepoints", json={"target-directory": "/sp", "cancel-job": True})
+        assert source.savepoints[-1] == (JOB, "/sp", False) and source.cancelled == []  # not before the savepoint
+        source.release.set()
+        for _ in range(100):
+            _, result = await call(server, "GET", f"/jobs/{job}/savepoints/{body['request-id']}")
+            if result["status"]["id"] == "COMPLETED":
+                break
+            await asyncio.sleep(0.01)
+        assert result["operation"]["location"].startswith("/sp/savepoint-") and source.cancelled == [JOB]
 
     serve(source)(check)
 
