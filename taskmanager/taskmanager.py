@@ -136,10 +136,13 @@ class TaskManager:
             raise StartupError(f"{name} cannot start its high-availability services: {exc}") from exc
         if self._spark is None:
             self._spark = spark_host_for(c)
-            # Offer slots once the session runs; the workers warm meanwhile (a task deployed
-            # before they are warm starts its own, as it would have waited for the warm-up).
+            # Embedded Spark: offer slots once the session runs; the workers warm meanwhile (a task
+            # deployed before they are warm starts its own). An external cluster grants executors
+            # one by one: the warm-up (a barrier job over every core the TaskManager will use)
+            # waits for all of them, so the slots offered never outnumber the cores held.
+            warm_up = "wait" if external_master(c) else "background"
             try:
-                await asyncio.to_thread(self._spark.start, "background")
+                await asyncio.to_thread(self._spark.start, warm_up)
             except NoSparkCores as exc:
                 raise StartupError(f"{name}: {exc} ({cfg.SPARK_EXECUTOR_WAIT.key})") from exc
         self._fit_slots_to_spark()
