@@ -17,7 +17,6 @@ import time
 from typing import Iterator
 
 ENV_LOG_LEVEL = "MILLSTREAM_LOG_LEVEL"
-ENV_LOG_DIR = "MILLSTREAM_LOG_DIR"
 INTERNAL_LOGGERS = ("millstream", "py4j", "pyspark", "kazoo")
 KEEP_LOG_FILES = 20  # a log file per program run: the oldest beyond these are removed
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

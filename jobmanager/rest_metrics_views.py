@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from millstream.jobmanager.execution_state import ExecutionState
 from millstream.jobmanager.rest_views import BadRequest, NotFound
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
 VERTEX_ID_HEX_LENGTH = 32
 BACKPRESSURE_LOW = 0.10   # Flink's thresholds on the backpressured-time ratio
 BACKPRESSURE_HIGH = 0.50
-TERMINAL = ("FINISHED", "CANCELED", "FAILED")
 AGGREGATIONS = ("min", "max", "avg", "sum")
 
 
@@ -68,7 +68,7 @@ def vertex_views(core: Any) -> dict[bytes, VertexView]:
             endpoint=slot.tm_address if slot is not None else "",
             taskmanager_id=slot.resource_id if slot is not None else "",
             start_time=times.get("DEPLOYING", -1),
-            end_time=next((times[s] for s in TERMINAL if s in times), -1),
+            end_time=times.get(execution.state.value, -1) if execution.state.is_terminal() else -1,
             metrics=dict(execution.metrics),
         ))
     return {
@@ -130,7 +130,7 @@ def vertex_details_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
             "start-time": s.start_time,
             "end-time": s.end_time,
             "duration": _duration(s.start_time, s.end_time, now_ms),
-            "metrics": _io_metrics(s.metrics, s.status in TERMINAL),
+            "metrics": _io_metrics(s.metrics, ExecutionState(s.status).is_terminal()),
             "taskmanager-id": s.taskmanager_id or "(unassigned)",
         })
     return {

@@ -179,7 +179,8 @@ def jobs_overview_view(jobs: Iterable[JobView], now_ms: int) -> dict[str, Any]:
 def _vertex(v: cpb.VertexSummary, job: JobView, now_ms: int) -> dict[str, Any]:
     status = vertex_status(v.tasks_per_state, v.parallelism)
     started = job.timestamps.get(JobStatus.RUNNING.value, -1) if status != ExecutionState.CREATED.value else -1
-    ended = job.summary.end_time_ms if status in ("FINISHED", "CANCELED", "FAILED") and job.summary.end_time_ms else -1
+    complete = ExecutionState(status).is_terminal()
+    ended = job.summary.end_time_ms if complete and job.summary.end_time_ms else -1
     return {
         "id": v.vertex_id.hex(),
         "name": v.name,
@@ -191,10 +192,10 @@ def _vertex(v: cpb.VertexSummary, job: JobView, now_ms: int) -> dict[str, Any]:
         "tasks": _all_states(v.tasks_per_state),
         "metrics": {
             "read-records": v.records_in,
-            "read-records-complete": status in ("FINISHED", "CANCELED", "FAILED"),
+            "read-records-complete": complete,
             "write-records": v.records_out,
-            "write-records-complete": status in ("FINISHED", "CANCELED", "FAILED"),
-            **_io_fields(v.metrics, status in ("FINISHED", "CANCELED", "FAILED")),
+            "write-records-complete": complete,
+            **_io_fields(v.metrics, complete),
         },
     }
 

@@ -214,6 +214,17 @@ def savepoint_result(rest: Rest, job_id: str, trigger: str) -> dict[str, Any]:
                     120, interval=0.2, what="the savepoint operation COMPLETED")
 
 
+def savepoint_location(rest: Rest, job_id: str, body: dict[str, Any]) -> str:
+    """POST /jobs/:id/savepoints until one completes with a location: the savepoint needs every
+    task running, so it is retried as a user would while the job starts."""
+    def triggered() -> Any:
+        status, answer = rest.call(f"/jobs/{job_id}/savepoints", "POST", body)
+        assert status == 202, answer
+        result = savepoint_result(rest, job_id, answer["request-id"])
+        return result if "location" in result["operation"] else None
+    return str(poll_for(triggered, 90, interval=0.5, what="a savepoint")["operation"]["location"])
+
+
 def test_savepoint_over_rest_then_a_job_resumes_from_it(cluster, tmp_path) -> None:  # noqa: ANN001
     """POST /jobs/:id/savepoints answers 202 with a trigger id at once; polled, the operation
     completes with the savepoint's location; POST /jobs/:id/stop stops the job with another; a job
@@ -221,11 +232,11 @@ def test_savepoint_over_rest_then_a_job_resumes_from_it(cluster, tmp_path) -> No
     client, rest = cluster
     count = 6000
 
-    def job(out: Path, configuration: Configuration | None = None) -> StreamExecutionEnvironment:
+    def job(out: Path, configuration: Configuration | None = None, records: int = count) -> StreamExecutionEnvironment:
         env = StreamExecutionEnvironment.get_execution_environment(configuration)
         env.set_parallelism(1)
         env.enable_checkpointing(300)
-        counting_job(env, out, count)
+        counting_job(env, out, records)
         return env
 
     first = client.submit(job(tmp_path / "out-1").get_job_graph("savepoint over rest").proto).hex()
@@ -234,14 +245,7 @@ def test_savepoint_over_rest_then_a_job_resumes_from_it(cluster, tmp_path) -> No
     assert status == 400 and "savepoint-dir" in body["errors"][0]  # no directory and no cluster default
     status, body = rest.call(f"/jobs/{'ab' * 16}/savepoints", "POST", {"target-directory": str(tmp_path)})
     assert status == 404
-    # The savepoint needs every task running: retried as a user would while the job starts.
-    def triggered() -> Any:
-        status, body = rest.call(f"/jobs/{first}/savepoints", "POST",
-                                 {"target-directory": str(tmp_path / "savepoints"), "cancel-job": False})
-        assert status == 202, body
-        result = savepoint_result(rest, first, body["request-id"])
-        return result if "location" in result["operation"] else None
-    location = poll_for(triggered, 90, interval=0.5, what="a savepoint")["operation"]["location"]
+    location = savepoint_location(rest, first, {"target-directory": str(tmp_path / "savepoints"), "cancel-job": False})
     assert Path(location).parent == tmp_path / "savepoints" and (Path(location) / "_metadata").is_file()
     assert rest.get(f"/jobs/{first}")["state"] == "RUNNING"
 
@@ -264,20 +268,10 @@ def test_savepoint_over_rest_then_a_job_resumes_from_it(cluster, tmp_path) -> No
     assert highest_counts(tmp_path / "out-2") == {k: len(range(k, count, KEYS)) for k in range(KEYS)}
 
     # cancel-job: true (Flink's cancel-with-savepoint): the savepoint completes, then the job is CANCELED.
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(1)
-    env.enable_checkpointing(300)
-    counting_job(env, tmp_path / "out-3", 100 * count)  # ~400 s at 1,500 records/s: it cannot end first
-    third = client.submit(env.get_job_graph("cancelled with a savepoint").proto).hex()
+    third_env = job(tmp_path / "out-3", records=100 * count)  # ~400 s at 1,500 records/s: it cannot end first
+    third = client.submit(third_env.get_job_graph("cancelled with a savepoint").proto).hex()
     poll_for(lambda: rest.get(f"/jobs/{third}")["state"] == "RUNNING", 90, interval=0.3, what="the third job RUNNING")
-
-    def cancelled_with_savepoint() -> Any:
-        status, body = rest.call(f"/jobs/{third}/savepoints", "POST",
-                                 {"target-directory": str(tmp_path / "cancelled"), "cancel-job": True})
-        assert status == 202, body
-        result = savepoint_result(rest, third, body["request-id"])
-        return result if "location" in result["operation"] else None
-    last = poll_for(cancelled_with_savepoint, 90, interval=0.5, what="a savepoint then a cancel")["operation"]["location"]
+    last = savepoint_location(rest, third, {"target-directory": str(tmp_path / "cancelled"), "cancel-job": True})
     assert (Path(last) / "_metadata").is_file()
     poll_for(lambda: rest.get(f"/jobs/{third}")["state"] == "CANCELED", 60, interval=0.3, what="the job CANCELED")
 

@@ -283,6 +283,16 @@ def test_vertex_routes_answer_flinks_shapes_and_errors() -> None:
     serve(FakeSource())(check)
 
 
+async def completed(server: RestServer, path: str) -> dict:
+    """Polls a savepoint operation's path until it is COMPLETED; its last answer."""
+    for _ in range(100):
+        _, result = await call(server, "GET", path)
+        if result["status"]["id"] == "COMPLETED":
+            break
+        await asyncio.sleep(0.01)
+    return result
+
+
 def test_savepoint_is_an_asynchronous_operation_on_flinks_paths() -> None:
     source = FakeSource()
     job = JOB.hex()
@@ -295,11 +305,7 @@ def test_savepoint_is_an_asynchronous_operation_on_flinks_paths() -> None:
         status, body = await call(server, "GET", f"/jobs/{job}/savepoints/{trigger}")
         assert (status, body) == (200, {"status": {"id": "IN_PROGRESS"}, "operation": None})
         source.release.set()
-        for _ in range(100):
-            status, body = await call(server, "GET", f"/v1/jobs/{job}/savepoints/{trigger}")
-            if body["status"]["id"] == "COMPLETED":
-                break
-            await asyncio.sleep(0.01)
+        body = await completed(server, f"/v1/jobs/{job}/savepoints/{trigger}")
         assert body == {"status": {"id": "COMPLETED"}, "operation": {"location": "/sp/savepoint-1"}}
         # stop-with-savepoint: the same operation, stop=True; a trigger id given twice is one savepoint.
         mine = "0f" * 16
@@ -310,22 +316,14 @@ def test_savepoint_is_an_asynchronous_operation_on_flinks_paths() -> None:
         # A failed savepoint: COMPLETED with its failure-cause.
         _, body = await call(server, "POST", f"/jobs/{job}/savepoints", json={"target-directory": "/broken"})
         source.release.set()
-        for _ in range(100):
-            _, result = await call(server, "GET", f"/jobs/{job}/savepoints/{body['request-id']}")
-            if result["status"]["id"] == "COMPLETED":
-                break
-            await asyncio.sleep(0.01)
+        result = await completed(server, f"/jobs/{job}/savepoints/{body['request-id']}")
         assert "no checkpoints" in result["operation"]["failure-cause"]["stack-trace"]
         # cancel-job (Flink's cancel-with-savepoint): a plain savepoint, then the job is cancelled.
         assert source.cancelled == []
         _, body = await call(server, "POST", f"/jobs/{job}/savepoints", json={"target-directory": "/sp", "cancel-job": True})
         assert source.savepoints[-1] == (JOB, "/sp", False) and source.cancelled == []  # not before the savepoint
         source.release.set()
-        for _ in range(100):
-            _, result = await call(server, "GET", f"/jobs/{job}/savepoints/{body['request-id']}")
-            if result["status"]["id"] == "COMPLETED":
-                break
-            await asyncio.sleep(0.01)
+        result = await completed(server, f"/jobs/{job}/savepoints/{body['request-id']}")
         assert result["operation"]["location"].startswith("/sp/savepoint-") and source.cancelled == [JOB]
 
     serve(source)(check)
