@@ -499,7 +499,9 @@ def _run_foreground_process(argv: list[str]) -> int:
         from millstream.client.local_cluster import register_added_taskmanager
 
         register_added_taskmanager(_option_value(argv[1:], "--jobmanager"))
-    importlib.import_module(f"millstream.{argv[0]}.{argv[0]}").main(argv[1:])
+    # The TaskManager's launcher forks Spark's JVM before it imports the TaskManager itself.
+    module = "millstream.taskmanager.launcher" if argv[0] == "taskmanager" else f"millstream.{argv[0]}.{argv[0]}"
+    importlib.import_module(module).main(argv[1:])
     return 0
 
 

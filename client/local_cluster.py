@@ -213,7 +213,7 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
         for i in range(taskmanagers):
             starting.spawn(
                 f"TaskManager {i}",
-                ["-m", "millstream.taskmanager.taskmanager", *jobmanager, *common, f"-Dtaskmanager.numberOfTaskSlots={slots}"],
+                ["-m", "millstream.taskmanager.launcher", *jobmanager, *common, f"-Dtaskmanager.numberOfTaskSlots={slots}"],
                 os.path.join(logs, f"taskmanager-{i}.log"),
             )
 

@@ -32,12 +32,13 @@ from millstream.runtime.metrics.prometheus import (
     taskmanager_families,
 )
 from millstream.runtime.metrics.system import process_tree_rss_bytes
-from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
+from millstream.runtime.process import StartupError, until_terminated
 from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
 from millstream.runtime.security import cluster_credentials, server_security
 from millstream.runtime.tls import tls_problem, tls_settings
 from millstream.taskmanager.spark_host_config import (  # noqa: F401 (spark_conf, address_towards: re-exported)
     address_towards, external_master, spark_conf, spark_host_for, taskmanager_hosts)
+from millstream.taskmanager.launcher import start_spark_host
 from millstream.taskmanager.spark_runner import NoSparkCores, SparkHost
 from millstream.taskmanager.task import NetworkSettings
 from millstream.taskmanager.task_output import TaskOutputStore
@@ -75,6 +76,8 @@ class TaskManager:
 
     ``spark``: a started SparkHost to share (tests run several TaskManagers in one process, and a
     process has one SparkContext); without it the TaskManager starts and owns its own.
+    ``owns_spark``: the given ``spark`` is this TaskManager's, maybe still booting (the process
+    entry point forks its JVM before importing this module): it waits for it and stops it.
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class TaskManager:
         resource_id: str | None = None,
         registration_timeout_s: float = 60.0,
         forward_printed_lines: bool = True,
+        owns_spark: bool = False,
     ) -> None:
         self.config = configuration or cfg.Configuration()
         # Without HA the one JobManager; with HA the leader of the moment (see _follow_leader).
@@ -93,7 +97,7 @@ class TaskManager:
         self.resource_id = resource_id or f"taskmanager-{uuid.uuid4().hex[:12]}"
         self.num_slots = self.config.get(cfg.TASKMANAGER_NUM_TASK_SLOTS)
         self._spark = spark
-        self._owns_spark = spark is None
+        self._owns_spark = spark is None or owns_spark
         self._registration_timeout_s = registration_timeout_s
         # Tasks' printed lines go to this process's stdout and to the job's clients; an embedded
         # TaskManager's stdout is the client's console already, so it does not send them too.
@@ -135,14 +139,10 @@ class TaskManager:
         except HaError as exc:
             raise StartupError(f"{name} cannot start its high-availability services: {exc}") from exc
         if self._spark is None:
-            self._spark = spark_host_for(c)
-            # Embedded Spark: offer slots once the session runs; the workers warm meanwhile (a task
-            # deployed before they are warm starts its own). An external cluster grants executors
-            # one by one: the warm-up (a barrier job over every core the TaskManager will use)
-            # waits for all of them, so the slots offered never outnumber the cores held.
-            warm_up = "wait" if external_master(c) else "background"
+            self._spark = await asyncio.to_thread(start_spark_host, c)
+        if self._owns_spark:
             try:
-                await asyncio.to_thread(self._spark.start, warm_up)
+                await asyncio.to_thread(self._spark.wait_started)
             except NoSparkCores as exc:
                 raise StartupError(f"{name}: {exc} ({cfg.SPARK_EXECUTOR_WAIT.key})") from exc
         self._fit_slots_to_spark()
@@ -391,9 +391,10 @@ class TaskManager:
         await self.stop()
 
 
-async def serve(configuration: cfg.Configuration, jobmanager_address: str | None) -> int:
-    """Serves until SIGTERM/SIGINT (exit code 0) or a fatal error such as Spark's death (1)."""
-    async with TaskManager(configuration, jobmanager_address) as tm:
+async def serve(configuration: cfg.Configuration, jobmanager_address: str | None, spark: SparkHost | None = None) -> int:
+    """Serves until SIGTERM/SIGINT (exit code 0) or a fatal error such as Spark's death (1).
+    ``spark``: this process's own SparkHost, started in the background already (launcher.py)."""
+    async with TaskManager(configuration, jobmanager_address, spark=spark, owns_spark=True) as tm:
         print(f"TaskManager {tm.resource_id} serving at {tm.address} with {tm.num_slots} slots", flush=True)
         waits = [asyncio.ensure_future(until_terminated()), asyncio.ensure_future(tm.failed.wait())]
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -406,18 +407,11 @@ async def serve(configuration: cfg.Configuration, jobmanager_address: str | None
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = process_parser("millstream taskmanager")
-    parser.add_argument("--jobmanager", help="host:port of the JobManager without HA (default: jobmanager.rpc.address/port); "
-                                              "with high-availability.type: zookeeper the leader is looked up instead")
-    args = parser.parse_args(argv)
+    """The process's main; ``python -m millstream.taskmanager.launcher`` starts sooner (it forks
+    Spark's JVM before importing this module)."""
+    from millstream.taskmanager.launcher import main as launcher_main
 
-    def serve_configured(configuration: cfg.Configuration) -> Any:
-        if args.jobmanager and configuration.get(cfg.HA_TYPE) != "NONE":
-            log.warning("--jobmanager %s is ignored: with high-availability.type %s the TaskManager serves the "
-                        "JobManager leader it finds in ZooKeeper", args.jobmanager, configuration.get(cfg.HA_TYPE))
-        return serve(configuration, args.jobmanager)
-
-    run_process("taskmanager", args, serve_configured)
+    launcher_main(argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,68 @@
+"""The TaskManager process's entry point: Spark's JVM first, then the rest while it boots.
+
+``python -m millstream.taskmanager.launcher`` (what ``millstream taskmanager`` and ``millstream
+cluster start`` run) takes the same arguments as ``python -m millstream.taskmanager.taskmanager``.
+It forks Spark's driver JVM right after reading the configuration, and only then imports the
+TaskManager (gRPC, the task code: ~0.4 s) and starts its servers and high-availability services,
+while the JVM boots (4-5 s). The TaskManager registers its slots once Spark's session runs.
+
+Light to import (no TaskManager, no task code): that is its point.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from millstream.runtime import config as cfg
+from millstream.runtime.process import process_parser, run_process
+from millstream.runtime.rpc import check_bindable
+from millstream.taskmanager.spark_host_config import external_master, spark_host_for, taskmanager_hosts
+from millstream.taskmanager.spark_runner import SparkHost
+
+log = logging.getLogger(__name__)
+
+
+def check_slots(configuration: cfg.Configuration) -> None:
+    slots = configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS)
+    if slots < 1:
+        raise cfg.ConfigurationError(f"{cfg.TASKMANAGER_NUM_TASK_SLOTS.key}: expected at least 1, got {slots}")
+
+
+def start_spark_host(configuration: cfg.Configuration) -> SparkHost:
+    """Forks the JVM of the Spark a TaskManager with this configuration owns, in the calling thread
+    (before any gRPC server of this process runs: a fork among gRPC's threads can break the
+    child); the session boots on a thread of its own (:meth:`SparkHost.wait_started`).
+
+    Embedded Spark: the TaskManager offers its slots once the session runs and the workers warm
+    meanwhile (a task deployed before they are warm starts its own). An external cluster grants
+    executors one by one: the warm-up (a barrier job over every core the TaskManager will use)
+    waits for all of them, so the slots offered never outnumber the cores held."""
+    check_slots(configuration)
+    host = spark_host_for(configuration)
+    host.start_in_background("wait" if external_master(configuration) else "background")
+    return host
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = process_parser("millstream taskmanager")
+    parser.add_argument("--jobmanager", help="host:port of the JobManager without HA (default: jobmanager.rpc.address/port); "
+                                              "with high-availability.type: zookeeper the leader is looked up instead")
+    args = parser.parse_args(argv)
+
+    def serve_configured(configuration: cfg.Configuration) -> Any:
+        if args.jobmanager and configuration.get(cfg.HA_TYPE) != "NONE":
+            log.warning("--jobmanager %s is ignored: with high-availability.type %s the TaskManager serves the "
+                        "JobManager leader it finds in ZooKeeper", args.jobmanager, configuration.get(cfg.HA_TYPE))
+        # What would fail the start anyway fails it before a JVM is forked for nothing.
+        check_slots(configuration)
+        check_bindable("TaskManager", taskmanager_hosts(configuration)[1], configuration.get(cfg.TASKMANAGER_RPC_PORT))
+        spark = start_spark_host(configuration)
+        from millstream.taskmanager.taskmanager import serve  # imported while the JVM boots
+
+        return serve(configuration, args.jobmanager, spark=spark)
+
+    run_process("taskmanager", args, serve_configured)
+
+
+if __name__ == "__main__":
+    main()
