@@ -25,6 +25,9 @@ from millstream.client.cluster_client import ClusterClient
 from millstream.runtime.process import ERROR_PREFIX
 
 HA_JOBMANAGERS = 2  # the leader and one standby
+# How often start checks its processes' ready files (a stat each): a start's last step, once
+# Spark is up, is a TaskManager's registration of some 10 ms.
+_READY_POLL_S = 0.01
 
 
 class ClusterError(RuntimeError):
@@ -199,7 +202,8 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
     os.makedirs(logs, exist_ok=True)
     readies = [os.path.join(directory, "jobmanager.address" if i == 0 else f"jobmanager-{i}.address")
                for i in range(HA_JOBMANAGERS if ha else 1)]
-    for ready in readies:
+    tm_readies = [os.path.join(directory, f"taskmanager-{i}.ready") for i in range(taskmanagers)]
+    for ready in readies + tm_readies:
         if os.path.exists(ready):
             os.remove(ready)
     zookeeper = None
@@ -213,13 +217,15 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
         for i in range(taskmanagers):
             starting.spawn(
                 f"TaskManager {i}",
-                ["-m", "millstream.taskmanager.launcher", *jobmanager, *common, f"-Dtaskmanager.numberOfTaskSlots={slots}"],
+                ["-m", "millstream.taskmanager.launcher", *jobmanager, "--ready-file", tm_readies[i], *common,
+                 f"-Dtaskmanager.numberOfTaskSlots={slots}"],
                 os.path.join(logs, f"taskmanager-{i}.log"),
             )
 
-    # A fixed port names the JobManager before it runs: the TaskManagers start with it, their
-    # Spark boot (seconds) overlapping the JobManager's start, and register once both are up.
-    early = not ha and port > 0
+    # The TaskManagers start with the JobManager, their Spark boot (seconds) overlapping its start,
+    # and register once both are up, when they can find it: a fixed port names it before it runs,
+    # and with HA they follow the leader ZooKeeper names.
+    early = ha or port > 0
     try:
         deadline = time.monotonic() + timeout_s
         addresses = []
@@ -232,13 +238,13 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
                 ["-m", "millstream.jobmanager.jobmanager", "--ready-file", ready, *common, f"-Djobmanager.rpc.port={jm_port}"],
                 os.path.join(logs, log_name),
             )
-            if early:  # they find it as it does: the same configuration, the same port
-                spawn_taskmanagers([f"-Djobmanager.rpc.port={jm_port}"])
+            if early and i == 0:  # they find it as it does: the same configuration, the same port (or ZooKeeper)
+                spawn_taskmanagers([] if ha else [f"-Djobmanager.rpc.port={jm_port}"])
             while not os.path.exists(ready):
                 starting.check_alive()
                 if time.monotonic() > deadline:
                     raise ClusterError(f"the {name} did not start within {timeout_s:.0f} s (log: {logs}/{log_name})")
-                time.sleep(0.05)
+                time.sleep(_READY_POLL_S)
             with open(ready) as f:
                 addresses.append(f.read().strip())
         address = addresses[0]
@@ -246,6 +252,15 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
             address = _ha_leader(dynamic, config_file, max(1.0, deadline - time.monotonic()))
         if not early:
             spawn_taskmanagers(["--jobmanager", address])
+        # Each TaskManager writes its ready file once the JobManager has its slots: a stat per
+        # poll here, where asking the JobManager would cost both processes CPU that Spark's boot
+        # needs; the JobManager confirms once all are there.
+        while not all(os.path.exists(ready) for ready in tm_readies):
+            starting.check_alive()
+            if time.monotonic() > deadline:
+                registered = sum(os.path.exists(ready) for ready in tm_readies)
+                raise ClusterError(f"only {registered} of {taskmanagers} TaskManagers registered within {timeout_s:.0f} s (logs: {logs})")
+            time.sleep(_READY_POLL_S)
         with ClusterClient(address, credentials=_credentials(dynamic, config_file)) as client:
             while client.overview().taskmanagers < taskmanagers:
                 starting.check_alive()
@@ -253,7 +268,7 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
                     raise ClusterError(
                         f"only {client.overview().taskmanagers} of {taskmanagers} TaskManagers registered within {timeout_s:.0f} s (logs: {logs})"
                     )
-                time.sleep(0.05)
+                time.sleep(_READY_POLL_S)
         starting.check_alive()
     except BaseException:
         starting.stop_all()

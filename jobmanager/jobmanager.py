@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from typing import Any
@@ -366,9 +367,10 @@ async def serve(configuration: cfg.Configuration, ready_file: str | None = None)
         print(f"JobManager serving at {jm.address}", flush=True)
         if jm.rest_url:
             print(f"REST API serving at {jm.rest_url}", flush=True)
-        if ready_file:
-            with open(ready_file, "w") as f:
+        if ready_file:  # written whole: `cluster start` reads it as soon as it exists
+            with open(f"{ready_file}.tmp", "w") as f:
                 f.write(jm.address)
+            os.replace(f"{ready_file}.tmp", ready_file)
         terminated = asyncio.ensure_future(until_terminated())
         fatal = asyncio.ensure_future(jm.wait_fatal())
         await asyncio.wait([terminated, fatal], return_when=asyncio.FIRST_COMPLETED)

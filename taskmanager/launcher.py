@@ -1,7 +1,7 @@
 """The TaskManager process's entry point: Spark's JVM first, then the rest while it boots.
 
 ``python -m millstream.taskmanager.launcher`` (what ``millstream taskmanager`` and ``millstream
-cluster start`` run) takes the same arguments as ``python -m millstream.taskmanager.taskmanager``.
+cluster start`` run) takes the same arguments as ``python -m millstream.taskmanager.taskmanager``, and ``--ready-file``.
 It forks Spark's driver JVM right after reading the configuration, and only then imports the
 TaskManager (gRPC, the task code: ~0.4 s) and starts its servers and high-availability services,
 while the JVM boots (4-5 s). The TaskManager registers its slots once Spark's session runs.
@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = process_parser("millstream taskmanager")
     parser.add_argument("--jobmanager", help="host:port of the JobManager without HA (default: jobmanager.rpc.address/port); "
                                               "with high-availability.type: zookeeper the leader is looked up instead")
+    parser.add_argument("--ready-file", help="write the TaskManager's address here once its slots are registered")
     args = parser.parse_args(argv)
 
     def serve_configured(configuration: cfg.Configuration) -> Any:
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
         spark = start_spark_host(configuration)
         from millstream.taskmanager.taskmanager import serve  # imported while the JVM boots
 
-        return serve(configuration, args.jobmanager, spark=spark)
+        return serve(configuration, args.jobmanager, spark=spark, ready_file=args.ready_file)
 
     run_process("taskmanager", args, serve_configured)
 

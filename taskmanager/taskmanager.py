@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import tempfile
 import uuid
 from typing import Any
@@ -391,11 +392,18 @@ class TaskManager:
         await self.stop()
 
 
-async def serve(configuration: cfg.Configuration, jobmanager_address: str | None, spark: SparkHost | None = None) -> int:
+async def serve(configuration: cfg.Configuration, jobmanager_address: str | None, spark: SparkHost | None = None,
+                ready_file: str | None = None) -> int:
     """Serves until SIGTERM/SIGINT (exit code 0) or a fatal error such as Spark's death (1).
-    ``spark``: this process's own SparkHost, started in the background already (launcher.py)."""
+    ``spark``: this process's own SparkHost, started in the background already (launcher.py).
+    ``ready_file`` gets the TaskManager's address once its slots are registered (written whole:
+    whoever waits for it never reads half of it)."""
     async with TaskManager(configuration, jobmanager_address, spark=spark, owns_spark=True) as tm:
         print(f"TaskManager {tm.resource_id} serving at {tm.address} with {tm.num_slots} slots", flush=True)
+        if ready_file:
+            with open(f"{ready_file}.tmp", "w") as f:
+                f.write(tm.address)
+            os.replace(f"{ready_file}.tmp", ready_file)
         waits = [asyncio.ensure_future(until_terminated()), asyncio.ensure_future(tm.failed.wait())]
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for waiting in waits:

@@ -240,3 +240,39 @@ def test_cluster_start_ha_runs_zookeeper_a_leader_and_a_standby_and_stop_ends_th
         stopped = cli("cluster", "stop")
     assert stopped.stdout.strip() == "Cluster stopped."
     poll_for(lambda: all(process_identity(p) is None for p in pids), 30, 0.1, "every process of the cluster to exit")
+
+
+def test_cluster_start_ha_starts_its_taskmanager_beside_the_jobmanagers_and_returns_once_it_registered(tmp_path: Path) -> None:
+    import json
+
+    from millstream.client.cluster_client import ClusterClient
+    from millstream.client.local_cluster import process_identity
+    from tests.integration.zookeeper import zookeeper_unavailable
+
+    reason = zookeeper_unavailable()
+    if reason:
+        pytest.skip(reason)
+    env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(tmp_path / "cluster")}
+    env.pop("MILLSTREAM_JOBMANAGER", None)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "millstream.client.cli", *args], env=env, capture_output=True,
+                              text=True, timeout=240)
+
+    started = cli("cluster", "start", "--ha", "--taskmanagers", "1", "--slots", "2", "--port", "0",
+                  "-D", "high-availability.zookeeper.client.session-timeout=5 s")
+    assert started.returncode == 0, started.stdout + started.stderr
+    state = json.loads((tmp_path / "cluster" / "cluster.json").read_text())
+    pids = state["pids"]
+    try:
+        commands = [process_identity(p) or "" for p in pids]
+        # ZooKeeper, the first JobManager, the TaskManager (spawned before any leader is known), the standby
+        assert ["zookeeper" in commands[0].lower(), "jobmanager" in commands[1], "taskmanager" in commands[2],
+                "jobmanager" in commands[3]] == [True] * 4, commands
+        with ClusterClient(state["ha"]["leader"]) as client:  # it registered before start returned
+            overview = client.overview()
+        assert (overview.taskmanagers, overview.slots_total) == (1, 2)
+    finally:
+        stopped = cli("cluster", "stop")
+    assert stopped.stdout.strip() == "Cluster stopped."
+    poll_for(lambda: all(process_identity(p) is None for p in pids), 30, 0.1, "every process of the cluster to exit")
