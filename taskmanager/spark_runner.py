@@ -80,6 +80,11 @@ _DEFAULT_CONF = {
     "spark.python.worker.killOnIdleTimeout": "false",
     # The daemon that forks the workers loads Millstream's task code first: a fork has it.
     "spark.python.daemon.module": "millstream.taskmanager.spark_daemon",
+    # The driver JVM's boot is CPU-bound (~8 s of CPU on 2 cores to a session, mostly C2 compiles
+    # and GC threads) while it does little once up (records move between Python workers, not
+    # through it): the C1 compiler alone and the serial collector boot it on about half the CPU.
+    # A user's spark.driver.extraJavaOptions replaces these.
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
 # Embedded mode must not depend on the machine's hostname or network interfaces.
 _LOCAL_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
