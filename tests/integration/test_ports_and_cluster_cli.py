@@ -172,5 +172,34 @@ def test_cluster_start_on_a_fixed_port_starts_its_taskmanagers_beside_the_jobman
         logs = tmp_path / "cluster" / "log"
         for i in range(2):  # each registered with the JobManager it was pointed at, not another
             assert f"registered at localhost:{port}" in (logs / f"taskmanager-{i}.log").read_text()
+        # Their Spark JVMs boot on the C1 compiler and the serial collector (half the CPU of a default boot).
+        taskmanagers = json.loads((tmp_path / "cluster" / "cluster.json").read_text())["pids"][1:]
+        for command in _spark_jvm_commands(taskmanagers):
+            assert "-XX:TieredStopAtLevel=1" in command and "-XX:+UseSerialGC" in command, command
+    finally:
+        assert "Cluster stopped." in _cli("cluster", "stop", env=env).stdout
+
+
+def _spark_jvm_commands(pids: list[int]) -> list[str]:
+    """The command line of each process's Spark JVM (its child running java)."""
+    commands = []
+    for pid in pids:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        java = [Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode() for child in children]
+        java = [command for command in java if "java" in command.split(" ", 1)[0]]
+        assert len(java) == 1, (pid, java)
+        commands.append(java[0])
+    return commands
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process command lines from /proc")
+def test_a_users_spark_driver_java_options_replace_the_default_ones(tmp_path) -> None:
+    env = _env(tmp_path / "cluster")
+    started = _cli("cluster", "start", "--taskmanagers", "1", "--slots", "1", "--port", "0", "-Drest.port=0",
+                   "-Dmillstream.spark.conf=spark.driver.extraJavaOptions=-Dmillstream.test.option=1", env=env)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        [command] = _spark_jvm_commands(json.loads((tmp_path / "cluster" / "cluster.json").read_text())["pids"][1:])
+        assert "-Dmillstream.test.option=1" in command and "TieredStopAtLevel" not in command, command
     finally:
         assert "Cluster stopped." in _cli("cluster", "stop", env=env).stdout
