@@ -12,10 +12,8 @@ import time
 import traceback
 from typing import Any, Sequence
 
-import grpc
-
-from millstream.client.execution import ENV_JOBMANAGER, JobGraphCaptured, capture_job_graphs
-from millstream.client.stream_graph import StreamGraphError
+# gRPC, the job API and the graph code are imported where used: `cluster start` spawns its
+# processes sooner without them.
 
 EXIT_INTERRUPTED = 130  # a shell's code for "ended by Ctrl-C"
 REACH_TIMEOUT_S = 2.0   # the CLI says "No JobManager at ..." within 3 s, start-up included
@@ -67,7 +65,9 @@ def _run_script(script: str, script_args: Sequence[str]) -> None:
     """Runs a job script as ``__main__``; its own exceptions become :class:`UserProgramError`."""
     if not os.path.isfile(script):
         raise CliError(f"Job file not found: {script}")
-    from millstream.client.execution import JobDetached, JobExecutionException
+    import grpc
+
+    from millstream.client.execution import JobDetached, JobExecutionException, JobGraphCaptured
 
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *script_args]
@@ -89,6 +89,8 @@ def _run_script(script: str, script_args: Sequence[str]) -> None:
 
 def load_job_graph(script: str, script_args: Sequence[str] = ()):  # noqa: ANN201
     """Runs a job script until its ``execute()`` and returns the JobGraph it would submit."""
+    from millstream.client.execution import JobGraphCaptured, capture_job_graphs
+
     try:
         with capture_job_graphs():
             _run_script(script, script_args)
@@ -100,6 +102,7 @@ def load_job_graph(script: str, script_args: Sequence[str] = ()):  # noqa: ANN20
 def jobmanager_address(explicit: str | None, configuration: Any = None) -> str:
     """Where the JobManager is without HA (one ``host:port``, or several comma-separated: the
     leader among them): --jobmanager, MILLSTREAM_JOBMANAGER, the local cluster, the configuration."""
+    from millstream.client.execution import ENV_JOBMANAGER
     from millstream.client.local_cluster import read_state
     from millstream.runtime import config as cfg
 
@@ -182,6 +185,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from millstream.client.execution import JobDetached, observing
     from millstream.client.progress import LineAtomicWriter, RunView
+    from millstream.client.execution import ENV_JOBMANAGER
     from millstream.runtime.config import ENV_CONFIG_FILE, ENV_PREFIX
 
     configuration = _configuration(args)
@@ -222,6 +226,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _interrupted(view: Any, args: argparse.Namespace) -> int:
     """Ctrl-C under ``run``: the job keeps running (say how to cancel it), or is cancelled."""
+    import grpc
+
     from millstream.client.cluster_client import JobManagerUnreachable
     from millstream.client.progress import is_terminal, status_name
 
@@ -537,6 +543,8 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "plan":
         args.script_args = extra  # everything the CLI does not know is the job script's
+    import grpc
+
     from millstream.client.cluster_client import JobManagerUnreachable
     from millstream.client.logs import console_level, new_log_file, route_internal_logs
     from millstream.runtime.config import ConfigurationError
@@ -561,7 +569,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except UserProgramError as exc:
         print(exc.text, end="", file=sys.stderr)
         return 1
-    except (CliError, StreamGraphError) as exc:
+    except CliError as exc:
         print(f"millstream: error: {exc}", file=sys.stderr)
         return 2
     except ConfigurationError as exc:
@@ -574,6 +582,11 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"millstream: error: {'' if plain else code.name + ': '}{exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
         return 1
     except Exception as exc:
+        # A StreamGraphError's module (and the API it loads) is imported only by a command with a job.
+        graph_module = sys.modules.get("millstream.client.stream_graph")
+        if graph_module is not None and isinstance(exc, graph_module.StreamGraphError):
+            print(f"millstream: error: {exc}", file=sys.stderr)
+            return 2
         from millstream.client.cluster_client import JobSubmissionError
         from millstream.client.execution import JobCancellationException, JobExecutionException
         from millstream.client.local_cluster import ClusterError
