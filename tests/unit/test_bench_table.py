@@ -136,3 +136,40 @@ def test_figure_rejects_bad_direction_and_keys() -> None:
         Figure("a.b", "x", 1.0, "s", "smaller")
     with pytest.raises(ValueError, match="benchmark.name"):
         Figure("nodot", "x", 1.0, "s", "lower")
+
+
+def _readme_keys() -> set[str]:
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8") as f:
+        return set(parse_block(f.read()).rows)
+
+
+def test_benchmark_modules_headline_figures_are_rows_of_the_readme_table() -> None:
+    import checkpoints
+    import ha_failover
+    import metrics_overhead
+    import startup
+    import windows
+
+    runs = [{"leader_s": 5.0, "running_s": 7.0, "first_record_s": 6.5, "first_commit_s": 7.2, "detect_s": 1.1}]
+    figures = (
+        checkpoints.headline({
+            "throughput": {"records": 10_000_000, "median_records_per_s_checkpointed": 1.8e6, "loss_pct": 2.0},
+            "recovery": {"runs": [{"detect_s": 1.0, "running_s": 5.0, "first_commit_s": 6.0},
+                                  {"detect_s": 1.2, "running_s": 4.0, "first_commit_s": 5.0}]},
+            "state": {"keys": 1_000_000, "checkpoints": [{"duration_ms": 200, "size_bytes": 6_900_000}], "sync_part_s": [0.15, 0.19]},
+        })
+        + ha_failover.headline(runs)
+        + metrics_overhead.headline({"loss_pct": 1.0, "records": 20_000_000, "median_records_per_s_on": 2.9e6,
+                                     "poll": {"poll_us_added": 0.1}})
+        + startup.headline({"spark_ready_s": 4.6, "embedded_ready_s": 5.1, "paired_ready_difference_s": 0.1, "cluster_ready_s": 7.0})
+        + windows.headline({"events": 5_000_000, "millstream": {"wall_s": 15.0, "startup_s": 8.0},
+                            "spark": {"wall_s": 20.0, "startup_s": 6.0}})
+    )
+    keys = [f.key for f in figures]
+    assert len(keys) == len(set(keys)) == 24
+    assert set(keys) <= _readme_keys()
+    by_key = {f.key: f for f in figures}
+    assert by_key["checkpoints.recovery_running_after_detection_s"].value == pytest.approx(3.4)  # median of 4.0 and 2.8
+    assert by_key["startup.embedded_minus_spark_s"].value == pytest.approx(0.5)
+    assert by_key["windows.end_to_end_vs_spark"].value == pytest.approx(23 / 26)
+    assert ha_failover.headline(None) == [] and windows.headline({"events": 1}) == []
