@@ -7,7 +7,7 @@
    examples/word_count.py (embedded cluster) vs bench/wordcount_dataframe.py;
 2. exchange throughput: source -> rebalance -> sink across two TaskManagers;
 3. latency: a 1,000 records/s source -> key_by -> map -> sink, emission to sink, p50/p99;
-4. collect: ``execute_and_collect`` of 20 M small records, 10 runs in a row, with the JobManager's
+4. collect: ``execute_and_collect`` of 20 M small records, 5 runs in a row, with the JobManager's
    memory: in a JobManager process of its own (its RSS alone), and in the embedded cluster (where
    JobManager, TaskManager and client share the process, so that RSS covers all three).
 5. JobManager at scale: accept and deploy a parallelism-1000 all-to-all job to fake TaskExecutors
@@ -26,6 +26,11 @@
    time accounting (``metrics.task.io-timing``) on vs off, alternating runs: the throughput lost.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
+
+Every benchmark also returns its headline figures (bench/table.py): they are printed against the
+previous figures in README.md's generated table (ratio new/previous, better or worse), and the table's
+rows of the benchmarks that ran are rewritten at the end (``--readme PATH``: another file;
+``--no-readme``: compare only).
 """
 from __future__ import annotations
 
@@ -479,7 +484,7 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=int, default=20)
     parser.add_argument("--scale-parallelism", type=int, default=1000)
     parser.add_argument("--collect-records", type=int, default=20_000_000)
-    parser.add_argument("--collect-runs", type=int, default=10)
+    parser.add_argument("--collect-runs", type=int, default=5)  # 10 before: ~3.5 minutes more, same figures
     parser.add_argument("--only", choices=BENCHMARKS)
     parser.add_argument("--startup-runs", type=int, default=5)
     parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"),
