@@ -528,7 +528,7 @@ def main() -> None:
             print(f"{name} against the previous figures ({a.readme}):")
             for figure in new:
                 before = previous.rows.get(figure.key)
-                print(table.describe(table.compare(figure, before[1] if before else None)))
+                print(table.describe(table.compare(figure, table.previous_value(previous, figure))))
                 if before and before[0] != figure.label:
                     print(f"    (the previous figure was: {before[0]})")
             figures += new

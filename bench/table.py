@@ -143,6 +143,14 @@ def parse_block(readme: str) -> Block:
     return Block(rows, generated)
 
 
+def previous_value(block: Block, figure: Figure) -> float | None:
+    """The block's value for ``figure``; None when there is none or it was in another unit (no ratio across units)."""
+    row = block.rows.get(figure.key)
+    if row is None or row[2] != figure.unit:
+        return None
+    return row[1]
+
+
 @dataclass(frozen=True)
 class Comparison:
     figure: Figure

@@ -21,6 +21,7 @@ from table import (  # noqa: E402
     merge,
     parse_block,
     parse_value,
+    previous_value,
     render_block,
     replace_block,
 )
@@ -85,6 +86,13 @@ def test_no_previous_figure_is_new() -> None:
     c = compare(FIGURES[0], None)
     assert c.verdict == "new" and c.ratio is None
     assert "no previous figure" in describe(c)
+
+
+def test_a_previous_figure_in_another_unit_is_no_previous_figure() -> None:
+    block = parse_block(render_block(FIGURES, [RUN]))
+    assert previous_value(block, FIGURES[0]) == pytest.approx(8.93)
+    assert previous_value(block, Figure("wordcount.millstream_job_s", "job", 9000.0, "ms", "lower")) is None
+    assert previous_value(block, Figure("wordcount.other_s", "other", 1.0, "s", "lower")) is None
 
 
 def test_missing_block_means_no_previous_figures() -> None:
