@@ -436,7 +436,7 @@ def headline(measured: dict[str, dict]) -> list:
             Figure("checkpoints.records_per_s_checkpointed", f"exchange with 1 s checkpoints, {t['records'] / 1e6:g} M records, "
                    "median", t["median_records_per_s_checkpointed"], "records/s", "higher"),
             Figure("checkpoints.loss_pct", "throughput lost to 1 s checkpoints (medians of alternating runs)",
-                   t["loss_pct"], "%", "lower", "≤ 10 %"),
+                   t["loss_pct"], "%", "lower", "≤ 10 %", signed=True),
         ]
     if "recovery" in measured:
         runs = measured["recovery"]["runs"]

@@ -96,10 +96,11 @@ def headline(result: dict) -> list:
 
     return [
         Figure("metrics.loss_pct", "throughput lost to task time accounting (medians of alternating runs)",
-               result["loss_pct"], "%", "lower", "≤ 3 %"),
+               result["loss_pct"], "%", "lower", "≤ 3 %", signed=True),
         Figure("metrics.records_per_s_on", f"exchange with time accounting on, {result['records'] / 1e6:g} M records, median",
                result["median_records_per_s_on"], "records/s", "higher"),
-        Figure("metrics.poll_us_added", "time accounting's cost per input gate poll", result["poll"]["poll_us_added"], "µs", "lower"),
+        Figure("metrics.poll_us_added", "time accounting's cost per input gate poll", result["poll"]["poll_us_added"], "µs", "lower",
+               signed=True),
     ]
 
 

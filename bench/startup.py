@@ -188,15 +188,15 @@ def headline(summary: dict[str, float]) -> list:
         Figure("startup.spark_ready_s", "Spark session ready (median, fresh process)", summary["spark_ready_s"], "s", "lower"),
         Figure("startup.embedded_ready_s", "embedded cluster ready (median, fresh process)", summary["embedded_ready_s"], "s", "lower"),
         Figure("startup.embedded_minus_spark_s", "embedded start-up minus Spark session start (medians)",
-               summary["embedded_ready_s"] - summary["spark_ready_s"], "s", "lower", "≤ +1 s"),
+               summary["embedded_ready_s"] - summary["spark_ready_s"], "s", "lower", "≤ +1 s", signed=True),
         Figure("startup.paired_difference_s", "embedded minus Spark, median of the runs' differences",
-               summary["paired_ready_difference_s"], "s", "lower"),
+               summary["paired_ready_difference_s"], "s", "lower", signed=True),
     ]
     if "cluster_ready_s" in summary:
         figures += [
             Figure("startup.cluster_start_s", "`millstream cluster start` until it returns (median)", summary["cluster_ready_s"], "s", "lower"),
             Figure("startup.cluster_start_minus_spark_s", "`millstream cluster start` minus Spark session start",
-                   summary["cluster_ready_s"] - summary["spark_ready_s"], "s", "lower", "≤ +1 s"),
+                   summary["cluster_ready_s"] - summary["spark_ready_s"], "s", "lower", "≤ +1 s", signed=True),
         ]
     return figures
 

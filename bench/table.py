@@ -32,7 +32,11 @@ HEADER = "| figure | value | goal | key |\n|---|---|---|---|"
 
 @dataclass(frozen=True)
 class Figure:
-    """One headline figure of a benchmark. ``key`` is ``benchmark.name``; ``better`` is "lower" or "higher"."""
+    """One headline figure of a benchmark. ``key`` is ``benchmark.name``; ``better`` is "lower" or "higher".
+
+    ``signed``: a difference (A minus B, a loss in %) that may be zero or negative: compared with its
+    previous value by difference, since a ratio of two small differences says little (0.03 s -> 0.3 s is not "10x").
+    """
 
     key: str
     label: str
@@ -40,6 +44,7 @@ class Figure:
     unit: str
     better: str
     goal: str = ""
+    signed: bool = False
 
     def __post_init__(self) -> None:
         if self.better not in ("lower", "higher"):
@@ -164,7 +169,7 @@ def compare(figure: Figure, previous: float | None) -> Comparison:
     """The new figure against the previous one, judged by its direction (2 % either way counts as "same")."""
     if previous is None or math.isnan(previous) or math.isnan(figure.value):
         return Comparison(figure, previous, None, None, "new")
-    if previous > 0 and figure.value > 0:
+    if previous > 0 and figure.value > 0 and not figure.signed:
         ratio = figure.value / previous
         change = ratio - 1
         verdict = "same" if abs(change) < 0.02 else ("better" if (change < 0) == (figure.better == "lower") else "worse")

@@ -80,6 +80,9 @@ def test_signed_figures_compare_by_difference() -> None:
     assert c.ratio is None and c.difference == pytest.approx(-0.7) and c.verdict == "better"
     assert "-0.7 s" in describe(c)
     assert compare(Figure("checkpoints.loss_pct", "loss", 5.0, "%", "lower"), 0.0).verdict == "worse"
+    # a signed figure compares by difference even when both values are positive
+    small = compare(Figure("startup.paired_difference_s", "paired", 0.3, "s", "lower", signed=True), 0.03)
+    assert small.ratio is None and small.difference == pytest.approx(0.27) and small.verdict == "worse"
 
 
 def test_no_previous_figure_is_new() -> None:
@@ -179,5 +182,8 @@ def test_benchmark_modules_headline_figures_are_rows_of_the_readme_table() -> No
     by_key = {f.key: f for f in figures}
     assert by_key["checkpoints.recovery_running_after_detection_s"].value == pytest.approx(3.4)  # median of 4.0 and 2.8
     assert by_key["startup.embedded_minus_spark_s"].value == pytest.approx(0.5)
+    assert {f.key for f in figures if f.signed} == {"startup.embedded_minus_spark_s", "startup.paired_difference_s",
+                                                    "startup.cluster_start_minus_spark_s", "checkpoints.loss_pct",
+                                                    "metrics.loss_pct", "metrics.poll_us_added"}
     assert by_key["windows.end_to_end_vs_spark"].value == pytest.approx(23 / 26)
     assert ha_failover.headline(None) == [] and windows.headline({"events": 1}) == []
