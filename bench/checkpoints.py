@@ -357,7 +357,7 @@ def _sync_part(keys: int) -> dict:
         backend.set_current_key(key)
         count.update(7)
     chain = SimpleNamespace(operators=[], snapshot_keyed_state=lambda: {"count per key": backend.snapshot()},
-                            snapshot_positions=lambda: {"0": keys})
+                            snapshot_positions=lambda: {"0": keys}, env=SimpleNamespace(max_parallelism=max_parallelism))
     checkpointer = TaskCheckpointer(chain, lambda event: None, "", b"bench", lambda message: None)  # type: ignore[arg-type]
     times, size = [], 0
     for i in range(3):
