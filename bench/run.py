@@ -4,7 +4,8 @@
    job written directly in PySpark, with RDDs (flatMap/map/reduceByKey on local[2]) and with
    DataFrames (split/explode/groupBy, bench/wordcount_dataframe.py) vs a single-process
    ``collections.Counter`` (the per-core floor); then end to end, each a fresh ``python`` process:
-   examples/word_count.py (embedded cluster) vs bench/wordcount_dataframe.py;
+   examples/word_count.py (embedded cluster) vs bench/wordcount_dataframe.py; three rounds of every
+   engine in turn, medians;
 2. exchange throughput: source -> rebalance -> sink across two TaskManagers;
 3. latency: a 1,000 records/s source -> key_by -> map -> sink, emission to sink, p50/p99;
 4. collect: ``execute_and_collect`` of 20 M small records, 5 runs in a row, with the JobManager's
@@ -40,6 +41,7 @@ import json
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -325,39 +327,59 @@ BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoin
 
 
 def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
+    """``--wordcount-rounds`` rounds, each running every engine once in turn (fresh processes), so
+    that machine drift hits all of them alike: medians per engine, and each ratio is the median of
+    the rounds' own ratios."""
     path = _corpus(a.size_mb)
-    counter, pyspark, frame, mill = (_run("counter", path), _run("pyspark", path), _run("pyspark_dataframe", path),
-                                     _run("millstream", path))
-    e2e_frame = _run("end_to_end", path, "bench/wordcount_dataframe.py")
-    e2e_mill = _run("end_to_end", path, "examples/word_count.py")
-    for other in (pyspark, frame, mill, e2e_frame, e2e_mill):
-        assert (counter["words"], counter["distinct"]) == (other["words"], other["distinct"]), (counter, other)
+    counter = _run("counter", path)
+    rounds = []
+    for _ in range(a.wordcount_rounds):
+        r = {"rdd": _run("pyspark", path), "frame": _run("pyspark_dataframe", path), "mill": _run("millstream", path),
+             "e2e_frame": _run("end_to_end", path, "bench/wordcount_dataframe.py"),
+             "e2e_mill": _run("end_to_end", path, "examples/word_count.py")}
+        for other in r.values():
+            assert (counter["words"], counter["distinct"]) == (other["words"], other["distinct"]), (counter, other)
+        rounds.append({"rdd": r["rdd"]["job_s"], "frame": r["frame"]["job_s"], "mill": r["mill"]["wall_s"],
+                       "e2e_frame": r["e2e_frame"]["wall_s"], "e2e_mill": r["e2e_mill"]["wall_s"],
+                       "spark_startup": r["frame"]["startup_s"], "mill_startup": r["mill"]["startup_s"]})
+
+    def median(values: list[float]) -> float:
+        return statistics.median(values)
+
+    def col(k: str) -> float:
+        return median([r[k] for r in rounds])
+
+    def ratio(k: str, base: str) -> float:
+        return median([r[k] / r[base] for r in rounds])
+
     words = counter["words"]
-    rdd_job, frame_job = pyspark["job_s"], frame["job_s"]
-    print(f"\nword count, {a.size_mb} MB, {words:,} words, {counter['distinct']:,} distinct (every engine's counts agree)")
+    rdd_job, frame_job, mill_job = col("rdd"), col("frame"), col("mill")
+    print(f"\nword count, {a.size_mb} MB, {words:,} words, {counter['distinct']:,} distinct (every engine's counts agree); "
+          f"{len(rounds)} rounds, medians")
     print(f"{'':<44}{'job s':>8}{'records/s':>14}{'vs RDD':>9}{'vs DataFrame':>14}")
-    for label, job in (("PySpark RDD local[2]", rdd_job), ("PySpark DataFrame local[2]", frame_job),
-                       ("Millstream p=2 (embedded)", mill["wall_s"]), ("collections.Counter, 1 core", counter["wall_s"])):
-        print(f"{label:<44}{job:>8.1f}{words / job:>14,.0f}{job / rdd_job:>9.2f}{job / frame_job:>14.2f}")
-    print(f"start-up: Spark session {pyspark['startup_s']:.1f} s (RDD run), {frame['startup_s']:.1f} s (DataFrame run); "
-          f"Millstream embedded cluster {mill['startup_s']:.1f} s")
-    print(f"end to end (a fresh `python script`): PySpark DataFrame {e2e_frame['wall_s']:.1f} s, "
-          f"Millstream examples/word_count.py {e2e_mill['wall_s']:.1f} s ({e2e_mill['wall_s'] / e2e_frame['wall_s']:.2f}x)")
+    for label, k in (("PySpark RDD local[2]", "rdd"), ("PySpark DataFrame local[2]", "frame"), ("Millstream p=2 (embedded)", "mill")):
+        print(f"{label:<44}{col(k):>8.1f}{words / col(k):>14,.0f}{ratio(k, 'rdd'):>9.2f}{ratio(k, 'frame'):>14.2f}"
+              f"   rounds: {', '.join(f'{r[k]:.1f}' for r in rounds)}")
+    print(f"{'collections.Counter, 1 core':<44}{counter['wall_s']:>8.1f}{words / counter['wall_s']:>14,.0f}")
+    print(f"start-up: Spark session {col('spark_startup'):.1f} s (DataFrame runs); Millstream embedded cluster {col('mill_startup'):.1f} s")
+    e2e_rounds = ", ".join(f"{r['e2e_mill'] / r['e2e_frame']:.2f}x" for r in rounds)
+    print(f"end to end (a fresh `python script`): PySpark DataFrame {col('e2e_frame'):.1f} s, Millstream examples/word_count.py "
+          f"{col('e2e_mill'):.1f} s ({ratio('e2e_mill', 'e2e_frame'):.2f}x; rounds: {e2e_rounds})")
     what = f"word count {a.size_mb} MB"
     return [
-        Figure("wordcount.millstream_job_s", f"{what}, job only: Millstream p=2", mill["wall_s"], "s", "lower"),
+        Figure("wordcount.millstream_job_s", f"{what}, job only: Millstream p=2", mill_job, "s", "lower"),
         Figure("wordcount.rdd_job_s", f"{what}, job only: PySpark RDD local[2]", rdd_job, "s", "lower"),
         Figure("wordcount.dataframe_job_s", f"{what}, job only: PySpark DataFrame local[2]", frame_job, "s", "lower"),
         Figure("wordcount.counter_s", f"{what}: collections.Counter, 1 core", counter["wall_s"], "s", "lower"),
-        Figure("wordcount.vs_rdd", "word count job only: Millstream / PySpark RDD", mill["wall_s"] / rdd_job, "x", "lower", "≤ 0.5x"),
-        Figure("wordcount.vs_dataframe", "word count job only: Millstream / PySpark DataFrame", mill["wall_s"] / frame_job, "x",
+        Figure("wordcount.vs_rdd", "word count job only: Millstream / PySpark RDD", ratio("mill", "rdd"), "x", "lower", "≤ 0.5x"),
+        Figure("wordcount.vs_dataframe", "word count job only: Millstream / PySpark DataFrame", ratio("mill", "frame"), "x",
                "lower", "≤ 1.0x"),
         Figure("wordcount.millstream_end_to_end_s", f"{what}, end to end: `python examples/word_count.py` (embedded)",
-               e2e_mill["wall_s"], "s", "lower"),
+               col("e2e_mill"), "s", "lower"),
         Figure("wordcount.dataframe_end_to_end_s", f"{what}, end to end: `python bench/wordcount_dataframe.py`",
-               e2e_frame["wall_s"], "s", "lower"),
+               col("e2e_frame"), "s", "lower"),
         Figure("wordcount.end_to_end_vs_dataframe", "word count end to end: Millstream / PySpark DataFrame",
-               e2e_mill["wall_s"] / e2e_frame["wall_s"], "x", "lower", "≤ 1.0x"),
+               ratio("e2e_mill", "e2e_frame"), "x", "lower", "≤ 1.0x"),
     ]
 
 
@@ -480,6 +502,7 @@ def _write_readme(path: str, previous: table.Block, figures: list[Figure], bench
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=200)
+    parser.add_argument("--wordcount-rounds", type=int, default=3, help="word count: rounds of every engine in turn (medians)")
     parser.add_argument("--exchange-records", type=int, default=20_000_000)  # 5 M runs last ~1.8 s, much of it deployment
     parser.add_argument("--latency-seconds", type=int, default=20)
     parser.add_argument("--scale-parallelism", type=int, default=1000)
