@@ -357,7 +357,7 @@ def _sync_part(keys: int) -> dict:
         backend.set_current_key(key)
         count.update(7)
     chain = SimpleNamespace(operators=[], snapshot_keyed_state=lambda: {"count per key": backend.snapshot()},
-                            snapshot_positions=lambda: {"0": keys})
+                            snapshot_positions=lambda: {"0": keys}, env=SimpleNamespace(max_parallelism=max_parallelism))
     checkpointer = TaskCheckpointer(chain, lambda event: None, "", b"bench", lambda message: None)  # type: ignore[arg-type]
     times, size = [], 0
     for i in range(3):
@@ -385,11 +385,13 @@ def _measure(kind: str, *args: str) -> dict:
 
 
 def report(only: str | None = None, records: int = RECORDS, pairs: int = PAIRS, recovery_runs: int = RECOVERY_RUNS,
-           keys: int = KEYS) -> None:
+           keys: int = KEYS) -> dict[str, dict]:
+    """Prints the measurements and returns them by part (``throughput``, ``recovery``, ``state``) for headline()."""
+    measured: dict[str, dict] = {}
     load = os.getloadavg()
     print(f"\ncheckpoints (load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores)")
     if only in (None, "throughput"):
-        t = _measure("throughput", str(records), str(pairs))
+        t = measured["throughput"] = _measure("throughput", str(records), str(pairs))
         print(f"exchange, {t['records']:,} records, {pairs} runs each (alternating): no checkpoints "
               f"{t['median_records_per_s']:,.0f} records/s, checkpoints every {t['interval_ms']} ms "
               f"{t['median_records_per_s_checkpointed']:,.0f} records/s (medians): loss {t['loss_pct']:.1f} % (goal <= 10 %)")
@@ -401,7 +403,7 @@ def report(only: str | None = None, records: int = RECORDS, pairs: int = PAIRS, 
             if r.get("checkpoint_last_failure"):
                 print(f"  a failed checkpoint: {r['checkpoint_last_failure'][:200]}")
     if only in (None, "recovery"):
-        r = _measure("recovery", str(recovery_runs))
+        r = measured["recovery"] = _measure("recovery", str(recovery_runs))
         print("kill -9 of a TaskManager (3 TaskManagers, heartbeats 1 s / 5 s, checkpoints every 1 s, "
               "exponential-delay restart from 1 s), seconds from the kill:")
         for run in r["runs"]:
@@ -410,7 +412,7 @@ def report(only: str | None = None, records: int = RECORDS, pairs: int = PAIRS, 
                   f"{run['first_record_s']:.1f}, first output committed {run['first_commit_s']:.1f} "
                   f"(checkpoint {run['first_checkpoint_after']} after restoring {run['restored_checkpoint']}); cause: {run['cause'][:100]}")
     if only in (None, "state"):
-        s = _measure("state", str(keys))
+        s = measured["state"] = _measure("state", str(keys))
         durations = [c["duration_ms"] for c in s["checkpoints"]]
         sizes = [c["size_bytes"] for c in s["checkpoints"]]
         print(f"{s['keys']:,} keys of ValueState, one keyed task, checkpoints every {s['interval_ms']} ms, once every key existed "
@@ -420,6 +422,43 @@ def report(only: str | None = None, records: int = RECORDS, pairs: int = PAIRS, 
               f"(the key groups alone {min(s['sync_part_key_groups_s']) * 1000:.0f} ms), blob {s['sync_part_blob_bytes'] / 1e6:.1f} MB")
         stalls = ", ".join(f"{g * 1000:.0f}" for g in s["stalls_over_50ms_s"]) or "none"
         print(f"  task-thread stalls over 50 ms in the job during {s['stalls_window_s']:.0f} s (longest first, ms): {stalls}")
+    return measured
+
+
+def headline(measured: dict[str, dict]) -> list:
+    """The README table's figures of whichever parts report() measured."""
+    from table import Figure
+
+    figures = []
+    if "throughput" in measured:
+        t = measured["throughput"]
+        figures += [
+            Figure("checkpoints.records_per_s_checkpointed", f"exchange with 1 s checkpoints, {t['records'] / 1e6:g} M records, "
+                   "median", t["median_records_per_s_checkpointed"], "records/s", "higher"),
+            Figure("checkpoints.loss_pct", "throughput lost to 1 s checkpoints (medians of alternating runs)",
+                   t["loss_pct"], "%", "lower", "≤ 10 %", signed=True),
+        ]
+    if "recovery" in measured:
+        runs = measured["recovery"]["runs"]
+        figures += [
+            Figure("checkpoints.recovery_detect_s", "kill -9 of a TaskManager: detected after (median)",
+                   statistics.median(r["detect_s"] for r in runs), "s", "lower"),
+            Figure("checkpoints.recovery_running_after_detection_s", "kill -9 of a TaskManager: every task RUNNING again, "
+                   "after detection (median)", statistics.median(r["running_s"] - r["detect_s"] for r in runs), "s", "lower", "< 10 s"),
+            Figure("checkpoints.recovery_first_commit_s", "kill -9 of a TaskManager: first output committed after the kill (median)",
+                   statistics.median(r["first_commit_s"] for r in runs), "s", "lower"),
+        ]
+    if "state" in measured:
+        s = measured["state"]
+        figures += [
+            Figure("checkpoints.state_duration_ms", f"checkpoint of {s['keys'] / 1e6:g} M keys: longest, trigger to last ack",
+                   max(c["duration_ms"] for c in s["checkpoints"]), "ms", "lower"),
+            Figure("checkpoints.state_size_mb", f"checkpoint of {s['keys'] / 1e6:g} M keys: size",
+                   max(c["size_bytes"] for c in s["checkpoints"]) / 1e6, "MB", "lower"),
+            Figure("checkpoints.state_sync_part_ms", f"checkpoint of {s['keys'] / 1e6:g} M keys: synchronous part on the task "
+                   "thread (longest)", max(s["sync_part_s"]) * 1000, "ms", "lower"),
+        ]
+    return figures
 
 
 def main() -> None:

@@ -190,13 +190,14 @@ def measure(runs: int) -> dict:
     return {"runs": results}
 
 
-def report(runs: int) -> None:
+def report(runs: int) -> list[dict] | None:
+    """Prints the runs' figures and returns the runs (None: skipped, ZooKeeper is missing)."""
     from millstream.runtime.ha.zookeeper_server import zookeeper_missing
 
     missing = zookeeper_missing()
     if missing:
         print(f"\nJobManager failover: skipped ({missing})")
-        return
+        return None
     load = os.getloadavg()
     done = subprocess.run([sys.executable, __file__, "--measure", str(runs)], capture_output=True, text=True)
     if done.returncode != 0:
@@ -211,6 +212,19 @@ def report(runs: int) -> None:
     for key, what in (("running_s", "job RUNNING"), ("first_record_s", "first record"), ("first_commit_s", "first commit")):
         values = [run[key] for run in r]
         print(f"  {what}: min {min(values):.1f}, median {statistics.median(values):.1f}, max {max(values):.1f} (goal < 15 s)")
+    return r
+
+
+def headline(runs: list[dict] | None) -> list:
+    """The README table's figures: medians over the runs, seconds from the kill (none when skipped)."""
+    from table import Figure
+
+    if not runs:
+        return []
+    labels = {"leader_s": ("standby leads", ""), "running_s": ("job RUNNING on the standby", "< 15 s"),
+              "first_record_s": ("first record at the sink", ""), "first_commit_s": ("first output committed", "")}
+    return [Figure(f"ha.{key}", f"JobManager kill -9: {what} after (median)", statistics.median(r[key] for r in runs), "s", "lower", goal)
+            for key, (what, goal) in labels.items()]
 
 
 def main() -> None:

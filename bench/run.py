@@ -4,10 +4,11 @@
    job written directly in PySpark, with RDDs (flatMap/map/reduceByKey on local[2]) and with
    DataFrames (split/explode/groupBy, bench/wordcount_dataframe.py) vs a single-process
    ``collections.Counter`` (the per-core floor); then end to end, each a fresh ``python`` process:
-   examples/word_count.py (embedded cluster) vs bench/wordcount_dataframe.py;
+   examples/word_count.py (embedded cluster) vs bench/wordcount_dataframe.py; three rounds of every
+   engine in turn, medians;
 2. exchange throughput: source -> rebalance -> sink across two TaskManagers;
 3. latency: a 1,000 records/s source -> key_by -> map -> sink, emission to sink, p50/p99;
-4. collect: ``execute_and_collect`` of 20 M small records, 10 runs in a row, with the JobManager's
+4. collect: ``execute_and_collect`` of 20 M small records, 5 runs in a row, with the JobManager's
    memory: in a JobManager process of its own (its RSS alone), and in the embedded cluster (where
    JobManager, TaskManager and client share the process, so that RSS covers all three).
 5. JobManager at scale: accept and deploy a parallelism-1000 all-to-all job to fake TaskExecutors
@@ -26,6 +27,11 @@
    time accounting (``metrics.task.io-timing``) on vs off, alternating runs: the throughput lost.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
+
+Every benchmark also returns its headline figures (bench/table.py): they are printed against the
+previous figures in README.md's generated table (ratio new/previous, better or worse), and the table's
+rows of the benchmarks that ran are rewritten at the end (``--readme PATH``: another file;
+``--no-readme``: compare only).
 """
 from __future__ import annotations
 
@@ -34,6 +40,8 @@ import collections
 import json
 import os
 import re
+import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -43,6 +51,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, HERE)
+
+import table  # noqa: E402  (bench/table.py)
+from table import Figure  # noqa: E402
 
 
 def _corpus(size_mb: int) -> str:
@@ -312,17 +323,196 @@ def _run(kind: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics"]
+
+
+def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
+    """``--wordcount-rounds`` rounds, each running every engine once in turn (fresh processes), so
+    that machine drift hits all of them alike: medians per engine, and each ratio is the median of
+    the rounds' own ratios."""
+    path = _corpus(a.size_mb)
+    counter = _run("counter", path)
+    rounds = []
+    for _ in range(a.wordcount_rounds):
+        r = {"rdd": _run("pyspark", path), "frame": _run("pyspark_dataframe", path), "mill": _run("millstream", path),
+             "e2e_frame": _run("end_to_end", path, "bench/wordcount_dataframe.py"),
+             "e2e_mill": _run("end_to_end", path, "examples/word_count.py")}
+        for other in r.values():
+            assert (counter["words"], counter["distinct"]) == (other["words"], other["distinct"]), (counter, other)
+        rounds.append({"rdd": r["rdd"]["job_s"], "frame": r["frame"]["job_s"], "mill": r["mill"]["wall_s"],
+                       "e2e_frame": r["e2e_frame"]["wall_s"], "e2e_mill": r["e2e_mill"]["wall_s"],
+                       "spark_startup": r["frame"]["startup_s"], "mill_startup": r["mill"]["startup_s"]})
+
+    def median(values: list[float]) -> float:
+        return statistics.median(values)
+
+    def col(k: str) -> float:
+        return median([r[k] for r in rounds])
+
+    def ratio(k: str, base: str) -> float:
+        return median([r[k] / r[base] for r in rounds])
+
+    words = counter["words"]
+    rdd_job, frame_job, mill_job = col("rdd"), col("frame"), col("mill")
+    print(f"\nword count, {a.size_mb} MB, {words:,} words, {counter['distinct']:,} distinct (every engine's counts agree); "
+          f"{len(rounds)} rounds, medians")
+    print(f"{'':<44}{'job s':>8}{'records/s':>14}{'vs RDD':>9}{'vs DataFrame':>14}")
+    for label, k in (("PySpark RDD local[2]", "rdd"), ("PySpark DataFrame local[2]", "frame"), ("Millstream p=2 (embedded)", "mill")):
+        print(f"{label:<44}{col(k):>8.1f}{words / col(k):>14,.0f}{ratio(k, 'rdd'):>9.2f}{ratio(k, 'frame'):>14.2f}"
+              f"   rounds: {', '.join(f'{r[k]:.1f}' for r in rounds)}")
+    print(f"{'collections.Counter, 1 core':<44}{counter['wall_s']:>8.1f}{words / counter['wall_s']:>14,.0f}")
+    print(f"start-up: Spark session {col('spark_startup'):.1f} s (DataFrame runs); Millstream embedded cluster {col('mill_startup'):.1f} s")
+    e2e_rounds = ", ".join(f"{r['e2e_mill'] / r['e2e_frame']:.2f}x" for r in rounds)
+    print(f"end to end (a fresh `python script`): PySpark DataFrame {col('e2e_frame'):.1f} s, Millstream examples/word_count.py "
+          f"{col('e2e_mill'):.1f} s ({ratio('e2e_mill', 'e2e_frame'):.2f}x; rounds: {e2e_rounds})")
+    what = f"word count {a.size_mb} MB"
+    return [
+        Figure("wordcount.millstream_job_s", f"{what}, job only: Millstream p=2", mill_job, "s", "lower"),
+        Figure("wordcount.rdd_job_s", f"{what}, job only: PySpark RDD local[2]", rdd_job, "s", "lower"),
+        Figure("wordcount.dataframe_job_s", f"{what}, job only: PySpark DataFrame local[2]", frame_job, "s", "lower"),
+        Figure("wordcount.counter_s", f"{what}: collections.Counter, 1 core", counter["wall_s"], "s", "lower"),
+        Figure("wordcount.vs_rdd", "word count job only: Millstream / PySpark RDD", ratio("mill", "rdd"), "x", "lower", "≤ 0.5x"),
+        Figure("wordcount.vs_dataframe", "word count job only: Millstream / PySpark DataFrame", ratio("mill", "frame"), "x",
+               "lower", "≤ 1.0x"),
+        Figure("wordcount.millstream_end_to_end_s", f"{what}, end to end: `python examples/word_count.py` (embedded)",
+               col("e2e_mill"), "s", "lower"),
+        Figure("wordcount.dataframe_end_to_end_s", f"{what}, end to end: `python bench/wordcount_dataframe.py`",
+               col("e2e_frame"), "s", "lower"),
+        Figure("wordcount.end_to_end_vs_dataframe", "word count end to end: Millstream / PySpark DataFrame",
+               ratio("e2e_mill", "e2e_frame"), "x", "lower", "≤ 1.0x"),
+    ]
+
+
+def bench_exchange(a: argparse.Namespace) -> list[Figure]:
+    ex = _run("exchange", str(a.exchange_records))
+    print(f"\nexchange source -> rebalance -> sink, 2 TaskManagers: {ex['records']:,} records in {ex['wall_s']:.1f} s, "
+          f"{ex['records_per_s']:,.0f} records/s, {ex['mb_per_s']:.1f} MB/s")
+    what = f"exchange, 2 TaskManagers, {ex['records'] / 1e6:g} M ~100-byte records"
+    return [Figure("exchange.records_per_s", what, ex["records_per_s"], "records/s", "higher", "≥ 3 M records/s"),
+            Figure("exchange.mb_per_s", f"{what}, pickled bytes", ex["mb_per_s"], "MB/s", "higher")]
+
+
+def bench_latency(a: argparse.Namespace) -> list[Figure]:
+    lat = _run("latency", str(a.latency_seconds))
+    print(f"\nlatency at 1,000 records/s (key_by -> map): p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
+          f"max {lat['max_ms']:.1f} ms over {lat['records']:,} records")
+    what = "latency at 1,000 records/s, default buffer timeout"
+    return [Figure("latency.p50_ms", f"{what}: p50", lat["p50_ms"], "ms", "lower"),
+            Figure("latency.p99_ms", f"{what}: p99", lat["p99_ms"], "ms", "lower", "< 10 ms"),
+            Figure("latency.max_ms", f"{what}: max", lat["max_ms"], "ms", "lower")]
+
+
+def bench_collect(a: argparse.Namespace) -> list[Figure]:
+    import statistics
+
+    figures = []
+    for mode, what in (("process", "JobManager process"), ("embedded", "embedded cluster process (JM + TM + client)")):
+        c = _run("collect", str(a.collect_records), str(a.collect_runs), mode)
+        walls = c["wall_s"] or [float("nan")]
+        print(f"\nexecute_and_collect of {c['records']:,} ints, {mode}: {c['ok']}/{c['runs']} runs exact, "
+              f"{min(walls):.1f}-{max(walls):.1f} s per run; {what} RSS: {c['rss_before_mb']:.0f} MB before, "
+              f"peak {c['peak_rss_mb']:.0f} MB, idle after the runs {c['idle_rss_mb'][-1]:.0f} MB")
+        for error in c["errors"]:
+            print(f"  failed run: {error}")
+        label = f"execute_and_collect of {c['records'] / 1e6:g} M ints, {c['runs']} runs, {mode}"
+        rss = "JobManager's" if mode == "process" else "the process's"
+        figures += [Figure(f"collect.{mode}_run_s", f"{label}: median run", statistics.median(walls), "s", "lower"),
+                    Figure(f"collect.{mode}_peak_rss_mb", f"{label}: {rss} peak RSS", c["peak_rss_mb"], "MB", "lower"),
+                    Figure(f"collect.{mode}_failed_runs", f"{label}: failed or inexact runs", c["runs"] - c["ok"], "", "lower")]
+    return figures
+
+
+def bench_scale(a: argparse.Namespace) -> list[Figure]:
+    sc = _run("scale", str(a.scale_parallelism))
+    print(f"\nJobManager, all-to-all p={sc['parallelism']} ({sc['tasks']:,} tasks, {sc['taskmanagers']} fake TaskManagers): "
+          f"submission answered in {sc['submit_s'] * 1000:.0f} ms, all deployed in {sc['deployed_s']:.1f} s, "
+          f"all RUNNING in {sc['running_s']:.1f} s, cancelled in {sc['cancel_s']:.1f} s")
+    print(f"  JobManager RSS: {sc['rss_idle_before_mb']:.0f} MB idle, peak {sc['rss_peak_mb']:.0f} MB, "
+          f"{sc['rss_after_mb']:.0f} MB after the job; longest event-loop stall {sc.get('jm_loop_max_lag_ms', float('nan')):.0f} ms "
+          f"(slowest overview RPC from a probe process: {sc['probe_max_ms']:.0f} ms)")
+    what = f"JobManager, all-to-all p={sc['parallelism']}"
+    return [Figure("scale.submit_ms", f"{what}: submission answered", sc["submit_s"] * 1000, "ms", "lower"),
+            Figure("scale.deployed_s", f"{what}: all deployed", sc["deployed_s"], "s", "lower", "< 2 s"),
+            Figure("scale.running_s", f"{what}: all RUNNING", sc["running_s"], "s", "lower"),
+            Figure("scale.rss_peak_mb", f"{what}: JobManager peak RSS", sc["rss_peak_mb"], "MB", "lower", "< 300 MB"),
+            Figure("scale.loop_stall_ms", f"{what}: longest event-loop stall", sc.get("jm_loop_max_lag_ms", float("nan")), "ms",
+                   "lower")]
+
+
+def bench_checkpoints(a: argparse.Namespace) -> list[Figure]:
+    import checkpoints
+
+    return checkpoints.headline(checkpoints.report())
+
+
+def bench_windows(a: argparse.Namespace) -> list[Figure]:
+    import windows
+
+    return windows.headline(windows.report())
+
+
+def bench_ha(a: argparse.Namespace) -> list[Figure]:
+    import ha_failover
+
+    return ha_failover.headline(ha_failover.report(runs=3))
+
+
+def bench_startup(a: argparse.Namespace) -> list[Figure]:
+    import startup
+
+    return startup.headline(startup.report(runs=a.startup_runs, cluster=True))
+
+
+def bench_metrics(a: argparse.Namespace) -> list[Figure]:
+    import metrics_overhead
+
+    return metrics_overhead.headline(metrics_overhead.report())
+
+
+def _git_commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" with uncommitted changes" if dirty.strip() else "")
+
+
+def _generated_text(started: float, load_start: float, command: str) -> str:
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+    return (f"generated {when} on {os.cpu_count()} cores ({cpu}), load average {load_start:.2f} at the start and "
+            f"{os.getloadavg()[0]:.2f} at the end, commit {_git_commit()}, Python {sys.version.split()[0]}, by `{command}`")
+
+
+def _write_readme(path: str, previous: table.Block, figures: list[Figure], benchmarks: list[str], generated: str) -> None:
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    block = table.merge(previous, figures, table.Generated(tuple(benchmarks), generated), order=BENCHMARKS)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(table.replace_block(text, block))
+    print(f"\n{path}: the table's rows of {', '.join(benchmarks)} rewritten")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=200)
+    parser.add_argument("--wordcount-rounds", type=int, default=3, help="word count: rounds of every engine in turn (medians)")
     parser.add_argument("--exchange-records", type=int, default=20_000_000)  # 5 M runs last ~1.8 s, much of it deployment
     parser.add_argument("--latency-seconds", type=int, default=20)
     parser.add_argument("--scale-parallelism", type=int, default=1000)
     parser.add_argument("--collect-records", type=int, default=20_000_000)
-    parser.add_argument("--collect-runs", type=int, default=10)
-    parser.add_argument("--only", choices=["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha",
-                                           "startup", "metrics"])
+    parser.add_argument("--collect-runs", type=int, default=5)  # 10 before: ~3.5 minutes more, same figures
+    parser.add_argument("--only", choices=BENCHMARKS)
     parser.add_argument("--startup-runs", type=int, default=5)
+    parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"),
+                        help="the README whose generated table holds the previous figures and gets the new ones")
+    parser.add_argument("--no-readme", action="store_true", help="compare with the README's figures but do not rewrite them")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = parser.parse_args()
@@ -335,75 +525,40 @@ def main() -> None:
               "collect": lambda n, r, m: measure_collect(int(n), int(r), m)}[a.measure]
         print(json.dumps(fn(*a.args)))
         return
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
-    if a.only in (None, "wordcount"):
-        path = _corpus(a.size_mb)
-        counter, pyspark, frame, mill = (_run("counter", path), _run("pyspark", path), _run("pyspark_dataframe", path),
-                                         _run("millstream", path))
-        e2e_frame = _run("end_to_end", path, "bench/wordcount_dataframe.py")
-        e2e_mill = _run("end_to_end", path, "examples/word_count.py")
-        for other in (pyspark, frame, mill, e2e_frame, e2e_mill):
-            assert (counter["words"], counter["distinct"]) == (other["words"], other["distinct"]), (counter, other)
-        words = counter["words"]
-        rdd_job, frame_job = pyspark["job_s"], frame["job_s"]
-        print(f"\nword count, {a.size_mb} MB, {words:,} words, {counter['distinct']:,} distinct (every engine's counts agree)")
-        print(f"{'':<44}{'job s':>8}{'records/s':>14}{'vs RDD':>9}{'vs DataFrame':>14}")
-        for label, job in (("PySpark RDD local[2]", rdd_job), ("PySpark DataFrame local[2]", frame_job),
-                           ("Millstream p=2 (embedded)", mill["wall_s"]), ("collections.Counter, 1 core", counter["wall_s"])):
-            print(f"{label:<44}{job:>8.1f}{words / job:>14,.0f}{job / rdd_job:>9.2f}{job / frame_job:>14.2f}")
-        print(f"start-up: Spark session {pyspark['startup_s']:.1f} s (RDD run), {frame['startup_s']:.1f} s (DataFrame run); "
-              f"Millstream embedded cluster {mill['startup_s']:.1f} s")
-        print(f"end to end (a fresh `python script`): PySpark DataFrame {e2e_frame['wall_s']:.1f} s, "
-              f"Millstream examples/word_count.py {e2e_mill['wall_s']:.1f} s ({e2e_mill['wall_s'] / e2e_frame['wall_s']:.2f}x)")
-    if a.only in (None, "exchange"):
-        ex = _run("exchange", str(a.exchange_records))
-        print(f"\nexchange source -> rebalance -> sink, 2 TaskManagers: {ex['records']:,} records in {ex['wall_s']:.1f} s, "
-              f"{ex['records_per_s']:,.0f} records/s, {ex['mb_per_s']:.1f} MB/s")
-    if a.only in (None, "latency"):
-        lat = _run("latency", str(a.latency_seconds))
-        print(f"\nlatency at 1,000 records/s (key_by -> map): p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
-              f"max {lat['max_ms']:.1f} ms over {lat['records']:,} records")
-    if a.only in (None, "collect"):
-        for mode, what in (("process", "JobManager process"), ("embedded", "embedded cluster process (JM + TM + client)")):
-            c = _run("collect", str(a.collect_records), str(a.collect_runs), mode)
-            walls = c["wall_s"] or [float("nan")]
-            print(f"\nexecute_and_collect of {c['records']:,} ints, {mode}: {c['ok']}/{c['runs']} runs exact, "
-                  f"{min(walls):.1f}-{max(walls):.1f} s per run; {what} RSS: {c['rss_before_mb']:.0f} MB before, "
-                  f"peak {c['peak_rss_mb']:.0f} MB, idle after the runs {c['idle_rss_mb'][-1]:.0f} MB")
-            for error in c["errors"]:
-                print(f"  failed run: {error}")
-
-    if a.only in (None, "scale"):
-        sc = _run("scale", str(a.scale_parallelism))
-        print(f"\nJobManager, all-to-all p={sc['parallelism']} ({sc['tasks']:,} tasks, {sc['taskmanagers']} fake TaskManagers): "
-              f"submission answered in {sc['submit_s'] * 1000:.0f} ms, all deployed in {sc['deployed_s']:.1f} s, "
-              f"all RUNNING in {sc['running_s']:.1f} s, cancelled in {sc['cancel_s']:.1f} s")
-        print(f"  JobManager RSS: {sc['rss_idle_before_mb']:.0f} MB idle, peak {sc['rss_peak_mb']:.0f} MB, "
-              f"{sc['rss_after_mb']:.0f} MB after the job; longest event-loop stall {sc.get('jm_loop_max_lag_ms', float('nan')):.0f} ms "
-              f"(slowest overview RPC from a probe process: {sc['probe_max_ms']:.0f} ms)")
-
-
-    if a.only in (None, "checkpoints"):
-        import checkpoints
-
-        checkpoints.report()
-
-    if a.only in (None, "windows"):
-        import windows
-
-        windows.report()
-    if a.only in (None, "ha"):
-        import ha_failover
-
-        ha_failover.report(runs=3)
-    if a.only in (None, "startup"):
-        import startup
-
-        startup.report(runs=a.startup_runs, cluster=True)
-    if a.only in (None, "metrics"):
-        import metrics_overhead
-
-        metrics_overhead.report()
+    started, load_start = time.time(), os.getloadavg()[0]
+    command = "python bench/run.py" + "".join(f" {shlex.quote(arg)}" for arg in sys.argv[1:])
+    try:
+        with open(a.readme, encoding="utf-8") as f:
+            previous = table.parse_block(f.read())
+    except FileNotFoundError:
+        if not a.no_readme:
+            raise SystemExit(f"--readme {a.readme}: no such file (use --no-readme to run without one)")
+        previous = table.Block({}, [])
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; previous figures: {len(previous.rows)} "
+          f"from {a.readme}")
+    runners = {"wordcount": bench_wordcount, "exchange": bench_exchange, "latency": bench_latency, "collect": bench_collect,
+               "scale": bench_scale, "checkpoints": bench_checkpoints, "windows": bench_windows, "ha": bench_ha,
+               "startup": bench_startup, "metrics": bench_metrics}
+    figures: list[Figure] = []
+    measured: list[str] = []
+    try:
+        for name in BENCHMARKS:
+            if a.only not in (None, name):
+                continue
+            new = runners[name](a)
+            if not new:
+                continue  # skipped (e.g. no ZooKeeper for ha): its previous rows stay
+            print(f"{name} against the previous figures ({a.readme}):")
+            for figure in new:
+                before = previous.rows.get(figure.key)
+                print(table.describe(table.compare(figure, table.previous_value(previous, figure))))
+                if before and before[0] != figure.label:
+                    print(f"    (the previous figure was: {before[0]})")
+            figures += new
+            measured.append(name)
+    finally:  # a benchmark that failed keeps its previous rows; the ones that ran still get theirs
+        if measured and not a.no_readme:
+            _write_readme(a.readme, previous, figures, measured, _generated_text(started, load_start, command))
 
 
 def measure_scale(parallelism: int) -> dict:

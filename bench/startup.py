@@ -180,6 +180,27 @@ def report(runs: int = 5, before: str | None = None, wordcount: bool = False, cl
     return summary
 
 
+def headline(summary: dict[str, float]) -> list:
+    """The README table's figures of one report() (medians; the cluster's only with ``cluster=True``)."""
+    from table import Figure
+
+    figures = [
+        Figure("startup.spark_ready_s", "Spark session ready (median, fresh process)", summary["spark_ready_s"], "s", "lower"),
+        Figure("startup.embedded_ready_s", "embedded cluster ready (median, fresh process)", summary["embedded_ready_s"], "s", "lower"),
+        Figure("startup.embedded_minus_spark_s", "embedded start-up minus Spark session start (medians)",
+               summary["embedded_ready_s"] - summary["spark_ready_s"], "s", "lower", "≤ +1 s", signed=True),
+        Figure("startup.paired_difference_s", "embedded minus Spark, median of the runs' differences",
+               summary["paired_ready_difference_s"], "s", "lower", signed=True),
+    ]
+    if "cluster_ready_s" in summary:
+        figures += [
+            Figure("startup.cluster_start_s", "`millstream cluster start` until it returns (median)", summary["cluster_ready_s"], "s", "lower"),
+            Figure("startup.cluster_start_minus_spark_s", "`millstream cluster start` minus Spark session start",
+                   summary["cluster_ready_s"] - summary["spark_ready_s"], "s", "lower", "≤ +1 s", signed=True),
+        ]
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)

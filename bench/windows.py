@@ -261,7 +261,8 @@ def spark_expected(truth: dict[tuple[int, int], int], watermark_ms: int) -> dict
     return {k: v for k, v in truth.items() if k[1] + WINDOW_MS <= watermark_ms}
 
 
-def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, engines: tuple[str, ...] = ("python", "spark", "millstream")) -> None:
+def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, engines: tuple[str, ...] = ("python", "spark", "millstream")) -> dict:
+    """Prints the comparison and returns each engine's run (with ``events``) for headline()."""
     t0 = time.perf_counter()
     paths = generate(events, files, seed)
     directory = os.path.dirname(paths[0])
@@ -342,6 +343,26 @@ def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, engines: 
     for engine, message in failures.items():
         first = [line for line in message.splitlines() if line.strip()][-1]
         print(f"{names[engine]}: did not run: {first[:300]}")
+    return {"events": events, **runs}
+
+
+def headline(runs: dict) -> list:
+    """The README table's figures: Millstream's job and end-to-end time, and its ratios to Spark's."""
+    from table import Figure
+
+    if "millstream" not in runs:
+        return []
+    mill, millions = runs["millstream"], runs["events"] / 1e6
+    figures = [Figure("windows.millstream_job_s", f"windows, {millions:g} M events: Millstream job only", mill["wall_s"], "s", "lower")]
+    if "spark" in runs:
+        spark = runs["spark"]
+        figures += [
+            Figure("windows.vs_spark", "windows: Millstream / PySpark Structured Streaming, job only",
+                   mill["wall_s"] / spark["wall_s"], "x", "lower"),
+            Figure("windows.end_to_end_vs_spark", "windows: Millstream / PySpark Structured Streaming, with start-up",
+                   (mill["wall_s"] + mill["startup_s"]) / (spark["wall_s"] + spark["startup_s"]), "x", "lower"),
+        ]
+    return figures
 
 
 def main() -> None:

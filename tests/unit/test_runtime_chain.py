@@ -184,6 +184,58 @@ def test_source_flat_map_map_print_runs_in_one_chain(env: StreamExecutionEnviron
     assert run.printed == ["('a', 1)", "('b', 1)", "('b', 1)", "('c', 1)"]
 
 
+class BatchWriter(MemoryWriter):
+    """Keeps every emitted batch as it came (with its timestamps, if any)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[Any]] = []
+
+    def emit(self, records: list[Any]) -> None:
+        self.batches.append(records)
+
+
+@pytest.mark.parametrize("stamped_input", [False, True])
+def test_flat_map_expands_a_big_batch_in_slices_of_about_its_output_target(
+        env: StreamExecutionEnvironment, monkeypatch: pytest.MonkeyPatch, stamped_input: bool) -> None:
+    """Word count's shape: a batch of lines becomes many more words. The flat_map hands them on in
+    slices near OUTPUT_TARGET records, in order, each word with its line's timestamp."""
+    from millstream.runtime.operators.base import FlatMapOperator
+    from millstream.runtime.timestamps import TimestampedBatch, timestamps_of
+
+    monkeypatch.setattr(FlatMapOperator, "OUTPUT_TARGET", 64)
+    lines = [" ".join(f"w{i}.{j}" for j in range(i % 7 + 1)) for i in range(3000)]  # 1-7 words, 4 on average
+    env.from_collection(["x"]).rebalance().flat_map(lambda line: line.split()).rebalance().print()
+    v = vertex(env, "FlatMap")
+    run = make_chain(v)
+    writer = BatchWriter()
+    run.chain = OperatorChain(v, run.env, {ds.id: writer for ds in v.produced})
+    run.chain.open()
+    target = v.inputs[0].target_node_id
+    batch = TimestampedBatch(lines, [1000 + i for i in range(len(lines))]) if stamped_input else lines
+    run.chain.process_batch(batch, target)
+    run.chain.end_input()
+    run.chain.close()
+
+    assert [w for b in writer.batches for w in b] == [w for line in lines for w in line.split()]
+    assert len(writer.batches) > 12_000 // 64 // 2  # sliced, not one 12,000-word batch
+    assert len(writer.batches[0]) == sum(len(line.split()) for line in lines[:256])  # the first slice probes
+    assert max(map(len, writer.batches[1:])) <= 2 * 64 + 7  # then each is sized from the one before
+    if stamped_input:
+        stamps = [t for b in writer.batches for t in timestamps_of(b)]
+        assert stamps == [1000 + i for i, line in enumerate(lines) for _ in line.split()]
+    else:
+        assert all(timestamps_of(b) is None for b in writer.batches)
+
+
+def test_a_flat_map_that_shrinks_its_input_keeps_whole_batches(env: StreamExecutionEnvironment) -> None:
+    env.from_collection(["x"]).rebalance().flat_map(lambda n: [n] if n % 2 else []).rebalance().print()
+    run = run_input(vertex(env, "FlatMap"), list(range(10_000)), batch=1000)
+    (writer,) = run.writers.values()
+    assert writer.records == list(range(1, 10_000, 2))
+    assert writer.emits <= 10 + 3  # the first batch probes in slices; the rest go whole
+
+
 def test_print_follows_the_declared_type_as_pyflink(env: StreamExecutionEnvironment) -> None:
     """A declared tuple prints as Flink's Tuple2, a row as ``+I[...]``; undeclared as Python's str."""
     words = env.from_collection(["a b", "b"]).flat_map(lambda s: s.split())
