@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import grpc
 import pytest
@@ -205,10 +205,8 @@ def test_kill_9_of_the_leader_hands_its_jobs_to_the_standby_and_a_cancelled_job_
         poll_for(lambda: counter.get() == 3, 30, 0.1, "the new leader to draw checkpoint id 2")
 
 
-def test_cluster_start_ha_runs_zookeeper_a_leader_and_a_standby_and_stop_ends_them_all(tmp_path: Path) -> None:
-    import json
-
-    from millstream.client.local_cluster import process_identity
+def _cluster_cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess]:
+    """`millstream ...` against a cluster directory of the test's own; skips without ZooKeeper."""
     from tests.integration.zookeeper import zookeeper_unavailable
 
     reason = zookeeper_unavailable()
@@ -219,8 +217,17 @@ def test_cluster_start_ha_runs_zookeeper_a_leader_and_a_standby_and_stop_ends_th
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "millstream.client.cli", *args], env=env, capture_output=True,
-                              text=True, timeout=180)
+                              text=True, timeout=240)
 
+    return cli
+
+
+def test_cluster_start_ha_runs_zookeeper_a_leader_and_a_standby_and_stop_ends_them_all(tmp_path: Path) -> None:
+    import json
+
+    from millstream.client.local_cluster import process_identity
+
+    cli = _cluster_cli(tmp_path)
     started = cli("cluster", "start", "--ha", "--taskmanagers", "0", "--port", "0",
                   "-D", "high-availability.zookeeper.client.session-timeout=5 s")
     assert started.returncode == 0, started.stdout + started.stderr
@@ -247,18 +254,8 @@ def test_cluster_start_ha_starts_its_taskmanager_beside_the_jobmanagers_and_retu
 
     from millstream.client.cluster_client import ClusterClient
     from millstream.client.local_cluster import process_identity
-    from tests.integration.zookeeper import zookeeper_unavailable
 
-    reason = zookeeper_unavailable()
-    if reason:
-        pytest.skip(reason)
-    env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(tmp_path / "cluster")}
-    env.pop("MILLSTREAM_JOBMANAGER", None)
-
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "millstream.client.cli", *args], env=env, capture_output=True,
-                              text=True, timeout=240)
-
+    cli = _cluster_cli(tmp_path)
     started = cli("cluster", "start", "--ha", "--taskmanagers", "1", "--slots", "2", "--port", "0",
                   "-D", "high-availability.zookeeper.client.session-timeout=5 s")
     assert started.returncode == 0, started.stdout + started.stderr
