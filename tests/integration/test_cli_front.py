@@ -50,6 +50,11 @@ def _cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.Co
 
 
 def _popen_cli(*args: str, env: dict[str, str]) -> subprocess.Popen:
+    # A suite started as a shell's background job ignores SIGINT, and an ignored signal stays
+    # ignored in every child: the CLI would never see the test's Ctrl-C. Handled (not ignored)
+    # here, the child starts with the default and Python installs its KeyboardInterrupt handler.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     return subprocess.Popen([sys.executable, "-m", "millstream.client.cli", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
