@@ -183,9 +183,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from millstream.client.execution import JobDetached, observing
+    from millstream.client.execution import ENV_JOBMANAGER, JobDetached, observing
     from millstream.client.progress import LineAtomicWriter, RunView
-    from millstream.client.execution import ENV_JOBMANAGER
     from millstream.runtime.config import ENV_CONFIG_FILE, ENV_PREFIX
 
     configuration = _configuration(args)
@@ -582,9 +581,9 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"millstream: error: {'' if plain else code.name + ': '}{exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
         return 1
     except Exception as exc:
-        # A StreamGraphError's module (and the API it loads) is imported only by a command with a job.
-        graph_module = sys.modules.get("millstream.client.stream_graph")
-        if graph_module is not None and isinstance(exc, graph_module.StreamGraphError):
+        from millstream.client.stream_graph import StreamGraphError  # the job API: imported here, on errors only
+
+        if isinstance(exc, StreamGraphError):
             print(f"millstream: error: {exc}", file=sys.stderr)
             return 2
         from millstream.client.cluster_client import JobSubmissionError

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from typing import Any
@@ -49,7 +48,7 @@ from millstream.runtime.metrics.prometheus import (
     start_reporter,
 )
 from millstream.runtime.ha import HaConfigurationError, HaError
-from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated
+from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated, write_ready_file
 from millstream.runtime.rpc import RpcServer
 from millstream.runtime.security import ServerSecurity, cluster_credentials, server_security
 
@@ -367,10 +366,8 @@ async def serve(configuration: cfg.Configuration, ready_file: str | None = None)
         print(f"JobManager serving at {jm.address}", flush=True)
         if jm.rest_url:
             print(f"REST API serving at {jm.rest_url}", flush=True)
-        if ready_file:  # written whole: `cluster start` reads it as soon as it exists
-            with open(f"{ready_file}.tmp", "w") as f:
-                f.write(jm.address)
-            os.replace(f"{ready_file}.tmp", ready_file)
+        if ready_file:
+            write_ready_file(ready_file, jm.address)
         terminated = asyncio.ensure_future(until_terminated())
         fatal = asyncio.ensure_future(jm.wait_fatal())
         await asyncio.wait([terminated, fatal], return_when=asyncio.FIRST_COMPLETED)

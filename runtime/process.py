@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from typing import Any, Callable, Coroutine
@@ -67,6 +68,14 @@ def run_process(name: str, args: argparse.Namespace,
         print(ERROR_PREFIX.format(name=name) + str(exc), file=sys.stderr, flush=True)
         sys.exit(1)
     sys.exit(code or 0)
+
+
+def write_ready_file(path: str, address: str) -> None:
+    """Writes a process's address for whoever waits on ``path`` (``cluster start``), whole: the
+    file appears only once its content is complete."""
+    with open(f"{path}.tmp", "w") as f:
+        f.write(address)
+    os.replace(f"{path}.tmp", path)
 
 
 async def until_terminated() -> None:

@@ -37,7 +37,6 @@ def start_spark_host(configuration: cfg.Configuration) -> SparkHost:
     meanwhile (a task deployed before they are warm starts its own). An external cluster grants
     executors one by one: the warm-up (a barrier job over every core the TaskManager will use)
     waits for all of them, so the slots offered never outnumber the cores held."""
-    check_slots(configuration)
     host = spark_host_for(configuration)
     host.start_in_background("wait" if external_master(configuration) else "background")
     return host

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import tempfile
 import uuid
 from typing import Any
@@ -33,13 +32,13 @@ from millstream.runtime.metrics.prometheus import (
     taskmanager_families,
 )
 from millstream.runtime.metrics.system import process_tree_rss_bytes
-from millstream.runtime.process import StartupError, until_terminated
+from millstream.runtime.process import StartupError, until_terminated, write_ready_file
 from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
 from millstream.runtime.security import cluster_credentials, server_security
 from millstream.runtime.tls import tls_problem, tls_settings
 from millstream.taskmanager.spark_host_config import (  # noqa: F401 (spark_conf, address_towards: re-exported)
     address_towards, external_master, spark_conf, spark_host_for, taskmanager_hosts)
-from millstream.taskmanager.launcher import start_spark_host
+from millstream.taskmanager.launcher import check_slots, start_spark_host
 from millstream.taskmanager.spark_runner import NoSparkCores, SparkHost
 from millstream.taskmanager.task import NetworkSettings
 from millstream.taskmanager.task_output import TaskOutputStore
@@ -127,8 +126,7 @@ class TaskManager:
 
     async def start(self) -> "TaskManager":
         c = self.config
-        if self.num_slots < 1:
-            raise cfg.ConfigurationError(f"{cfg.TASKMANAGER_NUM_TASK_SLOTS.key}: expected at least 1, got {self.num_slots}")
+        check_slots(c)
         network = network_settings(c)
         security, credentials = server_security(c, jobmanager=False), cluster_credentials(c)
         name = f"TaskManager {self.resource_id}"
@@ -401,9 +399,7 @@ async def serve(configuration: cfg.Configuration, jobmanager_address: str | None
     async with TaskManager(configuration, jobmanager_address, spark=spark, owns_spark=True) as tm:
         print(f"TaskManager {tm.resource_id} serving at {tm.address} with {tm.num_slots} slots", flush=True)
         if ready_file:
-            with open(f"{ready_file}.tmp", "w") as f:
-                f.write(tm.address)
-            os.replace(f"{ready_file}.tmp", ready_file)
+            write_ready_file(ready_file, tm.address)
         waits = [asyncio.ensure_future(until_terminated()), asyncio.ensure_future(tm.failed.wait())]
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for waiting in waits:
