@@ -33,11 +33,6 @@ Emit = Callable[[list[Any]], None]
 _LONG_MAX = 2**63 - 1
 _MIN_CHUNK = 4 << 10
 _MAX_CHUNK = 8 << 20
-# A text batch stays near 16 KB whatever batch_size says: a flat_map that splits lines into words
-# turns 16 KB into ~2.5 k records, which the chain's passes still find in a core's L2 cache. Word
-# count's producer chain took 6.96 s of CPU per 100 MB with 1,024-line (~80 KB) batches, 4.2-5.0 s
-# with 12-16 KB ones, and 5.2-5.6 s with 24-32 KB (bench/wordcount_profile.py).
-_BATCH_BYTES = 16 << 10
 
 
 class SourceReader:
@@ -220,8 +215,8 @@ class TextFileReader(SourceReader):
     A split that does not start at 0 or right after a newline skips the partial first line (the
     previous split reads it); the last line a split owns is read to its end even past the split.
     Lines end at ``\\n``; a ``\\r`` before it is dropped (Flink's TextInputFormat). The reader reads
-    chunks sized to yield about ``batch_size`` lines but no more than ~16 KB, so every batch ends on
-    a line boundary and the position after it is an exact byte offset.
+    chunks sized to yield about ``batch_size`` lines, so every batch ends on a line boundary and the
+    position after it is an exact byte offset.
     """
 
     def __init__(
@@ -230,7 +225,7 @@ class TextFileReader(SourceReader):
         charset: str,
         batch_size: int,
         start_positions: Mapping[str, Any],
-        chunk_bytes: int = _BATCH_BYTES,
+        chunk_bytes: int = 64 << 10,
         min_chunk_bytes: int = _MIN_CHUNK,
     ) -> None:
         self._splits = splits
@@ -317,8 +312,8 @@ class TextFileReader(SourceReader):
                 pos += consumed
                 pending, pending_len = ([rest], len(rest)) if rest else ([], 0)
                 self._positions[sid] = pos
-                # Size the next read to about batch_size lines of the average length seen, within _BATCH_BYTES.
-                chunk = max(self._min_chunk, min(_BATCH_BYTES, consumed * self._batch_size // max(len(lines), 1)))
+                # Size the next read to about batch_size lines of the average length seen.
+                chunk = max(self._min_chunk, min(_MAX_CHUNK, consumed * self._batch_size // max(len(lines), 1)))
                 self._chunk = chunk
                 yield lines
                 if done:
