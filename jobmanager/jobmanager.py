@@ -164,7 +164,7 @@ class JobManager:
         c = self.config
         host = c.get(cfg.REST_BIND_ADDRESS) or rpc_host
         rest = RestServer(JobManagerSource(self), __version__, tls=security.tls, authenticator=security.authenticator,
-                          task_logs=self.task_logs)
+                          task_logs=self.task_logs, refresh_interval_ms=c.get(cfg.WEB_REFRESH_INTERVAL))
         try:
             await rest.start(host, c.get(cfg.REST_PORT))
         except OSError as exc:

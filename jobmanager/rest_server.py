@@ -158,9 +158,12 @@ class RestServer:
     """``await RestServer(source, ...).start(host, port)`` serves until :meth:`stop`."""
 
     def __init__(self, source: RestSource, version: str, *, tls: TlsSettings | None = None,
-                 authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None) -> None:
-        """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404)."""
+                 authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None,
+                 refresh_interval_ms: int = 3000) -> None:
+        """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404);
+        ``refresh_interval_ms``: how often the web UI refreshes (``web.refresh-interval``)."""
         self._source = source
+        self._refresh_interval_ms = refresh_interval_ms
         self._log_handlers = LogHandlers(task_logs)
         self._version = version
         self._tls = tls
@@ -278,7 +281,7 @@ class RestServer:
         return job
 
     async def _config(self, request: web.Request) -> web.StreamResponse:
-        return _json(views.config_view(self._version))
+        return _json(views.config_view(self._version, self._refresh_interval_ms))
 
     async def _overview(self, request: web.Request) -> web.StreamResponse:
         return _json(views.overview_view(self._source.cluster_overview(), self._version))

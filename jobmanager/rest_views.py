@@ -117,7 +117,7 @@ def vertex_status(counts: Mapping[str, int], parallelism: int) -> str:
 
 # ---- cluster ----------------------------------------------------------------------------------
 
-def config_view(version: str, refresh_interval_ms: int = 3000) -> dict[str, Any]:
+def config_view(version: str, refresh_interval_ms: int) -> dict[str, Any]:
     """``GET /config``: the dashboard's configuration (Flink's DashboardConfiguration)."""
     return {
         "refresh-interval": refresh_interval_ms,

@@ -256,6 +256,10 @@ WEB_EXCEPTION_HISTORY_SIZE: ConfigOption[int] = _option(
     "Most failures (the root cause of each failed attempt: restarts and the final failure) the "
     "JobManager keeps per job for the REST API's /jobs/:jobid/exceptions history; older ones are "
     "dropped.")
+WEB_REFRESH_INTERVAL: ConfigOption[int] = _option(
+    "web.refresh-interval", _DURATION, 3 * _S,
+    "How often the web UI's pages refresh; `GET /config` reports it as `refresh-interval` (ms), as "
+    "Flink's dashboard reads it.")
 JOBSTORE_EXPIRATION_TIME: ConfigOption[int] = _option(
     "jobstore.expiration-time", _INT, 3600,
     "Seconds (an integer, as in Flink) a finished job's summary stays listed by `millstream list` and "

@@ -1,9 +1,8 @@
 // Millstream's web UI: one page over the JobManager's REST API (Flink's paths), hash routes,
-// refreshed every 2 s. Vanilla JS, no build step. Elements carry ids, classes and data-
+// refreshed every `refresh-interval` ms of GET /config (web.refresh-interval). Vanilla JS, no build step. Elements carry ids, classes and data-
 // attributes for tests (e.g. `.vertex[data-status]`).
 "use strict";
 
-const REFRESH_MS = 2000;
 const TOKEN_KEY = "millstream.rest.token";
 const TERMINAL = new Set(["FINISHED", "FAILED", "CANCELED", "CANCELLED"]);
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -531,5 +530,8 @@ document.getElementById("token-form").addEventListener("submit", (e) => {
   render();
 });
 window.addEventListener("hashchange", render);
-setInterval(() => { if (!editing() && !isLogPage()) render(); }, REFRESH_MS);
+// The refresh interval is the cluster's (web.refresh-interval), as GET /config reports it.
+api("/config").catch(() => ({})).then((config) => {
+  setInterval(() => { if (!editing() && !isLogPage()) render(); }, config["refresh-interval"] || 3000);
+});
 render();

@@ -161,7 +161,8 @@ def test_errors_and_openapi(cluster) -> None:  # noqa: ANN001
 
 def test_rest_only_when_set_in_process_and_a_taken_set_port_stops_the_start() -> None:
     """An in-process JobManager (embedded, MiniCluster) serves REST only with rest.port set; a set
-    port that is taken stops the start with the key in the message."""
+    port that is taken stops the start with the key in the message; /config reports
+    web.refresh-interval."""
     import asyncio
     import socket
 
@@ -178,6 +179,12 @@ def test_rest_only_when_set_in_process_and_a_taken_set_port_stops_the_start() ->
             assert jm.rest is not None and jm.rest_url.startswith("http://127.0.0.1:")
             status, body = await asyncio.to_thread(Rest(jm.rest_url).call, "/overview")
             assert status == 200 and body["taskmanagers"] == 0
+            status, body = await asyncio.to_thread(Rest(jm.rest_url).call, "/config")
+            assert body["refresh-interval"] == 3000  # web.refresh-interval's default, Flink's
+        refreshing = {**base, cfg.REST_PORT.key: "0", cfg.WEB_REFRESH_INTERVAL.key: "750 ms"}
+        async with JobManager(cfg.Configuration.from_dict(refreshing)) as jm:
+            status, body = await asyncio.to_thread(Rest(jm.rest_url).call, "/config")
+            assert body["refresh-interval"] == 750  # what the web UI's pages refresh by
         with socket.socket() as taken:
             taken.bind(("127.0.0.1", 0))
             taken.listen()

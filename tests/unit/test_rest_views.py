@@ -46,7 +46,7 @@ def test_overview_has_flinks_fields_and_millstreams_version() -> None:
         "taskmanagers": 2, "slots-total": 4, "slots-available": 1, "jobs-running": 1, "jobs-finished": 3,
         "jobs-cancelled": 1, "jobs-failed": 2, "flink-version": "0.1.0", "flink-commit": "millstream 0.1.0",
         "taskmanagers-blocked": 0, "slots-free-and-blocked": 0}
-    assert views.config_view("0.1.0")["flink-version"] == "0.1.0"
+    assert views.config_view("0.1.0", 3000)["flink-version"] == "0.1.0"
 
 
 def test_jobs_and_jobs_overview() -> None:
