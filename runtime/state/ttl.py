@@ -86,27 +86,30 @@ class IncrementalCleanup:
                     yield kg, key
 
     def step(self, steps: int = 1) -> None:
-        """Checks up to ``size * steps`` entries."""
+        """Checks up to ``size * steps`` entries. A walk that ends within the step is started once
+        more: its key lists were copied group by group, so keys written since it began (all of
+        them, for a walk begun on an empty state) are seen by the next one."""
         n = self._size * steps
         if n <= 0:
             return
-        if self._walk is None:
-            self._walk = self._keys()
         now = self._clock()
-        table, kind, ttl, walk = self._table, self._kind, self._ttl, self._walk
-        for kg, key in walk:
-            d = table.groups.get(kg)
-            stored = _MISSING if d is None else d.get(key, _MISSING)
-            if stored is not _MISSING:
-                live = unexpired_or_none(kind, stored, ttl, now)
-                if live is None:
-                    table.remove(kg, key)
-                elif live is not stored:
-                    d[key] = live  # type: ignore[index]
-            n -= 1
-            if n == 0:
-                return
-        self._walk = None
+        table, kind, ttl = self._table, self._kind, self._ttl
+        for _ in range(2):
+            if self._walk is None:
+                self._walk = self._keys()
+            for kg, key in self._walk:
+                d = table.groups.get(kg)
+                stored = _MISSING if d is None else d.get(key, _MISSING)
+                if stored is not _MISSING:
+                    live = unexpired_or_none(kind, stored, ttl, now)
+                    if live is None:
+                        table.remove(kg, key)
+                    elif live is not stored:
+                        d[key] = live  # type: ignore[index]
+                n -= 1
+                if n == 0:
+                    return
+            self._walk = None
 
 
 class _TtlState(_KeyedState):
