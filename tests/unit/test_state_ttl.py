@@ -668,3 +668,39 @@ def test_cleanup_for_every_record_runs_in_a_keyed_operator_without_state_access(
     assert len(b.entries("seen")) == 6 - 4  # one entry checked per record
     run.chain.process_batch([("other", False)] * 10, target)
     assert b.entries("seen") == {}
+
+
+
+def _window_function(per_window: bool):
+    """Counts firings per key in global state with TTL, or asks for per-window state with TTL."""
+    from millstream.datastream.functions import ProcessWindowFunction
+
+    class Fires(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            desc = ValueStateDescriptor("fires", Types.INT())
+            desc.enable_time_to_live(config())
+            store = context.window_state() if per_window else context.global_state()
+            s = store.get_state(desc)
+            s.update((s.value() or 0) + 1)
+            yield key, context.window().start, s.value()
+
+    return Fires()
+
+
+def test_window_global_state_honours_ttl_and_per_window_state_with_ttl_is_refused() -> None:
+    from millstream.datastream.window import TumblingEventTimeWindows
+    from millstream.runtime.operators.base import OperatorError
+    from tests.unit.window_harness import WindowHarness
+
+    h = WindowHarness(lambda s: s.key_by(lambda r: r[0]).window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
+                      .process(_window_function(False)), clock_ms=T0)
+    h.feed((("a", 1), 1)).watermark(9)
+    h.feed((("a", 1), 11)).watermark(19)
+    h.clock.advance(TTL)
+    h.feed((("a", 1), 21)).watermark(29)
+    assert h.take() == [("a", 0, 1), ("a", 10, 2), ("a", 20, 1)]  # the count expired before the third window
+
+    refused = WindowHarness(lambda s: s.key_by(lambda r: r[0]).window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
+                            .process(_window_function(True)), clock_ms=T0)
+    with pytest.raises(OperatorError, match="time-to-live is not supported for per-window state"):
+        refused.feed((("a", 1), 1)).watermark(9)
