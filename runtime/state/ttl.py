@@ -75,15 +75,15 @@ class IncrementalCleanup:
         self._ttl = policy.ttl_ms
         self._size = policy.cleanup_size
         self._clock = clock
-        self._walk: Iterator[tuple[int, Any]] | None = None
+        self._walk: Iterator[tuple[int, dict[Any, Any], Any]] | None = None
 
-    def _keys(self) -> Iterator[tuple[int, Any]]:
+    def _keys(self) -> Iterator[tuple[int, dict[Any, Any], Any]]:
         groups = self._table.groups
         for kg in list(groups):
             d = groups.get(kg)
             if d:
                 for key in list(d):  # a copy: the state changes between steps
-                    yield kg, key
+                    yield kg, d, key  # a group's dict is emptied before it is dropped: safe to hold
 
     def step(self, steps: int = 1) -> None:
         """Checks up to ``size * steps`` entries. A walk that ends within the step is started once
@@ -94,18 +94,22 @@ class IncrementalCleanup:
             return
         now = self._clock()
         table, kind, ttl = self._table, self._kind, self._ttl
+        single = kind not in ("list", "map")
         for _ in range(2):
             if self._walk is None:
                 self._walk = self._keys()
-            for kg, key in self._walk:
-                d = table.groups.get(kg)
-                stored = _MISSING if d is None else d.get(key, _MISSING)
+            for kg, d, key in self._walk:
+                stored = d.get(key, _MISSING)
                 if stored is not _MISSING:
-                    live = unexpired_or_none(kind, stored, ttl, now)
-                    if live is None:
-                        table.remove(kg, key)
-                    elif live is not stored:
-                        d[key] = live  # type: ignore[index]
+                    if single:  # the common case inline: this runs on every access of the state
+                        if now >= stored[1] + ttl:
+                            table.remove(kg, key)
+                    else:
+                        live = unexpired_or_none(kind, stored, ttl, now)
+                        if live is None:
+                            table.remove(kg, key)
+                        elif live is not stored:
+                            d[key] = live
                 n -= 1
                 if n == 0:
                     return
