@@ -332,3 +332,13 @@ def test_descriptor_getters_as_pyflink() -> None:
     assert a.get_agg_function() is a.agg_function
     v = ValueStateDescriptor("v", None)
     assert v.get_ttl_config() is None
+
+
+def test_list_and_map_descriptors_carry_their_collection_type_as_pyflink() -> None:
+    from millstream.common import Types
+
+    assert ListStateDescriptor("l", Types.INT()).type_info == Types.LIST(Types.INT())
+    m = MapStateDescriptor("m", Types.STRING(), Types.INT())
+    assert m.type_info == Types.MAP(Types.STRING(), Types.INT())
+    assert (m.key_type_info, m.value_type_info) == (Types.STRING(), Types.INT())
+    assert ValueStateDescriptor("v", Types.INT()).type_info == Types.INT()

@@ -11,7 +11,7 @@ from enum import Enum
 from typing import Any, Generic, Iterable, Iterator, TypeVar
 
 from millstream.common.time import Duration
-from millstream.common.typeinfo import TypeInformation
+from millstream.common.typeinfo import TypeInformation, Types
 from millstream.datastream.functions import AggregateFunction, ReduceFunction, as_reduce_function
 
 __all__ = [
@@ -64,16 +64,23 @@ class ValueStateDescriptor(StateDescriptor):
 
 
 class ListStateDescriptor(StateDescriptor):
+    """``type_info`` is the list's type, ``Types.LIST(elem_type_info)``, as in PyFlink."""
+
     def __init__(self, name: str, elem_type_info: TypeInformation | None = None) -> None:
-        super().__init__(name, elem_type_info)
+        super().__init__(name, None if elem_type_info is None else Types.LIST(elem_type_info))
+        self.elem_type_info = elem_type_info
 
 
 class MapStateDescriptor(StateDescriptor):
+    """``type_info`` is the map's type, ``Types.MAP(key_type_info, value_type_info)``, as in PyFlink."""
+
     def __init__(
         self, name: str, key_type_info: TypeInformation | None = None, value_type_info: TypeInformation | None = None
     ) -> None:
-        super().__init__(name, value_type_info)
+        both = key_type_info is not None or value_type_info is not None
+        super().__init__(name, Types.MAP(key_type_info, value_type_info) if both else None)
         self.key_type_info = key_type_info
+        self.value_type_info = value_type_info
 
 
 class ReducingStateDescriptor(StateDescriptor):
