@@ -220,6 +220,9 @@ class TtlListState(_TtlState, api.ListState[Any]):
             raise ValueError(f"You cannot add None to ListState '{self._table.name}'.")
 
     def get(self) -> list[Any]:
+        """The unexpired elements (all, with ReturnExpiredIfNotCleanedUp). As in Flink, a read
+        removes expired elements only when none is left unexpired, or when it rewrites the list
+        to refresh the timestamps (OnReadAndWrite); otherwise incremental cleanup removes them."""
         self._accessed()
         entries = self._read()
         if entries is _MISSING:
@@ -227,13 +230,10 @@ class TtlListState(_TtlState, api.ListState[Any]):
         now, ttl = self._clock(), self._ttl
         live = [e for e in entries if now < e[1] + ttl]
         result = [e[0] for e in (entries if self._return_expired else live)]
-        if self._update_on_read:
-            live = [(e[0], now) for e in live]
-        if len(live) < len(entries) or self._update_on_read:
-            if live:
-                self._write(live)
-            else:
-                self.clear()
+        if not live:
+            self.clear()
+        elif self._update_on_read:
+            self._write([(e[0], now) for e in live])
         return result
 
     def add(self, value: Any) -> None:

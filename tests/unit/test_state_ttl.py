@@ -198,6 +198,7 @@ def test_list_elements_expire_one_by_one() -> None:
     assert list(s) == [1, 2, 3]  # ListState is iterable, as in PyFlink
     clock.set(T0 + TTL)
     assert s.get() == [2, 3]  # 1 expired, the others were added later
+    assert len(b.entries("l")["k"]) == 3  # as in Flink, not removed by this read (2 and 3 are unexpired)
     clock.set(T0 + TTL // 2 + TTL)
     assert s.get() == []
     assert b.entries("l") == {}
@@ -225,8 +226,11 @@ def test_list_on_read_and_write_refreshes_the_unexpired_elements_and_return_expi
     clock.advance(TTL // 2)
     r.add("new")
     clock.advance(TTL // 2)
-    assert r.get() == ["old", "new"]  # "old" expired, still stored: returned, then cleaned up
-    assert r.get() == ["new"]
+    assert r.get() == ["old", "new"]  # "old" expired but still stored: returned
+    assert r.get() == ["old", "new"]  # a read cleans up only a list with nothing unexpired left
+    clock.advance(TTL // 2)
+    assert r.get() == ["old", "new"]  # now both expired: returned once more, and the list is cleared
+    assert r.get() == [] and b.entries("r") == {}
 
 
 def test_list_rejects_none_with_ttl_too() -> None:
