@@ -708,3 +708,42 @@ def test_window_global_state_honours_ttl_and_per_window_state_with_ttl_is_refuse
                             .process(_window_function(True)), clock_ms=T0)
     with pytest.raises(OperatorError, match="time-to-live is not supported for per-window state"):
         refused.feed((("a", 1), 1)).watermark(9)
+
+
+class _LastSeen(KeyedProcessFunction):
+    """Emits the key's remembered value (TTL state) and then remembers the record's."""
+
+    def open(self, runtime_context: RuntimeContext):
+        descriptor = ValueStateDescriptor("last", Types.INT())
+        descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.milliseconds(TTL)).build())
+        self.last = runtime_context.get_state(descriptor)
+
+    def process_element(self, value, ctx):
+        yield value[0], self.last.value()
+        if value[1] is not None:
+            self.last.update(value[1])
+
+
+def test_a_restored_task_expires_state_at_its_original_time() -> None:
+    """Through the task's own checkpoint path (OperatorChain.snapshot_keyed_state / restore)."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    collect(env.from_collection([("a", 1)]).key_by(lambda r: r[0]).process(_LastSeen()))
+    v = vertex(env, index=1)
+    target = v.inputs[0].target_node_id
+    clock = ManualClock(T0)
+    first = make_chain(v, clock=clock)
+    first.chain.open()
+    first.chain.process_batch([("a", 1), ("b", 2)], target)
+    checkpoint = first.chain.snapshot_keyed_state()
+
+    clock.advance(TTL - 1)  # the failover took almost the whole TTL
+    second = make_chain(v, clock=clock)
+    second.chain.restore_keyed_state(checkpoint)
+    second.chain.open()
+    second.chain.process_batch([("a", None)], target)  # reads "a" without writing it
+    clock.advance(1)
+    second.chain.process_batch([("a", None), ("b", None)], target)
+    second.chain.end_input()
+    second.chain.close()
+    assert second.collected() == [("a", 1), ("a", None), ("b", None)]
