@@ -112,6 +112,24 @@ def test_bad_configuration_is_rejected_with_the_reason() -> None:
         ValueStateDescriptor("v", None).enable_time_to_live(Time.seconds(1))  # type: ignore[arg-type]
 
 
+def test_a_descriptor_with_ttl_survives_shipping_to_a_task() -> None:
+    """Functions (and descriptors they hold) are cloudpickled to the TaskManagers; the runtime
+    compares the enums by identity."""
+    import pickle
+
+    import cloudpickle
+
+    from millstream.runtime.state.ttl import ttl_policy
+
+    d = with_ttl(ValueStateDescriptor("v", None), StateTtlConfig.new_builder(Time.seconds(1))
+                 .update_ttl_on_read_and_write().return_expired_if_not_cleaned_up().cleanup_full_snapshot()
+                 .cleanup_incrementally(3, True).build())
+    policy = ttl_policy(pickle.loads(cloudpickle.dumps(d)))
+    assert policy is not None
+    assert (policy.ttl_ms, policy.update_on_read, policy.return_expired) == (1000, True, True)
+    assert (policy.cleanup_size, policy.cleanup_every_record, policy.full_snapshot) == (3, True, True)
+
+
 # -- value state: expiry, update type, visibility ----------------------------------------------
 
 
