@@ -67,53 +67,68 @@ def unexpired_or_none(kind: str, stored: Any, ttl_ms: int, now: int) -> Any:
 
 class IncrementalCleanup:
     """Flink's TtlIncrementalCleanup: a lazy walk over all keys of one state, ``size`` entries a step,
-    removing what expired; at the end of the walk the next step starts a new one."""
+    removing what expired; at the end of the walk the next step starts a new one.
+
+    The walk copies the list of key groups when it starts and a group's keys when it reaches the
+    group (the state changes between steps); a key written later is seen by the next walk.
+    """
 
     def __init__(self, table: StateTable, policy: TtlPolicy, clock: Clock) -> None:
         self._table = table
         self._kind = table.kind
+        self._single = table.kind not in ("list", "map")
         self._ttl = policy.ttl_ms
         self._size = policy.cleanup_size
         self._clock = clock
-        self._walk: Iterator[tuple[int, dict[Any, Any], Any]] | None = None
-
-    def _keys(self) -> Iterator[tuple[int, dict[Any, Any], Any]]:
-        groups = self._table.groups
-        for kg in list(groups):
-            d = groups.get(kg)
-            if d:
-                for key in list(d):  # a copy: the state changes between steps
-                    yield kg, d, key  # a group's dict is emptied before it is dropped: safe to hold
+        self._groups_left: list[int] = []  # key groups of this walk not yet reached
+        self._group: dict[Any, Any] = {}  # the group being walked (emptied before it is dropped: safe to hold)
+        self._kg = -1
+        self._keys: list[Any] = []  # its keys, copied when the walk reached it
+        self._pos = 0
 
     def step(self, steps: int = 1) -> None:
         """Checks up to ``size * steps`` entries. A walk that ends within the step is started once
-        more: its key lists were copied group by group, so keys written since it began (all of
-        them, for a walk begun on an empty state) are seen by the next one."""
+        more, so a step on a state that has entries checks some of them."""
         n = self._size * steps
         if n <= 0:
             return
         now = self._clock()
-        table, kind, ttl = self._table, self._kind, self._ttl
-        single = kind not in ("list", "map")
-        for _ in range(2):
-            if self._walk is None:
-                self._walk = self._keys()
-            for kg, d, key in self._walk:
-                stored = d.get(key, _MISSING)
-                if stored is not _MISSING:
-                    if single:  # the common case inline: this runs on every access of the state
-                        if now >= stored[1] + ttl:
-                            table.remove(kg, key)
-                    else:
-                        live = unexpired_or_none(kind, stored, ttl, now)
+        table, ttl = self._table, self._ttl
+        restarted = False
+        while n > 0:
+            keys, pos = self._keys, self._pos
+            if pos >= len(keys):
+                if not self._groups_left:
+                    if restarted:
+                        return
+                    restarted = True
+                    self._groups_left = list(table.groups)
+                    self._groups_left.reverse()  # popped from the end: key-group order
+                    if not self._groups_left:
+                        return
+                kg = self._groups_left.pop()
+                d = table.groups.get(kg)
+                if d:
+                    self._kg, self._group, self._keys, self._pos = kg, d, list(d), 0
+                continue
+            chunk = keys[pos:pos + n]
+            self._pos = pos + len(chunk)
+            n -= len(chunk)
+            d, kg = self._group, self._kg
+            if self._single:  # the common case inline: this runs on every access of the state
+                for key in chunk:
+                    stored = d.get(key, _MISSING)
+                    if stored is not _MISSING and now >= stored[1] + ttl:
+                        table.remove(kg, key)
+            else:
+                for key in chunk:
+                    stored = d.get(key, _MISSING)
+                    if stored is not _MISSING:
+                        live = unexpired_or_none(self._kind, stored, ttl, now)
                         if live is None:
                             table.remove(kg, key)
                         elif live is not stored:
                             d[key] = live
-                n -= 1
-                if n == 0:
-                    return
-            self._walk = None
 
 
 class _TtlState(_KeyedState):
