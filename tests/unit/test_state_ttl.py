@@ -110,6 +110,8 @@ def test_bad_configuration_is_rejected_with_the_reason() -> None:
         StateTtlConfig.new_builder(Time.seconds(1)).set_update_type("OnReadAndWrite").build()  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="StateTtlConfig"):
         ValueStateDescriptor("v", None).enable_time_to_live(Time.seconds(1))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"call \.build\(\)"):
+        ValueStateDescriptor("v", None).enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(1)))  # type: ignore[arg-type]
 
 
 def test_a_descriptor_with_ttl_survives_shipping_to_a_task() -> None:

@@ -43,6 +43,8 @@ class StateDescriptor(abc.ABC):
         with or without TTL then, and a state written with TTL cannot be read without it (nor the
         other way round, also after a restore), as in Flink.
         """
+        if isinstance(ttl_config, StateTtlConfig.Builder):
+            raise TypeError("enable_time_to_live needs a StateTtlConfig, got its Builder: call .build() on it")
         if not isinstance(ttl_config, StateTtlConfig):
             raise TypeError(
                 f"enable_time_to_live needs a StateTtlConfig (StateTtlConfig.new_builder(ttl)...build()), "
