@@ -207,6 +207,8 @@ class StreamOperator:
         try:
             keys = list(map(selector, records))
             key_groups = backend.assign_key_groups(keys)
+            if backend.record_cleanups:  # state TTL: incremental cleanup per record, run per batch
+                backend.run_record_cleanups(len(records))
         except Exception as e:
             self.fail(e, "the second input's key selector" if input_index else "the key selector")
         return keys, key_groups

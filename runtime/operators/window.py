@@ -91,6 +91,13 @@ class _WindowStateStore(fn.KeyedStateStore):
 
     def _handle(self, descriptor: StateDescriptor, kind: str, make: Callable[[Any], Any]) -> Any:
         name = descriptor.get_name()
+        ttl = getattr(descriptor, "_ttl_config", None)
+        if ttl is not None and ttl.is_enabled():
+            raise NotImplementedError(
+                f"State '{name}': time-to-live is not supported for per-window state (window_state() and "
+                "trigger state) in Millstream; that state is dropped with its window anyway. Use "
+                "global_state() or the runtime context for state with TTL."
+            )
         table = self._b.table(name, kind)  # checks the kind against earlier uses of the name
         handle = self._handles.get(name)
         if handle is None:

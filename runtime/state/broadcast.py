@@ -89,8 +89,9 @@ class ReadOnlyBroadcastStateView(api.ReadOnlyBroadcastState[Any, Any]):
         )
 
 
-class BroadcastStates:
-    """The broadcast states of one operator instance, one per declared descriptor."""
+class BroadcastStates(api.OperatorStateStore):
+    """The broadcast states of one operator instance, one per declared descriptor: the operator's
+    state store as PyFlink's ``OperatorStateStore`` defines it (broadcast state only)."""
 
     def __init__(self, descriptors: Sequence[api.MapStateDescriptor], operator_name: str) -> None:
         self._operator_name = operator_name
@@ -113,6 +114,9 @@ class BroadcastStates:
 
     def writable(self, descriptor: Any) -> HeapBroadcastState:
         return self._states[self._check(descriptor)]
+
+    def get_broadcast_state(self, state_descriptor: api.MapStateDescriptor) -> HeapBroadcastState:
+        return self.writable(state_descriptor)
 
     def read_only(self, descriptor: Any) -> ReadOnlyBroadcastStateView:
         return self._views[self._check(descriptor)]

@@ -8,12 +8,15 @@ the same per-group snapshot.
 
 The current key is set by the operator before user code runs; state handles read it from the
 backend, so one handle serves every key. Operators on the hot path (reduce, aggregations) use
-their table's ``groups`` directly instead of going through a handle.
+their table's ``groups`` directly instead of going through a handle. A state whose descriptor
+enables TTL gets a handle of :mod:`millstream.runtime.state.ttl` instead; its table is marked
+``ttl`` (values stored with their timestamps), in snapshots too.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
+import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from millstream.datastream import state as api
@@ -43,14 +46,20 @@ class KeyGroupOutOfRangeError(RuntimeError):
 
 
 class StateTable:
-    """One named state: ``groups[key_group][key] = value``; empty groups are dropped."""
+    """One named state: ``groups[key_group][key] = value``; empty groups are dropped.
 
-    __slots__ = ("name", "kind", "groups")
+    ``ttl``: the values carry TTL timestamps (see :mod:`millstream.runtime.state.ttl`); ``policy``:
+    that state's TTL settings once a handle was created (a restored table has none before).
+    """
 
-    def __init__(self, name: str, kind: str) -> None:
+    __slots__ = ("name", "kind", "groups", "ttl", "policy")
+
+    def __init__(self, name: str, kind: str, ttl: bool = False) -> None:
         self.name = name
         self.kind = kind
         self.groups: dict[int, dict[Any, Any]] = {}
+        self.ttl = ttl
+        self.policy: Any = None
 
     def group(self, key_group: int) -> dict[Any, Any]:
         """The group's dict, created on first write."""
@@ -142,6 +151,10 @@ class TimerQueue:
     def restore_group(self, key_group: int, entries: Iterable[tuple[int, Any]]) -> None:
         for ts, key in entries:
             self.register(ts, key, key_group)
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _no_key(name: str) -> RuntimeError:
@@ -313,6 +326,18 @@ class HeapAggregatingState(_KeyedState, api.AggregatingState[Any, Any]):
         self._write(self._agg.add(value, acc))
 
 
+def _unexpired_entries(table: StateTable, entries: dict[Any, Any], now: int) -> dict[Any, Any]:
+    """One key group's {key: stored value} of a TTL state without its expired parts."""
+    from millstream.runtime.state.ttl import unexpired_or_none
+
+    out = {}
+    for key, stored in entries.items():
+        live = unexpired_or_none(table.kind, stored, table.policy.ttl_ms, now)
+        if live is not None:
+            out[key] = live
+    return out
+
+
 class KeyedStateBackend:
     """All keyed state and timers of one keyed operator in one subtask.
 
@@ -328,6 +353,7 @@ class KeyedStateBackend:
         key_group_range: KeyGroupRange,
         cache_size: int = 1 << 16,
         batch_cache_size: int = 1 << 18,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         self._assigner = KeyGroupAssigner(max_parallelism, parallelism, cache_size)
         self.key_group_of = self._assigner.key_group  # one key at a time (set_current_key, timers)
@@ -348,6 +374,11 @@ class KeyedStateBackend:
         self._text_kg_cache: dict[Any, int] = {}
         self._int_kg_cache: dict[int, int] = {}
         self._kg_cache_size = batch_cache_size
+        # Processing time in ms, for state TTL (the task's clock; wall clock when none is given).
+        self.now_ms: Callable[[], int] = clock or _wall_clock_ms
+        # Incremental TTL cleanups that run once per record (run_cleanup_for_every_record); the
+        # keyed operators call run_record_cleanups per batch, so without them it costs one check.
+        self.record_cleanups: list[Any] = []
 
     def assign_key_groups(self, keys: list[Any]) -> list[int]:
         """The key groups of a batch of keys, each checked against this subtask's range."""
@@ -404,24 +435,60 @@ class KeyedStateBackend:
 
     # -- tables and handles --------------------------------------------------------------------
 
-    def table(self, name: str, kind: str) -> StateTable:
+    def table(self, name: str, kind: str, ttl: bool = False) -> StateTable:
         t = self._tables.get(name)
         if t is None:
-            t = self._tables[name] = StateTable(name, kind)
+            t = self._tables[name] = StateTable(name, kind, ttl)
         elif t.kind != kind:
             raise ValueError(
                 f"State '{name}' is a {_KIND_NAMES.get(t.kind, t.kind)}; it cannot also be used as a "
                 f"{_KIND_NAMES.get(kind, kind)}. State names must be unique per operator."
             )
+        elif t.ttl != ttl:
+            # Flink fails the same way (StateMigrationException): the stored values differ in format.
+            raise ValueError(
+                f"State '{name}' was created {'with' if t.ttl else 'without'} time-to-live (possibly in the "
+                f"checkpoint restored from); it cannot be used {'with' if ttl else 'without'} TTL. Keep the "
+                "descriptor's enable_time_to_live as it was, or use a new state name."
+            )
         return t
 
     def _handle(self, descriptor: api.StateDescriptor, kind: str, make: Callable[[StateTable], _S]) -> _S:
+        from millstream.runtime.state import ttl as _ttl  # the TTL module builds on this one
+
         name = descriptor.get_name()
-        table = self.table(name, kind)
+        policy = _ttl.ttl_policy(descriptor)
+        table = self.table(name, kind, policy is not None)
         handle = self._handles.get(name)
         if handle is None:
-            handle = self._handles[name] = make(table)
+            if policy is None:
+                handle = make(table)
+            else:
+                handle = self._ttl_handle(descriptor, kind, table, policy)
+            self._handles[name] = handle
         return handle  # registered under this name with this kind, so of the type ``make`` returns
+
+    def _ttl_handle(self, descriptor: api.StateDescriptor, kind: str, table: StateTable, policy: Any) -> Any:
+        from millstream.runtime.state import ttl as _ttl
+
+        table.policy = policy
+        cleanup = _ttl.IncrementalCleanup(table, policy, self.now_ms) if policy.cleanup_size > 0 else None
+        if cleanup is not None and policy.cleanup_every_record:
+            self.record_cleanups.append(cleanup)
+        if kind == VALUE:
+            return _ttl.TtlValueState(self, table, policy, cleanup)
+        if kind == LIST:
+            return _ttl.TtlListState(self, table, policy, cleanup)
+        if kind == MAP:
+            return _ttl.TtlMapState(self, table, policy, cleanup)
+        if kind == REDUCING:
+            return _ttl.TtlReducingState(self, table, policy, cleanup, descriptor)  # type: ignore[arg-type]
+        return _ttl.TtlAggregatingState(self, table, policy, cleanup, descriptor)  # type: ignore[arg-type]
+
+    def run_record_cleanups(self, records: int) -> None:
+        """Incremental TTL cleanup for ``records`` records (run_cleanup_for_every_record)."""
+        for cleanup in self.record_cleanups:
+            cleanup.step(records)
 
     def get_value_state(self, descriptor: api.ValueStateDescriptor) -> HeapValueState:
         return self._handle(descriptor, VALUE, lambda t: HeapValueState(self, t))
@@ -466,18 +533,30 @@ class KeyedStateBackend:
     # -- snapshot and restore ------------------------------------------------------------------
 
     def snapshot(self) -> dict[int, bytes]:
-        """One self-describing blob per non-empty key group: every state (with its kind) and timer."""
+        """One self-describing blob per non-empty key group: every state (with its kind) and timer.
+
+        States with TTL are listed under "ttl" (their values carry timestamps); with
+        ``cleanup_full_snapshot`` their expired entries are left out (the running state keeps them).
+        """
         out: dict[int, bytes] = {}
+        full_scan = [t for t in self._tables.values() if t.policy is not None and t.policy.full_snapshot]
+        now = self.now_ms() if full_scan else 0
         for kg in self.key_groups():
             states = {
                 name: (t.kind, dict(t.groups[kg])) for name, t in self._tables.items() if kg in t.groups
             }
+            for t in full_scan:
+                if t.name in states:
+                    states[t.name] = (t.kind, _unexpired_entries(t, states[t.name][1], now))
             payload = {
                 "version": _SNAPSHOT_VERSION,
                 "states": states,
                 "processing_timers": self.processing_timers.snapshot_group(kg),
                 "event_timers": self.event_timers.snapshot_group(kg),
             }
+            ttl_names = [name for name in states if self._tables[name].ttl]
+            if ttl_names:
+                payload["ttl"] = ttl_names
             out[kg] = self._serializer.serialize(payload)
         return out
 
@@ -493,9 +572,10 @@ class KeyedStateBackend:
             payload = deserialize(blob)
             if payload.get("version") != _SNAPSHOT_VERSION:
                 raise ValueError(f"Key group {kg}: unknown keyed-state snapshot version {payload.get('version')!r}")
+            ttl_names = payload.get("ttl", ())
             for name, (kind, entries) in payload["states"].items():
                 if entries:
-                    self.table(name, kind).group(kg).update(entries)
+                    self.table(name, kind, name in ttl_names).group(kg).update(entries)
             self.processing_timers.restore_group(kg, payload["processing_timers"])
             self.event_timers.restore_group(kg, payload["event_timers"])
             loaded.append(kg)
@@ -505,5 +585,6 @@ class KeyedStateBackend:
         for t in self._tables.values():
             t.groups.clear()
         self._handles.clear()
+        self.record_cleanups.clear()
         self.processing_timers = TimerQueue()
         self.event_timers = TimerQueue()

@@ -189,7 +189,7 @@ class OperatorChain:
             ) from e
         backend = None
         if key_selector is not None:
-            backend = KeyedStateBackend(env.max_parallelism, env.parallelism, env.key_group_range)
+            backend = KeyedStateBackend(env.max_parallelism, env.parallelism, env.key_group_range, clock=env.now_ms)
             self._backends[op.operator_id.hex()] = backend
         ctx = OperatorContext(
             name=op.name,

@@ -19,7 +19,8 @@ from millstream.datastream import (
     StreamExecutionEnvironment,
 )
 from millstream.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
-from millstream.datastream.state import ValueStateDescriptor
+from millstream.common.time import Time
+from millstream.datastream.state import StateTtlConfig, ValueStateDescriptor
 from millstream.taskmanager.spark_runner import SparkHost
 
 from .harness import fast_config, jobmanager_env
@@ -203,6 +204,41 @@ def test_processing_time_timers_fire_per_key_on_the_cluster(cluster) -> None:
     stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "slow")
     with stream.key_by(lambda k: k).process(TimerEcho()).execute_and_collect(limit=3) as results:
         assert sorted(results) == [("fired", 0), ("fired", 1), ("fired", 2)]
+
+
+class TtlProbe(KeyedProcessFunction):
+    """On each key's first record writes a value with a 300 ms TTL and a plain one, and sets a
+    processing-time timer past the TTL; when it fires, reads both."""
+
+    TTL_MS = 300
+
+    def open(self, runtime_context) -> None:
+        expiring = ValueStateDescriptor("expiring", Types.LONG())
+        expiring.enable_time_to_live(StateTtlConfig.new_builder(Time.milliseconds(self.TTL_MS)).build())
+        self.expiring = runtime_context.get_state(expiring)
+        self.plain = runtime_context.get_state(ValueStateDescriptor("plain", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        if self.plain.value() is None:
+            self.expiring.update(value)
+            self.plain.update(value)
+            now = ctx.timer_service().current_processing_time()
+            ctx.timer_service().register_processing_time_timer(now + self.TTL_MS + 50)
+            yield "written", ctx.get_current_key(), self.expiring.value()
+
+    def on_timer(self, timestamp, ctx):
+        yield "after ttl", ctx.get_current_key(), self.expiring.value(), self.plain.value()
+
+
+def test_state_ttl_expires_values_on_the_cluster(cluster) -> None:
+    from millstream.datastream.connectors.datagen import DataGeneratorSource
+
+    env = _env(2)
+    source = DataGeneratorSource(lambda i: i % 3, records_per_second=200)  # unbounded: timers may fire
+    stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "slow")
+    with stream.key_by(lambda k: k).process(TtlProbe()).execute_and_collect(limit=6) as results:
+        got = sorted(results, key=str)
+    assert got == sorted([("written", k, k) for k in range(3)] + [("after ttl", k, None, k) for k in range(3)], key=str)
 
 
 def _slow_stamp(x: int) -> tuple[int, float]:

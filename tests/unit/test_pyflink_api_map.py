@@ -180,9 +180,9 @@ MODULES: tuple[ModuleMap, ...] = (
         provided=_names(
             """ValueStateDescriptor ValueState ListStateDescriptor ListState MapStateDescriptor MapState
             ReducingStateDescriptor ReducingState AggregatingStateDescriptor AggregatingState
-            ReadOnlyBroadcastState BroadcastState"""
+            ReadOnlyBroadcastState BroadcastState StateTtlConfig OperatorStateStore"""
         ),
-        not_yet=_names("StateTtlConfig OperatorStateStore"),
+        not_yet=(),
     ),
     ModuleMap(
         pyflink="pyflink.datastream.connectors",

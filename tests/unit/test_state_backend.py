@@ -275,3 +275,70 @@ def test_batch_key_groups_check_the_range_and_bound_the_cache() -> None:
         b.assign_key_groups([mine[0], foreign])
     with pytest.raises(KeyGroupOutOfRangeError, match=f"Key {foreign!r} "):  # also on the uncached path
         b.assign_key_groups([(1,), foreign])
+
+
+# -- PyFlink's state surface: item syntax, iteration, getters ----------------------------------
+
+
+def test_map_state_item_syntax_as_pyflink_defines_it() -> None:
+    b = backend()
+    m = b.get_map_state(MapStateDescriptor("m", None, None))
+    b.set_current_key("k")
+    m["a"] = 1
+    m["b"] = 2
+    assert m["a"] == 1 and m.get("a") == 1
+    assert m["missing"] is None  # PyFlink: m[k] is get(k), None for a missing key (no KeyError)
+    assert "a" in m and "missing" not in m
+    assert sorted(m) == ["a", "b"]
+    del m["a"]
+    del m["missing"]  # remove() of a missing key is no error
+    assert dict(m.items()) == {"b": 2}
+    b.set_current_key("other")
+    assert "b" not in m and m["b"] is None
+
+
+def test_list_state_is_iterable() -> None:
+    b = backend()
+    s = b.get_list_state(ListStateDescriptor("l", None))
+    b.set_current_key("k")
+    s.add_all([1, 2])
+    assert [x for x in s] == [1, 2]
+
+
+def test_broadcast_state_item_syntax_and_operator_state_store() -> None:
+    from millstream.datastream.state import OperatorStateStore
+    from millstream.runtime.state.broadcast import BroadcastStates
+
+    desc = MapStateDescriptor("rules", None, None)
+    store = BroadcastStates([desc], "op")
+    assert isinstance(store, OperatorStateStore)
+    writable = store.get_broadcast_state(desc)
+    writable["x"] = 1
+    writable["y"] = 2
+    del writable["y"]
+    view = store.read_only(desc)
+    assert view["x"] == 1 and "x" in view and "y" not in view and list(view) == ["x"]
+    with pytest.raises(TypeError):
+        view["z"] = 3  # type: ignore[index]  # the read-only view has no item assignment
+    with pytest.raises(ValueError, match="does not exist"):
+        store.get_broadcast_state(MapStateDescriptor("other", None, None))
+
+
+def test_descriptor_getters_as_pyflink() -> None:
+    add = lambda a, b: a + b  # noqa: E731
+    r = ReducingStateDescriptor("r", add, None)
+    assert r.get_name() == "r" and r.get_reduce_function().reduce(1, 2) == 3
+    a = AggregatingStateDescriptor("a", Mean(), None)
+    assert a.get_agg_function() is a.agg_function
+    v = ValueStateDescriptor("v", None)
+    assert v.get_ttl_config() is None
+
+
+def test_list_and_map_descriptors_carry_their_collection_type_as_pyflink() -> None:
+    from millstream.common import Types
+
+    assert ListStateDescriptor("l", Types.INT()).type_info == Types.LIST(Types.INT())
+    m = MapStateDescriptor("m", Types.STRING(), Types.INT())
+    assert m.type_info == Types.MAP(Types.STRING(), Types.INT())
+    assert (m.key_type_info, m.value_type_info) == (Types.STRING(), Types.INT())
+    assert ValueStateDescriptor("v", Types.INT()).type_info == Types.INT()
