@@ -80,12 +80,13 @@ MODULES: tuple[ModuleMap, ...] = (
         ),
         provided=_names(
             """Configuration TypeInformation Types Encoder JobExecutionResult RestartStrategies
-            RestartStrategyConfiguration Row RowKind WatermarkStrategy Duration Time ExecutionConfig"""
+            RestartStrategyConfiguration Row RowKind WatermarkStrategy Duration Time ExecutionConfig
+            CompletableFuture JobClient JobID JobStatus"""
         ),
         not_yet=_names(
             """ConfigOption ConfigOptions TypeSerializer SerializationSchema
-            DeserializationSchema SimpleStringSchema ByteArraySchema CompletableFuture
-            InputDependencyConstraint JobClient JobID JobStatus Instant
+            DeserializationSchema SimpleStringSchema ByteArraySchema
+            InputDependencyConstraint Instant
             AssignerWithPeriodicWatermarksWrapper"""
         ),
     ),

@@ -242,6 +242,15 @@ class StreamExecutionEnvironment:
         self._transformations = []
         return execute(job_graph, self._configuration, self._python_files)
 
+    def execute_async(self, job_name: str | None = None) -> Any:
+        """Submits the job and returns a :class:`~millstream.common.JobClient` without waiting for
+        it to end (PyFlink's ``execute_async``)."""
+        from millstream.client.execution import execute_async
+
+        job_graph = self.get_job_graph(job_name)
+        self._transformations = []
+        return execute_async(job_graph, self._configuration, self._python_files)
+
     def _execute_and_collect(self, stream: DataStream, job_name: str | None, limit: int | None) -> Any:
         from millstream.client.execution import execute_and_collect
 
