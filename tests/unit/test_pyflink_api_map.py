@@ -115,14 +115,14 @@ MODULES: tuple[ModuleMap, ...] = (
             CountWindow GlobalWindow WindowAssigner MergingWindowAssigner TriggerResult Trigger
             ConnectedStreams BroadcastStream BroadcastConnectedStream CoMapFunction CoFlatMapFunction
             CoProcessFunction KeyedCoProcessFunction BroadcastProcessFunction
-            KeyedBroadcastProcessFunction TimeDomain WindowedStream WindowFunction ProcessWindowFunction"""
+            KeyedBroadcastProcessFunction TimeDomain WindowedStream WindowFunction ProcessWindowFunction
+            AsyncDataStream AsyncFunction AsyncRetryPredicate AsyncRetryStrategy"""
         ),
         not_yet=_names(
-            """AsyncDataStream AsyncFunction
-            ExternalizedCheckpointRetention StateBackend HashMapStateBackend
+            """ExternalizedCheckpointRetention StateBackend HashMapStateBackend
             EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CheckpointStorage
             JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage
-            SlotSharingGroup MemorySize AsyncRetryPredicate AsyncRetryStrategy"""
+            SlotSharingGroup MemorySize"""
         ),
     ),
     ModuleMap(
@@ -140,11 +140,10 @@ MODULES: tuple[ModuleMap, ...] = (
             FilterFunction Partitioner SourceFunction SinkFunction ProcessFunction KeyedProcessFunction
             TimerService CoMapFunction CoFlatMapFunction CoProcessFunction KeyedCoProcessFunction
             BaseBroadcastProcessFunction BroadcastProcessFunction KeyedBroadcastProcessFunction
-            WindowFunction AllWindowFunction ProcessWindowFunction ProcessAllWindowFunction"""
+            WindowFunction AllWindowFunction ProcessWindowFunction ProcessAllWindowFunction
+            AsyncFunction AsyncFunctionDescriptor AsyncRetryPredicate AsyncRetryStrategy"""
         ),
-        not_yet=_names(
-            """AsyncFunction AsyncFunctionDescriptor AsyncRetryPredicate AsyncRetryStrategy"""
-        ),
+        not_yet=(),
     ),
     ModuleMap(
         # The window classes; KeyedStream.window / window_all run them in the window operator.

@@ -1,4 +1,5 @@
 """The DataStream API at PyFlink's ``pyflink.datastream`` path."""
+from millstream.datastream.async_data_stream import AsyncDataStream
 from millstream.datastream.checkpoint_config import CheckpointConfig
 from millstream.datastream.data_stream import (
     BroadcastConnectedStream,
@@ -14,6 +15,9 @@ from millstream.datastream.data_stream import (
 from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
 from millstream.datastream.functions import (
     AggregateFunction,
+    AsyncFunction,
+    AsyncRetryPredicate,
+    AsyncRetryStrategy,
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
@@ -50,6 +54,10 @@ from millstream.datastream.window import (
 
 __all__ = [
     "AggregateFunction",
+    "AsyncDataStream",
+    "AsyncFunction",
+    "AsyncRetryPredicate",
+    "AsyncRetryStrategy",
     "BroadcastConnectedStream",
     "BroadcastProcessFunction",
     "BroadcastStream",
