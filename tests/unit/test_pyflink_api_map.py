@@ -116,13 +116,12 @@ MODULES: tuple[ModuleMap, ...] = (
             ConnectedStreams BroadcastStream BroadcastConnectedStream CoMapFunction CoFlatMapFunction
             CoProcessFunction KeyedCoProcessFunction BroadcastProcessFunction
             KeyedBroadcastProcessFunction TimeDomain WindowedStream WindowFunction ProcessWindowFunction
-            AsyncDataStream AsyncFunction AsyncRetryPredicate AsyncRetryStrategy"""
+            AsyncDataStream AsyncFunction AsyncRetryPredicate AsyncRetryStrategy SlotSharingGroup MemorySize"""
         ),
         not_yet=_names(
             """ExternalizedCheckpointRetention StateBackend HashMapStateBackend
             EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CheckpointStorage
-            JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage
-            SlotSharingGroup MemorySize"""
+            JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage"""
         ),
     ),
     ModuleMap(

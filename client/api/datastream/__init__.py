@@ -39,6 +39,7 @@ from millstream.datastream.functions import (
     TimerService,
     WindowFunction,
 )
+from millstream.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
 from millstream.datastream.time_domain import TimeDomain
 from millstream.datastream.window import (
@@ -80,6 +81,7 @@ __all__ = [
     "KeyedProcessFunction",
     "KeyedStream",
     "KeySelector",
+    "MemorySize",
     "MapFunction",
     "MergingWindowAssigner",
     "OutputTag",
@@ -89,6 +91,7 @@ __all__ = [
     "RuntimeContext",
     "RuntimeExecutionMode",
     "SinkFunction",
+    "SlotSharingGroup",
     "SourceFunction",
     "TimerService",
     "TimeWindow",

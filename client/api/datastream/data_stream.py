@@ -99,6 +99,8 @@ class _Configurable:
         name = getattr(slot_sharing_group, "get_name", lambda: slot_sharing_group)()
         if not isinstance(name, str) or not name:
             raise ValueError("slot_sharing_group needs a non-empty name")
+        if not isinstance(slot_sharing_group, str):  # a SlotSharingGroup: its resource spec too
+            self._env.register_slot_sharing_group(slot_sharing_group)
         self._operator("slot_sharing_group()").slot_sharing_group = name
         return self
 

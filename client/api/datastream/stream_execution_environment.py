@@ -40,6 +40,7 @@ class StreamExecutionEnvironment:
         self._restart_strategy: RestartStrategyConfiguration | None = None
         self._python_files: list[str] = []
         self._config = ExecutionConfig()
+        self._slot_sharing_groups: dict[str, Any] = {}  # name -> SlotSharingGroup (its resource spec)
         # As Flink's: the configuration file (MILLSTREAM_CONFIG_FILE), MILLSTREAM_CONF_* variables
         # and then the Configuration given here set the defaults; the setters below override them.
         self._apply(cfg.load_configuration().update(self._configuration.to_dict(), source="the job's Configuration"))
@@ -165,6 +166,22 @@ class StreamExecutionEnvironment:
     def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> "StreamExecutionEnvironment":
         return self.add_python_file(archive_path)
 
+    def register_slot_sharing_group(self, slot_sharing_group: Any) -> "StreamExecutionEnvironment":
+        """Registers a SlotSharingGroup's resource spec under its name, for operators that name the
+        group (``slot_sharing_group("name")``). Registering another spec under the same name is an
+        error, as in Flink."""
+        from millstream.datastream.slot_sharing_group import SlotSharingGroup
+
+        if not isinstance(slot_sharing_group, SlotSharingGroup):
+            raise TypeError(f"register_slot_sharing_group needs a SlotSharingGroup, got {type(slot_sharing_group).__name__}")
+        name = slot_sharing_group.get_name()
+        known = self._slot_sharing_groups.get(name)
+        if known is not None and known != slot_sharing_group:
+            raise ValueError(f"Slot sharing group '{name}' is registered with two different resource specs: "
+                             f"{known.describe()} and {slot_sharing_group.describe()}")
+        self._slot_sharing_groups[name] = slot_sharing_group
+        return self
+
     def get_python_files(self) -> list[str]:
         return list(self._python_files)
 
@@ -233,7 +250,14 @@ class StreamExecutionEnvironment:
     def get_job_graph(self, job_name: str | None = None) -> "JobGraph":
         from millstream.client.job_graph import JobGraphGenerator
 
-        return JobGraphGenerator(self.get_stream_graph(job_name)).generate()
+        job_graph = JobGraphGenerator(self.get_stream_graph(job_name)).generate()
+        used = {v.slot_sharing_group for v in job_graph.proto.vertices}
+        for name, group in sorted(self._slot_sharing_groups.items()):
+            if name in used and group.has_resources():
+                _log.info("Slot sharing group '%s' asks for %s: Millstream's slots are uniform shares of a "
+                          "TaskManager (taskmanager.numberOfTaskSlots), so the group gets its own slots but "
+                          "the spec does not size them", name, group.describe())
+        return job_graph
 
     def execute(self, job_name: str | None = None) -> Any:
         from millstream.client.execution import execute
