@@ -32,11 +32,11 @@ class JobClient:
 
     def get_job_status(self) -> CompletableFuture:
         """The job's current :class:`JobStatus`."""
-        from millstream.jobmanager.execution_state import JobStatus as ClusterStatus
+        from millstream.proto import cluster_pb2 as cpb
 
         def status() -> JobStatus:
             summary = self._session.client.status(self._job_id.to_bytes())
-            return JobStatus[ClusterStatus.from_proto(summary.status).value]
+            return JobStatus[cpb.JobStatus.Name(summary.status)]  # the cluster's statuses have PyFlink's names
 
         return self._call("status", status)
 
