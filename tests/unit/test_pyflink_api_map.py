@@ -197,7 +197,7 @@ MODULES: tuple[ModuleMap, ...] = (
             OutputFileConfig RollingPolicy StreamFormat StreamingFileSink"""
         ),
         provided=_names(
-            "BucketAssigner FileSink FileSource FileSourceBuilder OutputFileConfig RollingPolicy StreamFormat"
+            "BucketAssigner FileSink FileSource FileSourceBuilder OutputFileConfig RollingPolicy StreamFormat StreamingFileSink"
         ),
         not_yet=_names(
             """Sink Source DeliveryGuarantee NumberSequenceSource JdbcSink JdbcConnectionOptions
@@ -206,7 +206,7 @@ MODULES: tuple[ModuleMap, ...] = (
             KafkaRecordDeserializationSchema KafkaStreamSetSubscriber KafkaStreamSubscriber
             StreamPatternSubscriber SingleClusterTopicMetadataService PulsarSource PulsarSourceBuilder
             StartCursor StopCursor RMQSource RMQSink RMQConnectionConfig FileEnumeratorProvider
-            FileSplitAssignerProvider StreamingFileSink"""
+            FileSplitAssignerProvider"""
         ),
     ),
     ModuleMap(
@@ -217,10 +217,10 @@ MODULES: tuple[ModuleMap, ...] = (
             RollingPolicy BucketAssigner"""
         ),
         provided=_names(
-            "OutputFileConfig FileSource FileSourceBuilder FileSink StreamFormat RollingPolicy BucketAssigner"
+            "OutputFileConfig FileSource FileSourceBuilder FileSink StreamFormat RollingPolicy BucketAssigner StreamingFileSink"
         ),
         not_yet=_names(
-            """FileCompactor FileCompactStrategy StreamingFileSink BulkFormat FileEnumeratorProvider
+            """FileCompactor FileCompactStrategy BulkFormat FileEnumeratorProvider
             FileSplitAssignerProvider"""
         ),
     ),

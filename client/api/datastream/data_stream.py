@@ -275,6 +275,8 @@ class DataStream(_Configurable):
         return self._sink("Print to Std. Out", ops.PrintSinkFactory(sink_identifier, type_info=self.get_type()))
 
     def add_sink(self, sink_func: Any) -> "DataStreamSink":
+        if callable(getattr(sink_func, "_sink_factory", None)):  # StreamingFileSink: a Sink behind SinkFunction
+            return self.sink_to(sink_func)
         return self._sink("Unnamed", ops.SinkFunctionFactory(fn.as_sink_function(sink_func)))
 
     def sink_to(self, sink: Any) -> "DataStreamSink":
