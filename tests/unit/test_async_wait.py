@@ -221,3 +221,55 @@ def test_bad_arguments_are_named() -> None:
     backoff = ExponentialBackoffDelayRetryStrategy(5, 100, 1000, 3.0, None, None)
     assert [backoff.get_backoff_time_millis(n) for n in (1, 2, 3, 4)] == [100, 300, 900, 1000]
     assert backoff.can_retry(5) and not backoff.can_retry(6) and not NO_RETRY_STRATEGY.can_retry(1)
+
+
+class EventLog:
+    """A ResultWriter that keeps records and watermarks in the one order they were emitted."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def emit(self, records) -> None:
+        from millstream.runtime.timestamps import timestamps_of
+
+        stamps = timestamps_of(records) or [None] * len(records)
+        self.events.extend(("record", r, t) for r, t in zip(records, stamps))
+
+    def flush(self) -> None:
+        pass
+
+    def emit_watermark(self, watermark: int) -> None:
+        self.events.append(("watermark", watermark))
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        pass
+
+
+def test_unordered_results_keep_their_timestamps_and_never_overtake_a_watermark() -> None:
+    from millstream.runtime.task.chain import OperatorChain
+    from millstream.runtime.task.environment import ManualClock, SimpleTaskEnvironment
+    from millstream.runtime.timestamps import TimestampedBatch
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    looked_up = AsyncDataStream.unordered_wait(env.from_collection([0]).rebalance(), Delayed({1: 0.3, 3: 0.0, 4: 0.2}),
+                                               Time.seconds(10), 10)
+    looked_up.rebalance().map(lambda x: x)
+    v = next(v for v in env.get_job_graph().proto.vertices if v.name == "async wait operator")
+    log = EventLog()
+    task_env = SimpleTaskEnvironment(task_name=v.name, subtask_index=0, parallelism=1, max_parallelism=128,
+                                     clock=ManualClock(1_000))
+    chain = OperatorChain(v, task_env, {ds.id: log for ds in v.produced})
+    chain.open()
+    target = v.inputs[0].target_node_id
+    chain.process_batch(TimestampedBatch([1, 2], [100, 200]), target)  # 1 is slow, 2 fast
+    chain.process_watermark(250)
+    chain.process_batch(TimestampedBatch([3, 4], [300, 400]), target)  # 3 fast, 4 slower
+    chain.end_input()
+    chain.close()
+    records = [(e[1], e[2]) for e in log.events if e[0] == "record"]
+    assert records[:2] == [(20, 200), (10, 100)]  # the fast one first, each with its input's timestamp
+    assert sorted(records[2:]) == [(30, 300), (40, 400)]
+    kinds = [e[0] if e[0] == "record" else e[1] for e in log.events]
+    assert kinds.index(250) == 2  # after both records before it, before both after it
+    assert log.events[-1] == ("watermark", 2**63 - 1)  # the final watermark behind everything
