@@ -19,6 +19,14 @@ def test_job_id_round_trips_hex_and_bytes() -> None:
         JobID("xyz")
     with pytest.raises(ValueError, match="16 bytes"):
         JobID(b"short")
+    assert repr(JobID(raw)) == f"JobID({raw.hex()})" and JobID(raw) == raw.hex()  # also its hex text
+
+
+def test_job_execution_result_gives_a_job_id() -> None:
+    from millstream.common import JobExecutionResult
+
+    result = JobExecutionResult(bytes(range(16)).hex(), "j", 5)
+    assert isinstance(result.get_job_id(), JobID) and result.get_job_id().to_bytes() == bytes(range(16))
 
 
 def test_job_status_terminal_states_follow_flink() -> None:
