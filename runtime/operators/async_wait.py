@@ -28,7 +28,6 @@ from typing import Any
 
 from millstream.runtime import factories as ops
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
-from millstream.runtime.operators.sources import SourceCancelled
 from millstream.runtime.timestamps import stamped, timestamps_of
 
 __all__ = ["AsyncWaitOperator", "OrderedElementQueue", "UnorderedElementQueue"]
@@ -191,7 +190,8 @@ class AsyncWaitOperator(StreamOperator):
         timestamps = timestamps_of(records)
         for i, value in enumerate(records):
             while len(self._queue) >= self._capacity:  # as Flink: finished inputs waiting to leave count
-                self._wait_for_a_call()
+                if not self._wait_for_a_call():
+                    return  # the task is cancelled: its loop stops at its next look
             self._start(value, timestamps[i] if timestamps is not None else None)
         self._hand_on()
 
@@ -214,7 +214,8 @@ class AsyncWaitOperator(StreamOperator):
         """Every input's call finishes and its results leave before the task ends (Flink waits for
         the in-flight inputs at the end of input too)."""
         while len(self._queue):
-            self._wait_for_a_call()
+            if not self._wait_for_a_call():
+                return
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -235,15 +236,16 @@ class AsyncWaitOperator(StreamOperator):
         assert self._loop is not None, "open() the operator first"
         asyncio.run_coroutine_threadsafe(self._call(record), self._loop)
 
-    def _wait_for_a_call(self) -> None:
-        """Blocks the task until at least one call finished (and hands results on)."""
+    def _wait_for_a_call(self) -> bool:
+        """Blocks the task until at least one call finished (and hands results on); False when
+        the task was cancelled meanwhile."""
         env = self.ctx.env
         while True:
             self._wake.clear()
             if self._hand_on():
-                return
+                return True
             if env.is_cancelled():
-                raise SourceCancelled(f"Operator '{self.name}': the task was cancelled")
+                return False
             self._wake.wait(0.1)
 
     def _hand_on(self) -> int:

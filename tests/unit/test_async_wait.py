@@ -273,3 +273,19 @@ def test_unordered_results_keep_their_timestamps_and_never_overtake_a_watermark(
     kinds = [e[0] if e[0] == "record" else e[1] for e in log.events]
     assert kinds.index(250) == 2  # after both records before it, before both after it
     assert log.events[-1] == ("watermark", 2**63 - 1)  # the final watermark behind everything
+
+
+def test_a_task_blocked_on_a_full_queue_stops_waiting_when_cancelled() -> None:
+    import threading
+
+    env = job(True, Slow(), [1, 2, 3], capacity=1, timeout=Time.seconds(60))
+    v = vertex(env)
+    run = make_chain(v)
+    run.chain.open()
+    finished = threading.Event()
+    worker = threading.Thread(target=lambda: (run.chain.run_source(), finished.set()), daemon=True)
+    worker.start()
+    assert not finished.wait(0.3)  # blocked: one slow call holds the only place
+    run.env.cancel()
+    assert finished.wait(2), "the task did not stop waiting after its cancellation"
+    run.chain.close()  # cancels the call in flight and ends the loop
