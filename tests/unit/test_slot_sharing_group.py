@@ -88,3 +88,15 @@ def test_the_slot_timeout_failure_names_the_groups_and_their_needs() -> None:
     assert core.failure is not None
     assert "slot sharing groups do not share slots" in core.failure.message
     assert "'default' 2, 'second' 2" in core.failure.message
+
+
+def test_a_sink_takes_a_group_and_conflicting_specs_on_operators_are_found_when_planning() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    one = SlotSharingGroup.builder("g").set_cpu_cores(1).set_task_heap_memory_mb(10).build()
+    two = SlotSharingGroup.builder("g").set_cpu_cores(2).set_task_heap_memory_mb(10).build()
+    env.from_collection([1]).map(lambda x: x).slot_sharing_group(one).print().slot_sharing_group(one)
+    assert {v.slot_sharing_group for v in env.get_job_graph("j").proto.vertices} == {"default", "g"}
+    env.from_collection([2]).map(lambda x: x).slot_sharing_group(two).print()
+    with pytest.raises(ValueError, match="'g' is registered with two different resource specs"):
+        env.get_job_graph("j")

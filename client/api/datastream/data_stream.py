@@ -99,9 +99,10 @@ class _Configurable:
         name = getattr(slot_sharing_group, "get_name", lambda: slot_sharing_group)()
         if not isinstance(name, str) or not name:
             raise ValueError("slot_sharing_group needs a non-empty name")
-        if not isinstance(slot_sharing_group, str):  # a SlotSharingGroup: its resource spec too
-            self._env.register_slot_sharing_group(slot_sharing_group)
-        self._operator("slot_sharing_group()").slot_sharing_group = name
+        t = self._operator("slot_sharing_group()")
+        t.slot_sharing_group = name
+        if not isinstance(slot_sharing_group, str):  # a SlotSharingGroup: the environment reads its spec
+            t.slot_sharing_group_spec = slot_sharing_group  # type: ignore[attr-defined]
         return self
 
     def disable_chaining(self) -> Any:

@@ -175,13 +175,25 @@ class StreamExecutionEnvironment:
 
         if not isinstance(slot_sharing_group, SlotSharingGroup):
             raise TypeError(f"register_slot_sharing_group needs a SlotSharingGroup, got {type(slot_sharing_group).__name__}")
-        name = slot_sharing_group.get_name()
-        known = self._slot_sharing_groups.get(name)
-        if known is not None and known != slot_sharing_group:
-            raise ValueError(f"Slot sharing group '{name}' is registered with two different resource specs: "
-                             f"{known.describe()} and {slot_sharing_group.describe()}")
-        self._slot_sharing_groups[name] = slot_sharing_group
+        _add_slot_sharing_group(self._slot_sharing_groups, slot_sharing_group)
         return self
+
+    def _slot_sharing_group_specs(self) -> dict[str, Any]:
+        """The registered groups and those given to ``slot_sharing_group(group)`` on the pipeline's
+        operators and sinks (one spec per name, or an error, as Flink checks when it plans)."""
+        specs = dict(self._slot_sharing_groups)
+        seen: set[int] = set()
+        pending = list(self._transformations)
+        while pending:
+            t = pending.pop()
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            pending.extend(t.inputs)
+            spec = getattr(t, "slot_sharing_group_spec", None)
+            if spec is not None:
+                _add_slot_sharing_group(specs, spec)
+        return specs
 
     # -- the job's Python environment and PyFlink's other environment settings ----------------
 
@@ -362,9 +374,10 @@ class StreamExecutionEnvironment:
     def get_job_graph(self, job_name: str | None = None) -> "JobGraph":
         from millstream.client.job_graph import JobGraphGenerator
 
+        specs = self._slot_sharing_group_specs()
         job_graph = JobGraphGenerator(self.get_stream_graph(job_name)).generate()
         used = {v.slot_sharing_group for v in job_graph.proto.vertices}
-        for name, group in sorted(self._slot_sharing_groups.items()):
+        for name, group in sorted(specs.items()):
             if name in used and group.has_resources():
                 _log.info("Slot sharing group '%s' asks for %s: Millstream's slots are uniform shares of a "
                           "TaskManager (taskmanager.numberOfTaskSlots), so the group gets its own slots but "
@@ -408,6 +421,15 @@ def _default_parallelism() -> int:
     if os.environ.get(cfg.ENV_JOBMANAGER):
         return 1
     return _default_local_parallelism or os.cpu_count() or 1
+
+
+def _add_slot_sharing_group(specs: dict[str, Any], group: Any) -> None:
+    name = group.get_name()
+    known = specs.get(name)
+    if known is not None and known != group:
+        raise ValueError(f"Slot sharing group '{name}' is registered with two different resource specs: "
+                         f"{known.describe()} and {group.describe()}")
+    specs[name] = group
 
 
 def _as_row(element: Any, type_info: TypeInformation) -> Row:
