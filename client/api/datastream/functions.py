@@ -719,13 +719,6 @@ class AsyncRetryStrategy(Generic[OUT], abc.ABC):
     def get_retry_predicate(self) -> AsyncRetryPredicate[OUT]: ...
 
     @staticmethod
-    def no_restart() -> "AsyncRetryStrategy[OUT]":
-        """Never retries (the default of ``unordered_wait`` / ``ordered_wait``)."""
-        from millstream.datastream.async_retry_strategies import NO_RETRY_STRATEGY
-
-        return NO_RETRY_STRATEGY
-
-    @staticmethod
     def fixed_delay(max_attempts: int, backoff_time_millis: int,
                     result_predicate: Callable[[list[OUT]], bool] | None = None,
                     exception_predicate: Callable[[Exception], bool] | None = None) -> "AsyncRetryStrategy[OUT]":
