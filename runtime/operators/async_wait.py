@@ -135,7 +135,6 @@ class AsyncWaitOperator(StreamOperator):
         self._timeout_s = factory.timeout_ms / 1000 if factory.timeout_ms > 0 else None
         self._strategy = factory.retry_strategy
         self._queue: Any = OrderedElementQueue() if factory.ordered else UnorderedElementQueue()
-        self._in_flight = 0
         self._finished: queue.SimpleQueue[_Record] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -232,7 +231,6 @@ class AsyncWaitOperator(StreamOperator):
     def _start(self, value: Any, timestamp: int | None) -> None:
         record = _Record(value, timestamp)
         self._queue.add(record)
-        self._in_flight += 1
         assert self._loop is not None, "open() the operator first"
         asyncio.run_coroutine_threadsafe(self._call(record), self._loop)
 
@@ -259,7 +257,6 @@ class AsyncWaitOperator(StreamOperator):
             if record.error is not None:
                 self.fail(record.error, record.phase)
             record.done = True
-            self._in_flight -= 1
             finished += 1
         if finished:
             self._emit(self._queue.pop_ready())
