@@ -74,3 +74,29 @@ def test_a_job_with_two_groups_needs_the_slots_of_both(cluster) -> None:
         assert c.overview().slots_total == 4
     client.cancel().result(30)
     poll_for(lambda: client.get_job_status().result(10) is JobStatus.CANCELED, 30, what="the job to be canceled")
+
+
+EMBEDDED = """
+from millstream.datastream import SlotSharingGroup, StreamExecutionEnvironment
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_parallelism(2)
+(env.from_sequence(1, 100).map(lambda x: x * 2).slot_sharing_group(SlotSharingGroup.builder("heavy").build())
+    .filter(lambda x: x % 50 == 0).print())
+result = env.execute("groups on the embedded cluster")
+print("DONE", result.get_job_name())
+"""
+
+
+def test_the_embedded_cluster_gets_the_slots_of_every_group(tmp_path) -> None:
+    import os
+    import subprocess
+
+    job = tmp_path / "groups.py"
+    job.write_text(EMBEDDED)
+    env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
+    env["MILLSTREAM_CONF_SLOT_REQUEST_TIMEOUT"] = "20 s"  # short: a missing slot fails fast
+    run = subprocess.run([sys.executable, str(job)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "DONE groups on the embedded cluster" in run.stdout
+    assert sorted(line.split("> ")[-1] for line in run.stdout.splitlines() if "> " in line) == ["100", "150", "200", "50"]
