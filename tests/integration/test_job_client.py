@@ -99,6 +99,8 @@ def test_trigger_savepoint_and_stop_with_savepoint(cluster, tmp_path) -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     env.enable_checkpointing(60_000)
+    env.set_default_savepoint_directory(str(tmp_path / "default"))
+    assert env.get_default_savepoint_directory() == str(tmp_path / "default")
     env.add_source(Endless()).filter(lambda x: x < 0).print()
     with jobmanager_env(cluster.address):
         client = env.execute_async("savepoints")
@@ -108,6 +110,8 @@ def test_trigger_savepoint_and_stop_with_savepoint(cluster, tmp_path) -> None:
     first = poll_for(lambda: savepoint_once_tasks_run(client, str(tmp_path / "a")), 60, what="a savepoint")
     assert first.startswith(str(tmp_path / "a")) and os.path.isdir(first)
     assert status_of(client) is JobStatus.RUNNING
+    by_default = client.trigger_savepoint().result(timeout=60)  # no directory: the job's default
+    assert by_default.startswith(str(tmp_path / "default")) and os.path.isdir(by_default)
     second = client.stop_with_savepoint(False, str(tmp_path / "b")).result(timeout=60)
     assert second.startswith(str(tmp_path / "b")) and os.path.isdir(second)
     poll_for(lambda: status_of(client).is_globally_terminal_state(), 30, what="the job to stop")

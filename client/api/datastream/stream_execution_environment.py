@@ -260,6 +260,17 @@ class StreamExecutionEnvironment:
         """The files registered with ``register_cached_file``: (name, path) pairs."""
         return [(n, p) for n, (p, _) in self._cached_files.items()]
 
+    def set_default_savepoint_directory(self, directory: str) -> "StreamExecutionEnvironment":
+        """Where this job's savepoints go when one is triggered without a directory (the job's
+        ``execution.checkpointing.savepoint-dir``, ahead of the cluster's)."""
+        if not isinstance(directory, str) or not directory:
+            raise ValueError(f"set_default_savepoint_directory needs a directory, got {directory!r}")
+        self._configuration.set_string(cfg.CHECKPOINTING_SAVEPOINT_DIR.key, directory)
+        return self
+
+    def get_default_savepoint_directory(self) -> str | None:
+        return self._configuration.to_dict().get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
+
     def set_default_local_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
         """The parallelism of local (embedded-cluster) environments created from now on; as in
         Flink it is process-wide and leaves environments that exist already unchanged."""
