@@ -209,6 +209,23 @@ def execute(job_graph: Any, configuration: Any, python_files: Sequence[str] = ()
         session.close()
 
 
+def execute_async(job_graph: Any, configuration: Any, python_files: Sequence[str] = ()) -> Any:
+    """Submits the job and returns at once with a :class:`JobClient` for it (``env.execute_async``).
+    The client keeps its connection to the cluster for the program's life: its calls may come
+    long after the job ended."""
+    from millstream.common.job_client import JobClient
+
+    if _capturing.get():
+        raise JobGraphCaptured(job_graph)
+    session = _Session(job_graph, configuration)
+    try:
+        job_id = session.submit(job_graph, python_files)
+    except BaseException:
+        session.close()
+        raise
+    return JobClient(session, job_graph, job_id)
+
+
 def execute_and_collect(
     job_graph: Any, configuration: Any, python_files: Sequence[str], collect_id: str, limit: int | None
 ) -> Any:

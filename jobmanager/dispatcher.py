@@ -594,10 +594,13 @@ class Dispatcher:
         if job_master is None or record.status is not JobStatus.RUNNING:
             raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION,
                                   f"Job {job_id.hex()} is {record.status.value}: only a RUNNING job takes a savepoint")
-        target = target_directory or self._checkpoint_options.get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
+        # As Flink: the request's directory, else the job's default (env.set_default_savepoint_directory),
+        # else the cluster's
+        job_default = job_master.core.job_graph.execution_config.configuration.get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
+        target = target_directory or job_default or self._checkpoint_options.get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
         if not target:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, "No savepoint directory: give one, or set "
-                                  f"{cfg.CHECKPOINTING_SAVEPOINT_DIR.key} on the cluster")
+                                  f"{cfg.CHECKPOINTING_SAVEPOINT_DIR.key} on the cluster or the job")
         try:
             directory = parse_checkpoint_dir(str(target))
         except CheckpointStorageError as exc:

@@ -596,6 +596,11 @@ class JobMasterCore:
 
     def resources_unavailable(self, message: str) -> list[Command]:
         """The slots did not come within slot.request.timeout: the job fails, restarts or not."""
+        needs = self.graph.required_slots()
+        if len(needs) > 1 or "default" not in needs:  # say where the slot count comes from
+            groups = ", ".join(f"'{group}' {count}" for group, count in sorted(needs.items()))
+            message += (f" The job's slot sharing groups do not share slots; each needs its largest "
+                        f"parallelism: {groups}.")
         if self.num_restarts:
             message += f" (while restarting the job: restart {self.num_restarts})"
         return self._fail_job(cpb.JobFailure(message=message), restartable=False) + self._check_job_done()

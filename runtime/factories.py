@@ -247,3 +247,17 @@ class CollectSinkFactory(SinkFactory):
 
     collect_id: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AsyncWaitFactory(OperatorFactory):
+    """``AsyncDataStream.ordered_wait`` / ``unordered_wait`` (Flink's AsyncWaitOperator): the user's
+    AsyncFunction with at most ``capacity`` calls in flight, each bounded by ``timeout_ms`` (0: none)
+    and retried by ``retry_strategy``."""
+
+    kind: ClassVar[str] = "async_wait"
+    function: Any = None
+    timeout_ms: int = 0
+    capacity: int = 100
+    retry_strategy: Any = None
+    ordered: bool = True

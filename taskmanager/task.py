@@ -42,6 +42,7 @@ from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.metrics.task_io import TaskIOMetrics
 from millstream.runtime.rpc import sync_channel
+from millstream.taskmanager import python_env
 from millstream.runtime.security import Credentials
 from millstream.runtime.tls import TlsSettings
 from millstream.runtime.timestamps import LONG_MAX
@@ -379,6 +380,8 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
     if isinstance(artifact_paths, ShippedArtifacts):
         artifact_paths = artifact_paths.paths()
+    # the job's interpreter check and its requirements (installed once per job and machine)
+    artifact_paths = python_env.prepare(dict(tdd.execution_config.configuration), list(artifact_paths))
     for path in reversed(artifact_paths):
         if path not in sys.path:
             sys.path.insert(0, path)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from millstream.datastream import functions as fn
 from millstream.runtime import factories as ops
-from millstream.runtime.operators import base, co_process, event_time, file_sink, process as proc, sinks, window
+from millstream.runtime.operators import async_wait, base, co_process, event_time, file_sink, process as proc, sinks, window
 
 _KEYED: dict[type, tuple[type[base._KeyedRecordOperator], type, str]] = {
     ops.MapFactory: (base.KeyedMapOperator, fn._MapWrapper, "map"),
@@ -46,6 +46,7 @@ def create_operator(factory: ops.OperatorFactory, ctx: base.OperatorContext) -> 
         ops.SinkFunctionFactory: sinks.SinkFunctionOperator,
         ops.FileSinkFactory: file_sink.FileSinkOperator,
         ops.CollectSinkFactory: sinks.CollectSinkOperator,
+        ops.AsyncWaitFactory: async_wait.AsyncWaitOperator,
     }
     make = operators.get(type(factory))
     if make is None:

@@ -408,3 +408,27 @@ def test_kill_9_of_a_task_manager_after_two_checkpoints_resumes_on_the_others_ex
         assert_exactly_once(out, count)
     finally:
         stop_processes(procs)
+
+
+def test_streaming_file_sink_with_add_sink_is_exactly_once_across_a_restart(cluster, tmp_path) -> None:
+    """PyFlink's deprecated StreamingFileSink, given to add_sink, commits as FileSink does."""
+    from millstream.datastream.connectors.file_system import StreamingFileSink
+
+    mc, _ = cluster
+    out, marker = tmp_path / "out", tmp_path / "fail"
+    count = 4000
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(200)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    (env.from_source(DataGeneratorSource(lambda i: i, count, records_per_second=1200), WatermarkStrategy.no_watermarks(), "numbers")
+        .map(FailWhenMarked(str(marker)))
+        .map(lambda i: (i % KEYS, 1))
+        .key_by(lambda t: t[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .add_sink(StreamingFileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+    summary = fail_after_checkpoints(mc.address, env, "streaming file sink", marker)
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.num_restarts == 1 and summary.checkpoints.latest_restored_id >= 2
+    assert_exactly_once(out, count)

@@ -179,3 +179,27 @@ def test_simple_string_encoder_writes_typed_records_as_java_text(env: StreamExec
 def test_rolling_policy_rejects_non_positive_values(bad: Any) -> None:
     with pytest.raises(ValueError, match="part_size"):
         RollingPolicy.default_rolling_policy(part_size=bad)
+
+
+def test_streaming_file_sink_with_add_sink_is_the_file_sink(env: StreamExecutionEnvironment, tmp_path: Path) -> None:
+    """PyFlink's deprecated StreamingFileSink.for_row_format(...).build() used with add_sink: the
+    same part files, output file config and buckets as FileSink (not a per-record SinkFunction)."""
+    from millstream.datastream.connectors.file_system import StreamingFileSink
+
+    config = OutputFileConfig.builder().with_part_prefix("legacy").with_part_suffix(".txt").build()
+    sink = (StreamingFileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder())
+            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+            .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
+            .with_output_file_config(config)
+            .with_bucket_check_interval(1000)
+            .build())
+    env.set_parallelism(1)
+    env.from_collection(["a", "b"]).add_sink(sink)
+    v = vertex(env, "Collection")
+    assert "StreamingFileSink" in v.name
+    run_source(v)
+    [name] = files(tmp_path / "out")
+    assert re.fullmatch(f"legacy-{UUID}-0-0\\.txt", name)
+    assert (tmp_path / "out" / name).read_text() == "a\nb\n"
+    with pytest.raises(TypeError, match="needs an Encoder"):
+        StreamingFileSink.for_row_format(str(tmp_path), "utf-8")  # type: ignore[arg-type]

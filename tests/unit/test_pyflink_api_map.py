@@ -80,12 +80,13 @@ MODULES: tuple[ModuleMap, ...] = (
         ),
         provided=_names(
             """Configuration TypeInformation Types Encoder JobExecutionResult RestartStrategies
-            RestartStrategyConfiguration Row RowKind WatermarkStrategy Duration Time ExecutionConfig"""
+            RestartStrategyConfiguration Row RowKind WatermarkStrategy Duration Time ExecutionConfig
+            CompletableFuture JobClient JobID JobStatus"""
         ),
         not_yet=_names(
             """ConfigOption ConfigOptions TypeSerializer SerializationSchema
-            DeserializationSchema SimpleStringSchema ByteArraySchema CompletableFuture
-            InputDependencyConstraint JobClient JobID JobStatus Instant
+            DeserializationSchema SimpleStringSchema ByteArraySchema
+            InputDependencyConstraint Instant
             AssignerWithPeriodicWatermarksWrapper"""
         ),
     ),
@@ -114,14 +115,13 @@ MODULES: tuple[ModuleMap, ...] = (
             CountWindow GlobalWindow WindowAssigner MergingWindowAssigner TriggerResult Trigger
             ConnectedStreams BroadcastStream BroadcastConnectedStream CoMapFunction CoFlatMapFunction
             CoProcessFunction KeyedCoProcessFunction BroadcastProcessFunction
-            KeyedBroadcastProcessFunction TimeDomain WindowedStream WindowFunction ProcessWindowFunction"""
+            KeyedBroadcastProcessFunction TimeDomain WindowedStream WindowFunction ProcessWindowFunction
+            AsyncDataStream AsyncFunction AsyncRetryPredicate AsyncRetryStrategy SlotSharingGroup MemorySize"""
         ),
         not_yet=_names(
-            """AsyncDataStream AsyncFunction
-            ExternalizedCheckpointRetention StateBackend HashMapStateBackend
+            """ExternalizedCheckpointRetention StateBackend HashMapStateBackend
             EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CheckpointStorage
-            JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage
-            SlotSharingGroup MemorySize AsyncRetryPredicate AsyncRetryStrategy"""
+            JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage"""
         ),
     ),
     ModuleMap(
@@ -139,11 +139,10 @@ MODULES: tuple[ModuleMap, ...] = (
             FilterFunction Partitioner SourceFunction SinkFunction ProcessFunction KeyedProcessFunction
             TimerService CoMapFunction CoFlatMapFunction CoProcessFunction KeyedCoProcessFunction
             BaseBroadcastProcessFunction BroadcastProcessFunction KeyedBroadcastProcessFunction
-            WindowFunction AllWindowFunction ProcessWindowFunction ProcessAllWindowFunction"""
+            WindowFunction AllWindowFunction ProcessWindowFunction ProcessAllWindowFunction
+            AsyncFunction AsyncFunctionDescriptor AsyncRetryPredicate AsyncRetryStrategy"""
         ),
-        not_yet=_names(
-            """AsyncFunction AsyncFunctionDescriptor AsyncRetryPredicate AsyncRetryStrategy"""
-        ),
+        not_yet=(),
     ),
     ModuleMap(
         # The window classes; KeyedStream.window / window_all run them in the window operator.
@@ -198,7 +197,7 @@ MODULES: tuple[ModuleMap, ...] = (
             OutputFileConfig RollingPolicy StreamFormat StreamingFileSink"""
         ),
         provided=_names(
-            "BucketAssigner FileSink FileSource FileSourceBuilder OutputFileConfig RollingPolicy StreamFormat"
+            "BucketAssigner FileSink FileSource FileSourceBuilder OutputFileConfig RollingPolicy StreamFormat StreamingFileSink"
         ),
         not_yet=_names(
             """Sink Source DeliveryGuarantee NumberSequenceSource JdbcSink JdbcConnectionOptions
@@ -207,7 +206,7 @@ MODULES: tuple[ModuleMap, ...] = (
             KafkaRecordDeserializationSchema KafkaStreamSetSubscriber KafkaStreamSubscriber
             StreamPatternSubscriber SingleClusterTopicMetadataService PulsarSource PulsarSourceBuilder
             StartCursor StopCursor RMQSource RMQSink RMQConnectionConfig FileEnumeratorProvider
-            FileSplitAssignerProvider StreamingFileSink"""
+            FileSplitAssignerProvider"""
         ),
     ),
     ModuleMap(
@@ -218,10 +217,10 @@ MODULES: tuple[ModuleMap, ...] = (
             RollingPolicy BucketAssigner"""
         ),
         provided=_names(
-            "OutputFileConfig FileSource FileSourceBuilder FileSink StreamFormat RollingPolicy BucketAssigner"
+            "OutputFileConfig FileSource FileSourceBuilder FileSink StreamFormat RollingPolicy BucketAssigner StreamingFileSink"
         ),
         not_yet=_names(
-            """FileCompactor FileCompactStrategy StreamingFileSink BulkFormat FileEnumeratorProvider
+            """FileCompactor FileCompactStrategy BulkFormat FileEnumeratorProvider
             FileSplitAssignerProvider"""
         ),
     ),

@@ -1,7 +1,11 @@
 """Common types of the user API, at PyFlink's ``pyflink.common`` path."""
+from millstream.common.completable_future import CompletableFuture
 from millstream.common.configuration import Configuration
 from millstream.common.execution_config import ExecutionConfig
+from millstream.common.job_client import JobClient
 from millstream.common.job_execution_result import JobExecutionResult
+from millstream.common.job_id import JobID
+from millstream.common.job_status import JobStatus
 from millstream.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from millstream.common.row import Row, RowKind
 from millstream.common.serialization import Encoder
@@ -10,11 +14,15 @@ from millstream.common.typeinfo import TypeInformation, Types
 from millstream.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 
 __all__ = [
+    "CompletableFuture",
     "Configuration",
     "Duration",
     "Encoder",
     "ExecutionConfig",
+    "JobClient",
     "JobExecutionResult",
+    "JobID",
+    "JobStatus",
     "RestartStrategies",
     "RestartStrategyConfiguration",
     "Row",

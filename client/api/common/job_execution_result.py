@@ -11,8 +11,11 @@ class JobExecutionResult:
         self._net_runtime_ms = net_runtime_ms
         self._accumulators = accumulators or {}
 
-    def get_job_id(self) -> str:
-        return self._job_id
+    def get_job_id(self) -> "JobID":
+        """The job's :class:`JobID` (a str of its 32 hex digits, as before)."""
+        from millstream.common.job_id import JobID
+
+        return JobID(self._job_id)
 
     def get_job_name(self) -> str:
         return self._job_name

@@ -1,4 +1,5 @@
 """The DataStream API at PyFlink's ``pyflink.datastream`` path."""
+from millstream.datastream.async_data_stream import AsyncDataStream
 from millstream.datastream.checkpoint_config import CheckpointConfig
 from millstream.datastream.data_stream import (
     BroadcastConnectedStream,
@@ -14,6 +15,9 @@ from millstream.datastream.data_stream import (
 from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
 from millstream.datastream.functions import (
     AggregateFunction,
+    AsyncFunction,
+    AsyncRetryPredicate,
+    AsyncRetryStrategy,
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
@@ -35,6 +39,7 @@ from millstream.datastream.functions import (
     TimerService,
     WindowFunction,
 )
+from millstream.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
 from millstream.datastream.time_domain import TimeDomain
 from millstream.datastream.window import (
@@ -50,6 +55,10 @@ from millstream.datastream.window import (
 
 __all__ = [
     "AggregateFunction",
+    "AsyncDataStream",
+    "AsyncFunction",
+    "AsyncRetryPredicate",
+    "AsyncRetryStrategy",
     "BroadcastConnectedStream",
     "BroadcastProcessFunction",
     "BroadcastStream",
@@ -72,6 +81,7 @@ __all__ = [
     "KeyedProcessFunction",
     "KeyedStream",
     "KeySelector",
+    "MemorySize",
     "MapFunction",
     "MergingWindowAssigner",
     "OutputTag",
@@ -81,6 +91,7 @@ __all__ = [
     "RuntimeContext",
     "RuntimeExecutionMode",
     "SinkFunction",
+    "SlotSharingGroup",
     "SourceFunction",
     "TimerService",
     "TimeWindow",

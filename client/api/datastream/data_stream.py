@@ -99,7 +99,10 @@ class _Configurable:
         name = getattr(slot_sharing_group, "get_name", lambda: slot_sharing_group)()
         if not isinstance(name, str) or not name:
             raise ValueError("slot_sharing_group needs a non-empty name")
-        self._operator("slot_sharing_group()").slot_sharing_group = name
+        t = self._operator("slot_sharing_group()")
+        t.slot_sharing_group = name
+        if not isinstance(slot_sharing_group, str):  # a SlotSharingGroup: the environment reads its spec
+            t.slot_sharing_group_spec = slot_sharing_group  # type: ignore[attr-defined]
         return self
 
     def disable_chaining(self) -> Any:
@@ -273,6 +276,8 @@ class DataStream(_Configurable):
         return self._sink("Print to Std. Out", ops.PrintSinkFactory(sink_identifier, type_info=self.get_type()))
 
     def add_sink(self, sink_func: Any) -> "DataStreamSink":
+        if callable(getattr(sink_func, "_sink_factory", None)):  # StreamingFileSink: a Sink behind SinkFunction
+            return self.sink_to(sink_func)
         return self._sink("Unnamed", ops.SinkFunctionFactory(fn.as_sink_function(sink_func)))
 
     def sink_to(self, sink: Any) -> "DataStreamSink":

@@ -7,6 +7,7 @@ first record and ``close()`` once after the last.
 from __future__ import annotations
 
 import abc
+import enum
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
 if TYPE_CHECKING:
@@ -672,3 +673,83 @@ def as_partitioner(fn: Any) -> Partitioner:
 
 def as_sink_function(fn: Any) -> SinkFunction:
     return _wrap(fn, SinkFunction, _SinkWrapper, "The sink function")
+
+
+# -- async I/O (PyFlink's AsyncFunction; AsyncDataStream applies it) -------------------------------
+
+
+class AsyncFunction(Function, Generic[IN, OUT]):
+    """Calls an external service without blocking the stream: ``async_invoke`` is a coroutine run
+    on an asyncio loop the operator owns (one per subtask), many records in flight at once.
+
+    ``async_invoke(value)`` returns a list of results (an empty list: none for this input).
+    ``timeout(value)`` is called when the call did not finish in the operator's timeout; by default
+    it raises TimeoutError, which fails the job; override it to return a fallback list instead.
+    """
+
+    @abc.abstractmethod
+    async def async_invoke(self, value: IN) -> list[OUT]: ...
+
+    def timeout(self, value: IN) -> list[OUT]:
+        raise TimeoutError(f"Async function call has timed out for input: {value!r}")
+
+
+class AsyncRetryPredicate(Generic[OUT], abc.ABC):
+    """When a finished call is retried: its result list matches ``result_predicate()`` or its
+    exception matches ``exception_predicate()`` (None: never on that ground)."""
+
+    def result_predicate(self) -> Callable[[list[OUT]], bool] | None:
+        return None
+
+    def exception_predicate(self) -> Callable[[Exception], bool] | None:
+        return None
+
+
+class AsyncRetryStrategy(Generic[OUT], abc.ABC):
+    """How often and after what pause a call that matched the retry predicate is tried again.
+    ``current_attempts`` counts the attempts made so far (1 after the first call)."""
+
+    @abc.abstractmethod
+    def can_retry(self, current_attempts: int) -> bool: ...
+
+    @abc.abstractmethod
+    def get_backoff_time_millis(self, current_attempts: int) -> int: ...
+
+    @abc.abstractmethod
+    def get_retry_predicate(self) -> AsyncRetryPredicate[OUT]: ...
+
+    @staticmethod
+    def fixed_delay(max_attempts: int, backoff_time_millis: int,
+                    result_predicate: Callable[[list[OUT]], bool] | None = None,
+                    exception_predicate: Callable[[Exception], bool] | None = None) -> "AsyncRetryStrategy[OUT]":
+        """Up to ``max_attempts`` retries, ``backoff_time_millis`` apart."""
+        from millstream.datastream.async_retry_strategies import FixedDelayRetryStrategy
+
+        return FixedDelayRetryStrategy(max_attempts, backoff_time_millis, result_predicate, exception_predicate)
+
+    @staticmethod
+    def exponential_backoff(max_attempts: int, initial_delay: int, max_retry_delay: int, multiplier: float,
+                            result_predicate: Callable[[list[OUT]], bool] | None = None,
+                            exception_predicate: Callable[[Exception], bool] | None = None) -> "AsyncRetryStrategy[OUT]":
+        """Up to ``max_attempts`` retries, the pause growing from ``initial_delay`` by ``multiplier``
+        up to ``max_retry_delay`` milliseconds."""
+        from millstream.datastream.async_retry_strategies import ExponentialBackoffDelayRetryStrategy
+
+        return ExponentialBackoffDelayRetryStrategy(max_attempts, initial_delay, max_retry_delay, multiplier,
+                                                    result_predicate, exception_predicate)
+
+
+class AsyncFunctionDescriptor:
+    """What ``AsyncDataStream`` hands the runtime: the function and how to run it."""
+
+    class OutputMode(enum.Enum):
+        ORDERED = 0
+        UNORDERED = 1
+
+    def __init__(self, async_function: AsyncFunction, timeout: Any, capacity: int,
+                 async_retry_strategy: AsyncRetryStrategy, output_mode: "AsyncFunctionDescriptor.OutputMode") -> None:
+        self.async_function = async_function
+        self.timeout = timeout
+        self.capacity = capacity
+        self.async_retry_strategy = async_retry_strategy
+        self.output_mode = output_mode

@@ -40,6 +40,8 @@ class StreamExecutionEnvironment:
         self._restart_strategy: RestartStrategyConfiguration | None = None
         self._python_files: list[str] = []
         self._config = ExecutionConfig()
+        self._slot_sharing_groups: dict[str, Any] = {}
+        self._cached_files: dict[str, tuple[str, bool]] = {}  # name -> SlotSharingGroup (its resource spec)
         # As Flink's: the configuration file (MILLSTREAM_CONFIG_FILE), MILLSTREAM_CONF_* variables
         # and then the Configuration given here set the defaults; the setters below override them.
         self._apply(cfg.load_configuration().update(self._configuration.to_dict(), source="the job's Configuration"))
@@ -165,6 +167,156 @@ class StreamExecutionEnvironment:
     def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> "StreamExecutionEnvironment":
         return self.add_python_file(archive_path)
 
+    def register_slot_sharing_group(self, slot_sharing_group: Any) -> "StreamExecutionEnvironment":
+        """Registers a SlotSharingGroup's resource spec under its name, for operators that name the
+        group (``slot_sharing_group("name")``). Registering another spec under the same name is an
+        error, as in Flink."""
+        from millstream.datastream.slot_sharing_group import SlotSharingGroup
+
+        if not isinstance(slot_sharing_group, SlotSharingGroup):
+            raise TypeError(f"register_slot_sharing_group needs a SlotSharingGroup, got {type(slot_sharing_group).__name__}")
+        _add_slot_sharing_group(self._slot_sharing_groups, slot_sharing_group)
+        return self
+
+    def _slot_sharing_group_specs(self) -> dict[str, Any]:
+        """The registered groups and those given to ``slot_sharing_group(group)`` on the pipeline's
+        operators and sinks (one spec per name, or an error, as Flink checks when it plans)."""
+        specs = dict(self._slot_sharing_groups)
+        seen: set[int] = set()
+        pending = list(self._transformations)
+        while pending:
+            t = pending.pop()
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            pending.extend(t.inputs)
+            spec = getattr(t, "slot_sharing_group_spec", None)
+            if spec is not None:
+                _add_slot_sharing_group(specs, spec)
+        return specs
+
+    # -- the job's Python environment and PyFlink's other environment settings ----------------
+
+    def set_python_requirements(self, requirements_file_path: str,
+                                requirements_cache_dir: str | None = None) -> "StreamExecutionEnvironment":
+        """Third-party packages for the job: each TaskManager machine pip-installs
+        ``requirements_file_path`` once per job into the job's directory, ahead of everything else
+        on its tasks' ``sys.path``. With ``requirements_cache_dir`` (packages downloaded before,
+        e.g. ``pip download -d DIR -r requirements.txt``) pip installs from it alone
+        (``--no-index --find-links``), as PyFlink does, so the cluster needs no network."""
+        import tempfile
+        import zipfile
+
+        from millstream.runtime.python_requirements import REQUIREMENTS_ARTIFACT, REQUIREMENTS_FILE
+
+        requirements = os.path.abspath(os.fspath(requirements_file_path))
+        if not os.path.isfile(requirements):
+            raise FileNotFoundError(f"set_python_requirements: no such requirements file: {requirements_file_path}")
+        cache = os.path.abspath(os.fspath(requirements_cache_dir)) if requirements_cache_dir is not None else None
+        if cache is not None and not os.path.isdir(cache):
+            raise FileNotFoundError(f"set_python_requirements: no such cache directory: {requirements_cache_dir}")
+        # One artifact holds the file and the cache (artifacts are single files); made now, as the
+        # program declares it, in a directory of this environment's own.
+        bundle_dir = tempfile.mkdtemp(prefix="millstream-requirements-")
+        bundle = os.path.join(bundle_dir, REQUIREMENTS_ARTIFACT)
+        with zipfile.ZipFile(bundle, "w", zipfile.ZIP_STORED) as z:
+            z.write(requirements, REQUIREMENTS_FILE)
+            for root, _, files in os.walk(cache) if cache is not None else ():
+                for name in files:
+                    path = os.path.join(root, name)
+                    z.write(path, os.path.join("cache", os.path.relpath(path, cache)))
+        self._python_files = [f for f in self._python_files if os.path.basename(f) != REQUIREMENTS_ARTIFACT]
+        self._python_files.append(bundle)
+        self._configuration.set_string("python.requirements",
+                                       requirements if cache is None else f"{requirements}#{cache}")
+        return self
+
+    def set_python_executable(self, python_exec: str) -> "StreamExecutionEnvironment":
+        """The interpreter the job's tasks must run under. A TaskManager's Spark workers run the one
+        it started its SparkSession with, for every job, so a task fails at its start with a message
+        saying so when this names another one; naming that one is accepted."""
+        if not isinstance(python_exec, str) or not python_exec:
+            raise ValueError(f"set_python_executable needs the path of a Python interpreter, got {python_exec!r}")
+        self._configuration.set_string("python.executable", python_exec)
+        return self
+
+    def register_cached_file(self, file_path: str, name: str, executable: bool = False) -> "StreamExecutionEnvironment":
+        """Registers a file under ``name`` for the job (Flink's distributed cache). PyFlink offers
+        its functions no way to read it back (its RuntimeContext has no distributed cache), so the
+        registration is recorded in ``pipeline.cached-files`` as PyFlink records it, and checked."""
+        if not isinstance(name, str) or not name:
+            raise ValueError("register_cached_file needs a non-empty name")
+        if name in self._cached_files:
+            raise ValueError(f"register_cached_file: a cached file named '{name}' is registered already")
+        local = file_path[len("file://"):] if str(file_path).startswith("file://") else str(file_path)
+        if "://" not in local and not os.path.exists(local):
+            raise FileNotFoundError(f"register_cached_file: no such file: {file_path}")
+        self._cached_files[name] = (str(file_path), bool(executable))
+        self._configuration.set_string("pipeline.cached-files", ";".join(
+            f"name:{n},path:{p},executable:{str(x).lower()}" for n, (p, x) in self._cached_files.items()))
+        return self
+
+    def get_cached_files(self) -> list[tuple[str, str]]:
+        """The files registered with ``register_cached_file``: (name, path) pairs."""
+        return [(n, p) for n, (p, _) in self._cached_files.items()]
+
+    def set_default_savepoint_directory(self, directory: str) -> "StreamExecutionEnvironment":
+        """Where this job's savepoints go when one is triggered without a directory (the job's
+        ``execution.checkpointing.savepoint-dir``, ahead of the cluster's)."""
+        if not isinstance(directory, str) or not directory:
+            raise ValueError(f"set_default_savepoint_directory needs a directory, got {directory!r}")
+        self._configuration.set_string(cfg.CHECKPOINTING_SAVEPOINT_DIR.key, directory)
+        return self
+
+    def get_default_savepoint_directory(self) -> str | None:
+        return self._configuration.to_dict().get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
+
+    def set_default_local_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        """The parallelism of local (embedded-cluster) environments created from now on; as in
+        Flink it is process-wide and leaves environments that exist already unchanged."""
+        global _default_local_parallelism
+        _default_local_parallelism = _check_parallelism(parallelism, "set_default_local_parallelism")
+        return self
+
+    def get_default_local_parallelism(self) -> int:
+        return _default_local_parallelism or os.cpu_count() or 1
+
+    def enable_changelog_state_backend(self, enabled: bool) -> "StreamExecutionEnvironment":
+        """Flink's changelog state backend makes checkpoints incremental and faster; it never
+        changes results. Recorded (``state.changelog.enabled``); Millstream's heap state backend
+        writes full snapshots either way, which is said at INFO."""
+        if not isinstance(enabled, bool):
+            raise TypeError(f"enable_changelog_state_backend needs a bool, got {enabled!r}")
+        self._configuration.set_string("state.changelog.enabled", str(enabled).lower())
+        if enabled:
+            _log.info("enable_changelog_state_backend(True): recorded; Millstream's heap state backend takes "
+                      "full snapshots, so checkpoints stay full (results are the same)")
+        return self
+
+    def is_changelog_state_backend_enabled(self) -> bool | None:
+        """True / False as set, None when never set (Flink's undefined: the cluster decides)."""
+        value = self._configuration.to_dict().get("state.changelog.enabled")
+        return None if value is None else value == "true"
+
+    def add_jars(self, *jars_path: str) -> "StreamExecutionEnvironment":
+        """Accepted and recorded in ``pipeline.jars``; a Millstream job runs no JVM code of its own
+        (its operators are Python, and Spark's JVM is the TaskManager's), so nothing loads them."""
+        return self._jvm_paths("pipeline.jars", "add_jars", jars_path)
+
+    def add_classpaths(self, *classpaths: str) -> "StreamExecutionEnvironment":
+        """Accepted and recorded in ``pipeline.classpaths``; ignored like :meth:`add_jars`."""
+        return self._jvm_paths("pipeline.classpaths", "add_classpaths", classpaths)
+
+    def _jvm_paths(self, key: str, what: str, paths: tuple[str, ...]) -> "StreamExecutionEnvironment":
+        for path in paths:
+            if not isinstance(path, str) or not path:
+                raise ValueError(f"{what} needs URLs such as 'file:///path/to/x.jar', got {path!r}")
+        known = [p for p in self._configuration.to_dict().get(key, "").split(";") if p]
+        self._configuration.set_string(key, ";".join(dict.fromkeys([*known, *paths])))
+        _log.info("%s(%s): ignored: a Millstream job has no JVM code to load them into (its operators run in "
+                  "Python; Spark's JVM belongs to the TaskManager)", what, ", ".join(paths))
+        return self
+
     def get_python_files(self) -> list[str]:
         return list(self._python_files)
 
@@ -233,7 +385,15 @@ class StreamExecutionEnvironment:
     def get_job_graph(self, job_name: str | None = None) -> "JobGraph":
         from millstream.client.job_graph import JobGraphGenerator
 
-        return JobGraphGenerator(self.get_stream_graph(job_name)).generate()
+        specs = self._slot_sharing_group_specs()
+        job_graph = JobGraphGenerator(self.get_stream_graph(job_name)).generate()
+        used = {v.slot_sharing_group for v in job_graph.proto.vertices}
+        for name, group in sorted(specs.items()):
+            if name in used and group.has_resources():
+                _log.info("Slot sharing group '%s' asks for %s: Millstream's slots are uniform shares of a "
+                          "TaskManager (taskmanager.numberOfTaskSlots), so the group gets its own slots but "
+                          "the spec does not size them", name, group.describe())
+        return job_graph
 
     def execute(self, job_name: str | None = None) -> Any:
         from millstream.client.execution import execute
@@ -241,6 +401,15 @@ class StreamExecutionEnvironment:
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
         return execute(job_graph, self._configuration, self._python_files)
+
+    def execute_async(self, job_name: str | None = None) -> Any:
+        """Submits the job and returns a :class:`~millstream.common.JobClient` without waiting for
+        it to end (PyFlink's ``execute_async``)."""
+        from millstream.client.execution import execute_async
+
+        job_graph = self.get_job_graph(job_name)
+        self._transformations = []
+        return execute_async(job_graph, self._configuration, self._python_files)
 
     def _execute_and_collect(self, stream: DataStream, job_name: str | None, limit: int | None) -> Any:
         from millstream.client.execution import execute_and_collect
@@ -252,12 +421,26 @@ class StreamExecutionEnvironment:
         return execute_and_collect(job_graph, self._configuration, self._python_files, collect_id, limit)
 
 
+# set_default_local_parallelism (Flink's static); None: the number of CPU cores
+_default_local_parallelism: int | None = None
+
+
 def _default_parallelism() -> int:
-    """Flink's default: a local environment uses every CPU core; a job for a cluster uses 1 (the
-    cluster's ``parallelism.default``) unless the program or ``-p`` says otherwise."""
+    """Flink's default: a local environment uses every CPU core (or what
+    ``set_default_local_parallelism`` set); a job for a cluster uses 1 (the cluster's
+    ``parallelism.default``) unless the program or ``-p`` says otherwise."""
     if os.environ.get(cfg.ENV_JOBMANAGER):
         return 1
-    return os.cpu_count() or 1
+    return _default_local_parallelism or os.cpu_count() or 1
+
+
+def _add_slot_sharing_group(specs: dict[str, Any], group: Any) -> None:
+    name = group.get_name()
+    known = specs.get(name)
+    if known is not None and known != group:
+        raise ValueError(f"Slot sharing group '{name}' is registered with two different resource specs: "
+                         f"{known.describe()} and {group.describe()}")
+    specs[name] = group
 
 
 def _as_row(element: Any, type_info: TypeInformation) -> Row:

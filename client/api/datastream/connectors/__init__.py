@@ -8,6 +8,7 @@ from millstream.datastream.connectors.file_system import (
     OutputFileConfig,
     RollingPolicy,
     StreamFormat,
+    StreamingFileSink,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "OutputFileConfig",
     "RollingPolicy",
     "StreamFormat",
+    "StreamingFileSink",
 ]

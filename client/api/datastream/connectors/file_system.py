@@ -16,6 +16,7 @@ import urllib.parse
 from dataclasses import dataclass
 
 from millstream.common.serialization import Encoder
+from millstream.datastream.functions import SinkFunction
 from millstream.runtime import factories as ops
 
 __all__ = [
@@ -234,3 +235,46 @@ class FileSink:
 
 
 FileSinkBuilder = FileSink.RowFormatBuilder
+
+
+class StreamingFileSink(SinkFunction):
+    """PyFlink's deprecated row-format file sink, used with ``add_sink``: the same part files,
+    rolling and buckets as :class:`FileSink`, and the same exactly-once commit on checkpoints
+    (it is a FileSink behind the SinkFunction interface; ``add_sink`` runs it as one)."""
+
+    name = "StreamingFileSink"
+
+    def __init__(self, file_sink: FileSink) -> None:
+        self._file_sink = file_sink
+
+    @staticmethod
+    def for_row_format(base_path: str, encoder: Encoder) -> "StreamingFileSink.DefaultRowFormatBuilder":
+        if not isinstance(encoder, Encoder):
+            raise TypeError(f"StreamingFileSink.for_row_format needs an Encoder, got {type(encoder).__name__}")
+        return StreamingFileSink.DefaultRowFormatBuilder(FileSink.for_row_format(base_path, encoder))
+
+    def _sink_factory(self) -> ops.SinkFactory:
+        return self._file_sink._sink_factory()
+
+    class DefaultRowFormatBuilder:
+        def __init__(self, builder: FileSink.RowFormatBuilder) -> None:
+            self._builder = builder
+
+        def with_bucket_check_interval(self, interval: int) -> "StreamingFileSink.DefaultRowFormatBuilder":
+            self._builder.with_bucket_check_interval(interval)
+            return self
+
+        def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> "StreamingFileSink.DefaultRowFormatBuilder":
+            self._builder.with_bucket_assigner(bucket_assigner)
+            return self
+
+        def with_rolling_policy(self, policy: RollingPolicy) -> "StreamingFileSink.DefaultRowFormatBuilder":
+            self._builder.with_rolling_policy(policy)
+            return self
+
+        def with_output_file_config(self, output_file_config: OutputFileConfig) -> "StreamingFileSink.DefaultRowFormatBuilder":
+            self._builder.with_output_file_config(output_file_config)
+            return self
+
+        def build(self) -> "StreamingFileSink":
+            return StreamingFileSink(self._builder.build())

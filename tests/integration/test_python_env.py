@@ -1,0 +1,69 @@
+"""A job's Python environment on a real cluster: set_python_requirements pip-installs a package
+offline (a local wheel cache) into the job's directory on the TaskManager and its tasks import it;
+set_python_executable names the workers' interpreter or fails the job saying why it cannot."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+from millstream.client.execution import JobExecutionException
+from millstream.client.minicluster import MiniCluster
+from millstream.datastream import StreamExecutionEnvironment
+from millstream.taskmanager.spark_runner import SparkHost
+
+from tests.unit.test_env_settings import requirements
+
+from .harness import fast_config, jobmanager_env
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    host = SparkHost(slots=2, tasks_per_slot=3)
+    host.start()
+    try:
+        with MiniCluster(fast_config(), num_slots=2, spark=host) as mc:
+            yield mc
+    finally:
+        host.stop()
+
+
+def use_tinypkg(x):
+    import tinypkg  # only the tasks have it: installed from the job's requirements
+
+    return f"{x}:{tinypkg.VALUE}"
+
+
+def test_requirements_are_installed_for_the_jobs_tasks(cluster, tmp_path: Path) -> None:
+    with pytest.raises(ImportError):
+        import tinypkg  # noqa: F401  (the client does not have it)
+    req, cache = requirements(tmp_path)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.set_python_requirements(str(req), str(cache))
+    stream = env.from_collection([1, 2, 3, 4]).rebalance().map(use_tinypkg)
+    with jobmanager_env(cluster.address), stream.execute_and_collect("requirements") as results:
+        assert sorted(results) == ["1:42", "2:42", "3:42", "4:42"]
+
+
+def test_python_executable_other_than_the_workers_fails_the_job_with_the_reason(cluster, tmp_path: Path) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.set_python_executable(str(tmp_path / "bin" / "python3.99"))
+    stream = env.from_collection([1, 2]).map(lambda x: x + 1)
+    with jobmanager_env(cluster.address), pytest.raises(JobExecutionException) as info:
+        with stream.execute_and_collect("other python") as results:
+            list(results)
+    assert "python.executable is" in str(info.value) and "cannot choose another" in str(info.value)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.set_python_executable(sys.executable)  # the TaskManager's own (its Spark workers run it)
+    stream = env.from_collection([1, 2]).map(lambda x: x + 1)
+    with jobmanager_env(cluster.address), stream.execute_and_collect("same python") as results:
+        assert sorted(results) == [2, 3]
