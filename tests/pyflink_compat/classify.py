@@ -1,0 +1,103 @@
+"""Sorting a PyFlink test's outcome: passed, failed, or needs a Java object.
+
+Pure logic (no pytest, no Millstream imports), so it is unit-tested on its own. A test needs a
+Java object when what stopped it is PyFlink's Java side, not Millstream's behaviour:
+- the harness's own :class:`JavaObjectNeeded`, raised by the stand-ins for ``get_gateway()``,
+  ``pyflink.util.java_utils`` and an environment's ``_j_stream_execution_environment``, and by an
+  import of ``py4j`` (the Java gateway library) from a test module;
+- an attribute or keyword named like PyFlink's Java handles (``_j_*``, ``j_*``), which exist only
+  on PyFlink's Java-backed objects (``ds._j_data_stream``, ``Configuration(j_configuration=...)``).
+The exception's chain (``__cause__``/``__context__``) is searched too.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PASSED, FAILED, JAVA = "passed", "failed", "java"
+
+_JAVA_NAME = re.compile(r"^_?j_\w+$|^_j\w*$")
+_NO_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
+_KEYWORD = re.compile(r"unexpected keyword argument '(\w+)'")
+
+
+class JavaObjectNeeded(Exception):
+    """A PyFlink test reached for a Java object (the JVM gateway, a ``_j_*`` handle, py4j)."""
+
+
+class MillstreamLacks(NotImplementedError):
+    """A PyFlink name that Millstream does not provide was used (imported names resolve to a
+    placeholder so one missing name does not hide a whole module's other tests)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # PASSED, FAILED or JAVA
+    reason: str   # one line: why (empty when passed)
+
+
+def java_reason(exc: BaseException | None) -> str | None:
+    """Why ``exc`` (or an exception in its chain) means the test needs a Java object, or None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, JavaObjectNeeded):
+            return str(exc)
+        text = str(exc)
+        if isinstance(exc, AttributeError):
+            name = getattr(exc, "name", None) or _first(_NO_ATTRIBUTE, text)
+            if name and _JAVA_NAME.match(name):
+                return f"uses PyFlink's Java handle {name!r}"
+        if isinstance(exc, TypeError):
+            name = _first(_KEYWORD, text)
+            if name and _JAVA_NAME.match(name):
+                return f"passes a Java object as {name}="
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def verdict(exc: BaseException | None) -> Verdict:
+    """The outcome of a test that raised ``exc`` (None: it passed)."""
+    if exc is None:
+        return Verdict(PASSED, "")
+    why = java_reason(exc)
+    if why is not None:
+        return Verdict(JAVA, why)
+    return Verdict(FAILED, one_line(exc))
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, at most 200 characters."""
+    text = str(exc).strip().splitlines()
+    line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def _first(pattern: re.Pattern[str], text: str) -> str | None:
+    m = pattern.search(text)
+    return m.group(1) if m else None
+
+
+def summarize(results: dict[str, dict[str, str]]) -> dict[str, dict[str, int]]:
+    """Per test module (the file part of a pytest node id): counts of each outcome."""
+    table: dict[str, dict[str, int]] = {}
+    for nodeid, result in results.items():
+        module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+        row = table.setdefault(module, {PASSED: 0, FAILED: 0, JAVA: 0})
+        row[result["outcome"]] = row.get(result["outcome"], 0) + 1
+    return table
+
+
+def format_table(table: dict[str, dict[str, int]]) -> str:
+    """The summary the runner prints: one line per module and a total."""
+    lines = [f"{'module':<44} {'passed':>6} {'failed':>6} {'java':>6} {'total':>6}"]
+    total = {PASSED: 0, FAILED: 0, JAVA: 0}
+    for module in sorted(table):
+        row = table[module]
+        for k in total:
+            total[k] += row.get(k, 0)
+        lines.append(f"{module:<44} {row.get(PASSED, 0):>6} {row.get(FAILED, 0):>6} "
+                     f"{row.get(JAVA, 0):>6} {sum(row.values()):>6}")
+    lines.append(f"{'total':<44} {total[PASSED]:>6} {total[FAILED]:>6} {total[JAVA]:>6} "
+                 f"{sum(total.values()):>6}")
+    return "\n".join(lines)
