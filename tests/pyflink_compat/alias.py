@@ -42,7 +42,7 @@ STANDINS = {
 }
 
 
-_NOT_API = ("_", "pytest", "setup", "teardown", "setUp", "tearDown", "load_tests")
+_NOT_API = ("__", "pytest", "setup", "teardown", "setUp", "tearDown", "load_tests")
 
 
 class Missing:
