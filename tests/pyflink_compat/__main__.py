@@ -18,9 +18,10 @@ import subprocess
 import sys
 import tempfile
 
-from tests.pyflink_compat.classify import FAILED, JAVA, format_table, summarize
+from tests.pyflink_compat.classify import FAILED, JAVA, PASSED, format_table, summarize
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BASELINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "baseline_passing.txt")
 ENV_VAR = "MILLSTREAM_PYFLINK_TESTS"
 
 
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", help="write the per-test results (JSON) here")
     parser.add_argument("--failures", action="store_true", help="list each failing and Java-needing test with its reason")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
+    parser.add_argument("--write-baseline", action="store_true",
+                        help=f"record the passing tests in {os.path.relpath(BASELINE, REPO)} (the CI test's floor)")
     args = parser.parse_args(argv)
     if not args.tests or not os.path.isdir(os.path.join(args.tests, "datastream", "tests")):
         print(f"no PyFlink tests: set {ENV_VAR} (or --tests) to a Flink checkout's flink-python/pyflink "
@@ -73,7 +76,19 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{outcome:<6} {nodeid.split('::', 1)[-1]}: {results[nodeid]['reason']}")
         print()
     print(format_table(summarize(results)))
+    if args.write_baseline:
+        with open(BASELINE, "w", encoding="utf-8") as f:
+            f.write("# PyFlink tests that passed on Millstream (python -m tests.pyflink_compat --write-baseline)\n")
+            f.writelines(n + "\n" for n in sorted(n for n, r in results.items() if r["outcome"] == PASSED))
     return 0
+
+
+def read_baseline() -> list[str]:
+    """The node ids recorded as passing (empty when no baseline was written)."""
+    if not os.path.isfile(BASELINE):
+        return []
+    with open(BASELINE, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip() and not line.startswith("#")]
 
 
 if __name__ == "__main__":

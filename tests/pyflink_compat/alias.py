@@ -39,6 +39,7 @@ STANDINS = {
     "pyflink.datastream.tests.test_util": "test_util.py",
     "pyflink.java_gateway": "java_gateway.py",
     "pyflink.util.java_utils": "java_utils.py",
+    "pyflink.find_flink_home": "find_flink_home.py",
 }
 
 

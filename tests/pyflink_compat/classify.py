@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-PASSED, FAILED, JAVA = "passed", "failed", "java"
+PASSED, FAILED, JAVA, SKIPPED = "passed", "failed", "java", "skipped"  # SKIPPED: by PyFlink's own marks
 
 _JAVA_NAME = re.compile(r"^_?j_\w+$|^_j\w*$")
 _NO_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
@@ -83,21 +83,19 @@ def summarize(results: dict[str, dict[str, str]]) -> dict[str, dict[str, int]]:
     table: dict[str, dict[str, int]] = {}
     for nodeid, result in results.items():
         module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-        row = table.setdefault(module, {PASSED: 0, FAILED: 0, JAVA: 0})
-        row[result["outcome"]] = row.get(result["outcome"], 0) + 1
+        row = table.setdefault(module, {k: 0 for k in _COLUMNS})
+        row[result["outcome"]] += 1
     return table
+
+
+_COLUMNS = (PASSED, FAILED, JAVA, SKIPPED)
 
 
 def format_table(table: dict[str, dict[str, int]]) -> str:
     """The summary the runner prints: one line per module and a total."""
-    lines = [f"{'module':<44} {'passed':>6} {'failed':>6} {'java':>6} {'total':>6}"]
-    total = {PASSED: 0, FAILED: 0, JAVA: 0}
-    for module in sorted(table):
-        row = table[module]
-        for k in total:
-            total[k] += row.get(k, 0)
-        lines.append(f"{module:<44} {row.get(PASSED, 0):>6} {row.get(FAILED, 0):>6} "
-                     f"{row.get(JAVA, 0):>6} {sum(row.values()):>6}")
-    lines.append(f"{'total':<44} {total[PASSED]:>6} {total[FAILED]:>6} {total[JAVA]:>6} "
-                 f"{sum(total.values()):>6}")
-    return "\n".join(lines)
+    def line(name: str, row: dict[str, int]) -> str:
+        return f"{name:<40}" + "".join(f"{row.get(k, 0):>8}" for k in _COLUMNS) + f"{sum(row.values()):>8}"
+
+    total = {k: sum(row.get(k, 0) for row in table.values()) for k in _COLUMNS}
+    header = f"{'module':<40}" + "".join(f"{k:>8}" for k in _COLUMNS) + f"{'total':>8}"
+    return "\n".join([header, *(line(m, table[m]) for m in sorted(table)), line("total", total)])

@@ -24,7 +24,7 @@ import cloudpickle
 import pytest
 
 from tests.pyflink_compat import alias
-from tests.pyflink_compat.classify import FAILED, JAVA, PASSED, verdict
+from tests.pyflink_compat.classify import FAILED, JAVA, PASSED, SKIPPED, verdict
 from tests.pyflink_compat.java_handles import JavaEnvHandle
 
 _results: dict[str, dict[str, str]] = {}
@@ -62,7 +62,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     entry = _results.setdefault(item.nodeid, {"outcome": PASSED, "reason": ""})
     if report.skipped and entry["outcome"] == PASSED and call.excinfo is not None:
         if call.excinfo.errisinstance(pytest.skip.Exception):
-            entry.update(outcome="skipped", reason=str(call.excinfo.value))
+            entry.update(outcome=SKIPPED, reason=str(call.excinfo.value))
         return
     if not report.failed or call.excinfo is None:
         return
