@@ -32,6 +32,8 @@ _log = logging.getLogger(__name__)
 class StreamExecutionEnvironment:
     """Collects transformations and turns them into a StreamGraph, a JobGraph and a running job."""
 
+    _default_local_parallelism: int | None = None  # set_default_local_parallelism: one per process, as Flink's static
+
     def __init__(self, configuration: Configuration | None = None) -> None:
         self._configuration = Configuration(configuration)
         self._ids = itertools.count(1)
@@ -96,6 +98,16 @@ class StreamExecutionEnvironment:
     def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
         self._max_parallelism = _check_max_parallelism(max_parallelism, "the environment")
         return self
+
+    def set_default_local_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        """Sets the parallelism of local environments created from now on (Flink's static
+        ``setDefaultLocalParallelism``: the core count until set); this environment keeps its own."""
+        StreamExecutionEnvironment._default_local_parallelism = _check_parallelism(parallelism, "the default local parallelism")
+        return self
+
+    def get_default_local_parallelism(self) -> int:
+        """The parallelism a new local environment starts with (the number of cores until set)."""
+        return StreamExecutionEnvironment._default_local_parallelism or (os.cpu_count() or 1)
 
     def get_max_parallelism(self) -> int:
         return self._max_parallelism
@@ -253,11 +265,12 @@ class StreamExecutionEnvironment:
 
 
 def _default_parallelism() -> int:
-    """Flink's default: a local environment uses every CPU core; a job for a cluster uses 1 (the
-    cluster's ``parallelism.default``) unless the program or ``-p`` says otherwise."""
+    """Flink's default: a local environment uses every CPU core (or what
+    ``set_default_local_parallelism`` set); a job for a cluster uses 1 (the cluster's
+    ``parallelism.default``) unless the program or ``-p`` says otherwise."""
     if os.environ.get(cfg.ENV_JOBMANAGER):
         return 1
-    return os.cpu_count() or 1
+    return StreamExecutionEnvironment._default_local_parallelism or (os.cpu_count() or 1)
 
 
 def _as_row(element: Any, type_info: TypeInformation) -> Row:
