@@ -155,7 +155,9 @@ class PyFlinkAliasFinder(importlib.abc.MetaPathFinder):
         try:
             return importlib.import_module(target)
         except ModuleNotFoundError as e:
-            if e.name and (target == e.name or target.startswith(e.name + ".")):
+            # e.name None: Millstream's own word that it does not provide this PyFlink module
+            # (NotProvidedByMillstream); a name elsewhere is a real missing dependency
+            if e.name is None or target == e.name or target.startswith(e.name + "."):
                 return None
             raise
 

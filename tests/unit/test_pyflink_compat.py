@@ -158,3 +158,23 @@ def test_each_test_sink_keeps_its_own_records(pyflink_root) -> None:
     main.for_stream(Types.STRING()).invoke("a")
     side.for_stream(Types.INT()).invoke(1)
     assert (main.get_results(), side.get_results()) == (["a"], ["1"])
+
+
+def test_a_module_millstream_declines_to_provide_is_an_empty_proxy(pyflink_root, monkeypatch) -> None:
+    # Millstream may refuse a PyFlink module with a ModuleNotFoundError that names no module
+    real = importlib.import_module
+
+    def refusing(name, package=None):
+        if name == "millstream.table":
+            raise ModuleNotFoundError("No module named 'millstream.table': not provided by Millstream yet")
+        if name == "millstream.broken":
+            raise ModuleNotFoundError("No module named 'somedependency'", name="somedependency")
+        return real(name, package)
+
+    monkeypatch.setattr(alias.importlib, "import_module", refusing)
+    from pyflink.table import DataTypes  # type: ignore[import-not-found]
+
+    with pytest.raises(MillstreamLacks, match="pyflink.table.DataTypes"):
+        DataTypes.INT()
+    with pytest.raises(ModuleNotFoundError, match="somedependency"):  # a real missing dependency surfaces
+        alias.PyFlinkAliasFinder.millstream_module("pyflink.broken")
