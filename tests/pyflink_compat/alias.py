@@ -56,8 +56,8 @@ class Missing:
         return MillstreamLacks(f"Millstream lacks {self._qualname}")
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
+        if name.startswith(("_", "pytest")):
+            raise AttributeError(name)  # what pytest and the copy/pickle protocols probe for
         raise self._lacks()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -65,6 +65,9 @@ class Missing:
 
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[Any, ...]:
         raise self._lacks()
+
+    def __reduce__(self) -> Any:
+        raise self._lacks()  # never shipped into a job, where the task would meet it instead
 
     def __repr__(self) -> str:
         return f"<missing {self._qualname}>"

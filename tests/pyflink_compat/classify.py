@@ -21,11 +21,14 @@ _NO_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
 _KEYWORD = re.compile(r"unexpected keyword argument '(\w+)'")
 
 
-class JavaObjectNeeded(Exception):
-    """A PyFlink test reached for a Java object (the JVM gateway, a ``_j_*`` handle, py4j)."""
+class JavaObjectNeeded(BaseException):
+    """A PyFlink test reached for a Java object (the JVM gateway, a ``_j_*`` handle, py4j).
+
+    Not an ``Exception``, like :class:`MillstreamLacks`: a test's ``assertRaises(Exception)`` or
+    ``except Exception`` must not swallow it and pass."""
 
 
-class MillstreamLacks(NotImplementedError):
+class MillstreamLacks(BaseException):
     """A PyFlink name that Millstream does not provide was used (imported names resolve to a
     placeholder so one missing name does not hide a whole module's other tests)."""
 

@@ -75,6 +75,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = (str(item.path), item.location[1] or 0, f"needs a Java object: {v.reason}")
 
 
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """A module that cannot even be collected counts as one failure, with its reason."""
+    if report.failed:
+        text = str(report.longrepr).strip().splitlines()
+        _results[f"{report.nodeid}::<collection>"] = {"outcome": FAILED, "reason": text[-1] if text else "collection failed"}
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = os.environ.get("MILLSTREAM_PYFLINK_COMPAT_REPORT")
     if path:

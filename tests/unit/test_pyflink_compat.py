@@ -178,3 +178,24 @@ def test_a_module_millstream_declines_to_provide_is_an_empty_proxy(pyflink_root,
         DataTypes.INT()
     with pytest.raises(ModuleNotFoundError, match="somedependency"):  # a real missing dependency surfaces
         alias.PyFlinkAliasFinder.millstream_module("pyflink.broken")
+
+
+def test_a_test_cannot_pass_by_swallowing_a_missing_name_or_java(pyflink_root) -> None:
+    # PyFlink's tests write `with self.assertRaises(Exception): <bad config>`: a placeholder or the
+    # gateway must not satisfy that
+    import unittest
+
+    from pyflink.datastream import NoSuchApi  # type: ignore[import-not-found]
+    from pyflink.java_gateway import get_gateway  # type: ignore[import-not-found]
+
+    case = unittest.TestCase()
+    with pytest.raises(MillstreamLacks):
+        with case.assertRaises(Exception):
+            NoSuchApi.builder("x").build()
+    with pytest.raises(JavaObjectNeeded):
+        with case.assertRaises(Exception):
+            get_gateway()
+    import pickle
+
+    with pytest.raises(MillstreamLacks):
+        pickle.dumps(NoSuchApi)
