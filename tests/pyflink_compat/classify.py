@@ -70,10 +70,11 @@ def verdict(exc: BaseException | None) -> Verdict:
 
 
 def one_line(exc: BaseException) -> str:
-    """``Type: first line of the message``, at most 200 characters."""
+    """``Type: first line of the message``, at most 200 characters: a longer one keeps its head and
+    its tail, where a failed job's message names the root cause."""
     text = str(exc).strip().splitlines()
     line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-    return line if len(line) <= 200 else line[:197] + "..."
+    return line if len(line) <= 200 else line[:80] + " ... " + line[-115:]
 
 
 def _first(pattern: re.Pattern[str], text: str) -> str | None:

@@ -199,3 +199,10 @@ def test_a_test_cannot_pass_by_swallowing_a_missing_name_or_java(pyflink_root) -
 
     with pytest.raises(MillstreamLacks):
         pickle.dumps(NoSuchApi)
+
+
+def test_a_long_reason_keeps_the_root_cause_at_its_end() -> None:
+    message = "Job 'x' FAILED: OperatorError: Operator '" + "A -> " * 40 + "B': TypeError: unhashable type: 'list'"
+    reason = verdict(RuntimeError(message)).reason
+    assert len(reason) <= 200
+    assert reason.startswith("RuntimeError: Job 'x' FAILED") and reason.endswith("TypeError: unhashable type: 'list'")
