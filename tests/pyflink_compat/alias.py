@@ -35,8 +35,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # PyFlink module -> this package's stand-in file (under standins/).
 STANDINS = {
     "pyflink.testing": "testing_pkg.py",
-    "pyflink.testing.test_case_utils": "test_case_utils.py",
-    "pyflink.datastream.tests.test_util": "test_util.py",
+    "pyflink.testing.test_case_utils": "case_utils.py",
+    "pyflink.datastream.tests.test_util": "collect_sink.py",
     "pyflink.java_gateway": "java_gateway.py",
     "pyflink.util.java_utils": "java_utils.py",
     "pyflink.find_flink_home": "find_flink_home.py",
