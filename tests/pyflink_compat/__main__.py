@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
               f"(got {args.tests!r}); PyPI's apache-flink does not ship them", file=sys.stderr)
         return 2
     report = args.report or tempfile.mkstemp(prefix="pyflink-compat-", suffix=".json")[1]
-    _, results = run(args.tests, args.modules, report, args.keyword)
+    try:
+        _, results = run(args.tests, args.modules, report, args.keyword)
+    finally:
+        if not args.report:
+            os.remove(report)
     if args.failures:
         for outcome in (FAILED, JAVA):
             for nodeid in sorted(n for n, r in results.items() if r["outcome"] == outcome):

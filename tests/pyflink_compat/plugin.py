@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from typing import Any
 
@@ -83,6 +84,9 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    results_dir = os.environ.get("MILLSTREAM_PYFLINK_COMPAT_RESULTS")  # the test sinks' files
+    if results_dir:
+        shutil.rmtree(results_dir, ignore_errors=True)
     path = os.environ.get("MILLSTREAM_PYFLINK_COMPAT_REPORT")
     if path:
         with open(path, "w", encoding="utf-8") as f:
