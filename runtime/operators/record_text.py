@@ -2,12 +2,14 @@
 
 In PyFlink a stream with a declared type is handed to the Java sink as Java objects, so the text
 is Java's ``toString``: a ``Types.TUPLE`` prints ``(a,5)``, a ``Types.ROW`` prints ``+I[a, 5]``,
-a boolean ``true``, a missing value ``null``, a double ``1.0E7``. An undeclared (pickled) record
+a boolean ``true``, a missing value ``null``, a double ``1.0E7``, a ``Types.SQL_TIMESTAMP``
+``2018-03-11 03:00:00.123``, a byte array in a row ``[102, 108]``. An undeclared (pickled) record
 prints its Python ``str``. :func:`record_formatter` builds the formatter for a type once, so the
 per-record cost is a single call.
 """
 from __future__ import annotations
 
+import datetime
 import math
 from decimal import Decimal
 from typing import Any, Callable
@@ -37,10 +39,29 @@ def java_double(value: float) -> str:
     return f"{'-' if sign else ''}{mantissa[0]}.{mantissa[1:] or '0'}E{power}"
 
 
+def java_sql_time(value: Any) -> str:
+    """``java.sql.Time.toString``: ``HH:mm:ss``, whole seconds (the fraction is not shown)."""
+    if isinstance(value, datetime.time):
+        return f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
+    return java_value(value)
+
+
+def java_sql_timestamp(value: Any) -> str:
+    """``java.sql.Timestamp.toString``: ``yyyy-mm-dd hh:mm:ss.f``, the fraction without trailing
+    zeros but at least one digit (``.123``, ``.0``)."""
+    if isinstance(value, datetime.datetime):
+        fraction = f"{value.microsecond:06d}".rstrip("0") or "0"
+        return value.strftime("%Y-%m-%d %H:%M:%S") + "." + fraction
+    return java_value(value)
+
+
 def java_value(value: Any) -> str:
     """Java's text of a value whose type was not declared in detail (a field of unknown type)."""
     if value is None:
         return "null"
+    if isinstance(value, (bytes, bytearray)):
+        # a byte[] inside a Row or collection: Flink's Row.toString shows its signed bytes
+        return "[" + ", ".join(str(b - 256 if b > 127 else b) for b in value) + "]"
     if value is True:
         return "true"
     if value is False:
@@ -90,6 +111,8 @@ def _typed(t: TypeInformation) -> Formatter:
         def array_text(value: Any) -> str:
             if value is None:
                 return "null"
+            if isinstance(value, (bytes, bytearray)):
+                return java_value(value)  # Java's bytes are signed
             return "[" + ", ".join(element(v) for v in value) + "]"
 
         return array_text
@@ -102,6 +125,10 @@ def _typed(t: TypeInformation) -> Formatter:
             return "{" + ", ".join(f"{key(k)}={val(v)}" for k, v in value.items()) + "}"
 
         return map_text
+    if name == "SQL_TIME":
+        return java_sql_time
+    if name == "SQL_TIMESTAMP":
+        return java_sql_timestamp
     if name in _FLOATING:
         return lambda value: java_double(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else java_value(value)
     return java_value

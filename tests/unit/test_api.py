@@ -3,6 +3,7 @@ and the execution plan JSON (Flink's JSONGenerator shape)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -306,3 +307,22 @@ def test_local_default_parallelism_is_the_number_of_cores(monkeypatch: pytest.Mo
     conf = Configuration()
     conf.set_string("parallelism.default", "3")
     assert StreamExecutionEnvironment.get_execution_environment(conf).get_parallelism() == 3
+
+
+def test_default_local_parallelism_applies_to_local_environments_created_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Flink's setDefaultLocalParallelism is static: it changes the parallelism of local
+    # environments created afterwards, not of the environment it was called on
+    monkeypatch.undo()  # the conftest pins 1; this test checks the real rule
+    monkeypatch.setattr(StreamExecutionEnvironment, "_default_local_parallelism", None)
+    monkeypatch.delenv("MILLSTREAM_JOBMANAGER", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 7)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    assert env.get_default_local_parallelism() == 7
+    env.set_default_local_parallelism(3)
+    assert env.get_default_local_parallelism() == 3
+    assert env.get_parallelism() == 7
+    assert StreamExecutionEnvironment.get_execution_environment().get_parallelism() == 3
+    monkeypatch.setenv("MILLSTREAM_JOBMANAGER", "localhost:6123")  # a job for a cluster is not local
+    assert StreamExecutionEnvironment.get_execution_environment().get_parallelism() == 1
+    with pytest.raises(ValueError, match="default local parallelism must be at least 1, got 0"):
+        env.set_default_local_parallelism(0)

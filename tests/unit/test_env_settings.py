@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.datastream import stream_execution_environment as see
 from millstream.taskmanager import python_env
 
 
@@ -103,22 +102,6 @@ def test_register_cached_file(tmp_path: Path) -> None:
         env.register_cached_file(str(data), "data")
     with pytest.raises(FileNotFoundError, match="no such file"):
         env.register_cached_file(str(tmp_path / "nope"), "other")
-
-
-def test_default_local_parallelism_applies_to_local_environments_created_afterwards(monkeypatch) -> None:
-    monkeypatch.undo()  # the conftest pins the default parallelism to 1; this test checks the real rule
-    monkeypatch.delenv("MILLSTREAM_JOBMANAGER", raising=False)
-    monkeypatch.setattr(see.os, "cpu_count", lambda: 7)
-    monkeypatch.setattr(see, "_default_local_parallelism", None)
-    before = StreamExecutionEnvironment.get_execution_environment()
-    assert before.get_default_local_parallelism() == 7 and before.get_parallelism() == 7
-    before.set_default_local_parallelism(3)
-    assert before.get_default_local_parallelism() == 3 and before.get_parallelism() == 7
-    assert StreamExecutionEnvironment.get_execution_environment().get_parallelism() == 3
-    monkeypatch.setenv("MILLSTREAM_JOBMANAGER", "localhost:1")  # a job for a cluster: the cluster's default
-    assert StreamExecutionEnvironment.get_execution_environment().get_parallelism() == 1
-    with pytest.raises(ValueError):
-        before.set_default_local_parallelism(0)
 
 
 def test_changelog_flag_is_undefined_until_set_and_logged(caplog) -> None:

@@ -58,3 +58,21 @@ def test_java_double_plain_range() -> None:
     assert java_double(9999999.0) == "9999999.0"
     assert java_double(0.0) == "0.0"
     assert java_double(-0.5) == "-0.5"
+
+
+def test_sql_time_and_timestamp_print_as_javas_sql_types() -> None:
+    # java.sql.Time shows whole seconds; java.sql.Timestamp its fraction without trailing zeros
+    import datetime
+
+    row = Types.ROW([Types.SQL_DATE(), Types.SQL_TIME(), Types.SQL_TIMESTAMP()])
+    value = (datetime.date(2021, 1, 9), datetime.time(12, 0, 0, 123000), datetime.datetime(2021, 1, 9, 12, 0, 0, 11000))
+    assert record_formatter(row)(value) == "+I[2021-01-09, 12:00:00, 2021-01-09 12:00:00.011]"
+    assert record_formatter(Types.SQL_TIMESTAMP())(datetime.datetime(2020, 4, 15, 8, 2, 6)) == "2020-04-15 08:02:06.0"
+    assert record_formatter(Types.SQL_TIMESTAMP())(datetime.datetime(2020, 4, 15, 8, 2, 6, 235000)) == "2020-04-15 08:02:06.235"
+    assert record_formatter(Types.SQL_TIME())(None) == "null"
+
+
+def test_a_byte_array_field_prints_its_signed_bytes() -> None:
+    row = Types.ROW([Types.PICKLED_BYTE_ARRAY(), Types.STRING()])
+    assert record_formatter(row)((bytearray(b"flink"), "x")) == "+I[[102, 108, 105, 110, 107], x]"
+    assert record_formatter(Types.ROW([Types.PRIMITIVE_ARRAY(Types.BYTE())]))((b"\xff\x01",)) == "+I[[-1, 1]]"

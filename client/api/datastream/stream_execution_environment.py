@@ -32,6 +32,8 @@ _log = logging.getLogger(__name__)
 class StreamExecutionEnvironment:
     """Collects transformations and turns them into a StreamGraph, a JobGraph and a running job."""
 
+    _default_local_parallelism: int | None = None  # set_default_local_parallelism: one per process, as Flink's static
+
     def __init__(self, configuration: Configuration | None = None) -> None:
         self._configuration = Configuration(configuration)
         self._ids = itertools.count(1)
@@ -98,6 +100,16 @@ class StreamExecutionEnvironment:
     def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
         self._max_parallelism = _check_max_parallelism(max_parallelism, "the environment")
         return self
+
+    def set_default_local_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        """Sets the parallelism of local environments created from now on (Flink's static
+        ``setDefaultLocalParallelism``: the core count until set); this environment keeps its own."""
+        StreamExecutionEnvironment._default_local_parallelism = _check_parallelism(parallelism, "the default local parallelism")
+        return self
+
+    def get_default_local_parallelism(self) -> int:
+        """The parallelism a new local environment starts with (the number of cores until set)."""
+        return StreamExecutionEnvironment._default_local_parallelism or (os.cpu_count() or 1)
 
     def get_max_parallelism(self) -> int:
         return self._max_parallelism
@@ -271,16 +283,6 @@ class StreamExecutionEnvironment:
     def get_default_savepoint_directory(self) -> str | None:
         return self._configuration.to_dict().get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
 
-    def set_default_local_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
-        """The parallelism of local (embedded-cluster) environments created from now on; as in
-        Flink it is process-wide and leaves environments that exist already unchanged."""
-        global _default_local_parallelism
-        _default_local_parallelism = _check_parallelism(parallelism, "set_default_local_parallelism")
-        return self
-
-    def get_default_local_parallelism(self) -> int:
-        return _default_local_parallelism or os.cpu_count() or 1
-
     def enable_changelog_state_backend(self, enabled: bool) -> "StreamExecutionEnvironment":
         """Flink's changelog state backend makes checkpoints incremental and faster; it never
         changes results. Recorded (``state.changelog.enabled``); Millstream's heap state backend
@@ -421,17 +423,13 @@ class StreamExecutionEnvironment:
         return execute_and_collect(job_graph, self._configuration, self._python_files, collect_id, limit)
 
 
-# set_default_local_parallelism (Flink's static); None: the number of CPU cores
-_default_local_parallelism: int | None = None
-
-
 def _default_parallelism() -> int:
     """Flink's default: a local environment uses every CPU core (or what
     ``set_default_local_parallelism`` set); a job for a cluster uses 1 (the cluster's
     ``parallelism.default``) unless the program or ``-p`` says otherwise."""
     if os.environ.get(cfg.ENV_JOBMANAGER):
         return 1
-    return _default_local_parallelism or os.cpu_count() or 1
+    return StreamExecutionEnvironment._default_local_parallelism or (os.cpu_count() or 1)
 
 
 def _add_slot_sharing_group(specs: dict[str, Any], group: Any) -> None:

@@ -1,0 +1,1 @@
+"""Stand-in for the package ``pyflink.testing`` (its modules are stand-ins too)."""
