@@ -62,6 +62,12 @@ class SourceFunctionFactory(SourceFactory):
     function: Any = None
     bounded: ClassVar[bool] = False  # like Flink's legacy sources: the runtime cannot know it ends
 
+    @property  # per instance: Flink runs a SourceFunction wider only when it is a ParallelSourceFunction
+    def parallel(self) -> bool:  # type: ignore[override]
+        from millstream.datastream.functions import ParallelSourceFunction
+
+        return isinstance(self.function, ParallelSourceFunction)
+
 
 @dataclass
 class GeneratorSourceFactory(SourceFactory):

@@ -180,15 +180,18 @@ class StreamExecutionEnvironment:
 
     # -- sources -------------------------------------------------------------------------------
 
-    def _source(self, name: str, factory: ops.SourceFactory, type_info: Any, parallelism: int | None = None) -> DataStream:
-        t = SourceTransformation(self, f"{name}", factory, parallelism or self._parallelism, type_info)
+    def _source(self, name: str, factory: ops.SourceFactory, type_info: Any) -> DataStream:
+        # Flink's rule: a non-parallel source (a collection, a plain SourceFunction) runs at
+        # parallelism 1, whatever the environment's; a parallel one takes the environment's.
+        parallelism = self._parallelism if factory.parallel else 1
+        t = SourceTransformation(self, f"{name}", factory, parallelism, type_info)
         return DataStream(t, self)
 
     def from_collection(self, collection: Iterable[Any], type_info: TypeInformation | None = None) -> DataStream:
         elements = list(collection)
         if type_info is not None and type_info.name == "ROW":
             elements = [_as_row(e, type_info) for e in elements]
-        return self._source("Collection Source", ops.CollectionSourceFactory(elements=elements), type_info, 1)
+        return self._source("Collection Source", ops.CollectionSourceFactory(elements=elements), type_info)
 
     def from_sequence(self, start: int, end: int) -> DataStream:
         if end < start:
@@ -246,7 +249,10 @@ class StreamExecutionEnvironment:
         from millstream.client.execution import execute_and_collect
 
         collect_id = uuid.uuid4().hex
-        stream._sink("Collect Sink", ops.CollectSinkFactory(collect_id=collect_id))
+        sink = stream._sink("Collect Sink", ops.CollectSinkFactory(collect_id=collect_id))
+        # Flink's collect sink always runs at parallelism 1 (one result stream, in order): a
+        # parallelism-1 pipeline chains into it and hands its records over in their order.
+        sink.get_transformation().parallelism = 1
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
         return execute_and_collect(job_graph, self._configuration, self._python_files, collect_id, limit)
