@@ -13,6 +13,9 @@ from typing import Any, ClassVar, Sequence
 @dataclass
 class OperatorFactory:
     kind: ClassVar[str] = "operator"
+    # The operator's declared output type (``output_type=``): its output is narrowed to it as
+    # PyFlink's Java types narrow it (runtime.narrowing); None: nothing to narrow.
+    output_type: Any = field(default=None, kw_only=True)
 
     def user_function(self) -> Any:
         """The user's function, for validation and error messages (None for built-ins)."""

@@ -138,6 +138,8 @@ class DataStream(_Configurable):
     def _one_input(
         self, name: str, factory: ops.OperatorFactory, output_type: Any = None, keyed: "KeyedStream | None" = None
     ) -> "DataStream":
+        if output_type is not None and not isinstance(factory, (ops.FilterFactory, ops.TimestampsAndWatermarksFactory)):
+            factory.output_type = output_type  # narrowed at run time as PyFlink's typed output
         t = OneInputTransformation(
             self._env,
             name,
@@ -365,6 +367,8 @@ def _two_input(
     key_type: TypeInformation | None = None,
 ) -> DataStream:
     env = first._env
+    if output_type is not None:
+        factory.output_type = output_type  # narrowed at run time as PyFlink's typed output
     t = TwoInputTransformation(
         env, name, first._transformation, second._transformation, factory, env.get_parallelism(), output_type,
         key_selector1, key_selector2, key_type,

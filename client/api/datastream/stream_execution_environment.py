@@ -20,6 +20,7 @@ from millstream.datastream.functions import SourceFunction
 from millstream.datastream.transformations import UNSET, SourceTransformation, Transformation
 from millstream.runtime import config as cfg
 from millstream.runtime import factories as ops
+from millstream.runtime.narrowing import value_narrower
 
 if TYPE_CHECKING:
     from millstream.client.job_graph import JobGraph
@@ -191,6 +192,9 @@ class StreamExecutionEnvironment:
         elements = list(collection)
         if type_info is not None and type_info.name == "ROW":
             elements = [_as_row(e, type_info) for e in elements]
+        narrow = value_narrower(type_info)  # PyFlink converts the elements to the type's Java values
+        if narrow is not None:
+            elements = [narrow(e) for e in elements]
         return self._source("Collection Source", ops.CollectionSourceFactory(elements=elements), type_info)
 
     def from_sequence(self, start: int, end: int) -> DataStream:
