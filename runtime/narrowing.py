@@ -104,12 +104,13 @@ def value_narrower(type_info: Any) -> Convert | None:
 
 
 def _in_range(values: list[Any], bits: int) -> bool:
-    """Whether every value is an int within range (C-level min/max; False on anything else)."""
+    """Whether every value is a number within range (C-level min/max; False for non-numbers): the
+    converter would leave such a batch as it is (it changes only ints out of range)."""
     if not values:
         return True
     try:
         half = 1 << (bits - 1)
-        return -half <= min(values) and max(values) < half and set(map(type, values)) == {int}
+        return -half <= min(values) and max(values) < half
     except TypeError:
         return False
 
@@ -128,13 +129,10 @@ def batch_narrower(type_info: Any) -> Callable[[list[Any]], list[Any]] | None:
         value_narrower(c) is None or c.name in _INT_BITS for c in type_info.components
     ):
         checks = [(itemgetter(i), _INT_BITS[c.name]) for i, c in enumerate(type_info.components) if c.name in _INT_BITS]
-    width = len(type_info.components)
 
     def narrow(records: list[Any]) -> list[Any]:
         if checks is not None:
             try:
-                if width and set(map(len, records)) - {width}:
-                    raise TypeError  # records of another shape: convert one by one
                 if all(_in_range(records if get is None else list(map(get, records)), bits) for get, bits in checks):
                     return records
             except (TypeError, IndexError, KeyError):
