@@ -5,6 +5,7 @@ import itertools
 import logging
 import os
 import uuid
+import zipfile
 from typing import TYPE_CHECKING, Any, Iterable
 
 from millstream.common.configuration import Configuration
@@ -20,6 +21,7 @@ from millstream.datastream.functions import SourceFunction
 from millstream.datastream.transformations import UNSET, SourceTransformation, Transformation
 from millstream.runtime import config as cfg
 from millstream.runtime import factories as ops
+from millstream.runtime.artifact_names import check_archive_target
 from millstream.runtime.narrowing import value_narrower
 
 if TYPE_CHECKING:
@@ -40,6 +42,7 @@ class StreamExecutionEnvironment:
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategyConfiguration | None = None
         self._python_files: list[str] = []
+        self._python_archives: list[tuple[str, str]] = []  # (zip path, directory in the task's working dir)
         self._config = ExecutionConfig()
         # As Flink's: the configuration file (MILLSTREAM_CONFIG_FILE), MILLSTREAM_CONF_* variables
         # and then the Configuration given here set the defaults; the setters below override them.
@@ -164,7 +167,24 @@ class StreamExecutionEnvironment:
         return self
 
     def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> "StreamExecutionEnvironment":
-        return self.add_python_file(archive_path)
+        """Ships a zip archive that every task finds extracted in its working directory, under
+        ``target_dir`` or, without one, under the archive's file name (PyFlink's rule): after
+        ``add_python_archive("data.zip", "data")`` a function may ``open("data/data.txt")``."""
+        path = os.path.abspath(os.fspath(archive_path))
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"add_python_archive: no such file: {archive_path}")
+        if not zipfile.is_zipfile(path):
+            raise ValueError(f"add_python_archive: {archive_path} is not a zip archive (only zip archives are supported)")
+        name = os.path.basename(path)
+        if not name.endswith(".zip"):
+            raise ValueError(f"add_python_archive: the archive's file name must end in .zip, got {name!r}")
+        target = check_archive_target(os.path.basename(path) if target_dir is None else os.fspath(target_dir))
+        for other, _ in self._python_archives:
+            if os.path.basename(other) == name and other != path:
+                raise ValueError(f"add_python_archive: another archive named {name!r} was added already ({other})")
+        if (path, target) not in self._python_archives:
+            self._python_archives.append((path, target))
+        return self
 
     def get_python_files(self) -> list[str]:
         return list(self._python_files)
@@ -247,7 +267,7 @@ class StreamExecutionEnvironment:
 
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
-        return execute(job_graph, self._configuration, self._python_files)
+        return execute(job_graph, self._configuration, [*self._python_files, *self._python_archives])
 
     def _execute_and_collect(self, stream: DataStream, job_name: str | None, limit: int | None) -> Any:
         from millstream.client.execution import execute_and_collect
@@ -259,7 +279,8 @@ class StreamExecutionEnvironment:
         sink.get_transformation().parallelism = 1
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
-        return execute_and_collect(job_graph, self._configuration, self._python_files, collect_id, limit)
+        return execute_and_collect(job_graph, self._configuration, [*self._python_files, *self._python_archives],
+                                   collect_id, limit)
 
 
 def _default_parallelism() -> int:
