@@ -69,6 +69,7 @@ class StreamExecutionEnvironment:
             self._buffer_timeout_ms = settings.get(cfg.BUFFER_TIMEOUT)
         if wanted(cfg.AUTO_WATERMARK_INTERVAL):
             self._config.set_auto_watermark_interval(settings.get(cfg.AUTO_WATERMARK_INTERVAL))
+        self._checkpoint_config._configure(settings)  # the execution.checkpointing.* keys set, as PyFlink
         # Where the job resumes from (`millstream run -s`): the JobManager reads it from the job's
         # configuration, so it travels there even when it came from the environment.
         own = self._configuration.to_dict()
