@@ -20,7 +20,7 @@ from typing import Any, Callable
 from millstream.common.row import Row, _create_row
 from millstream.runtime.timestamps import stamped, timestamps_of
 
-__all__ = ["batch_narrower", "value_narrower"]
+__all__ = ["NarrowedKey", "batch_narrower", "value_narrower"]
 
 Convert = Callable[[Any], Any]
 
@@ -140,3 +140,15 @@ def batch_narrower(type_info: Any) -> Callable[[list[Any]], list[Any]] | None:
         return stamped(list(map(convert, records)), timestamps_of(records))
 
     return narrow
+
+
+class NarrowedKey:
+    """A key selector whose keys narrow to ``key_by``'s declared ``key_type``, as PyFlink's keys do
+    (it writes each key with the key type's serializer): routing and keyed state see the same key."""
+
+    def __init__(self, get_key: Callable[[Any], Any], narrow: Convert) -> None:
+        self.get_key_of = get_key
+        self.narrow = narrow
+
+    def __call__(self, value: Any) -> Any:
+        return self.narrow(self.get_key_of(value))

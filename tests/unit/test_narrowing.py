@@ -12,7 +12,8 @@ import struct
 import pytest
 
 from millstream.common import Row, Types
-from millstream.datastream import StreamExecutionEnvironment
+from millstream.datastream import KeyedProcessFunction, StreamExecutionEnvironment
+from millstream.datastream.state import ValueStateDescriptor
 from millstream.runtime.narrowing import batch_narrower, value_narrower
 from millstream.runtime.timestamps import stamped, timestamps_of
 from millstream.runtime.task.environment import STREAMING
@@ -82,3 +83,20 @@ def test_a_batch_in_range_is_handed_on_as_is_and_timestamps_survive_a_conversion
     out = narrow(timed)
     assert list(out) == [("a", -(2**31)), ("b", 1)] and timestamps_of(out) == [10, 20]
     assert batch_narrower(Types.INT())([1, 2**40, None]) == [1, 0, None]  # non-ints stay as they are
+
+
+class CountPerKey(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("n", None))
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield ctx.get_current_key(), n
+
+
+def test_a_declared_key_type_narrows_the_key_for_routing_and_state(env) -> None:
+    env.set_parallelism(2)
+    records = [43878, -21658, 1]  # (short) 43878 == -21658: one key
+    collect(env.from_collection(records).key_by(lambda x: x, key_type=Types.SHORT()).process(CountPerKey()))
+    assert sorted(run_job(env)["out"]) == [(-21658, 1), (-21658, 2), (1, 1)]

@@ -21,6 +21,7 @@ from millstream.datastream.transformations import (
 from millstream.runtime import factories as ops
 from millstream.runtime import partitioners as parts
 from millstream.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
+from millstream.runtime.narrowing import NarrowedKey, value_narrower
 
 if TYPE_CHECKING:
     from millstream.datastream.state import MapStateDescriptor
@@ -213,7 +214,11 @@ class DataStream(_Configurable):
                 f"key_by on '{self._transformation.name}': type {key_type} cannot be used as a key "
                 "(keys must be hashable and compare by value: use a tuple or a string instead)."
             )
-        return KeyedStream(self, fn.as_key_selector(key_selector), key_type)
+        selector = fn.as_key_selector(key_selector)
+        narrow = value_narrower(key_type)
+        if narrow is not None:  # PyFlink writes keys with key_type: a SHORT key wraps as a Java short
+            selector = fn.as_key_selector(NarrowedKey(parts.key_function(selector), narrow))
+        return KeyedStream(self, selector, key_type)
 
     def forward(self) -> "DataStream":
         return self._partition(parts.ForwardPartitioner())
