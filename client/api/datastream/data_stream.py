@@ -92,15 +92,6 @@ class _Configurable:
         t.parallelism = parallelism
         return self
 
-    def force_non_parallel(self) -> Any:
-        """Parallelism and max parallelism 1, and no other parallelism may be set later
-        (Flink's ``forceNonParallel``)."""
-        t = self._operator("force_non_parallel()")
-        t.parallelism = 1
-        t.max_parallelism = 1
-        t.non_parallel = True
-        return self
-
     def set_max_parallelism(self, max_parallelism: int) -> Any:
         t = self._operator("set_max_parallelism()")
         if getattr(t, "non_parallel", False) and max_parallelism != 1:
@@ -139,6 +130,15 @@ class DataStream(_Configurable):
 
     def get_type(self) -> TypeInformation | None:
         return self._transformation.output_type
+
+    def force_non_parallel(self) -> "DataStream":
+        """Parallelism and max parallelism 1, and no other parallelism may be set later
+        (Flink's ``forceNonParallel``)."""
+        t = self._operator("force_non_parallel()")
+        t.parallelism = 1
+        t.max_parallelism = 1
+        t.non_parallel = True
+        return self
 
     def get_execution_environment(self) -> "StreamExecutionEnvironment":
         return self._env
