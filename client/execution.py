@@ -96,16 +96,19 @@ def capture_job_graphs() -> Iterator[None]:
         _capturing.reset(token)
 
 
-def job_artifacts(python_files: Sequence[str]) -> list[cpb.Artifact]:
-    """The main script and the files added with ``add_python_file``."""
+def job_artifacts(python_files: Sequence[Any]) -> list[cpb.Artifact]:
+    """The main script, the files added with ``add_python_file`` (paths) and the archives added
+    with ``add_python_archive`` (``(path, target directory)`` pairs)."""
     files = list(python_files)
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     if main and main.endswith(".py") and os.path.isfile(main):
         files.insert(0, os.path.abspath(main))
     artifacts: dict[str, cpb.Artifact] = {}
-    for path in files:
+    for entry in files:
+        path, target = (entry, "") if isinstance(entry, str) else entry
         with open(path, "rb") as f:
-            artifacts.setdefault(os.path.basename(path), cpb.Artifact(name=os.path.basename(path), content=f.read()))
+            artifact = cpb.Artifact(name=os.path.basename(path), content=f.read(), archive_target=target)
+        artifacts.setdefault(f"{artifact.name}#{target}", artifact)
     return list(artifacts.values())
 
 

@@ -147,7 +147,7 @@ class StreamGraphGenerator:
             restart_strategy=env.get_restart_strategy(),
             buffer_timeout_ms=env.get_buffer_timeout(),
             auto_watermark_interval_ms=env.get_config().get_auto_watermark_interval(),
-            configuration=env.get_configuration().to_dict(),
+            configuration={**env.get_configuration().to_dict(), **checkpoints._job_settings()},
         )
         for t in self._transformations:
             self._transform(t)

@@ -15,13 +15,10 @@ import grpc
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime.artifact_names import InvalidArtifactError, check_archive_target  # noqa: F401 (the Dispatcher's)
 
 CHUNK_BYTES = 1024 * 1024
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
-
-
-class InvalidArtifactError(ValueError):
-    pass
 
 
 def check_artifact_name(name: str) -> str:

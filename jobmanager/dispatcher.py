@@ -41,7 +41,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 import grpc
 from google.protobuf.message import DecodeError
 
-from millstream.jobmanager.blob_server import BlobStore, InvalidArtifactError, check_artifact_name
+from millstream.jobmanager.blob_server import BlobStore, InvalidArtifactError, check_archive_target, check_artifact_name
 from millstream.jobmanager.collect_buffer import CollectBuffer, CollectOffsetError, Offer
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, validate_job_graph
@@ -318,7 +318,9 @@ class Dispatcher:
         artifacts: list[cpb.ArtifactRef] = []
         try:
             for artifact in request.artifacts:
-                artifacts.append(cpb.ArtifactRef(name=check_artifact_name(artifact.name), blob_key=self._blobs.put(artifact.content)))
+                target = check_archive_target(artifact.archive_target) if artifact.archive_target else ""
+                artifacts.append(cpb.ArtifactRef(name=check_artifact_name(artifact.name), blob_key=self._blobs.put(artifact.content),
+                                                 archive_target=target))
         except InvalidArtifactError as exc:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
         num_tasks = sum(v.parallelism for v in graph.vertices)

@@ -61,20 +61,24 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class Artifact(_message.Message):
-    __slots__ = ("name", "content")
+    __slots__ = ("name", "content", "archive_target")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_TARGET_FIELD_NUMBER: _ClassVar[int]
     name: str
     content: bytes
-    def __init__(self, name: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
+    archive_target: str
+    def __init__(self, name: _Optional[str] = ..., content: _Optional[bytes] = ..., archive_target: _Optional[str] = ...) -> None: ...
 
 class ArtifactRef(_message.Message):
-    __slots__ = ("name", "blob_key")
+    __slots__ = ("name", "blob_key", "archive_target")
     NAME_FIELD_NUMBER: _ClassVar[int]
     BLOB_KEY_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_TARGET_FIELD_NUMBER: _ClassVar[int]
     name: str
     blob_key: str
-    def __init__(self, name: _Optional[str] = ..., blob_key: _Optional[str] = ...) -> None: ...
+    archive_target: str
+    def __init__(self, name: _Optional[str] = ..., blob_key: _Optional[str] = ..., archive_target: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("submission_id", "job_graph", "artifacts")

@@ -342,6 +342,15 @@ CHECKPOINTING_TIMEOUT: ConfigOption[int] = _option(
 CHECKPOINTING_MIN_PAUSE: ConfigOption[int] = _option(
     "execution.checkpointing.min-pause", _DURATION, 0,
     "Least time between the end of one checkpoint and the start of the next.")
+CHECKPOINTING_MAX_CONCURRENT: ConfigOption[int] = _option(
+    "execution.checkpointing.max-concurrent-checkpoints", _INT, 1,
+    "Most checkpoints in flight at once (CheckpointConfig.get_max_concurrent_checkpoints). An upper "
+    "bound: the coordinator takes one at a time, whatever the value.")
+CHECKPOINTING_UNALIGNED: ConfigOption[bool] = _option(
+    "execution.checkpointing.unaligned.enabled", _BOOL, False,
+    "Unaligned checkpoints requested (CheckpointConfig.is_unaligned_checkpoints_enabled); "
+    "checkpoints are taken aligned (exactly once) whatever the value.",
+    fallback_keys=("execution.checkpointing.unaligned",))
 CHECKPOINTING_TOLERABLE_FAILURES: ConfigOption[int] = _option(
     "execution.checkpointing.tolerable-failed-checkpoints", _INT, 0,
     "Consecutive failed checkpoints (expired, declined, I/O) a job tolerates; one more fails it.")

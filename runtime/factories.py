@@ -13,6 +13,9 @@ from typing import Any, ClassVar, Sequence
 @dataclass
 class OperatorFactory:
     kind: ClassVar[str] = "operator"
+    # The operator's declared output type (``output_type=``): its output is narrowed to it as
+    # PyFlink's Java types narrow it (runtime.narrowing); None: nothing to narrow.
+    output_type: Any = field(default=None, kw_only=True)
 
     def user_function(self) -> Any:
         """The user's function, for validation and error messages (None for built-ins)."""
@@ -61,6 +64,12 @@ class SourceFunctionFactory(SourceFactory):
 
     function: Any = None
     bounded: ClassVar[bool] = False  # like Flink's legacy sources: the runtime cannot know it ends
+
+    @property  # per instance: Flink runs a SourceFunction wider only when it is a ParallelSourceFunction
+    def parallel(self) -> bool:  # type: ignore[override]
+        from millstream.datastream.functions import ParallelSourceFunction
+
+        return isinstance(self.function, ParallelSourceFunction)
 
 
 @dataclass

@@ -143,10 +143,15 @@ def _hash32(key: object) -> int:
         data = pickle.dumps(key, protocol=_PICKLE_PROTOCOL)
     except Exception as e:  # PicklingError, TypeError or AttributeError, depending on the object
         raise TypeError(
-            f"key of type {type(key).__name__} has no stable hash: {e}. Keys must be str, int, float, bool, "
+            f"The key {_short_repr(key)} of type {type(key).__name__} has no stable hash: {e}. Keys must be str, int, float, bool, "
             "bytes, None, tuples (namedtuples) or lists of those, or dataclasses of them"
         ) from e
     return mmh3.hash(data, 0, False)
+
+
+def _short_repr(key: object) -> str:
+    text = repr(key)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def java_hash_code(key: object) -> int:

@@ -26,6 +26,7 @@ import grpc
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.task import checkpointing
+from millstream.taskmanager.archives import task_working_directory
 from millstream.runtime.task.barrier_handler import (
     END_OF_PARTITION,
     AbortCheckpoint,
@@ -367,8 +368,13 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
              network: NetworkSettings, channel: Any) -> None:
     """Runs the task (see :func:`_run_task`) with its prints and log records captured for the
     TaskManager; the last of them go out before the task's end."""
+    if isinstance(artifact_paths, ShippedArtifacts):
+        artifact_paths = artifact_paths.paths()
+    tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
     with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))):
-        _run_task(tdd_bytes, artifact_paths, data_host, network, channel)
+        # add_python_archive's zips: extracted, and the task runs in their working directory
+        with task_working_directory(tdd, artifact_paths) as importable:
+            _run_task(tdd_bytes, importable, data_host, network, channel)
 
 
 def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, data_host: str | None,

@@ -11,3 +11,8 @@ import os as _os
 _os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 __version__ = "0.1.0"
+
+# A PyFlink module Millstream lacks fails at import naming it (not a bare "No module named").
+from millstream._not_provided import NotProvidedByMillstream, install as _install_not_provided  # noqa: E402
+
+_install_not_provided()

@@ -21,6 +21,7 @@ from typing import Any, Callable, NoReturn
 from millstream.common.row import Row
 from millstream.datastream import functions as fn
 from millstream.runtime import factories as ops
+from millstream.runtime.keys import hashable_keys
 from millstream.runtime.operators.sources import SourceCancelled, SourceFunctionReader, SourceReader, create_source_reader
 from millstream.runtime.state.heap_backend import VALUE, KeyedStateBackend
 from millstream.runtime.task.environment import BATCH, StreamingRuntimeContext, TaskEnvironment
@@ -206,7 +207,13 @@ class StreamOperator:
         assert selector is not None and backend is not None
         try:
             keys = list(map(selector, records))
-            key_groups = backend.assign_key_groups(keys)
+            try:
+                key_groups = backend.assign_key_groups(keys)  # hashes every key: fails on an unhashable one
+            except TypeError:
+                # PyFlink accepts list, dict and set keys (it compares serialized keys): hold their
+                # hashable twins. Paid only by batches with such a key, never on the common path.
+                keys = hashable_keys(keys)
+                key_groups = backend.assign_key_groups(keys)
             if backend.record_cleanups:  # state TTL: incremental cleanup per record, run per batch
                 backend.run_record_cleanups(len(records))
         except Exception as e:

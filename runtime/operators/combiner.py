@@ -14,12 +14,21 @@ from operator import itemgetter
 from typing import Any, Callable
 
 from millstream.runtime import factories as ops
+from millstream.runtime.keys import hashable_key, hashable_keys
 from millstream.runtime.partitioners import key_function
 from millstream.runtime.operators.base import OperatorError, make_aggregator
 
 _MISSING = object()
 _FIELD_0 = (lambda record: record[0]).__code__
 _first, _second = itemgetter(0), itemgetter(1)
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+        return True
+    except TypeError:
+        return False
 
 
 def _is_field_zero(fn: Any) -> bool:
@@ -74,7 +83,11 @@ class CombiningWriter:
                 self._leave_pairs()
             for r in records:
                 k = key(r)
-                cur = acc.get(k, _MISSING)
+                try:
+                    cur = acc.get(k, _MISSING)
+                except TypeError:  # a list, dict or set key (PyFlink accepts them): its hashable twin
+                    k = hashable_key(k)
+                    cur = acc.get(k, _MISSING)
                 acc[k] = r if cur is _MISSING else reduce(cur, r)
         except Exception as exc:
             raise OperatorError(f"Operator '{self._name}' (pre-aggregation): {type(exc).__name__}: {exc}", self._name) from exc
@@ -89,13 +102,21 @@ class CombiningWriter:
         if self._by_field_0:
             increments = list(map(_second, records))
             if increments.count(1) == len(increments) and set(map(type, increments)) == {int}:
-                counts.update(map(_first, records))  # every record adds exactly 1: count its key (C loop)
+                try:
+                    counts.update(map(_first, records))  # every record adds exactly 1: count its key (C loop)
+                except TypeError:  # an unhashable key: the records before it are counted, the rest by twin
+                    first_bad = next(i for i, r in enumerate(records) if not _hashable(r[0]))
+                    counts.update(hashable_keys(list(map(_first, records[first_bad:]))))
                 return
         get = counts.get
         by_field_0 = self._by_field_0
         for r in records:
             k = key(r)
-            c = get(k, _MISSING)
+            try:
+                c = get(k, _MISSING)
+            except TypeError:  # as in emit: an unhashable key's twin
+                k = hashable_key(k)
+                c = get(k, _MISSING)
             if c is _MISSING:
                 if not by_field_0:
                     firsts[k] = r

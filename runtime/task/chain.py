@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Protocol
 import cloudpickle
 
 from millstream.runtime.partitioners import key_function
+from millstream.runtime.narrowing import batch_narrower
 from millstream.runtime.operators.co_process import TwoInputOperator
 from millstream.runtime.operators.base import (
     Emit,
@@ -96,6 +97,19 @@ def _fan_out(targets: list[Emit]) -> Emit:
             emit(records)
 
     return fan_out
+
+
+def _narrowed(emit: Emit, output_type: Any) -> Emit:
+    """``emit`` behind Java's narrowing of ``output_type`` (as PyFlink's typed output), when the type
+    declares anything to narrow."""
+    narrow = batch_narrower(output_type)
+    if narrow is None or emit is discard:
+        return emit
+
+    def emit_narrowed(records: list[Any]) -> None:
+        emit(narrow(records))
+
+    return emit_narrowed
 
 
 class _WriterOutput:
@@ -235,7 +249,7 @@ class OperatorChain:
                 (side.setdefault(tag, []) if tag else main).append(output.emit)
                 watermarks.append(output.emit_watermark)
                 statuses.append(output.emit_watermark_status)
-            operator.output = _fan_out(main)
+            operator.output = _narrowed(_fan_out(main), getattr(operator.factory, "output_type", None))
             if watermarks:
                 operator.watermark_output = _fan_out_events(watermarks)
                 operator.status_output = _fan_out_events(statuses)

@@ -12,7 +12,8 @@ import pytest
 from millstream.client.cluster_client import ClusterClient
 from millstream.client.execution import JobExecutionException
 from millstream.client.minicluster import MiniCluster
-from millstream.datastream import MapFunction, RuntimeContext, SourceFunction, StreamExecutionEnvironment
+from millstream.datastream import MapFunction, RuntimeContext, StreamExecutionEnvironment
+from millstream.datastream.functions import ParallelSourceFunction
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 from millstream.taskmanager.spark_runner import SparkHost
@@ -103,7 +104,7 @@ def test_a_failing_task_fails_the_job_with_the_users_traceback(cluster, client) 
     poll_for(lambda: all_slots_free(client), 10, what="slots to be freed")
 
 
-class Endless(SourceFunction):
+class Endless(ParallelSourceFunction):  # one per subtask: the tests fill every slot
     def __init__(self) -> None:
         self.running = True
 

@@ -15,7 +15,8 @@ import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.client.minicluster import MiniCluster
-from millstream.datastream import SourceFunction, StreamExecutionEnvironment
+from millstream.datastream import StreamExecutionEnvironment
+from millstream.datastream.functions import ParallelSourceFunction
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 from millstream.taskmanager.spark_runner import SparkHost
@@ -49,7 +50,7 @@ def client(cluster):
         yield c
 
 
-class Ticks(SourceFunction):
+class Ticks(ParallelSourceFunction):  # one per subtask: the tests fill every slot
     """Emits 0, 1, 2, ... every ``delay_s`` until cancelled."""
 
     def __init__(self, delay_s: float) -> None:

@@ -15,7 +15,8 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.datastream import SourceFunction, StreamExecutionEnvironment
+from millstream.datastream import StreamExecutionEnvironment
+from millstream.datastream.functions import ParallelSourceFunction
 from millstream.jobmanager.execution_state import JobStatus
 
 from .harness import poll_for, spawn_module, stop_processes
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.timeout(300)
 HEARTBEATS = ["-Dheartbeat.interval=10 s", "-Dheartbeat.timeout=50 s"]
 
 
-class Endless(SourceFunction):
+class Endless(ParallelSourceFunction):  # one per subtask: the tests fill every slot
     def __init__(self) -> None:
         self.running = True
 

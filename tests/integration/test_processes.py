@@ -12,7 +12,8 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.datastream import SourceFunction, StreamExecutionEnvironment
+from millstream.datastream import StreamExecutionEnvironment
+from millstream.datastream.functions import ParallelSourceFunction
 from millstream.jobmanager.execution_state import JobStatus
 
 from .harness import poll_for
@@ -84,7 +85,7 @@ def test_a_bad_job_id_is_a_clear_cli_error(session_cluster) -> None:
     assert result.returncode == 1 and result.stderr == f"millstream: error: No job with id {'00' * 16}.\n"
 
 
-class Endless(SourceFunction):
+class Endless(ParallelSourceFunction):  # one per subtask: the tests fill every slot
     def __init__(self) -> None:
         self.running = True
 

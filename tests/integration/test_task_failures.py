@@ -13,7 +13,8 @@ import pytest
 from millstream.client.cluster_client import ClusterClient
 from millstream.client.execution import JobExecutionException
 from millstream.client.minicluster import MiniCluster
-from millstream.datastream import MapFunction, RuntimeContext, SourceFunction, StreamExecutionEnvironment
+from millstream.datastream import MapFunction, RuntimeContext, StreamExecutionEnvironment
+from millstream.datastream.functions import ParallelSourceFunction
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 from millstream.taskmanager.spark_runner import SparkHost
@@ -115,7 +116,7 @@ def test_a_user_exception_in_a_producer_is_the_jobs_cause_not_its_consumers_brok
         poll_for(lambda: all_slots_free(client), 30, what="slots to be freed")
 
 
-class PidSource(SourceFunction):
+class PidSource(ParallelSourceFunction):  # one per subtask: the tests fill every slot
     """Writes its worker's pid to a file, then emits until cancelled."""
 
     def __init__(self, directory: str) -> None:

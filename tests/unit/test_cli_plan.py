@@ -32,13 +32,15 @@ def test_plan_prints_the_chained_vertices_and_their_exchange(job, capsys) -> Non
     out = capsys.readouterr().out
     assert "Job: planned" in out
     assert "[2] Source: Sequence Source -> Map" in out
-    assert "[2] Keyed Aggregation -> Sink: Collect Sink" in out and "<- HASH from Source: Sequence Source -> Map" in out
+    assert "[2] Keyed Aggregation" in out and "<- HASH from Source: Sequence Source -> Map" in out
+    # Flink's collect sink runs at parallelism 1 whatever the job's parallelism
+    assert "[1] Sink: Collect Sink" in out and "<- REBALANCE from Keyed Aggregation" in out
 
 
 def test_plan_json_and_script_arguments(job, capsys) -> None:
     assert main(["plan", job, "--json", "3"]) == 0
     graph = json.loads(capsys.readouterr().out)
-    assert [v["parallelism"] for v in graph["vertices"]] == [3, 3]
+    assert [v["parallelism"] for v in graph["vertices"]] == [3, 3, 1]
     assert graph["vertices"][1]["inputs"][0]["ship_strategy"] == "HASH"
 
 

@@ -37,12 +37,16 @@ import ast
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from millstream import NotProvidedByMillstream
+from millstream._pyflink_modules import PYFLINK_MODULES
 
 PYFLINK_VERSION = "2.3.0"
 ROOT = Path(__file__).resolve().parents[2]
@@ -277,9 +281,12 @@ KNOWN_PLACEHOLDERS: dict[str, str] = {}
 
 def _import(module: str) -> ModuleType | None:
     """The Millstream module, or None when no such module exists (its names then all count as absent)."""
-    if importlib.util.find_spec(module) is None:
+    try:
+        if importlib.util.find_spec(module) is None:
+            return None
+        return importlib.import_module(module)
+    except NotProvidedByMillstream:  # a PyFlink module Millstream lacks (millstream._not_provided)
         return None
-    return importlib.import_module(module)
 
 
 _NOT_OWN_MEMBERS = frozenset(
@@ -534,3 +541,54 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# -- PyFlink modules Millstream lacks --------------------------------------------------------------
+
+
+def test_the_maps_modules_are_pyflinks_modules() -> None:
+    """The map and the import hook read one list of PyFlink's modules (millstream._pyflink_modules)."""
+    assert {m.pyflink for m in MODULES} <= set(PYFLINK_MODULES)
+    assert len(set(PYFLINK_MODULES)) == len(PYFLINK_MODULES)
+
+
+@pytest.mark.parametrize("pyflink", PYFLINK_MODULES)
+def test_a_pyflink_module_imports_or_fails_naming_it_as_not_provided(pyflink: str) -> None:
+    name = "millstream" + pyflink[len("pyflink"):]
+    try:
+        importlib.import_module(name)
+    except NotProvidedByMillstream as e:
+        assert isinstance(e, ModuleNotFoundError) and isinstance(e, ImportError)
+        named = re.search(r"^No module named '(\S+)': PyFlink's (\S+) is not provided by Millstream yet", str(e))
+        assert named, str(e)  # the module itself, or the package above it that is missing
+        assert name.startswith(named.group(1)) and pyflink.startswith(named.group(2)), str(e)
+
+
+@pytest.mark.parametrize("statement, module", [
+    ("import millstream.table", "millstream.table"),
+    ("from millstream.table import StreamTableEnvironment", "millstream.table"),
+    ("from millstream.datastream.connectors.kafka import KafkaSource", "millstream.datastream.connectors.kafka"),
+    ("from millstream.datastream.connectors import jdbc", "millstream.datastream.connectors.jdbc"),
+    ("import millstream.datastream.formats.csv", "millstream.datastream.formats"),
+])
+def test_the_issues_imports_say_what_is_not_provided(statement: str, module: str) -> None:
+    with pytest.raises(ImportError) as caught:
+        exec(statement, {})
+    assert type(caught.value) is NotProvidedByMillstream
+    assert str(caught.value).startswith(f"No module named {module!r}: PyFlink's pyflink.")
+    assert "is not provided by Millstream yet" in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["millstream.no_such_thing", "millstream.datastream.no_such_thing"])
+def test_an_unknown_module_fails_as_python_does(name: str) -> None:
+    """Not a PyFlink module, even under a package Millstream provides: Python's own error."""
+    with pytest.raises(ModuleNotFoundError) as caught:
+        importlib.import_module(name)
+    assert type(caught.value) is ModuleNotFoundError and caught.value.name == name
+
+
+def test_modules_the_map_lists_without_a_millstream_module_fail_as_not_provided() -> None:
+    for m in MODULES:
+        if not m.provided and _import(m.millstream) is None:
+            with pytest.raises(NotProvidedByMillstream, match=m.pyflink.replace(".", r"\.")):
+                importlib.import_module(m.millstream)

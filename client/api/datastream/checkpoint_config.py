@@ -1,7 +1,18 @@
-"""``CheckpointConfig``: the checkpoint settings recorded into the JobGraph."""
+"""``CheckpointConfig``: the checkpoint settings recorded into the JobGraph.
+
+As in PyFlink, the ``execution.checkpointing.*`` keys of the environment's configuration (its
+constructor's Configuration, the configuration file, ``env.configure(conf)``) set these values, and
+the setters override them. The JobManager takes a job's timeout, minimum pause and tolerable
+failures from the job's configuration, so the values set here travel there (:meth:`_job_settings`).
+"""
 from __future__ import annotations
 
+from typing import Any
+
 from millstream.datastream.execution_mode import CheckpointingMode
+from millstream.runtime import config as cfg
+
+_MINIMAL_CHECKPOINT_TIME_MS = 10  # Flink's lower bound for an interval and a timeout
 
 
 class CheckpointConfig:
@@ -11,6 +22,9 @@ class CheckpointConfig:
         self.timeout_ms = 600_000
         self.min_pause_between_checkpoints_ms = 0
         self.max_concurrent_checkpoints = 1
+        self.tolerable_checkpoint_failure_number = 0
+        self.unaligned_checkpoints = False
+        self._explicit: set[str] = set()  # options set here or by configuration: they go to the job
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval_ms > 0
@@ -19,7 +33,7 @@ class CheckpointConfig:
         return self.interval_ms if self.interval_ms > 0 else -1
 
     def set_checkpoint_interval(self, checkpoint_interval: int) -> "CheckpointConfig":
-        if checkpoint_interval < 10:
+        if checkpoint_interval < _MINIMAL_CHECKPOINT_TIME_MS:
             raise ValueError(f"Checkpoint interval must be at least 10 ms, got {checkpoint_interval}")
         self.interval_ms = int(checkpoint_interval)
         return self
@@ -28,22 +42,92 @@ class CheckpointConfig:
         return self.mode
 
     def set_checkpointing_mode(self, mode: CheckpointingMode) -> "CheckpointConfig":
+        if not isinstance(mode, CheckpointingMode):
+            raise TypeError(f"set_checkpointing_mode needs a CheckpointingMode, got {mode!r}")
         self.mode = mode
         return self
 
     def get_checkpoint_timeout(self) -> int:
         return self.timeout_ms
 
-    def set_checkpoint_timeout(self, timeout_ms: int) -> "CheckpointConfig":
-        if timeout_ms < 1:
-            raise ValueError("Checkpoint timeout must be at least 1 ms")
-        self.timeout_ms = int(timeout_ms)
+    def set_checkpoint_timeout(self, checkpoint_timeout: int) -> "CheckpointConfig":
+        if checkpoint_timeout < _MINIMAL_CHECKPOINT_TIME_MS:
+            raise ValueError(f"Checkpoint timeout must be at least 10 ms, got {checkpoint_timeout}")
+        self.timeout_ms = int(checkpoint_timeout)
+        self._explicit.add(cfg.CHECKPOINTING_TIMEOUT.key)
         return self
 
-    def set_min_pause_between_checkpoints(self, pause_ms: int) -> "CheckpointConfig":
-        self.min_pause_between_checkpoints_ms = int(pause_ms)
+    def get_min_pause_between_checkpoints(self) -> int:
+        return self.min_pause_between_checkpoints_ms
+
+    def set_min_pause_between_checkpoints(self, min_pause_between_checkpoints: int) -> "CheckpointConfig":
+        if min_pause_between_checkpoints < 0:
+            raise ValueError(f"Pause value must be zero or positive, got {min_pause_between_checkpoints}")
+        self.min_pause_between_checkpoints_ms = int(min_pause_between_checkpoints)
+        self._explicit.add(cfg.CHECKPOINTING_MIN_PAUSE.key)
         return self
 
-    def set_max_concurrent_checkpoints(self, n: int) -> "CheckpointConfig":
-        self.max_concurrent_checkpoints = int(n)
+    def get_max_concurrent_checkpoints(self) -> int:
+        return self.max_concurrent_checkpoints
+
+    def set_max_concurrent_checkpoints(self, max_concurrent_checkpoints: int) -> "CheckpointConfig":
+        """An upper bound, as in Flink; Millstream's coordinator takes one checkpoint at a time."""
+        if max_concurrent_checkpoints < 1:
+            raise ValueError("The maximum number of concurrent attempts must be at least one, "
+                             f"got {max_concurrent_checkpoints}")
+        self.max_concurrent_checkpoints = int(max_concurrent_checkpoints)
         return self
+
+    def get_tolerable_checkpoint_failure_number(self) -> int:
+        return self.tolerable_checkpoint_failure_number
+
+    def set_tolerable_checkpoint_failure_number(self, tolerable_checkpoint_failure_number: int) -> "CheckpointConfig":
+        if tolerable_checkpoint_failure_number < 0:
+            raise ValueError("The tolerable checkpoint failure number must be zero or positive, "
+                             f"got {tolerable_checkpoint_failure_number}")
+        self.tolerable_checkpoint_failure_number = int(tolerable_checkpoint_failure_number)
+        self._explicit.add(cfg.CHECKPOINTING_TOLERABLE_FAILURES.key)
+        return self
+
+    def enable_unaligned_checkpoints(self, enabled: bool = True) -> "CheckpointConfig":
+        """Recorded as in PyFlink; Millstream takes aligned checkpoints (exactly once) either way."""
+        self.unaligned_checkpoints = bool(enabled)
+        return self
+
+    def disable_unaligned_checkpoints(self) -> "CheckpointConfig":
+        return self.enable_unaligned_checkpoints(False)
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return self.unaligned_checkpoints
+
+    # -- configuration ---------------------------------------------------------------------------
+
+    def _configure(self, settings: cfg.Configuration) -> None:
+        """Takes the ``execution.checkpointing.*`` keys set in ``settings`` (Flink's
+        CheckpointConfig.configure): each goes through its setter, so bad values are rejected."""
+        def given(option: cfg.ConfigOption[Any]) -> bool:
+            return option in settings
+
+        if given(cfg.CHECKPOINTING_INTERVAL) and settings.get(cfg.CHECKPOINTING_INTERVAL) is not None:
+            self.set_checkpoint_interval(settings.get(cfg.CHECKPOINTING_INTERVAL))
+        if given(cfg.CHECKPOINTING_MODE):
+            self.set_checkpointing_mode(CheckpointingMode[settings.get(cfg.CHECKPOINTING_MODE)])
+        if given(cfg.CHECKPOINTING_TIMEOUT):
+            self.set_checkpoint_timeout(settings.get(cfg.CHECKPOINTING_TIMEOUT))
+        if given(cfg.CHECKPOINTING_MIN_PAUSE):
+            self.set_min_pause_between_checkpoints(settings.get(cfg.CHECKPOINTING_MIN_PAUSE))
+        if given(cfg.CHECKPOINTING_MAX_CONCURRENT):
+            self.set_max_concurrent_checkpoints(settings.get(cfg.CHECKPOINTING_MAX_CONCURRENT))
+        if given(cfg.CHECKPOINTING_TOLERABLE_FAILURES):
+            self.set_tolerable_checkpoint_failure_number(settings.get(cfg.CHECKPOINTING_TOLERABLE_FAILURES))
+        if given(cfg.CHECKPOINTING_UNALIGNED):
+            self.enable_unaligned_checkpoints(settings.get(cfg.CHECKPOINTING_UNALIGNED))
+
+    def _job_settings(self) -> dict[str, str]:
+        """The values set on this config that the JobManager reads from the job's configuration."""
+        values = {
+            cfg.CHECKPOINTING_TIMEOUT: self.timeout_ms,
+            cfg.CHECKPOINTING_MIN_PAUSE: self.min_pause_between_checkpoints_ms,
+            cfg.CHECKPOINTING_TOLERABLE_FAILURES: self.tolerable_checkpoint_failure_number,
+        }
+        return {o.key: o.format(v) for o, v in values.items() if o.key in self._explicit}

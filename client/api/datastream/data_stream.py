@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from millstream.common.typeinfo import TypeInformation
+from millstream.common.row import Row
+from millstream.common.typeinfo import TypeInformation, Types
 from millstream.common.watermark_strategy import WatermarkStrategy
 from millstream.runtime.output_tag import OutputTag
 from millstream.datastream import functions as fn
@@ -20,6 +21,7 @@ from millstream.datastream.transformations import (
 from millstream.runtime import factories as ops
 from millstream.runtime import partitioners as parts
 from millstream.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
+from millstream.runtime.narrowing import NarrowedKey, value_narrower
 
 if TYPE_CHECKING:
     from millstream.datastream.state import MapStateDescriptor
@@ -92,6 +94,8 @@ class _Configurable:
 
     def set_max_parallelism(self, max_parallelism: int) -> Any:
         t = self._operator("set_max_parallelism()")
+        if getattr(t, "non_parallel", False) and max_parallelism != 1:
+            raise ValueError(f"The max parallelism of non parallel operator '{t.name}' must be 1.")
         t.max_parallelism = _check_max_parallelism(max_parallelism, f"operator '{t.name}'")
         return self
 
@@ -130,6 +134,15 @@ class DataStream(_Configurable):
     def get_type(self) -> TypeInformation | None:
         return self._transformation.output_type
 
+    def force_non_parallel(self) -> "DataStream":
+        """Parallelism and max parallelism 1, and no other parallelism may be set later
+        (Flink's ``forceNonParallel``)."""
+        t = self._operator("force_non_parallel()")
+        t.parallelism = 1
+        t.max_parallelism = 1
+        t.non_parallel = True
+        return self
+
     def get_execution_environment(self) -> "StreamExecutionEnvironment":
         return self._env
 
@@ -141,6 +154,8 @@ class DataStream(_Configurable):
     def _one_input(
         self, name: str, factory: ops.OperatorFactory, output_type: Any = None, keyed: "KeyedStream | None" = None
     ) -> "DataStream":
+        if output_type is not None and not isinstance(factory, (ops.FilterFactory, ops.TimestampsAndWatermarksFactory)):
+            factory.output_type = output_type  # narrowed at run time as PyFlink's typed output
         t = OneInputTransformation(
             self._env,
             name,
@@ -202,7 +217,11 @@ class DataStream(_Configurable):
                 f"key_by on '{self._transformation.name}': type {key_type} cannot be used as a key "
                 "(keys must be hashable and compare by value: use a tuple or a string instead)."
             )
-        return KeyedStream(self, fn.as_key_selector(key_selector), key_type)
+        selector = fn.as_key_selector(key_selector)
+        narrow = value_narrower(key_type)
+        if narrow is not None:  # PyFlink writes keys with key_type: a SHORT key wraps as a Java short
+            selector = fn.as_key_selector(NarrowedKey(parts.key_function(selector), narrow))
+        return KeyedStream(self, selector, key_type)
 
     def forward(self) -> "DataStream":
         return self._partition(parts.ForwardPartitioner())
@@ -246,6 +265,31 @@ class DataStream(_Configurable):
     def partition_custom(self, partitioner: Any, key_selector: Any) -> "DataStream":
         wrapper = parts.CustomPartitionerWrapper(fn.as_partitioner(partitioner), fn.as_key_selector(key_selector))
         return self._partition(wrapper)
+
+    def project(self, *field_indexes: int) -> "DataStream":
+        """Keeps the given fields of each tuple (or row), in the given order (PyFlink's ``project``:
+        the stream needs a TUPLE or ROW type, and the result is typed by the kept fields)."""
+        t = self.get_type()
+        if t is None or t.name not in ("TUPLE", "ROW"):
+            raise Exception("Only Tuple DataStreams can be projected.")
+        if not field_indexes:
+            raise ValueError("project() needs at least one field index")
+        width = len(t.components)
+        for index in field_indexes:
+            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < width:
+                raise IndexError(f"project(): field index {index!r} is out of range for {t} ({width} fields)")
+        indexes = tuple(field_indexes)
+        kept = [t.components[i] for i in indexes]
+        if t.name == "ROW":
+            output = Types.ROW_NAMED([t.field_names[i] for i in indexes], kept)
+            names = output.field_names
+
+            def project_row(value: Any) -> Any:
+                return Row.of_names(names, [value[i] for i in indexes])
+
+            return self.map(project_row, output_type=output).name("Projection")
+        return self.map(lambda value: tuple(value[i] for i in indexes),
+                        output_type=Types.TUPLE(kept)).name("Projection")
 
     def union(self, *streams: "DataStream") -> "DataStream":
         inputs = [self._transformation] + [s._transformation for s in streams]
@@ -309,6 +353,26 @@ class KeyedStream(DataStream):
     def _keyed(self) -> "KeyedStream":
         return self
 
+    # PyFlink's KeyedStream forbids every partitioning call, as Flink's (its setConnectionType).
+    def _no_partitioning(self, *args: Any, **kwargs: Any) -> "DataStream":
+        raise Exception("Cannot override partitioning for KeyedStream.")
+
+    shuffle = rebalance = rescale = forward = broadcast = global_ = partition_custom = _no_partitioning
+
+    def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
+        """A keyed stream's records are ``Row(f0=key, f1=value)`` in PyFlink (its key_by pairs each
+        record with its key), and that is what collecting one returns there."""
+        names = ("f0", "f1")
+
+        class WithKey(fn.KeyedProcessFunction):
+            def process_element(self, value: Any, ctx: Any) -> Any:
+                yield Row.of_names(names, [ctx.get_current_key(), value])
+
+        pickled = Types.PICKLED_BYTE_ARRAY()
+        row_type = Types.ROW([self._key_type or pickled, self.get_type() or pickled])
+        with_key = self.process(WithKey(), output_type=row_type).name("Key and Value")
+        return with_key.execute_and_collect(job_execution_name, limit)
+
     def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
         if not isinstance(func, fn.KeyedProcessFunction):
             if isinstance(func, fn.ProcessFunction):
@@ -370,6 +434,8 @@ def _two_input(
     key_type: TypeInformation | None = None,
 ) -> DataStream:
     env = first._env
+    if output_type is not None:
+        factory.output_type = output_type  # narrowed at run time as PyFlink's typed output
     t = TwoInputTransformation(
         env, name, first._transformation, second._transformation, factory, env.get_parallelism(), output_type,
         key_selector1, key_selector2, key_type,

@@ -369,6 +369,13 @@ class SourceFunction(Function, Generic[OUT]):
         pass
 
 
+class ParallelSourceFunction(SourceFunction[OUT]):
+    """A SourceFunction that may run in parallel (Flink's ``ParallelSourceFunction``): ``add_source``
+    gives it the environment's parallelism and every subtask runs its own copy of ``run`` (split
+    the work with ``get_runtime_context().get_index_of_this_subtask()``). A plain SourceFunction
+    is non-parallel: it runs once, at parallelism 1."""
+
+
 class SinkFunction(Function, Generic[IN]):
     """A Python sink: ``invoke`` once per record."""
 

@@ -5,6 +5,7 @@ import itertools
 import logging
 import os
 import uuid
+import zipfile
 from typing import TYPE_CHECKING, Any, Iterable
 
 from millstream.common.configuration import Configuration
@@ -20,6 +21,8 @@ from millstream.datastream.functions import SourceFunction
 from millstream.datastream.transformations import UNSET, SourceTransformation, Transformation
 from millstream.runtime import config as cfg
 from millstream.runtime import factories as ops
+from millstream.runtime.artifact_names import check_archive_target
+from millstream.runtime.narrowing import value_narrower
 
 if TYPE_CHECKING:
     from millstream.client.job_graph import JobGraph
@@ -41,6 +44,7 @@ class StreamExecutionEnvironment:
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategyConfiguration | None = None
         self._python_files: list[str] = []
+        self._python_archives: list[tuple[str, str]] = []  # (zip path, directory in the task's working dir)
         self._config = ExecutionConfig()
         self._slot_sharing_groups: dict[str, Any] = {}
         self._cached_files: dict[str, tuple[str, bool]] = {}  # name -> SlotSharingGroup (its resource spec)
@@ -69,6 +73,7 @@ class StreamExecutionEnvironment:
             self._buffer_timeout_ms = settings.get(cfg.BUFFER_TIMEOUT)
         if wanted(cfg.AUTO_WATERMARK_INTERVAL):
             self._config.set_auto_watermark_interval(settings.get(cfg.AUTO_WATERMARK_INTERVAL))
+        self._checkpoint_config._configure(settings)  # the execution.checkpointing.* keys set, as PyFlink
         # Where the job resumes from (`millstream run -s`): the JobManager reads it from the job's
         # configuration, so it travels there even when it came from the environment.
         own = self._configuration.to_dict()
@@ -177,7 +182,24 @@ class StreamExecutionEnvironment:
         return self
 
     def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> "StreamExecutionEnvironment":
-        return self.add_python_file(archive_path)
+        """Ships a zip archive that every task finds extracted in its working directory, under
+        ``target_dir`` or, without one, under the archive's file name (PyFlink's rule): after
+        ``add_python_archive("data.zip", "data")`` a function may ``open("data/data.txt")``."""
+        path = os.path.abspath(os.fspath(archive_path))
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"add_python_archive: no such file: {archive_path}")
+        if not zipfile.is_zipfile(path):
+            raise ValueError(f"add_python_archive: {archive_path} is not a zip archive (only zip archives are supported)")
+        name = os.path.basename(path)
+        if not name.endswith(".zip"):
+            raise ValueError(f"add_python_archive: the archive's file name must end in .zip, got {name!r}")
+        target = check_archive_target(os.path.basename(path) if target_dir is None else os.fspath(target_dir))
+        for other, _ in self._python_archives:
+            if os.path.basename(other) == name and other != path:
+                raise ValueError(f"add_python_archive: another archive named {name!r} was added already ({other})")
+        if (path, target) not in self._python_archives:
+            self._python_archives.append((path, target))
+        return self
 
     def register_slot_sharing_group(self, slot_sharing_group: Any) -> "StreamExecutionEnvironment":
         """Registers a SlotSharingGroup's resource spec under its name, for operators that name the
@@ -334,15 +356,21 @@ class StreamExecutionEnvironment:
 
     # -- sources -------------------------------------------------------------------------------
 
-    def _source(self, name: str, factory: ops.SourceFactory, type_info: Any, parallelism: int | None = None) -> DataStream:
-        t = SourceTransformation(self, f"{name}", factory, parallelism or self._parallelism, type_info)
+    def _source(self, name: str, factory: ops.SourceFactory, type_info: Any) -> DataStream:
+        # Flink's rule: a non-parallel source (a collection, a plain SourceFunction) runs at
+        # parallelism 1, whatever the environment's; a parallel one takes the environment's.
+        parallelism = self._parallelism if factory.parallel else 1
+        t = SourceTransformation(self, f"{name}", factory, parallelism, type_info)
         return DataStream(t, self)
 
     def from_collection(self, collection: Iterable[Any], type_info: TypeInformation | None = None) -> DataStream:
         elements = list(collection)
         if type_info is not None and type_info.name == "ROW":
             elements = [_as_row(e, type_info) for e in elements]
-        return self._source("Collection Source", ops.CollectionSourceFactory(elements=elements), type_info, 1)
+        narrow = value_narrower(type_info)  # PyFlink converts the elements to the type's Java values
+        if narrow is not None:
+            elements = [narrow(e) for e in elements]
+        return self._source("Collection Source", ops.CollectionSourceFactory(elements=elements), type_info)
 
     def from_sequence(self, start: int, end: int) -> DataStream:
         if end < start:
@@ -402,7 +430,7 @@ class StreamExecutionEnvironment:
 
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
-        return execute(job_graph, self._configuration, self._python_files)
+        return execute(job_graph, self._configuration, [*self._python_files, *self._python_archives])
 
     def execute_async(self, job_name: str | None = None) -> Any:
         """Submits the job and returns a :class:`~millstream.common.JobClient` without waiting for
@@ -417,10 +445,14 @@ class StreamExecutionEnvironment:
         from millstream.client.execution import execute_and_collect
 
         collect_id = uuid.uuid4().hex
-        stream._sink("Collect Sink", ops.CollectSinkFactory(collect_id=collect_id))
+        sink = stream._sink("Collect Sink", ops.CollectSinkFactory(collect_id=collect_id))
+        # Flink's collect sink always runs at parallelism 1 (one result stream, in order): a
+        # parallelism-1 pipeline chains into it and hands its records over in their order.
+        sink.get_transformation().parallelism = 1
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
-        return execute_and_collect(job_graph, self._configuration, self._python_files, collect_id, limit)
+        return execute_and_collect(job_graph, self._configuration, [*self._python_files, *self._python_archives],
+                                   collect_id, limit)
 
 
 def _default_parallelism() -> int:
