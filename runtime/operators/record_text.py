@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import struct
 from decimal import Decimal
 from typing import Any, Callable
 
@@ -19,20 +20,42 @@ from millstream.common.typeinfo import TypeInformation
 
 Formatter = Callable[[Any], str]
 
-_FLOATING = {"FLOAT", "DOUBLE"}
+_float32 = struct.Struct("f")
 _ARRAYS = {"LIST", "BASIC_ARRAY", "PRIMITIVE_ARRAY", "OBJECT_ARRAY"}
 
 
 def java_double(value: float) -> str:
     """Java's ``Double.toString``: plain between 10^-3 and 10^7, ``d.dddEn`` outside."""
+    return _java_decimal(value, repr(float(value)))
+
+
+def java_float(value: float) -> str:
+    """Java's ``Float.toString``: the shortest decimal that reads back as the same 32-bit float,
+    laid out like ``Double.toString``. A ``Types.FLOAT`` value reaches Python as a float32 widened
+    to a double (``1.1`` is ``1.100000023841858``); Java prints that float as ``1.1``."""
+    if math.isnan(value) or math.isinf(value) or value == 0:
+        return _java_decimal(value, repr(float(value)))
+    try:
+        single = _float32.unpack(_float32.pack(value))[0]
+    except OverflowError:  # beyond float32's range: Java's (float) cast gives an infinity
+        return "Infinity" if value > 0 else "-Infinity"
+    # nine significant digits always round-trip a float32; find the fewest that do
+    for digits in range(1, 10):
+        text = f"{single:.{digits - 1}e}"
+        if _float32.unpack(_float32.pack(float(text)))[0] == single:
+            break
+    return _java_decimal(single, repr(float(text)))
+
+
+def _java_decimal(value: float, shortest: str) -> str:
+    """Java's layout of a floating value whose shortest decimal is ``shortest`` (Python's repr)."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
     if value == 0 or 1e-3 <= abs(value) < 1e7:
-        text = repr(float(value))
-        return text if "e" not in text else format(Decimal(text), "f")
-    sign, digits, exponent = Decimal(repr(float(value))).normalize().as_tuple()
+        return shortest if "e" not in shortest else format(Decimal(shortest), "f")
+    sign, digits, exponent = Decimal(shortest).normalize().as_tuple()
     assert isinstance(exponent, int)
     mantissa = "".join(map(str, digits))
     power = len(digits) - 1 + exponent
@@ -129,6 +152,8 @@ def _typed(t: TypeInformation) -> Formatter:
         return java_sql_time
     if name == "SQL_TIMESTAMP":
         return java_sql_timestamp
-    if name in _FLOATING:
+    if name == "DOUBLE":
         return lambda value: java_double(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else java_value(value)
+    if name == "FLOAT":
+        return lambda value: java_float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else java_value(value)
     return java_value

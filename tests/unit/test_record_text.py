@@ -76,3 +76,41 @@ def test_a_byte_array_field_prints_its_signed_bytes() -> None:
     row = Types.ROW([Types.PICKLED_BYTE_ARRAY(), Types.STRING()])
     assert record_formatter(row)((bytearray(b"flink"), "x")) == "+I[[102, 108, 105, 110, 107], x]"
     assert record_formatter(Types.ROW([Types.PRIMITIVE_ARRAY(Types.BYTE())]))((b"\xff\x01",)) == "+I[[-1, 1]]"
+
+
+def _as_float32(value: float) -> float:
+    """What PyFlink hands Python for a ``Types.FLOAT`` value: the 32-bit float widened to a double."""
+    import struct
+
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1.1, "1.1"),  # widened it is 1.100000023841858; Java's Float.toString prints 1.1
+        (0.1, "0.1"),
+        (3.14159, "3.14159"),
+        (-2.5, "-2.5"),
+        (1.0, "1.0"),
+        (16777216.0, "1.6777216E7"),
+        (1e-5, "1.0E-5"),
+        (3.4028235e38, "3.4028235E38"),
+        (0.001, "0.001"),
+        (0.0, "0.0"),
+    ],
+)
+def test_a_float_typed_value_prints_as_javas_float(value, text) -> None:
+    assert record_formatter(Types.FLOAT())(_as_float32(value)) == text
+
+
+def test_floats_inside_rows_and_tuples_print_as_javas_float() -> None:
+    row = record_formatter(Types.ROW([Types.FLOAT(), Types.DOUBLE()]))
+    assert row(Row(_as_float32(1.1), 1.1)) == "+I[1.1, 1.1]"
+    pair = record_formatter(Types.TUPLE([Types.STRING(), Types.FLOAT()]))
+    assert pair(("a", _as_float32(2.2))) == "(a,2.2)"
+
+
+def test_a_double_typed_value_keeps_every_digit_of_the_double() -> None:
+    # a double is not narrowed: its text is the shortest decimal of the 64-bit value
+    assert record_formatter(Types.DOUBLE())(_as_float32(1.1)) == "1.100000023841858"
