@@ -4,9 +4,9 @@
 Requirements: the client ships the requirements file and its optional package cache as one
 artifact (:data:`REQUIREMENTS_ARTIFACT`). The first task of the job on a machine runs
 ``pip install --target <job dir>/python-requirements -r requirements.txt`` with this worker's
-interpreter (``--no-index --find-links <cache>`` when a cache came with it, so no network is
-needed); later tasks of the job on that machine find it done. The directory goes on the task's
-``sys.path``, ahead of the worker's own packages, as PyFlink puts the installed requirements first
+interpreter (``--no-index --find-links <cache> --no-build-isolation`` when a cache came with it,
+so no network is needed, even to build an sdist from the cache); later tasks of the job on that
+machine find it done. The directory goes on the task's ``sys.path``, ahead of the worker's own packages, as PyFlink puts the installed requirements first
 on the PYTHONPATH of its Python workers.
 
 Executable: a TaskManager's Spark workers all run the interpreter its SparkSession was started
@@ -70,7 +70,9 @@ def install_requirements(bundle: str) -> str:
                    "--target", target, "-r", os.path.join(source, REQUIREMENTS_FILE)]
         cache = os.path.join(source, "cache")
         if os.path.isdir(cache):
-            command += ["--no-index", "--find-links", cache]
+            # offline: only the cache. An sdist there must build offline too, so with the worker's
+            # own setuptools (pip's build isolation would fetch setuptools from an index)
+            command += ["--no-index", "--find-links", cache, "--no-build-isolation"]
         try:
             run = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
         except subprocess.TimeoutExpired:

@@ -126,3 +126,45 @@ def test_add_jars_and_classpaths_are_recorded_and_logged_as_ignored(caplog) -> N
     assert "add_jars(file:///a.jar, file:///b.jar): ignored: a Millstream job has no JVM code" in caplog.text
     assert "add_classpaths(file:///classes/): ignored" in caplog.text
     assert not [r for r in caplog.records if r.levelno > logging.INFO]
+
+
+def tiny_sdist(directory: Path) -> Path:
+    """A source distribution (setup.py, no wheel) as PyFlink's cached-directory test ships one."""
+    import io
+    import tarfile
+
+    sdist = directory / "python-package1-0.0.0.tar.gz"
+    root = "python-package1-0.0.0"
+    files = {
+        f"{root}/setup.py": "from setuptools import setup\nsetup(name='python-package1', version='0.0.0', "
+                            "packages=['python_package1'])\n",
+        f"{root}/PKG-INFO": "Metadata-Version: 1.0\nName: python-package1\nVersion: 0.0.0\n",
+        f"{root}/python_package1/__init__.py": "def plus(a, b):\n    return a + b\n",
+    }
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return sdist
+
+
+def test_an_sdist_in_the_requirements_cache_installs_offline(tmp_path: Path, monkeypatch) -> None:
+    # PyFlink installs requirements from the cache directory without reaching an index, sdists too
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    tiny_sdist(cache)
+    req = tmp_path / "requirements.txt"
+    req.write_text("python-package1==0.0.0\n")
+    for proxy in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.setenv(proxy, "http://127.0.0.1:9")  # any network use fails fast
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_python_requirements(str(req), str(cache))
+    bundle = next(f for f in env.get_python_files() if f.endswith(python_env.REQUIREMENTS_ARTIFACT))
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / python_env.REQUIREMENTS_ARTIFACT).write_bytes(Path(bundle).read_bytes())
+    [target] = python_env.prepare({}, [str(job_dir / python_env.REQUIREMENTS_ARTIFACT)])
+    assert "def plus" in (Path(target) / "python_package1" / "__init__.py").read_text()
