@@ -12,7 +12,8 @@ on the PYTHONPATH of its Python workers.
 Executable: a TaskManager's Spark workers all run the interpreter its SparkSession was started
 with (``spark.pyspark.python``, fixed when the session starts and shared by every job on that
 TaskManager), so a job cannot pick its own. A job that names another interpreter fails with a
-message saying so; naming the one the workers run is fine.
+message saying so; naming the one the workers run is fine. As in PyFlink's workers, the task sees
+the named interpreter in its environment variable ``python`` (:func:`executable_variable`).
 """
 from __future__ import annotations
 
@@ -21,10 +22,13 @@ import os
 import subprocess
 import sys
 import zipfile
+from contextlib import contextmanager
+from typing import Iterator
 
 from millstream.runtime.python_requirements import REQUIREMENTS_ARTIFACT, REQUIREMENTS_FILE
 
 PYTHON_EXECUTABLE = "python.executable"  # PyFlink's configuration key
+EXECUTABLE_VARIABLE = "python"  # the environment variable PyFlink's Python workers see it in
 PIP_TIMEOUT_S = 600.0
 
 
@@ -42,6 +46,26 @@ def check_executable(configuration: dict[str, str]) -> None:
             "the interpreter is fixed when the TaskManager starts its SparkSession (spark.pyspark.python, shared "
             "by every job on it), so one job cannot choose another. Start the TaskManager with that interpreter, "
             "or do not call set_python_executable.")
+
+
+@contextmanager
+def executable_variable(configuration: dict[str, str]) -> Iterator[None]:
+    """While the task runs, ``os.environ["python"]`` is the job's ``python.executable`` (PyFlink
+    starts its Python workers with it there); the worker's own value comes back after, as Spark
+    reuses the worker for other jobs' tasks."""
+    wanted = configuration.get(PYTHON_EXECUTABLE)
+    if not wanted:
+        yield
+        return
+    previous = os.environ.get(EXECUTABLE_VARIABLE)
+    os.environ[EXECUTABLE_VARIABLE] = wanted
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(EXECUTABLE_VARIABLE, None)
+        else:
+            os.environ[EXECUTABLE_VARIABLE] = previous
 
 
 def prepare(configuration: dict[str, str], artifact_paths: list[str]) -> list[str]:

@@ -374,7 +374,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
     with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))):
         # add_python_archive's zips: extracted, and the task runs in their working directory
         with task_working_directory(tdd, artifact_paths) as importable:
-            _run_task(tdd_bytes, importable, data_host, network, channel)
+            with python_env.executable_variable(dict(tdd.execution_config.configuration)):
+                _run_task(tdd_bytes, importable, data_host, network, channel)
 
 
 def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, data_host: str | None,

@@ -63,7 +63,21 @@ def test_python_executable_other_than_the_workers_fails_the_job_with_the_reason(
     assert "python.executable is" in str(info.value) and "cannot choose another" in str(info.value)
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
-    env.set_python_executable(sys.executable)  # the TaskManager's own (its Spark workers run it)
-    stream = env.from_collection([1, 2]).map(lambda x: x + 1)
+    link = tmp_path / "python-link"
+    link.symlink_to(sys.executable)
+    env.set_python_executable(str(link))  # the TaskManager's own interpreter (its Spark workers run it)
+    stream = env.from_collection([1, 2]).map(lambda x: (x + 1, python_variable()))
     with jobmanager_env(cluster.address), stream.execute_and_collect("same python") as results:
-        assert sorted(results) == [2, 3]
+        # as in PyFlink's workers, the task sees the named interpreter in os.environ["python"]
+        assert sorted(results) == [(2, str(link)), (3, str(link))]
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    stream = env.from_collection([1]).map(lambda x: python_variable())
+    with jobmanager_env(cluster.address), stream.execute_and_collect("no python set") as results:
+        assert list(results) != [str(link)]  # only that job's tasks saw it: the workers' own value is back
+
+
+def python_variable():
+    import os
+
+    return os.environ.get("python")

@@ -168,3 +168,17 @@ def test_an_sdist_in_the_requirements_cache_installs_offline(tmp_path: Path, mon
     (job_dir / python_env.REQUIREMENTS_ARTIFACT).write_bytes(Path(bundle).read_bytes())
     [target] = python_env.prepare({}, [str(job_dir / python_env.REQUIREMENTS_ARTIFACT)])
     assert "def plus" in (Path(target) / "python_package1" / "__init__.py").read_text()
+
+
+def test_the_task_sees_its_python_executable_in_the_python_variable(monkeypatch) -> None:
+    # PyFlink's Python workers find the job's python.executable in os.environ["python"]
+    monkeypatch.setenv("python", "/usr/bin/worker-own")
+    with python_env.executable_variable({"python.executable": "/opt/job/python3"}):
+        assert os.environ["python"] == "/opt/job/python3"
+    assert os.environ["python"] == "/usr/bin/worker-own"  # only for the task
+    monkeypatch.delenv("python")
+    with python_env.executable_variable({"python.executable": "/opt/job/python3"}):
+        assert os.environ["python"] == "/opt/job/python3"
+    assert "python" not in os.environ
+    with python_env.executable_variable({}):
+        assert "python" not in os.environ
