@@ -37,7 +37,7 @@ from millstream.jobmanager.checkpoint_coordinator import (
     StandaloneCheckpointIDCounter,
     TriggerCheckpoint,
 )
-from millstream.jobmanager.checkpointing import JobCheckpointing
+from millstream.jobmanager.checkpointing import JobCheckpointing, deletes_checkpoints
 from millstream.jobmanager.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.job_master_core import JobMasterCore
 from millstream.proto import cluster_pb2 as cpb
@@ -190,11 +190,14 @@ class CheckpointDriver:
             self._running = False
             self._run(self.coordinator.stop())
         self._savepoint_failed(f"the job is {status.value}")
-        if status in (JobStatus.FINISHED, JobStatus.CANCELED):
+        if status not in (JobStatus.FINISHED, JobStatus.CANCELED, JobStatus.FAILED):
+            return
+        if deletes_checkpoints(self.checkpointing.retention, status.value):
             # Not a tracked task: stopping the JobMaster (right after this) must not cancel it.
             asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, self.store.job_dir, True)
-        elif status is JobStatus.FAILED and self.store.latest() is not None:
-            log.info("job %s failed; its checkpoints are kept in %s", self.core.job_id.hex(), self.store.job_dir)
+        elif self.store.latest() is not None:
+            log.info("job %s is %s; its checkpoints are kept in %s (%s)", self.core.job_id.hex(), status.value,
+                     self.store.job_dir, self.checkpointing.retention)
 
     def maybe_start(self) -> None:
         """Periodic checkpoints start once every task of the attempt runs (or finished)."""

@@ -31,6 +31,21 @@ class JobCheckpointing:
     savepoint_path: Optional[Path] = None  # resume from this savepoint (when the job has no checkpoint of its own)
     ignore_unclaimed_state: bool = False
     savepoint_dir: Optional[Path] = None  # the cluster's default savepoint target
+    retention: str = cfg.CHECKPOINTING_EXTERNALIZED_RETENTION.default  # what the job's end does to them
+
+
+def deletes_checkpoints(retention: str, status: str) -> bool:
+    """Whether a job that ended in ``status`` (FINISHED, CANCELED, FAILED) loses its checkpoints
+    under ``retention`` (Flink's ExternalizedCheckpointRetention): a finished job's always go; a
+    cancelled job's unless RETAIN_ON_CANCELLATION; a failed job's only under
+    NO_EXTERNALIZED_CHECKPOINTS (the checkpoints are not meant to outlive the job at all)."""
+    if status == "FINISHED":
+        return True
+    if status == "CANCELED":
+        return retention != "RETAIN_ON_CANCELLATION"
+    if status == "FAILED":
+        return retention == "NO_EXTERNALIZED_CHECKPOINTS"
+    raise ValueError(f"not a terminal job status: {status!r}")
 
 
 def checkpoint_options_of(conf: cfg.Configuration) -> dict[str, Any]:
@@ -44,6 +59,7 @@ def checkpoint_options_of(conf: cfg.Configuration) -> dict[str, Any]:
         cfg.CHECKPOINTING_DIR.key: conf.get(cfg.CHECKPOINTING_DIR),
         cfg.CHECKPOINTING_NUM_RETAINED.key: conf.get(cfg.CHECKPOINTING_NUM_RETAINED),
         cfg.CHECKPOINTING_SAVEPOINT_DIR.key: conf.get(cfg.CHECKPOINTING_SAVEPOINT_DIR),
+        cfg.CHECKPOINTING_EXTERNALIZED_RETENTION.key: conf.get(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION),
     }
 
 
@@ -94,4 +110,6 @@ def checkpointing_for_job(graph: pb.JobGraph, cluster: Mapping[str, Any]) -> Opt
     except CheckpointStorageError as exc:
         raise ValueError(str(exc).replace("execution.checkpointing.dir", "savepoint path")) from None
     _, ignore = _job_value(graph, cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE)
-    return JobCheckpointing(settings, mode, directory, num_retained, savepoint_path, bool(ignore), savepoint_dir)
+    retention = cfg.CHECKPOINTING_EXTERNALIZED_RETENTION.parse(value(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION))
+    return JobCheckpointing(settings, mode, directory, num_retained, savepoint_path, bool(ignore), savepoint_dir,
+                            retention)

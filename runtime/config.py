@@ -365,6 +365,14 @@ CHECKPOINTING_NUM_RETAINED: ConfigOption[int] = _option(
     "Completed checkpoints kept per job; older ones are deleted.",
     fallback_keys=("state.checkpoints.num-retained",))
 
+CHECKPOINTING_EXTERNALIZED_RETENTION: ConfigOption[str] = _option(
+    "execution.checkpointing.externalized-checkpoint-retention", _STR, "DELETE_ON_CANCELLATION",
+    "What becomes of a job's checkpoints when it ends: DELETE_ON_CANCELLATION (kept only when the "
+    "job fails), RETAIN_ON_CANCELLATION (kept when it fails or is cancelled) or "
+    "NO_EXTERNALIZED_CHECKPOINTS (always deleted). A finished job's are deleted in every mode. "
+    "Default DELETE_ON_CANCELLATION (Flink's is NO_EXTERNALIZED_CHECKPOINTS).",
+    choices=("DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION", "NO_EXTERNALIZED_CHECKPOINTS"))
+
 CHECKPOINTING_SAVEPOINT_DIR: ConfigOption[str | None] = _option(
     "execution.checkpointing.savepoint-dir", _STR, None,
     "Default target directory of savepoints (`millstream savepoint JOB` without a directory).",

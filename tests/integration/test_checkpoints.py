@@ -432,3 +432,28 @@ def test_streaming_file_sink_with_add_sink_is_exactly_once_across_a_restart(clus
     assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
     assert summary.num_restarts == 1 and summary.checkpoints.latest_restored_id >= 2
     assert_exactly_once(out, count)
+
+
+@pytest.mark.parametrize("retention, kept", [("RETAIN_ON_CANCELLATION", True), ("DELETE_ON_CANCELLATION", False)])
+def test_a_cancelled_jobs_checkpoints_follow_its_externalized_checkpoint_retention(cluster, tmp_path, retention, kept) -> None:
+    # Flink: RETAIN_ON_CANCELLATION keeps a cancelled job's checkpoints (to resume from); DELETE_ON_CANCELLATION drops them
+    from millstream.datastream import ExternalizedCheckpointRetention
+
+    mc, checkpoints = cluster
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(100)
+    env.get_checkpoint_config().set_externalized_checkpoint_retention(ExternalizedCheckpointRetention[retention])
+    counting_job(env, tmp_path / "out", 100_000, 2000)
+    with ClusterClient(mc.address) as client:
+        job_id = client.submit(env.get_job_graph(f"cancelled, {retention}").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
+        client.cancel(job_id)
+        summary = poll_for(lambda: ended(client, job_id), 60, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.CANCELED
+    job_dir = checkpoints / job_id.hex()
+    if kept:
+        time.sleep(1.0)  # a deletion would start as the job ends: give it the time to show
+        assert sorted(p.name for p in job_dir.glob("chk-*/_metadata")), list(job_dir.iterdir())
+    else:
+        poll_for(lambda: not job_dir.exists(), 30, what="the cancelled job's checkpoints to be deleted")

@@ -112,3 +112,49 @@ def test_unset_values_leave_the_clusters_in_force() -> None:
     cluster = {"execution.checkpointing.timeout": 90_000, "execution.checkpointing.min-pause": 50}
     job = checkpointing_for_job(env.get_job_graph().proto, cluster)
     assert job is not None and (job.settings.timeout_ms, job.settings.min_pause_ms) == (90_000, 50)
+
+
+def test_externalized_checkpoint_retention_is_pyflinks_and_reaches_the_job() -> None:
+    from millstream.datastream import ExternalizedCheckpointRetention
+    from millstream.datastream.externalized_checkpoint_retention import ExternalizedCheckpointRetention as AtItsPath
+
+    assert AtItsPath is ExternalizedCheckpointRetention
+    assert [m.name for m in ExternalizedCheckpointRetention] == [
+        "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION", "NO_EXTERNALIZED_CHECKPOINTS"]
+    env = StreamExecutionEnvironment.get_execution_environment()
+    c = env.get_checkpoint_config()
+    assert c.is_externalized_checkpoints_enabled()
+    assert c.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION) is c
+    assert c.get_externalized_checkpoint_retention() is ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    key = "execution.checkpointing.externalized-checkpoint-retention"
+    assert c._job_settings()[key] == "RETAIN_ON_CANCELLATION"
+    c.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS)
+    assert not c.is_externalized_checkpoints_enabled()
+    with pytest.raises(TypeError, match="ExternalizedCheckpointRetention"):
+        c.set_externalized_checkpoint_retention("RETAIN_ON_CANCELLATION")
+    env.configure(_conf(key, "DELETE_ON_CANCELLATION"))
+    assert c.get_externalized_checkpoint_retention() is ExternalizedCheckpointRetention.DELETE_ON_CANCELLATION
+    with pytest.raises(ConfigurationError):
+        env.configure(_conf(key, "SOMETIMES"))
+
+
+def test_fail_on_checkpointing_errors_is_the_tolerable_failure_number() -> None:
+    # PyFlink 2.x: failing on errors means no tolerated failure; not failing tolerates every one
+    c = StreamExecutionEnvironment.get_execution_environment().get_checkpoint_config()
+    assert c.is_fail_on_checkpointing_errors()
+    c.set_fail_on_checkpointing_errors(False)
+    assert not c.is_fail_on_checkpointing_errors() and c.get_tolerable_checkpoint_failure_number() == 2_147_483_647
+    assert c._job_settings()["execution.checkpointing.tolerable-failed-checkpoints"] == "2147483647"
+    c.set_fail_on_checkpointing_errors(True)
+    assert c.is_fail_on_checkpointing_errors() and c.get_tolerable_checkpoint_failure_number() == 0
+
+
+def test_unaligned_only_settings_say_millstream_does_not_take_unaligned_checkpoints() -> None:
+    from millstream.common import Duration
+
+    c = StreamExecutionEnvironment.get_execution_environment().get_checkpoint_config()
+    assert c.is_force_unaligned_checkpoints() is False
+    assert c.set_force_unaligned_checkpoints(False) is c
+    with pytest.raises(NotImplementedError, match="does not take unaligned checkpoints"):
+        c.set_force_unaligned_checkpoints(True)
+    assert c.get_aligned_checkpoint_timeout() == Duration.of_millis(0) == c.get_alignment_timeout()

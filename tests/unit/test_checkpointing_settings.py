@@ -99,3 +99,32 @@ def test_a_savepoint_to_resume_from_and_the_default_savepoint_directory() -> Non
 def test_resuming_from_a_savepoint_needs_checkpointing() -> None:
     with pytest.raises(ValueError, match="needs checkpointing"):
         checkpointing_for_job(graph(**{"execution.savepoint.path": "/savepoints/savepoint-1"}), cluster())
+
+
+def test_externalized_checkpoint_retention_decides_what_the_jobs_end_deletes() -> None:
+    # Flink's ExternalizedCheckpointRetention: a finished job's checkpoints always go; a cancelled
+    # job's stay only under RETAIN_ON_CANCELLATION; a failed job's go only under NO_EXTERNALIZED_CHECKPOINTS
+    from millstream.jobmanager.checkpointing import deletes_checkpoints
+
+    table = {
+        "DELETE_ON_CANCELLATION": {"FINISHED": True, "CANCELED": True, "FAILED": False},
+        "RETAIN_ON_CANCELLATION": {"FINISHED": True, "CANCELED": False, "FAILED": False},
+        "NO_EXTERNALIZED_CHECKPOINTS": {"FINISHED": True, "CANCELED": True, "FAILED": True},
+    }
+    for retention, by_status in table.items():
+        for status, deleted in by_status.items():
+            assert deletes_checkpoints(retention, status) is deleted, (retention, status)
+    with pytest.raises(ValueError, match="not a terminal job status"):
+        deletes_checkpoints("RETAIN_ON_CANCELLATION", "RUNNING")
+
+
+def test_the_retention_comes_from_the_job_then_the_cluster() -> None:
+    key = "execution.checkpointing.externalized-checkpoint-retention"
+    job = checkpointing_for_job(graph(1000), cluster())
+    assert job is not None and job.retention == "DELETE_ON_CANCELLATION"  # Millstream's behaviour so far
+    job = checkpointing_for_job(graph(1000), cluster(**{key: "NO_EXTERNALIZED_CHECKPOINTS"}))
+    assert job is not None and job.retention == "NO_EXTERNALIZED_CHECKPOINTS"
+    job = checkpointing_for_job(graph(1000, **{key: "RETAIN_ON_CANCELLATION"}), cluster(**{key: "NO_EXTERNALIZED_CHECKPOINTS"}))
+    assert job is not None and job.retention == "RETAIN_ON_CANCELLATION"
+    with pytest.raises(ValueError, match="externalized-checkpoint-retention"):
+        checkpointing_for_job(graph(1000, **{key: "KEEP_FOREVER"}), cluster())

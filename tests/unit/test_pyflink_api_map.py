@@ -120,10 +120,11 @@ MODULES: tuple[ModuleMap, ...] = (
             ConnectedStreams BroadcastStream BroadcastConnectedStream CoMapFunction CoFlatMapFunction
             CoProcessFunction KeyedCoProcessFunction BroadcastProcessFunction
             KeyedBroadcastProcessFunction TimeDomain WindowedStream WindowFunction ProcessWindowFunction
-            AsyncDataStream AsyncFunction AsyncRetryPredicate AsyncRetryStrategy SlotSharingGroup MemorySize"""
+            AsyncDataStream AsyncFunction AsyncRetryPredicate AsyncRetryStrategy SlotSharingGroup MemorySize
+            ExternalizedCheckpointRetention"""
         ),
         not_yet=_names(
-            """ExternalizedCheckpointRetention StateBackend HashMapStateBackend
+            """StateBackend HashMapStateBackend
             EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CheckpointStorage
             JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage"""
         ),

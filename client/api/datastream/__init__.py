@@ -13,6 +13,7 @@ from millstream.datastream.data_stream import (
     WindowedStream,
 )
 from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
+from millstream.datastream.externalized_checkpoint_retention import ExternalizedCheckpointRetention
 from millstream.datastream.functions import (
     AggregateFunction,
     AsyncFunction,
@@ -73,6 +74,7 @@ __all__ = [
     "ConnectedStreams",
     "DataStream",
     "DataStreamSink",
+    "ExternalizedCheckpointRetention",
     "FilterFunction",
     "FlatMapFunction",
     "GlobalWindow",

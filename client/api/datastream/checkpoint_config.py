@@ -2,14 +2,17 @@
 
 As in PyFlink, the ``execution.checkpointing.*`` keys of the environment's configuration (its
 constructor's Configuration, the configuration file, ``env.configure(conf)``) set these values, and
-the setters override them. The JobManager takes a job's timeout, minimum pause and tolerable
-failures from the job's configuration, so the values set here travel there (:meth:`_job_settings`).
+the setters override them. The JobManager takes a job's timeout, minimum pause, tolerable
+failures and externalized checkpoint retention from the job's configuration, so the values set
+here travel there (:meth:`_job_settings`).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from millstream.common.time import Duration
 from millstream.datastream.execution_mode import CheckpointingMode
+from millstream.datastream.externalized_checkpoint_retention import ExternalizedCheckpointRetention
 from millstream.runtime import config as cfg
 
 _MINIMAL_CHECKPOINT_TIME_MS = 10  # Flink's lower bound for an interval and a timeout
@@ -24,6 +27,8 @@ class CheckpointConfig:
         self.max_concurrent_checkpoints = 1
         self.tolerable_checkpoint_failure_number = 0
         self.unaligned_checkpoints = False
+        self.externalized_checkpoint_retention = ExternalizedCheckpointRetention[
+            cfg.CHECKPOINTING_EXTERNALIZED_RETENTION.default]
         self._explicit: set[str] = set()  # options set here or by configuration: they go to the job
 
     def is_checkpointing_enabled(self) -> bool:
@@ -100,6 +105,50 @@ class CheckpointConfig:
     def is_unaligned_checkpoints_enabled(self) -> bool:
         return self.unaligned_checkpoints
 
+    def is_fail_on_checkpointing_errors(self) -> bool:
+        """PyFlink 2.x: true when no checkpoint failure is tolerated (the tolerable number is 0)."""
+        return self.tolerable_checkpoint_failure_number == 0
+
+    def set_fail_on_checkpointing_errors(self, fail_on_checkpointing_errors: bool) -> "CheckpointConfig":
+        """PyFlink 2.x's mapping onto the tolerable failure number: 0, or every failure tolerated."""
+        return self.set_tolerable_checkpoint_failure_number(0 if fail_on_checkpointing_errors else 2_147_483_647)
+
+    def set_externalized_checkpoint_retention(self, retention_mode: ExternalizedCheckpointRetention) -> "CheckpointConfig":
+        """Whether the job's checkpoints outlive it: the JobManager keeps or deletes them when the
+        job ends, by this mode (see :class:`ExternalizedCheckpointRetention`)."""
+        if not isinstance(retention_mode, ExternalizedCheckpointRetention):
+            raise TypeError("set_externalized_checkpoint_retention needs an ExternalizedCheckpointRetention, "
+                            f"got {retention_mode!r}")
+        self.externalized_checkpoint_retention = retention_mode
+        self._explicit.add(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION.key)
+        return self
+
+    def get_externalized_checkpoint_retention(self) -> ExternalizedCheckpointRetention:
+        return self.externalized_checkpoint_retention
+
+    def is_externalized_checkpoints_enabled(self) -> bool:
+        return self.externalized_checkpoint_retention is not ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return False
+
+    def set_force_unaligned_checkpoints(self, force_unaligned_checkpoints: bool = True) -> "CheckpointConfig":
+        """Only ``False`` (the default) is possible: Millstream takes aligned checkpoints."""
+        if force_unaligned_checkpoints:
+            raise NotImplementedError("set_force_unaligned_checkpoints(True): Millstream does not take unaligned "
+                                      "checkpoints (its checkpoints are aligned), so they cannot be forced")
+        return self
+
+    def get_aligned_checkpoint_timeout(self) -> Duration:
+        """Zero, Flink's default. With unaligned checkpoints it is the alignment time after which a
+        checkpoint goes unaligned; Millstream takes aligned checkpoints only, so it has no setter
+        (``set_aligned_checkpoint_timeout`` / ``set_alignment_timeout`` are not provided)."""
+        return Duration.of_millis(0)
+
+    def get_alignment_timeout(self) -> Duration:
+        """PyFlink 2.x's older name of :meth:`get_aligned_checkpoint_timeout`."""
+        return self.get_aligned_checkpoint_timeout()
+
     # -- configuration ---------------------------------------------------------------------------
 
     def _configure(self, settings: cfg.Configuration) -> None:
@@ -122,6 +171,9 @@ class CheckpointConfig:
             self.set_tolerable_checkpoint_failure_number(settings.get(cfg.CHECKPOINTING_TOLERABLE_FAILURES))
         if given(cfg.CHECKPOINTING_UNALIGNED):
             self.enable_unaligned_checkpoints(settings.get(cfg.CHECKPOINTING_UNALIGNED))
+        if given(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION):
+            self.set_externalized_checkpoint_retention(
+                ExternalizedCheckpointRetention[settings.get(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION)])
 
     def _job_settings(self) -> dict[str, str]:
         """The values set on this config that the JobManager reads from the job's configuration."""
@@ -129,5 +181,6 @@ class CheckpointConfig:
             cfg.CHECKPOINTING_TIMEOUT: self.timeout_ms,
             cfg.CHECKPOINTING_MIN_PAUSE: self.min_pause_between_checkpoints_ms,
             cfg.CHECKPOINTING_TOLERABLE_FAILURES: self.tolerable_checkpoint_failure_number,
+            cfg.CHECKPOINTING_EXTERNALIZED_RETENTION: self.externalized_checkpoint_retention.name,
         }
         return {o.key: o.format(v) for o, v in values.items() if o.key in self._explicit}
