@@ -16,3 +16,6 @@ __version__ = "0.1.0"
 from millstream._not_provided import NotProvidedByMillstream, install as _install_not_provided  # noqa: E402
 
 _install_not_provided()
+
+# PyFlink calls that wrap Java code (a Java source function's class name) fail naming the class.
+from millstream._java_code import JavaCodeNotSupported  # noqa: E402

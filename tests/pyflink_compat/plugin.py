@@ -9,8 +9,8 @@ Loaded only in the harness's own pytest process. On load it:
   ``get_j_env_configuration`` (:mod:`.java_handles`);
 - binds the stream's declared type to a test sink in ``add_sink`` (PyFlink converts each record to
   that type's Java object before its Java test sink sees it).
-Each test's result is sorted by :func:`classify.verdict`: a test that needs a Java object is
-reported as skipped with the reason. ``MILLSTREAM_PYFLINK_COMPAT_REPORT`` names a JSON file that
+Each test's result is sorted by :func:`classify.verdict`: a test that needs a Java object, or
+uses an API PyFlink 2.x removed, is reported as skipped with the reason. ``MILLSTREAM_PYFLINK_COMPAT_REPORT`` names a JSON file that
 receives ``{nodeid: {"outcome", "reason"}}`` at the end of the session.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import cloudpickle
 import pytest
 
 from tests.pyflink_compat import alias
-from tests.pyflink_compat.classify import FAILED, JAVA, PASSED, SKIPPED, verdict
+from tests.pyflink_compat.classify import FAILED, JAVA, PASSED, REMOVED, SKIPPED, verdict
 from tests.pyflink_compat.java_handles import JavaEnvHandle
 
 _results: dict[str, dict[str, str]] = {}
@@ -68,12 +68,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if not report.failed or call.excinfo is None:
         return
     v = verdict(call.excinfo.value)
-    if entry["outcome"] in (FAILED, JAVA):
+    if entry["outcome"] in (FAILED, JAVA, REMOVED):
         return  # the first failing phase decides (teardown after a failed call adds nothing)
     entry.update(outcome=v.outcome, reason=v.reason)
     if v.outcome == JAVA:
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"needs a Java object: {v.reason}")
+    elif v.outcome == REMOVED:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"removed in PyFlink 2.x: {v.reason}")
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:

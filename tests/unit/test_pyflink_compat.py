@@ -11,7 +11,7 @@ import pytest
 
 from millstream.common import Row, Types
 from tests.pyflink_compat import alias
-from tests.pyflink_compat.classify import (FAILED, JAVA, PASSED, SKIPPED, JavaObjectNeeded, MillstreamLacks,
+from tests.pyflink_compat.classify import (FAILED, JAVA, PASSED, REMOVED, SKIPPED, JavaObjectNeeded, MillstreamLacks,
                                            format_table, summarize, verdict)
 
 
@@ -52,11 +52,12 @@ def test_summary_counts_per_module() -> None:
         "a/test_x.py::T::test_2": {"outcome": JAVA, "reason": "j"},
         "a/test_y.py::T::test_1": {"outcome": FAILED, "reason": "f"},
         "a/test_y.py::T::test_2": {"outcome": SKIPPED, "reason": "s"},
+        "a/test_y.py::T::test_3": {"outcome": REMOVED, "reason": "r"},
     }
     table = summarize(results)
-    assert table["test_x.py"] == {PASSED: 1, FAILED: 0, JAVA: 1, SKIPPED: 0}
+    assert table["test_x.py"] == {PASSED: 1, FAILED: 0, JAVA: 1, REMOVED: 0, SKIPPED: 0}
     last = format_table(table).splitlines()[-1].split()
-    assert last == ["total", "1", "1", "1", "1", "4"]
+    assert last == ["total", "1", "1", "1", "1", "1", "5"]
 
 
 # -- the import alias ----------------------------------------------------------------------------
@@ -206,3 +207,28 @@ def test_a_long_reason_keeps_the_root_cause_at_its_end() -> None:
     reason = verdict(RuntimeError(message)).reason
     assert len(reason) <= 200
     assert reason.startswith("RuntimeError: Job 'x' FAILED") and reason.endswith("TypeError: unhashable type: 'list'")
+
+
+def test_apis_pyflink_2_removed_are_their_own_outcome_with_the_reason() -> None:
+    from tests.pyflink_compat.classify import REMOVED
+
+    v = verdict(AttributeError("'StreamExecutionEnvironment' object has no attribute 'set_stream_time_characteristic'"))
+    assert v.outcome == REMOVED and "Flink 2.0" in v.reason and v.reason.startswith("set_stream_time_characteristic:")
+    assert verdict(AttributeError("'StreamExecutionEnvironment' object has no attribute 'register_type'")).outcome == REMOVED
+    assert verdict(MillstreamLacks("Millstream lacks pyflink.datastream.MemoryStateBackend")).outcome == REMOVED
+    lacks = MillstreamLacks("Millstream lacks pyflink.datastream.ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION")
+    assert verdict(lacks).outcome == REMOVED
+    # names PyFlink 2.x still has are Millstream's gaps: failures
+    assert verdict(AttributeError("'StreamExecutionEnvironment' object has no attribute 'get_state_backend'")).outcome == FAILED
+    assert verdict(MillstreamLacks("Millstream lacks pyflink.datastream.EmbeddedRocksDBStateBackend")).outcome == FAILED
+    assert verdict(AttributeError("'X' object has no attribute 'register_types_somehow'")).outcome == FAILED
+
+
+def test_millstreams_java_code_error_means_java() -> None:
+    from millstream import JavaCodeNotSupported
+    from millstream.datastream import SourceFunction
+
+    with pytest.raises(JavaCodeNotSupported) as info:
+        SourceFunction("org.apache.flink.python.util.MyCustomSourceFunction")
+    assert verdict(info.value).outcome == JAVA
+    assert verdict(TypeError("SourceFunction() takes no arguments")).outcome == FAILED  # a plain TypeError is not

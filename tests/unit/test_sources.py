@@ -318,3 +318,24 @@ def test_text_file_splits_move_to_another_parallelism(tmp_path: Path) -> None:
     rest = drain(_assigned(factory, task_env(1, 0, source_batch_size=10), merged))
     assert sorted(read + rest) == sorted(f"line {i}" for i in range(500))
     assert len(read + rest) == 500
+
+
+def test_a_java_source_or_sink_function_class_name_is_refused_naming_it() -> None:
+    # PyFlink's SourceFunction("org...") wraps a Java class run in its JVM; Millstream runs no JVM code
+    from millstream import JavaCodeNotSupported
+    from millstream.datastream import SinkFunction, SourceFunction
+
+    with pytest.raises(JavaCodeNotSupported, match=r"org\.example\.MySource.*cannot run"):
+        SourceFunction("org.example.MySource")
+    with pytest.raises(JavaCodeNotSupported, match=r"org\.example\.MySink"):
+        SinkFunction(sink_func="org.example.MySink")
+    assert issubclass(JavaCodeNotSupported, TypeError)
+
+    class PathSource(SourceFunction):  # a Python subclass's own arguments are its own
+        def __init__(self, path: str) -> None:
+            self.path = path
+
+        def run(self, ctx) -> None:
+            ctx.collect(self.path)
+
+    assert PathSource("/data/in").path == "/data/in"

@@ -347,8 +347,30 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, I
         return None
 
 
+def _refuse_java_function(cls: type, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """PyFlink's ``SourceFunction(java_class_name)`` / ``SinkFunction(...)`` wrap a Java function;
+    a Millstream job has no JVM to run it in."""
+    given = args[0] if args else kwargs.get(f"{kind}_func")
+    if given is None:
+        return
+    from millstream._java_code import JavaCodeNotSupported
+
+    raise JavaCodeNotSupported(
+        f"{cls.__name__}({given!r}): PyFlink runs this Java {kind} function in its JVM; Millstream runs no "
+        f"JVM code (every operator is Python in its task), so a Java {kind} function cannot run on it. "
+        f"Subclass {cls.__name__} in Python instead.")
+
+
 class SourceFunction(Function, Generic[OUT]):
-    """A Python source: ``run`` emits through ``ctx.collect`` until the input ends or ``cancel``."""
+    """A Python source: ``run`` emits through ``ctx.collect`` until the input ends or ``cancel``.
+
+    ``SourceFunction("org.example.MySource")`` (PyFlink's wrapper of a Java source function)
+    raises :class:`millstream.JavaCodeNotSupported`."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "SourceFunction[OUT]":
+        if cls in (SourceFunction, ParallelSourceFunction):  # a subclass's own arguments are its own
+            _refuse_java_function(cls, "source", args, kwargs)
+        return super().__new__(cls)
 
     class SourceContext(abc.ABC):
         @abc.abstractmethod
@@ -377,7 +399,13 @@ class ParallelSourceFunction(SourceFunction[OUT]):
 
 
 class SinkFunction(Function, Generic[IN]):
-    """A Python sink: ``invoke`` once per record."""
+    """A Python sink: ``invoke`` once per record. ``SinkFunction("org.example.MySink")`` (PyFlink's
+    wrapper of a Java sink function) raises :class:`millstream.JavaCodeNotSupported`."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "SinkFunction[IN]":
+        if cls is SinkFunction:
+            _refuse_java_function(cls, "sink", args, kwargs)
+        return super().__new__(cls)
 
     @abc.abstractmethod
     def invoke(self, value: IN, context: Any = None) -> None: ...
