@@ -121,12 +121,11 @@ MODULES: tuple[ModuleMap, ...] = (
             CoProcessFunction KeyedCoProcessFunction BroadcastProcessFunction
             KeyedBroadcastProcessFunction TimeDomain WindowedStream WindowFunction ProcessWindowFunction
             AsyncDataStream AsyncFunction AsyncRetryPredicate AsyncRetryStrategy SlotSharingGroup MemorySize
-            ExternalizedCheckpointRetention"""
+            ExternalizedCheckpointRetention StateBackend HashMapStateBackend CheckpointStorage
+            JobManagerCheckpointStorage FileSystemCheckpointStorage"""
         ),
         not_yet=_names(
-            """StateBackend HashMapStateBackend
-            EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CheckpointStorage
-            JobManagerCheckpointStorage FileSystemCheckpointStorage CustomCheckpointStorage"""
+            """EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CustomCheckpointStorage"""
         ),
     ),
     ModuleMap(

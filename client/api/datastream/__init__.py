@@ -1,6 +1,11 @@
 """The DataStream API at PyFlink's ``pyflink.datastream`` path."""
 from millstream.datastream.async_data_stream import AsyncDataStream
 from millstream.datastream.checkpoint_config import CheckpointConfig
+from millstream.datastream.checkpoint_storage import (
+    CheckpointStorage,
+    FileSystemCheckpointStorage,
+    JobManagerCheckpointStorage,
+)
 from millstream.datastream.data_stream import (
     BroadcastConnectedStream,
     BroadcastStream,
@@ -41,6 +46,7 @@ from millstream.datastream.functions import (
     WindowFunction,
 )
 from millstream.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
+from millstream.datastream.state_backend import HashMapStateBackend, StateBackend
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
 from millstream.datastream.time_domain import TimeDomain
 from millstream.datastream.window import (
@@ -64,6 +70,7 @@ __all__ = [
     "BroadcastProcessFunction",
     "BroadcastStream",
     "CheckpointConfig",
+    "CheckpointStorage",
     "CheckpointingMode",
     "CloseableIterator",
     "CountWindow",
@@ -75,6 +82,10 @@ __all__ = [
     "DataStream",
     "DataStreamSink",
     "ExternalizedCheckpointRetention",
+    "FileSystemCheckpointStorage",
+    "HashMapStateBackend",
+    "JobManagerCheckpointStorage",
+    "StateBackend",
     "FilterFunction",
     "FlatMapFunction",
     "GlobalWindow",

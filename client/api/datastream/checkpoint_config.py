@@ -8,9 +8,11 @@ here travel there (:meth:`_job_settings`).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from millstream.common.time import Duration
+from millstream.datastream.checkpoint_storage import (CheckpointStorage, FileSystemCheckpointStorage,
+                                                      JobManagerCheckpointStorage)
 from millstream.datastream.execution_mode import CheckpointingMode
 from millstream.datastream.externalized_checkpoint_retention import ExternalizedCheckpointRetention
 from millstream.runtime import config as cfg
@@ -29,6 +31,7 @@ class CheckpointConfig:
         self.unaligned_checkpoints = False
         self.externalized_checkpoint_retention = ExternalizedCheckpointRetention[
             cfg.CHECKPOINTING_EXTERNALIZED_RETENTION.default]
+        self.checkpoint_storage: Optional[CheckpointStorage] = None  # None: the cluster's directory
         self._explicit: set[str] = set()  # options set here or by configuration: they go to the job
 
     def is_checkpointing_enabled(self) -> bool:
@@ -149,6 +152,29 @@ class CheckpointConfig:
         """PyFlink 2.x's older name of :meth:`get_aligned_checkpoint_timeout`."""
         return self.get_aligned_checkpoint_timeout()
 
+    def set_checkpoint_storage(self, storage: CheckpointStorage) -> "CheckpointConfig":
+        """Where the job's checkpoints go: a :class:`FileSystemCheckpointStorage` directory (the
+        job's ``execution.checkpointing.dir``). A :class:`JobManagerCheckpointStorage` is refused:
+        Millstream's JobManager does not hold state in its memory."""
+        if isinstance(storage, JobManagerCheckpointStorage):
+            raise ValueError(
+                "JobManagerCheckpointStorage keeps checkpointed state in the JobManager's memory; Millstream's "
+                "tasks write their state to files and its JobManager holds none, so it cannot be used. Use "
+                "FileSystemCheckpointStorage(dir) or set_checkpoint_storage_dir(dir) (execution.checkpointing.dir)")
+        if not isinstance(storage, FileSystemCheckpointStorage):
+            raise TypeError(f"set_checkpoint_storage needs a FileSystemCheckpointStorage, got {storage!r}")
+        self.checkpoint_storage = storage
+        self._explicit.add(cfg.CHECKPOINTING_DIR.key)
+        return self
+
+    def set_checkpoint_storage_dir(self, checkpoint_path: str) -> "CheckpointConfig":
+        """The job's checkpoints go under ``checkpoint_path`` (a :class:`FileSystemCheckpointStorage`)."""
+        return self.set_checkpoint_storage(FileSystemCheckpointStorage(checkpoint_path))
+
+    def get_checkpoint_storage(self) -> Optional[CheckpointStorage]:
+        """The storage set here or by ``execution.checkpointing.dir``; None: the cluster's."""
+        return self.checkpoint_storage
+
     # -- configuration ---------------------------------------------------------------------------
 
     def _configure(self, settings: cfg.Configuration) -> None:
@@ -171,6 +197,8 @@ class CheckpointConfig:
             self.set_tolerable_checkpoint_failure_number(settings.get(cfg.CHECKPOINTING_TOLERABLE_FAILURES))
         if given(cfg.CHECKPOINTING_UNALIGNED):
             self.enable_unaligned_checkpoints(settings.get(cfg.CHECKPOINTING_UNALIGNED))
+        if given(cfg.CHECKPOINTING_DIR) and settings.get(cfg.CHECKPOINTING_DIR):
+            self.set_checkpoint_storage_dir(settings.get(cfg.CHECKPOINTING_DIR))
         if given(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION):
             self.set_externalized_checkpoint_retention(
                 ExternalizedCheckpointRetention[settings.get(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION)])
@@ -183,4 +211,6 @@ class CheckpointConfig:
             cfg.CHECKPOINTING_TOLERABLE_FAILURES: self.tolerable_checkpoint_failure_number,
             cfg.CHECKPOINTING_EXTERNALIZED_RETENTION: self.externalized_checkpoint_retention.name,
         }
+        if isinstance(self.checkpoint_storage, FileSystemCheckpointStorage):
+            values[cfg.CHECKPOINTING_DIR] = self.checkpoint_storage.get_checkpoint_path()
         return {o.key: o.format(v) for o, v in values.items() if o.key in self._explicit}

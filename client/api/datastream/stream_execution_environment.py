@@ -305,6 +305,22 @@ class StreamExecutionEnvironment:
     def get_default_savepoint_directory(self) -> str | None:
         return self._configuration.to_dict().get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
 
+    def set_state_backend(self, state_backend: "StateBackend") -> "StreamExecutionEnvironment":
+        """The job's state backend: ``HashMapStateBackend`` (heap keyed state, Millstream's), recorded
+        as ``state.backend.type: hashmap`` in the job's configuration."""
+        from millstream.datastream.state_backend import STATE_BACKEND_TYPE_KEY, StateBackend
+
+        if not isinstance(state_backend, StateBackend) or not state_backend.type_name:
+            raise TypeError(f"set_state_backend needs a StateBackend such as HashMapStateBackend(), got {state_backend!r}")
+        self._configuration.set_string(STATE_BACKEND_TYPE_KEY, state_backend.type_name)
+        return self
+
+    def get_state_backend(self) -> "StateBackend | None":
+        """The backend set by :meth:`set_state_backend` or ``state.backend.type``; None when neither."""
+        from millstream.datastream.state_backend import STATE_BACKEND_TYPE_KEY, state_backend_of_type
+
+        return state_backend_of_type(self._configuration.to_dict().get(STATE_BACKEND_TYPE_KEY))
+
     def enable_changelog_state_backend(self, enabled: bool) -> "StreamExecutionEnvironment":
         """Flink's changelog state backend makes checkpoints incremental and faster; it never
         changes results. Recorded (``state.changelog.enabled``); Millstream's heap state backend
