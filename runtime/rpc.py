@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 
 from millstream.runtime.auth import aio_auth_interceptors, AuthServerInterceptor, SyncAuthInterceptor
 from millstream.runtime.security import Credentials, ServerSecurity
+from millstream.runtime.wire_bounds import BoundsServerInterceptor
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,9 @@ class RpcServer:
         chain = list(interceptors)
         if self.security.authenticator is not None:  # first: an unauthenticated call reaches nothing else
             chain.insert(0, AuthServerInterceptor(self.security.authenticator))
-        self.server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=chain or None)
+        # last: every request's counts, sizes and ids are checked before any servicer sees them
+        chain.append(BoundsServerInterceptor())
+        self.server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=chain)
         self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self._service_names: list[str] = []
