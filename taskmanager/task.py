@@ -89,7 +89,7 @@ CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers bef
 # A lookup answered with these may succeed later (the TaskManager is starting, restarting or busy);
 # anything else is a real error and fails the channel at once, naming it.
 RETRIABLE_LOOKUP_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-CLUSTER_TOKEN_SECRET = "cluster-token"  # the worker's secret (spark_runner's greeting) its lookups carry
+TASK_CREDENTIAL_SECRET = "task-credential"  # the attempt's secret (spark_runner's greeting) its lookups carry
 
 
 @dataclass(frozen=True)
@@ -405,7 +405,7 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
     failure: str | None = None
     partitions: dict[bytes, ResultPartition] = {}
     server: PartitionServer | None = None
-    resolver = PartitionResolver(credentials=Credentials(network.tls, channel.secrets.get(CLUSTER_TOKEN_SECRET)))
+    resolver = PartitionResolver(credentials=Credentials(network.tls, channel.secrets.get(TASK_CREDENTIAL_SECRET)))
     gate: InputGate | None = None
     checkpointer: checkpointing.TaskCheckpointer | None = None
     try:
