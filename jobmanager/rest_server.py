@@ -154,6 +154,26 @@ def openapi_document(version: str) -> dict[str, Any]:
     }
 
 
+MAX_JSON_DEPTH = 32  # Flink's request bodies are flat objects
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of a JSON text (brackets inside strings count too: an upper
+    bound, cheap and without recursion)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 class RestServer:
     """``await RestServer(source, ...).start(host, port)`` serves until :meth:`stop`."""
 
@@ -346,12 +366,21 @@ class RestServer:
 
     @staticmethod
     async def _json_body(request: web.Request) -> Any:
-        text = await request.text()
+        """The body as JSON; every malformed body is a 400 naming why, never a 500."""
+        raw = await request.read()  # at most the application's client_max_size (413 beyond)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadRequest(f"The request body is not UTF-8: {exc.reason} at byte {exc.start}.") from None
         if not text.strip():
             return {}
+        depth = _nesting_depth(text)
+        if depth > MAX_JSON_DEPTH:  # json's recursive decoder would hit the recursion limit
+            raise BadRequest(f"The request body is not valid here: JSON nested {depth} levels deep; "
+                             f"at most {MAX_JSON_DEPTH} are allowed.")
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
+            return json.loads(text, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             raise BadRequest(f"The request body is not JSON: {exc}") from None
 
     async def _trigger_savepoint(self, request: web.Request) -> web.StreamResponse:
