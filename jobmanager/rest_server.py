@@ -31,6 +31,7 @@ from aiohttp import web
 from millstream.jobmanager import rest_metrics_views as metric_views
 from millstream.jobmanager import rest_views as views
 from millstream.jobmanager.dispatcher import DispatcherError
+from millstream.jobmanager.rest_guard import GuardedSite, allowed_hosts, host_refusal
 from millstream.jobmanager.rest_logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
 from millstream.jobmanager.task_logs import TaskLogs
 from millstream.jobmanager.rest_views import (
@@ -154,6 +155,7 @@ def openapi_document(version: str) -> dict[str, Any]:
     }
 
 
+ALLOWED_BY_DEFAULT = allowed_hosts(())  # localhost and IP literals
 MAX_JSON_DEPTH = 32  # Flink's request bodies are flat objects
 
 
@@ -178,9 +180,16 @@ class RestServer:
     """``await RestServer(source, ...).start(host, port)`` serves until :meth:`stop`."""
 
     def __init__(self, source: RestSource, version: str, *, tls: TlsSettings | None = None,
-                 authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None) -> None:
-        """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404)."""
+                 authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None,
+                 hosts: frozenset[str] | None = ALLOWED_BY_DEFAULT, max_connections: int = 512,
+                 header_timeout_s: float = 10.0, idle_timeout_s: float = 60.0) -> None:
+        """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404);
+        ``hosts``: the Host names served (:mod:`rest_guard`; None: any); the connection limits:
+        rest.max-connections, rest.header-timeout, rest.idle-timeout."""
         self._source = source
+        self._hosts = hosts
+        self._limits = (max_connections, header_timeout_s, idle_timeout_s)
+        self.site: GuardedSite | None = None
         self._log_handlers = LogHandlers(task_logs)
         self._version = version
         self._tls = tls
@@ -225,10 +234,12 @@ class RestServer:
 
     async def start(self, host: str, port: int) -> int:
         """Binds and serves; returns the bound port (``port`` 0: a free one). An OSError if taken."""
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        max_connections, header_timeout_s, idle_timeout_s = self._limits
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, keepalive_timeout=idle_timeout_s)
         await runner.setup()
         ssl_context = self._tls.server_context() if self._tls is not None else None
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_address=True)
+        site = self.site = GuardedSite(runner, host, port, ssl_context=ssl_context, reuse_address=True,
+                                       max_connections=max_connections, header_timeout_s=header_timeout_s)
         try:
             await site.start()
         except BaseException:
@@ -251,6 +262,9 @@ class RestServer:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        misdirected = host_refusal(request.headers.get("Host"), self._hosts)
+        if misdirected is not None:
+            return _error(421, misdirected)
         if request.path != OPENAPI_PATH and not is_web_path(request.path):
             refused = self._refusal(request)
             if refused is not None:

@@ -133,3 +133,136 @@ def test_the_data_server_refuses_a_huge_frame_or_hello_without_reading_it() -> N
                 code, message = decode_error(payload)
                 assert code.name == "PROTOCOL", message
                 assert "at most" in message or "within" in message, message
+
+
+def _open_fds() -> int:
+    import os
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _idle_sockets(port: int, n: int) -> list[socket.socket]:
+    sockets = []
+    for _ in range(n):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.setblocking(False)
+        sockets.append(sock)
+    return sockets
+
+
+def _closed_by_peer(sockets: list[socket.socket], seen: dict[int, bytes]) -> int:
+    """How many of ``sockets`` the server closed; what each sent before is kept in ``seen``."""
+    for i, sock in enumerate(sockets):
+        if i in seen and seen[i].endswith(b"<closed>"):
+            continue
+        try:
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    seen[i] = seen.get(i, b"") + b"<closed>"
+                    break
+                seen[i] = seen.get(i, b"") + data
+        except BlockingIOError:
+            pass
+        except OSError:
+            seen[i] = seen.get(i, b"") + b"<closed>"
+    return sum(1 for v in seen.values() if v.endswith(b"<closed>"))
+
+
+def _get(url: str, host: str | None = None) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+    request = urllib.request.Request(url, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_silent_connections_to_rest_and_grpc_are_bounded_and_closed() -> None:
+    """A few hundred connections that never send a byte, against low configured limits: those over
+    the limit are closed at once (REST answers them 503), the rest when the header / handshake
+    timeout passes; the descriptors come back and both APIs answer again."""
+    conf = {**BASE, "rest.port": "0", "rest.max-connections": "50", "rest.header-timeout": "3 s",
+            "rest.idle-timeout": "2 s", "millstream.rpc.max-connections": "50",
+            "millstream.rpc.handshake-timeout": "3 s", "millstream.rpc.max-connection-idle": "2 s"}
+
+    async def main() -> None:
+        async with JobManager(cfg.Configuration.from_dict(conf)) as jm:
+            rest_port = jm.rest.port
+            grpc_port = int(jm.address.rsplit(":", 1)[1])
+            fds_before = _open_fds()
+            for port in (rest_port, grpc_port):
+                sockets = await asyncio.to_thread(_idle_sockets, port, 300)
+                try:
+                    seen: dict[int, bytes] = {}
+                    started = time.monotonic()
+                    over = await _poll_async(lambda: _closed_by_peer(sockets, seen) >= 250, 5)
+                    assert over, f"port {port}: only {_closed_by_peer(sockets, seen)} of the 250 over the limit closed"
+                    if port == rest_port:
+                        busy = [v for v in seen.values() if v.startswith(b"HTTP/1.1 503")]
+                        assert len(busy) >= 250 and b"rest.max-connections" in busy[0]
+                    # the 50 within the limit are closed by the header / handshake timeout
+                    assert await _poll_async(lambda: _closed_by_peer(sockets, seen) == 300, 15), \
+                        f"port {port}: {300 - _closed_by_peer(sockets, seen)} silent connections still open"
+                    assert time.monotonic() - started < 15
+                finally:
+                    for sock in sockets:
+                        sock.close()
+            assert await _poll_async(lambda: _open_fds() <= fds_before + 5, 10), (_open_fds(), fds_before)
+            # both answer again
+            status, _ = await asyncio.to_thread(_get, f"http://127.0.0.1:{rest_port}/overview")
+            assert status == 200
+            async with aio_channel(jm.address) as channel:
+                await cpb_grpc.DispatcherStub(channel).GetClusterOverview(cpb.Empty(), timeout=5)
+            # a REST connection idle after its request is closed after rest.idle-timeout
+            with socket.create_connection(("127.0.0.1", rest_port), timeout=10) as sock:
+                sock.sendall(b"GET /overview HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                started = time.monotonic()
+                received = b""
+                while True:
+                    chunk = await asyncio.to_thread(sock.recv, 65536)
+                    if not chunk:
+                        break
+                    received += chunk
+                assert received.startswith(b"HTTP/1.1 200")
+                assert 1.5 < time.monotonic() - started < 8
+
+    asyncio.run(main())
+
+
+async def _poll_async(check: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        await asyncio.sleep(0.1)
+    return bool(check())
+
+
+def test_rest_answers_only_its_own_host_names() -> None:
+    """DNS rebinding: a page of evil.example made to resolve to the JobManager sends Host: evil.example."""
+    conf = {**BASE, "jobmanager.rpc.address": "127.0.0.1", "jobmanager.bind-host": "127.0.0.1", "rest.port": "0",
+            "rest.bind-address": "127.0.0.1"}
+
+    async def main() -> None:
+        async with JobManager(cfg.Configuration.from_dict({**conf, "jobmanager.rpc.address": "jm.internal"})) as jm:
+            url = f"http://127.0.0.1:{jm.rest.port}/overview"
+            for host in ("localhost", f"localhost:{jm.rest.port}", "127.0.0.1", "[::1]:8081", "jm.internal:8081",
+                         "JM.Internal"):
+                status, _ = await asyncio.to_thread(_get, url, host)
+                assert status == 200, host
+            for host in ("evil.example", f"evil.example:{jm.rest.port}", "localhost.evil.example"):
+                status, body = await asyncio.to_thread(_get, url, host)
+                assert status == 421, host
+                assert "is not a name of this REST API" in body and "rest.allowed-hosts" in body
+            status, _ = await asyncio.to_thread(_get, f"http://127.0.0.1:{jm.rest.port}/", "evil.example")
+            assert status == 421  # the web UI too
+        async with JobManager(cfg.Configuration.from_dict({**conf, "rest.allowed-hosts": "evil.example;other"})) as jm:
+            url = f"http://127.0.0.1:{jm.rest.port}/overview"
+            assert (await asyncio.to_thread(_get, url, "evil.example"))[0] == 200
+            assert (await asyncio.to_thread(_get, url, "third.example"))[0] == 421
+        async with JobManager(cfg.Configuration.from_dict({**conf, "rest.allowed-hosts": "*"})) as jm:
+            assert (await asyncio.to_thread(_get, f"http://127.0.0.1:{jm.rest.port}/overview", "any.example"))[0] == 200
+
+    asyncio.run(main())
