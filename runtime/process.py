@@ -45,8 +45,13 @@ def start_process(args: argparse.Namespace, role: str | None = None) -> cfg.Conf
     configuration = cfg.load_configuration(args.config, dynamic_properties=args.dynamic)
     if role is not None:
         from millstream.runtime.log_files import install_process_log
+        from millstream.runtime.log_hygiene import StdoutRotation, install_repeat_filter
 
         log.info("logging to %s", install_process_log(role, configuration).path)
+        # a flood of one error (accept failures, refused calls) cannot fill the disk: repeats are
+        # rate limited, and stdout (cluster start's <role>.log) is rotated as the log file is
+        install_repeat_filter()
+        StdoutRotation(configuration.get(cfg.LOG_FILE_MAX_SIZE), configuration.get(cfg.LOG_MAX_BACKUPS)).start()
     for key in configuration.user_keys():
         if cfg.closest_key(key) is None:  # near misses were reported as they were read
             log.warning("configuration key %r is not a Millstream option; this process ignores it%s",
