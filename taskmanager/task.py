@@ -47,6 +47,7 @@ from millstream.runtime.tls import TlsSettings
 from millstream.runtime.timestamps import LONG_MAX
 from millstream.runtime.watermarks import InputWatermarks
 from millstream.runtime.watermarks import WatermarkStatus as ValveStatus
+from millstream.taskmanager.user_processes import TaskProcesses
 from millstream.taskmanager.task_output import OutputCapture
 from millstream.taskmanager.network import (
     BUFFER,
@@ -366,8 +367,8 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
              network: NetworkSettings, channel: Any) -> None:
     """Runs the task (see :func:`_run_task`) with its prints and log records captured for the
     TaskManager; the last of them go out before the task's end."""
-    with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))):
-        _run_task(tdd_bytes, artifact_paths, data_host, network, channel)
+    with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))), TaskProcesses():
+        _run_task(tdd_bytes, artifact_paths, data_host, network, channel)  # processes it starts end with it
 
 
 def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, data_host: str | None,

@@ -306,3 +306,47 @@ def test_user_code_cannot_find_the_cluster_token_and_exchange_and_checkpoints_st
     with cluster.good_client() as client:
         [job_summary] = [j for j in client.list_jobs() if j.job_name == "token scan"]
         assert job_summary.checkpoints.num_completed >= 1
+
+
+CHILDREN_JOB = textwrap.dedent("""
+    import multiprocessing, os, subprocess, sys, threading, time
+    from millstream.datastream import StreamExecutionEnvironment
+
+    OUT = sys.argv[1]
+
+    def spawn(x):
+        sleeper = subprocess.Popen(["sleep", "300"])
+        lock = threading.Lock()
+        lock.acquire()
+        fork = multiprocessing.get_context("fork").Process(target=lock.acquire)  # hangs on the held lock
+        fork.start()
+        with open(os.path.join(OUT, f"pids-{x}"), "w") as f:
+            f.write(f"{sleeper.pid} {fork.pid}")
+        return x
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    with env.from_collection([1, 2]).map(spawn).execute_and_collect("children") as results:
+        print("RESULTS", sorted(results))
+""")
+
+
+def test_processes_a_user_function_starts_end_with_its_task(cluster: Secured, tmp_path: Path) -> None:
+    job = tmp_path / "children.py"
+    job.write_text(CHILDREN_JOB)
+    out = tmp_path / "out"
+    out.mkdir()
+    run = cluster.cli("run", "--config", cluster.client_config, "--jobmanager", cluster.address, str(job), str(out))
+    assert run.returncode == 0, run.stderr
+    assert "RESULTS [1, 2]" in run.stdout
+    pids = [int(pid) for name in ("pids-1", "pids-2") for pid in (out / name).read_text().split()]
+    assert len(pids) == 4
+
+    def alive(pid: int) -> bool:
+        try:
+            return (Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z")
+        except OSError:
+            return False
+
+    from .harness import poll_for
+    poll_for(lambda: not any(alive(pid) for pid in pids), 10, what="the user's sleep and fork to end with the task")
