@@ -56,14 +56,17 @@ class RepeatFilter(logging.Filter):
             return False
 
 
-def install_repeat_filter(logger: logging.Logger | None = None, **kwargs: float) -> RepeatFilter:
-    """Puts one :class:`RepeatFilter` on every handler of ``logger`` (the root logger): a filter on
-    a handler sees the records of every logger that propagates to it."""
-    repeat = RepeatFilter(**kwargs)  # type: ignore[arg-type]
+def install_repeat_filter(logger: logging.Logger | None = None, **kwargs: float) -> list[RepeatFilter]:
+    """Puts a :class:`RepeatFilter` on every handler of ``logger`` (the root logger): a filter on
+    a handler sees the records of every logger that propagates to it. One per handler, since a
+    shared one would count each record once per handler."""
+    installed = []
     for handler in (logger or logging.getLogger()).handlers:
         if not any(isinstance(f, RepeatFilter) for f in handler.filters):
+            repeat = RepeatFilter(**kwargs)  # type: ignore[arg-type]
             handler.addFilter(repeat)
-    return repeat
+            installed.append(repeat)
+    return installed
 
 
 class StdoutRotation:

@@ -77,3 +77,19 @@ def test_stdout_that_is_not_a_file_is_left_alone() -> None:
     script = "from millstream.runtime.log_hygiene import StdoutRotation; print(StdoutRotation(1, 1).path)"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip() == "None"  # a pipe
+
+
+def test_each_handler_counts_a_record_once() -> None:
+    from millstream.runtime.log_hygiene import install_repeat_filter
+
+    logger = logging.getLogger("test.two-handlers")
+    logger.propagate, logger.handlers[:] = False, []
+    seen: list[list[str]] = [[], []]
+    for lines in seen:
+        handler = logging.Handler()
+        handler.emit = lambda record, lines=lines: lines.append(record.getMessage())  # type: ignore[method-assign]
+        logger.addHandler(handler)
+    install_repeat_filter(logger, burst=4)
+    for _ in range(10):
+        logger.warning("refused a call from %s", "peer")
+    assert [len(lines) for lines in seen] == [4, 4]
