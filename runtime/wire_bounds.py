@@ -33,13 +33,13 @@ __all__ = [
 MAX_SLOTS_PER_TASKMANAGER = 4096           # a slot is a Spark core; no machine has more
 MAX_PARALLELISM = UPPER_BOUND_MAX_PARALLELISM  # Flink's bound: 32768 key groups
 MAX_ID_BYTES = 16                          # job, vertex, attempt, allocation, result ids: 16 bytes
-MAX_NAME_CHARS = 4096                      # names, addresses, resource ids, paths, kinds
+MAX_NAME_CHARS = 1 << 16                   # names (a long chain's vertex name), addresses, resource ids, paths
 MAX_TEXT_CHARS = 1 << 20                   # a failure message or traceback: 1 MiB of text
 MAX_COUNT = 1 << 62                        # any other integer: non-negative (records, bytes, ms, ids)
 MAX_ENTRIES = 100_000                      # any repeated field or map
 MAX_VERTICES = 10_000                      # a JobGraph's vertices, operators of one chain, edges
 MAX_READ_BYTES = 64 << 20                  # what one answer may be asked to carry (logs, collected batches)
-MAX_ATTEMPTS = 1 << 30                     # attempt numbers, restart attempts
+MAX_ATTEMPTS = 2**31 - 1                   # attempt numbers, restart attempts (Flink's infinite: Integer.MAX_VALUE)
 MAX_JOB_TASKS = 1 << 17                    # a JobGraph's subtasks, summed over its vertices
 
 # The data plane (taskmanager/network_protocol.py): its frames carry a length and a credit count.
@@ -74,6 +74,7 @@ FIELD_BOUNDS: dict[tuple[str, str], Bound] = {
     # parallelism, subtasks, partitions, key groups
     ("JobVertex", "parallelism"): _PARALLELISM,
     ("ExecutionConfig", "parallelism"): Bound(-1, MAX_PARALLELISM),  # -1: not set
+    ("ExecutionConfig", "buffer_timeout_ms"): Bound(-1, MAX_COUNT),  # -1: flush only when full
     ("*", "max_parallelism"): Bound(0, MAX_PARALLELISM),             # 0: derived
     ("*", "subtask_index"): _INDEX,
     ("*", "old_subtask_index"): _INDEX,

@@ -58,3 +58,19 @@ def test_a_job_graph_is_bounded_too() -> None:
         operators=[jpb.StreamOperator(factory=b"f")]) for i in range(5)])
     with pytest.raises(InvalidJobGraphError, match="163840 subtasks; at most 131072"):
         validate_job_graph(many)
+
+
+def test_job_graphs_the_client_builds_are_within_bounds() -> None:
+    """Everything the API allows passes: unset parallelism (-1), buffer timeout -1 (flush only when
+    full), infinite restart attempts (Integer.MAX_VALUE), a max parallelism of 32768."""
+    from millstream.common.restart_strategy import RestartStrategies
+    from millstream.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_buffer_timeout(-1)
+    env.set_max_parallelism(32768)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2**31 - 1, 1000))
+    env.enable_checkpointing(1000)
+    env.from_collection([1, 2]).key_by(lambda x: x).map(lambda x: x).print()
+    graph = env.get_job_graph("bounds").proto
+    assert check_message(graph) is None
