@@ -93,3 +93,12 @@ def test_each_handler_counts_a_record_once() -> None:
     for _ in range(10):
         logger.warning("refused a call from %s", "peer")
     assert [len(lines) for lines in seen] == [4, 4]
+
+
+def test_a_cluster_process_raises_its_open_files_limit() -> None:
+    script = ("import resource; from millstream.runtime.process import raise_open_files_limit; "
+              "soft = raise_open_files_limit(); print(soft, resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
+    done = subprocess.run(["sh", "-c", f"ulimit -S -n 256; exec {sys.executable} -c '{script}'"],
+                          capture_output=True, text=True, check=True, timeout=60)
+    soft, now = map(int, done.stdout.split())
+    assert soft == now and now > 256
