@@ -163,8 +163,8 @@ def _closed_by_peer(sockets: list[socket.socket], seen: dict[int, bytes]) -> int
                 seen[i] = seen.get(i, b"") + data
         except BlockingIOError:
             pass
-        except OSError:
-            seen[i] = seen.get(i, b"") + b"<closed>"
+        except OSError as exc:
+            seen[i] = seen.get(i, b"") + f"<{exc.__class__.__name__}>".encode() + b"<closed>"
     return sum(1 for v in seen.values() if v.endswith(b"<closed>"))
 
 
@@ -183,9 +183,8 @@ def test_silent_connections_to_rest_and_grpc_are_bounded_and_closed() -> None:
     """A few hundred connections that never send a byte, against low configured limits: those over
     the limit are closed at once (REST answers them 503), the rest when the header / handshake
     timeout passes; the descriptors come back and both APIs answer again."""
-    conf = {**BASE, "rest.port": "0", "rest.max-connections": "50", "rest.header-timeout": "3 s",
-            "rest.idle-timeout": "2 s", "millstream.rpc.max-connections": "50",
-            "millstream.rpc.handshake-timeout": "3 s", "millstream.rpc.max-connection-idle": "2 s"}
+    conf = {**BASE, "rest.port": "0", "rest.max-connections": "50", "rest.header-timeout": "5 s",
+            "millstream.rpc.max-connections": "50", "millstream.rpc.handshake-timeout": "5 s"}
 
     async def main() -> None:
         async with JobManager(cfg.Configuration.from_dict(conf)) as jm:
@@ -193,19 +192,19 @@ def test_silent_connections_to_rest_and_grpc_are_bounded_and_closed() -> None:
             grpc_port = int(jm.address.rsplit(":", 1)[1])
             fds_before = _open_fds()
             for port in (rest_port, grpc_port):
+                started = time.monotonic()
                 sockets = await asyncio.to_thread(_idle_sockets, port, 300)
                 try:
                     seen: dict[int, bytes] = {}
-                    started = time.monotonic()
-                    over = await _poll_async(lambda: _closed_by_peer(sockets, seen) >= 250, 5)
-                    assert over, f"port {port}: only {_closed_by_peer(sockets, seen)} of the 250 over the limit closed"
-                    if port == rest_port:
-                        busy = [v for v in seen.values() if v.startswith(b"HTTP/1.1 503")]
-                        assert len(busy) >= 250 and b"rest.max-connections" in busy[0]
+                    assert await _poll_async(lambda: _closed_by_peer(sockets, seen) >= 250, 5), \
+                        f"port {port}: only {_closed_by_peer(sockets, seen)} of the 250 over the limit closed"
                     # the 50 within the limit are closed by the header / handshake timeout
-                    assert await _poll_async(lambda: _closed_by_peer(sockets, seen) == 300, 15), \
+                    assert await _poll_async(lambda: _closed_by_peer(sockets, seen) == 300, 20), \
                         f"port {port}: {300 - _closed_by_peer(sockets, seen)} silent connections still open"
-                    assert time.monotonic() - started < 15
+                    assert time.monotonic() - started < 20
+                    if port == rest_port:  # only those over the limit were told why
+                        busy = [v for v in seen.values() if v.startswith(b"HTTP/1.1 503")]
+                        assert len(busy) == 250 and b"rest.max-connections" in busy[0]
                 finally:
                     for sock in sockets:
                         sock.close()
@@ -215,18 +214,39 @@ def test_silent_connections_to_rest_and_grpc_are_bounded_and_closed() -> None:
             assert status == 200
             async with aio_channel(jm.address) as channel:
                 await cpb_grpc.DispatcherStub(channel).GetClusterOverview(cpb.Empty(), timeout=5)
-            # a REST connection idle after its request is closed after rest.idle-timeout
-            with socket.create_connection(("127.0.0.1", rest_port), timeout=10) as sock:
-                sock.sendall(b"GET /overview HTTP/1.1\r\nHost: localhost\r\n\r\n")
-                started = time.monotonic()
-                received = b""
-                while True:
-                    chunk = await asyncio.to_thread(sock.recv, 65536)
-                    if not chunk:
+
+    asyncio.run(main())
+
+
+def test_rest_and_grpc_close_connections_left_idle() -> None:
+    conf = {**BASE, "rest.port": "0", "rest.idle-timeout": "2 s", "millstream.rpc.max-connection-idle": "2 s"}
+
+    async def main() -> None:
+        async with JobManager(cfg.Configuration.from_dict(conf)) as jm:
+            def request_then_idle() -> tuple[bytes, float]:
+                with socket.create_connection(("127.0.0.1", jm.rest.port), timeout=15) as sock:
+                    sock.sendall(b"GET /overview HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                    started, received = time.monotonic(), b""
+                    while chunk := sock.recv(65536):
+                        received += chunk
+                    return received, time.monotonic() - started
+
+            received, open_s = await asyncio.to_thread(request_then_idle)
+            assert received.startswith(b"HTTP/1.1 200")
+            assert 1.5 < open_s < 10  # closed by rest.idle-timeout, not kept for aiohttp's default hour
+            channel = aio_channel(jm.address)
+            try:
+                await cpb_grpc.DispatcherStub(channel).GetClusterOverview(cpb.Empty(), timeout=5)
+                assert channel.get_state() is grpc.ChannelConnectivity.READY
+                # no call for millstream.rpc.max-connection-idle: the server ends the connection
+                for _ in range(100):
+                    if channel.get_state() is not grpc.ChannelConnectivity.READY:
                         break
-                    received += chunk
-                assert received.startswith(b"HTTP/1.1 200")
-                assert 1.5 < time.monotonic() - started < 8
+                    await asyncio.sleep(0.1)
+                assert channel.get_state() is not grpc.ChannelConnectivity.READY
+                await cpb_grpc.DispatcherStub(channel).GetClusterOverview(cpb.Empty(), timeout=5)  # reconnects
+            finally:
+                await channel.close()
 
     asyncio.run(main())
 
@@ -264,5 +284,35 @@ def test_rest_answers_only_its_own_host_names() -> None:
             assert (await asyncio.to_thread(_get, url, "third.example"))[0] == 421
         async with JobManager(cfg.Configuration.from_dict({**conf, "rest.allowed-hosts": "*"})) as jm:
             assert (await asyncio.to_thread(_get, f"http://127.0.0.1:{jm.rest.port}/overview", "any.example"))[0] == 200
+
+    asyncio.run(main())
+
+
+def test_a_tasks_credential_cannot_report_slots_or_register_at_a_real_jobmanager() -> None:
+    """What a user function could read in its worker (its attempt's credential) is refused by the
+    JobManager's ResourceManager and JobMaster, before anything runs."""
+    from millstream.runtime.auth import task_credential
+    from millstream.runtime.security import Credentials
+
+    cluster_token = "the-cluster-token"
+    conf = {**BASE, "security.auth.client-token": "the-client-token", "security.auth.cluster-token": cluster_token}
+
+    async def main() -> None:
+        async with JobManager(cfg.Configuration.from_dict(conf)) as jm:
+            credential = task_credential(cluster_token, b"a" * 16)
+            async with aio_channel(jm.address, credentials=Credentials(None, credential)) as channel:
+                rm = cpb_grpc.ResourceManagerStub(channel)
+                for call in (rm.SendSlotReport(cpb.SlotReportRequest(resource_id="tm"), timeout=10),
+                             rm.RegisterTaskManager(cpb.RegisterTaskManagerRequest(
+                                 resource_id="tm", address="127.0.0.1:1", num_slots=1), timeout=10),
+                             cpb_grpc.JobMasterServiceStub(channel).AcknowledgeCheckpoint(
+                                 cpb.AcknowledgeCheckpointRequest(checkpoint_id=1), timeout=10)):
+                    with pytest.raises(grpc.aio.AioRpcError) as refused:
+                        await call
+                    assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+                    assert "a task's credential, which may only look up partitions" in refused.value.details()
+            async with aio_channel(jm.address, credentials=Credentials(None, "the-client-token")) as client:
+                overview = await cpb_grpc.DispatcherStub(client).GetClusterOverview(cpb.Empty(), timeout=10)
+                assert overview.taskmanagers == 0  # nothing registered, and the JobManager serves on
 
     asyncio.run(main())
