@@ -350,3 +350,41 @@ def test_processes_a_user_function_starts_end_with_its_task(cluster: Secured, tm
 
     from .harness import poll_for
     poll_for(lambda: not any(alive(pid) for pid in pids), 10, what="the user's sleep and fork to end with the task")
+
+
+def test_processes_a_user_function_starts_end_when_its_job_is_cancelled(cluster: Secured, tmp_path: Path) -> None:
+    from millstream.jobmanager.execution_state import JobStatus
+
+    from .harness import poll_for
+
+    out = tmp_path / "out"
+    out.mkdir()
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    directory = str(out)
+
+    def spawn_and_wait(x: int) -> int:
+        import subprocess as sp
+        import time as t
+        child = sp.Popen(["sleep", "300"])
+        Path(directory, "pid").write_text(str(child.pid))
+        t.sleep(300)  # the task runs until it is cancelled
+        return x
+
+    env.from_collection([1]).map(spawn_and_wait).print()
+    graph = env.get_job_graph("cancelled children").proto
+    with cluster.good_client() as client:
+        job_id = client.submit(graph)
+        pid = int(poll_for(lambda: (out / "pid").exists() and (out / "pid").read_text(), 60, what="the child's pid"))
+        assert Path(f"/proc/{pid}").exists()
+        client.cancel(job_id)
+        poll_for(lambda: JobStatus.from_proto(client.status(job_id).status) is JobStatus.CANCELED, 60,
+                 what="the job to be cancelled")
+
+    def alive() -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z"
+        except OSError:
+            return False
+
+    poll_for(lambda: not alive(), 15, what="the user's sleep to end with its cancelled task")

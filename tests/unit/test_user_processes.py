@@ -59,3 +59,25 @@ def test_processes_a_task_started_are_terminated_when_it_ends(tmp_path) -> None:
     for pid in result["started"]:
         assert not _alive(pid), pid
     assert time.monotonic() - started < 20
+
+
+KILLED_WORKER = textwrap.dedent("""
+    import os, signal, subprocess, sys, time
+    from millstream.taskmanager.user_processes import TaskProcesses
+
+    with TaskProcesses():
+        sleeper = subprocess.Popen(["sleep", "300"])
+        print(sleeper.pid, flush=True)
+        time.sleep(1.5)                       # the watchdog notes it
+        os.kill(os.getpid(), signal.SIGKILL)  # Spark kills the worker of a cancelled task
+""")
+
+
+def test_processes_of_a_task_whose_worker_is_killed_are_ended_by_the_watchdog(tmp_path) -> None:
+    worker = subprocess.Popen([sys.executable, "-c", KILLED_WORKER], stdout=subprocess.PIPE, text=True)
+    sleeper = int(worker.stdout.readline())
+    assert worker.wait(30) == -9
+    deadline = time.monotonic() + 10
+    while _alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(sleeper), "the killed worker's sleep outlived it"
