@@ -29,6 +29,7 @@ from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients, now
 from millstream.jobmanager.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, read_jobs_to_recover
 from millstream import __version__
+from millstream.jobmanager.rest_guard import allowed_hosts
 from millstream.jobmanager.rest_server import JobManagerSource, RestServer
 from millstream.jobmanager.resource_manager import ResourceManager, ResourceManagerServicer
 from millstream.jobmanager.slot_manager import SlotManager
@@ -49,7 +50,7 @@ from millstream.runtime.metrics.prometheus import (
 )
 from millstream.runtime.ha import HaConfigurationError, HaError
 from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated, write_ready_file
-from millstream.runtime.rpc import RpcServer
+from millstream.runtime.rpc import RpcServer, ServerLimits
 from millstream.runtime.security import ServerSecurity, cluster_credentials, server_security
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class JobManager:
             exception_history_size=c.get(cfg.WEB_EXCEPTION_HISTORY_SIZE),
         )
         self.server = RpcServer("JobManager", max_bytes, interceptors=[FencingServerInterceptor(self.guard)],
-                                security=security)
+                                security=security, limits=ServerLimits.of(c))
         self.task_logs = TaskLogs(self.dispatcher.job_attempts, self._taskmanager_address, self.task_executors.stub)
         self.server.add(cpb_grpc.add_DispatcherServicer_to_server,
                         DispatcherServicer(self.dispatcher, self.overview, self.task_logs), [])
@@ -163,8 +164,13 @@ class JobManager:
         ``rest.port`` was left at its default and 8081 is taken, the JobManager runs without it."""
         c = self.config
         host = c.get(cfg.REST_BIND_ADDRESS) or rpc_host
+        hosts = allowed_hosts((c.get(cfg.JOBMANAGER_RPC_ADDRESS), c.get(cfg.JOBMANAGER_BIND_HOST),
+                               c.get(cfg.REST_BIND_ADDRESS), host, *c.get(cfg.REST_ALLOWED_HOSTS)))
         rest = RestServer(JobManagerSource(self), __version__, tls=security.tls, authenticator=security.authenticator,
-                          task_logs=self.task_logs, refresh_interval_ms=c.get(cfg.WEB_REFRESH_INTERVAL))
+                          task_logs=self.task_logs, hosts=hosts, refresh_interval_ms=c.get(cfg.WEB_REFRESH_INTERVAL),
+                          max_connections=c.get(cfg.REST_MAX_CONNECTIONS),
+                          header_timeout_s=c.get(cfg.REST_HEADER_TIMEOUT) / 1000,
+                          idle_timeout_s=c.get(cfg.REST_IDLE_TIMEOUT) / 1000)
         try:
             await rest.start(host, c.get(cfg.REST_PORT))
         except OSError as exc:

@@ -31,6 +31,7 @@ from aiohttp import web
 from millstream.jobmanager import rest_metrics_views as metric_views
 from millstream.jobmanager import rest_views as views
 from millstream.jobmanager.dispatcher import DispatcherError
+from millstream.jobmanager.rest_guard import GuardedSite, allowed_hosts, host_refusal
 from millstream.jobmanager.rest_logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
 from millstream.jobmanager.task_logs import TaskLogs
 from millstream.jobmanager.rest_views import (
@@ -154,15 +155,43 @@ def openapi_document(version: str) -> dict[str, Any]:
     }
 
 
+ALLOWED_BY_DEFAULT = allowed_hosts(())  # localhost and IP literals
+MAX_JSON_DEPTH = 32  # Flink's request bodies are flat objects
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of a JSON text (brackets inside strings count too: an upper
+    bound, cheap and without recursion)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 class RestServer:
     """``await RestServer(source, ...).start(host, port)`` serves until :meth:`stop`."""
 
     def __init__(self, source: RestSource, version: str, *, tls: TlsSettings | None = None,
                  authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None,
+                 hosts: frozenset[str] | None = ALLOWED_BY_DEFAULT, max_connections: int = 512,
+                 header_timeout_s: float = 10.0, idle_timeout_s: float = 60.0,
                  refresh_interval_ms: int = 3000) -> None:
         """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404);
-        ``refresh_interval_ms``: how often the web UI refreshes (``web.refresh-interval``)."""
+        ``hosts``: the Host names served (:mod:`rest_guard`; None: any); the connection limits:
+        rest.max-connections, rest.header-timeout, rest.idle-timeout; ``refresh_interval_ms``: how
+        often the web UI refreshes (``web.refresh-interval``)."""
         self._source = source
+        self._hosts = hosts
+        self._limits = (max_connections, header_timeout_s, idle_timeout_s)
+        self.site: GuardedSite | None = None
         self._refresh_interval_ms = refresh_interval_ms
         self._log_handlers = LogHandlers(task_logs)
         self._version = version
@@ -208,10 +237,12 @@ class RestServer:
 
     async def start(self, host: str, port: int) -> int:
         """Binds and serves; returns the bound port (``port`` 0: a free one). An OSError if taken."""
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        max_connections, header_timeout_s, idle_timeout_s = self._limits
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, keepalive_timeout=idle_timeout_s)
         await runner.setup()
         ssl_context = self._tls.server_context() if self._tls is not None else None
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_address=True)
+        site = self.site = GuardedSite(runner, host, port, ssl_context=ssl_context, reuse_address=True,
+                                       max_connections=max_connections, header_timeout_s=header_timeout_s)
         try:
             await site.start()
         except BaseException:
@@ -234,6 +265,9 @@ class RestServer:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        misdirected = host_refusal(request.headers.get("Host"), self._hosts)
+        if misdirected is not None:
+            return _error(421, misdirected)
         if request.path != OPENAPI_PATH and not is_web_path(request.path):
             refused = self._refusal(request)
             if refused is not None:
@@ -349,12 +383,21 @@ class RestServer:
 
     @staticmethod
     async def _json_body(request: web.Request) -> Any:
-        text = await request.text()
+        """The body as JSON; every malformed body is a 400 naming why, never a 500."""
+        raw = await request.read()  # at most the application's client_max_size (413 beyond)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadRequest(f"The request body is not UTF-8: {exc.reason} at byte {exc.start}.") from None
         if not text.strip():
             return {}
+        depth = _nesting_depth(text)
+        if depth > MAX_JSON_DEPTH:  # json's recursive decoder would hit the recursion limit
+            raise BadRequest(f"The request body is not valid here: JSON nested {depth} levels deep; "
+                             f"at most {MAX_JSON_DEPTH} are allowed.")
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
+            return json.loads(text, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             raise BadRequest(f"The request body is not JSON: {exc}") from None
 
     async def _trigger_savepoint(self, request: web.Request) -> web.StreamResponse:

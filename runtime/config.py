@@ -251,6 +251,21 @@ REST_BIND_ADDRESS: ConfigOption[str | None] = _option(
     "rest.bind-address", _STR, None,
     "Local address the REST API listens on; unset: the JobManager's bind host "
     "(jobmanager.bind-host, else jobmanager.rpc.address).")
+REST_ALLOWED_HOSTS: ConfigOption[tuple[str, ...]] = _option(
+    "rest.allowed-hosts", _LIST, (),
+    "Host names the REST API answers besides localhost, IP addresses, jobmanager.rpc.address, "
+    "jobmanager.bind-host and rest.bind-address (DNS rebinding protection: a request naming another "
+    "host in its Host header gets 421); '*' answers every name.")
+REST_MAX_CONNECTIONS: ConfigOption[int] = _option(
+    "rest.max-connections", _INT, 512,
+    "Most connections the REST API keeps open at once; one more is answered 503 and closed.")
+REST_HEADER_TIMEOUT: ConfigOption[int] = _option(
+    "rest.header-timeout", _DURATION, 10 * _S,
+    "How long a new REST connection (its TLS handshake included) may take to send its first request "
+    "head before it is closed.")
+REST_IDLE_TIMEOUT: ConfigOption[int] = _option(
+    "rest.idle-timeout", _DURATION, 60 * _S,
+    "How long a REST connection may stay idle between requests (keep-alive) before it is closed.")
 WEB_EXCEPTION_HISTORY_SIZE: ConfigOption[int] = _option(
     "web.exception-history-size", _INT, 16,
     "Most failures (the root cause of each failed attempt: restarts and the final failure) the "
@@ -525,6 +540,17 @@ RPC_TIMEOUT: ConfigOption[int] = _option(
     "millstream.rpc.timeout", _DURATION, 10 * _S, "Deadline of every gRPC call.")
 RPC_MAX_MESSAGE_SIZE: ConfigOption[int] = _option(
     "millstream.rpc.max-message-size", _MEMORY, 64 * _MB, "Largest gRPC message sent or received.")
+RPC_MAX_CONNECTIONS: ConfigOption[int] = _option(
+    "millstream.rpc.max-connections", _INT, 1024,
+    "Most connections a gRPC server (JobManager, TaskManager) accepts at once; more are closed at once.")
+RPC_HANDSHAKE_TIMEOUT: ConfigOption[int] = _option(
+    "millstream.rpc.handshake-timeout", _DURATION, 10 * _S,
+    "How long a new gRPC connection may take to complete its (TLS and HTTP/2) handshake before it "
+    "is closed: a peer that connects and sends nothing holds a descriptor this long at most.")
+RPC_MAX_CONNECTION_IDLE: ConfigOption[int] = _option(
+    "millstream.rpc.max-connection-idle", _DURATION, 5 * _MIN,
+    "A gRPC server closes a connection that carried no call for this long (clients reconnect when "
+    "they call again).")
 CLIENT_SUBMISSION_TIMEOUT: ConfigOption[int] = _option(
     "millstream.client.submission-timeout", _DURATION, 60 * _S,
     "How long the client keeps trying to submit a job while the JobManager is unreachable "

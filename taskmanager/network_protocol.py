@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Callable
 
+from millstream.runtime import wire_bounds
 from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
 
 __all__ = [
@@ -72,6 +73,8 @@ def encode_credit(n: int) -> bytes:
 
 def decode_credit(payload: bytes) -> int:
     (n,) = _U32.unpack(payload)
+    if n > wire_bounds.MAX_CREDIT:
+        raise ValueError(f"a CREDIT frame grants {n} buffers; at most {wire_bounds.MAX_CREDIT} are allowed")
     return int(n)
 
 
@@ -164,7 +167,12 @@ class Hello:
         attempt_id = payload[start + n_result : start + n_result + n_attempt]
         if len(attempt_id) != n_attempt:
             raise ValueError("truncated HELLO")
-        return cls(bytes(result_id), partition, subpartition, bytes(attempt_id), credit)
+        hello = cls(bytes(result_id), partition, subpartition, bytes(attempt_id), credit)
+        problem = wire_bounds.hello_problem(hello.partition_index, hello.subpartition_index, hello.initial_credit,
+                                            hello.result_id, hello.attempt_id)
+        if problem is not None:
+            raise ValueError(f"HELLO out of bounds: {problem}")
+        return hello
 
 
 def encode_error(code: ErrorCode, message: str) -> bytes:
@@ -218,13 +226,16 @@ class FrameReader:
     it broke. Not thread safe: one reader thread per connection.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, max_frame_bytes: int = wire_bounds.MAX_FRAME_BYTES) -> None:
         self._sock = sock
         self._buf = bytearray()
+        self.max_frame_bytes = max_frame_bytes  # a peer's length field never sizes our buffer beyond this
 
     def read(self) -> tuple[int, bytes]:
         self._fill(_HEADER.size)
         kind, length = _HEADER.unpack_from(self._buf)
+        if length > self.max_frame_bytes:
+            raise ValueError(f"a frame of {length} bytes announced; at most {self.max_frame_bytes} are allowed here")
         end = _HEADER.size + length
         self._fill(end)
         payload = bytes(self._buf[_HEADER.size : end])

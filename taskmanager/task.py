@@ -49,6 +49,7 @@ from millstream.runtime.tls import TlsSettings
 from millstream.runtime.timestamps import LONG_MAX
 from millstream.runtime.watermarks import InputWatermarks
 from millstream.runtime.watermarks import WatermarkStatus as ValveStatus
+from millstream.taskmanager.user_processes import TaskProcesses
 from millstream.taskmanager.task_output import OutputCapture
 from millstream.taskmanager.network import (
     BUFFER,
@@ -91,7 +92,7 @@ CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers bef
 # A lookup answered with these may succeed later (the TaskManager is starting, restarting or busy);
 # anything else is a real error and fails the channel at once, naming it.
 RETRIABLE_LOOKUP_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-CLUSTER_TOKEN_SECRET = "cluster-token"  # the worker's secret (spark_runner's greeting) its lookups carry
+TASK_CREDENTIAL_SECRET = "task-credential"  # the attempt's secret (spark_runner's greeting) its lookups carry
 
 
 @dataclass(frozen=True)
@@ -371,8 +372,9 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
     if isinstance(artifact_paths, ShippedArtifacts):
         artifact_paths = artifact_paths.paths()
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
-    with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))):
-        # add_python_archive's zips: extracted, and the task runs in their working directory
+    with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))), TaskProcesses():
+        # add_python_archive's zips: extracted, and the task runs in their working directory;
+        # processes the task starts end with it
         with task_working_directory(tdd, artifact_paths) as importable:
             _run_task(tdd_bytes, importable, data_host, network, channel)
 
@@ -414,7 +416,7 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
     failure: str | None = None
     partitions: dict[bytes, ResultPartition] = {}
     server: PartitionServer | None = None
-    resolver = PartitionResolver(credentials=Credentials(network.tls, channel.secrets.get(CLUSTER_TOKEN_SECRET)))
+    resolver = PartitionResolver(credentials=Credentials(network.tls, channel.secrets.get(TASK_CREDENTIAL_SECRET)))
     gate: InputGate | None = None
     checkpointer: checkpointing.TaskCheckpointer | None = None
     try:

@@ -364,3 +364,31 @@ def test_exceptions_take_max_exceptions() -> None:
         assert status == 400 and "maxExceptions" in body["errors"][0]
 
     serve(source)(check)
+
+
+@pytest.mark.parametrize("body", [
+    b"[" * 100_000,                      # nested arrays: json's decoder would raise RecursionError
+    b'{"a":' * 50_000,
+    b"[" * 33 + b"]" * 33,
+    b"\xff\xfe\x00garbage",              # not UTF-8
+    b"{",
+    b'{"target-directory": "/sp",}',
+    b"NaN",
+    b"[1, 2]",
+    b'"a string"',
+    b'{"target-directory": 5}',
+    b'{"target-directory": "/sp", "triggerId": "not-hex"}',
+    b'{"target-directory": "/sp", "cancel-job": "yes"}',
+    b"\x00" * 1000,
+])
+def test_every_malformed_body_is_a_400_never_a_500(body: bytes) -> None:
+    source = FakeSource()
+
+    async def check(server: RestServer) -> None:
+        for path in (f"/jobs/{JOB.hex()}/savepoints", f"/jobs/{JOB.hex()}/stop"):
+            status, answer = await call(server, "POST", path, data=body, headers={"Content-Type": "application/json"})
+            assert status == 400, (path, answer)
+            assert answer["errors"] and answer["errors"][0], answer
+        assert source.savepoints == []
+
+    serve(source)(check)
