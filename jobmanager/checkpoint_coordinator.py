@@ -42,6 +42,7 @@ emit ``NotifyCheckpointComplete`` to every task of the plan, so a task never com
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import deque
 import logging
@@ -244,6 +245,8 @@ class TriggerCheckpoint:
     checkpoint_id: int
     timestamp_ms: float
     attempt_ids: tuple[bytes, ...]
+    stop: bool = False  # stop-with-savepoint's synchronous savepoint (the tasks end once it completes)
+    drain: bool = False  # with stop: the tasks end their input first (MAX_WATERMARK)
 
 
 @dataclass(frozen=True)
@@ -431,12 +434,16 @@ class CheckpointCoordinator:
         self._next_trigger_ms = None
         self._queued_periodic = False
 
-    def trigger_now(self, now_ms: float, tasks: Iterable[TaskSnapshot]) -> list[Command]:
+    def trigger_now(self, now_ms: float, tasks: Iterable[TaskSnapshot], stop: bool = False,
+                    drain: bool = False) -> list[Command]:
         """A forced checkpoint (a savepoint): starts at once, ignoring the min pause, unless one is
-        in flight (then nothing: ask again once it ended). The TriggerCheckpoint names its id."""
+        in flight (then nothing: ask again once it ended). The TriggerCheckpoint names its id.
+        ``stop``/``drain``: stop-with-savepoint's synchronous savepoint, carried to the tasks."""
         if self._pending is not None:
             return []
-        return self._trigger(now_ms, list(tasks), forced=True)
+        commands = self._trigger(now_ms, list(tasks), forced=True)
+        return [dataclasses.replace(c, stop=stop, drain=drain) if isinstance(c, TriggerCheckpoint) else c
+                for c in commands]
 
     def _run_queued(self, now_ms: float, tasks: Iterable[TaskSnapshot]) -> list[Command]:
         """CheckpointRequestDecider: a queued request waits for the checkpoint in flight, and a

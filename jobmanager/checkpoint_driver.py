@@ -97,6 +97,7 @@ class _SavepointRequest:
     future: asyncio.Future[str]
     stop: bool = False
     checkpoint_id: Optional[int] = None
+    drain: bool = False
 
 
 class CheckpointDriver:
@@ -230,15 +231,19 @@ class CheckpointDriver:
 
     # -- savepoints ------------------------------------------------------------------------------
 
-    def trigger_savepoint(self, target: Path, stop: bool = False) -> asyncio.Future[str]:
+    def trigger_savepoint(self, target: Path, stop: bool = False, drain: bool = False) -> asyncio.Future[str]:
         """A forced checkpoint, copied to ``target/savepoint-<job>-<n>-<random>`` once complete;
-        the future resolves to that path (or fails with a SavepointError). ``stop``: no periodic
-        checkpoint follows it, so nothing after the savepoint is ever committed."""
+        the future resolves to that path (or fails with a SavepointError). ``stop``: a synchronous
+        savepoint (the tasks process nothing after it and end once it completes; ``drain``: they
+        end their input first) and no periodic checkpoint follows it."""
+        if drain and not stop:
+            raise SavepointError("drain needs stop: only stop-with-savepoint drains the job")
         if not self._running:
             raise SavepointError("the job's tasks are not all running yet; try again in a moment")
         if self._savepoint is not None:
             raise SavepointError("a savepoint of this job is in progress already")
-        request = self._savepoint = _SavepointRequest(target, asyncio.get_running_loop().create_future(), stop)
+        request = self._savepoint = _SavepointRequest(target, asyncio.get_running_loop().create_future(), stop,
+                                                      drain=drain)
         if stop:
             self.coordinator.suspend_periodic()
         self._try_savepoint()
@@ -248,7 +253,7 @@ class CheckpointDriver:
         request = self._savepoint
         if request is None or request.checkpoint_id is not None or self.coordinator.pending is not None:
             return
-        commands = self.coordinator.trigger_now(now_ms(), self.core.checkpoint_tasks())
+        commands = self.coordinator.trigger_now(now_ms(), self.core.checkpoint_tasks(), request.stop, request.drain)
         triggered = [c for c in commands if isinstance(c, TriggerCheckpoint)]
         if not triggered:
             self._savepoint_failed(self.coordinator.stats.last_failure_message or "the checkpoint could not start")
@@ -289,7 +294,8 @@ class CheckpointDriver:
                 for attempt_id in command.attempt_ids:
                     self._to_task(attempt_id, "TriggerCheckpoint", cpb.TriggerCheckpointRequest(
                         execution_attempt_id=attempt_id, checkpoint_id=command.checkpoint_id,
-                        timestamp_ms=int(command.timestamp_ms + self._wall_minus_monotonic_ms)))
+                        timestamp_ms=int(command.timestamp_ms + self._wall_minus_monotonic_ms),
+                        stop=command.stop, drain=command.drain))
             elif isinstance(command, FinalizeCheckpoint):
                 self._spawn(self._finalize(command))
             elif isinstance(command, NotifyCheckpointComplete):

@@ -583,9 +583,10 @@ class Dispatcher:
         return record.summary()
 
     async def savepoint(self, request: cpb.SavepointRequest) -> cpb.SavepointResponse:
-        return cpb.SavepointResponse(path=await self.start_savepoint(request.job_id, request.target_directory, request.stop))
+        return cpb.SavepointResponse(path=await self.start_savepoint(request.job_id, request.target_directory, request.stop,
+                                                                        request.drain))
 
-    def start_savepoint(self, job_id: bytes, target_directory: str, stop: bool) -> Awaitable[str]:
+    def start_savepoint(self, job_id: bytes, target_directory: str, stop: bool, drain: bool = False) -> Awaitable[str]:
         """Checks the request now (a DispatcherError: NOT_FOUND, FAILED_PRECONDITION for a job that
         is not RUNNING, INVALID_ARGUMENT without a directory) and returns the savepoint being taken:
         it resolves to its path or raises a DispatcherError (FAILED_PRECONDITION)."""
@@ -605,7 +606,7 @@ class Dispatcher:
 
         async def take() -> str:
             try:
-                return await job_master.savepoint(directory, stop)
+                return await job_master.savepoint(directory, stop, drain)
             except (SavepointError, CheckpointStorageError) as exc:
                 raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION, f"Savepoint of job {job_id.hex()}: {exc}") from exc
 
