@@ -304,6 +304,61 @@ def test_stop_with_savepoint_then_resume_from_it_continues_exactly_once(cluster,
     assert (Path(path) / "_metadata").is_file()  # a savepoint outlives its job
 
 
+def hidden_files(out: Path) -> list[str]:
+    """In-progress or pending part files: output not committed (yet)."""
+    return sorted(path.name for path in out.rglob(".*") if path.is_file())
+
+
+def test_stop_commits_what_was_written_before_it_its_tasks_finish_and_a_resume_elsewhere_writes_only_new_rows(
+        cluster, tmp_path) -> None:
+    """Flink's stop-with-savepoint: the sources emit nothing after the savepoint's barrier, the
+    sinks commit when it completes, then every task ends FINISHED and so does the job; `stop`
+    answers after that. No periodic checkpoint completes before the stop (a 10 min interval), so
+    whatever is visible afterwards was committed by the stop's own savepoint. Resumed into another
+    directory, the job writes only the rows after the savepoint there and nothing into the first."""
+    mc, _ = cluster
+    first_out, second_out, savepoints = tmp_path / "out-1", tmp_path / "out-2", tmp_path / "savepoints"
+    count = 40_000  # ~20 s at 2,000 records/s: it is stopped midway
+
+    def job(out: Path, configuration: Configuration | None = None) -> StreamExecutionEnvironment:
+        env = StreamExecutionEnvironment.get_execution_environment(configuration)
+        env.set_parallelism(2)
+        env.enable_checkpointing(600_000)
+        counting_job(env, out, count, 2000)
+        return env
+
+    cli = [sys.executable, "-m", "millstream.client.cli"]
+    with ClusterClient(mc.address) as client:
+        first = client.submit(job(first_out).get_job_graph("stopped").proto)
+        poll_for(lambda: any(v.records_out >= 2000 for v in client.status(first).vertices), 90, what="records flowing")
+        assert visible_lines(first_out) == []  # nothing committed yet: no checkpoint completed
+        stopped = subprocess.run([*cli, "stop", "--jobmanager", mc.address, first.hex(), "-p", str(savepoints)],
+                                 capture_output=True, text=True, timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+        path = stopped.stdout.split("Path: ", 1)[1].split()[0]
+        # By the time stop answers: the job and every task FINISHED, every row written committed.
+        summary = client.status(first)
+        assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED
+        assert {v.name: dict(v.tasks_per_state) for v in summary.vertices} == {
+            v.name: {"FINISHED": v.parallelism} for v in summary.vertices}
+        assert hidden_files(first_out) == []
+        before = visible_lines(first_out)
+        assert 0 < len(before) < count
+        highest = {k: max(int(line.split(",")[1]) for line in before if line.startswith(f"{k},")) for k in range(KEYS)}
+        assert sorted(before) == sorted(f"{k},{j}" for k in range(KEYS) for j in range(1, highest[k] + 1))
+        first_files = sorted(p.name for p in first_out.rglob("*"))
+
+        conf = Configuration()
+        conf.set_string("execution.savepoint.path", path)
+        second = client.submit(job(second_out, conf).get_job_graph("resumed elsewhere").proto)
+        resumed = poll_for(lambda: ended(client, second), 180, interval=0.2, what="the resumed job to end")
+    assert JobStatus.from_proto(resumed.status) is JobStatus.FINISHED, resumed.failure.message
+    assert sorted(p.name for p in first_out.rglob("*")) == first_files  # nothing more committed there
+    after = visible_lines(second_out)
+    assert not set(after) & set(before)
+    assert sorted(before + after) == sorted(f"{k},{j}" for k in range(KEYS) for j in range(1, len(range(k, count, KEYS)) + 1))
+
+
 def test_a_savepoint_with_state_of_an_unknown_operator_is_refused_unless_allowed(cluster, tmp_path) -> None:
     mc, _ = cluster
     out = tmp_path / "out"
