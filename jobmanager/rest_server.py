@@ -31,6 +31,7 @@ from aiohttp import web
 from millstream.jobmanager import rest_metrics_views as metric_views
 from millstream.jobmanager import rest_views as views
 from millstream.jobmanager.dispatcher import DispatcherError
+from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.rest_logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
 from millstream.jobmanager.task_logs import TaskLogs
 from millstream.jobmanager.rest_views import (
@@ -339,6 +340,10 @@ class RestServer:
         if mode != "cancel":
             raise BadRequest(f"mode={mode} is not supported: only mode=cancel (stop-with-savepoint: `millstream stop`).")
         job = self._job_view(request)
+        status = JobStatus.from_proto(job.summary.status)
+        if status.is_globally_terminal():  # Flink's JobCancellationHandler: 409, nothing to cancel
+            raise Conflict(f"Job cancellation failed because the job has already reached another terminal "
+                           f"state ({status.value}).")
         self._source.cancel(job.summary.job_id)
         return _json({}, 202)
 

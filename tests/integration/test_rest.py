@@ -146,6 +146,9 @@ def test_cancel_a_running_job_over_rest(cluster) -> None:  # noqa: ANN001
     assert rest.call(f"/jobs/{job_id}?mode=cancel", "PATCH") == (202, {})
     poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "CANCELED", 60, interval=0.3, what="the job CANCELED")
     assert rest.get("/overview")["jobs-cancelled"] == 1
+    # Cancelling it again (a globally terminal job): 409 Conflict, as Flink's REST API answers.
+    status, body = rest.call(f"/jobs/{job_id}?mode=cancel", "PATCH")
+    assert status == 409 and "already reached another terminal state (CANCELED)" in body["errors"][0]
 
 
 def test_errors_and_openapi(cluster) -> None:  # noqa: ANN001

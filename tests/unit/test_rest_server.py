@@ -146,6 +146,13 @@ def test_patch_cancels_with_202() -> None:
         status, body = await call(server, "PATCH", f"/jobs/{JOB.hex()}?mode=stop")
         assert status == 400 and "only mode=cancel" in body["errors"][0]
         assert (await call(server, "PATCH", f"/jobs/{'ab' * 16}"))[0] == 404
+        assert source.cancelled == [JOB, JOB]
+        # A globally terminal job: 409 (Flink's FlinkJobTerminatedWithoutCancellationException), not cancelled again.
+        for ended in (cpb.FINISHED, cpb.CANCELED, cpb.FAILED):
+            source.jobs[JOB].summary.status = ended
+            status, body = await call(server, "PATCH", f"/jobs/{JOB.hex()}?mode=cancel")
+            assert status == 409 and "already reached another terminal state" in body["errors"][0]
+        assert source.cancelled == [JOB, JOB]
 
     serve(source)(check)
     assert source.cancelled == [JOB, JOB]
