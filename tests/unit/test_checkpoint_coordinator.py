@@ -369,3 +369,15 @@ def test_history_keeps_the_latest_completed_and_failed_checkpoints_bounded() -> 
     for n in range(CHECKPOINT_HISTORY_SIZE):
         complete(c, due + 3000 + n * 1000)
     assert len(c.stats.history) == CHECKPOINT_HISTORY_SIZE and c.stats.history[0].checkpoint_id > forced.checkpoint_id
+
+
+def test_a_stop_savepoint_tells_its_tasks_it_is_synchronous_and_whether_to_drain() -> None:
+    c = coordinator(interval=1000, timeout=500)
+    due = started(c)
+    c.suspend_periodic()
+    plain = of(c.trigger_now(due, job()), TriggerCheckpoint)[0]
+    assert (plain.stop, plain.drain) == (False, False)
+    ack_all(c, plain.checkpoint_id)
+    c.checkpoint_finalized(plain.checkpoint_id, due + 10)
+    stop = of(c.trigger_now(due + 20, job(), stop=True, drain=True), TriggerCheckpoint)[0]
+    assert (stop.stop, stop.drain) == (True, True) and stop.checkpoint_id > plain.checkpoint_id
