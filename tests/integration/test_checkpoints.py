@@ -32,7 +32,7 @@ from millstream.datastream.connectors.file_system import FileSink
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.taskmanager.spark_runner import SparkHost
 
-from .harness import ancestors, fast_config, poll_for, spawn_module, stop_processes
+from .harness import ancestors, fast_config, jobmanager_env, poll_for, spawn_module, stop_processes
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -115,15 +115,20 @@ def fail_after_checkpoints(address: str, env: StreamExecutionEnvironment, name: 
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def spark_host():
     host = SparkHost(slots=4, tasks_per_slot=3)
     host.start()
-    checkpoints = tmp_path_factory.mktemp("checkpoints")
     try:
-        with MiniCluster(fast_config(**{"execution.checkpointing.dir": str(checkpoints)}), num_slots=4, spark=host) as mc:
-            yield mc, checkpoints
+        yield host
     finally:
         host.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, spark_host):
+    checkpoints = tmp_path_factory.mktemp("checkpoints")
+    with MiniCluster(fast_config(**{"execution.checkpointing.dir": str(checkpoints)}), num_slots=4, spark=spark_host) as mc:
+        yield mc, checkpoints
 
 
 def test_a_failing_function_restarts_from_the_last_checkpoint_and_the_file_sink_holds_every_record_once(cluster, tmp_path) -> None:
@@ -302,6 +307,47 @@ def test_stop_with_savepoint_then_resume_from_it_continues_exactly_once(cluster,
     assert summary.checkpoints.latest_restored_path == path
     assert_exactly_once(out, count)
     assert (Path(path) / "_metadata").is_file()  # a savepoint outlives its job
+
+
+def bounded_keyed_job(out: Path, count: int, checkpoint_ms: int | None) -> StreamExecutionEnvironment:
+    """``count`` lines "k,n" (a keyed running count per key) into a FileSink, at parallelism 2."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    if checkpoint_ms is not None:
+        env.enable_checkpointing(checkpoint_ms)
+    counting_job(env, out, count, 50_000)
+    return env
+
+
+@pytest.mark.parametrize("checkpoint_ms", [700, None], ids=["checkpointing", "no checkpointing"])
+def test_a_bounded_job_is_finished_only_once_all_its_file_sink_output_is_committed(
+        spark_host, tmp_path, checkpoint_ms) -> None:
+    """FLIP-147: the tasks of a bounded job wait for the final checkpoint's completion, their
+    FileSink commits on it, and only then are the tasks, and the job, FINISHED; without
+    checkpointing the FileSink commits at the end of the input, before its task finishes. Seen
+    from the client, both ways: when ``execute()`` returns, and the first time the status says
+    FINISHED, every line is committed (three TaskManagers, two subtasks, as reported)."""
+    count = 200_000
+    config = fast_config(**{"execution.checkpointing.dir": str(tmp_path / "checkpoints")})
+    mc = MiniCluster(config, num_slots=2, spark=spark_host).start(task_managers=3)
+    try:
+        executed = tmp_path / "executed"
+        with jobmanager_env(mc.address):
+            bounded_keyed_job(executed, count, checkpoint_ms).execute("bounded, execute()")
+        lines = visible_lines(executed)  # at once: execute() returned
+        assert len(lines) == count and hidden_files(executed) == []
+        assert_exactly_once(executed, count)
+
+        polled = tmp_path / "polled"
+        with ClusterClient(mc.address) as client:
+            job_id = client.submit(bounded_keyed_job(polled, count, checkpoint_ms).get_job_graph("bounded, polled").proto)
+            summary = poll_for(lambda: ended(client, job_id), 120, interval=0.01, what="the job to end")
+            lines = visible_lines(polled)  # at once: the first status that said FINISHED
+        assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+        assert len(lines) == count and hidden_files(polled) == []
+        assert_exactly_once(polled, count)
+    finally:
+        mc.close()
 
 
 def hidden_files(out: Path) -> list[str]:
