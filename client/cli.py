@@ -263,7 +263,8 @@ def _list(args: argparse.Namespace) -> int:
         jobs = client.list_jobs()
     now = _now_ms()
     if args.json:
-        print(json.dumps([summary_json(s, now) for s in sorted(jobs, key=lambda s: s.start_time_ms)], indent=2))
+        print(json.dumps([summary_json(s, now) for s in sorted(jobs, key=lambda s: s.start_time_ms, reverse=True)],
+                         indent=2))
     elif not jobs:
         print("No jobs.")
     else:

@@ -242,6 +242,10 @@ class Dispatcher:
             return accepted
         record = accepted[0]
         persistence = self._persistence
+        stored = cpb.SubmitJobRequest()
+        stored.CopyFrom(request)
+        stored.accepted_at_ms = record.start_time_ms  # a leader that recovers the job keeps its start time
+        request = stored
 
         async def persist_then_launch() -> None:
             # One task, whatever happens to the caller's RPC: a stored job is started, a job that
@@ -322,7 +326,8 @@ class Dispatcher:
         except InvalidArtifactError as exc:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
         num_tasks = sum(v.parallelism for v in graph.vertices)
-        record = JobRecord(graph.job_id, graph.job_name, request.submission_id, num_tasks)
+        record = JobRecord(graph.job_id, graph.job_name, request.submission_id, num_tasks,
+                           **({"start_time_ms": request.accepted_at_ms} if request.accepted_at_ms > 0 else {}))
         record.plan = job_plan(graph)
         record.parallelism = max((v.parallelism for v in graph.vertices), default=0)
         record.slot_timeout_at_ms = self._slot_timeout_at_ms

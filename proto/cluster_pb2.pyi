@@ -77,14 +77,16 @@ class ArtifactRef(_message.Message):
     def __init__(self, name: _Optional[str] = ..., blob_key: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("submission_id", "job_graph", "artifacts")
+    __slots__ = ("submission_id", "job_graph", "artifacts", "accepted_at_ms")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_GRAPH_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     job_graph: bytes
     artifacts: _containers.RepeatedCompositeFieldContainer[Artifact]
-    def __init__(self, submission_id: _Optional[str] = ..., job_graph: _Optional[bytes] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ...) -> None: ...
+    accepted_at_ms: int
+    def __init__(self, submission_id: _Optional[str] = ..., job_graph: _Optional[bytes] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., accepted_at_ms: _Optional[int] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job_id", "duplicate")
