@@ -588,6 +588,32 @@ class CheckpointCoordinator:
         return self._abort(pending, _R.FINALIZE_CHECKPOINT_FAILURE,
                            f"Could not complete checkpoint {checkpoint_id}: {message}", None)
 
+    def stats_at_completion(self, checkpoint_id: int, now_ms: float) -> tuple[int, int, list[CheckpointRecord]]:
+        """(completed, failed, history oldest first) as they will be once the finalizing
+        checkpoint ``checkpoint_id`` completes at ``now_ms``: what its metadata keeps for a
+        JobManager that recovers the job."""
+        pending, s = self._pending, self.stats
+        if pending is None or pending.checkpoint_id != checkpoint_id:
+            raise ValueError(f"checkpoint {checkpoint_id} is not the one being finalized")
+        record = CheckpointRecord(checkpoint_id, "COMPLETED", pending.forced, pending.timestamp_ms, now_ms, pending.size_bytes)
+        history = [*s.history, record][-CHECKPOINT_HISTORY_SIZE:]
+        return s.num_completed + 1, s.num_failed, history
+
+    def restore_stats(self, num_completed: int, num_failed: int, history: Iterable[CheckpointRecord]) -> None:
+        """A recovered job (JobManager failover) goes on from the counts and history its latest
+        completed checkpoint kept, instead of starting from zero."""
+        s = self.stats
+        s.num_completed, s.num_failed = max(0, num_completed), max(0, num_failed)
+        s.history.clear()
+        s.history.extend(history)
+        completed = [r for r in s.history if r.status == "COMPLETED"]
+        if completed:
+            last = completed[-1]
+            s.last_completed_id, s.last_completed_size_bytes = last.checkpoint_id, last.size_bytes
+            s.last_completed_at_ms = last.end_ms
+            s.last_completed_duration_ms = last.end_ms - last.trigger_ms if last.end_ms is not None else None
+            self._last_succeeded_id = max(self._last_succeeded_id, last.checkpoint_id)
+
     def restored(self, checkpoint_id: int, now_ms: float, path: Optional[str] = None) -> None:
         """The job restarts from ``checkpoint_id``: record it, and never hand out its id (or an
         earlier one) again."""

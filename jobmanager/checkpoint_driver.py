@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional, Protocol
 from millstream.jobmanager.checkpoint_coordinator import (
     CheckpointCoordinator,
     CheckpointFailureReason,
+    CheckpointRecord,
     Command,
     DiscardCheckpoint,
     DiscardState,
@@ -161,12 +162,40 @@ class CheckpointDriver:
         return point, first_id
 
     def apply_restore_point(self, point: Optional[CompletedCheckpoint], first_id: Optional[int]) -> None:
-        """On the loop: what :meth:`load_restore_point` found becomes the job's restore point."""
+        """On the loop: what :meth:`load_restore_point` found becomes the job's restore point. A
+        checkpoint of this very job (a JobManager failover; a savepoint is another job's) also
+        brings back the checkpoint counts and history it kept."""
         if first_id is not None:
             self._prefetched.supply(first_id)
         self.core.restore_point = point
         if point is not None:
+            if point.job_id == self.store.job_id and point.stats is not None:
+                self._restore_stats(point.stats, point)
             self.coordinator.restored(point.checkpoint_id, now_ms(), str(point.directory))
+
+    def _persisted_stats(self, checkpoint_id: int) -> Optional[dict[str, Any]]:
+        """The statistics the finalizing checkpoint's metadata keeps (wall-clock times); None when
+        it is no longer the one being finalized (aborted meanwhile: it will not complete anyway)."""
+        try:
+            completed, failed, history = self.coordinator.stats_at_completion(checkpoint_id, now_ms())
+        except ValueError:
+            return None
+        wall = self._wall_minus_monotonic_ms
+        return {"num_completed": completed, "num_failed": failed, "history": [
+            {"id": r.checkpoint_id, "status": r.status, "savepoint": r.is_savepoint, "trigger_ms": r.trigger_ms + wall,
+             "end_ms": r.end_ms + wall if r.end_ms is not None else None, "size": r.size_bytes,
+             "failure": r.failure_message} for r in history]}
+
+    def _restore_stats(self, stats: dict[str, Any], point: CompletedCheckpoint) -> None:
+        wall = self._wall_minus_monotonic_ms
+        try:
+            history = [CheckpointRecord(int(r["id"]), str(r["status"]), bool(r["savepoint"]), float(r["trigger_ms"]) - wall,
+                                        float(r["end_ms"]) - wall if r["end_ms"] is not None else None, int(r["size"]),
+                                        str(r["failure"])) for r in stats.get("history", [])]
+            self.coordinator.restore_stats(int(stats["num_completed"]), int(stats["num_failed"]), history)
+        except (KeyError, TypeError, ValueError) as exc:  # figures only: the job recovers all the same
+            log.warning("job %s: the checkpoint statistics in %s are unreadable (%r); counting from zero",
+                        self.core.job_id.hex(), point.metadata_path, exc)
 
     def _draw_id(self, min_next: Optional[int]) -> None:
         self._spawn(self._draw_id_off_loop(min_next))
@@ -334,9 +363,10 @@ class CheckpointDriver:
 
     async def _finalize(self, command: FinalizeCheckpoint) -> None:
         finished = self._finished_at_trigger.pop(command.checkpoint_id, frozenset())
+        stats = self._persisted_stats(command.checkpoint_id)
         try:
             checkpoint = await asyncio.to_thread(self.store.add_checkpoint, command.checkpoint_id, command.timestamp_ms,
-                                                 command.task_states, finished)
+                                                 command.task_states, finished, stats)
         except Exception as exc:
             log.warning("checkpoint %d: writing its metadata failed: %s", command.checkpoint_id, exc)
             self._run(self.coordinator.checkpoint_finalize_failed(command.checkpoint_id, f"{type(exc).__name__}: {exc}"))
