@@ -600,6 +600,10 @@ class Dispatcher:
         if job_master is None or record.status is not JobStatus.RUNNING:
             raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION,
                                   f"Job {job_id.hex()} is {record.status.value}: only a RUNNING job takes a savepoint")
+        if job_master.core.checkpointing is None:  # the cause, whatever the directory: checked first
+            raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION,
+                                  f"Job {job_id.hex()} takes no checkpoints: a savepoint needs checkpointing "
+                                  "(env.enable_checkpointing(ms), or execution.checkpointing.interval on the cluster)")
         target = target_directory or self._checkpoint_options.get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
         if not target:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, "No savepoint directory: give one, or set "

@@ -145,6 +145,10 @@ def test_cancel_a_running_job_over_rest(cluster) -> None:  # noqa: ANN001
     job_id = client.submit(env.get_job_graph("rest endless").proto).hex()
     poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "RUNNING", 90, interval=0.3, what="the job RUNNING")
     assert rest.get("/overview")["jobs-running"] == 1
+    # No checkpointing: a savepoint is refused naming that cause, with or without a directory.
+    for body in ({}, {"target-directory": "/tmp/savepoints"}):
+        status, answer = rest.call(f"/jobs/{job_id}/savepoints", "POST", body)
+        assert status == 409 and "takes no checkpoints" in answer["errors"][0], answer
     assert rest.call(f"/jobs/{job_id}?mode=cancel", "PATCH") == (202, {})
     poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "CANCELED", 60, interval=0.3, what="the job CANCELED")
     assert rest.get("/overview")["jobs-cancelled"] == 1
