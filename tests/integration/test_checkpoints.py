@@ -366,17 +366,19 @@ def test_stop_commits_what_was_written_before_it_its_tasks_finish_and_a_resume_e
     first_out, second_out, savepoints = tmp_path / "out-1", tmp_path / "out-2", tmp_path / "savepoints"
     count = 40_000  # ~20 s at 2,000 records/s: it is stopped midway
 
-    def job(out: Path, configuration: Configuration | None = None) -> StreamExecutionEnvironment:
+    def job(out: Path, configuration: Configuration | None = None, interval_ms: int = 600_000) -> StreamExecutionEnvironment:
         env = StreamExecutionEnvironment.get_execution_environment(configuration)
         env.set_parallelism(2)
-        env.enable_checkpointing(600_000)
+        env.enable_checkpointing(interval_ms)
         counting_job(env, out, count, 2000)
         return env
 
     cli = [sys.executable, "-m", "millstream.client.cli"]
     with ClusterClient(mc.address) as client:
         first = client.submit(job(first_out).get_job_graph("stopped").proto)
-        poll_for(lambda: any(v.records_out >= 2000 for v in client.status(first).vertices), 90, what="records flowing")
+        poll_for(lambda: (lambda s: s.tasks_per_state.get("RUNNING") == s.num_tasks
+                          and any(v.records_out >= 2000 for v in s.vertices))(client.status(first)),
+                 90, what="every task running, records flowing")
         assert visible_lines(first_out) == []  # nothing committed yet: no checkpoint completed
         stopped = subprocess.run([*cli, "stop", "--jobmanager", mc.address, first.hex(), "-p", str(savepoints)],
                                  capture_output=True, text=True, timeout=120)
@@ -396,7 +398,8 @@ def test_stop_commits_what_was_written_before_it_its_tasks_finish_and_a_resume_e
 
         conf = Configuration()
         conf.set_string("execution.savepoint.path", path)
-        second = client.submit(job(second_out, conf).get_job_graph("resumed elsewhere").proto)
+        # (checkpoints here: its end waits for a final checkpoint, the next periodic one)
+        second = client.submit(job(second_out, conf, 300).get_job_graph("resumed elsewhere").proto)
         resumed = poll_for(lambda: ended(client, second), 180, interval=0.2, what="the resumed job to end")
     assert JobStatus.from_proto(resumed.status) is JobStatus.FINISHED, resumed.failure.message
     assert sorted(p.name for p in first_out.rglob("*")) == first_files  # nothing more committed there
