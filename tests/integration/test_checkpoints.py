@@ -24,11 +24,13 @@ import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.client.minicluster import MiniCluster
-from millstream.common import Configuration, Encoder, WatermarkStrategy
+from millstream.common import Configuration, Encoder, Time, WatermarkStrategy
+from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import CheckpointingMode, MapFunction, StreamExecutionEnvironment
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
+from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.taskmanager.spark_runner import SparkHost
 
@@ -406,6 +408,45 @@ def test_stop_commits_what_was_written_before_it_its_tasks_finish_and_a_resume_e
     after = visible_lines(second_out)
     assert not set(after) & set(before)
     assert sorted(before + after) == sorted(f"{k},{j}" for k in range(KEYS) for j in range(1, len(range(k, count, KEYS)) + 1))
+
+
+class NumberIsMillis(TimestampAssigner):
+    def extract_timestamp(self, value, record_timestamp):  # noqa: ANN001, ANN201
+        return value
+
+
+def test_stop_drain_from_the_cli_fires_every_window_and_commits_it(cluster, tmp_path) -> None:
+    """`millstream stop --drain` (Flink's `stop -d`): MAX_WATERMARK and the end of input come before
+    the savepoint, so hour-long event-time windows that would never fire otherwise fire, and their
+    output is committed when `stop` returns; every record read is counted once."""
+    mc, _ = cluster
+    out = tmp_path / "out"
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(600_000)
+    (env.from_source(DataGeneratorSource(lambda i: i, 10**7, records_per_second=2000),
+                     WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(NumberIsMillis()), "numbers")
+        .map(lambda i: (i % KEYS, 1)).key_by(lambda t: t[0])
+        .window(TumblingEventTimeWindows.of(Time.hours(1)))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+    with ClusterClient(mc.address) as client:
+        job_id = client.submit(env.get_job_graph("drained").proto)
+        poll_for(lambda: (lambda s: s.tasks_per_state.get("RUNNING") == s.num_tasks
+                          and any(v.records_out >= 2000 for v in s.vertices))(client.status(job_id)),
+                 90, what="every task running, records flowing")
+        stopped = subprocess.run([sys.executable, "-m", "millstream.client.cli", "stop", "--jobmanager", mc.address,
+                                  job_id.hex(), "--drain", "-p", str(tmp_path / "sp")], capture_output=True, text=True,
+                                 timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+        summary = client.status(job_id)
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED
+    assert dict(summary.tasks_per_state) == {"FINISHED": summary.num_tasks}
+    assert hidden_files(out) == []
+    counts = {int(k): int(n) for k, n in (line.split(",") for line in visible_lines(out))}
+    read = next(v.records_out for v in summary.vertices if "numbers" in v.name)
+    assert sorted(counts) == list(range(KEYS)) and sum(counts.values()) == read > 0
 
 
 def test_a_savepoint_with_state_of_an_unknown_operator_is_refused_unless_allowed(cluster, tmp_path) -> None:
