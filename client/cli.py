@@ -263,7 +263,8 @@ def _list(args: argparse.Namespace) -> int:
         jobs = client.list_jobs()
     now = _now_ms()
     if args.json:
-        print(json.dumps([summary_json(s, now) for s in sorted(jobs, key=lambda s: s.start_time_ms)], indent=2))
+        print(json.dumps([summary_json(s, now) for s in sorted(jobs, key=lambda s: s.start_time_ms, reverse=True)],
+                         indent=2))
     elif not jobs:
         print("No jobs.")
     else:
@@ -309,7 +310,8 @@ def _savepoint(args: argparse.Namespace) -> int:
     job_id = _job_id(args.job_id)
     target = os.path.abspath(args.directory) if args.directory else ""
     with _client(args) as client:
-        path = client.savepoint(job_id, target, stop=args.command == "stop", timeout_s=args.timeout)
+        path = client.savepoint(job_id, target, stop=args.command == "stop", timeout_s=args.timeout,
+                                drain=getattr(args, "drain", False))
         if args.command == "stop":
             from millstream.client.progress import is_terminal
 
@@ -457,9 +459,14 @@ def build_parser() -> argparse.ArgumentParser:
     savepoint.add_argument("job_id", metavar="JOB_ID", help="the job's id")
     savepoint.add_argument("directory", metavar="DIR", nargs="?", help="the target directory, shared with the cluster")
     stop = sub.add_parser("stop", help="take a savepoint of a running job, then stop it",
-                          description="Takes a savepoint, then stops (cancels) the job; resume it with `run -s PATH`.")
+                          description="Stops the job with a synchronous savepoint: its sources stop after the "
+                                      "savepoint's barrier, its sinks commit when the savepoint completes, its tasks "
+                                      "end FINISHED; resume it with `run -s PATH`.")
     stop.add_argument("job_id", metavar="JOB_ID", help="the job's id")
     stop.add_argument("--savepoint-path", "-p", dest="directory", metavar="DIR", help="the target directory")
+    stop.add_argument("--drain", "-d", action="store_true",
+                      help="end the input first (MAX_WATERMARK: every event-time timer and window fires) before "
+                           "the savepoint; for a job that is not resumed")
     for p in (savepoint, stop):
         p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the savepoint (default: 600)")
         p.set_defaults(func=_savepoint)

@@ -31,6 +31,7 @@ from aiohttp import web
 from millstream.jobmanager import rest_metrics_views as metric_views
 from millstream.jobmanager import rest_views as views
 from millstream.jobmanager.dispatcher import DispatcherError
+from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.rest_guard import GuardedSite, allowed_hosts, host_refusal
 from millstream.jobmanager.rest_logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
 from millstream.jobmanager.task_logs import TaskLogs
@@ -70,7 +71,7 @@ class RestSource(Protocol):
     def job_view(self, job_id: bytes) -> JobView | None: ...
     def cancel(self, job_id: bytes) -> None: ...
     def taskmanager_views(self) -> list[TaskManagerView]: ...
-    def start_savepoint(self, job_id: bytes, directory: str, stop: bool) -> Awaitable[str]:
+    def start_savepoint(self, job_id: bytes, directory: str, stop: bool, drain: bool = False) -> Awaitable[str]:
         """Checks now (NotFound, BadRequest, Conflict); the awaitable takes it and gives its path."""
         ...
     def vertex_views(self, job_id: bytes) -> dict[bytes, metric_views.VertexView] | None:
@@ -115,8 +116,8 @@ ROUTES: dict[str, dict[str, str]] = {
                                          "202 {\"request-id\"}; poll /jobs/{jobid}/savepoints/{triggerid}."},
     "/jobs/{jobid}/savepoints/{triggerid}": {"get": "A savepoint operation: status IN_PROGRESS or COMPLETED, "
                                                     "then operation.location or operation.failure-cause."},
-    "/jobs/{jobid}/stop": {"post": "Stops the job with a savepoint ({\"targetDirectory\", \"drain\": false}): "
-                                   "202 {\"request-id\"}, polled as a savepoint."},
+    "/jobs/{jobid}/stop": {"post": "Stops the job with a synchronous savepoint ({\"targetDirectory\", \"drain\"}): "
+                                   "202 {\"request-id\"}, polled as a savepoint; COMPLETED once the job FINISHED."},
     "/taskmanagers": {"get": "Every registered TaskManager: address, slots, free slots, last heartbeat."},
     "/taskmanagers/{taskmanagerid}": {"get": "One TaskManager and its allocated slots."},
     OPENAPI_PATH: {"get": "This document."},
@@ -376,6 +377,10 @@ class RestServer:
         if mode != "cancel":
             raise BadRequest(f"mode={mode} is not supported: only mode=cancel (stop-with-savepoint: `millstream stop`).")
         job = self._job_view(request)
+        status = JobStatus.from_proto(job.summary.status)
+        if status.is_globally_terminal():  # Flink's JobCancellationHandler: 409, nothing to cancel
+            raise Conflict(f"Job cancellation failed because the job has already reached another terminal "
+                           f"state ({status.value}).")
         self._source.cancel(job.summary.job_id)
         return _json({}, 202)
 
@@ -408,17 +413,17 @@ class RestServer:
 
     async def _stop_with_savepoint(self, request: web.Request) -> web.StreamResponse:
         job = self._job_view(request)
-        directory, trigger_id = views.stop_request(await self._json_body(request))
-        return self._start_savepoint(job, directory, True, trigger_id)
+        directory, drain, trigger_id = views.stop_request(await self._json_body(request))
+        return self._start_savepoint(job, directory, True, trigger_id, drain=drain)
 
     def _start_savepoint(self, job: JobView, directory: str, stop: bool, trigger_id: str | None,
-                         cancel_after: bool = False) -> web.Response:
+                         cancel_after: bool = False, drain: bool = False) -> web.Response:
         """202 with the trigger id at once; the savepoint is taken by a task on this loop. A trigger
         id given again for the same job answers the same operation (Flink's safe retry)."""
         job_hex = job.summary.job_id.hex()
         if trigger_id is not None and (job_hex, trigger_id) in self._savepoints:
             return _json({"request-id": trigger_id}, 202)
-        taking = self._source.start_savepoint(job.summary.job_id, directory, stop)
+        taking = self._source.start_savepoint(job.summary.job_id, directory, stop, drain)
         operation = SavepointOperation(job.summary.job_id, trigger_id or os.urandom(16).hex(), stop or cancel_after)
         self._remember(job_hex, operation)
         task = asyncio.ensure_future(self._take_savepoint(operation, taking, cancel_after))
@@ -514,9 +519,9 @@ class JobManagerSource:
     def cancel(self, job_id: bytes) -> None:
         self._jm.dispatcher.cancel(job_id)
 
-    def start_savepoint(self, job_id: bytes, directory: str, stop: bool) -> Awaitable[str]:
+    def start_savepoint(self, job_id: bytes, directory: str, stop: bool, drain: bool = False) -> Awaitable[str]:
         try:
-            return self._jm.dispatcher.start_savepoint(job_id, directory, stop)  # type: ignore[no-any-return]
+            return self._jm.dispatcher.start_savepoint(job_id, directory, stop, drain)  # type: ignore[no-any-return]
         except DispatcherError as exc:
             raise _rest_error(exc) from None
 

@@ -39,7 +39,7 @@ __all__ = [
     "encode_error", "encode_event", "encode_frame", "never_cancelled", "start_thread", "tune_socket",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class FrameKind(IntEnum):
@@ -104,15 +104,16 @@ Event = EndOfPartition | CheckpointBarrier | CancelCheckpointMarker | Watermark 
 
 # An event is a type code + its wire fields packed with a fixed struct: no pickle for control data,
 # so a consumer can always decode them, and a new event is one line here. (A barrier's ``options``
-# stay local: checkpoints and savepoints look the same on the wire.)
+# stay local; its ``stop`` and ``drain`` flags travel: a stop's synchronous savepoint is told apart.)
 _EVENT_CODECS: dict[type, tuple[int, struct.Struct, tuple[str, ...]]] = {
     EndOfPartition: (0, struct.Struct("!"), ()),
-    CheckpointBarrier: (1, struct.Struct("!qq"), ("checkpoint_id", "timestamp")),
+    CheckpointBarrier: (1, struct.Struct("!qq??"), ("checkpoint_id", "timestamp", "stop", "drain")),
     Watermark: (2, struct.Struct("!q"), ("timestamp",)),
     CancelCheckpointMarker: (3, struct.Struct("!q"), ("checkpoint_id",)),
     WatermarkStatus: (4, struct.Struct("!?"), ("idle",)),
 }
 _EVENT_TYPES = {code: (cls, codec) for cls, (code, codec, _) in _EVENT_CODECS.items()}
+_EVENT_FIELDS = {cls: fields for cls, (_, _, fields) in _EVENT_CODECS.items()}
 
 
 def encode_event(event: Event) -> bytes:
@@ -125,7 +126,7 @@ def decode_event(payload: bytes) -> Event:
         cls, codec = _EVENT_TYPES[payload[0]]
     except (IndexError, KeyError):
         raise ValueError(f"unknown event {payload[:1]!r}") from None
-    event: Event = cls(*codec.unpack_from(payload, 1))
+    event: Event = cls(**dict(zip(_EVENT_FIELDS[cls], codec.unpack_from(payload, 1))))
     return event
 
 

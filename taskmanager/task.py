@@ -80,10 +80,11 @@ FAILING = "failing"
 CHECKPOINT_ACK = checkpointing.ACK          # ("ack", checkpoint_id, state_path or "", state_size)
 CHECKPOINT_DECLINE = checkpointing.DECLINE  # ("decline", checkpoint_id, reason, message)
 # Messages from the TaskManager to the worker (besides CANCEL).
-TRIGGER_CHECKPOINT = "trigger"  # ("trigger", checkpoint_id, timestamp_ms): inject barrier n here
+TRIGGER_CHECKPOINT = "trigger"  # ("trigger", checkpoint_id, timestamp_ms, stop, drain): inject barrier n here
 NOTIFY_CHECKPOINT = "notify"    # ("notify", checkpoint_id, aborted)
 
 SOURCE_BATCH_SIZE = 1024
+STOP_POLL_S = 0.005  # how often a task waiting for its stop savepoint's outcome looks for it
 RECORDS_PER_BUFFER = 1024
 RECORDS_INTERVAL_MS = 1000  # the record totals go to the TaskManager at most this often (and once at the end)
 CONNECT_TIMEOUT_S = 60.0
@@ -238,6 +239,12 @@ def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, i
                      connect_timeout_s=CONNECT_TIMEOUT_S, tls=network.tls, time_waits=network.io_timing)
 
 
+class StoppedWithSavepoint(BaseException):
+    """Raised on the task thread once the stop savepoint the task snapshotted is complete: it
+    unwinds the task loop (a BaseException, so no operator or user ``except Exception`` stops it)
+    and the task ends FINISHED without an end of input, its sinks committed by the savepoint."""
+
+
 class CheckpointControl:
     """The task thread's side of the checkpoint control messages (polled between batches).
 
@@ -257,9 +264,29 @@ class CheckpointControl:
     def poll(self) -> None:
         while (msg := self.channel.recv_nowait()) is not None:
             if msg[0] == TRIGGER_CHECKPOINT:
-                self._trigger(CheckpointBarrier(msg[1], msg[2]))
+                self._trigger(CheckpointBarrier(msg[1], msg[2], stop=msg[3], drain=msg[4]))
             elif msg[0] == NOTIFY_CHECKPOINT:
                 self.checkpointer.notify(msg[1], msg[2])
+        if self.checkpointer.stop_savepoint is not None and not self.closing:
+            self._await_stop_savepoint()
+
+    def _await_stop_savepoint(self) -> None:
+        """The task snapshotted stop-with-savepoint's synchronous savepoint: nothing more is
+        processed (a source emits nothing after its barrier) until it completes, then the task ends
+        (StoppedWithSavepoint), or it is aborted, then the task goes on (Flink's stop that failed).
+        A cancel ends the wait; the task loops see it."""
+        checkpointer = self.checkpointer
+        while checkpointer.stop_savepoint is not None:
+            msg = self.channel.recv_nowait()
+            if msg is None:
+                if self.channel.wait_cancelled(STOP_POLL_S):
+                    return
+            elif msg[0] == NOTIFY_CHECKPOINT:
+                checkpointer.notify(msg[1], msg[2])
+            elif msg[0] == TRIGGER_CHECKPOINT:  # cannot come before the savepoint's outcome: refuse it
+                checkpointer.decline(msg[1], "CHECKPOINT_DECLINED_TASK_CLOSING", "the task is stopping with a savepoint")
+        if checkpointer.stopped:
+            raise StoppedWithSavepoint(checkpointer.last_completed_id)
 
     def _trigger(self, barrier: CheckpointBarrier) -> None:
         if self.closing:
@@ -270,10 +297,12 @@ class CheckpointControl:
             self._deferred = barrier
 
     def all_inputs_ended(self) -> None:
+        """A trigger deferred to the end of the inputs snapshots now; a stop savepoint's after the
+        chain's end of input (the input really ended: what that emits must be in the savepoint)."""
         self.inputs_ended = True
         if self._deferred is not None:
             barrier, self._deferred = self._deferred, None
-            self.checkpointer.checkpoint(barrier)
+            self.checkpointer.checkpoint(barrier, end_input_first=barrier.stop)
 
 
 def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment,
@@ -461,18 +490,27 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
                 ticker = threading.Thread(target=reporter.report_while_quiet, args=(channel, task_ended),
                                           name="millstream-metrics", daemon=True)
                 ticker.start()
-                ended = chain.run_source()
-            else:
-                ended = _consume(chain, gate, env, checkpointer, tdd.checkpointing_mode or "EXACTLY_ONCE")  # type: ignore[arg-type]
+            stopped = False
+            try:
+                if tdd.vertex.is_source:
+                    ended = chain.run_source()
+                else:
+                    ended = _consume(chain, gate, env, checkpointer, tdd.checkpointing_mode or "EXACTLY_ONCE")  # type: ignore[arg-type]
+                if ended and not env.is_cancelled():
+                    if control is not None:
+                        control.all_inputs_ended()  # a trigger that waited for the end of the inputs
+                    if checkpointer is None or not checkpointer.input_ended:
+                        chain.end_input()
+                    if checkpointer is not None:  # Flink's final checkpoint: commit what the sinks hold back
+                        _await_final_checkpoint(chain, checkpointer, env)
+            except StoppedWithSavepoint:  # its savepoint committed everything: end without an end of input
+                ended = stopped = True
             if ended and not env.is_cancelled():
                 if control is not None:
-                    control.all_inputs_ended()  # a trigger that waited for the end of the inputs
-                chain.end_input()
-                if checkpointer is not None:  # Flink's final checkpoint: commit what the sinks hold back
-                    _await_final_checkpoint(chain, checkpointer, env)
-                if control is not None:
                     control.closing = True
-                if not env.is_cancelled():
+                if stopped and gate is not None:
+                    ended = _drain(gate, env, "stopped with a savepoint")  # its producers stopped too: only their ends come
+                if ended and not env.is_cancelled():
                     for writer in writers.values():
                         writer.finish()
                     _await_consumed(tdd, partitions, chain)
@@ -577,14 +615,15 @@ def _await_final_checkpoint(chain: OperatorChain, checkpointer: checkpointing.Ta
         env.wait_ms(chain.wait_bound_ms(20))
 
 
-def _drain(gate: InputGate, env: SimpleTaskEnvironment) -> bool:
-    """A task restored as finished: its producers were finished too and send only their ends."""
+def _drain(gate: InputGate, env: SimpleTaskEnvironment, why: str = "restored as finished") -> bool:
+    """A task restored as finished, or stopped with a savepoint: its producers were finished (or
+    stopped) too and send only their ends."""
     while not gate.all_finished:
         if env.is_cancelled():
             return False
         item = gate.poll(0.1)
         if item is not None and item[1] == BUFFER:
-            raise RuntimeError("a task restored as finished received records: its producers were not finished")
+            raise RuntimeError(f"a task {why} received records: its producers were not finished")
     return True
 
 

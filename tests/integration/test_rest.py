@@ -16,9 +16,11 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.common import Configuration, Encoder, WatermarkStrategy
+from millstream.common import Configuration, Encoder, Time, WatermarkStrategy
+from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import MapFunction, SourceFunction, StreamExecutionEnvironment
+from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
 
@@ -143,9 +145,16 @@ def test_cancel_a_running_job_over_rest(cluster) -> None:  # noqa: ANN001
     job_id = client.submit(env.get_job_graph("rest endless").proto).hex()
     poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "RUNNING", 90, interval=0.3, what="the job RUNNING")
     assert rest.get("/overview")["jobs-running"] == 1
+    # No checkpointing: a savepoint is refused naming that cause, with or without a directory.
+    for body in ({}, {"target-directory": "/tmp/savepoints"}):
+        status, answer = rest.call(f"/jobs/{job_id}/savepoints", "POST", body)
+        assert status == 409 and "takes no checkpoints" in answer["errors"][0], answer
     assert rest.call(f"/jobs/{job_id}?mode=cancel", "PATCH") == (202, {})
     poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "CANCELED", 60, interval=0.3, what="the job CANCELED")
     assert rest.get("/overview")["jobs-cancelled"] == 1
+    # Cancelling it again (a globally terminal job): 409 Conflict, as Flink's REST API answers.
+    status, body = rest.call(f"/jobs/{job_id}?mode=cancel", "PATCH")
+    assert status == 409 and "already reached another terminal state (CANCELED)" in body["errors"][0]
 
 
 def test_errors_and_openapi(cluster) -> None:  # noqa: ANN001
@@ -281,6 +290,51 @@ def test_savepoint_over_rest_then_a_job_resumes_from_it(cluster, tmp_path) -> No
     last = savepoint_location(rest, third, {"target-directory": str(tmp_path / "cancelled"), "cancel-job": True})
     assert (Path(last) / "_metadata").is_file()
     poll_for(lambda: rest.get(f"/jobs/{third}")["state"] == "CANCELED", 60, interval=0.3, what="the job CANCELED")
+
+
+class NumberIsMillis(TimestampAssigner):
+    def extract_timestamp(self, value, record_timestamp):  # noqa: ANN001, ANN201
+        return value
+
+
+def test_stop_with_drain_over_rest_fires_every_window_commits_it_and_every_task_finishes(cluster, tmp_path) -> None:  # noqa: ANN001
+    """POST /jobs/:id/stop with drain (Flink's `stop --drain`): the source emits MAX_WATERMARK and
+    ends its input before the savepoint, so every event-time window fires (hour-long windows: none
+    would fire otherwise), the savepoint commits what they wrote, every task ends FINISHED (as
+    /jobs/overview counts them) and the operation completes once the job is FINISHED."""
+    client, rest = cluster
+    out = tmp_path / "out"
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(600_000)  # no periodic checkpoint before the stop
+    (env.from_source(DataGeneratorSource(lambda i: i, 10**7, records_per_second=1500),
+                     WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(NumberIsMillis()), "numbers")
+        .map(lambda i: (i % KEYS, 1))
+        .key_by(lambda t: t[0])
+        .window(TumblingEventTimeWindows.of(Time.hours(1)))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+    job_id = client.submit(env.get_job_graph("drained over rest").proto)
+    job = job_id.hex()
+    poll_for(lambda: any(v.records_out >= 1500 for v in client.status(job_id).vertices), 90, interval=0.3,
+             what="records flowing")
+
+    def stop() -> Any:  # retried while the job's tasks start, as savepoint_location does
+        status, body = rest.call(f"/jobs/{job}/stop", "POST", {"targetDirectory": str(tmp_path / "sp"), "drain": True})
+        assert status == 202, body
+        result = savepoint_result(rest, job, body["request-id"])
+        return result if "location" in result["operation"] else None
+    location = poll_for(stop, 90, interval=0.5, what="the stop")["operation"]["location"]
+    assert (Path(location) / "_metadata").is_file()
+    # Completed means ended: the job and every task FINISHED, the windows' output committed.
+    overview = next(j for j in rest.get("/jobs/overview")["jobs"] if j["jid"] == job)
+    assert overview["state"] == "FINISHED"
+    assert overview["tasks"]["finished"] == overview["tasks"]["total"] > 0 and overview["tasks"]["canceled"] == 0
+    assert sorted(p.name for p in out.rglob(".*")) == []  # nothing left in progress or pending
+    counts = highest_counts(out)
+    read = next(v.records_out for v in client.status(job_id).vertices if "numbers" in v.name)
+    assert sorted(counts) == list(range(KEYS)) and sum(counts.values()) == read > 0
 
 
 class FailFirstAttempts(MapFunction):
