@@ -333,3 +333,36 @@ def test_exception_history_is_bounded_by_its_option(cluster) -> None:  # noqa: A
     assert len(entries) == HISTORY_SIZE
     assert [f"failure of attempt {n}" in e["stacktrace"] for e, n in zip(entries, (4, 3, 2))] == [True] * 3
     assert "failure of attempt 4" in body["root-exception"]
+
+
+FAILING_SCRIPT = '''from millstream.datastream import StreamExecutionEnvironment
+
+
+def parse(text):
+    return int(text)  # line 5 fails on "x"
+
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_parallelism(1)
+env.from_collection(["1", "x"]).map(parse).add_sink(lambda x: None)
+env.execute("user traceback")
+'''
+
+
+def test_a_failing_user_function_names_the_job_script_line_and_source_on_the_cli_and_over_rest(cluster, tmp_path) -> None:  # noqa: ANN001
+    """cloudpickle sends a __main__ function's code as "<dynamic-code>"; the user sees job.py, line 5."""
+    import subprocess
+
+    client, rest = cluster
+    script = tmp_path / "job.py"
+    script.write_text(FAILING_SCRIPT)
+    run = subprocess.run([sys.executable, "-m", "millstream.client.cli", "run", "--jobmanager", client.address, str(script)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    shown = run.stdout + run.stderr
+    where, source = f'File "{script}", line 5, in parse', 'return int(text)  # line 5 fails on "x"'
+    assert "<dynamic-code>" not in shown and where in shown and source in shown, shown
+    job_id = run.stdout.splitlines()[0].rsplit(" ", 1)[1]
+    exceptions = rest.get(f"/jobs/{job_id}/exceptions")
+    for text in (exceptions["root-exception"], exceptions["exceptionHistory"]["entries"][0]["stacktrace"]):
+        assert "<dynamic-code>" not in text and where in text and source in text, text
