@@ -187,6 +187,7 @@ def _run(args: argparse.Namespace) -> int:
     from millstream.client.progress import LineAtomicWriter, RunView
     from millstream.runtime.config import ENV_CONFIG_FILE, ENV_PREFIX
 
+    _refuse_cluster_options(args)
     configuration = _configuration(args)
     _client(args).close()  # nothing there, or no leader: one line now, not after the script's set-up
     # The script's execute() finds the cluster as this command did: the same -D and --config.
@@ -221,6 +222,20 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         sys.stdout = stdout
     return 0
+
+
+def _refuse_cluster_options(args: argparse.Namespace) -> None:
+    """`run -D` takes job-level options (they travel with the job) and client ones; a cluster's
+    option (slots, ports, heartbeats, ...) would be silently ignored by a running cluster: refused."""
+    from millstream.runtime import config as cfg
+
+    refused = [key for key in _dynamic(args) if (option := cfg.find_option(key)) is not None
+               and cfg.option_scope(option) == "cluster"]
+    if refused:
+        keys = ", ".join(refused)
+        raise CliError(f"-D {keys}: {'a cluster option' if len(refused) == 1 else 'cluster options'}, not a job's; "
+                       f"a running cluster does not change per job. Set {'it' if len(refused) == 1 else 'them'} "
+                       "where the cluster starts (`millstream cluster start -D KEY=VALUE` or its configuration file).")
 
 
 def _interrupted(view: Any, args: argparse.Namespace) -> int:

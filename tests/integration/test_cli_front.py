@@ -349,3 +349,48 @@ def test_cluster_stop_also_stops_a_taskmanager_added_by_hand(cluster) -> None:
         if added.poll() is None:
             added.kill()
             added.wait()
+
+
+# Fails on 20 every attempt (a restore from a checkpoint resumes before it): FAILED after its restarts.
+FAILS_AT_20 = textwrap.dedent("""
+    import time
+    from millstream.datastream import StreamExecutionEnvironment
+
+    def slow_then_fail(x):
+        time.sleep(0.05)
+        if x == 20:
+            raise ValueError("twenty")
+        return x
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_sequence(1, 40).map(slow_then_fail).add_sink(lambda x: None)
+    env.execute("per-job options")
+""")
+
+
+def test_run_applies_job_level_options_and_refuses_cluster_ones(cluster, slow_job, tmp_path) -> None:
+    """`run -D`: slot.request.timeout, restart-strategy.* and execution.checkpointing.* apply to that job
+    (the cluster has the defaults: 300 s, no restarts, no checkpoints); a cluster option is refused."""
+    env, _ = cluster
+    started = time.monotonic()
+    run = _cli("run", "-p", "3", "-D", "slot.request.timeout=2 s", str(slow_job), "5", env=env)  # 3 slots on a 2-slot cluster
+    assert run.returncode == 1 and "not enough slots" in run.stdout + run.stderr, run.stdout + run.stderr
+    assert time.monotonic() - started < 60
+
+    job = tmp_path / "fails_at_20.py"
+    job.write_text(FAILS_AT_20)
+    run = _cli("run", "-D", "restart-strategy.type=fixed-delay", "-D", "restart-strategy.fixed-delay.attempts=2",
+               "-D", "restart-strategy.fixed-delay.delay=100 ms", "-D", "execution.checkpointing.interval=200 ms",
+               "-D", f"execution.checkpointing.dir={tmp_path / 'chk'}", str(job), env=env)
+    assert run.returncode == 1, run.stdout + run.stderr
+    status = _status(run.stdout.splitlines()[0].rsplit(" ", 1)[1], env)
+    assert status["status"] == "FAILED" and status["num_restarts"] == 2
+    assert status["checkpoints"]["interval_ms"] == 200 and status["checkpoints"]["directory"].startswith(str(tmp_path / "chk"))
+
+    jobs_before = len(json.loads(_cli("list", "--json", env=env).stdout))
+    for option in ("taskmanager.numberOfTaskSlots=4", "rest.port=9999"):
+        refused = _cli("run", "-D", option, str(slow_job), "1", env=env)
+        key = option.split("=")[0]
+        assert refused.returncode == 2 and f"-D {key}: a cluster option, not a job's" in refused.stderr, refused.stderr
+        assert "Job slow submitted" not in refused.stdout
+    assert len(json.loads(_cli("list", "--json", env=env).stdout)) == jobs_before
