@@ -374,10 +374,14 @@ def _cluster(args: argparse.Namespace) -> int:
             print(f"Cluster started with high availability: ZooKeeper at {ha['zookeeper']}, JobManager leader at "
                   f"{ha['leader']}, standby at {', '.join(standbys)}, {args.taskmanagers} TaskManagers x {args.slots} "
                   f"slots; logs in {state['log_dir']}")
+            for address in [ha["leader"], *standbys]:
+                print(f"  JobManager {address} ({'leader' if address == ha['leader'] else 'standby'}): "
+                      f"{_web_ui(state, address)}")
             print("Clients find the leader with: " + " ".join(f"-D {o}" for o in ha["options"]))
         else:
             print(f"Cluster started: JobManager at {state['jobmanager']}, {args.taskmanagers} TaskManagers "
                   f"x {args.slots} slots; logs in {state['log_dir']}")
+            print(f"  JobManager {state['jobmanager']}: {_web_ui(state, state['jobmanager'])}")
     elif args.action == "stop":
         print("Cluster stopped." if local_cluster.stop() else "No cluster is running.")
     else:
@@ -386,6 +390,14 @@ def _cluster(args: argparse.Namespace) -> int:
         print(f"TaskManagers: {o.taskmanagers}  slots: {o.slots_available}/{o.slots_total} free  "
               f"jobs: {o.jobs_running} running, {o.jobs_finished} finished, {o.jobs_failed} failed, {o.jobs_cancelled} cancelled")
     return 0
+
+
+def _web_ui(state: dict[str, Any], address: str) -> str:
+    """"web UI and REST API at URL", or why there is none."""
+    url = state.get("rest", {}).get(address, "")
+    if url:
+        return f"web UI and REST API at {url}"
+    return "no web UI (its REST port was taken; set -D rest.port=PORT, 0: any free port)"
 
 
 def _dynamic(args: argparse.Namespace) -> dict[str, str]:

@@ -247,6 +247,12 @@ REST_PORT: ConfigOption[int] = _option(
     "Port of the JobManager's REST API (Flink's paths, JSON; 0: a free port, logged). A `millstream "
     "jobmanager` process serves it; when this key is not set and 8081 is taken it logs a warning and "
     "runs without REST. An in-process JobManager (embedded, MiniCluster) serves it only when set.")
+REST_BIND_PORT: ConfigOption[str | None] = _option(
+    "rest.bind-port", _STR, None,
+    "Port(s) the REST API binds (Flink's key): a port, a range \"50100-50200\", or a list of both "
+    "(\"50100,50102-50104\"); the JobManager takes the first free one, so JobManagers sharing a host "
+    "each get their own. Unset: rest.port (`cluster start --ha` then gives its JobManagers the range "
+    "rest.port to rest.port + 99).")
 REST_BIND_ADDRESS: ConfigOption[str | None] = _option(
     "rest.bind-address", _STR, None,
     "Local address the REST API listens on; unset: the JobManager's bind host "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -70,8 +71,10 @@ def cluster(tmp_path_factory):
     directory = tmp_path_factory.mktemp("cluster")
     env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(directory)}
     env.pop("MILLSTREAM_JOBMANAGER", None)
-    started = _cli("cluster", "start", "--taskmanagers", "1", "--slots", "2", "--port", "0", "-D", "heartbeat.interval=500 ms", env=env, timeout=180)
+    started = _cli("cluster", "start", "--taskmanagers", "1", "--slots", "2", "--port", "0", "-D", "heartbeat.interval=500 ms",
+                   "-D", "rest.port=0", env=env, timeout=180)
     assert started.returncode == 0, started.stderr + started.stdout
+    assert re.search(r"JobManager \S+: web UI and REST API at http://localhost:\d+\n", started.stdout), started.stdout
     yield env, directory
     _cli("cluster", "stop", env=env, timeout=60)
 
