@@ -226,9 +226,14 @@ def _run(args: argparse.Namespace) -> int:
 
 def _refuse_cluster_options(args: argparse.Namespace) -> None:
     """`run -D` takes job-level options (they travel with the job) and client ones; a cluster's
-    option (slots, ports, heartbeats, ...) would be silently ignored by a running cluster: refused."""
+    option (slots, ports, heartbeats, ...) would be silently ignored by a running cluster: refused.
+    A key of no option is the job's own parameter: said so (with the closest option key)."""
     from millstream.runtime import config as cfg
 
+    for key in _dynamic(args):
+        if cfg.find_option(key) is None:
+            print(f"millstream: warning: {key!r} (from -D) is no configuration option; the job gets it as a job "
+                  f"parameter (RuntimeContext.get_job_parameter){cfg.did_you_mean(key)}", file=sys.stderr)
     refused = [key for key in _dynamic(args) if (option := cfg.find_option(key)) is not None
                and cfg.option_scope(option) == "cluster"]
     if refused:

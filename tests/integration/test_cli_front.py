@@ -336,24 +336,6 @@ def test_an_embedded_job_keeps_the_console_to_the_user_even_with_logging_at_info
     assert "millstream.jobmanager" in text and "Spark" in text and "NativeCodeLoader" in text
 
 
-def test_cluster_stop_also_stops_a_taskmanager_added_by_hand(cluster) -> None:
-    env, directory = cluster
-    address = json.loads((directory / "cluster.json").read_text())["jobmanager"]
-    added = subprocess.Popen([sys.executable, "-m", "millstream.client.cli", "taskmanager", "--jobmanager", address,
-                              "-Dtaskmanager.numberOfTaskSlots=1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        poll_for(lambda: "TaskManagers: 2" in _cli("cluster", "status", env=env).stdout, 120, interval=1.0,
-                 what="the added TaskManager to register")
-        stopped = _cli("cluster", "stop", env=env, timeout=90)
-        assert stopped.stdout.strip() == "Cluster stopped."
-        added.wait(timeout=30)
-        assert process_identity(added.pid) is None
-    finally:
-        if added.poll() is None:
-            added.kill()
-            added.wait()
-
-
 # Fails on 20 every attempt (a restore from a checkpoint resumes before it): FAILED after its restarts.
 FAILS_AT_20 = textwrap.dedent("""
     import time
@@ -397,3 +379,22 @@ def test_run_applies_job_level_options_and_refuses_cluster_ones(cluster, slow_jo
         assert refused.returncode == 2 and f"-D {key}: a cluster option, not a job's" in refused.stderr, refused.stderr
         assert "Job slow submitted" not in refused.stdout
     assert len(json.loads(_cli("list", "--json", env=env).stdout)) == jobs_before
+
+
+def test_cluster_stop_also_stops_a_taskmanager_added_by_hand(cluster) -> None:
+    env, directory = cluster
+    address = json.loads((directory / "cluster.json").read_text())["jobmanager"]
+    added = subprocess.Popen([sys.executable, "-m", "millstream.client.cli", "taskmanager", "--jobmanager", address,
+                              "-Dtaskmanager.numberOfTaskSlots=1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        poll_for(lambda: "TaskManagers: 2" in _cli("cluster", "status", env=env).stdout, 120, interval=1.0,
+                 what="the added TaskManager to register")
+        stopped = _cli("cluster", "stop", env=env, timeout=90)
+        assert stopped.stdout.strip() == "Cluster stopped."
+        added.wait(timeout=30)
+        assert process_identity(added.pid) is None
+    finally:
+        if added.poll() is None:
+            added.kill()
+            added.wait()
+

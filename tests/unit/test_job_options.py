@@ -80,3 +80,14 @@ def test_a_jobs_restart_strategy_key_overrides_the_clusters_same_key() -> None:
     env.from_sequence(1, 3).print()
     spec = spec_for_job(env.get_job_graph("j").proto, cluster, False)
     assert isinstance(spec, FixedDelay) and spec.attempts == 5
+
+
+def test_a_key_of_no_option_reaches_the_job_as_its_parameter(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    monkeypatch.setenv("MILLSTREAM_CONF_MY_THRESHOLD", "7")  # `millstream run -D my.threshold=7`
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_sequence(1, 3).print()
+    assert env.get_job_graph("j").proto.execution_config.configuration["my.threshold"] == "7"
+    cli._refuse_cluster_options(_run_args("my.threshold=7", "slot.request.timout=5 s"))
+    warnings = capsys.readouterr().err
+    assert "'my.threshold' (from -D) is no configuration option; the job gets it as a job parameter" in warnings
+    assert "did you mean 'slot.request.timeout'?" in warnings

@@ -72,6 +72,9 @@ class StreamExecutionEnvironment:
         for option in cfg.JOBMANAGER_JOB_OPTIONS:
             if option in settings and option.key not in own:
                 self._configuration.set_string(option.key, option.format(settings.get(option)))
+        for key in settings.user_keys():  # no option's key: the job's own parameter (get_job_parameter)
+            if cfg.find_option(key) is None and key not in own:
+                self._configuration.set_string(key, str(settings.get_raw(key)))
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
