@@ -187,6 +187,7 @@ def _run(args: argparse.Namespace) -> int:
     from millstream.client.progress import LineAtomicWriter, RunView
     from millstream.runtime.config import ENV_CONFIG_FILE, ENV_PREFIX
 
+    _refuse_cluster_options(args)
     configuration = _configuration(args)
     _client(args).close()  # nothing there, or no leader: one line now, not after the script's set-up
     # The script's execute() finds the cluster as this command did: the same -D and --config.
@@ -221,6 +222,25 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         sys.stdout = stdout
     return 0
+
+
+def _refuse_cluster_options(args: argparse.Namespace) -> None:
+    """`run -D` takes job-level options (they travel with the job) and client ones; a cluster's
+    option (slots, ports, heartbeats, ...) would be silently ignored by a running cluster: refused.
+    A key of no option is the job's own parameter: said so (with the closest option key)."""
+    from millstream.runtime import config as cfg
+
+    for key in _dynamic(args):
+        if cfg.find_option(key) is None:
+            print(f"millstream: warning: {key!r} (from -D) is no configuration option; the job gets it as a job "
+                  f"parameter (RuntimeContext.get_job_parameter){cfg.did_you_mean(key)}", file=sys.stderr)
+    refused = [key for key in _dynamic(args) if (option := cfg.find_option(key)) is not None
+               and cfg.option_scope(option) == "cluster"]
+    if refused:
+        keys = ", ".join(refused)
+        raise CliError(f"-D {keys}: {'a cluster option' if len(refused) == 1 else 'cluster options'}, not a job's; "
+                       f"a running cluster does not change per job. Set {'it' if len(refused) == 1 else 'them'} "
+                       "where the cluster starts (`millstream cluster start -D KEY=VALUE` or its configuration file).")
 
 
 def _interrupted(view: Any, args: argparse.Namespace) -> int:
@@ -361,10 +381,14 @@ def _cluster(args: argparse.Namespace) -> int:
             print(f"Cluster started with high availability: ZooKeeper at {ha['zookeeper']}, JobManager leader at "
                   f"{ha['leader']}, standby at {', '.join(standbys)}, {args.taskmanagers} TaskManagers x {args.slots} "
                   f"slots; logs in {state['log_dir']}")
+            for address in [ha["leader"], *standbys]:
+                print(f"  JobManager {address} ({'leader' if address == ha['leader'] else 'standby'}): "
+                      f"{_web_ui(state, address)}")
             print("Clients find the leader with: " + " ".join(f"-D {o}" for o in ha["options"]))
         else:
             print(f"Cluster started: JobManager at {state['jobmanager']}, {args.taskmanagers} TaskManagers "
                   f"x {args.slots} slots; logs in {state['log_dir']}")
+            print(f"  JobManager {state['jobmanager']}: {_web_ui(state, state['jobmanager'])}")
     elif args.action == "stop":
         print("Cluster stopped." if local_cluster.stop() else "No cluster is running.")
     else:
@@ -373,6 +397,14 @@ def _cluster(args: argparse.Namespace) -> int:
         print(f"TaskManagers: {o.taskmanagers}  slots: {o.slots_available}/{o.slots_total} free  "
               f"jobs: {o.jobs_running} running, {o.jobs_finished} finished, {o.jobs_failed} failed, {o.jobs_cancelled} cancelled")
     return 0
+
+
+def _web_ui(state: dict[str, Any], address: str) -> str:
+    """"web UI and REST API at URL", or why there is none."""
+    url = state.get("rest", {}).get(address, "")
+    if url:
+        return f"web UI and REST API at {url}"
+    return "no web UI (its REST port was taken; set -D rest.port=PORT, 0: any free port)"
 
 
 def _dynamic(args: argparse.Namespace) -> dict[str, str]:

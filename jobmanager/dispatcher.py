@@ -46,7 +46,7 @@ from millstream.jobmanager.collect_buffer import CollectBuffer, CollectOffsetErr
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, validate_job_graph
 from millstream.jobmanager.job_master_core import ExceptionHistoryEntry, JobMasterCore
-from millstream.jobmanager.job_master import JobMaster
+from millstream.jobmanager.job_master import JobMaster, job_slot_request_timeout
 from millstream.jobmanager.printed_lines import LineCursor, PrintedLines
 from millstream.jobmanager.rest_metrics_views import vertex_views
 from millstream.jobmanager.rest_views import job_plan
@@ -305,6 +305,13 @@ class Dispatcher:
             checkpointing = checkpointing_for_job(graph, self._checkpoint_options)
         except ValueError as exc:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid checkpoint configuration: {exc}") from exc
+        try:
+            timeout = job_slot_request_timeout(graph)
+        except cfg.ConfigurationError as exc:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid job configuration: {exc}") from exc
+        if timeout is not None and timeout <= 0:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"Invalid job configuration: slot.request.timeout must be positive, got {timeout} ms")
         try:
             restart_spec = spec_for_job(graph, self._restart_options, checkpointing is not None)
         except ValueError as exc:

@@ -44,8 +44,17 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def job_slot_request_timeout(graph: Any) -> int | None:
+    """The job's own ``slot.request.timeout`` (``millstream run -D``, its Configuration), in ms;
+    None: the cluster's. The Dispatcher checked the value at submission."""
+    from millstream.runtime import config as cfg
+
+    raw = graph.execution_config.configuration.get(cfg.SLOT_REQUEST_TIMEOUT.key)
+    return None if raw is None else cfg.SLOT_REQUEST_TIMEOUT.parse(raw)
+
+
 class ResourceManagerGateway(Protocol):
-    def declare_requirements(self, job_id: bytes, jobmaster_address: str, slots: int) -> None: ...
+    def declare_requirements(self, job_id: bytes, jobmaster_address: str, slots: int, timeout_ms: int | None = None) -> None: ...
 
 
 class TaskExecutorClients:
@@ -261,7 +270,7 @@ class JobMaster:
     def _run(self, commands: list[Command]) -> None:
         for command in commands:
             if isinstance(command, DeclareRequirements):
-                self._rm.declare_requirements(self.job_id, self.address, command.slots)
+                self._rm.declare_requirements(self.job_id, self.address, command.slots, job_slot_request_timeout(self.core.job_graph))
             elif isinstance(command, BuildDeployments):
                 self._spawn(self._build_deployments(command))
             elif isinstance(command, DeployTask):

@@ -247,6 +247,12 @@ REST_PORT: ConfigOption[int] = _option(
     "Port of the JobManager's REST API (Flink's paths, JSON; 0: a free port, logged). A `millstream "
     "jobmanager` process serves it; when this key is not set and 8081 is taken it logs a warning and "
     "runs without REST. An in-process JobManager (embedded, MiniCluster) serves it only when set.")
+REST_BIND_PORT: ConfigOption[str | None] = _option(
+    "rest.bind-port", _STR, None,
+    "Port(s) the REST API binds (Flink's key): a port, a range \"50100-50200\", or a list of both "
+    "(\"50100,50102-50104\"); the JobManager takes the first free one, so JobManagers sharing a host "
+    "each get their own. Unset: rest.port (`cluster start --ha` then gives its JobManagers the range "
+    "rest.port to rest.port + 99).")
 REST_BIND_ADDRESS: ConfigOption[str | None] = _option(
     "rest.bind-address", _STR, None,
     "Local address the REST API listens on; unset: the JobManager's bind host "
@@ -617,6 +623,36 @@ TASK_OUTPUT_RETAINED_ATTEMPTS: ConfigOption[int] = _option(
     "taskmanager.task-output.retained-attempts", _INT, 100,
     "Ended task attempts whose output a TaskManager keeps (the oldest are forgotten first); "
     "running attempts are always kept. At least 1.")
+
+# ---- Where an option applies (`millstream run -D` refuses the cluster's) ---------------------
+# A job-level option travels with the job: the environment applies the pipeline ones when it builds
+# the JobGraph, the JobManager reads the others from the job's configuration (they win over the
+# cluster's). A client option tells a client how to reach the cluster. Every other registered
+# option is the cluster's: it takes effect when a JobManager or TaskManager starts, never per job.
+PIPELINE_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    DEFAULT_PARALLELISM, MAX_PARALLELISM, RUNTIME_MODE, OPERATOR_CHAINING, BUFFER_TIMEOUT, AUTO_WATERMARK_INTERVAL)
+JOBMANAGER_JOB_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    SLOT_REQUEST_TIMEOUT,
+    RESTART_STRATEGY_TYPE, RESTART_FIXED_DELAY_ATTEMPTS, RESTART_FIXED_DELAY_DELAY, RESTART_FAILURE_RATE_MAX_FAILURES,
+    RESTART_FAILURE_RATE_INTERVAL, RESTART_FAILURE_RATE_DELAY, RESTART_EXP_INITIAL_BACKOFF, RESTART_EXP_MAX_BACKOFF,
+    RESTART_EXP_MULTIPLIER, RESTART_EXP_RESET_THRESHOLD, RESTART_EXP_JITTER, RESTART_EXP_ATTEMPTS,
+    CHECKPOINTING_INTERVAL, CHECKPOINTING_MODE, CHECKPOINTING_TIMEOUT, CHECKPOINTING_MIN_PAUSE,
+    CHECKPOINTING_TOLERABLE_FAILURES, CHECKPOINTING_DIR, CHECKPOINTING_NUM_RETAINED, CHECKPOINTING_SAVEPOINT_DIR,
+    SAVEPOINT_PATH, SAVEPOINT_IGNORE_UNCLAIMED_STATE)
+CLIENT_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    JOBMANAGER_RPC_ADDRESS, JOBMANAGER_RPC_PORT, COLLECT_BATCH_SIZE_MAX, RPC_TIMEOUT, RPC_MAX_MESSAGE_SIZE,
+    CLIENT_SUBMISSION_TIMEOUT, SSL_ENABLED, SSL_KEY, SSL_CERT, SSL_TRUSTSTORE, AUTH_CLIENT_TOKEN, AUTH_CLIENT_TOKEN_FILE,
+    HA_TYPE, HA_CLUSTER_ID, HA_STORAGE_DIR, HA_ZOOKEEPER_QUORUM, HA_ZOOKEEPER_ROOT, HA_ZOOKEEPER_SESSION_TIMEOUT,
+    HA_ZOOKEEPER_CONNECTION_TIMEOUT, HA_ZOOKEEPER_RETRY_WAIT, HA_ZOOKEEPER_MAX_RETRY_ATTEMPTS,
+    HA_ZOOKEEPER_TOLERATE_SUSPENDED)
+
+
+def option_scope(option: ConfigOption[Any]) -> str:
+    """``"job"`` (applies per job), ``"client"`` (how a client reaches the cluster) or ``"cluster"``."""
+    if option in PIPELINE_OPTIONS or option in JOBMANAGER_JOB_OPTIONS:
+        return "job"
+    return "client" if option in CLIENT_OPTIONS else "cluster"
+
 
 def registered_options() -> tuple[ConfigOption[Any], ...]:
     """Every declared option, in declaration (component) order."""

@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import cloudpickle
 import grpc
@@ -461,6 +461,8 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
         chain.records_interval_ms = RECORDS_INTERVAL_MS
         metrics = reporter = TaskMetricsReporter(chain, env, gate, partitions, network.io_timing)
         chain.records_listener = lambda records_in, records_out: reporter.send(channel, records_in, records_out)
+        if reporter.source_clock is not None:
+            chain.time_source_emits = reporter.source_clock.timed
         control: CheckpointControl | None = None
         finished_on_restore = tdd.HasField("restore") and tdd.restore.finished
         if tdd.checkpoint_dir:
@@ -538,6 +540,54 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
         resolver.close()
 
 
+class SourceIdleClock:
+    """A source task's idle time: the time its thread spends in the source's own code (a
+    SourceFunction's ``run()`` between its records, a reader ahead of its rate limit) and off the
+    CPU, sleeping or waiting. Time in ``emit`` (the chained operators, output credit) is not idle,
+    whatever those operators do. Created on the task thread; read from any thread."""
+
+    def __init__(self) -> None:
+        self._cpu_clock = time.pthread_getcpuclockid(threading.get_ident())
+        self._idle_s = 0.0  # of the closed stretches outside emit
+        self._last = 0.0
+        self._outside: tuple[float, float] | None = self._now()  # (wall, cpu) since leaving emit
+
+    def _now(self) -> tuple[float, float]:
+        return time.monotonic(), time.clock_gettime(self._cpu_clock)
+
+    def timed(self, emit: Callable[[Any], None]) -> Callable[[Any], None]:
+        def timed_emit(batch: Any) -> None:
+            outside, self._outside = self._outside, None
+            if outside is not None:
+                wall, cpu = self._now()
+                self._idle_s += max(0.0, (wall - outside[0]) - (cpu - outside[1]))
+            try:
+                emit(batch)
+            finally:
+                self._outside = self._now()
+        return timed_emit
+
+    def idle_s(self) -> float:
+        """Seconds idle so far, the current stretch outside emit included (never decreasing)."""
+        idle, outside = self._idle_s, self._outside
+        if outside is not None:
+            try:
+                wall, cpu = self._now()
+            except OSError:  # the task thread ended
+                return self._last
+            idle += max(0.0, (wall - outside[0]) - (cpu - outside[1]))
+        self._last = max(self._last, idle)
+        return self._last
+
+
+def source_idle_clock() -> SourceIdleClock | None:
+    """The calling (task) thread's clock, None where threads have no CPU clock of their own."""
+    try:
+        return SourceIdleClock()
+    except (AttributeError, OSError):
+        return None
+
+
 class TaskMetricsReporter:
     """Builds the task's RECORDS message: its I/O metrics from the counters the chain, the input
     gate and the result partitions keep, and the user metrics of its operators (cheap: once per
@@ -550,6 +600,8 @@ class TaskMetricsReporter:
         self._gate = gate
         self._partitions = list(partitions.values())
         self._io = TaskIOMetrics(time_accounting=io_timing)
+        # A source has no input gate to time its waits on: the chain times its emits (run_source).
+        self.source_clock = source_idle_clock() if gate is None and io_timing else None
         self._sent_version = -1
         self._lock = threading.Lock()  # the task thread and report_while_quiet's thread
         self._last_sent = time.monotonic()
@@ -572,12 +624,19 @@ class TaskMetricsReporter:
 
     def message(self, records_in: int, records_out: int) -> tuple[Any, ...]:
         gate, partitions, chain = self._gate, self._partitions, self._chain
+        backpressured_s = sum(p.blocked_s for p in partitions)
+        if gate is not None:
+            idle_s = gate.idle_s
+        elif self.source_clock is not None:
+            idle_s = self.source_clock.idle_s()
+        else:
+            idle_s = 0.0
         values = self._io.snapshot(
             records_in, records_out,
             bytes_in=gate.bytes_in if gate is not None else 0,
             bytes_out=sum(p.bytes_out for p in partitions),
-            idle_s=gate.idle_s if gate is not None else 0.0,
-            backpressured_s=sum(p.blocked_s for p in partitions),
+            idle_s=idle_s,
+            backpressured_s=backpressured_s,
             input_watermark=chain.current_input_watermark,
             output_watermark=chain.current_output_watermark,
         )
