@@ -7,6 +7,7 @@ import resource
 import socket
 import struct
 import time
+from typing import Any
 
 import grpc
 import pytest
