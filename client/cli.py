@@ -187,6 +187,7 @@ def _run(args: argparse.Namespace) -> int:
     from millstream.client.progress import LineAtomicWriter, RunView
     from millstream.runtime.config import ENV_CONFIG_FILE, ENV_PREFIX
 
+    _refuse_cluster_options(args)
     configuration = _configuration(args)
     _client(args).close()  # nothing there, or no leader: one line now, not after the script's set-up
     # The script's execute() finds the cluster as this command did: the same -D and --config.
@@ -221,6 +222,25 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         sys.stdout = stdout
     return 0
+
+
+def _refuse_cluster_options(args: argparse.Namespace) -> None:
+    """`run -D` takes job-level options (they travel with the job) and client ones; a cluster's
+    option (slots, ports, heartbeats, ...) would be silently ignored by a running cluster: refused.
+    A key of no option is the job's own parameter: said so (with the closest option key)."""
+    from millstream.runtime import config as cfg
+
+    for key in _dynamic(args):
+        if cfg.find_option(key) is None:
+            print(f"millstream: warning: {key!r} (from -D) is no configuration option; the job gets it as a job "
+                  f"parameter (RuntimeContext.get_job_parameter){cfg.did_you_mean(key)}", file=sys.stderr)
+    refused = [key for key in _dynamic(args) if (option := cfg.find_option(key)) is not None
+               and cfg.option_scope(option) == "cluster"]
+    if refused:
+        keys = ", ".join(refused)
+        raise CliError(f"-D {keys}: {'a cluster option' if len(refused) == 1 else 'cluster options'}, not a job's; "
+                       f"a running cluster does not change per job. Set {'it' if len(refused) == 1 else 'them'} "
+                       "where the cluster starts (`millstream cluster start -D KEY=VALUE` or its configuration file).")
 
 
 def _interrupted(view: Any, args: argparse.Namespace) -> int:
@@ -263,7 +283,8 @@ def _list(args: argparse.Namespace) -> int:
         jobs = client.list_jobs()
     now = _now_ms()
     if args.json:
-        print(json.dumps([summary_json(s, now) for s in sorted(jobs, key=lambda s: s.start_time_ms)], indent=2))
+        print(json.dumps([summary_json(s, now) for s in sorted(jobs, key=lambda s: s.start_time_ms, reverse=True)],
+                         indent=2))
     elif not jobs:
         print("No jobs.")
     else:
@@ -309,7 +330,8 @@ def _savepoint(args: argparse.Namespace) -> int:
     job_id = _job_id(args.job_id)
     target = os.path.abspath(args.directory) if args.directory else ""
     with _client(args) as client:
-        path = client.savepoint(job_id, target, stop=args.command == "stop", timeout_s=args.timeout)
+        path = client.savepoint(job_id, target, stop=args.command == "stop", timeout_s=args.timeout,
+                                drain=getattr(args, "drain", False))
         if args.command == "stop":
             from millstream.client.progress import is_terminal
 
@@ -359,10 +381,14 @@ def _cluster(args: argparse.Namespace) -> int:
             print(f"Cluster started with high availability: ZooKeeper at {ha['zookeeper']}, JobManager leader at "
                   f"{ha['leader']}, standby at {', '.join(standbys)}, {args.taskmanagers} TaskManagers x {args.slots} "
                   f"slots; logs in {state['log_dir']}")
+            for address in [ha["leader"], *standbys]:
+                print(f"  JobManager {address} ({'leader' if address == ha['leader'] else 'standby'}): "
+                      f"{_web_ui(state, address)}")
             print("Clients find the leader with: " + " ".join(f"-D {o}" for o in ha["options"]))
         else:
             print(f"Cluster started: JobManager at {state['jobmanager']}, {args.taskmanagers} TaskManagers "
                   f"x {args.slots} slots; logs in {state['log_dir']}")
+            print(f"  JobManager {state['jobmanager']}: {_web_ui(state, state['jobmanager'])}")
     elif args.action == "stop":
         print("Cluster stopped." if local_cluster.stop() else "No cluster is running.")
     else:
@@ -371,6 +397,14 @@ def _cluster(args: argparse.Namespace) -> int:
         print(f"TaskManagers: {o.taskmanagers}  slots: {o.slots_available}/{o.slots_total} free  "
               f"jobs: {o.jobs_running} running, {o.jobs_finished} finished, {o.jobs_failed} failed, {o.jobs_cancelled} cancelled")
     return 0
+
+
+def _web_ui(state: dict[str, Any], address: str) -> str:
+    """"web UI and REST API at URL", or why there is none."""
+    url = state.get("rest", {}).get(address, "")
+    if url:
+        return f"web UI and REST API at {url}"
+    return "no web UI (its REST port was taken; set -D rest.port=PORT, 0: any free port)"
 
 
 def _dynamic(args: argparse.Namespace) -> dict[str, str]:
@@ -457,9 +491,14 @@ def build_parser() -> argparse.ArgumentParser:
     savepoint.add_argument("job_id", metavar="JOB_ID", help="the job's id")
     savepoint.add_argument("directory", metavar="DIR", nargs="?", help="the target directory, shared with the cluster")
     stop = sub.add_parser("stop", help="take a savepoint of a running job, then stop it",
-                          description="Takes a savepoint, then stops (cancels) the job; resume it with `run -s PATH`.")
+                          description="Stops the job with a synchronous savepoint: its sources stop after the "
+                                      "savepoint's barrier, its sinks commit when the savepoint completes, its tasks "
+                                      "end FINISHED; resume it with `run -s PATH`.")
     stop.add_argument("job_id", metavar="JOB_ID", help="the job's id")
     stop.add_argument("--savepoint-path", "-p", dest="directory", metavar="DIR", help="the target directory")
+    stop.add_argument("--drain", "-d", action="store_true",
+                      help="end the input first (MAX_WATERMARK: every event-time timer and window fires) before "
+                           "the savepoint; for a job that is not resumed")
     for p in (savepoint, stop):
         p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the savepoint (default: 600)")
         p.set_defaults(func=_savepoint)

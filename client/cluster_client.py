@@ -514,9 +514,11 @@ class ClusterClient:
     def cancel(self, job_id: bytes) -> cpb.JobSummary:
         return self._leader_call("CancelJob", cpb.JobIdRequest(job_id=job_id), self.rpc_timeout_s)
 
-    def savepoint(self, job_id: bytes, target_directory: str = "", stop: bool = False, timeout_s: float = 600.0) -> str:
-        """Takes a savepoint of a running job (``stop``: then cancels it); returns its path."""
-        request = cpb.SavepointRequest(job_id=job_id, target_directory=target_directory, stop=stop)
+    def savepoint(self, job_id: bytes, target_directory: str = "", stop: bool = False, timeout_s: float = 600.0,
+                  drain: bool = False) -> str:
+        """Takes a savepoint of a running job; returns its path. ``stop``: stop-with-savepoint, the
+        answer comes once the job FINISHED (``drain``: its input ended first, MAX_WATERMARK)."""
+        request = cpb.SavepointRequest(job_id=job_id, target_directory=target_directory, stop=stop, drain=drain)
         return self._leader_call("TriggerSavepoint", request, timeout_s, idempotent=False).path
 
     def task_outputs(self, job_id: bytes, vertex: str = "", subtask: int | None = None) -> cpb.TaskOutputsResponse:

@@ -11,14 +11,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import cloudpickle
-
 from millstream.client.node_hashes import generate_node_hashes
 from millstream.client.stream_graph import StreamEdge, StreamGraph, StreamGraphError, StreamNode
 from millstream.datastream.execution_mode import RuntimeExecutionMode
 from millstream.datastream.transformations import UNSET, ChainingStrategy, StreamExchangeMode
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.datastream.functions import _ReduceWrapper
+from millstream.runtime import user_code
 from millstream.runtime.keygroups import compute_default_max_parallelism
 from millstream.runtime.factories import AggregationFactory, ReduceFactory
 from millstream.runtime.partitioners import ForwardPartitioner, KeyGroupStreamPartitioner
@@ -49,7 +48,7 @@ def is_chainable(edge: StreamEdge, graph: StreamGraph) -> bool:
 
 def _pickle(obj: Any, what: str) -> bytes:
     try:
-        return cloudpickle.dumps(obj)
+        return user_code.dumps(obj)  # cloudpickle that keeps the user's file name and source lines
     except Exception as exc:  # cloudpickle raises many types (PicklingError, TypeError, ...)
         raise StreamGraphError(f"Cannot serialize {what}: {type(exc).__name__}: {exc}") from exc
 

@@ -211,6 +211,7 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
         zookeeper, ha_options = _start_zookeeper(directory)
         dynamic = [*ha_options, *dynamic]  # the user's -D come last: they win
     common = (["--config", config_file] if config_file else []) + [f"-D{d}" for d in dynamic]
+    jm_only = _rest_bind_ports_for_ha(dynamic, config_file) if ha else []
     starting = _Starting()
 
     def spawn_taskmanagers(jobmanager: list[str]) -> None:
@@ -228,16 +229,18 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
     early = ha or port > 0
     try:
         deadline = time.monotonic() + timeout_s
-        addresses = []
+        addresses, rest_urls = [], []
         for i, ready in enumerate(readies):
             name = "JobManager" if i == 0 else f"standby JobManager {i}"
             log_name = "jobmanager.log" if i == 0 else f"jobmanager-{i}.log"
             jm_port = port + i if port else 0
             starting.spawn(
                 name,
-                ["-m", "millstream.jobmanager.jobmanager", "--ready-file", ready, *common, f"-Djobmanager.rpc.port={jm_port}"],
+                ["-m", "millstream.jobmanager.jobmanager", "--ready-file", ready, *common, *jm_only,
+                 f"-Djobmanager.rpc.port={jm_port}"],
                 os.path.join(logs, log_name),
             )
+            _, _, jm_log, jm_offset = starting.processes[-1]
             if early and i == 0:  # they find it as it does: the same configuration, the same port (or ZooKeeper)
                 spawn_taskmanagers([] if ha else [f"-Djobmanager.rpc.port={jm_port}"])
             while not os.path.exists(ready):
@@ -247,6 +250,7 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
                 time.sleep(_READY_POLL_S)
             with open(ready) as f:
                 addresses.append(f.read().strip())
+            rest_urls.append(_rest_url(jm_log, jm_offset))
         address = addresses[0]
         if ha:
             address = _ha_leader(dynamic, config_file, max(1.0, deadline - time.monotonic()))
@@ -279,13 +283,40 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
     if zookeeper is not None:  # first in the list: `stop` stops it last
         processes.insert(0, {"pid": zookeeper.proc.pid, "identity": process_identity(zookeeper.proc.pid)})
     state = {"jobmanager": ",".join(addresses) if ha else address, "processes": processes,
-             "pids": [p["pid"] for p in processes], "log_dir": logs}
+             "pids": [p["pid"] for p in processes], "log_dir": logs,
+             "rest": dict(zip(addresses, rest_urls))}  # each JobManager's REST API / web UI ("" if none)
     if ha:
         state["ha"] = {"leader": address, "jobmanagers": addresses, "options": ha_options,
                        "zookeeper": zookeeper.connect_string if zookeeper is not None else ""}
     with open(_state_path(), "w") as f:
         json.dump(state, f)
     return state
+
+
+def _rest_bind_ports_for_ha(dynamic: list[str], config_file: str | None) -> list[str]:
+    """Two JobManagers on one host cannot share a REST port: unless ``rest.bind-port`` is set, each
+    binds the first free port from ``rest.port`` on (Flink's ``rest.bind-port`` range)."""
+    from millstream.runtime import config as cfg
+
+    conf = cfg.load_configuration(config_file, dynamic_properties=dynamic)
+    port = conf.get(cfg.REST_PORT)
+    if cfg.REST_BIND_PORT in conf or port == 0:
+        return []
+    return [f"-D{cfg.REST_BIND_PORT.key}={port}-{min(port + 99, 65535)}"]
+
+
+def _rest_url(log_path: str, offset: int) -> str:
+    """The REST URL a JobManager printed on start (its ready file names its gRPC address only);
+    "" when it runs without REST (the default port was taken)."""
+    import re
+
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            found = re.search(rb"REST API serving at (\S+)", f.read())
+    except OSError:
+        return ""
+    return found.group(1).decode() if found else ""
 
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "ip6-localhost"}

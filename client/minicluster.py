@@ -161,7 +161,7 @@ def embedded_cluster(configuration: cfg.Configuration, slots: int) -> MiniCluste
         starts += 1
         _embedded, _embedded_key = cluster, (wanted, slots)
         if not _atexit_registered:
-            atexit.register(close_embedded_cluster, at_exit=True)
+            _register_exit_hook()
             _atexit_registered = True
         return cluster
 
@@ -179,6 +179,33 @@ def _quiet_console() -> str | None:
         log_file = new_log_file("embedded")
     route_internal_logs(log_file, level)
     return None if level is not None else log_file
+
+
+def _register_exit_hook() -> None:
+    """Closes the embedded cluster when the program ends, while thread pools still run.
+
+    An ``atexit`` hook runs too late: at interpreter exit concurrent.futures shuts every thread
+    pool down first (its hook on threading's shutdown), so the cluster's stop, which hands blocking
+    work (checkpoint files, HA storage) to ``asyncio.to_thread``, failed with "cannot schedule new
+    futures after interpreter shutdown" on the program's stderr. Registered on the same threading
+    hook after concurrent.futures (hooks run in reverse order), ours runs before it."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # not CPython's threading: the plain atexit hook, as before
+        atexit.register(close_embedded_cluster, at_exit=True)
+        return
+    import concurrent.futures.thread  # registers its hook first, whatever imported what
+
+    def close_at_exit() -> None:
+        # Python joins the program's own non-daemon threads (an execute() still waiting for its job)
+        # only after these hooks: wait for them here as before, then close. Thread pools' workers
+        # are non-daemon too, but end only in concurrent.futures' hook, after this one.
+        workers = set(getattr(concurrent.futures.thread, "_threads_queues", {}))
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and not thread.daemon and thread not in workers:
+                thread.join()
+        close_embedded_cluster(at_exit=True)
+
+    register(close_at_exit)
 
 
 def close_embedded_cluster(at_exit: bool = False) -> None:

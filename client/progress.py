@@ -88,9 +88,9 @@ LIST_HEADER = ("JOB ID", "NAME", "STATUS", "START", "DURATION", "PARALLELISM")
 
 
 def list_rows(jobs: list[cpb.JobSummary], now_ms: int) -> list[str]:
-    """``millstream list``: a header and one row per job (oldest first); a job waiting for slots
-    gets an indented line saying so."""
-    jobs = sorted(jobs, key=lambda s: s.start_time_ms)
+    """``millstream list``: a header and one row per job (newest first, as the web UI lists them);
+    a job waiting for slots gets an indented line saying so."""
+    jobs = sorted(jobs, key=lambda s: s.start_time_ms, reverse=True)
     rows = []
     for s in jobs:
         d = duration_ms(s, now_ms)

@@ -8,6 +8,7 @@ rebalance otherwise; an explicit forward across a change of parallelism is rejec
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -34,6 +35,21 @@ DEFAULT_SLOT_SHARING_GROUP = "default"
 class StreamGraphError(ValueError):
     """A pipeline that cannot become a StreamGraph; the message names the operator."""
 
+
+
+# Python's default reprs, as they end up in names built from the objects (a window's trigger, a
+# session gap's extractor): they change every run and mean nothing in the web UI.
+_OBJECT_REPR = re.compile(r"<(?:[\w.<>]+\.)?(\w+) object at 0x[0-9a-fA-F]+>")  # <locals> too
+_FUNCTION_REPR = re.compile(r"<(?:function|built-in function|bound method) (?:[\w.<>]+\.)?(<lambda>|\w+)(?: of <[^<>]*>)? at 0x[0-9a-fA-F]+>"
+                            r"|<bound method (?:[\w.<>]+\.)?(\w+) of [^>]*>+")
+
+
+def display_name(name: str) -> str:
+    """An operator's name with every default object repr replaced by its class or function name
+    (``<__main__.MyTrigger object at 0x7f...>`` -> ``MyTrigger``; a lambda -> ``lambda``), as Flink
+    names operators by classes and functions, never by addresses."""
+    name = _OBJECT_REPR.sub(lambda m: m.group(1), name)
+    return _FUNCTION_REPR.sub(lambda m: (m.group(1) or m.group(2) or "").replace("<lambda>", "lambda"), name)
 
 @dataclass(eq=False)
 class StreamEdge:
@@ -215,7 +231,7 @@ class StreamGraphGenerator:
         return self._last_virtual_id
 
     def _add_node(self, t: Any, is_source: bool = False, is_sink: bool = False, input_ids: Sequence[int] = ()) -> int:
-        name = t.name
+        name = display_name(t.name)
         if is_source:
             name = f"Source: {name}"
         elif is_sink:

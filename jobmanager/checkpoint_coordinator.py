@@ -42,6 +42,7 @@ emit ``NotifyCheckpointComplete`` to every task of the plan, so a task never com
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import deque
 import logging
@@ -244,6 +245,8 @@ class TriggerCheckpoint:
     checkpoint_id: int
     timestamp_ms: float
     attempt_ids: tuple[bytes, ...]
+    stop: bool = False  # stop-with-savepoint's synchronous savepoint (the tasks end once it completes)
+    drain: bool = False  # with stop: the tasks end their input first (MAX_WATERMARK)
 
 
 @dataclass(frozen=True)
@@ -431,12 +434,16 @@ class CheckpointCoordinator:
         self._next_trigger_ms = None
         self._queued_periodic = False
 
-    def trigger_now(self, now_ms: float, tasks: Iterable[TaskSnapshot]) -> list[Command]:
+    def trigger_now(self, now_ms: float, tasks: Iterable[TaskSnapshot], stop: bool = False,
+                    drain: bool = False) -> list[Command]:
         """A forced checkpoint (a savepoint): starts at once, ignoring the min pause, unless one is
-        in flight (then nothing: ask again once it ended). The TriggerCheckpoint names its id."""
+        in flight (then nothing: ask again once it ended). The TriggerCheckpoint names its id.
+        ``stop``/``drain``: stop-with-savepoint's synchronous savepoint, carried to the tasks."""
         if self._pending is not None:
             return []
-        return self._trigger(now_ms, list(tasks), forced=True)
+        commands = self._trigger(now_ms, list(tasks), forced=True)
+        return [dataclasses.replace(c, stop=stop, drain=drain) if isinstance(c, TriggerCheckpoint) else c
+                for c in commands]
 
     def _run_queued(self, now_ms: float, tasks: Iterable[TaskSnapshot]) -> list[Command]:
         """CheckpointRequestDecider: a queued request waits for the checkpoint in flight, and a
@@ -580,6 +587,32 @@ class CheckpointCoordinator:
             return []
         return self._abort(pending, _R.FINALIZE_CHECKPOINT_FAILURE,
                            f"Could not complete checkpoint {checkpoint_id}: {message}", None)
+
+    def stats_at_completion(self, checkpoint_id: int, now_ms: float) -> tuple[int, int, list[CheckpointRecord]]:
+        """(completed, failed, history oldest first) as they will be once the finalizing
+        checkpoint ``checkpoint_id`` completes at ``now_ms``: what its metadata keeps for a
+        JobManager that recovers the job."""
+        pending, s = self._pending, self.stats
+        if pending is None or pending.checkpoint_id != checkpoint_id:
+            raise ValueError(f"checkpoint {checkpoint_id} is not the one being finalized")
+        record = CheckpointRecord(checkpoint_id, "COMPLETED", pending.forced, pending.timestamp_ms, now_ms, pending.size_bytes)
+        history = [*s.history, record][-CHECKPOINT_HISTORY_SIZE:]
+        return s.num_completed + 1, s.num_failed, history
+
+    def restore_stats(self, num_completed: int, num_failed: int, history: Iterable[CheckpointRecord]) -> None:
+        """A recovered job (JobManager failover) goes on from the counts and history its latest
+        completed checkpoint kept, instead of starting from zero."""
+        s = self.stats
+        s.num_completed, s.num_failed = max(0, num_completed), max(0, num_failed)
+        s.history.clear()
+        s.history.extend(history)
+        completed = [r for r in s.history if r.status == "COMPLETED"]
+        if completed:
+            last = completed[-1]
+            s.last_completed_id, s.last_completed_size_bytes = last.checkpoint_id, last.size_bytes
+            s.last_completed_at_ms = last.end_ms
+            s.last_completed_duration_ms = last.end_ms - last.trigger_ms if last.end_ms is not None else None
+            self._last_succeeded_id = max(self._last_succeeded_id, last.checkpoint_id)
 
     def restored(self, checkpoint_id: int, now_ms: float, path: Optional[str] = None) -> None:
         """The job restarts from ``checkpoint_id``: record it, and never hand out its id (or an

@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional, Protocol
 from millstream.jobmanager.checkpoint_coordinator import (
     CheckpointCoordinator,
     CheckpointFailureReason,
+    CheckpointRecord,
     Command,
     DiscardCheckpoint,
     DiscardState,
@@ -97,6 +98,7 @@ class _SavepointRequest:
     future: asyncio.Future[str]
     stop: bool = False
     checkpoint_id: Optional[int] = None
+    drain: bool = False
 
 
 class CheckpointDriver:
@@ -160,12 +162,40 @@ class CheckpointDriver:
         return point, first_id
 
     def apply_restore_point(self, point: Optional[CompletedCheckpoint], first_id: Optional[int]) -> None:
-        """On the loop: what :meth:`load_restore_point` found becomes the job's restore point."""
+        """On the loop: what :meth:`load_restore_point` found becomes the job's restore point. A
+        checkpoint of this very job (a JobManager failover; a savepoint is another job's) also
+        brings back the checkpoint counts and history it kept."""
         if first_id is not None:
             self._prefetched.supply(first_id)
         self.core.restore_point = point
         if point is not None:
+            if point.job_id == self.store.job_id and point.stats is not None:
+                self._restore_stats(point.stats, point)
             self.coordinator.restored(point.checkpoint_id, now_ms(), str(point.directory))
+
+    def _persisted_stats(self, checkpoint_id: int) -> Optional[dict[str, Any]]:
+        """The statistics the finalizing checkpoint's metadata keeps (wall-clock times); None when
+        it is no longer the one being finalized (aborted meanwhile: it will not complete anyway)."""
+        try:
+            completed, failed, history = self.coordinator.stats_at_completion(checkpoint_id, now_ms())
+        except ValueError:
+            return None
+        wall = self._wall_minus_monotonic_ms
+        return {"num_completed": completed, "num_failed": failed, "history": [
+            {"id": r.checkpoint_id, "status": r.status, "savepoint": r.is_savepoint, "trigger_ms": r.trigger_ms + wall,
+             "end_ms": r.end_ms + wall if r.end_ms is not None else None, "size": r.size_bytes,
+             "failure": r.failure_message} for r in history]}
+
+    def _restore_stats(self, stats: dict[str, Any], point: CompletedCheckpoint) -> None:
+        wall = self._wall_minus_monotonic_ms
+        try:
+            history = [CheckpointRecord(int(r["id"]), str(r["status"]), bool(r["savepoint"]), float(r["trigger_ms"]) - wall,
+                                        float(r["end_ms"]) - wall if r["end_ms"] is not None else None, int(r["size"]),
+                                        str(r["failure"])) for r in stats.get("history", [])]
+            self.coordinator.restore_stats(int(stats["num_completed"]), int(stats["num_failed"]), history)
+        except (KeyError, TypeError, ValueError) as exc:  # figures only: the job recovers all the same
+            log.warning("job %s: the checkpoint statistics in %s are unreadable (%r); counting from zero",
+                        self.core.job_id.hex(), point.metadata_path, exc)
 
     def _draw_id(self, min_next: Optional[int]) -> None:
         self._spawn(self._draw_id_off_loop(min_next))
@@ -233,15 +263,19 @@ class CheckpointDriver:
 
     # -- savepoints ------------------------------------------------------------------------------
 
-    def trigger_savepoint(self, target: Path, stop: bool = False) -> asyncio.Future[str]:
+    def trigger_savepoint(self, target: Path, stop: bool = False, drain: bool = False) -> asyncio.Future[str]:
         """A forced checkpoint, copied to ``target/savepoint-<job>-<n>-<random>`` once complete;
-        the future resolves to that path (or fails with a SavepointError). ``stop``: no periodic
-        checkpoint follows it, so nothing after the savepoint is ever committed."""
+        the future resolves to that path (or fails with a SavepointError). ``stop``: a synchronous
+        savepoint (the tasks process nothing after it and end once it completes; ``drain``: they
+        end their input first) and no periodic checkpoint follows it."""
+        if drain and not stop:
+            raise SavepointError("drain needs stop: only stop-with-savepoint drains the job")
         if not self._running:
             raise SavepointError("the job's tasks are not all running yet; try again in a moment")
         if self._savepoint is not None:
             raise SavepointError("a savepoint of this job is in progress already")
-        request = self._savepoint = _SavepointRequest(target, asyncio.get_running_loop().create_future(), stop)
+        request = self._savepoint = _SavepointRequest(target, asyncio.get_running_loop().create_future(), stop,
+                                                      drain=drain)
         if stop:
             self.coordinator.suspend_periodic()
         self._try_savepoint()
@@ -251,7 +285,7 @@ class CheckpointDriver:
         request = self._savepoint
         if request is None or request.checkpoint_id is not None or self.coordinator.pending is not None:
             return
-        commands = self.coordinator.trigger_now(now_ms(), self.core.checkpoint_tasks())
+        commands = self.coordinator.trigger_now(now_ms(), self.core.checkpoint_tasks(), request.stop, request.drain)
         triggered = [c for c in commands if isinstance(c, TriggerCheckpoint)]
         if not triggered:
             self._savepoint_failed(self.coordinator.stats.last_failure_message or "the checkpoint could not start")
@@ -292,7 +326,8 @@ class CheckpointDriver:
                 for attempt_id in command.attempt_ids:
                     self._to_task(attempt_id, "TriggerCheckpoint", cpb.TriggerCheckpointRequest(
                         execution_attempt_id=attempt_id, checkpoint_id=command.checkpoint_id,
-                        timestamp_ms=int(command.timestamp_ms + self._wall_minus_monotonic_ms)))
+                        timestamp_ms=int(command.timestamp_ms + self._wall_minus_monotonic_ms),
+                        stop=command.stop, drain=command.drain))
             elif isinstance(command, FinalizeCheckpoint):
                 self._spawn(self._finalize(command))
             elif isinstance(command, NotifyCheckpointComplete):
@@ -331,9 +366,10 @@ class CheckpointDriver:
 
     async def _finalize(self, command: FinalizeCheckpoint) -> None:
         finished = self._finished_at_trigger.pop(command.checkpoint_id, frozenset())
+        stats = self._persisted_stats(command.checkpoint_id)
         try:
             checkpoint = await asyncio.to_thread(self.store.add_checkpoint, command.checkpoint_id, command.timestamp_ms,
-                                                 command.task_states, finished)
+                                                 command.task_states, finished, stats)
         except Exception as exc:
             log.warning("checkpoint %d: writing its metadata failed: %s", command.checkpoint_id, exc)
             self._run(self.coordinator.checkpoint_finalize_failed(command.checkpoint_id, f"{type(exc).__name__}: {exc}"))

@@ -46,7 +46,7 @@ from millstream.jobmanager.collect_buffer import CollectBuffer, CollectOffsetErr
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, validate_job_graph
 from millstream.jobmanager.job_master_core import ExceptionHistoryEntry, JobMasterCore
-from millstream.jobmanager.job_master import JobMaster
+from millstream.jobmanager.job_master import JobMaster, job_slot_request_timeout
 from millstream.jobmanager.printed_lines import LineCursor, PrintedLines
 from millstream.jobmanager.rest_metrics_views import vertex_views
 from millstream.jobmanager.rest_views import job_plan
@@ -242,6 +242,10 @@ class Dispatcher:
             return accepted
         record = accepted[0]
         persistence = self._persistence
+        stored = cpb.SubmitJobRequest()
+        stored.CopyFrom(request)
+        stored.accepted_at_ms = record.start_time_ms  # a leader that recovers the job keeps its start time
+        request = stored
 
         async def persist_then_launch() -> None:
             # One task, whatever happens to the caller's RPC: a stored job is started, a job that
@@ -302,6 +306,13 @@ class Dispatcher:
         except ValueError as exc:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid checkpoint configuration: {exc}") from exc
         try:
+            timeout = job_slot_request_timeout(graph)
+        except cfg.ConfigurationError as exc:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid job configuration: {exc}") from exc
+        if timeout is not None and timeout <= 0:
+            raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"Invalid job configuration: slot.request.timeout must be positive, got {timeout} ms")
+        try:
             restart_spec = spec_for_job(graph, self._restart_options, checkpointing is not None)
         except ValueError as exc:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid restart strategy: {exc}") from exc
@@ -324,7 +335,8 @@ class Dispatcher:
         except InvalidArtifactError as exc:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
         num_tasks = sum(v.parallelism for v in graph.vertices)
-        record = JobRecord(graph.job_id, graph.job_name, request.submission_id, num_tasks)
+        record = JobRecord(graph.job_id, graph.job_name, request.submission_id, num_tasks,
+                           **({"start_time_ms": request.accepted_at_ms} if request.accepted_at_ms > 0 else {}))
         record.plan = job_plan(graph)
         record.parallelism = max((v.parallelism for v in graph.vertices), default=0)
         record.slot_timeout_at_ms = self._slot_timeout_at_ms
@@ -585,9 +597,10 @@ class Dispatcher:
         return record.summary()
 
     async def savepoint(self, request: cpb.SavepointRequest) -> cpb.SavepointResponse:
-        return cpb.SavepointResponse(path=await self.start_savepoint(request.job_id, request.target_directory, request.stop))
+        return cpb.SavepointResponse(path=await self.start_savepoint(request.job_id, request.target_directory, request.stop,
+                                                                        request.drain))
 
-    def start_savepoint(self, job_id: bytes, target_directory: str, stop: bool) -> Awaitable[str]:
+    def start_savepoint(self, job_id: bytes, target_directory: str, stop: bool, drain: bool = False) -> Awaitable[str]:
         """Checks the request now (a DispatcherError: NOT_FOUND, FAILED_PRECONDITION for a job that
         is not RUNNING, INVALID_ARGUMENT without a directory) and returns the savepoint being taken:
         it resolves to its path or raises a DispatcherError (FAILED_PRECONDITION)."""
@@ -596,6 +609,10 @@ class Dispatcher:
         if job_master is None or record.status is not JobStatus.RUNNING:
             raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION,
                                   f"Job {job_id.hex()} is {record.status.value}: only a RUNNING job takes a savepoint")
+        if job_master.core.checkpointing is None:  # the cause, whatever the directory: checked first
+            raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION,
+                                  f"Job {job_id.hex()} takes no checkpoints: a savepoint needs checkpointing "
+                                  "(env.enable_checkpointing(ms), or execution.checkpointing.interval on the cluster)")
         # As Flink: the request's directory, else the job's default (env.set_default_savepoint_directory),
         # else the cluster's
         job_default = job_master.core.job_graph.execution_config.configuration.get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
@@ -610,7 +627,7 @@ class Dispatcher:
 
         async def take() -> str:
             try:
-                return await job_master.savepoint(directory, stop)
+                return await job_master.savepoint(directory, stop, drain)
             except (SavepointError, CheckpointStorageError) as exc:
                 raise DispatcherError(grpc.StatusCode.FAILED_PRECONDITION, f"Savepoint of job {job_id.hex()}: {exc}") from exc
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from millstream.proto import jobgraph_pb2 as pb
+from millstream.runtime.wire_bounds import MAX_JOB_TASKS, check_message
 
 
 class InvalidJobGraphError(ValueError):
@@ -52,6 +53,12 @@ def validate_job_graph(graph: pb.JobGraph) -> None:
                 raise InvalidJobGraphError(
                     f"Vertex {_label(vertex)} produces a result for unknown vertex {result.consumer_vertex.hex() or '<empty>'}."
                 )
+    problem = check_message(graph)  # counts, sizes and ids against the wire bounds
+    if problem is not None:
+        raise InvalidJobGraphError(f"The JobGraph is out of bounds: {problem}.")
+    tasks = sum(vertex.parallelism for vertex in graph.vertices)
+    if tasks > MAX_JOB_TASKS:
+        raise InvalidJobGraphError(f"The JobGraph has {tasks} subtasks; at most {MAX_JOB_TASKS} are allowed.")
     cycle = find_cycle(graph)
     if cycle:
         names = " -> ".join(_label(by_id[v]) for v in cycle)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 import grpc
 
@@ -44,8 +44,17 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def job_slot_request_timeout(graph: Any) -> int | None:
+    """The job's own ``slot.request.timeout`` (``millstream run -D``, its Configuration), in ms;
+    None: the cluster's. The Dispatcher checked the value at submission."""
+    from millstream.runtime import config as cfg
+
+    raw = graph.execution_config.configuration.get(cfg.SLOT_REQUEST_TIMEOUT.key)
+    return None if raw is None else cfg.SLOT_REQUEST_TIMEOUT.parse(raw)
+
+
 class ResourceManagerGateway(Protocol):
-    def declare_requirements(self, job_id: bytes, jobmaster_address: str, slots: int) -> None: ...
+    def declare_requirements(self, job_id: bytes, jobmaster_address: str, slots: int, timeout_ms: int | None = None) -> None: ...
 
 
 class TaskExecutorClients:
@@ -119,6 +128,7 @@ class JobMaster:
             self.checkpoints = CheckpointDriver(core, core.checkpointing, self._call_soon, self._global_failure, self._spawn,
                                                 checkpoint_services)
         self._stopped = False
+        self._awaiting_end: list[asyncio.Future[JobStatus]] = []  # stop-with-savepoint callers
 
     @property
     def job_id(self) -> bytes:
@@ -168,6 +178,10 @@ class JobMaster:
             self.checkpoints.stop()
         for task in list(self._background):
             task.cancel()
+        for waiter in self._awaiting_end:
+            if not waiter.done():
+                waiter.set_exception(SavepointError("this JobManager stopped leading the job before it ended"))
+        self._awaiting_end.clear()
 
     # -- events from TaskManagers --------------------------------------------------------------
 
@@ -199,17 +213,34 @@ class JobMaster:
     def cancel(self) -> None:
         self._run(self.core.cancel())
 
-    async def savepoint(self, target: Any, stop: bool) -> str:
-        """Takes a savepoint into ``target`` (a Path); with ``stop``, ends the job once it is taken
-        (it FINISHES). Raises SavepointError."""
+    async def savepoint(self, target: Any, stop: bool, drain: bool = False) -> str:
+        """Takes a savepoint into ``target`` (a Path). With ``stop`` it is Flink's synchronous
+        savepoint: the tasks process nothing after its barrier, commit on its completion and end
+        FINISHED (``drain``: after the end of their input, MAX_WATERMARK first); the answer comes
+        once the job is FINISHED, so everything written before the stop is committed by then.
+        Raises SavepointError."""
         if self.checkpoints is None:
             raise SavepointError("the job takes no checkpoints: savepoints need checkpointing "
                                  "(env.enable_checkpointing(ms) or execution.checkpointing.interval)")
-        path = await self.checkpoints.trigger_savepoint(target, stop)
+        path = await self.checkpoints.trigger_savepoint(target, stop, drain)
         if stop:
-            log.info("job %s: stopping after savepoint %s", self.job_id.hex(), path)
+            log.info("job %s: savepoint %s complete, the tasks end", self.job_id.hex(), path)
             self._run(self.core.stop())
+            status = await self._job_end()
+            if status is not JobStatus.FINISHED:
+                failure = self.core.failure.message if self.core.failure is not None else ""
+                raise SavepointError(f"savepoint {path} is complete, but the job ended {status.value} instead of "
+                                     f"finishing{': ' + failure if failure else ''}")
         return path
+
+    def _job_end(self) -> Awaitable[JobStatus]:
+        """The job's globally terminal status, once it has one."""
+        waiter: asyncio.Future[JobStatus] = asyncio.get_running_loop().create_future()
+        if self.core.status.is_terminal():
+            waiter.set_result(self.core.status)
+        else:
+            self._awaiting_end.append(waiter)
+        return waiter
 
     def acknowledge_checkpoint(self, request: cpb.AcknowledgeCheckpointRequest) -> None:
         if self.checkpoints is not None:
@@ -239,7 +270,7 @@ class JobMaster:
     def _run(self, commands: list[Command]) -> None:
         for command in commands:
             if isinstance(command, DeclareRequirements):
-                self._rm.declare_requirements(self.job_id, self.address, command.slots)
+                self._rm.declare_requirements(self.job_id, self.address, command.slots, job_slot_request_timeout(self.core.job_graph))
             elif isinstance(command, BuildDeployments):
                 self._spawn(self._build_deployments(command))
             elif isinstance(command, DeployTask):
@@ -263,6 +294,11 @@ class JobMaster:
                 if self.checkpoints is not None:
                     self.checkpoints.restored(command.checkpoint_id, command.path)
             elif isinstance(command, JobStatusChanged):
+                if command.status.is_terminal():
+                    waiters, self._awaiting_end = self._awaiting_end, []
+                    for waiter in waiters:
+                        if not waiter.done():
+                            waiter.set_result(command.status)
                 if self.checkpoints is not None:
                     self.checkpoints.job_status_changed(command.status)
                 self._on_status(command.status, command.failure)

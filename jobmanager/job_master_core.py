@@ -618,13 +618,15 @@ class JobMasterCore:
         return self._check_job_done()
 
     def stop(self) -> list[Command]:
-        """The end of stop-with-savepoint: the savepoint is complete, so every task ends now and
-        the job FINISHES (its state lives on in the savepoint), as Flink's ``stop``."""
+        """Stop-with-savepoint's synchronous savepoint is complete: every task commits on its
+        notification and ends FINISHED by itself (nothing is cancelled, so no sink's output is
+        dropped), and the job FINISHES, as Flink's ``stop``. Meanwhile no region restarts alone: a
+        failure now is the job's."""
         if self.status is not JobStatus.RUNNING or self._stopping:
             return []
         self._stopping = True
         log.info("job %s: stopping after its savepoint", self.job_id.hex())
-        return self._cancel_executions() + self._check_job_done()
+        return self._check_job_done()
 
     def cancel(self) -> list[Command]:
         out: list[Command] = []

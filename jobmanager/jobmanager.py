@@ -29,6 +29,8 @@ from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients, now
 from millstream.jobmanager.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, read_jobs_to_recover
 from millstream import __version__
+from millstream.jobmanager.rest_guard import allowed_hosts
+from millstream.jobmanager.rest_ports import describe as describe_ports, rest_ports
 from millstream.jobmanager.rest_server import JobManagerSource, RestServer
 from millstream.jobmanager.resource_manager import ResourceManager, ResourceManagerServicer
 from millstream.jobmanager.slot_manager import SlotManager
@@ -49,7 +51,7 @@ from millstream.runtime.metrics.prometheus import (
 )
 from millstream.runtime.ha import HaConfigurationError, HaError
 from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated, write_ready_file
-from millstream.runtime.rpc import RpcServer
+from millstream.runtime.rpc import RpcServer, ServerLimits
 from millstream.runtime.security import ServerSecurity, cluster_credentials, server_security
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,7 @@ class JobManager:
         in-process JobManager), True: the JobManager process's default (8081 unless set)."""
         self.config = configuration or cfg.Configuration()
         self.address = ""
-        self._rest_wanted = cfg.REST_PORT in self.config if rest is None else rest
+        self._rest_wanted = (cfg.REST_PORT in self.config or cfg.REST_BIND_PORT in self.config) if rest is None else rest
         self.rest: RestServer | None = None
         self.rest_url = ""  # http(s)://host:port once the REST API serves
         self.prometheus: PrometheusReporter | None = None  # metrics.reporter.prom.port
@@ -114,7 +116,7 @@ class JobManager:
             exception_history_size=c.get(cfg.WEB_EXCEPTION_HISTORY_SIZE),
         )
         self.server = RpcServer("JobManager", max_bytes, interceptors=[FencingServerInterceptor(self.guard)],
-                                security=security)
+                                security=security, limits=ServerLimits.of(c))
         self.task_logs = TaskLogs(self.dispatcher.job_attempts, self._taskmanager_address, self.task_executors.stub)
         self.server.add(cpb_grpc.add_DispatcherServicer_to_server,
                         DispatcherServicer(self.dispatcher, self.overview, self.task_logs), [])
@@ -163,16 +165,27 @@ class JobManager:
         ``rest.port`` was left at its default and 8081 is taken, the JobManager runs without it."""
         c = self.config
         host = c.get(cfg.REST_BIND_ADDRESS) or rpc_host
+        hosts = allowed_hosts((c.get(cfg.JOBMANAGER_RPC_ADDRESS), c.get(cfg.JOBMANAGER_BIND_HOST),
+                               c.get(cfg.REST_BIND_ADDRESS), host, *c.get(cfg.REST_ALLOWED_HOSTS)))
         rest = RestServer(JobManagerSource(self), __version__, tls=security.tls, authenticator=security.authenticator,
-                          task_logs=self.task_logs, refresh_interval_ms=c.get(cfg.WEB_REFRESH_INTERVAL))
-        try:
-            await rest.start(host, c.get(cfg.REST_PORT))
-        except OSError as exc:
-            if cfg.REST_PORT in c:
-                raise StartupError(f"The REST API cannot listen on {host}:{c.get(cfg.REST_PORT)} "
-                                   f"({cfg.REST_PORT.key}): {exc.strerror or exc}") from exc
-            log.warning("REST API not started: %s:%d is taken (%s); set %s (0: any free port)",
-                        host, c.get(cfg.REST_PORT), exc.strerror or exc, cfg.REST_PORT.key)
+                          task_logs=self.task_logs, hosts=hosts, refresh_interval_ms=c.get(cfg.WEB_REFRESH_INTERVAL),
+                          max_connections=c.get(cfg.REST_MAX_CONNECTIONS),
+                          header_timeout_s=c.get(cfg.REST_HEADER_TIMEOUT) / 1000,
+                          idle_timeout_s=c.get(cfg.REST_IDLE_TIMEOUT) / 1000)
+        ports, chosen = rest_ports(c)  # rest.bind-port (the first free of them), else rest.port
+        key = cfg.REST_BIND_PORT.key if cfg.REST_BIND_PORT in c else cfg.REST_PORT.key
+        for port in ports:
+            try:
+                await rest.start(host, port)
+                break
+            except OSError as exc:
+                error = exc
+        else:
+            where = f"{host}:{describe_ports(ports)}" if len(ports) == 1 else f"{host} at any port of {describe_ports(ports)}"
+            if chosen:
+                raise StartupError(f"The REST API cannot listen on {where} ({key}): {error.strerror or error}") from error
+            log.warning("REST API not started: %s is taken (%s); set %s (0: any free port)",
+                        where, error.strerror or error, cfg.REST_PORT.key)
             return
         self.rest, self.rest_url = rest, rest.url
         log.info("REST API serving at %s", rest.url)

@@ -113,11 +113,11 @@ class ResourceManager:
 
     # -- JobMaster gateway ---------------------------------------------------------------------
 
-    def declare_requirements(self, job_id: bytes, jobmaster_address: str, slots: int) -> None:
+    def declare_requirements(self, job_id: bytes, jobmaster_address: str, slots: int, timeout_ms: int | None = None) -> None:
         if slots == 0:
             self._run(self.slots.job_finished(job_id, now_ms()))
         else:
-            self._run(self.slots.declare_requirements(job_id, jobmaster_address, slots, now_ms()))
+            self._run(self.slots.declare_requirements(job_id, jobmaster_address, slots, now_ms(), timeout_ms))
 
     def overview(self) -> tuple[int, int, int]:
         o = self.slots.overview()

@@ -31,6 +31,8 @@ from aiohttp import web
 from millstream.jobmanager import rest_metrics_views as metric_views
 from millstream.jobmanager import rest_views as views
 from millstream.jobmanager.dispatcher import DispatcherError
+from millstream.jobmanager.execution_state import JobStatus
+from millstream.jobmanager.rest_guard import GuardedSite, allowed_hosts, host_refusal
 from millstream.jobmanager.rest_logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
 from millstream.jobmanager.task_logs import TaskLogs
 from millstream.jobmanager.rest_views import (
@@ -69,7 +71,7 @@ class RestSource(Protocol):
     def job_view(self, job_id: bytes) -> JobView | None: ...
     def cancel(self, job_id: bytes) -> None: ...
     def taskmanager_views(self) -> list[TaskManagerView]: ...
-    def start_savepoint(self, job_id: bytes, directory: str, stop: bool) -> Awaitable[str]:
+    def start_savepoint(self, job_id: bytes, directory: str, stop: bool, drain: bool = False) -> Awaitable[str]:
         """Checks now (NotFound, BadRequest, Conflict); the awaitable takes it and gives its path."""
         ...
     def vertex_views(self, job_id: bytes) -> dict[bytes, metric_views.VertexView] | None:
@@ -114,8 +116,8 @@ ROUTES: dict[str, dict[str, str]] = {
                                          "202 {\"request-id\"}; poll /jobs/{jobid}/savepoints/{triggerid}."},
     "/jobs/{jobid}/savepoints/{triggerid}": {"get": "A savepoint operation: status IN_PROGRESS or COMPLETED, "
                                                     "then operation.location or operation.failure-cause."},
-    "/jobs/{jobid}/stop": {"post": "Stops the job with a savepoint ({\"targetDirectory\", \"drain\": false}): "
-                                   "202 {\"request-id\"}, polled as a savepoint."},
+    "/jobs/{jobid}/stop": {"post": "Stops the job with a synchronous savepoint ({\"targetDirectory\", \"drain\"}): "
+                                   "202 {\"request-id\"}, polled as a savepoint; COMPLETED once the job FINISHED."},
     "/taskmanagers": {"get": "Every registered TaskManager: address, slots, free slots, last heartbeat."},
     "/taskmanagers/{taskmanagerid}": {"get": "One TaskManager and its allocated slots."},
     OPENAPI_PATH: {"get": "This document."},
@@ -154,15 +156,43 @@ def openapi_document(version: str) -> dict[str, Any]:
     }
 
 
+ALLOWED_BY_DEFAULT = allowed_hosts(())  # localhost and IP literals
+MAX_JSON_DEPTH = 32  # Flink's request bodies are flat objects
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of a JSON text (brackets inside strings count too: an upper
+    bound, cheap and without recursion)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 class RestServer:
     """``await RestServer(source, ...).start(host, port)`` serves until :meth:`stop`."""
 
     def __init__(self, source: RestSource, version: str, *, tls: TlsSettings | None = None,
                  authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None,
+                 hosts: frozenset[str] | None = ALLOWED_BY_DEFAULT, max_connections: int = 512,
+                 header_timeout_s: float = 10.0, idle_timeout_s: float = 60.0,
                  refresh_interval_ms: int = 3000) -> None:
         """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404);
-        ``refresh_interval_ms``: how often the web UI refreshes (``web.refresh-interval``)."""
+        ``hosts``: the Host names served (:mod:`rest_guard`; None: any); the connection limits:
+        rest.max-connections, rest.header-timeout, rest.idle-timeout; ``refresh_interval_ms``: how
+        often the web UI refreshes (``web.refresh-interval``)."""
         self._source = source
+        self._hosts = hosts
+        self._limits = (max_connections, header_timeout_s, idle_timeout_s)
+        self.site: GuardedSite | None = None
         self._refresh_interval_ms = refresh_interval_ms
         self._log_handlers = LogHandlers(task_logs)
         self._version = version
@@ -208,10 +238,12 @@ class RestServer:
 
     async def start(self, host: str, port: int) -> int:
         """Binds and serves; returns the bound port (``port`` 0: a free one). An OSError if taken."""
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        max_connections, header_timeout_s, idle_timeout_s = self._limits
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, keepalive_timeout=idle_timeout_s)
         await runner.setup()
         ssl_context = self._tls.server_context() if self._tls is not None else None
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_address=True)
+        site = self.site = GuardedSite(runner, host, port, ssl_context=ssl_context, reuse_address=True,
+                                       max_connections=max_connections, header_timeout_s=header_timeout_s)
         try:
             await site.start()
         except BaseException:
@@ -234,6 +266,9 @@ class RestServer:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        misdirected = host_refusal(request.headers.get("Host"), self._hosts)
+        if misdirected is not None:
+            return _error(421, misdirected)
         if request.path != OPENAPI_PATH and not is_web_path(request.path):
             refused = self._refusal(request)
             if refused is not None:
@@ -342,6 +377,10 @@ class RestServer:
         if mode != "cancel":
             raise BadRequest(f"mode={mode} is not supported: only mode=cancel (stop-with-savepoint: `millstream stop`).")
         job = self._job_view(request)
+        status = JobStatus.from_proto(job.summary.status)
+        if status.is_globally_terminal():  # Flink's JobCancellationHandler: 409, nothing to cancel
+            raise Conflict(f"Job cancellation failed because the job has already reached another terminal "
+                           f"state ({status.value}).")
         self._source.cancel(job.summary.job_id)
         return _json({}, 202)
 
@@ -349,12 +388,21 @@ class RestServer:
 
     @staticmethod
     async def _json_body(request: web.Request) -> Any:
-        text = await request.text()
+        """The body as JSON; every malformed body is a 400 naming why, never a 500."""
+        raw = await request.read()  # at most the application's client_max_size (413 beyond)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadRequest(f"The request body is not UTF-8: {exc.reason} at byte {exc.start}.") from None
         if not text.strip():
             return {}
+        depth = _nesting_depth(text)
+        if depth > MAX_JSON_DEPTH:  # json's recursive decoder would hit the recursion limit
+            raise BadRequest(f"The request body is not valid here: JSON nested {depth} levels deep; "
+                             f"at most {MAX_JSON_DEPTH} are allowed.")
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
+            return json.loads(text, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             raise BadRequest(f"The request body is not JSON: {exc}") from None
 
     async def _trigger_savepoint(self, request: web.Request) -> web.StreamResponse:
@@ -365,17 +413,17 @@ class RestServer:
 
     async def _stop_with_savepoint(self, request: web.Request) -> web.StreamResponse:
         job = self._job_view(request)
-        directory, trigger_id = views.stop_request(await self._json_body(request))
-        return self._start_savepoint(job, directory, True, trigger_id)
+        directory, drain, trigger_id = views.stop_request(await self._json_body(request))
+        return self._start_savepoint(job, directory, True, trigger_id, drain=drain)
 
     def _start_savepoint(self, job: JobView, directory: str, stop: bool, trigger_id: str | None,
-                         cancel_after: bool = False) -> web.Response:
+                         cancel_after: bool = False, drain: bool = False) -> web.Response:
         """202 with the trigger id at once; the savepoint is taken by a task on this loop. A trigger
         id given again for the same job answers the same operation (Flink's safe retry)."""
         job_hex = job.summary.job_id.hex()
         if trigger_id is not None and (job_hex, trigger_id) in self._savepoints:
             return _json({"request-id": trigger_id}, 202)
-        taking = self._source.start_savepoint(job.summary.job_id, directory, stop)
+        taking = self._source.start_savepoint(job.summary.job_id, directory, stop, drain)
         operation = SavepointOperation(job.summary.job_id, trigger_id or os.urandom(16).hex(), stop or cancel_after)
         self._remember(job_hex, operation)
         task = asyncio.ensure_future(self._take_savepoint(operation, taking, cancel_after))
@@ -471,9 +519,9 @@ class JobManagerSource:
     def cancel(self, job_id: bytes) -> None:
         self._jm.dispatcher.cancel(job_id)
 
-    def start_savepoint(self, job_id: bytes, directory: str, stop: bool) -> Awaitable[str]:
+    def start_savepoint(self, job_id: bytes, directory: str, stop: bool, drain: bool = False) -> Awaitable[str]:
         try:
-            return self._jm.dispatcher.start_savepoint(job_id, directory, stop)  # type: ignore[no-any-return]
+            return self._jm.dispatcher.start_savepoint(job_id, directory, stop, drain)  # type: ignore[no-any-return]
         except DispatcherError as exc:
             raise _rest_error(exc) from None
 

@@ -527,15 +527,11 @@ def savepoint_trigger_request(body: Any) -> tuple[str, bool, str | None]:
     return directory, bool(_body_field(body, "cancel-job", bool, False)), trigger
 
 
-def stop_request(body: Any) -> tuple[str, str | None]:
+def stop_request(body: Any) -> tuple[str, bool, str | None]:
     """``POST /jobs/:jobid/stop``' body (Flink's StopWithSavepointRequestBody): (target directory,
-    trigger id or None). ``drain`` (a MAX_WATERMARK before the savepoint) is refused: Millstream's
-    stop-with-savepoint does not drain."""
+    drain: MAX_WATERMARK and the end of input before the savepoint, trigger id or None)."""
     directory, trigger = _trigger_request(body, "targetDirectory")
-    if _body_field(body, "drain", bool, False):
-        raise BadRequest("drain=true is not supported: Millstream stops with a savepoint without draining "
-                         "(no MAX_WATERMARK is emitted); send drain=false.")
-    return directory, trigger
+    return directory, bool(_body_field(body, "drain", bool, False)), trigger
 
 
 def savepoint_status_view(op: SavepointOperation) -> dict[str, Any]:

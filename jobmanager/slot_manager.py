@@ -165,6 +165,7 @@ class _Requirement:
     jobmaster_address: str
     required: int
     unmet_since_ms: int | None  # timeout clock: runs while fewer slots are ALLOCATED than needed
+    timeout_ms: int  # the job's slot.request.timeout (its own configuration's, else the cluster's)
 
 
 def _random_id() -> bytes:
@@ -250,17 +251,20 @@ class SlotManager:
 
     # ---- job events ---------------------------------------------------------------------------
     def declare_requirements(self, job_id: bytes, jobmaster_address: str, required_slots: int,
-                             now: int) -> list[Command]:
-        """Declare the total number of slots a job needs (0 clears its requirements)."""
+                             now: int, timeout_ms: int | None = None) -> list[Command]:
+        """Declare the total number of slots a job needs (0 clears its requirements);
+        ``timeout_ms``: the job's own slot request timeout (None: the cluster's)."""
         if required_slots < 0:
             raise ValueError(f"required_slots must be >= 0, got {required_slots}")
+        if timeout_ms is not None and timeout_ms <= 0:
+            raise ValueError(f"timeout_ms must be > 0, got {timeout_ms}")
         old = self._requirements.get(job_id)
         if required_slots == 0:
             self._requirements.pop(job_id, None)
             return []
         if old is None:
             self._requirements[job_id] = _Requirement(job_id, jobmaster_address, required_slots,
-                                                      unmet_since_ms=now)
+                                                      unmet_since_ms=now, timeout_ms=timeout_ms or self._timeout_ms)
         else:
             if required_slots > old.required:  # raising the needs restarts the timeout clock
                 old.unmet_since_ms = now
@@ -285,7 +289,7 @@ class SlotManager:
         """Fail (once) every job whose needs stayed unmet longer than the slot request timeout."""
         commands: list[Command] = []
         for req in list(self._requirements.values()):
-            if req.unmet_since_ms is not None and now - req.unmet_since_ms > self._timeout_ms:
+            if req.unmet_since_ms is not None and now - req.unmet_since_ms > req.timeout_ms:
                 del self._requirements[req.job_id]
                 message = self._timeout_message(req)
                 log.warning("job %s: %s", req.job_id.hex(), message)
@@ -298,7 +302,7 @@ class SlotManager:
         req = self._requirements.get(job_id)
         if req is None or req.unmet_since_ms is None:
             return None
-        return req.unmet_since_ms + self._timeout_ms
+        return req.unmet_since_ms + req.timeout_ms
 
     def overview(self) -> ClusterOverview:
         slots = [s for _, s in self._slots()]
@@ -393,7 +397,7 @@ class SlotManager:
         if o.total_slots < req.required:
             why = f"the cluster has {cluster}"
         else:
-            why = (f"it got only {got} within {self._timeout_ms} ms; the cluster has {cluster} "
+            why = (f"it got only {got} within {req.timeout_ms} ms; the cluster has {cluster} "
                    f"and the others are in use")
         return (f"Could not acquire the minimum required resources (not enough slots): job needs "
                 f"{req.required} slots but {why}. Add TaskManagers or lower the parallelism.")

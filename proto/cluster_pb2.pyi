@@ -81,14 +81,16 @@ class ArtifactRef(_message.Message):
     def __init__(self, name: _Optional[str] = ..., blob_key: _Optional[str] = ..., archive_target: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("submission_id", "job_graph", "artifacts")
+    __slots__ = ("submission_id", "job_graph", "artifacts", "accepted_at_ms")
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_GRAPH_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     submission_id: str
     job_graph: bytes
     artifacts: _containers.RepeatedCompositeFieldContainer[Artifact]
-    def __init__(self, submission_id: _Optional[str] = ..., job_graph: _Optional[bytes] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ...) -> None: ...
+    accepted_at_ms: int
+    def __init__(self, submission_id: _Optional[str] = ..., job_graph: _Optional[bytes] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., accepted_at_ms: _Optional[int] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job_id", "duplicate")
@@ -320,14 +322,16 @@ class ClusterOverview(_message.Message):
     def __init__(self, taskmanagers: _Optional[int] = ..., slots_total: _Optional[int] = ..., slots_available: _Optional[int] = ..., jobs_running: _Optional[int] = ..., jobs_finished: _Optional[int] = ..., jobs_failed: _Optional[int] = ..., jobs_cancelled: _Optional[int] = ..., max_event_loop_lag_ms: _Optional[int] = ...) -> None: ...
 
 class SavepointRequest(_message.Message):
-    __slots__ = ("job_id", "target_directory", "stop")
+    __slots__ = ("job_id", "target_directory", "stop", "drain")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     STOP_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
     job_id: bytes
     target_directory: str
     stop: bool
-    def __init__(self, job_id: _Optional[bytes] = ..., target_directory: _Optional[str] = ..., stop: _Optional[bool] = ...) -> None: ...
+    drain: bool
+    def __init__(self, job_id: _Optional[bytes] = ..., target_directory: _Optional[str] = ..., stop: _Optional[bool] = ..., drain: _Optional[bool] = ...) -> None: ...
 
 class SavepointResponse(_message.Message):
     __slots__ = ("path",)
@@ -717,14 +721,18 @@ class LookupPartitionResponse(_message.Message):
     def __init__(self, state: _Optional[_Union[LookupPartitionResponse.State, str]] = ..., address: _Optional[str] = ...) -> None: ...
 
 class TriggerCheckpointRequest(_message.Message):
-    __slots__ = ("execution_attempt_id", "checkpoint_id", "timestamp_ms")
+    __slots__ = ("execution_attempt_id", "checkpoint_id", "timestamp_ms", "stop", "drain")
     EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
     execution_attempt_id: bytes
     checkpoint_id: int
     timestamp_ms: int
-    def __init__(self, execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+    stop: bool
+    drain: bool
+    def __init__(self, execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., stop: _Optional[bool] = ..., drain: _Optional[bool] = ...) -> None: ...
 
 class CheckpointNotification(_message.Message):
     __slots__ = ("execution_attempt_id", "checkpoint_id", "aborted")

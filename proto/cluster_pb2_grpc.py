@@ -131,7 +131,8 @@ class DispatcherServicer:
 
     def TriggerSavepoint(self, request, context):
         """Take a savepoint of a running job (a forced checkpoint copied to a self-contained directory);
-        with stop, the job is cancelled once it is taken. Answers when the savepoint is complete.
+        with stop, the tasks end FINISHED once it is complete (its side effects committed); a stop
+        answers once the job is FINISHED, a savepoint once it is complete.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -13,11 +13,18 @@ below, installed by :mod:`millstream.runtime.rpc` on every channel made with a t
 a refusal out) before the servicer runs, so a refused call executes nothing: UNAUTHENTICATED when
 the token is missing or unknown, PERMISSION_DENIED when it is the other role's. Health checks are
 always open (container health checks carry no token); reflection takes either token.
+
+A task's user code never sees the cluster token: its Spark worker gets a **task credential**
+instead (:func:`task_credential`), an HMAC of its execution attempt id under the cluster token. Any
+server that knows the cluster token can check it without state, and it grants only what a task
+calls itself (:data:`TASK_METHODS`: where a producer serves its partitions), so code that reads it
+from the worker's memory can neither register a TaskManager nor report slots, deploy or ack.
 """
 from __future__ import annotations
 
 import collections
 import enum
+import hashlib
 import hmac
 import logging
 from collections.abc import Mapping
@@ -32,7 +39,7 @@ from millstream.runtime.fencing import GuardingServerInterceptor, Refusal
 
 __all__ = [
     "AUTHORIZATION", "aio_auth_interceptors", "AuthServerInterceptor", "Role", "SyncAuthInterceptor",
-    "TokenAuthenticator", "cluster_token", "client_token", "service_of",
+    "TASK_METHODS", "TokenAuthenticator", "cluster_token", "client_token", "service_of", "task_credential", "without_secrets",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,6 +68,21 @@ SERVICE_ROLES: Mapping[str, Role] = {
 }
 OPEN_SERVICES = frozenset({"grpc.health.v1.Health"})
 ANY_ROLE_SERVICES = frozenset({"grpc.reflection.v1alpha.ServerReflection", "grpc.reflection.v1.ServerReflection"})
+
+
+# What a task's credential may call: a consumer task looks up where its producers serve their partitions.
+TASK_METHODS = frozenset({f"/{_SERVICES['TaskExecutor'].full_name}/LookupPartition"})
+_TASK_PREFIX = "task."
+
+
+def _task_mac(cluster_token: str, attempt_id: bytes) -> str:
+    return hmac.new(cluster_token.encode(), b"millstream-task-credential\0" + attempt_id, hashlib.sha256).hexdigest()
+
+
+def task_credential(cluster_token: str, attempt_id: bytes) -> str:
+    """The token a task attempt's Spark worker presents instead of the cluster token:
+    ``task.<attempt id hex>.<HMAC-SHA256 of the attempt id under the cluster token>``."""
+    return f"{_TASK_PREFIX}{attempt_id.hex()}.{_task_mac(cluster_token, attempt_id)}"
 
 
 def service_of(method: str) -> str:
@@ -121,12 +143,30 @@ class TokenAuthenticator:
         if not header[:len(_BEARER)].lower() == _BEARER or not header[len(_BEARER):].strip():
             return (grpc.StatusCode.UNAUTHENTICATED,
                     f"{what} needs {wants}: the call's authorization metadata is not 'Bearer <token>'")
-        role = self.role_of(header[len(_BEARER):].strip())
+        token = header[len(_BEARER):].strip()
+        if token.startswith(_TASK_PREFIX):
+            return self._task_refusal(method, token, what, wants)
+        role = self.role_of(token)
         if role is None:
             return grpc.StatusCode.UNAUTHENTICATED, f"{what} needs {wants}: the call's token is not valid here"
         if needed is not None and role is not needed:
             return (grpc.StatusCode.PERMISSION_DENIED,
                     f"{what} needs {wants}: the call carries the {role.value} token, which may not call it")
+        return None
+
+    def _task_refusal(self, method: str, token: str, what: str, wants: str) -> Refusal | None:
+        cluster = self._tokens.get(Role.CLUSTER)
+        attempt_hex, _, mac = token[len(_TASK_PREFIX):].partition(".")
+        try:
+            attempt_id = bytes.fromhex(attempt_hex)
+        except ValueError:
+            attempt_id = None
+        if cluster is None or attempt_id is None or not hmac.compare_digest(
+                mac.encode(), _task_mac(cluster.decode(), attempt_id).encode()):
+            return grpc.StatusCode.UNAUTHENTICATED, f"{what} needs {wants}: the call's token is not valid here"
+        if method not in TASK_METHODS:
+            return (grpc.StatusCode.PERMISSION_DENIED,
+                    f"{what} needs {wants}: the call carries a task's credential, which may only look up partitions")
         return None
 
 
@@ -209,6 +249,19 @@ def _token(value: str | None, file_option: cfg.ConfigOption[str | None], file: s
     if not text:
         raise cfg.ConfigurationError(f"{file_option.key}: {file} is empty")
     return text
+
+
+# Environment variables that may hold a token or say where one is: a process that runs user code
+# (a Spark JVM and its Python workers) is started without them.
+_SECRET_ENV_PREFIXES = ("MILLSTREAM_CONF_SECURITY_AUTH_",)
+_SECRET_ENV_NAMES = frozenset({"MILLSTREAM_CONFIG_FILE"})
+
+
+def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the variables that carry tokens (``MILLSTREAM_CONF_SECURITY_AUTH_*``)
+    or the configuration file that may hold them."""
+    return {key: value for key, value in environ.items()
+            if key not in _SECRET_ENV_NAMES and not key.upper().startswith(_SECRET_ENV_PREFIXES)}
 
 
 def client_token(configuration: cfg.Configuration) -> str | None:

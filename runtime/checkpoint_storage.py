@@ -28,7 +28,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Union
 from urllib.parse import unquote, urlparse
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,9 @@ class CompletedCheckpoint:
     directory: Path
     task_states: dict[str, Optional[FileStateHandle]]  # task key -> its handle (None: no state)
     finished_tasks: frozenset[str] = frozenset()  # tasks that had finished: they end at once on restore
+    # The job's checkpoint statistics as of this checkpoint's completion (plain JSON: counts and the
+    # recent history, wall-clock times), so a JobManager that recovers the job goes on counting.
+    stats: Optional[dict[str, Any]] = None
 
     @property
     def size_bytes(self) -> int:
@@ -204,8 +207,10 @@ class CompletedCheckpointStore:
             for key, entry in doc["tasks"].items():
                 # File names are relative to the checkpoint directory, so a moved directory still works.
                 states[key] = None if entry is None else FileStateHandle(str(directory / entry["file"]), int(entry["size"]))
+            stats = doc.get("stats")
             checkpoint = CompletedCheckpoint(str(doc["job_id"]), int(doc["checkpoint_id"]), float(doc["timestamp_ms"]),
-                                             directory, states, frozenset(doc.get("finished", ())))
+                                             directory, states, frozenset(doc.get("finished", ())),
+                                             stats if isinstance(stats, dict) else None)
         except (KeyError, TypeError, ValueError) as e:
             raise CheckpointStorageError(f"checkpoint metadata {path} is malformed: {e!r}") from e
         for key, handle in states.items():
@@ -240,7 +245,8 @@ class CompletedCheckpointStore:
     # -- writing ---------------------------------------------------------------------------------
 
     def add_checkpoint(self, checkpoint_id: int, timestamp_ms: float, task_states: Mapping[str, object],
-                       finished_tasks: frozenset[str] = frozenset()) -> CompletedCheckpoint:
+                       finished_tasks: frozenset[str] = frozenset(),
+                       stats: Optional[dict[str, Any]] = None) -> CompletedCheckpoint:
         """Finalize: write ``_metadata`` atomically (the checkpoint is complete from the rename on),
         then drop the checkpoints beyond ``num_retained`` and the incomplete older directories."""
         directory = checkpoint_directory(self.base, self.job_id, checkpoint_id)
@@ -262,6 +268,8 @@ class CompletedCheckpointStore:
             tasks[key], handles[key] = {"file": path.name, "size": handle.size}, handle
         doc = {"version": METADATA_VERSION, "job_id": self.job_id, "checkpoint_id": checkpoint_id,
                "timestamp_ms": timestamp_ms, "tasks": tasks, "finished": sorted(finished_tasks)}
+        if stats is not None:
+            doc["stats"] = stats
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f"{METADATA_FILE}.{uuid.uuid4().hex}.inprogress"
         try:
@@ -275,7 +283,7 @@ class CompletedCheckpointStore:
             raise
         _fsync_dir(directory)
         checkpoint = CompletedCheckpoint(self.job_id, checkpoint_id, timestamp_ms, directory, handles,
-                                         frozenset(finished_tasks))
+                                         frozenset(finished_tasks), stats)
         self._register_completed(checkpoint)  # before older ones are dropped: there is always a latest
         self._completed.append(checkpoint)
         while len(self._completed) > self.num_retained:

@@ -247,10 +247,31 @@ REST_PORT: ConfigOption[int] = _option(
     "Port of the JobManager's REST API (Flink's paths, JSON; 0: a free port, logged). A `millstream "
     "jobmanager` process serves it; when this key is not set and 8081 is taken it logs a warning and "
     "runs without REST. An in-process JobManager (embedded, MiniCluster) serves it only when set.")
+REST_BIND_PORT: ConfigOption[str | None] = _option(
+    "rest.bind-port", _STR, None,
+    "Port(s) the REST API binds (Flink's key): a port, a range \"50100-50200\", or a list of both "
+    "(\"50100,50102-50104\"); the JobManager takes the first free one, so JobManagers sharing a host "
+    "each get their own. Unset: rest.port (`cluster start --ha` then gives its JobManagers the range "
+    "rest.port to rest.port + 99).")
 REST_BIND_ADDRESS: ConfigOption[str | None] = _option(
     "rest.bind-address", _STR, None,
     "Local address the REST API listens on; unset: the JobManager's bind host "
     "(jobmanager.bind-host, else jobmanager.rpc.address).")
+REST_ALLOWED_HOSTS: ConfigOption[tuple[str, ...]] = _option(
+    "rest.allowed-hosts", _LIST, (),
+    "Host names the REST API answers besides localhost, IP addresses, jobmanager.rpc.address, "
+    "jobmanager.bind-host and rest.bind-address (DNS rebinding protection: a request naming another "
+    "host in its Host header gets 421); '*' answers every name.")
+REST_MAX_CONNECTIONS: ConfigOption[int] = _option(
+    "rest.max-connections", _INT, 512,
+    "Most connections the REST API keeps open at once; one more is answered 503 and closed.")
+REST_HEADER_TIMEOUT: ConfigOption[int] = _option(
+    "rest.header-timeout", _DURATION, 10 * _S,
+    "How long a new REST connection (its TLS handshake included) may take to send its first request "
+    "head before it is closed.")
+REST_IDLE_TIMEOUT: ConfigOption[int] = _option(
+    "rest.idle-timeout", _DURATION, 60 * _S,
+    "How long a REST connection may stay idle between requests (keep-alive) before it is closed.")
 WEB_EXCEPTION_HISTORY_SIZE: ConfigOption[int] = _option(
     "web.exception-history-size", _INT, 16,
     "Most failures (the root cause of each failed attempt: restarts and the final failure) the "
@@ -372,6 +393,13 @@ CHECKPOINTING_EXTERNALIZED_RETENTION: ConfigOption[str] = _option(
     "NO_EXTERNALIZED_CHECKPOINTS (always deleted). A finished job's are deleted in every mode. "
     "Default DELETE_ON_CANCELLATION (Flink's is NO_EXTERNALIZED_CHECKPOINTS).",
     choices=("DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION", "NO_EXTERNALIZED_CHECKPOINTS"))
+
+STATE_BACKEND_TYPE: ConfigOption[str] = _option(
+    "state.backend.type", _STR, "hashmap",
+    "The keyed state backend (Flink's key; `env.set_state_backend`): `hashmap`, keyed state on the "
+    "heap of the task's Spark worker, is the one Millstream has; another value is refused when the "
+    "job is built or the JobManager starts.",
+    choices=("hashmap",))
 
 CHECKPOINTING_SAVEPOINT_DIR: ConfigOption[str | None] = _option(
     "execution.checkpointing.savepoint-dir", _STR, None,
@@ -533,6 +561,17 @@ RPC_TIMEOUT: ConfigOption[int] = _option(
     "millstream.rpc.timeout", _DURATION, 10 * _S, "Deadline of every gRPC call.")
 RPC_MAX_MESSAGE_SIZE: ConfigOption[int] = _option(
     "millstream.rpc.max-message-size", _MEMORY, 64 * _MB, "Largest gRPC message sent or received.")
+RPC_MAX_CONNECTIONS: ConfigOption[int] = _option(
+    "millstream.rpc.max-connections", _INT, 1024,
+    "Most connections a gRPC server (JobManager, TaskManager) accepts at once; more are closed at once.")
+RPC_HANDSHAKE_TIMEOUT: ConfigOption[int] = _option(
+    "millstream.rpc.handshake-timeout", _DURATION, 10 * _S,
+    "How long a new gRPC connection may take to complete its (TLS and HTTP/2) handshake before it "
+    "is closed: a peer that connects and sends nothing holds a descriptor this long at most.")
+RPC_MAX_CONNECTION_IDLE: ConfigOption[int] = _option(
+    "millstream.rpc.max-connection-idle", _DURATION, 5 * _MIN,
+    "A gRPC server closes a connection that carried no call for this long (clients reconnect when "
+    "they call again).")
 CLIENT_SUBMISSION_TIMEOUT: ConfigOption[int] = _option(
     "millstream.client.submission-timeout", _DURATION, 60 * _S,
     "How long the client keeps trying to submit a job while the JobManager is unreachable "
@@ -599,6 +638,37 @@ TASK_OUTPUT_RETAINED_ATTEMPTS: ConfigOption[int] = _option(
     "taskmanager.task-output.retained-attempts", _INT, 100,
     "Ended task attempts whose output a TaskManager keeps (the oldest are forgotten first); "
     "running attempts are always kept. At least 1.")
+
+# ---- Where an option applies (`millstream run -D` refuses the cluster's) ---------------------
+# A job-level option travels with the job: the environment applies the pipeline ones when it builds
+# the JobGraph, the JobManager reads the others from the job's configuration (they win over the
+# cluster's). A client option tells a client how to reach the cluster. Every other registered
+# option is the cluster's: it takes effect when a JobManager or TaskManager starts, never per job.
+PIPELINE_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    DEFAULT_PARALLELISM, MAX_PARALLELISM, RUNTIME_MODE, OPERATOR_CHAINING, BUFFER_TIMEOUT, AUTO_WATERMARK_INTERVAL)
+JOBMANAGER_JOB_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    SLOT_REQUEST_TIMEOUT,
+    RESTART_STRATEGY_TYPE, RESTART_FIXED_DELAY_ATTEMPTS, RESTART_FIXED_DELAY_DELAY, RESTART_FAILURE_RATE_MAX_FAILURES,
+    RESTART_FAILURE_RATE_INTERVAL, RESTART_FAILURE_RATE_DELAY, RESTART_EXP_INITIAL_BACKOFF, RESTART_EXP_MAX_BACKOFF,
+    RESTART_EXP_MULTIPLIER, RESTART_EXP_RESET_THRESHOLD, RESTART_EXP_JITTER, RESTART_EXP_ATTEMPTS,
+    CHECKPOINTING_INTERVAL, CHECKPOINTING_MODE, CHECKPOINTING_TIMEOUT, CHECKPOINTING_MIN_PAUSE,
+    CHECKPOINTING_TOLERABLE_FAILURES, CHECKPOINTING_DIR, CHECKPOINTING_NUM_RETAINED, CHECKPOINTING_SAVEPOINT_DIR,
+    CHECKPOINTING_MAX_CONCURRENT, CHECKPOINTING_UNALIGNED, CHECKPOINTING_EXTERNALIZED_RETENTION, STATE_BACKEND_TYPE,
+    SAVEPOINT_PATH, SAVEPOINT_IGNORE_UNCLAIMED_STATE)
+CLIENT_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    JOBMANAGER_RPC_ADDRESS, JOBMANAGER_RPC_PORT, COLLECT_BATCH_SIZE_MAX, RPC_TIMEOUT, RPC_MAX_MESSAGE_SIZE,
+    CLIENT_SUBMISSION_TIMEOUT, SSL_ENABLED, SSL_KEY, SSL_CERT, SSL_TRUSTSTORE, AUTH_CLIENT_TOKEN, AUTH_CLIENT_TOKEN_FILE,
+    HA_TYPE, HA_CLUSTER_ID, HA_STORAGE_DIR, HA_ZOOKEEPER_QUORUM, HA_ZOOKEEPER_ROOT, HA_ZOOKEEPER_SESSION_TIMEOUT,
+    HA_ZOOKEEPER_CONNECTION_TIMEOUT, HA_ZOOKEEPER_RETRY_WAIT, HA_ZOOKEEPER_MAX_RETRY_ATTEMPTS,
+    HA_ZOOKEEPER_TOLERATE_SUSPENDED)
+
+
+def option_scope(option: ConfigOption[Any]) -> str:
+    """``"job"`` (applies per job), ``"client"`` (how a client reaches the cluster) or ``"cluster"``."""
+    if option in PIPELINE_OPTIONS or option in JOBMANAGER_JOB_OPTIONS:
+        return "job"
+    return "client" if option in CLIENT_OPTIONS else "cluster"
+
 
 def registered_options() -> tuple[ConfigOption[Any], ...]:
     """Every declared option, in declaration (component) order."""

@@ -45,13 +45,37 @@ def start_process(args: argparse.Namespace, role: str | None = None) -> cfg.Conf
     configuration = cfg.load_configuration(args.config, dynamic_properties=args.dynamic)
     if role is not None:
         from millstream.runtime.log_files import install_process_log
+        from millstream.runtime.log_hygiene import StdoutRotation, install_repeat_filter
 
         log.info("logging to %s", install_process_log(role, configuration).path)
+        # a flood of one error (accept failures, refused calls) cannot fill the disk: repeats are
+        # rate limited, and stdout (cluster start's <role>.log) is rotated as the log file is
+        install_repeat_filter()
+        raise_open_files_limit()
+        StdoutRotation(configuration.get(cfg.LOG_FILE_MAX_SIZE), configuration.get(cfg.LOG_MAX_BACKUPS)).start()
     for key in configuration.user_keys():
         if cfg.closest_key(key) is None:  # near misses were reported as they were read
             log.warning("configuration key %r is not a Millstream option; this process ignores it%s",
                         key, cfg.did_you_mean(key))
     return configuration
+
+
+def raise_open_files_limit(wanted: int = 65536) -> int:
+    """Raises this process's soft limit of open files towards its hard limit (at most ``wanted``):
+    the default soft limit (often 1024) is below what rest.max-connections and
+    millstream.rpc.max-connections allow together. Returns the soft limit in force."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    except (ImportError, ValueError, OSError) as exc:
+        log.warning("cannot raise the open files limit: %s", exc)
+        return -1
+    return int(soft)
 
 
 def run_process(name: str, args: argparse.Namespace,

@@ -355,7 +355,10 @@ def spec_for_job(job_graph: "pb.JobGraph", cluster: Mapping[str, object],
             r.initial_backoff_ms, r.max_backoff_ms, r.backoff_multiplier, r.reset_backoff_threshold_ms,
             r.jitter_factor)
     own = {k: v for k, v in config.configuration.items() if k.startswith(_LEGACY_TYPE)}
-    options = {**cluster, **own} if (TYPE in own or _LEGACY_TYPE in own) else dict(cluster)
+    # Each key of the job's own (its Configuration, `millstream run -D`) wins over the cluster's;
+    # a job's type under the deprecated key wins over the cluster's type under the new one.
+    base = {k: v for k, v in cluster.items() if not (k == TYPE and _LEGACY_TYPE in own)}
+    options = {**base, **own}
     if checkpointing_enabled is None:  # the job's own setting; the cluster's interval counts too
         checkpointing_enabled = config.checkpoint_interval_ms > 0
     return resolve_restart_strategy(job, options, checkpointing_enabled)

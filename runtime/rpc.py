@@ -13,6 +13,7 @@ import errno
 import logging
 import os
 import socket
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import grpc
@@ -20,8 +21,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
+from millstream.runtime import config as cfg
 from millstream.runtime.auth import aio_auth_interceptors, AuthServerInterceptor, SyncAuthInterceptor
 from millstream.runtime.security import Credentials, ServerSecurity
+from millstream.runtime.wire_bounds import BoundsServerInterceptor
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +69,27 @@ def sync_channel(address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTE
     return channel
 
 
-def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+@dataclass(frozen=True)
+class ServerLimits:
+    """What bounds a gRPC server's connections (millstream.rpc.max-connections, handshake-timeout,
+    max-connection-idle): a flood of silent connections cannot hold its file descriptors."""
+
+    max_connections: int = 1024
+    handshake_timeout_ms: int = 10_000
+    max_connection_idle_ms: int = 300_000
+    max_concurrent_streams: int = 1024  # per connection: calls in flight on one client's channel
+
+    @classmethod
+    def of(cls, configuration: "cfg.Configuration") -> "ServerLimits":
+        return cls(configuration.get(cfg.RPC_MAX_CONNECTIONS), configuration.get(cfg.RPC_HANDSHAKE_TIMEOUT),
+                   configuration.get(cfg.RPC_MAX_CONNECTION_IDLE))
+
+
+def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                   limits: ServerLimits | None = None) -> list[tuple[str, int]]:
     # Clients ping every 10 s on long streams (WaitJobResult); without these the server answers
     # the third ping with GOAWAY "too_many_pings" and the stream dies.
+    limits = limits or ServerLimits()
     return channel_options(max_message_bytes) + [
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
         ("grpc.http2.max_ping_strikes", 0),
@@ -76,6 +97,10 @@ def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[t
         # gRPC sets SO_REUSEPORT by default on Linux: a second server on a taken port would bind
         # it too and share its connections. A server owns its port or fails to start.
         ("grpc.so_reuseport", 0),
+        ("grpc.max_allowed_incoming_connections", limits.max_connections),
+        ("grpc.server_handshake_timeout_ms", limits.handshake_timeout_ms),
+        ("grpc.max_connection_idle_ms", limits.max_connection_idle_ms),
+        ("grpc.max_concurrent_streams", limits.max_concurrent_streams),
     ]
 
 
@@ -128,13 +153,15 @@ class RpcServer:
 
     def __init__(self, name: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
-                 security: ServerSecurity | None = None) -> None:
+                 security: ServerSecurity | None = None, limits: ServerLimits | None = None) -> None:
         self.name = name
         self.security = security or ServerSecurity()
         chain = list(interceptors)
         if self.security.authenticator is not None:  # first: an unauthenticated call reaches nothing else
             chain.insert(0, AuthServerInterceptor(self.security.authenticator))
-        self.server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=chain or None)
+        # last: every request's counts, sizes and ids are checked before any servicer sees them
+        chain.append(BoundsServerInterceptor())
+        self.server = grpc.aio.server(options=server_options(max_message_bytes, limits), interceptors=chain)
         self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self._service_names: list[str] = []

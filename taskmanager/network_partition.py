@@ -12,6 +12,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
+from millstream.runtime import wire_bounds
 from millstream.runtime.partitioners import StreamPartitioner
 from millstream.runtime.serialization import RecordSerializer
 from millstream.runtime.timestamps import timestamps_of
@@ -386,6 +387,9 @@ class ResultPartition:
                     raise ValueError(f"unexpected frame kind {kind} from the consumer")
                 with self._lock:
                     sub.credit += decode_credit(payload)
+                    if sub.credit > wire_bounds.MAX_CREDIT:  # a consumer never holds more buffers than this
+                        raise ValueError(f"the consumer's credit grew to {sub.credit} buffers; "
+                                         f"at most {wire_bounds.MAX_CREDIT} are allowed")
                     sub.wakeup.notify()
         except EOFError:
             with self._lock:
@@ -516,10 +520,11 @@ class PartitionServer:
             conn.settimeout(self._handshake_timeout_s)  # a consumer sends HELLO right after connecting
             if self._tls_context is not None:
                 conn = self._tls_accept(conn)
-            reader = FrameReader(conn)
+            reader = FrameReader(conn, wire_bounds.MAX_HELLO_BYTES)  # an unknown peer: a HELLO is small
             kind, payload = reader.read()
             if kind != HELLO:
                 raise ValueError(f"expected HELLO, got frame kind {kind}")
+            reader.max_frame_bytes = 64  # from here on the consumer sends CREDIT frames only
             hello = Hello.decode(payload)
             conn.settimeout(None)  # from here on, close() and TCP keepalive bound every wait
             with self._lock:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Callable
 
+from millstream.runtime import wire_bounds
 from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
     "encode_error", "encode_event", "encode_frame", "never_cancelled", "start_thread", "tune_socket",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class FrameKind(IntEnum):
@@ -72,6 +73,8 @@ def encode_credit(n: int) -> bytes:
 
 def decode_credit(payload: bytes) -> int:
     (n,) = _U32.unpack(payload)
+    if n > wire_bounds.MAX_CREDIT:
+        raise ValueError(f"a CREDIT frame grants {n} buffers; at most {wire_bounds.MAX_CREDIT} are allowed")
     return int(n)
 
 
@@ -101,15 +104,16 @@ Event = EndOfPartition | CheckpointBarrier | CancelCheckpointMarker | Watermark 
 
 # An event is a type code + its wire fields packed with a fixed struct: no pickle for control data,
 # so a consumer can always decode them, and a new event is one line here. (A barrier's ``options``
-# stay local: checkpoints and savepoints look the same on the wire.)
+# stay local; its ``stop`` and ``drain`` flags travel: a stop's synchronous savepoint is told apart.)
 _EVENT_CODECS: dict[type, tuple[int, struct.Struct, tuple[str, ...]]] = {
     EndOfPartition: (0, struct.Struct("!"), ()),
-    CheckpointBarrier: (1, struct.Struct("!qq"), ("checkpoint_id", "timestamp")),
+    CheckpointBarrier: (1, struct.Struct("!qq??"), ("checkpoint_id", "timestamp", "stop", "drain")),
     Watermark: (2, struct.Struct("!q"), ("timestamp",)),
     CancelCheckpointMarker: (3, struct.Struct("!q"), ("checkpoint_id",)),
     WatermarkStatus: (4, struct.Struct("!?"), ("idle",)),
 }
 _EVENT_TYPES = {code: (cls, codec) for cls, (code, codec, _) in _EVENT_CODECS.items()}
+_EVENT_FIELDS = {cls: fields for cls, (_, _, fields) in _EVENT_CODECS.items()}
 
 
 def encode_event(event: Event) -> bytes:
@@ -122,7 +126,7 @@ def decode_event(payload: bytes) -> Event:
         cls, codec = _EVENT_TYPES[payload[0]]
     except (IndexError, KeyError):
         raise ValueError(f"unknown event {payload[:1]!r}") from None
-    event: Event = cls(*codec.unpack_from(payload, 1))
+    event: Event = cls(**dict(zip(_EVENT_FIELDS[cls], codec.unpack_from(payload, 1))))
     return event
 
 
@@ -164,7 +168,12 @@ class Hello:
         attempt_id = payload[start + n_result : start + n_result + n_attempt]
         if len(attempt_id) != n_attempt:
             raise ValueError("truncated HELLO")
-        return cls(bytes(result_id), partition, subpartition, bytes(attempt_id), credit)
+        hello = cls(bytes(result_id), partition, subpartition, bytes(attempt_id), credit)
+        problem = wire_bounds.hello_problem(hello.partition_index, hello.subpartition_index, hello.initial_credit,
+                                            hello.result_id, hello.attempt_id)
+        if problem is not None:
+            raise ValueError(f"HELLO out of bounds: {problem}")
+        return hello
 
 
 def encode_error(code: ErrorCode, message: str) -> bytes:
@@ -218,13 +227,16 @@ class FrameReader:
     it broke. Not thread safe: one reader thread per connection.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, max_frame_bytes: int = wire_bounds.MAX_FRAME_BYTES) -> None:
         self._sock = sock
         self._buf = bytearray()
+        self.max_frame_bytes = max_frame_bytes  # a peer's length field never sizes our buffer beyond this
 
     def read(self) -> tuple[int, bytes]:
         self._fill(_HEADER.size)
         kind, length = _HEADER.unpack_from(self._buf)
+        if length > self.max_frame_bytes:
+            raise ValueError(f"a frame of {length} bytes announced; at most {self.max_frame_bytes} are allowed here")
         end = _HEADER.size + length
         self._fill(end)
         payload = bytes(self._buf[_HEADER.size : end])

@@ -48,7 +48,8 @@ def taskmanager_hosts(configuration: cfg.Configuration) -> tuple[str, str]:
 
 def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
     """The SparkHost a TaskManager with this configuration runs its tasks on (not started): its
-    control channel uses the configured TLS, and its workers get the cluster token through it."""
+    control channel uses the configured TLS. Its workers never get the cluster token: each task
+    attempt gets its own task credential through the channel (``TaskExecutor``)."""
     advertised, bind = taskmanager_hosts(configuration)
     credentials = cluster_credentials(configuration)
     try:
@@ -61,16 +62,7 @@ def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
             bind_host=bind,
             control_ports=configuration.get(cfg.SPARK_CONTROL_PORT),
             tls=credentials.tls,
-            worker_secrets=_worker_secrets(credentials.token),
             executor_wait_s=configuration.get(cfg.SPARK_EXECUTOR_WAIT) / 1000,
         )
     except ValueError as exc:
         raise cfg.ConfigurationError(f"{cfg.SPARK_CONTROL_PORT.key}: {exc}") from exc
-
-
-def _worker_secrets(token: str | None) -> dict[str, str] | None:
-    if not token:
-        return None
-    from millstream.taskmanager.task import CLUSTER_TOKEN_SECRET  # the task module is heavy: only when needed
-
-    return {CLUSTER_TOKEN_SECRET: token}

@@ -43,6 +43,8 @@ def launch_driver_jvm(conf: Mapping[str, str]) -> LaunchedJvm | None:
     from pyspark import SparkContext
     from pyspark.find_spark_home import _find_spark_home
 
+    from millstream.runtime.auth import without_secrets
+
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return None
     command = [os.path.join(_find_spark_home(), "bin", "spark-submit")]
@@ -51,7 +53,8 @@ def launch_driver_jvm(conf: Mapping[str, str]) -> LaunchedJvm | None:
     command += shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell"))
     conn_info_dir = tempfile.mkdtemp(prefix="millstream-spark-gateway-")
     conn_info_file = os.path.join(conn_info_dir, "conn_info")
-    env = {**os.environ, "SPARK_CONNECT_MODE": "0", "_PYSPARK_DRIVER_CONN_INFO_PATH": conn_info_file}
+    # The JVM's environment is its Python workers' (user code): no token, nor the file naming them.
+    env = {**without_secrets(os.environ), "SPARK_CONNECT_MODE": "0", "_PYSPARK_DRIVER_CONN_INFO_PATH": conn_info_file}
     try:
         # stdin is a pipe: the JVM exits when this process does (it reads EOF).
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env, preexec_fn=_ignore_sigint)

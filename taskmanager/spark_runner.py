@@ -330,9 +330,11 @@ class TaskHandle:
     and sees the worker's order; after the TaskExit everything is dropped.
     """
 
-    def __init__(self, host: SparkHost, task_id: str, on_event: OnEvent, payload: bytes = b"") -> None:
+    def __init__(self, host: SparkHost, task_id: str, on_event: OnEvent, payload: bytes = b"",
+                 greeting: bytes | None = None) -> None:
         self.task_id = task_id
         self._host = host
+        self._greeting = host._greeting if greeting is None else greeting  # this attempt's secrets
         self._payload: bytes | None = payload  # sent to the worker when it connects, then dropped
         self._on_event = on_event
         self._token = secrets.token_bytes(_TOKEN_BYTES)
@@ -388,7 +390,7 @@ class TaskHandle:
             self._pending = []
             payload, self._payload = self._payload or b"", None
             with contextlib.suppress(OSError):
-                _send_frame(conn, self._host._greeting)
+                _send_frame(conn, self._greeting)
                 _send_frame(conn, payload)
                 for data in pending:
                     _send_frame(conn, data)
@@ -666,15 +668,18 @@ class SparkHost:
         with self._lock:
             return sorted(self._tasks)
 
-    def submit(self, task_id: str, payload: bytes, on_event: OnEvent) -> TaskHandle:
-        """Start a one-partition job running the payload's body (see ``make_payload``)."""
+    def submit(self, task_id: str, payload: bytes, on_event: OnEvent,
+               secrets: Mapping[str, str] | None = None) -> TaskHandle:
+        """Start a one-partition job running the payload's body (see ``make_payload``); ``secrets``
+        (this attempt's, e.g. its task credential) replace the host's ``worker_secrets`` in its greeting."""
         from pyspark import InheritableThread  # pinned-thread mode: cleans up its JVM thread
 
         if self.died is not None:
             raise RuntimeError(self.died)
         if self._spark is None or self._listener is None:
             raise RuntimeError("SparkHost is not started")
-        handle = TaskHandle(self, task_id, on_event, payload)
+        greeting = None if secrets is None else json.dumps(dict(secrets)).encode()
+        handle = TaskHandle(self, task_id, on_event, payload, greeting)
         with self._lock:
             if task_id in self._tasks:
                 raise ValueError(f"task {task_id} is still running on this host")

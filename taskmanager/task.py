@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import cloudpickle
 import grpc
@@ -49,6 +49,7 @@ from millstream.runtime.tls import TlsSettings
 from millstream.runtime.timestamps import LONG_MAX
 from millstream.runtime.watermarks import InputWatermarks
 from millstream.runtime.watermarks import WatermarkStatus as ValveStatus
+from millstream.taskmanager.user_processes import TaskProcesses
 from millstream.taskmanager.task_output import OutputCapture
 from millstream.taskmanager.network import (
     BUFFER,
@@ -79,10 +80,11 @@ FAILING = "failing"
 CHECKPOINT_ACK = checkpointing.ACK          # ("ack", checkpoint_id, state_path or "", state_size)
 CHECKPOINT_DECLINE = checkpointing.DECLINE  # ("decline", checkpoint_id, reason, message)
 # Messages from the TaskManager to the worker (besides CANCEL).
-TRIGGER_CHECKPOINT = "trigger"  # ("trigger", checkpoint_id, timestamp_ms): inject barrier n here
+TRIGGER_CHECKPOINT = "trigger"  # ("trigger", checkpoint_id, timestamp_ms, stop, drain): inject barrier n here
 NOTIFY_CHECKPOINT = "notify"    # ("notify", checkpoint_id, aborted)
 
 SOURCE_BATCH_SIZE = 1024
+STOP_POLL_S = 0.005  # how often a task waiting for its stop savepoint's outcome looks for it
 RECORDS_PER_BUFFER = 1024
 RECORDS_INTERVAL_MS = 1000  # the record totals go to the TaskManager at most this often (and once at the end)
 CONNECT_TIMEOUT_S = 60.0
@@ -91,7 +93,7 @@ CONSUMED_TIMEOUT_S = 3600.0  # a producer waits this long for slow consumers bef
 # A lookup answered with these may succeed later (the TaskManager is starting, restarting or busy);
 # anything else is a real error and fails the channel at once, naming it.
 RETRIABLE_LOOKUP_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-CLUSTER_TOKEN_SECRET = "cluster-token"  # the worker's secret (spark_runner's greeting) its lookups carry
+TASK_CREDENTIAL_SECRET = "task-credential"  # the attempt's secret (spark_runner's greeting) its lookups carry
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,12 @@ def _input_gate(tdd: cpb.TaskDeploymentDescriptor, resolve: PartitionResolver, i
                      connect_timeout_s=CONNECT_TIMEOUT_S, tls=network.tls, time_waits=network.io_timing)
 
 
+class StoppedWithSavepoint(BaseException):
+    """Raised on the task thread once the stop savepoint the task snapshotted is complete: it
+    unwinds the task loop (a BaseException, so no operator or user ``except Exception`` stops it)
+    and the task ends FINISHED without an end of input, its sinks committed by the savepoint."""
+
+
 class CheckpointControl:
     """The task thread's side of the checkpoint control messages (polled between batches).
 
@@ -256,9 +264,29 @@ class CheckpointControl:
     def poll(self) -> None:
         while (msg := self.channel.recv_nowait()) is not None:
             if msg[0] == TRIGGER_CHECKPOINT:
-                self._trigger(CheckpointBarrier(msg[1], msg[2]))
+                self._trigger(CheckpointBarrier(msg[1], msg[2], stop=msg[3], drain=msg[4]))
             elif msg[0] == NOTIFY_CHECKPOINT:
                 self.checkpointer.notify(msg[1], msg[2])
+        if self.checkpointer.stop_savepoint is not None and not self.closing:
+            self._await_stop_savepoint()
+
+    def _await_stop_savepoint(self) -> None:
+        """The task snapshotted stop-with-savepoint's synchronous savepoint: nothing more is
+        processed (a source emits nothing after its barrier) until it completes, then the task ends
+        (StoppedWithSavepoint), or it is aborted, then the task goes on (Flink's stop that failed).
+        A cancel ends the wait; the task loops see it."""
+        checkpointer = self.checkpointer
+        while checkpointer.stop_savepoint is not None:
+            msg = self.channel.recv_nowait()
+            if msg is None:
+                if self.channel.wait_cancelled(STOP_POLL_S):
+                    return
+            elif msg[0] == NOTIFY_CHECKPOINT:
+                checkpointer.notify(msg[1], msg[2])
+            elif msg[0] == TRIGGER_CHECKPOINT:  # cannot come before the savepoint's outcome: refuse it
+                checkpointer.decline(msg[1], "CHECKPOINT_DECLINED_TASK_CLOSING", "the task is stopping with a savepoint")
+        if checkpointer.stopped:
+            raise StoppedWithSavepoint(checkpointer.last_completed_id)
 
     def _trigger(self, barrier: CheckpointBarrier) -> None:
         if self.closing:
@@ -269,10 +297,12 @@ class CheckpointControl:
             self._deferred = barrier
 
     def all_inputs_ended(self) -> None:
+        """A trigger deferred to the end of the inputs snapshots now; a stop savepoint's after the
+        chain's end of input (the input really ended: what that emits must be in the savepoint)."""
         self.inputs_ended = True
         if self._deferred is not None:
             barrier, self._deferred = self._deferred, None
-            self.checkpointer.checkpoint(barrier)
+            self.checkpointer.checkpoint(barrier, end_input_first=barrier.stop)
 
 
 def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment,
@@ -371,8 +401,9 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
     if isinstance(artifact_paths, ShippedArtifacts):
         artifact_paths = artifact_paths.paths()
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
-    with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))):
-        # add_python_archive's zips: extracted, and the task runs in their working directory
+    with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))), TaskProcesses():
+        # add_python_archive's zips: extracted, and the task runs in their working directory;
+        # processes the task starts end with it
         with task_working_directory(tdd, artifact_paths) as importable:
             with python_env.executable_variable(dict(tdd.execution_config.configuration)):
                 _run_task(tdd_bytes, importable, data_host, network, channel)
@@ -415,7 +446,7 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
     failure: str | None = None
     partitions: dict[bytes, ResultPartition] = {}
     server: PartitionServer | None = None
-    resolver = PartitionResolver(credentials=Credentials(network.tls, channel.secrets.get(CLUSTER_TOKEN_SECRET)))
+    resolver = PartitionResolver(credentials=Credentials(network.tls, channel.secrets.get(TASK_CREDENTIAL_SECRET)))
     gate: InputGate | None = None
     checkpointer: checkpointing.TaskCheckpointer | None = None
     try:
@@ -431,6 +462,8 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
         chain.records_interval_ms = RECORDS_INTERVAL_MS
         metrics = reporter = TaskMetricsReporter(chain, env, gate, partitions, network.io_timing)
         chain.records_listener = lambda records_in, records_out: reporter.send(channel, records_in, records_out)
+        if reporter.source_clock is not None:
+            chain.time_source_emits = reporter.source_clock.timed
         control: CheckpointControl | None = None
         finished_on_restore = tdd.HasField("restore") and tdd.restore.finished
         if tdd.checkpoint_dir:
@@ -460,18 +493,27 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
                 ticker = threading.Thread(target=reporter.report_while_quiet, args=(channel, task_ended),
                                           name="millstream-metrics", daemon=True)
                 ticker.start()
-                ended = chain.run_source()
-            else:
-                ended = _consume(chain, gate, env, checkpointer, tdd.checkpointing_mode or "EXACTLY_ONCE")  # type: ignore[arg-type]
+            stopped = False
+            try:
+                if tdd.vertex.is_source:
+                    ended = chain.run_source()
+                else:
+                    ended = _consume(chain, gate, env, checkpointer, tdd.checkpointing_mode or "EXACTLY_ONCE")  # type: ignore[arg-type]
+                if ended and not env.is_cancelled():
+                    if control is not None:
+                        control.all_inputs_ended()  # a trigger that waited for the end of the inputs
+                    if checkpointer is None or not checkpointer.input_ended:
+                        chain.end_input()
+                    if checkpointer is not None:  # Flink's final checkpoint: commit what the sinks hold back
+                        _await_final_checkpoint(chain, checkpointer, env)
+            except StoppedWithSavepoint:  # its savepoint committed everything: end without an end of input
+                ended = stopped = True
             if ended and not env.is_cancelled():
                 if control is not None:
-                    control.all_inputs_ended()  # a trigger that waited for the end of the inputs
-                chain.end_input()
-                if checkpointer is not None:  # Flink's final checkpoint: commit what the sinks hold back
-                    _await_final_checkpoint(chain, checkpointer, env)
-                if control is not None:
                     control.closing = True
-                if not env.is_cancelled():
+                if stopped and gate is not None:
+                    ended = _drain(gate, env, "stopped with a savepoint")  # its producers stopped too: only their ends come
+                if ended and not env.is_cancelled():
                     for writer in writers.values():
                         writer.finish()
                     _await_consumed(tdd, partitions, chain)
@@ -499,6 +541,54 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
         resolver.close()
 
 
+class SourceIdleClock:
+    """A source task's idle time: the time its thread spends in the source's own code (a
+    SourceFunction's ``run()`` between its records, a reader ahead of its rate limit) and off the
+    CPU, sleeping or waiting. Time in ``emit`` (the chained operators, output credit) is not idle,
+    whatever those operators do. Created on the task thread; read from any thread."""
+
+    def __init__(self) -> None:
+        self._cpu_clock = time.pthread_getcpuclockid(threading.get_ident())
+        self._idle_s = 0.0  # of the closed stretches outside emit
+        self._last = 0.0
+        self._outside: tuple[float, float] | None = self._now()  # (wall, cpu) since leaving emit
+
+    def _now(self) -> tuple[float, float]:
+        return time.monotonic(), time.clock_gettime(self._cpu_clock)
+
+    def timed(self, emit: Callable[[Any], None]) -> Callable[[Any], None]:
+        def timed_emit(batch: Any) -> None:
+            outside, self._outside = self._outside, None
+            if outside is not None:
+                wall, cpu = self._now()
+                self._idle_s += max(0.0, (wall - outside[0]) - (cpu - outside[1]))
+            try:
+                emit(batch)
+            finally:
+                self._outside = self._now()
+        return timed_emit
+
+    def idle_s(self) -> float:
+        """Seconds idle so far, the current stretch outside emit included (never decreasing)."""
+        idle, outside = self._idle_s, self._outside
+        if outside is not None:
+            try:
+                wall, cpu = self._now()
+            except OSError:  # the task thread ended
+                return self._last
+            idle += max(0.0, (wall - outside[0]) - (cpu - outside[1]))
+        self._last = max(self._last, idle)
+        return self._last
+
+
+def source_idle_clock() -> SourceIdleClock | None:
+    """The calling (task) thread's clock, None where threads have no CPU clock of their own."""
+    try:
+        return SourceIdleClock()
+    except (AttributeError, OSError):
+        return None
+
+
 class TaskMetricsReporter:
     """Builds the task's RECORDS message: its I/O metrics from the counters the chain, the input
     gate and the result partitions keep, and the user metrics of its operators (cheap: once per
@@ -511,6 +601,8 @@ class TaskMetricsReporter:
         self._gate = gate
         self._partitions = list(partitions.values())
         self._io = TaskIOMetrics(time_accounting=io_timing)
+        # A source has no input gate to time its waits on: the chain times its emits (run_source).
+        self.source_clock = source_idle_clock() if gate is None and io_timing else None
         self._sent_version = -1
         self._lock = threading.Lock()  # the task thread and report_while_quiet's thread
         self._last_sent = time.monotonic()
@@ -533,12 +625,19 @@ class TaskMetricsReporter:
 
     def message(self, records_in: int, records_out: int) -> tuple[Any, ...]:
         gate, partitions, chain = self._gate, self._partitions, self._chain
+        backpressured_s = sum(p.blocked_s for p in partitions)
+        if gate is not None:
+            idle_s = gate.idle_s
+        elif self.source_clock is not None:
+            idle_s = self.source_clock.idle_s()
+        else:
+            idle_s = 0.0
         values = self._io.snapshot(
             records_in, records_out,
             bytes_in=gate.bytes_in if gate is not None else 0,
             bytes_out=sum(p.bytes_out for p in partitions),
-            idle_s=gate.idle_s if gate is not None else 0.0,
-            backpressured_s=sum(p.blocked_s for p in partitions),
+            idle_s=idle_s,
+            backpressured_s=backpressured_s,
             input_watermark=chain.current_input_watermark,
             output_watermark=chain.current_output_watermark,
         )
@@ -576,14 +675,15 @@ def _await_final_checkpoint(chain: OperatorChain, checkpointer: checkpointing.Ta
         env.wait_ms(chain.wait_bound_ms(20))
 
 
-def _drain(gate: InputGate, env: SimpleTaskEnvironment) -> bool:
-    """A task restored as finished: its producers were finished too and send only their ends."""
+def _drain(gate: InputGate, env: SimpleTaskEnvironment, why: str = "restored as finished") -> bool:
+    """A task restored as finished, or stopped with a savepoint: its producers were finished (or
+    stopped) too and send only their ends."""
     while not gate.all_finished:
         if env.is_cancelled():
             return False
         item = gate.poll(0.1)
         if item is not None and item[1] == BUFFER:
-            raise RuntimeError("a task restored as finished received records: its producers were not finished")
+            raise RuntimeError(f"a task {why} received records: its producers were not finished")
     return True
 
 

@@ -33,6 +33,7 @@ from millstream.jobmanager.heartbeat import HeartbeatMonitor
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import log_files
+from millstream.runtime.auth import task_credential
 from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
 from millstream.runtime.fencing import FencingClientInterceptor, Refusal
 from millstream.runtime.ha.api import DEFAULT_LEADER_ID, LeaderInformation
@@ -427,12 +428,18 @@ class TaskExecutor:
                     task.collect_gate.acquire(len(msg[4]))  # blocks the channel while too much waits
                 loop.call_soon_threadsafe(task.events.put_nowait, msg)
 
-            task.handle = self.spark.submit(task.attempt_id.hex(), payload, on_event)
+            task.handle = self.spark.submit(task.attempt_id.hex(), payload, on_event, self._task_secrets(task.attempt_id))
         except Exception as exc:
             log.exception("task %s could not start", task.name)
             task.events.put_nowait(TaskExit("FAILED", f"Task {task.name} could not start: {type(exc).__name__}: {exc}"))
         finally:
             task.starting = False
+
+    def _task_secrets(self, attempt_id: bytes) -> dict[str, str]:
+        """What a task attempt's worker gets through its control channel: a credential for its own
+        partition look-ups, never the cluster token (user code runs in that worker)."""
+        token = self._credentials.token if self._credentials is not None else None
+        return {task_body.TASK_CREDENTIAL_SECRET: task_credential(token, attempt_id)} if token else {}
 
     async def _fetch_artifacts(self, tdd: cpb.TaskDeploymentDescriptor) -> list[str]:
         """The sys.path entries of the job's artifacts, downloaded once per job for all its tasks."""
@@ -733,7 +740,8 @@ class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
 
     async def TriggerCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
         if not self.te.to_task(request.execution_attempt_id,
-                               (task_body.TRIGGER_CHECKPOINT, request.checkpoint_id, request.timestamp_ms)):
+                               (task_body.TRIGGER_CHECKPOINT, request.checkpoint_id, request.timestamp_ms,
+                                request.stop, request.drain)):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"task {request.execution_attempt_id.hex()} is not running here")
         return cpb.Empty()
 

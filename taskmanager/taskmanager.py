@@ -33,7 +33,7 @@ from millstream.runtime.metrics.prometheus import (
 )
 from millstream.runtime.metrics.system import process_tree_rss_bytes
 from millstream.runtime.process import StartupError, until_terminated, write_ready_file
-from millstream.runtime.rpc import RpcServer, check_bindable, is_unavailable
+from millstream.runtime.rpc import RpcServer, ServerLimits, check_bindable, is_unavailable
 from millstream.runtime.security import cluster_credentials, server_security
 from millstream.runtime.tls import tls_problem, tls_settings
 from millstream.taskmanager.spark_host_config import (  # noqa: F401 (spark_conf, address_towards: re-exported)
@@ -162,7 +162,7 @@ class TaskManager:
         self._spark.on_death(lambda reason: loop.call_soon_threadsafe(self._spark_died, reason))
         self.server = RpcServer(name, c.get(cfg.RPC_MAX_MESSAGE_SIZE),
                                 interceptors=[FencingServerInterceptor(self.executor.fencing_refusal)],
-                                security=security)
+                                security=security, limits=ServerLimits.of(c))
         self.server.add(cpb_grpc.add_TaskExecutorServicer_to_server, TaskExecutorServicer(self.executor), SERVICES)
         port = await self.server.start(bind_host, c.get(cfg.TASKMANAGER_RPC_PORT))
         await self._set_health(registered=False)  # health checks see SERVING once it is registered

@@ -233,7 +233,7 @@ async function jobPage(jid) {
       " · Started: ", fmtTime(details["start-time"]), " · ", details["job-type"], " ", cancel),
     h("h3", {}, "Job graph"), jobGraph(details),
     h("h3", {}, "Subtask output"), subtaskLinks(jid, details));
-  section.append(...savepointSection(jid, details.state));
+  section.append(...savepointSection(jid, savepointPossible(details, checkpoints)));
   if (checkpoints) section.append(...checkpointsSection(checkpoints));
   section.append(...exceptionsSection(exceptions));
   return section;
@@ -377,10 +377,18 @@ async function triggerSavepoint(jid) {
   render();
 }
 
-function savepointSection(jid, state) {
+// Where POST /jobs/:id/savepoints can succeed, as the JobManager decides it: a RUNNING job that
+// takes checkpoints (/checkpoints answers; 404 without) and whose tasks all run or finished.
+function savepointPossible(details, checkpoints) {
+  if (details.state !== "RUNNING" || !checkpoints) return false;
+  return details.vertices.every((v) =>
+    Object.entries(v.tasks).every(([state, n]) => n === 0 || state === "RUNNING" || state === "FINISHED"));
+}
+
+function savepointSection(jid, possible) {
   const st = savepointState(jid);
   const parts = [];
-  if (state === "RUNNING") {
+  if (possible) {
     parts.push(h("div", { id: "savepoint", class: "savepoint" },
       h("input", { id: "savepoint-dir", type: "text", size: 50, value: st.dir, class: st.needsDir ? "needed" : null,
         placeholder: st.needsDir ? "target directory (required: no cluster default)" : "target directory (empty: the cluster's default)",

@@ -18,6 +18,7 @@ it, so a file only becomes visible once the records in it can never be replayed.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import uuid
@@ -78,7 +79,11 @@ class FileSinkOperator(StreamOperator):
         self.f = factory
         self._encoder: Any = factory.encoder or Encoder.simple_string_encoder()
         self._text = record_formatter(factory.type_info)
-        self._unique_id = str(uuid.uuid4())
+        # The uid's first 8 hex digits name the job and operator, the rest is this writer's own:
+        # a later attempt of the job recognizes the part files of a failed one by them.
+        self._family = hashlib.sha256(f"{getattr(ctx.env, 'job_id', '')}/{ctx.operator_id}".encode()).hexdigest()[:8]
+        self._unique_id = self._family + str(uuid.uuid4())[8:]
+        self._restored = False
         self._subtask = ctx.env.subtask_index
         self._counter = 0
         self._parts: dict[str, _PartFile] = {}
@@ -97,6 +102,8 @@ class FileSinkOperator(StreamOperator):
                 raise PermissionError(f"[Errno 13] Permission denied: {base!r}")
         except OSError as e:
             self.fail(e, f"opening its output: cannot write to directory {base!r}")
+        if not self._restored:
+            self._delete_stale_attempts()
         if self.f.bucket_timezone:
             from zoneinfo import ZoneInfo
 
@@ -231,6 +238,7 @@ class FileSinkOperator(StreamOperator):
         already renamed is left alone) and deletes the hidden part files this writer made after
         it, which hold records the sources will replay. Goes on with the state's part names."""
         uid, subtask, counter, pending = self._check_state(state)
+        self._restored = True
         for cid in sorted(pending):
             for hidden, final in pending[cid].items():
                 self._commit(hidden, final, cid)
@@ -274,6 +282,30 @@ class FileSinkOperator(StreamOperator):
             self.fail(lost, "committing its part files")
         except OSError as e:
             self.fail(e, f"committing part file {final!r} of checkpoint {checkpoint_id}")
+
+    def _delete_stale_attempts(self) -> None:
+        """A writer that starts without state deletes the hidden part files of this subtask index
+        that earlier attempts of the same job and operator left (same uid family, another uid).
+
+        Safe: starting without state means no completed checkpoint holds this subtask's state, so
+        none of those files is pending in one (a rescaled restore commits the pending files it is
+        handed before its writers open, and a subtask index a checkpoint covers always gets state).
+        Files of other jobs, operators, subtasks or already committed (final names) are left alone.
+        """
+        prefix, suffix = re.escape(self.f.part_prefix), re.escape(self.f.part_suffix)
+        uid = rf"{self._family}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[0-9a-f]{{12}}"
+        stale = re.compile(rf"\.{prefix}-({uid})-{self._subtask}-\d+{suffix}\.inprogress\.[0-9a-f-]+")
+        for directory, _dirs, names in os.walk(self.f.base_path):
+            for name in names:
+                match = stale.fullmatch(name)
+                if match is None or match.group(1) == self._unique_id:
+                    continue
+                try:
+                    os.remove(os.path.join(directory, name))
+                except FileNotFoundError:
+                    continue
+                except OSError as e:
+                    self.fail(e, f"deleting the part file {name!r} of a failed attempt")
 
     def _delete_uncommitted(self, uid: str, subtask: int) -> None:
         """Deletes the hidden part files named by ``uid`` and ``subtask`` under the base path (any

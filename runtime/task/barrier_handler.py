@@ -69,6 +69,12 @@ class CheckpointBarrier:
     checkpoint_id: int
     timestamp: int
     options: Any = None  # carried through untouched (checkpoint or savepoint, storage location)
+    # Stop-with-savepoint's synchronous savepoint (Flink's SavepointType suspend/terminate): a task
+    # that snapshots it processes nothing more until it is complete (then it ends FINISHED without
+    # an end of input) or aborted (then it goes on). ``drain``: the input ends first (MAX_WATERMARK,
+    # every operator's end of input), so what that emits is in the savepoint.
+    stop: bool = False
+    drain: bool = False
 
 
 @dataclass(frozen=True)

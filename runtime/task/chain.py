@@ -120,11 +120,19 @@ class _WriterOutput:
         self.operator = operator
         self.result_id = result_id
         self._emit = writer.emit
-        self.records = 0
+        self._emitted = 0
         self.watermark: int | None = None  # the latest sent (Flink's currentOutputWatermark)
 
+    @property
+    def records(self) -> int:
+        """Records written to the result (Flink's numRecordsOut): what the writer sent, which a
+        BATCH pre-aggregation (CombiningWriter) cuts to one partial per key, so the consumer's
+        numRecordsIn adds up to it; else what was emitted into it."""
+        sent = getattr(self.writer, "records_out", None)
+        return sent if type(sent) is int else self._emitted
+
     def emit(self, records: list[Any]) -> None:
-        self.records += len(records)
+        self._emitted += len(records)
         try:
             self._emit(records)
         except Exception as e:
@@ -181,6 +189,8 @@ class OperatorChain:
         self._records_out_at_flush = 0  # at the last idle flush: an idle task that emitted nothing new skips it
         self._input_watermarks: dict[int, int] = {}  # per head input: the latest combined watermark
         self.records_listener: Callable[[int, int], None] | None = None
+        # Wraps a source's emit to time it (its task's idle time is the time outside emit, off the CPU).
+        self.time_source_emits: Callable[[Callable[[Any], None]], Callable[[Any], None]] | None = None
         self.records_interval_ms = 1000
         self._last_records_ms = self._last_flush_ms
         # Called at the end of every between_batches(): the task loop's control messages
@@ -273,6 +283,8 @@ class OperatorChain:
             raise RuntimeError("open() the chain before run_source()")
         reader = source.reader
         emit = source.emit_batch
+        if self.time_source_emits is not None:  # the task's idle time is what the source spends outside emit
+            emit = self.time_source_emits(emit)
         if isinstance(reader, SourceFunctionReader):
             try:
                 return reader.run(emit, self.between_batches, source.emit_source_watermark)

@@ -48,6 +48,13 @@ class TaskCheckpointer:
         self._serializer = RecordSerializer()
         self.last_checkpoint_id = 0
         self.last_completed_id = 0
+        # Stop-with-savepoint: the id of the stop savepoint snapshotted whose outcome is not known
+        # yet (the task processes nothing meanwhile), whether it completed (the task then ends
+        # without an end of input), and whether a drain (or a stop deferred to the end of the
+        # inputs) already ended the chain's input.
+        self.stop_savepoint: Optional[int] = None
+        self.stopped = False
+        self.input_ended = False
 
     # -- restore ---------------------------------------------------------------------------------
 
@@ -107,13 +114,18 @@ class TaskCheckpointer:
 
     # -- barriers ---------------------------------------------------------------------------------
 
-    def checkpoint(self, barrier: CheckpointBarrier, forward: bool = True) -> None:
-        """Barrier ``barrier.checkpoint_id`` reached this task (aligned, or injected at a source)."""
+    def checkpoint(self, barrier: CheckpointBarrier, forward: bool = True, end_input_first: bool = False) -> None:
+        """Barrier ``barrier.checkpoint_id`` reached this task (aligned, or injected at a source).
+        A drain barrier (or ``end_input_first``: a stop savepoint deferred until the inputs ended)
+        ends the chain's input before the snapshot, so what that emits is in the savepoint."""
         checkpoint_id = barrier.checkpoint_id
         if checkpoint_id <= self.last_checkpoint_id:
             return  # an old barrier (restored past it): never snapshot an id twice
         self.last_checkpoint_id = checkpoint_id
         try:
+            if (barrier.drain or end_input_first) and not self.input_ended:
+                self.input_ended = True
+                self.chain.end_input()
             self.chain.flush()
             if forward:
                 self._broadcast(barrier)
@@ -122,6 +134,8 @@ class TaskCheckpointer:
             log.warning("checkpoint %d: snapshot of %r failed", checkpoint_id, self.chain, exc_info=True)
             self.decline(checkpoint_id, "CHECKPOINT_DECLINED", f"snapshot failed: {type(exc).__name__}: {exc}")
             return
+        if barrier.stop:
+            self.stop_savepoint = checkpoint_id
         self._writer.submit(self._write_and_ack, checkpoint_id, blob)
 
     def _snapshot(self, checkpoint_id: int) -> Optional[bytes]:
@@ -176,6 +190,10 @@ class TaskCheckpointer:
                 operator.notify_checkpoint_complete(checkpoint_id)
         if not aborted:
             self.last_completed_id = max(self.last_completed_id, checkpoint_id)
+        stop = self.stop_savepoint
+        if stop is not None and (checkpoint_id == stop or (checkpoint_id > stop and not aborted)):
+            self.stopped = not aborted  # aborted: the stop failed, the task goes on
+            self.stop_savepoint = None
 
     def has_uncommitted_output(self) -> bool:
         return any(operator.has_uncommitted_output() for operator in self.chain.operators)

@@ -137,6 +137,7 @@ class SimpleTaskEnvironment:
     """
 
     job_name: str = "job"
+    job_id: str = ""  # hex; "" in tests that run no job
     task_name: str = "task"
     subtask_index: int = 0
     parallelism: int = 1
@@ -175,6 +176,7 @@ class SimpleTaskEnvironment:
         batch = config.runtime_mode == 2  # jobgraph_pb2.BATCH; no proto import in the worker's hot module
         env = cls(
             job_name=tdd.job_name,
+            job_id=tdd.job_id.hex(),
             task_name=vertex.name,
             subtask_index=tdd.subtask_index,
             parallelism=vertex.parallelism,

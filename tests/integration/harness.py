@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import subprocess
 import sys
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from millstream.runtime import config as cfg
 
@@ -23,6 +24,23 @@ def fast_config(**overrides: str) -> cfg.Configuration:
     values = dict(FAST)
     values.update({k.replace("__", "."): v for k, v in overrides.items()})
     return cfg.Configuration.from_dict(values)
+
+
+@contextlib.contextmanager
+def mini_cluster(num_slots: int, tasks_per_slot: int, config: cfg.Configuration | None = None,
+                 spark_slots: int | None = None) -> Iterator[Any]:
+    """A module's MiniCluster (fast heartbeats unless ``config`` says otherwise) on its own
+    SparkHost of ``spark_slots`` (default ``num_slots``) slots, stopped after it."""
+    from millstream.client.minicluster import MiniCluster
+    from millstream.taskmanager.spark_runner import SparkHost
+
+    host = SparkHost(slots=spark_slots or num_slots, tasks_per_slot=tasks_per_slot)
+    host.start()
+    try:
+        with MiniCluster(config or fast_config(), num_slots=num_slots, spark=host) as mc:
+            yield mc
+    finally:
+        host.stop()
 
 
 def poll_for(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> T:

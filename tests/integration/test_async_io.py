@@ -14,17 +14,15 @@ import cloudpickle
 import pytest
 
 from millstream.client.execution import JobExecutionException
-from millstream.client.minicluster import MiniCluster
-from millstream.common import Encoder, Time, Types, WatermarkStrategy
+from millstream.common import Encoder, Time, WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import AsyncDataStream, AsyncFunction, AsyncRetryStrategy, StreamExecutionEnvironment
 from millstream.datastream import async_retry_predicates
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
 from millstream.jobmanager.execution_state import JobStatus
-from millstream.taskmanager.spark_runner import SparkHost
 
-from .harness import fast_config, jobmanager_env
+from .harness import fast_config, jobmanager_env, mini_cluster
 from .test_checkpoints import KEYS, FailWhenMarked, assert_exactly_once, fail_after_checkpoints
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -34,14 +32,9 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    host = SparkHost(slots=4, tasks_per_slot=3)
-    host.start()
     checkpoints = tmp_path_factory.mktemp("checkpoints")
-    try:
-        with MiniCluster(fast_config(**{"execution.checkpointing.dir": str(checkpoints)}), num_slots=4, spark=host) as mc:
-            yield mc
-    finally:
-        host.stop()
+    with mini_cluster(4, tasks_per_slot=3, config=fast_config(**{"execution.checkpointing.dir": str(checkpoints)})) as mc:
+        yield mc
 
 
 def collected(cluster, stream) -> list:

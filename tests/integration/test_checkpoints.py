@@ -24,15 +24,17 @@ import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.client.minicluster import MiniCluster
-from millstream.common import Configuration, Encoder, WatermarkStrategy
+from millstream.common import Configuration, Encoder, Time, WatermarkStrategy
+from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import CheckpointingMode, MapFunction, StreamExecutionEnvironment
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
+from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.jobmanager.execution_state import JobStatus
 from millstream.taskmanager.spark_runner import SparkHost
 
-from .harness import ancestors, fast_config, poll_for, spawn_module, stop_processes
+from .harness import ancestors, fast_config, jobmanager_env, poll_for, spawn_module, stop_processes
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -115,15 +117,20 @@ def fail_after_checkpoints(address: str, env: StreamExecutionEnvironment, name: 
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def spark_host():
     host = SparkHost(slots=4, tasks_per_slot=3)
     host.start()
-    checkpoints = tmp_path_factory.mktemp("checkpoints")
     try:
-        with MiniCluster(fast_config(**{"execution.checkpointing.dir": str(checkpoints)}), num_slots=4, spark=host) as mc:
-            yield mc, checkpoints
+        yield host
     finally:
         host.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, spark_host):
+    checkpoints = tmp_path_factory.mktemp("checkpoints")
+    with MiniCluster(fast_config(**{"execution.checkpointing.dir": str(checkpoints)}), num_slots=4, spark=spark_host) as mc:
+        yield mc, checkpoints
 
 
 def test_a_failing_function_restarts_from_the_last_checkpoint_and_the_file_sink_holds_every_record_once(cluster, tmp_path) -> None:
@@ -302,6 +309,144 @@ def test_stop_with_savepoint_then_resume_from_it_continues_exactly_once(cluster,
     assert summary.checkpoints.latest_restored_path == path
     assert_exactly_once(out, count)
     assert (Path(path) / "_metadata").is_file()  # a savepoint outlives its job
+
+
+def bounded_keyed_job(out: Path, count: int, checkpoint_ms: int | None) -> StreamExecutionEnvironment:
+    """``count`` lines "k,n" (a keyed running count per key) into a FileSink, at parallelism 2."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    if checkpoint_ms is not None:
+        env.enable_checkpointing(checkpoint_ms)
+    counting_job(env, out, count, 50_000)
+    return env
+
+
+@pytest.mark.parametrize("checkpoint_ms", [700, None], ids=["checkpointing", "no checkpointing"])
+def test_a_bounded_job_is_finished_only_once_all_its_file_sink_output_is_committed(
+        spark_host, tmp_path, checkpoint_ms) -> None:
+    """FLIP-147: the tasks of a bounded job wait for the final checkpoint's completion, their
+    FileSink commits on it, and only then are the tasks, and the job, FINISHED; without
+    checkpointing the FileSink commits at the end of the input, before its task finishes. Seen
+    from the client, both ways: when ``execute()`` returns, and the first time the status says
+    FINISHED, every line is committed (three TaskManagers, two subtasks, as reported)."""
+    count = 200_000
+    config = fast_config(**{"execution.checkpointing.dir": str(tmp_path / "checkpoints")})
+    mc = MiniCluster(config, num_slots=2, spark=spark_host).start(task_managers=3)
+    try:
+        executed = tmp_path / "executed"
+        with jobmanager_env(mc.address):
+            bounded_keyed_job(executed, count, checkpoint_ms).execute("bounded, execute()")
+        lines = visible_lines(executed)  # at once: execute() returned
+        assert len(lines) == count and hidden_files(executed) == []
+        assert_exactly_once(executed, count)
+
+        polled = tmp_path / "polled"
+        with ClusterClient(mc.address) as client:
+            job_id = client.submit(bounded_keyed_job(polled, count, checkpoint_ms).get_job_graph("bounded, polled").proto)
+            summary = poll_for(lambda: ended(client, job_id), 120, interval=0.01, what="the job to end")
+            lines = visible_lines(polled)  # at once: the first status that said FINISHED
+        assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+        assert len(lines) == count and hidden_files(polled) == []
+        assert_exactly_once(polled, count)
+    finally:
+        mc.close()
+
+
+def hidden_files(out: Path) -> list[str]:
+    """In-progress or pending part files: output not committed (yet)."""
+    return sorted(path.name for path in out.rglob(".*") if path.is_file())
+
+
+def test_stop_commits_what_was_written_before_it_its_tasks_finish_and_a_resume_elsewhere_writes_only_new_rows(
+        cluster, tmp_path) -> None:
+    """Flink's stop-with-savepoint: the sources emit nothing after the savepoint's barrier, the
+    sinks commit when it completes, then every task ends FINISHED and so does the job; `stop`
+    answers after that. No periodic checkpoint completes before the stop (a 10 min interval), so
+    whatever is visible afterwards was committed by the stop's own savepoint. Resumed into another
+    directory, the job writes only the rows after the savepoint there and nothing into the first."""
+    mc, _ = cluster
+    first_out, second_out, savepoints = tmp_path / "out-1", tmp_path / "out-2", tmp_path / "savepoints"
+    count = 40_000  # ~20 s at 2,000 records/s: it is stopped midway
+
+    def job(out: Path, configuration: Configuration | None = None, interval_ms: int = 600_000) -> StreamExecutionEnvironment:
+        env = StreamExecutionEnvironment.get_execution_environment(configuration)
+        env.set_parallelism(2)
+        env.enable_checkpointing(interval_ms)
+        counting_job(env, out, count, 2000)
+        return env
+
+    cli = [sys.executable, "-m", "millstream.client.cli"]
+    with ClusterClient(mc.address) as client:
+        first = client.submit(job(first_out).get_job_graph("stopped").proto)
+        poll_for(lambda: (lambda s: s.tasks_per_state.get("RUNNING") == s.num_tasks
+                          and any(v.records_out >= 2000 for v in s.vertices))(client.status(first)),
+                 90, what="every task running, records flowing")
+        assert visible_lines(first_out) == []  # nothing committed yet: no checkpoint completed
+        stopped = subprocess.run([*cli, "stop", "--jobmanager", mc.address, first.hex(), "-p", str(savepoints)],
+                                 capture_output=True, text=True, timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+        path = stopped.stdout.split("Path: ", 1)[1].split()[0]
+        # By the time stop answers: the job and every task FINISHED, every row written committed.
+        summary = client.status(first)
+        assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED
+        assert {v.name: dict(v.tasks_per_state) for v in summary.vertices} == {
+            v.name: {"FINISHED": v.parallelism} for v in summary.vertices}
+        assert hidden_files(first_out) == []
+        before = visible_lines(first_out)
+        assert 0 < len(before) < count
+        highest = {k: max(int(line.split(",")[1]) for line in before if line.startswith(f"{k},")) for k in range(KEYS)}
+        assert sorted(before) == sorted(f"{k},{j}" for k in range(KEYS) for j in range(1, highest[k] + 1))
+        first_files = sorted(p.name for p in first_out.rglob("*"))
+
+        conf = Configuration()
+        conf.set_string("execution.savepoint.path", path)
+        # (checkpoints here: its end waits for a final checkpoint, the next periodic one)
+        second = client.submit(job(second_out, conf, 300).get_job_graph("resumed elsewhere").proto)
+        resumed = poll_for(lambda: ended(client, second), 180, interval=0.2, what="the resumed job to end")
+    assert JobStatus.from_proto(resumed.status) is JobStatus.FINISHED, resumed.failure.message
+    assert sorted(p.name for p in first_out.rglob("*")) == first_files  # nothing more committed there
+    after = visible_lines(second_out)
+    assert not set(after) & set(before)
+    assert sorted(before + after) == sorted(f"{k},{j}" for k in range(KEYS) for j in range(1, len(range(k, count, KEYS)) + 1))
+
+
+class NumberIsMillis(TimestampAssigner):
+    def extract_timestamp(self, value, record_timestamp):  # noqa: ANN001, ANN201
+        return value
+
+
+def test_stop_drain_from_the_cli_fires_every_window_and_commits_it(cluster, tmp_path) -> None:
+    """`millstream stop --drain` (Flink's `stop -d`): MAX_WATERMARK and the end of input come before
+    the savepoint, so hour-long event-time windows that would never fire otherwise fire, and their
+    output is committed when `stop` returns; every record read is counted once."""
+    mc, _ = cluster
+    out = tmp_path / "out"
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(600_000)
+    (env.from_source(DataGeneratorSource(lambda i: i, 10**7, records_per_second=2000),
+                     WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(NumberIsMillis()), "numbers")
+        .map(lambda i: (i % KEYS, 1)).key_by(lambda t: t[0])
+        .window(TumblingEventTimeWindows.of(Time.hours(1)))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+    with ClusterClient(mc.address) as client:
+        job_id = client.submit(env.get_job_graph("drained").proto)
+        poll_for(lambda: (lambda s: s.tasks_per_state.get("RUNNING") == s.num_tasks
+                          and any(v.records_out >= 2000 for v in s.vertices))(client.status(job_id)),
+                 90, what="every task running, records flowing")
+        stopped = subprocess.run([sys.executable, "-m", "millstream.client.cli", "stop", "--jobmanager", mc.address,
+                                  job_id.hex(), "--drain", "-p", str(tmp_path / "sp")], capture_output=True, text=True,
+                                 timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+        summary = client.status(job_id)
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED
+    assert dict(summary.tasks_per_state) == {"FINISHED": summary.num_tasks}
+    assert hidden_files(out) == []
+    counts = {int(k): int(n) for k, n in (line.split(",") for line in visible_lines(out))}
+    read = next(v.records_out for v in summary.vertices if "numbers" in v.name)
+    assert sorted(counts) == list(range(KEYS)) and sum(counts.values()) == read > 0
 
 
 def test_a_savepoint_with_state_of_an_unknown_operator_is_refused_unless_allowed(cluster, tmp_path) -> None:

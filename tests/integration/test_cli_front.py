@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -70,8 +71,10 @@ def cluster(tmp_path_factory):
     directory = tmp_path_factory.mktemp("cluster")
     env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(directory)}
     env.pop("MILLSTREAM_JOBMANAGER", None)
-    started = _cli("cluster", "start", "--taskmanagers", "1", "--slots", "2", "--port", "0", "-D", "heartbeat.interval=500 ms", env=env, timeout=180)
+    started = _cli("cluster", "start", "--taskmanagers", "1", "--slots", "2", "--port", "0", "-D", "heartbeat.interval=500 ms",
+                   "-D", "rest.port=0", env=env, timeout=180)
     assert started.returncode == 0, started.stderr + started.stdout
+    assert re.search(r"JobManager \S+: web UI and REST API at http://localhost:\d+\n", started.stdout), started.stdout
     yield env, directory
     _cli("cluster", "stop", env=env, timeout=60)
 
@@ -333,6 +336,51 @@ def test_an_embedded_job_keeps_the_console_to_the_user_even_with_logging_at_info
     assert "millstream.jobmanager" in text and "Spark" in text and "NativeCodeLoader" in text
 
 
+# Fails on 20 every attempt (a restore from a checkpoint resumes before it): FAILED after its restarts.
+FAILS_AT_20 = textwrap.dedent("""
+    import time
+    from millstream.datastream import StreamExecutionEnvironment
+
+    def slow_then_fail(x):
+        time.sleep(0.05)
+        if x == 20:
+            raise ValueError("twenty")
+        return x
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_sequence(1, 40).map(slow_then_fail).add_sink(lambda x: None)
+    env.execute("per-job options")
+""")
+
+
+def test_run_applies_job_level_options_and_refuses_cluster_ones(cluster, slow_job, tmp_path) -> None:
+    """`run -D`: slot.request.timeout, restart-strategy.* and execution.checkpointing.* apply to that job
+    (the cluster has the defaults: 300 s, no restarts, no checkpoints); a cluster option is refused."""
+    env, _ = cluster
+    started = time.monotonic()
+    run = _cli("run", "-p", "3", "-D", "slot.request.timeout=2 s", str(slow_job), "5", env=env)  # 3 slots on a 2-slot cluster
+    assert run.returncode == 1 and "not enough slots" in run.stdout + run.stderr, run.stdout + run.stderr
+    assert time.monotonic() - started < 60
+
+    job = tmp_path / "fails_at_20.py"
+    job.write_text(FAILS_AT_20)
+    run = _cli("run", "-D", "restart-strategy.type=fixed-delay", "-D", "restart-strategy.fixed-delay.attempts=2",
+               "-D", "restart-strategy.fixed-delay.delay=100 ms", "-D", "execution.checkpointing.interval=200 ms",
+               "-D", f"execution.checkpointing.dir={tmp_path / 'chk'}", str(job), env=env)
+    assert run.returncode == 1, run.stdout + run.stderr
+    status = _status(run.stdout.splitlines()[0].rsplit(" ", 1)[1], env)
+    assert status["status"] == "FAILED" and status["num_restarts"] == 2
+    assert status["checkpoints"]["interval_ms"] == 200 and status["checkpoints"]["directory"].startswith(str(tmp_path / "chk"))
+
+    jobs_before = len(json.loads(_cli("list", "--json", env=env).stdout))
+    for option in ("taskmanager.numberOfTaskSlots=4", "rest.port=9999"):
+        refused = _cli("run", "-D", option, str(slow_job), "1", env=env)
+        key = option.split("=")[0]
+        assert refused.returncode == 2 and f"-D {key}: a cluster option, not a job's" in refused.stderr, refused.stderr
+        assert "Job slow submitted" not in refused.stdout
+    assert len(json.loads(_cli("list", "--json", env=env).stdout)) == jobs_before
+
+
 def test_cluster_stop_also_stops_a_taskmanager_added_by_hand(cluster) -> None:
     env, directory = cluster
     address = json.loads((directory / "cluster.json").read_text())["jobmanager"]
@@ -349,3 +397,4 @@ def test_cluster_stop_also_stops_a_taskmanager_added_by_hand(cluster) -> None:
         if added.poll() is None:
             added.kill()
             added.wait()
+

@@ -99,3 +99,50 @@ def _zombie(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return False
+
+
+EXITS_DURING_JOBS = textwrap.dedent("""
+    import threading, time
+    from millstream.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_sequence(1, 3).add_sink(lambda x: None)
+    env.execute("first")  # the embedded cluster runs
+
+    def slow(x):
+        time.sleep(0.01)
+        return x
+
+    # A non-daemon thread's job: the program waits for it before the cluster closes, as Python does.
+    env.enable_checkpointing(200)
+    env.from_sequence(1, 100).map(slow).add_sink(lambda x: None)
+    threading.Thread(target=lambda: print("THREAD JOB", env.execute("waited for").get_job_id() is not None, flush=True)).start()
+    # A daemon thread's endless checkpointing job: still running when the program exits.
+    endless = StreamExecutionEnvironment.get_execution_environment()
+    endless.set_parallelism(1)
+    endless.enable_checkpointing(200)
+    endless.from_sequence(1, 10**9).map(slow).add_sink(lambda x: None)
+
+    def run_endless():
+        try:
+            endless.execute("endless")
+        except Exception:  # the program's exit ends it: expected, and not what this test is about
+            pass
+
+    threading.Thread(target=run_endless, daemon=True).start()
+    time.sleep(3)
+    print("MAIN ENDS", flush=True)
+""")
+
+
+def test_a_program_exiting_while_jobs_run_closes_the_cluster_without_errors(tmp_path) -> None:
+    """The embedded cluster's close at exit ran after concurrent.futures had shut its thread pools
+    down: "cannot schedule new futures after interpreter shutdown" on the program's stderr."""
+    job = tmp_path / "exits.py"
+    job.write_text(EXITS_DURING_JOBS)
+    env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
+    run = subprocess.run([sys.executable, str(job)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "MAIN ENDS" in run.stdout and "THREAD JOB True" in run.stdout, run.stdout
+    assert "cannot schedule new futures" not in run.stderr and "Traceback" not in run.stderr, run.stderr[-3000:]

@@ -194,6 +194,11 @@ def kill_leader_and_recover(cluster: Cluster, leader: JobManagerProcess, since: 
     # Every id the dead leader handed out (completed, pending or aborted) stays its own.
     assert new_log.triggered and min(new_log.triggered) > max(dead.triggered), (dead, new_log)
     assert new_log.triggered == sorted(set(new_log.triggered)), new_log
+    # The recovered job keeps its start time and goes on counting its checkpoints (the counts and
+    # history its latest completed checkpoint kept), as the dead leader showed them.
+    assert summary.start_time_ms == before.start_time_ms
+    assert summary.checkpoints.num_completed >= len(dead.completed) + 1, (dead, summary.checkpoints)
+    assert max(dead.completed) in {h.id for h in summary.checkpoints.history if h.status == "COMPLETED"}
     return Recovery(new, summary, seconds, dead, new_log, offsets[id(new)])
 
 

@@ -273,3 +273,42 @@ def test_cluster_start_ha_starts_its_taskmanager_beside_the_jobmanagers_and_retu
         stopped = cli("cluster", "stop")
     assert stopped.stdout.strip() == "Cluster stopped."
     poll_for(lambda: all(process_identity(p) is None for p in pids), 30, 0.1, "every process of the cluster to exit")
+
+
+def test_cluster_start_ha_with_a_rest_port_gives_each_jobmanager_its_own_and_prints_every_web_ui(tmp_path: Path) -> None:
+    """-D rest.port=P: the standby binding P too died at start; as with Flink's rest.bind-port range
+    from P, each JobManager takes the first free port, and start prints each one's addresses."""
+    import json
+    import re
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from millstream.client.local_cluster import process_identity
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cli = _cluster_cli(tmp_path)
+    started = cli("cluster", "start", "--ha", "--taskmanagers", "0", "--port", "0", "-D", f"rest.port={port}",
+                  "-D", "high-availability.zookeeper.client.session-timeout=5 s")
+    assert started.returncode == 0, started.stdout + started.stderr
+    state = json.loads((tmp_path / "cluster" / "cluster.json").read_text())
+    pids = state["pids"]
+    try:
+        leader = state["ha"]["leader"]
+        [standby] = [a for a in state["ha"]["jobmanagers"] if a != leader]
+        shown = dict(re.findall(r"JobManager (\S+) \((?:leader|standby)\): web UI and REST API at (http://\S+)", started.stdout))
+        assert set(shown) == {leader, standby}, started.stdout
+        ports = sorted(int(url.rsplit(":", 1)[1]) for url in shown.values())
+        assert ports[0] == port and ports[1] > port, shown
+        assert all(process_identity(p) for p in pids)  # the standby is alive
+        with urllib.request.urlopen(shown[leader] + "/overview", timeout=10) as response:
+            assert response.status == 200
+        with pytest.raises(urllib.error.HTTPError) as not_leader:  # a standby's REST API says where to go
+            urllib.request.urlopen(shown[standby] + "/overview", timeout=10)
+        assert not_leader.value.code == 503
+    finally:
+        stopped = cli("cluster", "stop")
+    assert stopped.stdout.strip() == "Cluster stopped."
+    poll_for(lambda: all(process_identity(p) is None for p in pids), 30, 0.1, "every process of the cluster to exit")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -169,6 +171,10 @@ def test_cluster_start_on_a_fixed_port_starts_its_taskmanagers_beside_the_jobman
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert f"JobManager at localhost:{port}, 2 TaskManagers" in started.stdout, started.stdout
+        url = re.search(rf"JobManager localhost:{port}: web UI and REST API at (http://localhost:\d+)\n", started.stdout)
+        assert url, started.stdout  # its TaskManagers started first: the URL is still the JobManager's
+        with urllib.request.urlopen(url.group(1) + "/overview", timeout=10) as overview:
+            assert json.loads(overview.read())["taskmanagers"] == 2
         logs = tmp_path / "cluster" / "log"
         for i in range(2):  # each registered with the JobManager it was pointed at, not another
             assert f"registered at localhost:{port}" in (logs / f"taskmanager-{i}.log").read_text()

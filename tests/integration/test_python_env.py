@@ -10,13 +10,11 @@ import cloudpickle
 import pytest
 
 from millstream.client.execution import JobExecutionException
-from millstream.client.minicluster import MiniCluster
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.taskmanager.spark_runner import SparkHost
 
 from tests.unit.test_env_settings import requirements
 
-from .harness import fast_config, jobmanager_env
+from .harness import jobmanager_env, mini_cluster
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -25,13 +23,8 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture(scope="module")
 def cluster():
-    host = SparkHost(slots=2, tasks_per_slot=3)
-    host.start()
-    try:
-        with MiniCluster(fast_config(), num_slots=2, spark=host) as mc:
-            yield mc
-    finally:
-        host.stop()
+    with mini_cluster(2, tasks_per_slot=3) as mc:
+        yield mc
 
 
 def use_tinypkg(x):

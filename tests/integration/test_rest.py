@@ -16,9 +16,11 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.common import Configuration, Encoder, WatermarkStrategy
+from millstream.common import Configuration, Encoder, Time, WatermarkStrategy
+from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import MapFunction, SourceFunction, StreamExecutionEnvironment
+from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
 
@@ -143,9 +145,16 @@ def test_cancel_a_running_job_over_rest(cluster) -> None:  # noqa: ANN001
     job_id = client.submit(env.get_job_graph("rest endless").proto).hex()
     poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "RUNNING", 90, interval=0.3, what="the job RUNNING")
     assert rest.get("/overview")["jobs-running"] == 1
+    # No checkpointing: a savepoint is refused naming that cause, with or without a directory.
+    for body in ({}, {"target-directory": "/tmp/savepoints"}):
+        status, answer = rest.call(f"/jobs/{job_id}/savepoints", "POST", body)
+        assert status == 409 and "takes no checkpoints" in answer["errors"][0], answer
     assert rest.call(f"/jobs/{job_id}?mode=cancel", "PATCH") == (202, {})
     poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "CANCELED", 60, interval=0.3, what="the job CANCELED")
     assert rest.get("/overview")["jobs-cancelled"] == 1
+    # Cancelling it again (a globally terminal job): 409 Conflict, as Flink's REST API answers.
+    status, body = rest.call(f"/jobs/{job_id}?mode=cancel", "PATCH")
+    assert status == 409 and "already reached another terminal state (CANCELED)" in body["errors"][0]
 
 
 def test_errors_and_openapi(cluster) -> None:  # noqa: ANN001
@@ -283,6 +292,51 @@ def test_savepoint_over_rest_then_a_job_resumes_from_it(cluster, tmp_path) -> No
     poll_for(lambda: rest.get(f"/jobs/{third}")["state"] == "CANCELED", 60, interval=0.3, what="the job CANCELED")
 
 
+class NumberIsMillis(TimestampAssigner):
+    def extract_timestamp(self, value, record_timestamp):  # noqa: ANN001, ANN201
+        return value
+
+
+def test_stop_with_drain_over_rest_fires_every_window_commits_it_and_every_task_finishes(cluster, tmp_path) -> None:  # noqa: ANN001
+    """POST /jobs/:id/stop with drain (Flink's `stop --drain`): the source emits MAX_WATERMARK and
+    ends its input before the savepoint, so every event-time window fires (hour-long windows: none
+    would fire otherwise), the savepoint commits what they wrote, every task ends FINISHED (as
+    /jobs/overview counts them) and the operation completes once the job is FINISHED."""
+    client, rest = cluster
+    out = tmp_path / "out"
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(600_000)  # no periodic checkpoint before the stop
+    (env.from_source(DataGeneratorSource(lambda i: i, 10**7, records_per_second=1500),
+                     WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(NumberIsMillis()), "numbers")
+        .map(lambda i: (i % KEYS, 1))
+        .key_by(lambda t: t[0])
+        .window(TumblingEventTimeWindows.of(Time.hours(1)))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+    job_id = client.submit(env.get_job_graph("drained over rest").proto)
+    job = job_id.hex()
+    poll_for(lambda: any(v.records_out >= 1500 for v in client.status(job_id).vertices), 90, interval=0.3,
+             what="records flowing")
+
+    def stop() -> Any:  # retried while the job's tasks start, as savepoint_location does
+        status, body = rest.call(f"/jobs/{job}/stop", "POST", {"targetDirectory": str(tmp_path / "sp"), "drain": True})
+        assert status == 202, body
+        result = savepoint_result(rest, job, body["request-id"])
+        return result if "location" in result["operation"] else None
+    location = poll_for(stop, 90, interval=0.5, what="the stop")["operation"]["location"]
+    assert (Path(location) / "_metadata").is_file()
+    # Completed means ended: the job and every task FINISHED, the windows' output committed.
+    overview = next(j for j in rest.get("/jobs/overview")["jobs"] if j["jid"] == job)
+    assert overview["state"] == "FINISHED"
+    assert overview["tasks"]["finished"] == overview["tasks"]["total"] > 0 and overview["tasks"]["canceled"] == 0
+    assert sorted(p.name for p in out.rglob(".*")) == []  # nothing left in progress or pending
+    counts = highest_counts(out)
+    read = next(v.records_out for v in client.status(job_id).vertices if "numbers" in v.name)
+    assert sorted(counts) == list(range(KEYS)) and sum(counts.values()) == read > 0
+
+
 class FailFirstAttempts(MapFunction):
     """Raises on its first record in attempts 0 and 1 of the job; attempt 2 runs through."""
 
@@ -340,3 +394,148 @@ def test_exception_history_is_bounded_by_its_option(cluster) -> None:  # noqa: A
     assert len(entries) == HISTORY_SIZE
     assert [f"failure of attempt {n}" in e["stacktrace"] for e, n in zip(entries, (4, 3, 2))] == [True] * 3
     assert "failure of attempt 4" in body["root-exception"]
+
+
+FAILING_SCRIPT = '''from millstream.datastream import StreamExecutionEnvironment
+
+
+def parse(text):
+    return int(text)  # line 5 fails on "x"
+
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_parallelism(1)
+env.from_collection(["1", "x"]).map(parse).add_sink(lambda x: None)
+env.execute("user traceback")
+'''
+
+
+def test_a_failing_user_function_names_the_job_script_line_and_source_on_the_cli_and_over_rest(cluster, tmp_path) -> None:  # noqa: ANN001
+    """cloudpickle sends a __main__ function's code as "<dynamic-code>"; the user sees job.py, line 5."""
+    import subprocess
+
+    client, rest = cluster
+    script = tmp_path / "job.py"
+    script.write_text(FAILING_SCRIPT)
+    run = subprocess.run([sys.executable, "-m", "millstream.client.cli", "run", "--jobmanager", client.address, str(script)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    shown = run.stdout + run.stderr
+    where, source = f'File "{script}", line 5, in parse', 'return int(text)  # line 5 fails on "x"'
+    assert "<dynamic-code>" not in shown and where in shown and source in shown, shown
+    job_id = run.stdout.splitlines()[0].rsplit(" ", 1)[1]
+    exceptions = rest.get(f"/jobs/{job_id}/exceptions")
+    for text in (exceptions["root-exception"], exceptions["exceptionHistory"]["entries"][0]["stacktrace"]):
+        assert "<dynamic-code>" not in text and where in text and source in text, text
+
+
+class SleepySource(SourceFunction):
+    """One record every 50 ms: it sleeps nearly all the time, as a source polling an external system."""
+
+    def __init__(self) -> None:
+        self.running = True
+
+    def run(self, ctx) -> None:  # noqa: ANN001
+        i = 0
+        while self.running:
+            ctx.collect(i)
+            i += 1
+            time.sleep(0.05)
+
+    def cancel(self) -> None:
+        self.running = False
+
+
+def _source_ratios(rest: Rest, job_id: str) -> dict:
+    """The source vertex's first subtask's busy / idle ratios, once the task reports time figures."""
+    source = rest.get(f"/jobs/{job_id}")["vertices"][0]
+
+    def ratios() -> Any:
+        body = rest.get(f"/jobs/{job_id}/vertices/{source['id']}/backpressure")
+        if body["status"] != "ok":
+            return None
+        ratio = body["subtasks"][0]
+        return ratio if ratio["idleRatio"] + ratio["busyRatio"] > 0 and time.monotonic() - started > 4 else None
+
+    started = time.monotonic()  # past the first reporting intervals (the task's start is busy)
+    return poll_for(ratios, 60, interval=0.5, what="the source's time figures")
+
+
+def test_a_sleeping_or_rate_limited_source_is_idle_not_busy(cluster) -> None:  # noqa: ANN001
+    """Flink counts a source's waits for its next record as idle: a SourceFunction sleeping between
+    records, a DataGeneratorSource ahead of its rate. Busy was 100 % (a source has no input gate)."""
+    client, rest = cluster
+    for name, build in (
+        ("sleepy source", lambda env: env.add_source(SleepySource())),
+        ("rate-limited source", lambda env: env.from_source(DataGeneratorSource(lambda i: i, 10**9, records_per_second=20),
+                                                              WatermarkStrategy.no_watermarks(), "slow numbers")),
+    ):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(1)
+        build(env).map(lambda x: x).add_sink(lambda x: None)
+        job_id = client.submit(env.get_job_graph(name).proto).hex()
+        try:
+            poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "RUNNING", 60, interval=0.3, what="RUNNING")
+            ratio = _source_ratios(rest, job_id)
+            assert ratio["idleRatio"] > 0.7 and ratio["busyRatio"] < 0.3, (name, ratio)
+            vertex = rest.get(f"/jobs/{job_id}")["vertices"][0]
+            assert vertex["metrics"]["busy-ratio"] < 0.3 and vertex["metrics"]["accumulated-idle-time"] > 0, vertex
+        finally:
+            rest.call(f"/jobs/{job_id}?mode=cancel", "PATCH")
+            poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "CANCELED", 60, interval=0.3, what="CANCELED")
+
+
+def test_records_out_of_a_producer_add_up_to_records_in_of_its_consumer(cluster) -> None:  # noqa: ANN001
+    """A BATCH keyed sum pre-aggregates in its producer: the producer's write-records counted what
+    went into the pre-aggregation (1000), its consumer read one partial per key (7)."""
+    from millstream.datastream import RuntimeExecutionMode
+
+    client, rest = cluster
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.from_collection(list(range(1000))).map(lambda x: (x % 7, 1)).key_by(lambda t: t[0]).sum(1).add_sink(lambda x: None)
+    job_id = client.submit(env.get_job_graph("records add up").proto).hex()
+    poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] in ("FINISHED", "FAILED"), 60, interval=0.3, what="the job's end")
+    details = rest.get(f"/jobs/{job_id}")
+    assert details["state"] == "FINISHED", rest.get(f"/jobs/{job_id}/exceptions")["root-exception"]
+    vertices = {v["id"]: v for v in details["vertices"]}
+    edges = [(i["id"], node["id"]) for node in details["plan"]["nodes"] for i in node.get("inputs", [])]
+    [(producer, consumer)] = edges
+    assert vertices[producer]["metrics"]["write-records"] == vertices[consumer]["metrics"]["read-records"] == 7, \
+        (vertices[producer], vertices[consumer])
+
+
+def test_vertex_names_hold_no_object_addresses(cluster) -> None:  # noqa: ANN001
+    from millstream.datastream.window import CountTrigger, GlobalWindows, PurgingTrigger, Trigger, TriggerResult
+
+    class EveryTwo(Trigger):
+        def on_element(self, element, timestamp, window, ctx):  # noqa: ANN001, ANN201
+            return TriggerResult.FIRE_AND_PURGE if element[1] % 2 else TriggerResult.CONTINUE
+
+        def on_processing_time(self, time, window, ctx):  # noqa: ANN001, ANN201
+            return TriggerResult.CONTINUE
+
+        def on_event_time(self, time, window, ctx):  # noqa: ANN001, ANN201
+            return TriggerResult.CONTINUE
+
+        def on_merge(self, window, ctx) -> None:  # noqa: ANN001
+            pass
+
+        def clear(self, window, ctx) -> None:  # noqa: ANN001
+            pass
+
+    client, rest = cluster
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    keyed = env.from_collection([(i % 2, i) for i in range(10)]).key_by(lambda t: t[0])
+    keyed.window(GlobalWindows.create()).trigger(EveryTwo()).reduce(lambda a, b: (a[0], a[1] + b[1])).add_sink(lambda x: None)
+    keyed.window(GlobalWindows.create()).trigger(PurgingTrigger.of(CountTrigger.of(2))).reduce(lambda a, b: a) \
+        .add_sink(lambda x: None)
+    job_id = client.submit(env.get_job_graph("names").proto).hex()
+    details = rest.get(f"/jobs/{job_id}")
+    names = [v["name"] for v in details["vertices"]] + [n["description"] for n in details["plan"]["nodes"]]
+    assert not [n for n in names if re.search(r" at 0x[0-9a-f]+", n)], names
+    assert any("Window(GlobalWindows(), EveryTwo, ReduceFunction)" in n for n in names), names
+    assert any("PurgingTrigger(CountTrigger(2))" in n for n in names), names
+    poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "FINISHED", 120, interval=0.3, what="the job FINISHED")

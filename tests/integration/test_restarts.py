@@ -17,13 +17,11 @@ import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.client.execution import JobExecutionException
-from millstream.client.minicluster import MiniCluster
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import MapFunction, SourceFunction, StreamExecutionEnvironment
 from millstream.jobmanager.execution_state import JobStatus
-from millstream.taskmanager.spark_runner import SparkHost
 
-from .harness import ancestors, fast_config, jobmanager_env, poll_for, spawn_module, stop_processes
+from .harness import ancestors, jobmanager_env, mini_cluster, poll_for, spawn_module, stop_processes
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -81,13 +79,8 @@ def _outputs(directory: Path) -> dict[int, list[int]]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    host = SparkHost(slots=2, tasks_per_slot=2)
-    host.start()
-    try:
-        with MiniCluster(fast_config(), num_slots=2, spark=host) as mc:
-            yield mc
-    finally:
-        host.stop()
+    with mini_cluster(2, tasks_per_slot=2) as mc:
+        yield mc
 
 
 def _last_attempts(directory: Path) -> dict[int, tuple[int, list[int]]]:

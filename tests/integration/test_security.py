@@ -231,3 +231,160 @@ def _healthcheck(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MILLSTREAM_")}
     return subprocess.run([sys.executable, "-m", "millstream.runtime.healthcheck", *args], env=env,
                           capture_output=True, text=True, timeout=30)
+
+
+# The token XORed, so the job's own code and data never hold it: a scan finds only copies the worker got.
+_MASK = 0x5A
+LEAK_JOB = textwrap.dedent(f"""
+    import gc, os
+    from millstream.common import WatermarkStrategy
+    from millstream.datastream import StreamExecutionEnvironment
+    from millstream.datastream.connectors.datagen import DataGeneratorSource
+
+    NEEDLE = {bytes(b ^ _MASK for b in CLUSTER_TOKEN.encode())!r}
+    TABLE = bytes(b ^ {_MASK} for b in range(256))
+    SCANNED = []
+
+    def hit(data):
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogateescape")
+        return NEEDLE in bytes(data).translate(TABLE)
+
+    def leaks(where):
+        # what user code in this worker can reach: its environment, its files, every object alive
+        found = [f"{{where}}: os.environ[{{k}}]" for k, v in os.environ.items() if hit(k) or hit(v)]
+        for path in ["/proc/self/environ", *[v for v in os.environ.values() if os.path.isfile(v)]]:
+            try:
+                with open(path, "rb") as f:
+                    if hit(f.read(1 << 20)):
+                        found.append(f"{{where}}: the file {{path}}")
+            except OSError:
+                pass
+        for obj in gc.get_objects():
+            for ref in [obj, *gc.get_referents(obj)]:
+                if isinstance(ref, (str, bytes, bytearray)) and len(ref) >= len(NEEDLE) and hit(ref):
+                    found.append(f"{{where}}: a {{type(ref).__name__}} held by a {{type(obj).__name__}}")
+        return found
+
+    def scan_once(where):
+        def scan(record):
+            if SCANNED:
+                return (record, [])
+            SCANNED.append(1)
+            return (record, leaks(where))
+        return scan
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(200)
+    numbers = env.from_source(DataGeneratorSource(lambda i: i, 60, records_per_second=20),
+                              WatermarkStrategy.no_watermarks(), "numbers")
+    scanned = (numbers.map(scan_once("source worker"))
+               .key_by(lambda pair: pair[0] % 2)                 # a data exchange: partition look-ups
+               .map(lambda pair: (pair[0], pair[1] + scan_once("consumer worker")(pair[0])[1])))
+    found, total = set(), 0
+    with scanned.execute_and_collect("token scan") as results:
+        for record, leaked in results:
+            total += record
+            found.update(leaked)
+    print("TOTAL", total)
+    print("LEAKS", sorted(found))
+""")
+
+
+def test_user_code_cannot_find_the_cluster_token_and_exchange_and_checkpoints_still_work(
+        cluster: Secured, tmp_path: Path) -> None:
+    """A job with the client token scans its workers' environment, files named there and every live
+    object for the cluster token: it finds none, while its keyed exchange (partition look-ups with
+    the task's credential) and its checkpoints (acks) work with TLS and tokens on."""
+    job = tmp_path / "scan.py"
+    job.write_text(LEAK_JOB)
+    run = cluster.cli("run", "--config", cluster.client_config, "--jobmanager", cluster.address, str(job))
+    assert run.returncode == 0, run.stderr
+    assert "TOTAL 1770" in run.stdout  # sum(range(60)): every record crossed the exchange
+    assert "LEAKS []" in run.stdout, run.stdout
+    with cluster.good_client() as client:
+        [job_summary] = [j for j in client.list_jobs() if j.job_name == "token scan"]
+        assert job_summary.checkpoints.num_completed >= 1
+
+
+CHILDREN_JOB = textwrap.dedent("""
+    import multiprocessing, os, subprocess, sys, threading, time
+    from millstream.datastream import StreamExecutionEnvironment
+
+    OUT = sys.argv[1]
+
+    def spawn(x):
+        sleeper = subprocess.Popen(["sleep", "300"])
+        lock = threading.Lock()
+        lock.acquire()
+        fork = multiprocessing.get_context("fork").Process(target=lock.acquire)  # hangs on the held lock
+        fork.start()
+        with open(os.path.join(OUT, f"pids-{x}"), "w") as f:
+            f.write(f"{sleeper.pid} {fork.pid}")
+        return x
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    with env.from_collection([1, 2]).map(spawn).execute_and_collect("children") as results:
+        print("RESULTS", sorted(results))
+""")
+
+
+def test_processes_a_user_function_starts_end_with_its_task(cluster: Secured, tmp_path: Path) -> None:
+    job = tmp_path / "children.py"
+    job.write_text(CHILDREN_JOB)
+    out = tmp_path / "out"
+    out.mkdir()
+    run = cluster.cli("run", "--config", cluster.client_config, "--jobmanager", cluster.address, str(job), str(out))
+    assert run.returncode == 0, run.stderr
+    assert "RESULTS [1, 2]" in run.stdout
+    pids = [int(pid) for name in ("pids-1", "pids-2") for pid in (out / name).read_text().split()]
+    assert len(pids) == 4
+
+    def alive(pid: int) -> bool:
+        try:
+            return (Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z")
+        except OSError:
+            return False
+
+    from .harness import poll_for
+    poll_for(lambda: not any(alive(pid) for pid in pids), 10, what="the user's sleep and fork to end with the task")
+
+
+def test_processes_a_user_function_starts_end_when_its_job_is_cancelled(cluster: Secured, tmp_path: Path) -> None:
+    from millstream.jobmanager.execution_state import JobStatus
+
+    from .harness import poll_for
+
+    out = tmp_path / "out"
+    out.mkdir()
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    directory = str(out)
+
+    def spawn_and_wait(x: int) -> int:
+        import subprocess as sp
+        import time as t
+        child = sp.Popen(["sleep", "300"])
+        Path(directory, "pid").write_text(str(child.pid))
+        t.sleep(300)  # the task runs until it is cancelled
+        return x
+
+    env.from_collection([1]).map(spawn_and_wait).print()
+    graph = env.get_job_graph("cancelled children").proto
+    with cluster.good_client() as client:
+        job_id = client.submit(graph)
+        pid = int(poll_for(lambda: (out / "pid").exists() and (out / "pid").read_text(), 60, what="the child's pid"))
+        assert Path(f"/proc/{pid}").exists()
+        client.cancel(job_id)
+        poll_for(lambda: JobStatus.from_proto(client.status(job_id).status) is JobStatus.CANCELED, 60,
+                 what="the job to be cancelled")
+
+    def alive() -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z"
+        except OSError:
+            return False
+
+    poll_for(lambda: not alive(), 15, what="the user's sleep to end with its cancelled task")

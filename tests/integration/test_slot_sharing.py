@@ -10,12 +10,10 @@ import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.client.minicluster import MiniCluster
 from millstream.common import JobStatus
 from millstream.datastream import SlotSharingGroup, SourceFunction, StreamExecutionEnvironment
-from millstream.taskmanager.spark_runner import SparkHost
 
-from .harness import fast_config, jobmanager_env, poll_for
+from .harness import fast_config, jobmanager_env, mini_cluster, poll_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -37,13 +35,8 @@ class Endless(SourceFunction):
 
 @pytest.fixture(scope="module")
 def cluster():
-    host = SparkHost(slots=4, tasks_per_slot=3)
-    host.start()
-    try:
-        with MiniCluster(fast_config(**{"slot.request.timeout": "3 s"}), num_slots=2, spark=host) as mc:
-            yield mc
-    finally:
-        host.stop()
+    with mini_cluster(2, tasks_per_slot=3, config=fast_config(**{"slot.request.timeout": "3 s"}), spark_slots=4) as mc:
+        yield mc
 
 
 def two_group_job() -> StreamExecutionEnvironment:

@@ -102,6 +102,9 @@ def test_overview_job_graph_and_taskmanagers_pages(cluster, browser, tmp_path: P
     expect(page.locator('svg#job-graph .vertex[data-status="RUNNING"]').first).to_be_visible(timeout=60_000)
     expect(page.locator("#job-state")).to_have_text("RUNNING")
     expect(page.locator("#cancel-job")).to_be_visible()
+    # No checkpoints (REST: 404), so no savepoint can be taken: no button offering one.
+    assert rest.call(f"/jobs/{job_id}/checkpoints")[0] == 404
+    expect(page.locator("#trigger-savepoint")).to_have_count(0)
     # The source vertex (chained with the sleeping map) is busy nearly all of each second; its
     # ratio comes from the task's busyTimeMsPerSecond, reported with the heartbeats.
     load = vertices.first.locator(".vertex-load")

@@ -369,3 +369,38 @@ def test_history_keeps_the_latest_completed_and_failed_checkpoints_bounded() -> 
     for n in range(CHECKPOINT_HISTORY_SIZE):
         complete(c, due + 3000 + n * 1000)
     assert len(c.stats.history) == CHECKPOINT_HISTORY_SIZE and c.stats.history[0].checkpoint_id > forced.checkpoint_id
+
+
+def test_a_stop_savepoint_tells_its_tasks_it_is_synchronous_and_whether_to_drain() -> None:
+    c = coordinator(interval=1000, timeout=500)
+    due = started(c)
+    c.suspend_periodic()
+    plain = of(c.trigger_now(due, job()), TriggerCheckpoint)[0]
+    assert (plain.stop, plain.drain) == (False, False)
+    ack_all(c, plain.checkpoint_id)
+    c.checkpoint_finalized(plain.checkpoint_id, due + 10)
+    stop = of(c.trigger_now(due + 20, job(), stop=True, drain=True), TriggerCheckpoint)[0]
+    assert (stop.stop, stop.drain) == (True, True) and stop.checkpoint_id > plain.checkpoint_id
+
+
+def test_a_recovered_coordinator_goes_on_from_the_counts_and_history_the_checkpoint_kept() -> None:
+    """JobManager failover: the statistics a completed checkpoint kept (as of its completion)
+    seed the new leader's coordinator, which then keeps counting from them."""
+    c = coordinator(interval=1000, timeout=500, tolerable=100)
+    due = started(c)
+    complete(c, due)
+    expiring = trigger(c, due + 1000)
+    c.tick(due + 1500, job())  # expired: one failed
+    finalizing = trigger(c, due + 2000)
+    ack_all(c, finalizing.checkpoint_id)
+    completed, failed, history = c.stats_at_completion(finalizing.checkpoint_id, due + 2010)
+    assert (completed, failed) == (2, 1)  # as they will be once it completes
+    assert [(r.checkpoint_id, r.status) for r in history][-2:] == [(expiring.checkpoint_id, "FAILED"),
+                                                                   (finalizing.checkpoint_id, "COMPLETED")]
+    recovered = coordinator(interval=1000, timeout=500, counter=StandaloneCheckpointIDCounter(finalizing.checkpoint_id + 1))
+    recovered.restore_stats(completed, failed, history)
+    s = recovered.stats
+    assert (s.num_completed, s.num_failed, s.last_completed_id) == (2, 1, finalizing.checkpoint_id)
+    assert s.last_completed_duration_ms == 10 and list(s.history) == history
+    complete(recovered, started(recovered, due + 3000))
+    assert (recovered.stats.num_completed, recovered.stats.num_failed) == (3, 1)

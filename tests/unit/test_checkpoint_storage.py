@@ -189,3 +189,12 @@ def test_bad_input_is_rejected(tmp_path: Path) -> None:
         write_checkpoint(store, 2, {"a_0": b"x"})
     with pytest.raises(CheckpointStorageError, match="outside"):
         store.add_checkpoint(3, 0.0, {"a_0": FileStateHandle(str(tmp_path / "elsewhere.state"), 1)})
+
+
+def test_a_checkpoint_keeps_the_statistics_it_was_given_and_recovery_reads_them_back(tmp_path: Path) -> None:
+    store = CompletedCheckpointStore(tmp_path, JOB)
+    stats = {"num_completed": 4, "num_failed": 1, "history": [{"id": 4, "status": "COMPLETED"}]}
+    handles = {"src_0": write_task_state(store.base, JOB, 4, b"offset=7")}
+    assert store.add_checkpoint(4, 4000.0, handles, stats=stats).stats == stats
+    assert CompletedCheckpointStore(tmp_path, JOB).recover().stats == stats
+    assert write_checkpoint(store, 5, {"src_0": b"x"}).stats is None  # none given: none kept

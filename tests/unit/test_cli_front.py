@@ -73,15 +73,15 @@ def test_list_has_a_header_start_time_duration_and_parallelism() -> None:
     finished = cpb.JobSummary(job_id=b"\x01" * 16, job_name="old", status=cpb.FINISHED, start_time_ms=NOW - 3_600_000,
                               end_time_ms=NOW - 3_600_000 + 754_000)
     waiting = _summary(slot_wait=cpb.SlotWait(slots_required=5, slots_allocated=4, timeout_at_ms=NOW + 277_000))
-    rows = progress.list_rows([_with_vertices(waiting), finished], NOW)
+    rows = progress.list_rows([finished, _with_vertices(waiting)], NOW)
     assert rows[0].split() == ["JOB", "ID", "NAME", "STATUS", "START", "DURATION", "PARALLELISM"]
-    assert rows[1].split()[0] == "01" * 16  # oldest first
-    assert rows[1].split()[2:] == ["FINISHED", progress.format_start(finished.start_time_ms).split()[0],
+    assert rows[1].split()[1:3] == ["wordcount", "RUNNING"] and rows[1].split()[-2:] == ["1:05", "3"]  # newest first
+    assert rows[2].strip() == "waiting for slots: 4 of 5 — add a TaskManager or lower parallelism; timeout in 4:37"
+    assert rows[3].split()[0] == "01" * 16  # the oldest last, as the web UI lists jobs
+    assert rows[3].split()[2:] == ["FINISHED", progress.format_start(finished.start_time_ms).split()[0],
                                    progress.format_start(finished.start_time_ms).split()[1], "12:34", "-"]
-    assert rows[2].split()[1:3] == ["wordcount", "RUNNING"] and rows[2].split()[-2:] == ["1:05", "3"]
-    assert rows[3].strip() == "waiting for slots: 4 of 5 — add a TaskManager or lower parallelism; timeout in 4:37"
     # columns line up under the header
-    assert rows[1].index("FINISHED") == rows[0].index("STATUS") == rows[2].index("RUNNING")
+    assert rows[3].index("FINISHED") == rows[0].index("STATUS") == rows[1].index("RUNNING")
 
 
 def test_status_shows_each_vertex_and_the_root_cause_with_its_remote_traceback() -> None:

@@ -39,7 +39,8 @@ def test_every_registered_option_has_a_constant() -> None:
 
 @pytest.mark.parametrize("name", sorted(_constants()))
 def test_option_is_read_by_the_package(name: str) -> None:
-    read = re.compile(rf"\.get\(\s*(?:\w+\.)?{name}\s*\)")
+    # .get(cfg.X) on a Configuration, or _job_value(graph, cfg.X): the JobManager reading a job's own
+    read = re.compile(rf"\.get\(\s*(?:\w+\.)?{name}\s*\)|_job_value\(\s*\w+,\s*(?:\w+\.)?{name}\s*\)")
     assert read.search(PACKAGE), f"{name} ({_constants()[name].key}) is registered but nothing reads it"
 
 

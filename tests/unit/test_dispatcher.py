@@ -398,3 +398,23 @@ def test_a_restart_before_anything_was_collected_leaves_collecting_alone() -> No
         assert [b.sequence for b in fetched.batches] == [0]
 
     _run(test)
+
+
+def test_a_savepoint_of_a_job_without_checkpointing_names_that_cause_not_a_directory() -> None:
+    """Whether or not a directory is given (and without a cluster default), the refusal says the
+    job takes no checkpoints; a checkpointing job without any directory is told about the directory."""
+    from millstream.jobmanager.dispatcher import DispatcherError
+
+    async def test(d: Dispatcher) -> None:
+        plain = d.submit(cpb.SubmitJobRequest(job_graph=_graph_with())).job_id
+        checkpointed = d.submit(cpb.SubmitJobRequest(job_graph=_graph_with(checkpoint_ms=1000))).job_id
+        await _started(d, plain)
+        await _started(d, checkpointed)
+        for directory in ("", "/tmp/savepoints"):
+            with pytest.raises(DispatcherError, match="takes no checkpoints: a savepoint needs checkpointing") as refused:
+                d.start_savepoint(plain, directory, stop=False)
+            assert refused.value.code is grpc.StatusCode.FAILED_PRECONDITION
+        with pytest.raises(DispatcherError, match="No savepoint directory.*execution.checkpointing.savepoint-dir"):
+            d.start_savepoint(checkpointed, "", stop=True)
+
+    _run(test)

@@ -45,9 +45,9 @@ class Sinks:
         self.vertex = vertex(env, "Sequence")
         self.clock = ManualClock(10_000)
 
-    def new(self, subtask: int = 0, state: Any = None, checkpointing: bool = True) -> FileSinkOperator:
+    def new(self, subtask: int = 0, state: Any = None, checkpointing: bool = True, job_id: str = "") -> FileSinkOperator:
         """A fresh subtask (a new attempt): restored from ``state`` before ``open()`` when given."""
-        run = make_chain(self.vertex, subtask, clock=self.clock, checkpointing_enabled=checkpointing)
+        run = make_chain(self.vertex, subtask, clock=self.clock, checkpointing_enabled=checkpointing, job_id=job_id)
         sink = run.chain.operators[-1]
         assert isinstance(sink, FileSinkOperator)
         if state is not None:
@@ -314,3 +314,52 @@ def test_the_task_environment_knows_whether_the_job_checkpoints(checkpoint_dir: 
     )
     assert SimpleTaskEnvironment.from_deployment(tdd).checkpointing_enabled is enabled
     assert SimpleTaskEnvironment().checkpointing_enabled is False
+
+
+@pytest.mark.parametrize("checkpointing", [True, False])
+def test_an_attempt_that_failed_before_its_first_checkpoint_leaves_nothing_behind(
+    env: StreamExecutionEnvironment, base: Path, checkpointing: bool
+) -> None:
+    """Flink cleans up a failed attempt's in-progress files: the next attempt of the same job starts
+    without state and deletes them, and only them."""
+    sinks = Sinks(env, base, parallelism=2)
+    failed = sinks.new(0, checkpointing=checkpointing, job_id="aa" * 16)
+    failed.process_batch(["lost"])
+    failed.flush()
+    other_subtask = sinks.new(1, checkpointing=checkpointing, job_id="aa" * 16)
+    other_subtask.process_batch(["subtask 1"])
+    other_subtask.flush()
+    other_job = sinks.new(0, checkpointing=checkpointing, job_id="bb" * 16)
+    other_job.process_batch(["another job"])
+    other_job.flush()
+    [stale] = [n for n in hidden(base) if "-0-0" in n and (base / n).read_text() == "lost\n"]
+    failed.close()  # the attempt fails: nothing is committed
+    retry = sinks.new(0, checkpointing=checkpointing, job_id="aa" * 16)
+    assert stale not in hidden(base), "the failed attempt's in-progress file is still there"
+    left = sorted((base / n).read_text() for n in hidden(base))
+    assert left == ["another job\n", "subtask 1\n"]  # other subtasks' and other jobs' files stay
+    retry.process_batch(["again"])
+    retry.end_input()
+    if checkpointing:
+        retry.snapshot_state(1)
+        retry.notify_checkpoint_complete(1)
+    assert visible_lines(base) == ["again"]
+
+
+def test_a_fresh_attempt_never_deletes_what_a_completed_checkpoint_references(
+    env: StreamExecutionEnvironment, base: Path
+) -> None:
+    """Checkpoint 1 completed but its notification was lost: its pending file is hidden still. The
+    subtask it belongs to restores and commits it; a fresh subtask of the same job leaves it alone."""
+    sinks = Sinks(env, base, parallelism=2)
+    first = sinks.new(0, job_id="aa" * 16)
+    first.process_batch(["checkpointed"])
+    state = first.snapshot_state(1)
+    first.close()
+    fresh = sinks.new(1, job_id="aa" * 16)  # a subtask index no checkpoint covers starts fresh
+    [pending] = state["pending"][1]
+    assert Path(pending).exists()
+    restored = sinks.new(0, state=state, job_id="aa" * 16)
+    assert visible_lines(base) == ["checkpointed"]
+    fresh.close()
+    restored.close()

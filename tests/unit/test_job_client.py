@@ -71,8 +71,8 @@ class FakeClusterClient:
         self.calls.append(("cancel", job_id))
         return cpb.JobSummary(job_id=job_id, status=ClusterStatus.CANCELLING.to_proto())
 
-    def savepoint(self, job_id: bytes, directory: str, stop: bool) -> str:
-        self.calls.append(("savepoint", job_id, directory, stop))
+    def savepoint(self, job_id: bytes, directory: str, stop: bool, drain: bool = False) -> str:
+        self.calls.append(("savepoint", job_id, directory, stop, drain))
         return f"{directory}/savepoint-1"
 
 
@@ -94,9 +94,8 @@ def test_job_client_calls_reach_the_cluster_with_the_jobs_id() -> None:
     assert client.cancel().result(5) is None
     assert client.trigger_savepoint("/sp").result(5) == "/sp/savepoint-1"
     assert client.stop_with_savepoint(False, "/sp2").result(5) == "/sp2/savepoint-1"
-    assert session.client.calls == [("status", job_id), ("cancel", job_id), ("savepoint", job_id, "/sp", False),
-                                    ("savepoint", job_id, "/sp2", True)]
-    with pytest.raises(ValueError, match="without draining"):
-        client.stop_with_savepoint(True, "/sp3")
+    assert client.stop_with_savepoint(True, "/sp3").result(5) == "/sp3/savepoint-1"  # drain
+    assert session.client.calls == [("status", job_id), ("cancel", job_id), ("savepoint", job_id, "/sp", False, False),
+                                    ("savepoint", job_id, "/sp2", True, False), ("savepoint", job_id, "/sp3", True, True)]
     with pytest.raises(TypeError, match="must be a str"):
         client.trigger_savepoint(3)

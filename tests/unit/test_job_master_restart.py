@@ -298,13 +298,21 @@ def test_a_lost_task_manager_restarts_the_whole_job() -> None:
     assert core.status is JobStatus.RESTARTING and _of(commands, StartRestartTimer)[0].region is None
 
 
-def test_stop_after_a_savepoint_ends_every_task_and_the_job_finishes() -> None:
+def test_stop_after_a_savepoint_cancels_nothing_the_tasks_finish_and_then_the_job() -> None:
+    """Flink's stop-with-savepoint: the tasks end by themselves once the synchronous savepoint is
+    complete (their sinks commit on its notification), FINISHED, not CANCELED; the job FINISHES
+    only when every task did."""
     core = _core(FixedDelay(attempts=2, delay_ms=10))
     _running(core)
     commands = core.stop()
-    assert len(_of(commands, CancelTask)) == len(core.current_executions())
-    _confirm_cancels(core, commands)
+    assert _of(commands, CancelTask) == [] and core.status is JobStatus.RUNNING
+    executions = core.current_executions()
+    for execution in executions[:-1]:
+        core.update_task_state(execution.attempt_id, S.FINISHED)
+    assert core.status is JobStatus.RUNNING  # one task is still committing
+    core.update_task_state(executions[-1].attempt_id, S.FINISHED)
     assert core.status is JobStatus.FINISHED and core.num_restarts == 0
+    assert core.tasks_per_state() == {"FINISHED": len(executions)}
 
 
 def test_exception_history_records_each_root_cause_with_time_and_taskmanager_bounded() -> None:

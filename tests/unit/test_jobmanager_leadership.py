@@ -222,7 +222,20 @@ def test_a_submitted_job_is_in_the_job_graph_store_with_its_artifacts_before_the
                                        artifacts=[cpb.Artifact(name="udfs.py", content=b"X = 1\n")])
         response = await d.submit_and_persist(request)
         stored = cpb.SubmitJobRequest.FromString(services.job_graph_store().recover_job_graph(response.job_id))
+        started = d.jobs[response.job_id].start_time_ms
+        assert stored.accepted_at_ms == started > 0  # when it was accepted, for the leader that recovers it
+        stored.ClearField("accepted_at_ms")
         assert stored == request
+
+    _with_ha(test)
+
+
+def test_a_recovered_job_keeps_the_start_time_it_was_first_accepted_at() -> None:
+    async def test(d: Dispatcher, services: StandaloneHaServices) -> None:
+        accepted_long_ago = 1_600_000_000_000
+        d.recover(cpb.SubmitJobRequest(job_graph=_graph(), accepted_at_ms=accepted_long_ago))
+        [record] = d.jobs.values()
+        assert record.start_time_ms == accepted_long_ago and record.summary().start_time_ms == accepted_long_ago
 
     _with_ha(test)
 

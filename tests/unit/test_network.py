@@ -179,8 +179,10 @@ def records_of(items: list[tuple[ChannelSpec, int, Any]]) -> list[Any]:
 
 def test_events_round_trip_through_their_encoding() -> None:
     for event in (EndOfPartition(), CheckpointBarrier(42, 1_700_000_000_000), Watermark(-1), Watermark(2**63 - 1),
-                  CancelCheckpointMarker(7)):
+                  CancelCheckpointMarker(7), CheckpointBarrier(43, 5, stop=True), CheckpointBarrier(44, 6, stop=True, drain=True)):
         assert decode_event(encode_event(event)) == event
+    # a stop's synchronous savepoint is told apart from a checkpoint downstream
+    assert decode_event(encode_event(CheckpointBarrier(43, 5, stop=True))).stop
     with pytest.raises(ValueError, match="unknown event"):
         decode_event(b"\x7f")
 

@@ -25,6 +25,10 @@ README = (ROOT / "README.md").read_text()
 MISSING_LIST = re.compile(r"\s*(?:- )?(?:\*\*)?Not (?:there yet|yet|covered|done)\b")
 # A whole backticked token that names an option: `key`, `key=value`, `-Dkey=value`, `key: value`.
 OPTION_TOKEN = re.compile(r"(?:-D\s?)?([a-z][a-z0-9-]*(?:\.[a-z0-9*-]+)+)(?:\s*[=:].*)?")
+# Flink's option namespaces beyond the registered ones: a key in one of them is an option too.
+FLINK_NAMESPACES = {"state", "python", "table", "cluster", "blob", "fs", "io", "job-result-store", "kubernetes",
+                    "yarn", "classloader", "scheduler-mode", "akka", "pekko", "sql-client", "queryable-state"}
+FILE_NAME = re.compile(r"\.(py|proto|txt|ya?ml|json|log|out|sh|js|html|css|jar|whl|zip|md|csv)$")
 # Backticked names that share a prefix with option keys but are Python, not options.
 NOT_OPTIONS = {"env.execute"}
 COMPONENT_ROOTS = ("client", "runtime", "jobmanager", "taskmanager", "proto")
@@ -44,7 +48,7 @@ def _is_module(name: str) -> bool:
 def named_options(text: str) -> list[tuple[str, bool]]:
     """Every option key the text names in backticks, with whether it sits in a missing-list."""
     keys = {option.key for option in cfg.registered_options()}
-    namespaces = {key.split(".")[0] for key in keys}
+    namespaces = {key.split(".")[0] for key in keys} | FLINK_NAMESPACES
     found = []
     for paragraph in _paragraphs(text):
         missing = bool(MISSING_LIST.match(paragraph))
@@ -53,7 +57,8 @@ def named_options(text: str) -> list[tuple[str, bool]]:
             if not match:
                 continue
             key = match.group(1)
-            if key.split(".")[0] not in namespaces or key in NOT_OPTIONS or _is_module(key):
+            if (key.split(".")[0] not in namespaces or key in NOT_OPTIONS or _is_module(key)
+                    or FILE_NAME.search(key)):
                 continue
             found.append((key, missing))
     return found

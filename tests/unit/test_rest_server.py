@@ -60,13 +60,13 @@ class FakeSource:
                               {"numRecordsIn": 5.0, "backPressuredTimeMsPerSecond": 600.0, "Map.hits": 3.0})
         return {VERTEX: VertexView(VERTEX, "Map", 1, 128, (subtask,))}
 
-    def start_savepoint(self, job_id: bytes, directory: str, stop: bool) -> Any:
+    def start_savepoint(self, job_id: bytes, directory: str, stop: bool, drain: bool = False) -> Any:
         """As the Dispatcher: refuses at once, else the savepoint completes when ``release`` is set."""
         if self.jobs[job_id].summary.status != cpb.RUNNING:
             raise views.Conflict(f"Job {job_id.hex()} is FINISHED: only a RUNNING job takes a savepoint")
         if not directory:
             raise views.BadRequest("No savepoint directory: give one, or set execution.checkpointing.savepoint-dir")
-        self.savepoints.append((job_id, directory, stop))
+        self.savepoints.append((job_id, directory, stop) + ((True,) if drain else ()))
         release = self.release = asyncio.Event()
 
         async def take() -> str:
@@ -146,6 +146,13 @@ def test_patch_cancels_with_202() -> None:
         status, body = await call(server, "PATCH", f"/jobs/{JOB.hex()}?mode=stop")
         assert status == 400 and "only mode=cancel" in body["errors"][0]
         assert (await call(server, "PATCH", f"/jobs/{'ab' * 16}"))[0] == 404
+        assert source.cancelled == [JOB, JOB]
+        # A globally terminal job: 409 (Flink's FlinkJobTerminatedWithoutCancellationException), not cancelled again.
+        for ended in (cpb.FINISHED, cpb.CANCELED, cpb.FAILED):
+            source.jobs[JOB].summary.status = ended
+            status, body = await call(server, "PATCH", f"/jobs/{JOB.hex()}?mode=cancel")
+            assert status == 409 and "already reached another terminal state" in body["errors"][0]
+        assert source.cancelled == [JOB, JOB]
 
     serve(source)(check)
     assert source.cancelled == [JOB, JOB]
@@ -313,6 +320,10 @@ def test_savepoint_is_an_asynchronous_operation_on_flinks_paths() -> None:
             status, body = await call(server, "POST", f"/jobs/{job}/stop", json={"targetDirectory": "/sp", "triggerId": mine})
             assert (status, body) == (202, {"request-id": mine})
         assert source.savepoints == [(JOB, "/sp", False), (JOB, "/sp", True)]
+        # drain (Flink's stop --drain) reaches the Dispatcher
+        source.release.set()
+        status, body = await call(server, "POST", f"/jobs/{job}/stop", json={"targetDirectory": "/sp", "drain": True})
+        assert status == 202 and source.savepoints[-1] == (JOB, "/sp", True, True)
         # A failed savepoint: COMPLETED with its failure-cause.
         _, body = await call(server, "POST", f"/jobs/{job}/savepoints", json={"target-directory": "/broken"})
         source.release.set()
@@ -340,7 +351,7 @@ def test_savepoint_refusals_are_flinks_errors() -> None:
         assert status == 400 and "savepoint-dir" in body["errors"][0]
         status, body = await call(server, "POST", f"/jobs/{job}/savepoints", data="{not json")
         assert status == 400 and "not JSON" in body["errors"][0]
-        status, body = await call(server, "POST", f"/jobs/{job}/stop", json={"targetDirectory": "/sp", "drain": True})
+        status, body = await call(server, "POST", f"/jobs/{job}/stop", json={"targetDirectory": "/sp", "drain": "yes"})
         assert status == 400 and "drain" in body["errors"][0]
         status, body = await call(server, "GET", f"/jobs/{job}/savepoints/{'ab' * 16}")
         assert status == 404 and "no savepoint operation" in body["errors"][0]
@@ -362,5 +373,33 @@ def test_exceptions_take_max_exceptions() -> None:
         assert status == 200 and body["exceptionHistory"] == {"entries": [], "truncated": False}
         status, body = await call(server, "GET", f"/jobs/{JOB.hex()}/exceptions?maxExceptions=-2")
         assert status == 400 and "maxExceptions" in body["errors"][0]
+
+    serve(source)(check)
+
+
+@pytest.mark.parametrize("body", [
+    b"[" * 100_000,                      # nested arrays: json's decoder would raise RecursionError
+    b'{"a":' * 50_000,
+    b"[" * 33 + b"]" * 33,
+    b"\xff\xfe\x00garbage",              # not UTF-8
+    b"{",
+    b'{"target-directory": "/sp",}',
+    b"NaN",
+    b"[1, 2]",
+    b'"a string"',
+    b'{"target-directory": 5}',
+    b'{"target-directory": "/sp", "triggerId": "not-hex"}',
+    b'{"target-directory": "/sp", "cancel-job": "yes"}',
+    b"\x00" * 1000,
+])
+def test_every_malformed_body_is_a_400_never_a_500(body: bytes) -> None:
+    source = FakeSource()
+
+    async def check(server: RestServer) -> None:
+        for path in (f"/jobs/{JOB.hex()}/savepoints", f"/jobs/{JOB.hex()}/stop"):
+            status, answer = await call(server, "POST", path, data=body, headers={"Content-Type": "application/json"})
+            assert status == 400, (path, answer)
+            assert answer["errors"] and answer["errors"][0], answer
+        assert source.savepoints == []
 
     serve(source)(check)

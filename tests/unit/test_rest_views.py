@@ -198,9 +198,10 @@ def test_savepoint_requests_read_flinks_bodies() -> None:
     assert views.savepoint_trigger_request({"target-directory": "/sp", "cancel-job": True, "triggerId": trigger}) == (
         "/sp", True, trigger)
     assert views.savepoint_trigger_request({}) == ("", False, None)
-    assert views.stop_request({"targetDirectory": "/sp", "drain": False}) == ("/sp", None)
-    with pytest.raises(BadRequest, match="drain"):
-        views.stop_request({"drain": True})
+    assert views.stop_request({"targetDirectory": "/sp", "drain": False}) == ("/sp", False, None)
+    assert views.stop_request({"drain": True}) == ("", True, None)  # Flink's drain: MAX_WATERMARK first
+    with pytest.raises(BadRequest, match="'drain' must be a bool"):
+        views.stop_request({"drain": "yes"})
     with pytest.raises(BadRequest, match="'cancel-job' must be a bool"):
         views.savepoint_trigger_request({"cancel-job": "yes"})
     with pytest.raises(BadRequest, match="JSON object"):

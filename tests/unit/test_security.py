@@ -241,3 +241,41 @@ def test_tls_failures_are_told_in_words_that_name_the_options() -> None:
     assert "if the cluster uses TLS, set security.ssl.enabled: true" in tls_problem(closed, False)
     refused = "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:127.0.0.1:1: Connection refused"
     assert tls_problem(refused, True) is None and tls_problem(refused, False) is None
+
+
+# --- task credentials: what a task's Spark worker holds instead of the cluster token -----------------
+
+def test_a_task_credential_may_look_up_partitions_and_nothing_else() -> None:
+    from millstream.runtime.auth import task_credential
+
+    credential = task_credential(CLUSTER, b"a" * 16)
+    assert CLUSTER not in credential
+    assert JOBMANAGER(LOOKUP, bearer(credential)) is None
+    for method in ("/millstream.v1.ResourceManager/SendSlotReport", "/millstream.v1.ResourceManager/RegisterTaskManager",
+                   "/millstream.v1.JobMasterService/AcknowledgeCheckpoint", "/millstream.v1.TaskExecutor/SubmitTask",
+                   "/millstream.v1.BlobServer/GetBlob", "/millstream.v1.Dispatcher/SubmitJob"):
+        refusal = JOBMANAGER(method, bearer(credential))
+        assert refusal is not None and refusal[0] is grpc.StatusCode.PERMISSION_DENIED, method
+        assert "a task's credential, which may only look up partitions" in refusal[1]
+
+
+def test_a_forged_or_foreign_task_credential_is_unauthenticated() -> None:
+    from millstream.runtime.auth import task_credential
+
+    good = task_credential(CLUSTER, b"a" * 16)
+    attempt, mac = good[len("task."):].split(".")
+    for forged in (f"task.{'b' * 32}.{mac}", f"task.{attempt}.{'0' * 64}", "task.zz.00", "task.",
+                   task_credential("another cluster's token", b"a" * 16)):
+        refusal = JOBMANAGER(LOOKUP, bearer(forged))
+        assert refusal is not None and refusal[0] is grpc.StatusCode.UNAUTHENTICATED, forged
+    # a client-facing server that knows no cluster token accepts no task credential
+    refusal = TokenAuthenticator({Role.CLIENT: CLIENT})(LOOKUP, bearer(good))
+    assert refusal is not None and refusal[0] is grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_processes_that_run_user_code_start_without_token_variables() -> None:
+    from millstream.runtime.auth import without_secrets
+
+    env = {"PATH": "/bin", "MILLSTREAM_CONF_SECURITY_AUTH_CLUSTER_TOKEN": "t", "MILLSTREAM_CONF_SECURITY_AUTH_CLIENT_TOKEN_FILE": "/f",
+           "MILLSTREAM_CONFIG_FILE": "/etc/m.yaml", "MILLSTREAM_CONF_HEARTBEAT_TIMEOUT": "5 s"}
+    assert without_secrets(env) == {"PATH": "/bin", "MILLSTREAM_CONF_HEARTBEAT_TIMEOUT": "5 s"}

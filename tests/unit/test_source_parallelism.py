@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from millstream.client.stream_graph import StreamGraphError
 from millstream.common import WatermarkStrategy
 from millstream.datastream import SourceFunction
 from millstream.datastream.connectors.datagen import DataGeneratorSource

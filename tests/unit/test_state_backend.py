@@ -24,9 +24,20 @@ def test_state_backend_type_from_the_configuration() -> None:
     conf = Configuration()
     conf.set_string("state.backend.type", "hashmap")
     assert isinstance(StreamExecutionEnvironment.get_execution_environment(conf).get_state_backend(), HashMapStateBackend)
-    conf.set_string("state.backend.type", "rocksdb")
-    with pytest.raises(ValueError, match="'rocksdb' is not a state backend Millstream has"):
-        StreamExecutionEnvironment.get_execution_environment(conf).get_state_backend()
+    conf.set_string("state.backend.type", "rocksdb")  # refused when the environment is built, named
+    with pytest.raises(ValueError, match="state.backend.type: expected one of hashmap, got 'rocksdb'"):
+        StreamExecutionEnvironment.get_execution_environment(conf)
+    with pytest.raises(ValueError, match="state.backend.type"):
+        StreamExecutionEnvironment.get_execution_environment().configure(conf)
+
+
+def test_a_cluster_configured_with_a_backend_millstream_lacks_is_refused() -> None:
+    """What a JobManager or TaskManager loads (file, environment, -D) refuses it at once."""
+    from millstream.runtime import config as cfg
+
+    with pytest.raises(cfg.ConfigurationError, match="state.backend.type: expected one of hashmap, got 'rocksdb'"):
+        cfg.Configuration.from_dict({"state.backend.type": "rocksdb"})
+    assert cfg.Configuration.from_dict({"state.backend.type": "HashMap"}).get(cfg.STATE_BACKEND_TYPE) == "hashmap"
 
 
 def test_embedded_rocksdb_is_not_provided() -> None:

@@ -547,7 +547,7 @@ def test_ttl_state_rescales_like_any_keyed_state() -> None:
 
 # -- through the operator chain: PyFlink's own programs ----------------------------------------
 
-from millstream.common import Row, Types, WatermarkStrategy  # noqa: E402
+from millstream.common import Types, WatermarkStrategy  # noqa: E402
 from millstream.common.watermark_strategy import TimestampAssigner  # noqa: E402
 from millstream.datastream import KeyedProcessFunction, RuntimeContext, StreamExecutionEnvironment  # noqa: E402
 from millstream.runtime.task.environment import BATCH, STREAMING  # noqa: E402

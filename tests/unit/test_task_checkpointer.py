@@ -116,3 +116,80 @@ def test_every_decline_reason_a_task_sends_is_one_the_coordinator_knows() -> Non
     assert sent and sent <= {r.value for r in CheckpointFailureReason}
     assert not CheckpointFailureReason("CHECKPOINT_DECLINED_SUBSUMED").counts_against_tolerance
     assert not CheckpointFailureReason("CHECKPOINT_DECLINED_TASK_CLOSING").counts_against_tolerance
+
+
+def test_a_stop_savepoint_is_awaited_until_its_outcome_completed_stops_aborted_goes_on(tmp_path: Path) -> None:
+    """Flink's synchronous savepoint, a task's side: after snapshotting a stop barrier the task
+    knows its outcome is pending; a completion means stop (no end of input), an abort go on."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection([1]).rebalance().map(lambda x: x + 1).map(str)
+    h = Harness(make_chain(vertex(env, "Map")), tmp_path)
+    h.run.chain.open()
+    h.checkpointer.checkpoint(CheckpointBarrier(1, 0))
+    assert h.checkpointer.stop_savepoint is None  # a checkpoint is not waited for
+    h.checkpointer.checkpoint(CheckpointBarrier(2, 0, stop=True))
+    assert h.checkpointer.stop_savepoint == 2 and not h.checkpointer.stopped
+    h.checkpointer.notify(1, aborted=False)  # an older one: still waiting
+    assert h.checkpointer.stop_savepoint == 2
+    h.checkpointer.notify(2, aborted=True)
+    assert h.checkpointer.stop_savepoint is None and not h.checkpointer.stopped  # the stop failed: go on
+    h.checkpointer.checkpoint(CheckpointBarrier(3, 0, stop=True))
+    h.checkpointer.notify(3, aborted=False)
+    assert h.checkpointer.stopped and not h.checkpointer.input_ended  # no drain: no end of input
+    assert [e for e, _ in h.events][-1] == CheckpointBarrier(3, 0, stop=True)  # forwarded as a stop
+
+
+def test_a_drain_barrier_ends_the_input_before_the_snapshot_once(tmp_path: Path) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection([1]).rebalance().map(lambda x: x + 1).map(str)
+    h = Harness(make_chain(vertex(env, "Map")), tmp_path)
+    h.run.chain.open()
+    ended: list[int] = []
+    h.run.chain.end_input = lambda: ended.append(1)  # type: ignore[method-assign]
+    h.checkpointer.checkpoint(CheckpointBarrier(1, 0, stop=True, drain=True))
+    assert ended == [1] and h.checkpointer.input_ended and h.checkpointer.stop_savepoint == 1
+    h.checkpointer.notify(1, aborted=True)
+    h.checkpointer.checkpoint(CheckpointBarrier(2, 0, stop=True, drain=True))
+    assert ended == [1]  # never twice
+
+
+class Inbox:
+    """A worker channel's control side: queued messages, then nothing (never cancelled)."""
+
+    def __init__(self, *messages: Any) -> None:
+        self.messages = list(messages)
+        self.waits = 0
+
+    def recv_nowait(self) -> Any:
+        return self.messages.pop(0) if self.messages else None
+
+    def wait_cancelled(self, timeout: float) -> bool:
+        self.waits += 1
+        assert self.waits < 1000, "waited for an outcome that was never sent"
+        return False
+
+
+def test_a_source_stops_emitting_at_a_stop_savepoint_until_its_outcome(tmp_path: Path) -> None:
+    """The control's poll (a source's housekeeping between batches) returns only with the stop
+    savepoint's outcome: completed ends the task loop (StoppedWithSavepoint), aborted lets it go on."""
+    import pytest
+
+    from millstream.taskmanager.task import NOTIFY_CHECKPOINT, TRIGGER_CHECKPOINT, CheckpointControl, StoppedWithSavepoint
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection([1]).rebalance().map(lambda x: x + 1).map(str)
+    h = Harness(make_chain(vertex(env, "Map")), tmp_path)
+    h.run.chain.open()
+    aborted = Inbox((TRIGGER_CHECKPOINT, 1, 0, True, False), (NOTIFY_CHECKPOINT, 1, True))
+    CheckpointControl(aborted, h.checkpointer, is_source=True).poll()  # returns: the job goes on
+    assert not h.checkpointer.stopped and aborted.messages == []
+    late = Inbox((TRIGGER_CHECKPOINT, 2, 0, True, False))
+    control = CheckpointControl(late, h.checkpointer, is_source=True)
+    late.wait_cancelled = lambda timeout: bool(late.messages.append((NOTIFY_CHECKPOINT, 2, False)))  # type: ignore[method-assign]
+    with pytest.raises(StoppedWithSavepoint):
+        control.poll()  # waited for the notification that came later
+    assert h.checkpointer.stopped
+    assert [e for e, _ in h.events] == [CheckpointBarrier(1, 0, stop=True), CheckpointBarrier(2, 0, stop=True)]

@@ -24,7 +24,7 @@ class FakeSpark:
     def running_task_ids(self) -> list[str]:
         return []
 
-    def submit(self, task_id: str, payload: bytes, on_event: Any) -> Any:
+    def submit(self, task_id: str, payload: bytes, on_event: Any, secrets: Any = None) -> Any:
         self.submitted.append(task_id)
         raise AssertionError("a cancelled task must not start")
 

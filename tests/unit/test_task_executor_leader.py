@@ -85,7 +85,7 @@ class FakeSpark:
     def running_task_ids(self) -> list[str]:
         return [h.task_id for h in self.handles]
 
-    def submit(self, task_id: str, payload: bytes, on_event: Any) -> FakeHandle:
+    def submit(self, task_id: str, payload: bytes, on_event: Any, secrets: Any = None) -> FakeHandle:
         handle = FakeHandle(task_id, on_event, self.stops)
         self.handles.append(handle)
         return handle

@@ -46,21 +46,22 @@ class JobClient:
         return self._call("cancel", lambda: self._session.client.cancel(self._job_id.to_bytes()) and None)
 
     def stop_with_savepoint(self, advance_to_end_of_event_time: bool, savepoint_directory: str | None = None) -> CompletableFuture:
-        """Takes a savepoint, then stops the job; completes with the savepoint's path.
-        ``savepoint_directory`` None: the cluster's ``execution.checkpointing.savepoint-dir``."""
-        if advance_to_end_of_event_time:
-            raise ValueError("stop_with_savepoint(advance_to_end_of_event_time=True) is not supported: Millstream "
-                             "stops with a savepoint without draining (no MAX_WATERMARK is emitted); pass False")
-        return self._savepoint(savepoint_directory, stop=True)
+        """Flink's stop-with-savepoint: a synchronous savepoint, the sinks commit, the job ends
+        FINISHED; completes with the savepoint's path. ``advance_to_end_of_event_time``: drain
+        (MAX_WATERMARK and end of input first, so every window and timer fires into the savepoint).
+        ``savepoint_directory`` None: the job's default, else the cluster's
+        ``execution.checkpointing.savepoint-dir``."""
+        return self._savepoint(savepoint_directory, stop=True, drain=bool(advance_to_end_of_event_time))
 
     def trigger_savepoint(self, savepoint_directory: str | None = None) -> CompletableFuture:
         """Takes a savepoint of the running job; completes with the savepoint's path."""
         return self._savepoint(savepoint_directory, stop=False)
 
-    def _savepoint(self, directory: str | None, stop: bool) -> CompletableFuture:
+    def _savepoint(self, directory: str | None, stop: bool, drain: bool = False) -> CompletableFuture:
         if directory is not None and not isinstance(directory, str):
             raise TypeError(f"the savepoint directory must be a str, got {type(directory).__name__}")
-        return self._call("savepoint", lambda: self._session.client.savepoint(self._job_id.to_bytes(), directory or "", stop))
+        return self._call("savepoint", lambda: self._session.client.savepoint(
+            self._job_id.to_bytes(), directory or "", stop, drain=drain))
 
     def get_accumulators(self, class_loader: Any = None) -> CompletableFuture:
         """The job's accumulators: Millstream jobs have none, so an empty dict."""

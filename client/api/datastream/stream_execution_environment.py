@@ -74,14 +74,18 @@ class StreamExecutionEnvironment:
         if wanted(cfg.AUTO_WATERMARK_INTERVAL):
             self._config.set_auto_watermark_interval(settings.get(cfg.AUTO_WATERMARK_INTERVAL))
         self._checkpoint_config._configure(settings)  # the execution.checkpointing.* keys set, as PyFlink
-        # Where the job resumes from (`millstream run -s`): the JobManager reads it from the job's
-        # configuration, so it travels there even when it came from the environment.
+        if cfg.STATE_BACKEND_TYPE in settings:
+            settings.get(cfg.STATE_BACKEND_TYPE)  # a state backend Millstream lacks is refused here, named
+        # The job-level options the JobManager reads from the job's configuration (where it resumes
+        # from, `millstream run -s`; slot.request.timeout, restart-strategy.*, checkpointing, from
+        # `millstream run -D` or the environment) travel there even when they came from outside.
         own = self._configuration.to_dict()
-        if cfg.SAVEPOINT_PATH in settings and cfg.SAVEPOINT_PATH.key not in own:
-            self._configuration.set_string(cfg.SAVEPOINT_PATH.key, settings.get(cfg.SAVEPOINT_PATH))
-        if cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE in settings and cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key not in own:
-            self._configuration.set_string(cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key,
-                                           str(settings.get(cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE)).lower())
+        for option in cfg.JOBMANAGER_JOB_OPTIONS:
+            if option in settings and option.key not in own:
+                self._configuration.set_string(option.key, option.format(settings.get(option)))
+        for key in settings.user_keys():  # no option's key: the job's own parameter (get_job_parameter)
+            if cfg.find_option(key) is None and key not in own:
+                self._configuration.set_string(key, str(settings.get_raw(key)))
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> "StreamExecutionEnvironment":
