@@ -11,8 +11,8 @@ that appeared since gets SIGTERM, then SIGKILL after a grace period, and the wor
 A cancelled task whose user code does not return is ended by Spark killing its worker, and then
 no code of the worker runs. For that case a small watchdog process (:data:`_WATCHDOG`, started
 at the task's start, its stdin a pipe from the worker) notes the task's processes every 0.1 s
-and, when the pipe closes because the worker died, kills those still running (the same process:
-pid and start time).
+and, when the pipe closes without the worker's word that the task ended (``q``), which means the
+worker died, kills those still running (the same process: pid and start time).
 
 Processes are found through ``/proc`` (each process's parent id), so this is Linux only; elsewhere
 it does nothing. A child that calls ``setsid`` keeps its parent and is still found; only one whose
@@ -132,20 +132,23 @@ def scan():  # the worker's descendants: a few small reads, not all of /proc
                     seen[pid] = found[1]
                     stack.append(pid)
     return seen
-noted = {}
+noted = scan()
 while True:
     ready, _, _ = select.select([0], [], [], 0.1)
-    if ready and not os.read(0, 1):
-        break
+    if ready:
+        said = os.read(0, 1)
+        if said == b"q":  # the worker ended its task itself (and its processes): leave quietly
+            sys.exit(0)
+        if not said:  # end of file without a word: the worker died (killed by Spark)
+            break
     noted.update(scan())
-if stat(worker) is None:  # the worker died (killed by Spark): end what its task left
-    for pid, start in noted.items():
-        found = stat(pid)
-        if found and found[1] == start:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+for pid, start in noted.items():  # end what its task left (the same processes: pid and start time)
+    found = stat(pid)
+    if found and found[1] == start:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 """
 
 
@@ -182,7 +185,13 @@ class TaskProcesses:
         finally:
             if self.watchdog is not None:  # the worker lives: the watchdog leaves quietly
                 assert self.watchdog.stdin is not None
-                self.watchdog.stdin.close()
+                # Said, not inferred from the pipe's end: a killed worker's pipe closes before the
+                # kernel marks it dead, so a watchdog looking at the worker then would see it alive.
+                try:
+                    self.watchdog.stdin.write(b"q")
+                    self.watchdog.stdin.close()
+                except BrokenPipeError:
+                    pass
                 try:
                     self.watchdog.wait(5)
                 except subprocess.TimeoutExpired:

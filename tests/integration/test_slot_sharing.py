@@ -11,7 +11,8 @@ import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.common import JobStatus
-from millstream.datastream import SlotSharingGroup, SourceFunction, StreamExecutionEnvironment
+from millstream.datastream import SlotSharingGroup, StreamExecutionEnvironment
+from millstream.datastream.functions import ParallelSourceFunction
 
 from .harness import fast_config, jobmanager_env, mini_cluster, poll_for
 
@@ -20,7 +21,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 pytestmark = pytest.mark.timeout(180)
 
 
-class Endless(SourceFunction):
+class Endless(ParallelSourceFunction):  # one per subtask: the default group needs 2 slots
     def __init__(self) -> None:
         self.running = True
 

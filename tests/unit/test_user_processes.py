@@ -81,3 +81,31 @@ def test_processes_of_a_task_whose_worker_is_killed_are_ended_by_the_watchdog(tm
     while _alive(sleeper) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(sleeper), "the killed worker's sleep outlived it"
+
+
+DYING_WORKER = textwrap.dedent("""
+    import os, subprocess, sys, time
+    from millstream.taskmanager.user_processes import TaskProcesses
+
+    task = TaskProcesses()
+    task.__enter__()
+    sleeper = subprocess.Popen(["sleep", "300"])
+    print(sleeper.pid, flush=True)
+    time.sleep(0.5)                           # the watchdog notes it
+    os.close(task.watchdog.stdin.fileno())    # what a kill does first: the worker's files close...
+    time.sleep(1.0)                           # ...while the kernel has not yet marked it dead
+    os._exit(0)
+""")
+
+
+def test_a_worker_whose_pipe_closes_before_it_is_dead_still_counts_as_killed(tmp_path) -> None:
+    """The watchdog leaves quietly only on the worker's word, never because the worker still looks
+    alive when its pipe closes (a SIGKILLed process closes its files before it becomes a zombie)."""
+    worker = subprocess.Popen([sys.executable, "-c", DYING_WORKER], stdout=subprocess.PIPE, text=True)
+    sleeper = int(worker.stdout.readline())
+    deadline = time.monotonic() + 1.0  # while the worker still runs
+    while _alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert worker.poll() is None, "the worker was to outlive this check"
+    assert not _alive(sleeper), "the watchdog took the worker for alive and left its task's sleep running"
+    worker.wait(10)
