@@ -8,9 +8,11 @@ is not provided (yet): an import of it fails naming it.
 """
 from __future__ import annotations
 
+from millstream.runtime import config as cfg
+
 __all__ = ["StateBackend", "HashMapStateBackend"]
 
-STATE_BACKEND_TYPE_KEY = "state.backend.type"  # Flink's key; the value names the backend
+STATE_BACKEND_TYPE_KEY = cfg.STATE_BACKEND_TYPE.key  # Flink's key, declared once in the option registry
 
 
 class StateBackend:
