@@ -132,7 +132,7 @@ def _recovery_run(client: Any, work: Path, tms: list[subprocess.Popen]) -> tuple
     from millstream.datastream import StreamExecutionEnvironment
     from millstream.datastream.connectors.datagen import DataGeneratorSource
     from millstream.datastream.connectors.file_system import FileSink
-    from millstream.jobmanager.execution_state import JobStatus
+    from millstream.runtime.execution_state import JobStatus
 
     NotePid, NoteFirstRecord = _recovery_functions()
     notes, out = work / "notes", work / "out"
@@ -288,7 +288,7 @@ def state(keys: int, checkpoints: int = 4, interval_ms: int = 1000) -> dict:
     from millstream.common import WatermarkStrategy
     from millstream.datastream import StreamExecutionEnvironment
     from millstream.datastream.connectors.datagen import DataGeneratorSource
-    from millstream.jobmanager.execution_state import JobStatus
+    from millstream.runtime.execution_state import JobStatus
     from millstream.runtime import config as cfg
 
     work = Path(tempfile.mkdtemp(prefix="millstream-bench-state-"))

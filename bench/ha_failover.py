@@ -70,7 +70,7 @@ def _leads(address: str) -> bool:
 
     from millstream.proto import cluster_pb2 as cpb
     from millstream.proto import cluster_pb2_grpc as cpb_grpc
-    from millstream.runtime.rpc import sync_channel
+    from millstream.runtime.rpc.service import sync_channel
 
     channel = sync_channel(address)
     try:
@@ -88,7 +88,7 @@ def one_run(work: Path) -> dict:
     from millstream.datastream import StreamExecutionEnvironment
     from millstream.datastream.connectors.datagen import DataGeneratorSource
     from millstream.datastream.connectors.file_system import FileSink
-    from millstream.jobmanager.execution_state import JobStatus
+    from millstream.runtime.execution_state import JobStatus
     from millstream.runtime.ha.zookeeper_server import ZooKeeperServer
 
     zookeeper = ZooKeeperServer(work / "zookeeper")

@@ -36,7 +36,7 @@ def poll_cost(buffers: int = 50_000, rounds: int = 5) -> dict:
     from types import SimpleNamespace
 
     from millstream.runtime.serialization import RecordSerializer
-    from millstream.taskmanager.network import BUFFER, InputGate
+    from millstream.runtime.network.environment import BUFFER, InputGate
 
     payload = RecordSerializer().serialize(list(range(1024)))
     channel = SimpleNamespace(spec="bench")

@@ -157,7 +157,7 @@ def measure_exchange(records: int, checkpoint_ms: int = 0, io_timing: bool = Tru
     from millstream.datastream import StreamExecutionEnvironment
     from millstream.datastream.connectors.datagen import DataGeneratorSource
     from millstream.runtime import config as cfg
-    from millstream.taskmanager.spark_runner import SparkHost
+    from millstream.taskmanager.spark.host import SparkHost
 
     import tempfile
 

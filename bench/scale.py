@@ -39,7 +39,7 @@ def run_probe(address: str) -> None:
     """Probe process: pings the JobManager until stdin closes, then prints the latencies."""
     from millstream.proto import cluster_pb2 as cpb
     from millstream.proto import cluster_pb2_grpc as cpb_grpc
-    from millstream.runtime.rpc import sync_channel
+    from millstream.runtime.rpc.service import sync_channel
 
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
@@ -71,7 +71,7 @@ def _job_graph(parallelism: int):  # noqa: ANN202
 async def _measure(parallelism: int, address: str, jm_pid: int, taskmanagers: int) -> dict:
     from millstream.proto import cluster_pb2 as cpb
     from millstream.proto import cluster_pb2_grpc as cpb_grpc
-    from millstream.runtime.rpc import aio_channel
+    from millstream.runtime.rpc.service import aio_channel
     from tests.integration.fake_task_executor import MAX_MESSAGE_BYTES, start_fake_task_executors
 
     slots_each = -(-parallelism // taskmanagers)

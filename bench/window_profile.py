@@ -30,13 +30,13 @@ from millstream.common import Duration, Time, Types, WatermarkStrategy
 from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.datastream import StreamExecutionEnvironment, WindowFunction
 from millstream.datastream.window import TumblingEventTimeWindows
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.serialization import deserialize
 from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.task.environment import ManualClock, SimpleTaskEnvironment
 from millstream.runtime.timestamps import stamped
-from millstream.taskmanager.network_partition import ResultPartition
-from millstream.taskmanager.network_protocol import BUFFER, Watermark, decode_event
+from millstream.runtime.network.partition import ResultPartition
+from millstream.runtime.network.protocol import BUFFER, Watermark, decode_event
 
 import cloudpickle
 

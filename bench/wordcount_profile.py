@@ -27,7 +27,7 @@ from millstream.datastream import RuntimeExecutionMode, StreamExecutionEnvironme
 from millstream.runtime.operators.combiner import CombiningWriter  # noqa: E402
 from millstream.runtime.task.chain import OperatorChain  # noqa: E402
 from millstream.runtime.task.environment import SimpleTaskEnvironment  # noqa: E402
-from millstream.taskmanager.network_partition import ResultPartition  # noqa: E402
+from millstream.runtime.network.partition import ResultPartition  # noqa: E402
 
 
 def producer_chain(path: str, parallelism: int) -> tuple[OperatorChain, ResultPartition]:

@@ -103,7 +103,7 @@ def jobmanager_address(explicit: str | None, configuration: Any = None) -> str:
     """Where the JobManager is without HA (one ``host:port``, or several comma-separated: the
     leader among them): --jobmanager, MILLSTREAM_JOBMANAGER, the local cluster, the configuration."""
     from millstream.client.execution import ENV_JOBMANAGER
-    from millstream.client.local_cluster import read_state
+    from millstream.client.session_cluster import read_state
     from millstream.runtime import config as cfg
 
     if explicit:
@@ -369,7 +369,7 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from millstream.client import local_cluster
+    from millstream.client import session_cluster as local_cluster
 
     if args.action == "start":
         _warn_unknown_keys(args.dynamic)
@@ -540,7 +540,7 @@ def _run_foreground_process(argv: list[str]) -> int:
     import importlib
 
     if argv[0] == "taskmanager":
-        from millstream.client.local_cluster import register_added_taskmanager
+        from millstream.client.session_cluster import register_added_taskmanager
 
         register_added_taskmanager(_option_value(argv[1:], "--jobmanager"))
     # The TaskManager's launcher forks Spark's JVM before it imports the TaskManager itself.
@@ -627,7 +627,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return 2
         from millstream.client.cluster_client import JobSubmissionError
         from millstream.client.execution import JobCancellationException, JobExecutionException
-        from millstream.client.local_cluster import ClusterError
+        from millstream.client.session_cluster import ClusterError
 
         if isinstance(exc, (JobExecutionException, JobSubmissionError, JobCancellationException, ClusterError)):
             print(f"millstream: {exc}", file=sys.stderr)

@@ -24,9 +24,9 @@ from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime import config as cfg
 from millstream.runtime.config import ConfigurationError, parse_host_port
-from millstream.runtime.rpc import DEFAULT_MAX_MESSAGE_BYTES, sync_channel
-from millstream.runtime.security import Credentials, client_credentials
-from millstream.runtime.tls import tls_problem
+from millstream.runtime.rpc.service import DEFAULT_MAX_MESSAGE_BYTES, sync_channel
+from millstream.runtime.rpc.security import Credentials, client_credentials
+from millstream.runtime.rpc.tls import tls_problem
 
 log = logging.getLogger(__name__)
 

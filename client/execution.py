@@ -121,8 +121,8 @@ class _Session:
 
     def __init__(self, job_graph: Any, user_conf: Any) -> None:
         from millstream.client.cluster_client import LEADER_LOOKUP_TIMEOUT_S, ClusterClient, LeaderResolver
-        from millstream.jobmanager.execution_graph import ExecutionGraph
-        from millstream.runtime.security import client_credentials
+        from millstream.jobmanager.jobmaster.execution_graph import ExecutionGraph
+        from millstream.runtime.rpc.security import client_credentials
 
         self.config = _client_configuration(user_conf)
         resolver = LeaderResolver.from_configuration(self.config, os.environ.get(ENV_JOBMANAGER))
@@ -148,7 +148,7 @@ class _Session:
 
 
 def _raise_unless_finished(job_graph: Any, summary: cpb.JobSummary) -> None:
-    from millstream.jobmanager.execution_state import JobStatus
+    from millstream.runtime.execution_state import JobStatus
 
     status = JobStatus.from_proto(summary.status)
     if status is JobStatus.FINISHED:

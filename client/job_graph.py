@@ -19,7 +19,7 @@ from millstream.proto import jobgraph_pb2 as pb
 from millstream.datastream.functions import _ReduceWrapper
 from millstream.runtime import user_code
 from millstream.runtime.keygroups import compute_default_max_parallelism
-from millstream.runtime.factories import AggregationFactory, ReduceFactory
+from millstream.runtime.operator_factories import AggregationFactory, ReduceFactory
 from millstream.runtime.partitioners import ForwardPartitioner, KeyGroupStreamPartitioner
 
 DISTRIBUTION_NAMES = {pb.POINTWISE: "POINTWISE", pb.ALL_TO_ALL: "ALL_TO_ALL"}

@@ -23,7 +23,7 @@ _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def log_dir() -> str:
-    from millstream.runtime.log_files import default_log_dir
+    from millstream.runtime.entrypoint.log_files import default_log_dir
 
     return default_log_dir()
 

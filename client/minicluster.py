@@ -52,7 +52,7 @@ class MiniCluster:
         return future.result(timeout)
 
     def start(self, task_managers: int = 1) -> "MiniCluster":
-        from millstream.taskmanager.spark_host_config import spark_host_for
+        from millstream.taskmanager.spark.host_config import spark_host_for
 
         if self._spark is None:
             # Spark forks its JVM: that fork happens here, before any gRPC server or channel runs in

@@ -23,13 +23,13 @@ SLOT_WAIT_GRACE_S = 2.0
 
 
 def status_name(summary: cpb.JobSummary) -> str:
-    from millstream.jobmanager.execution_state import JobStatus
+    from millstream.runtime.execution_state import JobStatus
 
     return JobStatus.from_proto(summary.status).value
 
 
 def is_terminal(summary: cpb.JobSummary) -> bool:
-    from millstream.jobmanager.execution_state import JobStatus
+    from millstream.runtime.execution_state import JobStatus
 
     return JobStatus.from_proto(summary.status).is_terminal()
 

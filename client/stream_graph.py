@@ -26,7 +26,7 @@ from millstream.datastream.transformations import (
     TwoInputTransformation,
     UnionTransformation,
 )
-from millstream.runtime.factories import OperatorFactory, SourceFactory
+from millstream.runtime.operator_factories import OperatorFactory, SourceFactory
 from millstream.runtime.partitioners import ForwardPartitioner, RebalancePartitioner, StreamPartitioner
 
 DEFAULT_SLOT_SHARING_GROUP = "default"

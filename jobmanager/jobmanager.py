@@ -19,29 +19,29 @@ import time
 import uuid
 from typing import Any
 
-from millstream.jobmanager import checkpointing
+from millstream.jobmanager.checkpoint import settings as checkpointing
 from millstream.jobmanager.blob_server import BlobServerServicer, BlobStore
-from millstream.jobmanager.dispatcher import Dispatcher, DispatcherServicer
-from millstream.jobmanager.execution_state import JobStatus
-from millstream.jobmanager.job_master_core import JobMasterCore
-from millstream.jobmanager.job_master_endpoint import JobMasterServicer
-from millstream.jobmanager.job_master import JobMaster, TaskExecutorClients, now_ms
-from millstream.jobmanager.job_persistence import JobPersistence
+from millstream.jobmanager.dispatcher.dispatcher import Dispatcher, DispatcherServicer
+from millstream.runtime.execution_state import JobStatus
+from millstream.jobmanager.jobmaster.job_master_core import JobMasterCore
+from millstream.jobmanager.jobmaster.job_master_endpoint import JobMasterServicer
+from millstream.jobmanager.jobmaster.job_master import JobMaster, TaskExecutorClients, now_ms
+from millstream.jobmanager.dispatcher.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, read_jobs_to_recover
 from millstream import __version__
-from millstream.jobmanager.rest_guard import allowed_hosts
-from millstream.jobmanager.rest_ports import describe as describe_ports, rest_ports
-from millstream.jobmanager.rest_server import JobManagerSource, RestServer
-from millstream.jobmanager.resource_manager import ResourceManager, ResourceManagerServicer
-from millstream.jobmanager.slot_manager import SlotManager
+from millstream.jobmanager.rest.guard import allowed_hosts
+from millstream.jobmanager.rest.ports import describe as describe_ports, rest_ports
+from millstream.jobmanager.rest.server import JobManagerSource, RestServer
+from millstream.jobmanager.resourcemanager.resource_manager import ResourceManager, ResourceManagerServicer
+from millstream.jobmanager.resourcemanager.slot_manager import SlotManager
 from millstream.jobmanager.task_logs import TaskLogs
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import restart_strategy
 from millstream.runtime import config as cfg
-from millstream.runtime.fencing import FencingServerInterceptor
+from millstream.runtime.rpc.fencing import FencingServerInterceptor
 from millstream.runtime.ha import HighAvailabilityServices, LoopContender, create_ha_services
-from millstream.runtime.loop_monitor import EventLoopMonitor
+from millstream.runtime.entrypoint.loop_monitor import EventLoopMonitor
 from millstream.runtime.metrics.prometheus import (
     JobReport,
     PrometheusReporter,
@@ -50,9 +50,9 @@ from millstream.runtime.metrics.prometheus import (
     start_reporter,
 )
 from millstream.runtime.ha import HaConfigurationError, HaError
-from millstream.runtime.process import StartupError, process_parser, run_process, until_terminated, write_ready_file
-from millstream.runtime.rpc import RpcServer, ServerLimits
-from millstream.runtime.security import ServerSecurity, cluster_credentials, server_security
+from millstream.runtime.entrypoint.process import StartupError, process_parser, run_process, until_terminated, write_ready_file
+from millstream.runtime.rpc.service import RpcServer, ServerLimits
+from millstream.runtime.rpc.security import ServerSecurity, cluster_credentials, server_security
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Optional
 import grpc
 
 from millstream.proto import cluster_pb2 as cpb
-from millstream.runtime.fencing import Refusal
+from millstream.runtime.rpc.fencing import Refusal
 from millstream.runtime.ha.api import HaStorageError, JobGraphStore, JobResultEntry, JobResultStore
 
 log = logging.getLogger(__name__)

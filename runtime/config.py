@@ -579,7 +579,7 @@ CLIENT_SUBMISSION_TIMEOUT: ConfigOption[int] = _option(
     fallback_keys=("client.timeout",))
 
 
-# ---- Security: TLS and tokens (runtime/tls.py, runtime/auth.py; README, Security) -------------
+# ---- Security: TLS and tokens (runtime/rpc/tls.py, runtime/rpc/auth.py; README, Security) -------------
 SSL_ENABLED: ConfigOption[bool] = _option(
     "security.ssl.enabled", _BOOL, False,
     "Mutual TLS on every connection of the cluster: every gRPC server (JobManager, TaskManagers) "
@@ -617,7 +617,7 @@ AUTH_CLUSTER_TOKEN_FILE: ConfigOption[str | None] = _option(
     "security.auth.cluster-token is not set.")
 
 
-# ---- Logs: process log files, task output (runtime/log_files.py, taskmanager/task_output.py) --
+# ---- Logs: process log files, task output (runtime/entrypoint/log_files.py, taskmanager/task_output.py) --
 LOG_DIR: ConfigOption[str | None] = _option(
     "env.log.dir", _STR, None,
     "Directory of the JobManager's and TaskManagers' log files (millstream-<role>-<index>-<host>.log); "

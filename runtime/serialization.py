@@ -1,6 +1,6 @@
 """Records as bytes: the one serializer for every place records leave a process.
 
-Network buffers (``taskmanager.network_partition``), records collected for ``execute_and_collect``
+Network buffers (``runtime.network.partition``), records collected for ``execute_and_collect``
 (the task's collect channel, the client's iterator), keyed-state snapshots and the unit-test
 :class:`~millstream.runtime.task.environment.SimpleTaskEnvironment` all go through
 :class:`RecordSerializer` and :func:`deserialize`, so a test fails on exactly the records the real

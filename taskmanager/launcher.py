@@ -14,10 +14,10 @@ import logging
 from typing import Any
 
 from millstream.runtime import config as cfg
-from millstream.runtime.process import process_parser, run_process
-from millstream.runtime.rpc import check_bindable
-from millstream.taskmanager.spark_host_config import external_master, spark_host_for, taskmanager_hosts
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.runtime.entrypoint.process import process_parser, run_process
+from millstream.runtime.rpc.service import check_bindable
+from millstream.taskmanager.spark.host_config import external_master, spark_host_for, taskmanager_hosts
+from millstream.taskmanager.spark.host import SparkHost
 
 log = logging.getLogger(__name__)
 

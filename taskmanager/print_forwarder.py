@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 
 import grpc
 
-from millstream.jobmanager.printed_lines import BoundedLines
+from millstream.runtime.bounded_lines import BoundedLines
 from millstream.proto import cluster_pb2 as cpb
 
 log = logging.getLogger(__name__)

@@ -42,16 +42,16 @@ from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.metrics.task_io import TaskIOMetrics
-from millstream.runtime.rpc import sync_channel
+from millstream.runtime.rpc.service import sync_channel
 from millstream.taskmanager import python_env
-from millstream.runtime.security import Credentials
-from millstream.runtime.tls import TlsSettings
+from millstream.runtime.rpc.security import Credentials
+from millstream.runtime.rpc.tls import TlsSettings
 from millstream.runtime.timestamps import LONG_MAX
 from millstream.runtime.watermarks import InputWatermarks
 from millstream.runtime.watermarks import WatermarkStatus as ValveStatus
 from millstream.taskmanager.user_processes import TaskProcesses
 from millstream.taskmanager.task_output import OutputCapture
-from millstream.taskmanager.network import (
+from millstream.runtime.network.environment import (
     BUFFER,
     ChannelSpec,
     EndOfPartition,
@@ -98,7 +98,7 @@ TASK_CREDENTIAL_SECRET = "task-credential"  # the attempt's secret (spark_runner
 
 @dataclass(frozen=True)
 class NetworkSettings:
-    """The TaskManager's exchange settings its tasks use (``taskmanager.network.memory.*``, and
+    """The TaskManager's exchange settings its tasks use (``runtime.network.environment.memory.*``, and
     ``security.ssl.*`` for the data plane and the partition look-ups)."""
 
     buffers_per_channel: int = 4  # credits a consumer grants each input channel

@@ -29,21 +29,21 @@ from typing import Any
 import grpc
 
 from millstream.jobmanager.blob_server import check_artifact_name
-from millstream.jobmanager.heartbeat import HeartbeatMonitor
+from millstream.runtime.heartbeat import HeartbeatMonitor
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
-from millstream.runtime import log_files
-from millstream.runtime.auth import task_credential
+from millstream.runtime.entrypoint import log_files
+from millstream.runtime.rpc.auth import task_credential
 from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
-from millstream.runtime.fencing import FencingClientInterceptor, Refusal
+from millstream.runtime.rpc.fencing import FencingClientInterceptor, Refusal
 from millstream.runtime.ha.api import DEFAULT_LEADER_ID, LeaderInformation
-from millstream.runtime.rpc import aio_channel
-from millstream.runtime.security import Credentials
+from millstream.runtime.rpc.service import aio_channel
+from millstream.runtime.rpc.security import Credentials
 from millstream.taskmanager import task as task_body
 from millstream.taskmanager.print_forwarder import PrintForwarder
 from millstream.taskmanager.task_output import TaskOutputStore
 from millstream.taskmanager.slot_table import SlotTableError, TaskSlotTable
-from millstream.taskmanager.spark_runner import SparkHost, TaskExit, TaskHandle, make_payload
+from millstream.taskmanager.spark.host import SparkHost, TaskExit, TaskHandle, make_payload
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from millstream.jobmanager.printed_lines import BoundedLines
+from millstream.runtime.bounded_lines import BoundedLines
 
 FLUSH_INTERVAL_S = 0.2
 PENDING_MAX_CHARS = 1 << 20  # the worker's unsent lines: a print loop faster than the channel loses the oldest

@@ -23,7 +23,7 @@ from grpc_health.v1 import health_pb2
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
-from millstream.runtime.fencing import FencingServerInterceptor
+from millstream.runtime.rpc.fencing import FencingServerInterceptor
 from millstream.runtime.ha import HaError, HighAvailabilityServices, LeaderInformation, LoopListener, create_ha_services
 from millstream.runtime.metrics.prometheus import (
     PrometheusReporter,
@@ -32,14 +32,14 @@ from millstream.runtime.metrics.prometheus import (
     taskmanager_families,
 )
 from millstream.runtime.metrics.system import process_tree_rss_bytes
-from millstream.runtime.process import StartupError, until_terminated, write_ready_file
-from millstream.runtime.rpc import RpcServer, ServerLimits, check_bindable, is_unavailable
-from millstream.runtime.security import cluster_credentials, server_security
-from millstream.runtime.tls import tls_problem, tls_settings
-from millstream.taskmanager.spark_host_config import (  # noqa: F401 (spark_conf, address_towards: re-exported)
+from millstream.runtime.entrypoint.process import StartupError, until_terminated, write_ready_file
+from millstream.runtime.rpc.service import RpcServer, ServerLimits, check_bindable, is_unavailable
+from millstream.runtime.rpc.security import cluster_credentials, server_security
+from millstream.runtime.rpc.tls import tls_problem, tls_settings
+from millstream.taskmanager.spark.host_config import (  # noqa: F401 (spark_conf, address_towards: re-exported)
     address_towards, external_master, spark_conf, spark_host_for, taskmanager_hosts)
 from millstream.taskmanager.launcher import check_slots, start_spark_host
-from millstream.taskmanager.spark_runner import NoSparkCores, SparkHost
+from millstream.taskmanager.spark.host import NoSparkCores, SparkHost
 from millstream.taskmanager.task import NetworkSettings
 from millstream.taskmanager.task_output import TaskOutputStore
 from millstream.taskmanager.task_executor import TaskExecutor, TaskExecutorServicer
@@ -329,7 +329,7 @@ class TaskManager:
             self._fatal(f"the JobManager refused this TaskManager: {reason}")
 
     async def _set_health(self, registered: bool) -> None:
-        """The server's overall health (what `millstream.runtime.healthcheck` and container health
+        """The server's overall health (what `millstream.runtime.rpc.healthcheck` and container health
         checks ask): SERVING only while registered with a JobManager leader."""
         status = health_pb2.HealthCheckResponse.SERVING if registered else health_pb2.HealthCheckResponse.NOT_SERVING
         await self.server.health.set("", status)

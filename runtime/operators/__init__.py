@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from millstream.datastream import functions as fn
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.operators import async_wait, base, co_process, event_time, file_sink, process as proc, sinks, window
 
 _KEYED: dict[type, tuple[type[base._KeyedRecordOperator], type, str]] = {

@@ -26,7 +26,7 @@ import queue
 import threading
 from typing import Any
 
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
 from millstream.runtime.timestamps import stamped, timestamps_of
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, NoReturn
 
 from millstream.common.row import Row
 from millstream.datastream import functions as fn
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.keys import hashable_keys
 from millstream.runtime.operators.sources import SourceCancelled, SourceFunctionReader, SourceReader, create_source_reader
 from millstream.runtime.state.heap_backend import VALUE, KeyedStateBackend

@@ -21,7 +21,7 @@ import itertools
 from typing import Any, Callable
 
 from millstream.datastream import functions as fn
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.operators.base import LONG_MIN, OperatorContext, StreamOperator
 from millstream.runtime.operators.process import (
     KeyedProcessOperator,

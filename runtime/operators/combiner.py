@@ -13,7 +13,7 @@ import types
 from operator import itemgetter
 from typing import Any, Callable
 
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.keys import hashable_key, hashable_keys
 from millstream.runtime.partitioners import key_function
 from millstream.runtime.operators.base import OperatorError, make_aggregator

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
 from millstream.runtime.timestamps import LONG_MAX, stamped, timestamps_of
 from millstream.runtime.watermarks import TimestampsAndWatermarks, WatermarkEvent, WatermarkStatus

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
 from millstream.common.serialization import Encoder
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
 from millstream.runtime.operators.record_text import record_formatter
 

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from millstream.datastream import functions as fn
 from millstream.datastream.time_domain import TimeDomain
 from millstream.runtime.output_tag import OutputTag
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.operators.base import OperatorContext, StreamOperator, discard
 from millstream.runtime.state.heap_backend import KeyedStateBackend, TimerQueue
 from millstream.runtime.task.environment import BATCH, TaskEnvironment

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from millstream.datastream import functions as fn
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.operators.record_text import record_formatter
 from millstream.runtime.operators.base import LONG_MIN, OperatorContext, StreamOperator
 from millstream.runtime.task.environment import TaskEnvironment

@@ -5,7 +5,7 @@ takes the record, the trigger decides whether to fire and/or purge, and a cleanu
 at the window's end plus the allowed lateness. Timers fire the trigger again (event time as the
 watermark passes, processing time on the clock); at a window's cleanup time its pane, trigger
 state and per-window state are dropped. Merging assigners (sessions) keep, per key, a
-:class:`~millstream.runtime.windowing.MergingWindowSet` mapping each in-flight window to the
+:class:`~millstream.runtime.operators.window_logic.MergingWindowSet` mapping each in-flight window to the
 *state window* that names its pane.
 
 Everything lives in the operator's KeyedStateBackend, so checkpoints snapshot it and rescaling
@@ -29,9 +29,9 @@ from millstream.datastream.state import (
     ValueStateDescriptor,
 )
 from millstream.datastream.window import MergingWindowAssigner, Trigger, TriggerResult, Window, WindowAssigner
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.operators.base import OperatorContext, StreamOperator, discard
-from millstream.runtime.operators.window_fast import FastWindowPath, fast_path_for
+from millstream.runtime.operators.window_batch_path import FastWindowPath, fast_path_for
 from millstream.runtime.output_tag import OutputTag
 from millstream.runtime.state.heap_backend import (
     AGGREGATING,
@@ -48,7 +48,7 @@ from millstream.runtime.state.heap_backend import (
 )
 from millstream.runtime.task.environment import BATCH
 from millstream.runtime.timestamps import LONG_MAX, stamped, timestamps_of
-from millstream.runtime.windowing import (
+from millstream.runtime.operators.window_logic import (
     MergingWindowSet,
     cleanup_timer,
     is_cleanup_time,

@@ -23,7 +23,7 @@ import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import MapFunction
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 from tests.integration import test_checkpoints, test_failover
 from tests.integration.harness import completed_checkpoints
 from tests.integration.test_checkpoints import assert_exactly_once

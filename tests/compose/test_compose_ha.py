@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 from millstream.client.cluster_client import ClusterClient, NoJobManagerLeader
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 from tests.integration.harness import completed_checkpoints
 from tests.integration.test_checkpoints import assert_exactly_once
 from tests.integration.test_failover import throttled_failover_graph

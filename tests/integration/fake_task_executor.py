@@ -16,7 +16,7 @@ import grpc
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
-from millstream.runtime.rpc import aio_channel, server_options
+from millstream.runtime.rpc.service import aio_channel, server_options
 
 RPC_TIMEOUT_S = 60.0
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024

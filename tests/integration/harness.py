@@ -32,7 +32,7 @@ def mini_cluster(num_slots: int, tasks_per_slot: int, config: cfg.Configuration 
     """A module's MiniCluster (fast heartbeats unless ``config`` says otherwise) on its own
     SparkHost of ``spark_slots`` (default ``num_slots``) slots, stopped after it."""
     from millstream.client.minicluster import MiniCluster
-    from millstream.taskmanager.spark_runner import SparkHost
+    from millstream.taskmanager.spark.host import SparkHost
 
     host = SparkHost(slots=spark_slots or num_slots, tasks_per_slot=tasks_per_slot)
     host.start()
@@ -74,7 +74,7 @@ class jobmanager_env:
 
 def job_status(client: Any, job_id: bytes) -> Any:
     """The job's JobStatus, as the cluster reports it now."""
-    from millstream.jobmanager.execution_state import JobStatus
+    from millstream.runtime.execution_state import JobStatus
 
     return JobStatus.from_proto(client.status(job_id).status)
 
@@ -131,7 +131,7 @@ def word_counts(lines: list[str]) -> dict[str, int]:
 
 def completed_checkpoints(client: Any, job_id: bytes, n: int) -> bool:
     """Whether the running job completed ``n`` checkpoints; fails the test if it already ended."""
-    from millstream.jobmanager.execution_state import JobStatus
+    from millstream.runtime.execution_state import JobStatus
 
     summary = client.status(job_id)
     assert not JobStatus.from_proto(summary.status).is_terminal(), summary

@@ -20,7 +20,7 @@ from millstream.datastream import AsyncDataStream, AsyncFunction, AsyncRetryStra
 from millstream.datastream import async_retry_predicates
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 
 from .harness import fast_config, jobmanager_env, mini_cluster
 from .test_checkpoints import KEYS, FailWhenMarked, assert_exactly_once, fail_after_checkpoints

@@ -31,8 +31,8 @@ from millstream.datastream import CheckpointingMode, MapFunction, StreamExecutio
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
 from millstream.datastream.window import TumblingEventTimeWindows
-from millstream.jobmanager.execution_state import JobStatus
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.runtime.execution_state import JobStatus
+from millstream.taskmanager.spark.host import SparkHost
 
 from .harness import ancestors, fast_config, jobmanager_env, poll_for, spawn_module, stop_processes
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from millstream.client.local_cluster import process_identity
+from millstream.client.session_cluster import process_identity
 
 from .harness import poll_for
 

@@ -14,9 +14,9 @@ from millstream.client.execution import JobExecutionException
 from millstream.client.minicluster import MiniCluster
 from millstream.datastream import MapFunction, RuntimeContext, StreamExecutionEnvironment
 from millstream.datastream.functions import ParallelSourceFunction
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark.host import SparkHost
 
 from .harness import all_slots_free, fast_config, job_status, jobmanager_env, poll_for
 

@@ -15,7 +15,7 @@ from millstream.client.execution import JobCancellationException
 from millstream.client.minicluster import MiniCluster
 from millstream.common import Configuration
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark.host import SparkHost
 
 from .harness import fast_config, jobmanager_env, poll_for
 

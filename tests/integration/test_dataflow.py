@@ -21,7 +21,7 @@ from millstream.datastream import (
 from millstream.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
 from millstream.common.time import Time
 from millstream.datastream.state import StateTtlConfig, ValueStateDescriptor
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark.host import SparkHost
 
 from .harness import fast_config, jobmanager_env
 

@@ -13,7 +13,7 @@ from millstream.common import Duration, WatermarkStrategy
 from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.datastream import KeyedProcessFunction, ProcessFunction, StreamExecutionEnvironment, TimeDomain
 from millstream.datastream.connectors.datagen import DataGeneratorSource
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark.host import SparkHost
 
 from .harness import fast_config, jobmanager_env
 

@@ -29,7 +29,7 @@ from millstream.datastream import MapFunction, ProcessWindowFunction, StreamExec
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
 from millstream.datastream.window import TumblingEventTimeWindows
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 
 from .harness import all_slots_free, ancestors, poll_for, spawn_module, stop_processes
 from .test_checkpoints import HEARTBEATS, KEYS, FailWhenMarked, assert_exactly_once, ended, visible_lines

@@ -26,7 +26,7 @@ import cloudpickle
 import pytest
 
 from millstream.datastream import MapFunction
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 
 from .harness import poll_for

@@ -32,7 +32,7 @@ import grpc
 import pytest
 
 from millstream.datastream import MapFunction
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
 from millstream.runtime.ha import create_ha_services

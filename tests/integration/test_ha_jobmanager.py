@@ -20,7 +20,7 @@ import pytest
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
-from millstream.runtime.fencing import FENCING_METADATA_KEY
+from millstream.runtime.rpc.fencing import FENCING_METADATA_KEY
 from millstream.runtime.ha import LeaderInformation, create_ha_services
 from tests.integration.harness import poll_for
 from tests.integration.zookeeper import ZooKeeperServer, ha_config
@@ -225,7 +225,7 @@ def _cluster_cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess]:
 def test_cluster_start_ha_runs_zookeeper_a_leader_and_a_standby_and_stop_ends_them_all(tmp_path: Path) -> None:
     import json
 
-    from millstream.client.local_cluster import process_identity
+    from millstream.client.session_cluster import process_identity
 
     cli = _cluster_cli(tmp_path)
     started = cli("cluster", "start", "--ha", "--taskmanagers", "0", "--port", "0",
@@ -253,7 +253,7 @@ def test_cluster_start_ha_starts_its_taskmanager_beside_the_jobmanagers_and_retu
     import json
 
     from millstream.client.cluster_client import ClusterClient
-    from millstream.client.local_cluster import process_identity
+    from millstream.client.session_cluster import process_identity
 
     cli = _cluster_cli(tmp_path)
     started = cli("cluster", "start", "--ha", "--taskmanagers", "1", "--slots", "2", "--port", "0",
@@ -284,7 +284,7 @@ def test_cluster_start_ha_with_a_rest_port_gives_each_jobmanager_its_own_and_pri
     import urllib.error
     import urllib.request
 
-    from millstream.client.local_cluster import process_identity
+    from millstream.client.session_cluster import process_identity
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

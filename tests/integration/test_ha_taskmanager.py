@@ -21,11 +21,11 @@ from millstream.client.cluster_client import ClusterClient
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
-from millstream.runtime.fencing import FENCING_METADATA_KEY
+from millstream.runtime.rpc.fencing import FENCING_METADATA_KEY
 from millstream.runtime.ha import create_ha_services
-from millstream.runtime.rpc import sync_channel
+from millstream.runtime.rpc.service import sync_channel
 
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 
 from .harness import job_status, poll_for, spawn_module, stop_processes
 from .zookeeper import ZooKeeperServer, ha_config

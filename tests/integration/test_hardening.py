@@ -16,10 +16,10 @@ from millstream.jobmanager.jobmanager import JobManager
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
-from millstream.runtime.rpc import RpcServer, aio_channel
-from millstream.runtime.wire_bounds import MAX_SLOTS_PER_TASKMANAGER
-from millstream.taskmanager.network_partition import PartitionServer
-from millstream.taskmanager.network_protocol import FrameReader, Hello, decode_error
+from millstream.runtime.rpc.service import RpcServer, aio_channel
+from millstream.runtime.rpc.wire_bounds import MAX_SLOTS_PER_TASKMANAGER
+from millstream.runtime.network.partition import PartitionServer
+from millstream.runtime.network.protocol import FrameReader, Hello, decode_error
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -292,8 +292,8 @@ def test_rest_answers_only_its_own_host_names() -> None:
 def test_a_tasks_credential_cannot_report_slots_or_register_at_a_real_jobmanager() -> None:
     """What a user function could read in its worker (its attempt's credential) is refused by the
     JobManager's ResourceManager and JobMaster, before anything runs."""
-    from millstream.runtime.auth import task_credential
-    from millstream.runtime.security import Credentials
+    from millstream.runtime.rpc.auth import task_credential
+    from millstream.runtime.rpc.security import Credentials
 
     cluster_token = "the-cluster-token"
     conf = {**BASE, "security.auth.client-token": "the-client-token", "security.auth.cluster-token": cluster_token}

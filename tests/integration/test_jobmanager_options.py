@@ -13,12 +13,12 @@ import pytest
 from millstream.client.cluster_client import ClusterClient
 from millstream.common import Configuration
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 from millstream.jobmanager.jobmanager import JobManager
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark.host import SparkHost
 from millstream.taskmanager.taskmanager import TaskManager
 
 from .harness import fast_config, jobmanager_env, poll_for

@@ -17,9 +17,9 @@ from millstream.client.cluster_client import ClusterClient
 from millstream.client.minicluster import MiniCluster
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.datastream.functions import ParallelSourceFunction
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark.host import SparkHost
 
 from .harness import fast_config, poll_for
 

@@ -11,7 +11,7 @@ import pytest
 import millstream.datastream  # noqa: F401  (first: runtime.partitioners and the API import each other)
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
-from millstream.taskmanager.network import ChannelError, ChannelSpec, InputGate
+from millstream.runtime.network.environment import ChannelError, ChannelSpec, InputGate
 from millstream.taskmanager.task import PartitionResolver
 
 pytestmark = pytest.mark.timeout(60)

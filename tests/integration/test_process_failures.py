@@ -17,7 +17,7 @@ import pytest
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.datastream.functions import ParallelSourceFunction
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 
 from .harness import poll_for, spawn_module, stop_processes
 

@@ -14,7 +14,7 @@ from millstream.client.minicluster import MiniCluster
 from millstream.common import Row, Types
 from millstream.datastream import RuntimeExecutionMode, SourceFunction, StreamExecutionEnvironment
 from millstream.datastream.functions import ParallelSourceFunction
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark.host import SparkHost
 
 from .harness import fast_config, jobmanager_env
 

@@ -177,7 +177,7 @@ def test_rest_only_when_set_in_process_and_a_taken_set_port_stops_the_start() ->
 
     from millstream.jobmanager.jobmanager import JobManager
     from millstream.runtime import config as cfg
-    from millstream.runtime.process import StartupError
+    from millstream.runtime.entrypoint.process import StartupError
 
     base = {"jobmanager.rpc.address": "127.0.0.1", "jobmanager.rpc.port": "0"}
 

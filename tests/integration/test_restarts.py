@@ -19,7 +19,7 @@ from millstream.client.cluster_client import ClusterClient
 from millstream.client.execution import JobExecutionException
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import MapFunction, SourceFunction, StreamExecutionEnvironment
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 
 from .harness import ancestors, jobmanager_env, mini_cluster, poll_for, spawn_module, stop_processes
 

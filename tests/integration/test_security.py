@@ -21,9 +21,9 @@ import pytest
 from millstream.client.cluster_client import ClusterClient, JobManagerTlsError
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.runtime import config as cfg
-from millstream.runtime.process import StartupError
-from millstream.runtime.security import Credentials, client_credentials
-from millstream.runtime.tls import TlsSettings
+from millstream.runtime.entrypoint.process import StartupError
+from millstream.runtime.rpc.security import Credentials, client_credentials
+from millstream.runtime.rpc.tls import TlsSettings
 from millstream.taskmanager.taskmanager import TaskManager
 from tests.certs import CertificateAuthority, Pem
 
@@ -229,7 +229,7 @@ def test_taskmanagers_with_a_wrong_token_or_an_untrusted_certificate_cannot_regi
 
 def _healthcheck(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MILLSTREAM_")}
-    return subprocess.run([sys.executable, "-m", "millstream.runtime.healthcheck", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "millstream.runtime.rpc.healthcheck", *args], env=env,
                           capture_output=True, text=True, timeout=30)
 
 
@@ -353,7 +353,7 @@ def test_processes_a_user_function_starts_end_with_its_task(cluster: Secured, tm
 
 
 def test_processes_a_user_function_starts_end_when_its_job_is_cancelled(cluster: Secured, tmp_path: Path) -> None:
-    from millstream.jobmanager.execution_state import JobStatus
+    from millstream.runtime.execution_state import JobStatus
 
     from .harness import poll_for
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import cloudpickle
 import pytest
 
-from millstream.taskmanager.spark_runner import (
+from millstream.taskmanager.spark.host import (
     JavaNotFoundError,
     SparkHost,
     TaskExit,
@@ -323,7 +323,7 @@ def _run_python(code: str, env: dict[str, str] | None = None, timeout: float = 1
 def test_a_host_stopped_while_booting_leaves_no_session_and_the_next_host_starts() -> None:
     out = _run_python("""
         from pyspark import SparkContext
-        from millstream.taskmanager.spark_runner import SparkHost
+        from millstream.taskmanager.spark.host import SparkHost
 
         first = SparkHost(1)
         first.start_in_background("skip")  # forks the JVM now; the session boots on a thread
@@ -342,7 +342,7 @@ def test_a_host_stopped_while_booting_leaves_no_session_and_the_next_host_starts
 def test_a_host_whose_java_is_missing_says_so() -> None:
     # Java is checked only when its JVM did not come up (checking costs a JVM start of its own).
     out = _run_python("""
-        from millstream.taskmanager.spark_runner import JavaNotFoundError, SparkHost
+        from millstream.taskmanager.spark.host import JavaNotFoundError, SparkHost
 
         try:
             SparkHost(1).start()

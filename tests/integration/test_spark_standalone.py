@@ -27,7 +27,7 @@ import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import MapFunction, StreamExecutionEnvironment
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.runtime.execution_state import JobStatus
 
 from . import harness
 from .harness import ancestors, completed_checkpoints, final_counts, poll_for, spawn_module, stop_processes, word_counts

@@ -17,7 +17,7 @@ from millstream.datastream import (
     StreamExecutionEnvironment,
 )
 from millstream.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark.host import SparkHost
 
 from .harness import fast_config, jobmanager_env
 

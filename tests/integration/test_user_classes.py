@@ -22,7 +22,7 @@ from millstream.client.minicluster import MiniCluster
 from millstream.common import Types
 from millstream.datastream import KeyedProcessFunction, RuntimeExecutionMode, StreamExecutionEnvironment
 from millstream.datastream.state import ValueStateDescriptor
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark.host import SparkHost
 
 from .harness import fast_config, jobmanager_env
 

@@ -245,8 +245,8 @@ def test_the_page_asks_for_the_token_once_and_cancels_with_it(browser, tmp_path:
     import asyncio
     import threading
 
-    from millstream.jobmanager.rest_server import RestServer
-    from millstream.runtime.auth import Role, TokenAuthenticator
+    from millstream.jobmanager.rest.server import RestServer
+    from millstream.runtime.rpc.auth import Role, TokenAuthenticator
     from tests.unit.test_rest_server import JOB, FakeSource
 
     source = FakeSource()

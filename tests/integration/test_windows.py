@@ -38,7 +38,7 @@ from millstream.datastream.window import (
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
 )
-from millstream.taskmanager.spark_runner import SparkHost
+from millstream.taskmanager.spark.host import SparkHost
 
 from .harness import fast_config, jobmanager_env
 

@@ -88,7 +88,7 @@ def test_bad_values_are_rejected_naming_the_problem(key, value, error) -> None:
 
 
 def test_what_the_jobmanager_enforces_reaches_the_jobs_configuration() -> None:
-    from millstream.jobmanager.checkpointing import checkpointing_for_job
+    from millstream.jobmanager.checkpoint.settings import checkpointing_for_job
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.enable_checkpointing(1000)
@@ -104,7 +104,7 @@ def test_what_the_jobmanager_enforces_reaches_the_jobs_configuration() -> None:
 
 
 def test_unset_values_leave_the_clusters_in_force() -> None:
-    from millstream.jobmanager.checkpointing import checkpointing_for_job
+    from millstream.jobmanager.checkpoint.settings import checkpointing_for_job
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.enable_checkpointing(1000)

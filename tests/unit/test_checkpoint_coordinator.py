@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from millstream.jobmanager.checkpoint_coordinator import (
+from millstream.jobmanager.checkpoint.coordinator import (
     CheckpointCoordinator,
     CheckpointFailureReason as R,
     CheckpointSettings,
@@ -20,7 +20,7 @@ from millstream.jobmanager.checkpoint_coordinator import (
     TaskSnapshot,
     TriggerCheckpoint,
 )
-from millstream.jobmanager.execution_state import ExecutionState as S
+from millstream.runtime.execution_state import ExecutionState as S
 
 SRC, MAP, SINK = b"src-a1", b"map-a1", b"sink-a1"
 
@@ -350,7 +350,7 @@ def test_bad_settings_are_rejected_with_the_setting_named() -> None:
 
 
 def test_history_keeps_the_latest_completed_and_failed_checkpoints_bounded() -> None:
-    from millstream.jobmanager.checkpoint_coordinator import CHECKPOINT_HISTORY_SIZE
+    from millstream.jobmanager.checkpoint.coordinator import CHECKPOINT_HISTORY_SIZE
     c = coordinator(interval=1000, timeout=500, tolerable=100)
     due = started(c)
     first = complete(c, due)

@@ -5,7 +5,7 @@ import tempfile
 
 import pytest
 
-from millstream.jobmanager.checkpointing import checkpoint_options_of, checkpointing_for_job
+from millstream.jobmanager.checkpoint.settings import checkpoint_options_of, checkpointing_for_job
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime import config as cfg
 from millstream.runtime.restart_strategy import ExponentialDelay, NoRestart, spec_for_job
@@ -104,7 +104,7 @@ def test_resuming_from_a_savepoint_needs_checkpointing() -> None:
 def test_externalized_checkpoint_retention_decides_what_the_jobs_end_deletes() -> None:
     # Flink's ExternalizedCheckpointRetention: a finished job's checkpoints always go; a cancelled
     # job's stay only under RETAIN_ON_CANCELLATION; a failed job's go only under NO_EXTERNALIZED_CHECKPOINTS
-    from millstream.jobmanager.checkpointing import deletes_checkpoints
+    from millstream.jobmanager.checkpoint.settings import deletes_checkpoints
 
     table = {
         "DELETE_ON_CANCELLATION": {"FINISHED": True, "CANCELED": True, "FAILED": False},

@@ -294,7 +294,7 @@ def test_internal_log_lines_go_to_the_file_not_to_the_users_root_logger(tmp_path
     try:
         path = tmp_path / "embedded.log"
         route_internal_logs(str(path), None)
-        logging.getLogger("millstream.jobmanager.dispatcher").info("job accepted")
+        logging.getLogger("millstream.jobmanager.dispatcher.dispatcher").info("job accepted")
         logging.getLogger("py4j.clientserver").info("Closing down clientserver connection")
         logging.getLogger("user").warning("mine")
         assert seen == ["mine"] and capsys.readouterr().err == ""
@@ -322,7 +322,7 @@ def test_a_bad_log_level_names_itself(monkeypatch, capsys) -> None:
 
 
 def test_a_taskmanager_added_by_hand_is_recorded_only_for_the_clusters_own_jobmanager(tmp_path, monkeypatch) -> None:
-    from millstream.client import local_cluster
+    from millstream.client import session_cluster as local_cluster
 
     monkeypatch.setenv("MILLSTREAM_CLUSTER_DIR", str(tmp_path))
     assert not local_cluster.register_added_taskmanager("localhost:6123", pid=1)  # no cluster recorded

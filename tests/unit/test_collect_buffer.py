@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from millstream.jobmanager.collect_buffer import CollectBuffer, CollectOffsetError, Offer
+from millstream.jobmanager.dispatcher.collect_buffer import CollectBuffer, CollectOffsetError, Offer
 
 A, B = b"attempt-a", b"attempt-b"
 

@@ -14,16 +14,16 @@ import itertools
 import pytest
 
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.jobmanager.deployment import PlannedTask, ProducerLocation, TaskDeploymentDescriptorFactory
-from millstream.jobmanager.execution_graph import (
+from millstream.jobmanager.jobmaster.deployment import PlannedTask, ProducerLocation, TaskDeploymentDescriptorFactory
+from millstream.jobmanager.jobmaster.execution_graph import (
     ConsumedPartitionGroup,
     ConsumerVertexGroup,
     ExecutionGraph,
     InputChannel,
     InputGate,
 )
-from millstream.jobmanager.execution_state import ExecutionState, JobStatus
-from millstream.jobmanager.job_master_core import BuildDeployments, DeployTask, JobMasterCore
+from millstream.runtime.execution_state import ExecutionState, JobStatus
+from millstream.jobmanager.jobmaster.job_master_core import BuildDeployments, DeployTask, JobMasterCore
 from millstream.proto import cluster_pb2 as cpb
 from millstream.taskmanager.task import _channel_specs
 

@@ -8,8 +8,8 @@ import pytest
 
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.jobmanager.blob_server import BlobStore
-from millstream.jobmanager.dispatcher import Dispatcher, DispatcherError
-from millstream.jobmanager.execution_state import JobStatus
+from millstream.jobmanager.dispatcher.dispatcher import Dispatcher, DispatcherError
+from millstream.runtime.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 
@@ -403,7 +403,7 @@ def test_a_restart_before_anything_was_collected_leaves_collecting_alone() -> No
 def test_a_savepoint_of_a_job_without_checkpointing_names_that_cause_not_a_directory() -> None:
     """Whether or not a directory is given (and without a cluster default), the refusal says the
     job takes no checkpoints; a checkpointing job without any directory is told about the directory."""
-    from millstream.jobmanager.dispatcher import DispatcherError
+    from millstream.jobmanager.dispatcher.dispatcher import DispatcherError
 
     async def test(d: Dispatcher) -> None:
         plain = d.submit(cpb.SubmitJobRequest(job_graph=_graph_with())).job_id

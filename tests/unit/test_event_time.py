@@ -27,14 +27,14 @@ from millstream.datastream import (
     SourceFunction,
     StreamExecutionEnvironment,
 )
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.partitioners import KeyGroupStreamPartitioner, RebalancePartitioner
 from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.task.environment import ManualClock, SimpleTaskEnvironment
 from millstream.runtime.timestamps import LONG_MAX, LONG_MIN, TimestampedBatch, stamped, timestamps_of
 from millstream.runtime.watermarks import InputWatermarks, WatermarkStatus
-from millstream.taskmanager.network import InputGate, PartitionServer, ResultPartition
-from millstream.taskmanager.network import ChannelSpec
+from millstream.runtime.network.environment import InputGate, PartitionServer, ResultPartition
+from millstream.runtime.network.environment import ChannelSpec
 
 # -- harness -----------------------------------------------------------------------------------
 
@@ -434,7 +434,7 @@ def test_timestamped_batches_and_watermarks_cross_a_real_partition_in_order() ->
         assert [x for recs, _ in batches for x in recs] == [1, 2, 3, 4, 5, 6, 7]
         stamps = [t for recs, ts in batches for t in (ts or [None] * len(recs))]
         assert stamps == [None, None, 30, 40, 50, 60, 70]
-        from millstream.taskmanager.network import Watermark
+        from millstream.runtime.network.environment import Watermark
         assert Watermark(45) in received
         assert received.index(Watermark(45)) > max(i for i, r in enumerate(received) if isinstance(r, tuple) and 60 in (r[1] or []))
     finally:

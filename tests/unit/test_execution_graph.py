@@ -16,7 +16,7 @@ import itertools
 import pytest
 
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.jobmanager.execution_graph import ExecutionGraph, pointwise_consumers
+from millstream.jobmanager.jobmaster.execution_graph import ExecutionGraph, pointwise_consumers
 
 # --------------------------------------------------------------------------- reference
 

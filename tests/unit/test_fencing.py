@@ -10,8 +10,8 @@ import pytest
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
-from millstream.runtime.fencing import FencingClientInterceptor, FencingServerInterceptor
-from millstream.runtime.rpc import RpcServer, aio_channel
+from millstream.runtime.rpc.fencing import FencingClientInterceptor, FencingServerInterceptor
+from millstream.runtime.rpc.service import RpcServer, aio_channel
 
 
 class Echo(cpb_grpc.TaskExecutorServicer):

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from millstream.jobmanager.heartbeat import HeartbeatMonitor
+from millstream.runtime.heartbeat import HeartbeatMonitor
 
 INTERVAL = 100
 TIMEOUT = 500
@@ -21,7 +21,7 @@ def test_timeout_counts_from_monitoring_and_is_reported_once(hb: HeartbeatMonito
                                                             ) -> None:
     hb.monitor_target("tm-1", now=1_000)
     assert hb.timed_out(now=1_000 + TIMEOUT) == []  # exactly the timeout: not *longer*
-    with caplog.at_level(logging.WARNING, logger="millstream.jobmanager.heartbeat"):
+    with caplog.at_level(logging.WARNING, logger="millstream.runtime.heartbeat"):
         assert hb.timed_out(now=1_001 + TIMEOUT) == ["tm-1"]
     assert "heartbeat of tm-1 timed out" in caplog.text
     assert hb.timed_out(now=10_000) == []  # reported once

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from millstream.common import CompletableFuture, JobClient, JobID, JobStatus
-from millstream.jobmanager.execution_state import JobStatus as ClusterStatus
+from millstream.runtime.execution_state import JobStatus as ClusterStatus
 from millstream.proto import cluster_pb2 as cpb
 
 

@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.jobmanager.execution_state import ExecutionState, JobStatus
-from millstream.jobmanager.job_master_core import (
+from millstream.runtime.execution_state import ExecutionState, JobStatus
+from millstream.jobmanager.jobmaster.job_master_core import (
     BuildDeployments,
     CancelTask,
     DeclareRequirements,

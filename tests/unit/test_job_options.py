@@ -11,8 +11,8 @@ import pytest
 from millstream.client import cli
 from millstream.common import Configuration
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.jobmanager.job_master import job_slot_request_timeout
-from millstream.jobmanager.slot_manager import RequirementsTimedOut, SlotManager
+from millstream.jobmanager.jobmaster.job_master import job_slot_request_timeout
+from millstream.jobmanager.resourcemanager.slot_manager import RequirementsTimedOut, SlotManager
 from millstream.runtime import config as cfg
 from millstream.runtime.restart_strategy import FixedDelay, options_of, spec_for_job
 

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from millstream.jobmanager.blob_server import BlobStore
-from millstream.jobmanager.checkpoint_coordinator import (
+from millstream.jobmanager.checkpoint.coordinator import (
     CheckpointCoordinator,
     CheckpointFailureReason,
     CheckpointIDUnavailable,
@@ -19,10 +19,10 @@ from millstream.jobmanager.checkpoint_coordinator import (
     TaskSnapshot,
     TriggerCheckpoint,
 )
-from millstream.jobmanager.checkpoint_driver import draw_checkpoint_id
-from millstream.jobmanager.dispatcher import Dispatcher, DispatcherError
-from millstream.jobmanager.execution_state import ExecutionState, JobStatus
-from millstream.jobmanager.job_persistence import JobPersistence
+from millstream.jobmanager.checkpoint.driver import draw_checkpoint_id
+from millstream.jobmanager.dispatcher.dispatcher import Dispatcher, DispatcherError
+from millstream.runtime.execution_state import ExecutionState, JobStatus
+from millstream.jobmanager.dispatcher.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, plan_recovery, read_jobs_to_recover
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime.ha import DEFAULT_LEADER_ID, JobResultEntry, JobResultStatus, StandaloneHaServices

@@ -11,10 +11,10 @@ import pytest
 
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.jobmanager.blob_server import BlobStore
-from millstream.jobmanager.dispatcher import Dispatcher
-from millstream.jobmanager.execution_state import ExecutionState, JobStatus
-from millstream.jobmanager.job_master_core import BuildDeployments, JobMasterCore
-from millstream.jobmanager.printed_lines import MAX_LINE_CHARS, LineCursor, PrintedLines
+from millstream.jobmanager.dispatcher.dispatcher import Dispatcher
+from millstream.runtime.execution_state import ExecutionState, JobStatus
+from millstream.jobmanager.jobmaster.job_master_core import BuildDeployments, JobMasterCore
+from millstream.runtime.bounded_lines import MAX_LINE_CHARS, LineCursor, PrintedLines
 from millstream.proto import cluster_pb2 as cpb
 from millstream.taskmanager.print_forwarder import LineOutbox, PrintForwarder
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from millstream.runtime import config as cfg
-from millstream.runtime.log_files import ProcessLog, configured_log_dir, install_process_log, read_tail
+from millstream.runtime.entrypoint.log_files import ProcessLog, configured_log_dir, install_process_log, read_tail
 
 
 def _write(process_log: ProcessLog, text: str) -> None:

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from millstream.runtime.log_hygiene import RepeatFilter
+from millstream.runtime.entrypoint.log_hygiene import RepeatFilter
 
 
 class Clock:
@@ -55,7 +55,7 @@ def test_stdout_written_to_a_file_is_rotated_by_size(tmp_path: Path) -> None:
     out = tmp_path / "jobmanager.log"
     script = textwrap.dedent("""
         import sys, time
-        from millstream.runtime.log_hygiene import StdoutRotation
+        from millstream.runtime.entrypoint.log_hygiene import StdoutRotation
         rotation = StdoutRotation(max_bytes=20_000, backups=2, interval_s=0.05).start()
         assert rotation.path is not None
         for i in range(400):
@@ -74,13 +74,13 @@ def test_stdout_written_to_a_file_is_rotated_by_size(tmp_path: Path) -> None:
 
 
 def test_stdout_that_is_not_a_file_is_left_alone() -> None:
-    script = "from millstream.runtime.log_hygiene import StdoutRotation; print(StdoutRotation(1, 1).path)"
+    script = "from millstream.runtime.entrypoint.log_hygiene import StdoutRotation; print(StdoutRotation(1, 1).path)"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip() == "None"  # a pipe
 
 
 def test_each_handler_counts_a_record_once() -> None:
-    from millstream.runtime.log_hygiene import install_repeat_filter
+    from millstream.runtime.entrypoint.log_hygiene import install_repeat_filter
 
     logger = logging.getLogger("test.two-handlers")
     logger.propagate, logger.handlers[:] = False, []
@@ -96,7 +96,7 @@ def test_each_handler_counts_a_record_once() -> None:
 
 
 def test_a_cluster_process_raises_its_open_files_limit() -> None:
-    script = ("import resource; from millstream.runtime.process import raise_open_files_limit; "
+    script = ("import resource; from millstream.runtime.entrypoint.process import raise_open_files_limit; "
               "soft = raise_open_files_limit(); print(soft, resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
     done = subprocess.run(["sh", "-c", f"ulimit -S -n 256; exec {sys.executable} -c '{script}'"],
                           capture_output=True, text=True, check=True, timeout=60)

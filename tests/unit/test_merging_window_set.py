@@ -17,7 +17,7 @@ from millstream.datastream.window import (
     TimeWindow,
     TumblingEventTimeWindows,
 )
-from millstream.runtime.windowing import (
+from millstream.runtime.operators.window_logic import (
     MergingWindowSet,
     assign_windows_batch,
     cleanup_time,

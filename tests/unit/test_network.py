@@ -25,7 +25,7 @@ from millstream.runtime.partitioners import (
     StreamPartitioner,
 )
 from millstream.runtime.serialization import RecordSerializer
-from millstream.taskmanager.network import (
+from millstream.runtime.network.environment import (
     BUFFER,
     EVENT,
     ChannelError,
@@ -39,7 +39,7 @@ from millstream.taskmanager.network import (
     ResultPartition,
     Watermark,
 )
-from millstream.taskmanager.network_protocol import (
+from millstream.runtime.network.protocol import (
     CancelCheckpointMarker,
     ErrorCode,
     FrameReader,

@@ -373,7 +373,7 @@ def raising_functions() -> dict[str, str]:
 # count as calling it: (file, method name) -> what they call.
 UNRELATED_CALLS: dict[tuple[str, str], str] = {
     ("client/api/datastream/window.py", "merge"): "MergingWindowAssigner.MergeCallback.merge",
-    ("runtime/windowing.py", "merge"): "MergingWindowSet's merge function (the window operator's)",
+    ("runtime/operators/window_logic.py", "merge"): "MergingWindowSet's merge function (the window operator's)",
 }
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import aiohttp
 
-from millstream.jobmanager.rest_server import OPENAPI_PATH, RestServer
+from millstream.jobmanager.rest.server import OPENAPI_PATH, RestServer
 from millstream.jobmanager.task_logs import SubtaskAttempt, TaskLogError, TaskLogs
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
-from millstream.runtime import log_files
+from millstream.runtime.entrypoint import log_files
 from tests.unit.test_rest_server import JOB, FakeSource, serve
 
 MAP = bytes.fromhex("bb" * 16)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from millstream.jobmanager import rest_metrics_views as mv
-from millstream.jobmanager import rest_views as views
-from millstream.jobmanager.execution_state import ExecutionState
-from millstream.jobmanager.rest_views import BadRequest, JobView, NotFound
+from millstream.jobmanager.rest import metrics_views as mv
+from millstream.jobmanager.rest import views
+from millstream.runtime.execution_state import ExecutionState
+from millstream.jobmanager.rest.views import BadRequest, JobView, NotFound
 from millstream.proto import cluster_pb2 as cpb
 
 from .test_live_view import _core, _deployed

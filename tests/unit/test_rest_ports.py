@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from millstream.jobmanager.rest_ports import describe, parse_bind_ports, rest_ports
+from millstream.jobmanager.rest.ports import describe, parse_bind_ports, rest_ports
 from millstream.runtime import config as cfg
 
 
@@ -32,7 +32,7 @@ def test_unset_falls_back_to_rest_port() -> None:
 
 def test_two_jobmanagers_with_one_range_take_a_port_each_and_a_full_range_stops_the_start() -> None:
     from millstream.jobmanager.jobmanager import JobManager
-    from millstream.runtime.process import StartupError
+    from millstream.runtime.entrypoint.process import StartupError
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

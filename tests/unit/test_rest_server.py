@@ -12,14 +12,14 @@ from typing import Any
 import aiohttp
 import pytest
 
-from millstream.jobmanager import rest_views as views
-from millstream.jobmanager.rest_metrics_views import SubtaskView, VertexView
-from millstream.jobmanager.rest_server import OPENAPI_PATH, ROUTES, RestServer
-from millstream.jobmanager.rest_views import JobView, TaskManagerView
-from millstream.jobmanager.slot_manager import TaskManagerInfo
+from millstream.jobmanager.rest import views
+from millstream.jobmanager.rest.metrics_views import SubtaskView, VertexView
+from millstream.jobmanager.rest.server import OPENAPI_PATH, ROUTES, RestServer
+from millstream.jobmanager.rest.views import JobView, TaskManagerView
+from millstream.jobmanager.resourcemanager.slot_manager import TaskManagerInfo
 from millstream.proto import cluster_pb2 as cpb
-from millstream.runtime.auth import Role, TokenAuthenticator
-from millstream.runtime.tls import TlsSettings
+from millstream.runtime.rpc.auth import Role, TokenAuthenticator
+from millstream.runtime.rpc.tls import TlsSettings
 from tests.certs import CertificateAuthority
 
 JOB = bytes(range(16))
@@ -258,12 +258,12 @@ def test_web_ui_static_files_without_a_token_and_on_a_standby() -> None:
 def test_web_files_are_package_data() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
-    from millstream.jobmanager.rest_server import WEB_DIR, WEB_FILES
+    from millstream.jobmanager.rest.server import WEB_DIR, WEB_FILES
 
     root = Path(__file__).resolve().parents[2]
     setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert "millstream.jobmanager.web" in setuptools["packages"]
-    patterns = setuptools["package-data"]["millstream.jobmanager.web"]
+    assert "millstream.jobmanager.rest.web" in setuptools["packages"]
+    patterns = setuptools["package-data"]["millstream.jobmanager.rest.web"]
     assert all((WEB_DIR / name).is_file() and any(fnmatch.fnmatch(name, p) for p in patterns) for name in WEB_FILES)
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from millstream.jobmanager import rest_views as views
-from millstream.jobmanager.rest_views import BadRequest, JobView, NotFound, TaskManagerView
-from millstream.jobmanager.slot_manager import SlotInfo, SlotState, TaskManagerInfo
+from millstream.jobmanager.rest import views
+from millstream.jobmanager.rest.views import BadRequest, JobView, NotFound, TaskManagerView
+from millstream.jobmanager.resourcemanager.slot_manager import SlotInfo, SlotState, TaskManagerInfo
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 
@@ -163,7 +163,7 @@ def test_malformed_job_ids_are_bad_requests(text: str) -> None:
 
 
 def test_exception_history_is_every_recorded_failure_newest_first_and_max_exceptions_truncates() -> None:
-    from millstream.jobmanager.job_master_core import ExceptionHistoryEntry
+    from millstream.jobmanager.jobmaster.job_master_core import ExceptionHistoryEntry
     first = ExceptionHistoryEntry(cpb.JobFailure(message="ValueError: one", task_name="Map (1/2)",
                                                  traceback="Traceback ...\nValueError: one"), 2_000, "10.0.0.1:6121", "tm-1")
     second = ExceptionHistoryEntry(cpb.JobFailure(message="KeyError: 'x'", task_name="Map (2/2)"), 3_000, "10.0.0.2:6121", "tm-2")

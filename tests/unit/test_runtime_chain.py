@@ -34,7 +34,7 @@ from millstream.datastream.state import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.task.chain import OperatorChain, OperatorError
 from millstream.runtime.task.environment import BATCH, STREAMING, ManualClock, SimpleTaskEnvironment

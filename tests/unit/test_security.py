@@ -10,9 +10,9 @@ import grpc
 import pytest
 
 from millstream.runtime import config as cfg
-from millstream.runtime.auth import Role, TokenAuthenticator, client_token, cluster_token
-from millstream.runtime.security import client_credentials, cluster_credentials, server_security
-from millstream.runtime.tls import TlsSettings, tls_problem, tls_settings
+from millstream.runtime.rpc.auth import Role, TokenAuthenticator, client_token, cluster_token
+from millstream.runtime.rpc.security import client_credentials, cluster_credentials, server_security
+from millstream.runtime.rpc.tls import TlsSettings, tls_problem, tls_settings
 from tests.certs import CertificateAuthority
 
 DISPATCHER = "/millstream.v1.Dispatcher/SubmitJob"
@@ -246,7 +246,7 @@ def test_tls_failures_are_told_in_words_that_name_the_options() -> None:
 # --- task credentials: what a task's Spark worker holds instead of the cluster token -----------------
 
 def test_a_task_credential_may_look_up_partitions_and_nothing_else() -> None:
-    from millstream.runtime.auth import task_credential
+    from millstream.runtime.rpc.auth import task_credential
 
     credential = task_credential(CLUSTER, b"a" * 16)
     assert CLUSTER not in credential
@@ -260,7 +260,7 @@ def test_a_task_credential_may_look_up_partitions_and_nothing_else() -> None:
 
 
 def test_a_forged_or_foreign_task_credential_is_unauthenticated() -> None:
-    from millstream.runtime.auth import task_credential
+    from millstream.runtime.rpc.auth import task_credential
 
     good = task_credential(CLUSTER, b"a" * 16)
     attempt, mac = good[len("task."):].split(".")
@@ -274,7 +274,7 @@ def test_a_forged_or_foreign_task_credential_is_unauthenticated() -> None:
 
 
 def test_processes_that_run_user_code_start_without_token_variables() -> None:
-    from millstream.runtime.auth import without_secrets
+    from millstream.runtime.rpc.auth import without_secrets
 
     env = {"PATH": "/bin", "MILLSTREAM_CONF_SECURITY_AUTH_CLUSTER_TOKEN": "t", "MILLSTREAM_CONF_SECURITY_AUTH_CLIENT_TOKEN_FILE": "/f",
            "MILLSTREAM_CONFIG_FILE": "/etc/m.yaml", "MILLSTREAM_CONF_HEARTBEAT_TIMEOUT": "5 s"}

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from millstream.jobmanager.slot_manager import (
+from millstream.jobmanager.resourcemanager.slot_manager import (
     AllocateSlot,
     ClusterOverview,
     Command,
@@ -347,7 +347,7 @@ def test_slot_transitions_follow_the_table_and_illegal_ones_are_logged(
         caplog: pytest.LogCaptureFixture) -> None:
     assert SlotState.FREE.transition(SlotState.PENDING, "test") is SlotState.PENDING
     assert SlotState.PENDING.transition(SlotState.ALLOCATED, "test") is SlotState.ALLOCATED
-    with caplog.at_level(logging.WARNING, logger="millstream.jobmanager.slot_manager"), \
+    with caplog.at_level(logging.WARNING, logger="millstream.jobmanager.resourcemanager.slot_manager"), \
             pytest.raises(IllegalSlotTransition):
         SlotState.ALLOCATED.transition(SlotState.PENDING, "double allocation")
     assert "ALLOCATED -> PENDING (double allocation)" in caplog.text

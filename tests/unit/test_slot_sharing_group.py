@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from millstream.datastream import MemorySize, SlotSharingGroup, StreamExecutionEnvironment
-from millstream.jobmanager.execution_graph import ExecutionGraph
-from millstream.jobmanager.job_master_core import JobMasterCore
+from millstream.jobmanager.jobmaster.execution_graph import ExecutionGraph
+from millstream.jobmanager.jobmaster.job_master_core import JobMasterCore
 
 
 def test_memory_size_units_and_parsing() -> None:

@@ -127,7 +127,7 @@ def test_execute_and_collect_after_a_parallel_operator_gathers_into_one_sink(env
 
 
 def test_a_plain_source_function_is_not_a_parallel_one() -> None:
-    from millstream.runtime.factories import SourceFunctionFactory
+    from millstream.runtime.operator_factories import SourceFunctionFactory
 
     assert not SourceFunctionFactory(function=Numbers()).parallel
     assert SourceFunctionFactory(function=ParallelNumbers()).parallel

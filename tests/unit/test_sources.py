@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from millstream.datastream import SourceFunction
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.operators.sources import (
     CollectionReader,
     FileSplit,

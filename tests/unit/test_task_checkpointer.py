@@ -105,7 +105,7 @@ def test_source_positions_are_restored(tmp_path: Path) -> None:
 def test_every_decline_reason_a_task_sends_is_one_the_coordinator_knows() -> None:
     import inspect
 
-    from millstream.jobmanager.checkpoint_coordinator import CheckpointFailureReason
+    from millstream.jobmanager.checkpoint.coordinator import CheckpointFailureReason
     from millstream.runtime.task import checkpointing
     from millstream.runtime.task.barrier_handler import AbortReason
     from millstream.taskmanager import task

@@ -8,7 +8,7 @@ from typing import Any
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
-from millstream.taskmanager.spark_runner import TaskExit
+from millstream.taskmanager.spark.host import TaskExit
 from millstream.taskmanager.task_executor import TaskExecutor
 
 JOB, ALLOCATION = b"j" * 16, b"a" * 16

@@ -15,7 +15,7 @@ import pytest
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime.ha import DEFAULT_LEADER_ID, LeaderInformation
-from millstream.taskmanager.spark_runner import TaskExit
+from millstream.taskmanager.spark.host import TaskExit
 from millstream.taskmanager.task_executor import FENCED_METHODS, TaskExecutor, fencing_refusal
 
 SERVICE = "/" + cpb.DESCRIPTOR.services_by_name["TaskExecutor"].full_name + "/"

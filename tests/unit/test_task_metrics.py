@@ -11,7 +11,7 @@ from millstream.datastream import StreamExecutionEnvironment
 from millstream.runtime import config as cfg
 from millstream.runtime.metrics.task_io import TaskIOMetrics
 from millstream.runtime.task.environment import SimpleTaskEnvironment
-from millstream.taskmanager.network import BUFFER, InputGate
+from millstream.runtime.network.environment import BUFFER, InputGate
 from millstream.taskmanager.task import RECORDS, TaskMetricsReporter
 from millstream.taskmanager.taskmanager import network_settings
 

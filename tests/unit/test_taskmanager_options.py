@@ -10,7 +10,7 @@ from millstream.runtime import config as cfg
 from millstream.runtime.partitioners import RebalancePartitioner
 from millstream.taskmanager import task as task_body
 from millstream.taskmanager.task import NetworkSettings
-from millstream.taskmanager.spark_runner import parse_port_range
+from millstream.taskmanager.spark.host import parse_port_range
 from millstream.taskmanager.taskmanager import address_towards, network_settings, spark_conf, spark_host_for, taskmanager_hosts
 
 

@@ -17,14 +17,14 @@ import pytest
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
-from millstream.runtime import healthcheck
-from millstream.runtime.fencing import FencingServerInterceptor
-from millstream.runtime.rpc import RpcServer, aio_channel, sync_channel
-from millstream.runtime.security import Credentials, client_credentials, cluster_credentials, server_security
-from millstream.runtime.tls import TlsSettings, tls_problem
+from millstream.runtime.rpc import healthcheck
+from millstream.runtime.rpc.fencing import FencingServerInterceptor
+from millstream.runtime.rpc.service import RpcServer, aio_channel, sync_channel
+from millstream.runtime.rpc.security import Credentials, client_credentials, cluster_credentials, server_security
+from millstream.runtime.rpc.tls import TlsSettings, tls_problem
 from millstream.runtime.partitioners import RebalancePartitioner
-from millstream.taskmanager.network import ChannelError, InputGate, PartitionServer, ResultPartition
-from millstream.taskmanager.spark_runner import SparkHost, TaskExit, TaskHandle, WorkerChannel, _WorkerSpec
+from millstream.runtime.network.environment import ChannelError, InputGate, PartitionServer, ResultPartition
+from millstream.taskmanager.spark.host import SparkHost, TaskExit, TaskHandle, WorkerChannel, _WorkerSpec
 from tests.certs import CertificateAuthority, Pem
 from tests.unit.test_network import ATTEMPT, RESULT, InThread, drain, emit_all, poll_for, records_of, spec
 

@@ -17,7 +17,7 @@ import pytest
 from millstream.client.stream_graph import StreamGraphError
 from millstream.common import Types
 from millstream.datastream import MapFunction, OutputTag, ProcessFunction
-from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, validate_job_graph
+from millstream.jobmanager.jobmaster.job_graph_validation import InvalidJobGraphError, validate_job_graph
 from millstream.proto import jobgraph_pb2 as pb
 
 

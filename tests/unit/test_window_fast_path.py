@@ -1,4 +1,4 @@
-"""The window operator's batch path (runtime/operators/window_fast.py) against its generic path.
+"""The window operator's batch path (runtime/operators/window_batch_path.py) against its generic path.
 
 Tumbling and sliding time windows with the assigner's default trigger and no evictor take the batch
 path; the same job with a trigger that only subclasses the default one (the same rules, but not the

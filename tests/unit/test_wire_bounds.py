@@ -1,11 +1,11 @@
-"""The bounds on what a peer sends over gRPC (runtime/wire_bounds.py): pure checks of messages."""
+"""The bounds on what a peer sends over gRPC (runtime/rpc/wire_bounds.py): pure checks of messages."""
 from __future__ import annotations
 
 import pytest
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as jpb
-from millstream.runtime.wire_bounds import MAX_SLOTS_PER_TASKMANAGER, check_message
+from millstream.runtime.rpc.wire_bounds import MAX_SLOTS_PER_TASKMANAGER, check_message
 
 
 def test_a_taskmanager_with_two_billion_slots_is_named_with_the_bound() -> None:
@@ -47,7 +47,7 @@ def test_counts_sizes_and_ids_out_of_bounds_are_named(request_, field: str) -> N
 
 
 def test_a_job_graph_is_bounded_too() -> None:
-    from millstream.jobmanager.job_graph_validation import InvalidJobGraphError, validate_job_graph
+    from millstream.jobmanager.jobmaster.job_graph_validation import InvalidJobGraphError, validate_job_graph
     graph = jpb.JobGraph(job_id=b"j" * 16, vertices=[jpb.JobVertex(
         id=b"v" * 16, name="huge", parallelism=2**31 - 1, max_parallelism=2**31 - 1,
         operators=[jpb.StreamOperator(factory=b"f")])])

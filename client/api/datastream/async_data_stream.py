@@ -9,7 +9,7 @@ from millstream.common.typeinfo import TypeInformation
 from millstream.datastream import async_retry_strategies
 from millstream.datastream.data_stream import DataStream
 from millstream.datastream.functions import AsyncFunction, AsyncFunctionDescriptor, AsyncRetryStrategy
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 
 __all__ = ["AsyncDataStream"]
 

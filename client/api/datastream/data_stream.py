@@ -18,7 +18,7 @@ from millstream.datastream.transformations import (
     TwoInputTransformation,
     UnionTransformation,
 )
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime import partitioners as parts
 from millstream.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
 from millstream.runtime.narrowing import NarrowedKey, value_narrower

@@ -6,7 +6,7 @@ the job ends (Flink 2's ``execution.checkpointing.externalized-checkpoint-retent
 - ``NO_EXTERNALIZED_CHECKPOINTS``: deleted however the job ends.
 
 The JobManager applies the mode when the job reaches its terminal state (see
-``millstream.jobmanager.checkpointing.deletes_checkpoints``).
+``millstream.jobmanager.checkpoint.settings.deletes_checkpoints``).
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecu
 from millstream.datastream.functions import SourceFunction
 from millstream.datastream.transformations import UNSET, SourceTransformation, Transformation
 from millstream.runtime import config as cfg
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.artifact_names import check_archive_target
 from millstream.runtime.narrowing import value_narrower
 

@@ -10,7 +10,7 @@ import enum
 from typing import Any, Sequence
 
 from millstream.common.typeinfo import TypeInformation
-from millstream.runtime.factories import OperatorFactory
+from millstream.runtime.operator_factories import OperatorFactory
 from millstream.runtime.partitioners import StreamPartitioner
 
 UNSET = -1  # parallelism / max parallelism not set by the user

@@ -15,7 +15,7 @@ from millstream.datastream import functions as fn
 from millstream.datastream.evictors import Evictor
 from millstream.datastream.triggers import _millis
 from millstream.datastream.window import MergingWindowAssigner, Trigger, WindowAssigner
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 from millstream.runtime.output_tag import OutputTag
 
 if TYPE_CHECKING:

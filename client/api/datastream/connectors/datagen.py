@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 
 
 class DataGeneratorSource:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from millstream.common.serialization import Encoder
 from millstream.datastream.functions import SinkFunction
-from millstream.runtime import factories as ops
+from millstream.runtime import operator_factories as ops
 
 __all__ = [
     "BucketAssigner",

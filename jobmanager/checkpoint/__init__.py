@@ -1,0 +1,1 @@
+"""Checkpoints on the JobManager: the CheckpointCoordinator (pure), its driver, a job's settings."""

@@ -1,0 +1,1 @@
+"""The Dispatcher: accepts JobGraphs, starts a JobMaster per job, keeps jobs' records and results."""

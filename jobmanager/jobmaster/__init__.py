@@ -1,0 +1,1 @@
+"""The JobMaster: one job's ExecutionGraph, its scheduling, deployment and failover."""

@@ -1,0 +1,1 @@
+"""The ResourceManager: registered TaskManagers and their slots (the SlotManager)."""

@@ -1,0 +1,242 @@
+"""The REST API's vertex, metrics and backpressure answers (pure, no I/O), with Flink's paths,
+shapes and field names:
+
+* ``/jobs/:jobid/vertices/:vertexid``: JobVertexDetailsInfo (subtasks with state, attempt,
+  TaskManager, times and I/O metrics);
+* ``/jobs/:jobid/vertices/:vertexid/metrics[?get=a,b]``: the metric ids ``<subtask>.<metric>``
+  (user metrics ``<subtask>.<operator>.<group>.<name>``), or their values as strings;
+* ``/jobs/:jobid/vertices/:vertexid/subtasks/metrics[?get=a,b&agg=max]``: a metric aggregated
+  over the subtasks (min, max, avg, sum);
+* ``/jobs/:jobid/vertices/:vertexid/backpressure``: JobVertexBackPressureInfo, from each
+  subtask's backPressuredTimeMsPerSecond (Flink's levels: ok up to 10 %, low up to 50 %, high);
+* the I/O figures of a vertex entry of ``/jobs/:jobid``.
+
+The figures come from each current execution attempt's latest metric snapshot (a heartbeat
+behind, as in Flink); :func:`vertex_views` reads them from a JobMaster's core.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from millstream.runtime.execution_state import ExecutionState
+from millstream.jobmanager.rest.views import BadRequest, NotFound
+
+__all__ = [
+    "SubtaskView", "VertexView", "vertex_views", "parse_vertex_id", "vertex_details_view", "vertex_metrics_view",
+    "subtasks_metrics_view", "backpressure_view", "backpressure_level", "vertex_io_summary",
+    "find_vertex",
+]
+
+VERTEX_ID_HEX_LENGTH = 32
+BACKPRESSURE_LOW = 0.10   # Flink's thresholds on the backpressured-time ratio
+BACKPRESSURE_HIGH = 0.50
+AGGREGATIONS = ("min", "max", "avg", "sum")
+
+
+@dataclass(frozen=True)
+class SubtaskView:
+    subtask: int
+    status: str
+    attempt: int
+    endpoint: str         # the TaskManager's address ("" before deployment)
+    taskmanager_id: str
+    start_time: int       # wall-clock ms it was deployed; -1: not yet
+    end_time: int         # wall-clock ms it reached a terminal state; -1: not yet
+    metrics: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class VertexView:
+    vertex_id: bytes
+    name: str
+    parallelism: int
+    max_parallelism: int
+    subtasks: tuple[SubtaskView, ...]
+
+
+def vertex_views(core: Any) -> dict[bytes, VertexView]:
+    """Every job vertex of a JobMaster's core (``JobMasterCore``) with its current attempts."""
+    per_vertex: dict[bytes, list[SubtaskView]] = {v.id: [] for v in core.graph.job_vertices}
+    for (vertex_id, index), execution in core.current.items():
+        times = execution.state_times
+        slot = execution.slot
+        per_vertex[vertex_id].append(SubtaskView(
+            subtask=index,
+            status=execution.state.value,
+            attempt=execution.attempt_number,
+            endpoint=slot.tm_address if slot is not None else "",
+            taskmanager_id=slot.resource_id if slot is not None else "",
+            start_time=times.get("DEPLOYING", -1),
+            end_time=times.get(execution.state.value, -1) if execution.state.is_terminal() else -1,
+            metrics=dict(execution.metrics),
+        ))
+    return {
+        v.id: VertexView(v.id, v.name, v.parallelism, v.max_parallelism,
+                         tuple(sorted(per_vertex[v.id], key=lambda s: s.subtask)))
+        for v in core.graph.job_vertices
+    }
+
+
+def parse_vertex_id(text: str) -> bytes:
+    """A vertex id from a path: 32 hex digits, as Flink's JobVertexID prints."""
+    try:
+        if len(text) != VERTEX_ID_HEX_LENGTH:
+            raise ValueError
+        return bytes.fromhex(text)
+    except ValueError:
+        raise BadRequest(f"Invalid JobVertexID '{text}': a vertex id is {VERTEX_ID_HEX_LENGTH} hexadecimal digits.") from None
+
+
+def find_vertex(vertices: Mapping[bytes, VertexView], vertex_id: bytes, job_id_hex: str) -> VertexView:
+    vertex = vertices.get(vertex_id)
+    if vertex is None:
+        raise NotFound(f"Job {job_id_hex} has no vertex {vertex_id.hex()}.")
+    return vertex
+
+
+def _duration(start: int, end: int, now_ms: int) -> int:
+    return -1 if start < 0 else max(0, (end if end >= 0 else now_ms) - start)
+
+
+def _io_metrics(metrics: Mapping[str, float], complete: bool) -> dict[str, Any]:
+    """Flink's IOMetricsInfo of one subtask (or a vertex's sums)."""
+    return {
+        "read-bytes": int(metrics.get("numBytesIn", 0)),
+        "read-bytes-complete": complete,
+        "write-bytes": int(metrics.get("numBytesOut", 0)),
+        "write-bytes-complete": complete,
+        "read-records": int(metrics.get("numRecordsIn", 0)),
+        "read-records-complete": complete,
+        "write-records": int(metrics.get("numRecordsOut", 0)),
+        "write-records-complete": complete,
+        "accumulated-backpressured-time": int(metrics.get("accumulateBackPressuredTimeMs", 0)),
+        "accumulated-idle-time": int(metrics.get("accumulateIdleTimeMs", 0)),
+        "accumulated-busy-time": int(metrics.get("accumulateBusyTimeMs", 0)),
+    }
+
+
+def vertex_details_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
+    """``GET /jobs/:jobid/vertices/:vertexid``: Flink's JobVertexDetailsInfo."""
+    subtasks = []
+    for s in vertex.subtasks:
+        host = s.endpoint.rpartition(":")[0] if s.endpoint else ""
+        subtasks.append({
+            "subtask": s.subtask,
+            "status": s.status,
+            "attempt": s.attempt,
+            "endpoint": s.endpoint,
+            "host": host,
+            "start-time": s.start_time,
+            "end-time": s.end_time,
+            "duration": _duration(s.start_time, s.end_time, now_ms),
+            "metrics": _io_metrics(s.metrics, ExecutionState(s.status).is_terminal()),
+            "taskmanager-id": s.taskmanager_id or "(unassigned)",
+        })
+    return {
+        "id": vertex.vertex_id.hex(),
+        "name": vertex.name,
+        "parallelism": vertex.parallelism,
+        "maxParallelism": vertex.max_parallelism,
+        "now": now_ms,
+        "subtasks": subtasks,
+    }
+
+
+def _format(value: float) -> str:
+    """A metric value as Flink's REST API writes it: a string, integral values without '.0'."""
+    return str(int(value)) if value == int(value) and abs(value) < 2**63 else repr(value)
+
+
+def _requested(get: str | None) -> list[str] | None:
+    if get is None:
+        return None
+    return [name for name in (part.strip() for part in get.split(",")) if name]
+
+
+def vertex_metrics_view(vertex: VertexView, get: str | None) -> list[dict[str, str]]:
+    """``GET /jobs/:jobid/vertices/:vertexid/metrics``: without ``get`` the available ids
+    (``<subtask>.<metric>``), with ``get=a,b`` those that exist with their values (as strings)."""
+    values = {f"{s.subtask}.{name}": value for s in vertex.subtasks for name, value in s.metrics.items()}
+    wanted = _requested(get)
+    if wanted is None:
+        return [{"id": metric_id} for metric_id in sorted(values)]
+    return [{"id": metric_id, "value": _format(values[metric_id])} for metric_id in wanted if metric_id in values]
+
+
+def subtasks_metrics_view(vertex: VertexView, get: str | None, agg: str | None) -> list[dict[str, Any]]:
+    """``GET /jobs/:jobid/vertices/:vertexid/subtasks/metrics``: a metric over every subtask that
+    reports it, aggregated (``agg=min,max,avg,sum``; all four by default)."""
+    names = sorted({name for s in vertex.subtasks for name in s.metrics})
+    wanted = _requested(get)
+    if wanted is None:
+        return [{"id": name} for name in names]
+    aggregations = _requested(agg) or list(AGGREGATIONS)
+    unknown = [a for a in aggregations if a not in AGGREGATIONS]
+    if unknown:
+        raise BadRequest(f"Unknown aggregation {unknown[0]!r}: use {', '.join(AGGREGATIONS)}.")
+    result = []
+    for name in wanted:
+        values = [s.metrics[name] for s in vertex.subtasks if name in s.metrics]
+        if not values:
+            continue
+        stats = {"min": min(values), "max": max(values), "avg": sum(values) / len(values), "sum": sum(values)}
+        result.append({"id": name, **{a: stats[a] for a in aggregations}})
+    return result
+
+
+def backpressure_level(ratio: float) -> str:
+    """Flink's level of a backpressured-time ratio (0..1)."""
+    if ratio <= BACKPRESSURE_LOW:
+        return "ok"
+    return "low" if ratio <= BACKPRESSURE_HIGH else "high"
+
+
+def backpressure_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
+    """``GET /jobs/:jobid/vertices/:vertexid/backpressure``: Flink's JobVertexBackPressureInfo from
+    each running subtask's latest busy / idle / backpressured time per second. Without those
+    figures (no subtask reports them: not running yet, or ``metrics.task.io-timing: false``) the
+    status is ``deprecated``, as Flink answers when it has no statistics."""
+    subtasks = []
+    for s in vertex.subtasks:
+        if "backPressuredTimeMsPerSecond" not in s.metrics:
+            continue
+        ratio = s.metrics["backPressuredTimeMsPerSecond"] / 1000
+        subtasks.append({
+            "subtask": s.subtask,
+            "attempt-number": s.attempt,
+            "backpressure-level": backpressure_level(ratio),
+            "ratio": round(ratio, 3),
+            "idleRatio": round(s.metrics.get("idleTimeMsPerSecond", 0.0) / 1000, 3),
+            "busyRatio": round(s.metrics.get("busyTimeMsPerSecond", 0.0) / 1000, 3),
+        })
+    if not subtasks:
+        return {"status": "deprecated"}
+    worst = max(entry["ratio"] for entry in subtasks)
+    return {"status": "ok", "backpressure-level": backpressure_level(worst), "end-timestamp": now_ms, "subtasks": subtasks}
+
+
+def vertex_io_summary(vertex: VertexView) -> dict[str, float]:
+    """A vertex's figures for its ``/jobs/:jobid`` entry, with the entry's field names (kept in
+    VertexSummary.metrics): Flink's byte counts and accumulated times summed over its current
+    attempts, and (Millstream's, for the web UI) its busiest and most backpressured subtask's
+    ratios, 0..1. Empty while no attempt reported metrics."""
+    reported = [s.metrics for s in vertex.subtasks if s.metrics]
+    if not reported:
+        return {}
+
+    def total(name: str) -> float:
+        return sum(m.get(name, 0.0) for m in reported)
+
+    def highest(name: str) -> float:
+        return max((m[name] / 1000 for m in reported if name in m), default=0.0)
+
+    return {
+        "read-bytes": total("numBytesIn"),
+        "write-bytes": total("numBytesOut"),
+        "accumulated-backpressured-time": total("accumulateBackPressuredTimeMs"),
+        "accumulated-idle-time": total("accumulateIdleTimeMs"),
+        "accumulated-busy-time": total("accumulateBusyTimeMs"),
+        "busy-ratio": highest("busyTimeMsPerSecond"),
+        "backpressured-ratio": highest("backPressuredTimeMsPerSecond"),
+    }

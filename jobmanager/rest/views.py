@@ -1,0 +1,545 @@
+"""The REST API's answers: the JobManager's summaries turned into Flink's JSON (pure, no I/O).
+
+Every function takes what the Dispatcher, the SlotManager and the JobMasters already keep (a
+:class:`~millstream.proto.cluster_pb2.JobSummary`, a job's status timestamps and plan, a
+:class:`~millstream.jobmanager.resourcemanager.slot_manager.TaskManagerInfo`) and returns the dict Flink's REST
+handler of the same path returns, with Flink's field names, so scripts and dashboards written for
+Flink read it. Fields Millstream has no figure for (bytes, backpressure, memory) are left out
+rather than invented, except where Flink's shape needs a value (they are then 0 or -1 as in Flink
+for "unknown"). The aiohttp shell (:mod:`millstream.jobmanager.rest.server`) only routes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from millstream.runtime.execution_state import ExecutionState, JobStatus
+from millstream.jobmanager.jobmaster.job_master_core import ExceptionHistoryEntry
+from millstream.jobmanager.resourcemanager.slot_manager import SlotState, TaskManagerInfo
+from millstream.proto import cluster_pb2 as cpb
+from millstream.proto import jobgraph_pb2 as pb
+
+__all__ = [
+    "JobView", "TaskManagerView", "NotFound", "BadRequest", "parse_job_id", "config_view", "overview_view",
+    "jobs_view", "jobs_overview_view", "job_details_view", "plan_view", "job_plan", "exceptions_view",
+    "checkpoints_view", "taskmanagers_view", "taskmanager_details_view", "error_body", "vertex_status",
+    "Conflict", "parse_max_exceptions", "SavepointOperation", "savepoint_trigger_request", "stop_request",
+    "savepoint_status_view", "parse_trigger_id",
+]
+
+JOB_ID_HEX_LENGTH = 32  # Flink's JobID: 16 bytes, 32 hex digits
+
+
+class NotFound(LookupError):
+    """A path or id that names nothing: 404 with Flink's ``{"errors": [...]}``."""
+
+
+class BadRequest(ValueError):
+    """A malformed id or parameter: 400 with Flink's ``{"errors": [...]}``."""
+
+
+class Conflict(RuntimeError):
+    """A request the job's state does not allow now (a savepoint of a job that is not running):
+    409 with Flink's ``{"errors": [...]}``."""
+
+
+def error_body(message: str) -> dict[str, list[str]]:
+    return {"errors": [message]}
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What the REST API shows of one job: its summary, when it entered each status (wall-clock
+    ms, Flink's ``timestamps``) and its plan (:func:`job_plan`, kept from the submitted JobGraph)."""
+
+    summary: cpb.JobSummary
+    timestamps: Mapping[str, int] = field(default_factory=dict)
+    plan: Mapping[str, Any] = field(default_factory=dict)
+    exceptions: tuple[ExceptionHistoryEntry, ...] = ()  # root causes of failed attempts, oldest first
+
+
+@dataclass(frozen=True)
+class TaskManagerView:
+    info: TaskManagerInfo
+    last_heartbeat_ms: int  # wall clock
+    resources: cpb.TaskManagerResources | None = None  # from its latest heartbeat
+
+
+def parse_job_id(text: str) -> bytes:
+    """A job id from a path: 32 hex digits, as Flink's JobID prints."""
+    if len(text) != JOB_ID_HEX_LENGTH:
+        raise BadRequest(f"Invalid JobID '{text}': a job id is {JOB_ID_HEX_LENGTH} hexadecimal digits.")
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise BadRequest(f"Invalid JobID '{text}': a job id is {JOB_ID_HEX_LENGTH} hexadecimal digits.") from None
+
+
+def _status(summary: cpb.JobSummary) -> JobStatus:
+    return JobStatus.from_proto(summary.status)
+
+
+def _end_time(summary: cpb.JobSummary) -> int:
+    return summary.end_time_ms if summary.end_time_ms else -1
+
+
+def _duration(start_ms: int, end_ms: int, now_ms: int) -> int:
+    if start_ms <= 0:
+        return -1
+    return max(0, (end_ms if end_ms > 0 else now_ms) - start_ms)
+
+
+def _all_states(counts: Mapping[str, int]) -> dict[str, int]:
+    """Every ExecutionState, upper case, as in a job's ``status-counts`` and a vertex's ``tasks``."""
+    result = {state.value: 0 for state in ExecutionState}
+    result["RECONCILING"] = 0  # Flink's state; Millstream has no reconciliation
+    for state, n in counts.items():
+        result[state] = result.get(state, 0) + n
+    return result
+
+
+def vertex_status(counts: Mapping[str, int], parallelism: int) -> str:
+    """A vertex's aggregate state, as Flink's ExecutionJobVertex.getAggregateJobVertexState."""
+    total = sum(counts.values())
+    if total == 0:
+        return ExecutionState.CREATED.value
+    for state in (ExecutionState.FAILED, ExecutionState.CANCELING, ExecutionState.CANCELED):
+        if counts.get(state.value, 0):
+            return state.value
+    if counts.get(ExecutionState.FINISHED.value, 0) == max(total, parallelism):
+        return ExecutionState.FINISHED.value
+    for state in (ExecutionState.RUNNING, ExecutionState.INITIALIZING, ExecutionState.DEPLOYING,
+                  ExecutionState.SCHEDULED, ExecutionState.FINISHED):
+        if counts.get(state.value, 0):
+            return ExecutionState.RUNNING.value if state is ExecutionState.FINISHED else state.value
+    return ExecutionState.CREATED.value
+
+
+# ---- cluster ----------------------------------------------------------------------------------
+
+def config_view(version: str, refresh_interval_ms: int) -> dict[str, Any]:
+    """``GET /config``: the dashboard's configuration (Flink's DashboardConfiguration)."""
+    return {
+        "refresh-interval": refresh_interval_ms,
+        "timezone-name": "UTC",
+        "timezone-offset": 0,
+        "flink-version": version,
+        "flink-revision": f"millstream {version}",
+        "features": {"web-submit": False, "web-cancel": True, "web-rescale": False, "web-history": False},
+    }
+
+
+def overview_view(overview: cpb.ClusterOverview, version: str) -> dict[str, Any]:
+    """``GET /overview``: Flink's ClusterOverviewWithVersion."""
+    return {
+        "taskmanagers": overview.taskmanagers,
+        "slots-total": overview.slots_total,
+        "slots-available": overview.slots_available,
+        "jobs-running": overview.jobs_running,
+        "jobs-finished": overview.jobs_finished,
+        "jobs-cancelled": overview.jobs_cancelled,
+        "jobs-failed": overview.jobs_failed,
+        # Flink's blocklist: Millstream never blocks a TaskManager, so none is blocked.
+        "taskmanagers-blocked": 0,
+        "slots-free-and-blocked": 0,
+        "flink-version": version,
+        "flink-commit": f"millstream {version}",
+    }
+
+
+# ---- jobs -------------------------------------------------------------------------------------
+
+def jobs_view(jobs: Iterable[JobView]) -> dict[str, Any]:
+    """``GET /jobs``: ids and statuses."""
+    return {"jobs": [{"id": j.summary.job_id.hex(), "status": _status(j.summary).value} for j in jobs]}
+
+
+def _job_overview(job: JobView, now_ms: int) -> dict[str, Any]:
+    s = job.summary
+    counts = _all_states(s.tasks_per_state)
+    tasks = {state.lower(): n for state, n in counts.items()}
+    tasks["total"] = s.num_tasks
+    return {
+        "jid": s.job_id.hex(),
+        "name": s.job_name,
+        "state": _status(s).value,
+        "start-time": s.start_time_ms,
+        "end-time": _end_time(s),
+        "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),
+        "last-modification": max([s.start_time_ms, s.end_time_ms, *job.timestamps.values()]),
+        "tasks": tasks,
+    }
+
+
+def jobs_overview_view(jobs: Iterable[JobView], now_ms: int) -> dict[str, Any]:
+    """``GET /jobs/overview``: Flink's MultipleJobsDetails."""
+    return {"jobs": [_job_overview(j, now_ms) for j in jobs]}
+
+
+def _vertex(v: cpb.VertexSummary, job: JobView, now_ms: int) -> dict[str, Any]:
+    status = vertex_status(v.tasks_per_state, v.parallelism)
+    started = job.timestamps.get(JobStatus.RUNNING.value, -1) if status != ExecutionState.CREATED.value else -1
+    complete = ExecutionState(status).is_terminal()
+    ended = job.summary.end_time_ms if complete and job.summary.end_time_ms else -1
+    return {
+        "id": v.vertex_id.hex(),
+        "name": v.name,
+        "parallelism": v.parallelism,
+        "status": status,
+        "start-time": started,
+        "end-time": ended,
+        "duration": _duration(started, ended, now_ms),
+        "tasks": _all_states(v.tasks_per_state),
+        "metrics": {
+            "read-records": v.records_in,
+            "read-records-complete": complete,
+            "write-records": v.records_out,
+            "write-records-complete": complete,
+            **_io_fields(v.metrics, complete),
+        },
+    }
+
+
+def _io_fields(metrics: Mapping[str, float], complete: bool) -> dict[str, Any]:
+    """A vertex's bytes, accumulated times (ms) and busy / backpressured ratios, when the REST
+    source filled them in (rest_metrics_views.vertex_io_summary)."""
+    fields: dict[str, Any] = {name: round(value, 3) if name.endswith("-ratio") else int(value)
+                              for name, value in metrics.items()}
+    if "read-bytes" in fields:
+        fields["read-bytes-complete"] = fields["write-bytes-complete"] = complete
+    return fields
+
+
+def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:
+    """``GET /jobs/:jobid``: Flink's JobDetailsInfo."""
+    s = job.summary
+    status = _status(s)
+    return {
+        "jid": s.job_id.hex(),
+        "name": s.job_name,
+        "isStoppable": False,
+        "state": status.value,
+        "job-type": job.plan.get("type", "STREAMING"),
+        "start-time": s.start_time_ms,
+        "end-time": _end_time(s),
+        "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),
+        "maxParallelism": s.parallelism,
+        "now": now_ms,
+        "timestamps": {state.value: job.timestamps.get(state.value, 0) for state in JobStatus},
+        "vertices": [_vertex(v, job, now_ms) for v in s.vertices],
+        "status-counts": _all_states(s.tasks_per_state),
+        "plan": dict(job.plan),
+    }
+
+
+def job_plan(graph: pb.JobGraph) -> dict[str, Any]:
+    """A JobGraph's plan as Flink's JSON plan (``/jobs/:jobid/plan``'s ``plan``): a node per job
+    vertex (an operator chain), each input naming its producer and ship strategy. Computed once at
+    submission and kept with the job's summary, since a finished job drops its JobGraph."""
+    batch = graph.execution_config.runtime_mode == pb.RuntimeMode.BATCH
+    nodes = []
+    for v in graph.vertices:
+        inputs = [{
+            "num": n,
+            "id": edge.source_vertex.hex(),
+            "ship_strategy": edge.ship_strategy or "FORWARD",
+            "exchange": "blocking" if edge.partition_type == pb.ResultPartitionType.BLOCKING else "pipelined_bounded",
+        } for n, edge in enumerate(v.inputs)]
+        node: dict[str, Any] = {
+            "id": v.id.hex(),
+            "parallelism": v.parallelism,
+            "operator": "",
+            "operator_strategy": "",
+            "description": v.name,
+            "optimizer_properties": {},
+        }
+        if inputs:
+            node["inputs"] = inputs
+        nodes.append(node)
+    return {"jid": graph.job_id.hex(), "name": graph.job_name, "type": "BATCH" if batch else "STREAMING", "nodes": nodes}
+
+
+def plan_view(job: JobView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/plan``."""
+    return {"plan": dict(job.plan)}
+
+
+DEFAULT_MAX_EXCEPTIONS = 20  # Flink's JobExceptionsHandler without ?maxExceptions=
+
+
+def parse_max_exceptions(text: str | None) -> int:
+    """``?maxExceptions=``: how many history entries to return (Flink takes the first of a list)."""
+    if text is None or text == "":
+        return DEFAULT_MAX_EXCEPTIONS
+    first = text.split(",", 1)[0].strip()
+    try:
+        value = int(first)
+    except ValueError:
+        raise BadRequest(f"maxExceptions must be a non-negative integer, got '{text}'.") from None
+    if value < 0:
+        raise BadRequest(f"maxExceptions must be a non-negative integer, got '{text}'.")
+    return value
+
+
+def _exception_name(failure: cpb.JobFailure) -> str:
+    """``ValueError: boom`` -> ``ValueError``; a message with no exception class: ``Exception``."""
+    head = failure.message.split(":", 1)[0].strip()
+    return head if ":" in failure.message and head and " " not in head else "Exception"
+
+
+def _exception_entry(failure: cpb.JobFailure, timestamp: int, location: str, taskmanager_id: str) -> dict[str, Any]:
+    return {
+        "exceptionName": _exception_name(failure),
+        "stacktrace": failure.traceback or failure.message,
+        "timestamp": timestamp,
+        "taskName": failure.task_name or None,
+        "endpoint": location or None,
+        "location": location or None,  # Flink 1.x's name of endpoint, for older dashboards
+        "taskManagerId": taskmanager_id or None,
+        "failureLabels": {},
+        "concurrentExceptions": [],
+    }
+
+
+def exceptions_view(job: JobView, now_ms: int, max_exceptions: int = DEFAULT_MAX_EXCEPTIONS) -> dict[str, Any]:
+    """``GET /jobs/:jobid/exceptions``: Flink's JobExceptionsInfoWithHistory. The history holds the
+    root cause of every failed attempt the JobMaster recorded (each restart's cause and the final
+    failure; ``web.exception-history-size`` of them), newest first, at most ``max_exceptions``
+    (``truncated`` when more were left out). A job that failed before its JobMaster ran (its graph
+    could not be built) has its failure as the only entry. The deprecated first-level fields
+    (``root-exception``, ``timestamp``) carry the job's root cause, else the latest failure."""
+    s = job.summary
+    entries = [_exception_entry(e.failure, e.timestamp_ms, e.location, e.taskmanager_id) for e in reversed(job.exceptions)]
+    has_failure = s.HasField("failure") and bool(s.failure.message or s.failure.traceback)
+    root: str | None = None
+    root_timestamp: int | None = None
+    if has_failure:
+        root = s.failure.traceback or s.failure.message
+        root_timestamp = s.end_time_ms or job.timestamps.get(JobStatus.RESTARTING.value) or now_ms
+        if not entries:
+            entries = [_exception_entry(s.failure, root_timestamp, "", "")]
+    elif entries:
+        root, root_timestamp = entries[0]["stacktrace"], entries[0]["timestamp"]
+    return {
+        "root-exception": root,
+        "timestamp": root_timestamp,
+        "all-exceptions": [],
+        "truncated": False,
+        "exceptionHistory": {"entries": entries[:max_exceptions], "truncated": len(entries) > max_exceptions},
+    }
+
+
+def _stat(value: int) -> dict[str, int]:
+    return {"min": value, "max": value, "avg": value, "p50": value, "p90": value, "p95": value,
+            "p99": value, "p999": value}
+
+
+def checkpoints_view(job: JobView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/checkpoints``: Flink's CheckpointingStatistics, from the figures the
+    JobMaster keeps (counts, the latest completed / failed / restored checkpoint). A job without
+    checkpointing: NotFound, as Flink answers."""
+    s = job.summary
+    if not s.HasField("checkpoints"):
+        raise NotFound(f"Checkpointing has not been enabled for job {s.job_id.hex()}.")
+    c = s.checkpoints
+    restored = 1 if c.latest_restored_id else 0
+    completed = None
+    if c.last_completed_id:
+        completed = {
+            "@class": "completed",
+            "id": c.last_completed_id,
+            "status": "COMPLETED",
+            "is_savepoint": False,
+            "trigger_timestamp": c.last_completed_at_ms - c.last_duration_ms,
+            "latest_ack_timestamp": c.last_completed_at_ms,
+            "state_size": c.last_size_bytes,
+            "checkpointed_size": c.last_size_bytes,
+            "end_to_end_duration": c.last_duration_ms,
+            "external_path": c.directory,
+            "discarded": False,
+        }
+    # The history knows more of the latest ones: a savepoint or not, when a failed one ran.
+    history = list(c.history)
+    if completed is not None:
+        kept = next((h for h in history if h.id == c.last_completed_id and h.status == "COMPLETED"), None)
+        completed["is_savepoint"] = bool(kept and kept.is_savepoint)
+        completed["checkpoint_type"] = "SAVEPOINT" if completed["is_savepoint"] else "CHECKPOINT"
+    savepoint = next((h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
+    failed = None
+    if c.num_failed:
+        failed = {"@class": "failed", "status": "FAILED",
+                  "failure_message": f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")}
+        last_failed = next((h for h in history if h.status == "FAILED"), None)
+        if last_failed is not None and last_failed.failure_message == c.last_failure_message:
+            failed.update(id=last_failed.id, trigger_timestamp=last_failed.trigger_timestamp_ms,
+                          failure_timestamp=last_failed.end_timestamp_ms or None, is_savepoint=last_failed.is_savepoint)
+    restored_view = None
+    if c.latest_restored_id:
+        restored_view = {"id": c.latest_restored_id, "restore_timestamp": c.latest_restored_at_ms,
+                         "is_savepoint": False, "external_path": c.latest_restored_path}
+    return {
+        "counts": {
+            "restored": restored,
+            "total": c.num_completed + c.num_failed + c.num_in_progress,
+            "in_progress": c.num_in_progress,
+            "completed": c.num_completed,
+            "failed": c.num_failed,
+        },
+        "summary": {
+            "checkpointed_size": _stat(c.last_size_bytes),
+            "state_size": _stat(c.last_size_bytes),
+            "end_to_end_duration": _stat(c.last_duration_ms),
+        },
+        "latest": {"completed": completed, "failed": failed, "restored": restored_view,
+                   "savepoint": _checkpoint_history_entry(savepoint) if savepoint is not None else None},
+        "history": [_checkpoint_history_entry(h) for h in c.history],
+    }
+
+
+def _checkpoint_history_entry(h: cpb.CheckpointHistoryEntry) -> dict[str, Any]:
+    """One of Flink's CheckpointStatistics in ``history`` (newest first, as Flink lists them)."""
+    ended = h.end_timestamp_ms or None
+    entry: dict[str, Any] = {
+        "@class": "completed" if h.status == "COMPLETED" else "failed",
+        "id": h.id,
+        "status": h.status,
+        "is_savepoint": h.is_savepoint,
+        "checkpoint_type": "SAVEPOINT" if h.is_savepoint else "CHECKPOINT",
+        "trigger_timestamp": h.trigger_timestamp_ms,
+        "latest_ack_timestamp": ended if h.status == "COMPLETED" else None,
+        "state_size": h.size_bytes,
+        "checkpointed_size": h.size_bytes,
+        "end_to_end_duration": ended - h.trigger_timestamp_ms if ended else None,
+    }
+    if h.status != "COMPLETED":
+        entry["failure_timestamp"] = ended
+        entry["failure_message"] = h.failure_message
+    return entry
+
+
+# ---- TaskManagers -----------------------------------------------------------------------------
+
+def _taskmanager(tm: TaskManagerView) -> dict[str, Any]:
+    info = tm.info
+    host, _, port = info.address.rpartition(":")
+    data_port = info.data_address.rpartition(":")[2]
+    return {
+        "id": info.resource_id,
+        "path": info.address,
+        "dataPort": int(data_port) if data_port.isdigit() else -1,
+        "jmxPort": -1,
+        # Flink's field holds the wall-clock time of the last heartbeat, despite its name.
+        "timeSinceLastHeartbeat": tm.last_heartbeat_ms,
+        "slotsNumber": info.num_slots,
+        "freeSlots": info.free_slots,
+        **({"hardware": _hardware(tm.resources)} if tm.resources is not None else {}),
+    }
+
+
+def _hardware(r: cpb.TaskManagerResources) -> dict[str, int]:
+    """Flink's HardwareDescription. There ``freeMemory`` is the JVM's; here it is the host's
+    available memory. No memory is managed apart from the process's own."""
+    return {"cpuCores": r.cpu_cores, "physicalMemory": r.physical_memory_bytes,
+            "freeMemory": r.available_memory_bytes, "managedMemory": 0}
+
+
+def taskmanagers_view(tms: Iterable[TaskManagerView]) -> dict[str, Any]:
+    """``GET /taskmanagers``: Flink's TaskManagersInfo."""
+    return {"taskmanagers": [_taskmanager(tm) for tm in tms]}
+
+
+def taskmanager_details_view(tm: TaskManagerView) -> dict[str, Any]:
+    """``GET /taskmanagers/:taskmanagerid``: the summary plus each slot's job."""
+    details = _taskmanager(tm)
+    details["allocatedSlots"] = [
+        {"index": s.slot_index, "jobId": s.job_id.hex() if s.job_id else None, "state": s.state.value}
+        for s in tm.info.slots if s.state is not SlotState.FREE
+    ]
+    r = tm.resources
+    # Flink's TaskManagerMetricsInfo describes a JVM (heap, non-heap, direct buffers); a Python
+    # TaskManager reports its process memory instead, the Spark JVM and Python workers included.
+    details["metrics"] = {} if r is None else {
+        "processRss": r.process_rss_bytes,
+        "processTreeRss": r.process_tree_rss_bytes,
+        "heartbeatsReceived": r.heartbeats_received,
+        "runningTasks": r.running_tasks,
+    }
+    return details
+
+
+# ---- savepoints (Flink's asynchronous operations) ---------------------------------------------
+
+TRIGGER_ID_HEX_LENGTH = 32  # Flink's TriggerId, as a JobID
+
+
+@dataclass
+class SavepointOperation:
+    """One savepoint triggered through the REST API: in progress until ``location`` or ``failure``
+    is set (by the shell, when the savepoint task ends)."""
+
+    job_id: bytes
+    trigger_id: str
+    stop: bool
+    location: str | None = None
+    failure: str | None = None
+    failure_class: str = "SavepointException"
+
+    @property
+    def done(self) -> bool:
+        return self.location is not None or self.failure is not None
+
+
+def parse_trigger_id(text: str) -> str:
+    """A trigger id from a path or a body: 32 hex digits, lower case."""
+    if len(text) != TRIGGER_ID_HEX_LENGTH or any(c not in "0123456789abcdefABCDEF" for c in text):
+        raise BadRequest(f"Invalid trigger id '{text}': a trigger id is {TRIGGER_ID_HEX_LENGTH} hexadecimal digits.")
+    return text.lower()
+
+
+def _body_field(body: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or (kind is str and isinstance(value, bool)):
+        raise BadRequest(f"'{key}' must be a {kind.__name__}, got {json_type(value)}.")
+    return value
+
+
+def json_type(value: Any) -> str:
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), "null" if value is None else type(value).__name__)
+
+
+def _trigger_request(body: Any, directory_key: str) -> tuple[str, str | None]:
+    if not isinstance(body, dict):
+        raise BadRequest(f"The request body must be a JSON object, got {json_type(body)}.")
+    if body.get("formatType") not in (None, "CANONICAL"):
+        raise BadRequest(f"formatType {body['formatType']!r} is not supported: Millstream writes CANONICAL savepoints.")
+    directory = _body_field(body, directory_key, str, "")
+    trigger = _body_field(body, "triggerId", str, None)
+    return directory, parse_trigger_id(trigger) if trigger is not None else None
+
+
+def savepoint_trigger_request(body: Any) -> tuple[str, bool, str | None]:
+    """``POST /jobs/:jobid/savepoints``' body (Flink's SavepointTriggerRequestBody):
+    (target directory, "" for the cluster's default; cancel the job afterwards; trigger id or None)."""
+    directory, trigger = _trigger_request(body, "target-directory")
+    return directory, bool(_body_field(body, "cancel-job", bool, False)), trigger
+
+
+def stop_request(body: Any) -> tuple[str, bool, str | None]:
+    """``POST /jobs/:jobid/stop``' body (Flink's StopWithSavepointRequestBody): (target directory,
+    drain: MAX_WATERMARK and the end of input before the savepoint, trigger id or None)."""
+    directory, trigger = _trigger_request(body, "targetDirectory")
+    return directory, bool(_body_field(body, "drain", bool, False)), trigger
+
+
+def savepoint_status_view(op: SavepointOperation) -> dict[str, Any]:
+    """``GET /jobs/:jobid/savepoints/:triggerid``: Flink's AsynchronousOperationResult of a
+    SavepointInfo (``location`` once COMPLETED, or ``failure-cause`` if it failed)."""
+    if not op.done:
+        return {"status": {"id": "IN_PROGRESS"}, "operation": None}
+    if op.failure is not None:
+        cause = {"class": op.failure_class, "stack-trace": f"{op.failure_class}: {op.failure}"}
+        return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": cause}}
+    return {"status": {"id": "COMPLETED"}, "operation": {"location": op.location}}

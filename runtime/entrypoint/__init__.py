@@ -1,0 +1,1 @@
+"""What the JobManager and TaskManager processes share: arguments, logging, log files, loop health."""

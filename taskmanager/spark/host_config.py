@@ -1,0 +1,68 @@
+"""Which SparkHost a TaskManager's configuration asks for: its master, conf and addresses.
+
+Light to import (no gRPC): the embedded cluster forks Spark's JVM with it before it imports the rest.
+"""
+from __future__ import annotations
+
+import socket
+
+from millstream.runtime import config as cfg
+from millstream.runtime.rpc.security import cluster_credentials
+from millstream.taskmanager.spark.host import SparkHost
+
+
+def spark_conf(configuration: cfg.Configuration) -> dict[str, str]:
+    pairs = (item.split("=", 1) for item in configuration.get(cfg.SPARK_CONF))
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+def external_master(configuration: cfg.Configuration) -> str | None:
+    """The Spark master URL when it is a cluster of its own (not an embedded local[...])."""
+    master = configuration.get(cfg.SPARK_MASTER)
+    return master if master and not master.startswith("local") else None
+
+
+def address_towards(url: str) -> str:
+    """This machine's address on the route to ``url``'s (first) host: where that host, and the
+    machines beside it, reach us. A UDP connect sends nothing; it only picks the route."""
+    netloc = url.split("://", 1)[-1].split("/", 1)[0].split(",", 1)[0]
+    host = netloc.rsplit(":", 1)[0].strip("[]") if ":" in netloc else netloc
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, 7077))
+            return str(probe.getsockname()[0])
+    except OSError as exc:
+        raise cfg.ConfigurationError(
+            f"{cfg.SPARK_MASTER.key}: cannot find this machine's address towards {host!r} ({exc}); "
+            f"set {cfg.TASKMANAGER_HOST.key}") from exc
+
+
+def taskmanager_hosts(configuration: cfg.Configuration) -> tuple[str, str]:
+    """(advertised, bind) addresses: see taskmanager.host and taskmanager.bind-host."""
+    external = external_master(configuration)
+    advertised = configuration.get(cfg.TASKMANAGER_HOST) or (address_towards(external) if external else "127.0.0.1")
+    bind = configuration.get(cfg.TASKMANAGER_BIND_HOST) or ("0.0.0.0" if external else advertised)
+    return advertised, bind
+
+
+def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
+    """The SparkHost a TaskManager with this configuration runs its tasks on (not started): its
+    control channel uses the configured TLS. Its workers never get the cluster token: each task
+    attempt gets its own task credential through the channel (``TaskExecutor``)."""
+    advertised, bind = taskmanager_hosts(configuration)
+    credentials = cluster_credentials(configuration)
+    try:
+        return SparkHost(
+            configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS),
+            configuration.get(cfg.SPARK_MASTER) or None,
+            conf=spark_conf(configuration),
+            tasks_per_slot=configuration.get(cfg.SPARK_TASKS_PER_SLOT),
+            control_host=advertised,
+            bind_host=bind,
+            control_ports=configuration.get(cfg.SPARK_CONTROL_PORT),
+            tls=credentials.tls,
+            executor_wait_s=configuration.get(cfg.SPARK_EXECUTOR_WAIT) / 1000,
+        )
+    except ValueError as exc:
+        raise cfg.ConfigurationError(f"{cfg.SPARK_CONTROL_PORT.key}: {exc}") from exc
