@@ -262,7 +262,7 @@ def test_web_files_are_package_data() -> None:
 
     root = Path(__file__).resolve().parents[2]
     setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert "millstream.jobmanager.rest.web" in setuptools["packages"]
+    assert "millstream*" in setuptools["packages"]["find"]["include"]
     patterns = setuptools["package-data"]["millstream.jobmanager.rest.web"]
     assert all((WEB_DIR / name).is_file() and any(fnmatch.fnmatch(name, p) for p in patterns) for name in WEB_FILES)
 

@@ -1,0 +1,1 @@
+../client/api/__init__.py

@@ -1,0 +1,1 @@
+../client/api/_java_code.py

@@ -1,0 +1,1 @@
+../client/api/_not_provided.py

@@ -1,0 +1,1 @@
+../client/api/_pyflink_modules.py
