@@ -27,7 +27,8 @@ from millstream.datastream.transformations import (
     UnionTransformation,
 )
 from millstream.runtime.operator_factories import OperatorFactory, SourceFactory
-from millstream.runtime.partitioners import ForwardPartitioner, RebalancePartitioner, StreamPartitioner
+from millstream.runtime.partitioners import (ForwardPartitioner, KeyGroupStreamPartitioner, RebalancePartitioner,
+                                             StreamPartitioner)
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
 
@@ -51,6 +52,10 @@ def display_name(name: str) -> str:
     name = _OBJECT_REPR.sub(lambda m: m.group(1), name)
     return _FUNCTION_REPR.sub(lambda m: (m.group(1) or m.group(2) or "").replace("<lambda>", "lambda"), name)
 
+# PyFlink's name of the operator that computes a key_by's Python key selector (its PythonConfigUtil's).
+KEY_BY_NODE_NAME = "_stream_key_by_map_operator"
+
+
 @dataclass(eq=False)
 class StreamEdge:
     source_id: int
@@ -60,6 +65,7 @@ class StreamEdge:
     output_tag: str | None
     exchange_mode: StreamExchangeMode
     index: int  # unique per graph: a union of a stream with itself gives two distinct edges
+    key_by_id: int | None = None  # the key_by (its PartitionTransformation's id) this HASH edge comes from
 
     @property
     def edge_id(self) -> str:
@@ -116,10 +122,29 @@ class StreamGraph:
         return self.nodes[node_id]
 
     def to_json(self) -> str:
-        """Flink's execution-plan JSON: nodes with id, type, pact, contents, parallelism, predecessors."""
-        out = []
-        # Flink's JSONGenerator lists sinks after every other node, each part by id.
-        for node in sorted(self.nodes.values(), key=lambda n: (n.is_sink, n.id)):
+        """Flink's execution-plan JSON: nodes with id, type, pact, contents, parallelism, predecessors.
+
+        A ``key_by`` shows as PyFlink's plan shows it: PyFlink computes a Python key selector in an
+        operator named ``_stream_key_by_map_operator`` that it aligns with the key_by's input (same
+        parallelism, FORWARD), followed by the HASH exchange. Millstream computes the key at the
+        same place, in the input's task as it routes each record (the HASH partitioner), so the
+        plan gives that step PyFlink's node (the key_by's id) rather than hiding it in the edge."""
+        def predecessor(source_id: int, ship_strategy: str) -> dict[str, Any]:
+            return {"id": source_id, "ship_strategy": ship_strategy, "side": "second"}
+
+        key_by_inputs: dict[int, list[int]] = {}
+        for node in self.nodes.values():
+            for e in node.in_edges:
+                if e.key_by_id is not None and e.source_id not in key_by_inputs.setdefault(e.key_by_id, []):
+                    key_by_inputs[e.key_by_id].append(e.source_id)
+        entries: list[tuple[bool, int, dict[str, Any]]] = []
+        for key_by_id, inputs in key_by_inputs.items():
+            entries.append((False, key_by_id, {
+                "id": key_by_id, "type": KEY_BY_NODE_NAME, "pact": "Operator", "contents": KEY_BY_NODE_NAME,
+                "parallelism": self.nodes[inputs[0]].parallelism,
+                "predecessors": [predecessor(i, "FORWARD") for i in inputs],
+            }))
+        for node in self.nodes.values():
             entry: dict[str, Any] = {
                 "id": node.id,
                 "type": node.operator_name,
@@ -129,10 +154,12 @@ class StreamGraph:
             }
             if node.in_edges:
                 entry["predecessors"] = [
-                    {"id": e.source_id, "ship_strategy": str(e.partitioner), "side": "second"} for e in node.in_edges
+                    predecessor(e.source_id if e.key_by_id is None else e.key_by_id, str(e.partitioner))
+                    for e in node.in_edges
                 ]
-            out.append(entry)
-        return json.dumps({"nodes": out}, indent=2)
+            entries.append((node.is_sink, node.id, entry))
+        # Flink's JSONGenerator lists sinks after every other node, each part by id.
+        return json.dumps({"nodes": [e for _, _, e in sorted(entries, key=lambda x: (x[0], x[1]))]}, indent=2)
 
 
 class StreamGraphGenerator:
@@ -143,6 +170,7 @@ class StreamGraphGenerator:
         self._transformations = list(transformations)
         self._translated: dict[int, list[int]] = {}
         self._virtual_partitions: dict[int, tuple[int, StreamPartitioner, StreamExchangeMode]] = {}
+        self._virtual_key_bys: dict[int, int] = {}  # a key_by's virtual partition -> the key_by's transformation id
         self._virtual_side_outputs: dict[int, tuple[int, str]] = {}
         self._last_virtual_id = 0
         self._edge_count = 0
@@ -209,6 +237,8 @@ class StreamGraphGenerator:
             for input_id in self._transform(t.inputs[0]):
                 virtual_id = self._virtual_id(t, input_id)
                 self._virtual_partitions[virtual_id] = (input_id, t.partitioner, t.exchange_mode)
+                if isinstance(t.partitioner, KeyGroupStreamPartitioner):
+                    self._virtual_key_bys[virtual_id] = t.id
                 ids.append(virtual_id)
         elif isinstance(t, SideOutputTransformation):
             ids = []
@@ -280,15 +310,19 @@ class StreamGraphGenerator:
         partitioner: StreamPartitioner | None,
         output_tag: str | None,
         exchange_mode: StreamExchangeMode,
+        key_by_id: int | None = None,
     ) -> None:
         if upstream_id in self._virtual_side_outputs:
             original, tag = self._virtual_side_outputs[upstream_id]
-            self._add_edge(original, downstream_id, type_number, partitioner, output_tag or tag, exchange_mode)
+            self._add_edge(original, downstream_id, type_number, partitioner, output_tag or tag, exchange_mode, key_by_id)
             return
         if upstream_id in self._virtual_partitions:
             original, virtual_partitioner, virtual_mode = self._virtual_partitions[upstream_id]
+            if partitioner is None and upstream_id in self._virtual_key_bys:
+                key_by_id = self._virtual_key_bys[upstream_id]
             self._add_edge(
-                original, downstream_id, type_number, partitioner or virtual_partitioner, output_tag, virtual_mode
+                original, downstream_id, type_number, partitioner or virtual_partitioner, output_tag, virtual_mode,
+                key_by_id,
             )
             return
         upstream = self._graph.nodes[upstream_id]
@@ -303,7 +337,8 @@ class StreamGraphGenerator:
                 f"downstream operation: {downstream} parallelism: {downstream.parallelism} "
                 "You must use another partitioning strategy, such as broadcast, rebalance, shuffle or global."
             )
-        edge = StreamEdge(upstream_id, downstream_id, type_number, partitioner, output_tag, exchange_mode, self._edge_count)
+        edge = StreamEdge(upstream_id, downstream_id, type_number, partitioner, output_tag, exchange_mode, self._edge_count,
+                          key_by_id)
         self._edge_count += 1
         upstream.out_edges.append(edge)
         downstream.in_edges.append(edge)

@@ -370,7 +370,8 @@ CHECKPOINTING_MAX_CONCURRENT: ConfigOption[int] = _option(
 CHECKPOINTING_UNALIGNED: ConfigOption[bool] = _option(
     "execution.checkpointing.unaligned.enabled", _BOOL, False,
     "Unaligned checkpoints requested (CheckpointConfig.is_unaligned_checkpoints_enabled); "
-    "checkpoints are taken aligned (exactly once) whatever the value.",
+    "checkpoints are taken aligned (exactly once) whatever the value, and the JobManager logs a "
+    "WARNING when it accepts a job that asks for them.",
     fallback_keys=("execution.checkpointing.unaligned",))
 CHECKPOINTING_TOLERABLE_FAILURES: ConfigOption[int] = _option(
     "execution.checkpointing.tolerable-failed-checkpoints", _INT, 0,
@@ -387,11 +388,11 @@ CHECKPOINTING_NUM_RETAINED: ConfigOption[int] = _option(
     fallback_keys=("state.checkpoints.num-retained",))
 
 CHECKPOINTING_EXTERNALIZED_RETENTION: ConfigOption[str] = _option(
-    "execution.checkpointing.externalized-checkpoint-retention", _STR, "DELETE_ON_CANCELLATION",
-    "What becomes of a job's checkpoints when it ends: DELETE_ON_CANCELLATION (kept only when the "
-    "job fails), RETAIN_ON_CANCELLATION (kept when it fails or is cancelled) or "
-    "NO_EXTERNALIZED_CHECKPOINTS (always deleted). A finished job's are deleted in every mode. "
-    "Default DELETE_ON_CANCELLATION (Flink's is NO_EXTERNALIZED_CHECKPOINTS).",
+    "execution.checkpointing.externalized-checkpoint-retention", _STR, "NO_EXTERNALIZED_CHECKPOINTS",
+    "What becomes of a job's checkpoints when it ends, as in Flink 2: NO_EXTERNALIZED_CHECKPOINTS "
+    "(the default: deleted however the job ends), DELETE_ON_CANCELLATION (kept only when the job "
+    "fails) or RETAIN_ON_CANCELLATION (kept when it fails or is cancelled). A finished job's are "
+    "deleted in every mode.",
     choices=("DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION", "NO_EXTERNALIZED_CHECKPOINTS"))
 
 STATE_BACKEND_TYPE: ConfigOption[str] = _option(

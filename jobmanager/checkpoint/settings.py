@@ -32,6 +32,16 @@ class JobCheckpointing:
     ignore_unclaimed_state: bool = False
     savepoint_dir: Optional[Path] = None  # the cluster's default savepoint target
     retention: str = cfg.CHECKPOINTING_EXTERNALIZED_RETENTION.default  # what the job's end does to them
+    unaligned_requested: bool = False  # the job asked for unaligned checkpoints; they are taken aligned
+
+
+def unaligned_checkpoints_warning(job_name: str, job_id_hex: str) -> str:
+    """What the JobManager logs (WARNING, once, when it accepts the job) for a job that asked for
+    unaligned checkpoints: Millstream's barriers always align, so the request has no effect."""
+    return (f"job {job_id_hex} ('{job_name}') asks for unaligned checkpoints "
+            f"({cfg.CHECKPOINTING_UNALIGNED.key}: true); Millstream takes aligned checkpoints only, so this job's "
+            "checkpoints stay aligned. Exactly-once is unaffected; only checkpoint times under back-pressure "
+            "differ (a barrier waits behind the buffered records instead of overtaking them).")
 
 
 def deletes_checkpoints(retention: str, status: str) -> bool:
@@ -60,6 +70,7 @@ def checkpoint_options_of(conf: cfg.Configuration) -> dict[str, Any]:
         cfg.CHECKPOINTING_NUM_RETAINED.key: conf.get(cfg.CHECKPOINTING_NUM_RETAINED),
         cfg.CHECKPOINTING_SAVEPOINT_DIR.key: conf.get(cfg.CHECKPOINTING_SAVEPOINT_DIR),
         cfg.CHECKPOINTING_EXTERNALIZED_RETENTION.key: conf.get(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION),
+        cfg.CHECKPOINTING_UNALIGNED.key: conf.get(cfg.CHECKPOINTING_UNALIGNED),
     }
 
 
@@ -111,5 +122,7 @@ def checkpointing_for_job(graph: pb.JobGraph, cluster: Mapping[str, Any]) -> Opt
         raise ValueError(str(exc).replace("execution.checkpointing.dir", "savepoint path")) from None
     _, ignore = _job_value(graph, cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE)
     retention = cfg.CHECKPOINTING_EXTERNALIZED_RETENTION.parse(value(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION))
+    # Flink takes unaligned checkpoints only in EXACTLY_ONCE mode (AT_LEAST_ONCE never aligns).
+    unaligned = mode == "EXACTLY_ONCE" and bool(value(cfg.CHECKPOINTING_UNALIGNED))
     return JobCheckpointing(settings, mode, directory, num_retained, savepoint_path, bool(ignore), savepoint_dir,
-                            retention)
+                            retention, unaligned)

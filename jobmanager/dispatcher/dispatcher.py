@@ -55,7 +55,7 @@ from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.jobmanager.checkpoint.driver import SavepointError
-from millstream.jobmanager.checkpoint.settings import JobCheckpointing, checkpointing_for_job
+from millstream.jobmanager.checkpoint.settings import JobCheckpointing, checkpointing_for_job, unaligned_checkpoints_warning
 from millstream.jobmanager.dispatcher.job_persistence import JobPersistence, result_entry
 from millstream.runtime import config as cfg
 from millstream.runtime.checkpoint_storage import CheckpointStorageError, parse_checkpoint_dir
@@ -344,6 +344,8 @@ class Dispatcher:
         if request.submission_id:
             self._by_submission[request.submission_id] = graph.job_id
         log.info("job %s ('%s') accepted: %d tasks", graph.job_id.hex(), graph.job_name, num_tasks)
+        if checkpointing is not None and checkpointing.unaligned_requested:
+            log.warning(unaligned_checkpoints_warning(graph.job_name, graph.job_id.hex()))
         return record, graph, artifacts, restart_spec, checkpointing
 
     def _launch(self, record: JobRecord, graph: pb.JobGraph, artifacts: list[cpb.ArtifactRef],

@@ -579,26 +579,73 @@ def test_streaming_file_sink_with_add_sink_is_exactly_once_across_a_restart(clus
     assert_exactly_once(out, count)
 
 
-@pytest.mark.parametrize("retention, kept", [("RETAIN_ON_CANCELLATION", True), ("DELETE_ON_CANCELLATION", False)])
-def test_a_cancelled_jobs_checkpoints_follow_its_externalized_checkpoint_retention(cluster, tmp_path, retention, kept) -> None:
-    # Flink: RETAIN_ON_CANCELLATION keeps a cancelled job's checkpoints (to resume from); DELETE_ON_CANCELLATION drops them
+# Flink 2's CheckpointProperties per ExternalizedCheckpointRetention: every mode deletes a finished
+# job's checkpoints; NO_EXTERNALIZED_CHECKPOINTS (the default) deletes them however the job ends;
+# DELETE_ON_CANCELLATION keeps a failed job's only; RETAIN_ON_CANCELLATION keeps a failed or
+# cancelled job's (to resume from).
+@pytest.mark.parametrize("retention, end, kept", [
+    (None, "cancel", False),
+    (None, "fail", False),
+    ("DELETE_ON_CANCELLATION", "cancel", False),
+    ("DELETE_ON_CANCELLATION", "fail", True),
+    ("RETAIN_ON_CANCELLATION", "cancel", True),
+    ("RETAIN_ON_CANCELLATION", "finish", False),
+])
+def test_an_ended_jobs_checkpoints_follow_its_externalized_checkpoint_retention(
+        cluster, tmp_path, retention, end, kept) -> None:
     from millstream.datastream import ExternalizedCheckpointRetention
 
     mc, checkpoints = cluster
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     env.enable_checkpointing(100)
-    env.get_checkpoint_config().set_externalized_checkpoint_retention(ExternalizedCheckpointRetention[retention])
-    counting_job(env, tmp_path / "out", 100_000, 2000)
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    if retention is not None:
+        env.get_checkpoint_config().set_externalized_checkpoint_retention(ExternalizedCheckpointRetention[retention])
+    marker = tmp_path / "fail"
+    count, rate = (3000, 1000) if end == "finish" else (100_000, 2000)
+    counting_job(env, tmp_path / "out", count, rate, FailWhenMarked(str(marker)))
     with ClusterClient(mc.address) as client:
-        job_id = client.submit(env.get_job_graph(f"cancelled, {retention}").proto)
+        job_id = client.submit(env.get_job_graph(f"{end}, {retention or 'default retention'}").proto)
         poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
-        client.cancel(job_id)
-        summary = poll_for(lambda: ended(client, job_id), 60, what="the job to end")
-    assert JobStatus.from_proto(summary.status) is JobStatus.CANCELED
+        if end == "cancel":
+            client.cancel(job_id)
+        elif end == "fail":
+            marker.touch()
+        summary = poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+    expected = {"cancel": JobStatus.CANCELED, "fail": JobStatus.FAILED, "finish": JobStatus.FINISHED}[end]
+    assert JobStatus.from_proto(summary.status) is expected, summary.failure.message
     job_dir = checkpoints / job_id.hex()
     if kept:
         time.sleep(1.0)  # a deletion would start as the job ends: give it the time to show
         assert sorted(p.name for p in job_dir.glob("chk-*/_metadata")), list(job_dir.iterdir())
     else:
-        poll_for(lambda: not job_dir.exists(), 30, what="the cancelled job's checkpoints to be deleted")
+        poll_for(lambda: not job_dir.exists(), 30, what=f"the {expected.name} job's checkpoints to be deleted")
+
+
+def test_a_job_asking_for_unaligned_checkpoints_gets_one_warning_and_aligned_exactly_once_checkpoints(
+        cluster, tmp_path, caplog) -> None:
+    # Millstream's barriers always align: the JobManager says so once, when it accepts the job
+    mc, _ = cluster
+    ids = []
+    for unaligned in (True, False):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        env.enable_checkpointing(100)
+        if unaligned:
+            env.get_checkpoint_config().enable_unaligned_checkpoints()
+        out = tmp_path / f"out-{unaligned}"
+        counting_job(env, out, 3000, 1000)
+        with caplog.at_level("WARNING", logger="millstream.jobmanager.dispatcher.dispatcher"):
+            with ClusterClient(mc.address) as client:
+                job_id = client.submit(env.get_job_graph(f"unaligned={unaligned}").proto)
+                summary = poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
+        assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+        assert summary.checkpoints.num_completed >= 2
+        assert_exactly_once(out, 3000)
+        ids.append(job_id.hex())
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "unaligned" in r.getMessage()]
+    assert len([w for w in warnings if ids[0] in w]) == 1, warnings
+    assert not [w for w in warnings if ids[1] in w], warnings
+    (text,) = [w for w in warnings if ids[0] in w]
+    assert "execution.checkpointing.unaligned.enabled" in text and "stay aligned" in text

@@ -130,6 +130,17 @@ def test_union_side_outputs_and_partitioners_deliver_every_record_once(cluster) 
     assert got == expected
 
 
+def test_a_union_of_keyed_streams_runs_through_the_values_operators_and_delivers_every_record_once(cluster) -> None:
+    # PyFlink: KeyedStream.union is _values().union(...): each keyed stream is hashed into its
+    # _keyed_stream_values_operator, whose records then reach the union's consumer unchanged
+    env = _env(2)
+    a = env.from_sequence(1, 100).key_by(lambda x: x % 3)
+    b = env.from_sequence(101, 150).key_by(lambda x: x % 5)
+    with a.union(b, env.from_collection([1000])).map(lambda x: x).set_parallelism(3).execute_and_collect() as results:
+        got = sorted(results)
+    assert got == list(range(1, 151)) + [1000]
+
+
 def test_file_sink_writes_one_part_file_per_subtask(cluster, tmp_path) -> None:
     env = _env(2)
     env.from_sequence(1, 100).rebalance().map(str).sink_to(FileSink.for_row_format(str(tmp_path / "out")).build())

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from tests.pyflink_compat.classify import FAILED, JAVA, PASSED, REMOVED, format_table, summarize
+from tests.pyflink_compat.classify import FAILED, JAVA, PASSED, REMOVED, TABLE, format_table, summarize
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BASELINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "baseline_passing.txt")
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help="test modules under datastream/tests (default: all)")
     parser.add_argument("--tests", default=os.environ.get(ENV_VAR), help=f"flink-python/pyflink (default: ${ENV_VAR})")
     parser.add_argument("--report", help="write the per-test results (JSON) here")
-    parser.add_argument("--failures", action="store_true", help="list each failing, Java-needing and removed-API test with its reason")
+    parser.add_argument("--failures", action="store_true", help="list each failing, Java-needing, removed-API and Table-API test with its reason")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
     parser.add_argument("--write-baseline", action="store_true",
                         help=f"record the passing tests in {os.path.relpath(BASELINE, REPO)} (the CI test's floor)")
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.report:
             os.remove(report)
     if args.failures:
-        for outcome in (FAILED, JAVA, REMOVED):
+        for outcome in (FAILED, JAVA, REMOVED, TABLE):
             for nodeid in sorted(n for n, r in results.items() if r["outcome"] == outcome):
                 print(f"{outcome:<7} {nodeid.split('::', 1)[-1]}: {results[nodeid]['reason']}")
         print()

@@ -10,7 +10,7 @@ Loaded only in the harness's own pytest process. On load it:
 - binds the stream's declared type to a test sink in ``add_sink`` (PyFlink converts each record to
   that type's Java object before its Java test sink sees it).
 Each test's result is sorted by :func:`classify.verdict`: a test that needs a Java object, or
-uses an API PyFlink 2.x removed, is reported as skipped with the reason. ``MILLSTREAM_PYFLINK_COMPAT_REPORT`` names a JSON file that
+uses an API PyFlink 2.x removed, or uses the Table API, is reported as skipped with the reason. ``MILLSTREAM_PYFLINK_COMPAT_REPORT`` names a JSON file that
 receives ``{nodeid: {"outcome", "reason"}}`` at the end of the session.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import cloudpickle
 import pytest
 
 from tests.pyflink_compat import alias
-from tests.pyflink_compat.classify import FAILED, JAVA, PASSED, REMOVED, SKIPPED, verdict
+from tests.pyflink_compat.classify import FAILED, JAVA, PASSED, REMOVED, SKIPPED, TABLE, verdict
 from tests.pyflink_compat.java_handles import JavaEnvHandle
 
 _results: dict[str, dict[str, str]] = {}
@@ -68,7 +68,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if not report.failed or call.excinfo is None:
         return
     v = verdict(call.excinfo.value)
-    if entry["outcome"] in (FAILED, JAVA, REMOVED):
+    if entry["outcome"] in (FAILED, JAVA, REMOVED, TABLE):
         return  # the first failing phase decides (teardown after a failed call adds nothing)
     entry.update(outcome=v.outcome, reason=v.reason)
     if v.outcome == JAVA:
@@ -77,6 +77,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     elif v.outcome == REMOVED:
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"removed in PyFlink 2.x: {v.reason}")
+    elif v.outcome == TABLE:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"needs the Table API: {v.reason}")
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:

@@ -282,6 +282,50 @@ def test_execution_plan_union_has_one_predecessor_per_input(env):
     assert sorted(ids[p["id"]] for p in u["predecessors"]) == ["Source: a", "Source: b"]
 
 
+def test_execution_plan_shows_a_key_by_as_pyflinks_key_by_map_operator(env):
+    # PyFlink 2.3: key_by adds `_stream_key_by_map_operator` (aligned with its input: same
+    # parallelism, FORWARD) before the HASH exchange; every consumer of the keyed stream reads it
+    env.set_parallelism(2)
+    src = env.from_collection([("a", 1)]).name("src")
+    keyed = src.key_by(lambda x: x[1])
+    keyed.map(identity).name("m3").set_parallelism(3).print().set_parallelism(4)
+    keyed.reduce(lambda a, b: a).name("r").print()
+    nodes = _plan(env)["nodes"]
+    types = [n["type"] for n in nodes]
+    assert types[:2] == ["Source: src", "_stream_key_by_map_operator"] and types.count("_stream_key_by_map_operator") == 1
+    key_by = nodes[1]
+    assert key_by["pact"] == "Operator" and key_by["contents"] == "_stream_key_by_map_operator"
+    assert key_by["parallelism"] == nodes[0]["parallelism"] == 1
+    assert key_by["predecessors"] == [{"id": nodes[0]["id"], "ship_strategy": "FORWARD", "side": "second"}]
+    by_type = {n["type"]: n for n in nodes}
+    for consumer in ("m3", "r"):
+        assert [(p["id"], p["ship_strategy"]) for p in by_type[consumer]["predecessors"]] == [(key_by["id"], "HASH")]
+    assert by_type["m3"]["parallelism"] == 3
+    # only the plan shows it: the StreamGraph's keyed edge still runs from the source, hashing there
+    graph = env.get_stream_graph()
+    m3 = next(n for n in graph.nodes.values() if n.operator_name == "m3")
+    assert [graph.node(e.source_id).operator_name for e in m3.in_edges] == ["Source: src"]
+
+
+def test_a_union_of_keyed_streams_goes_through_pyflinks_values_operators(env):
+    # PyFlink 2.3: KeyedStream.union (and a keyed stream given to union) is `_values().union(...)`,
+    # an operator named `_keyed_stream_values_operator` fed by the HASH exchange
+    a = env.from_collection([1, 2, 3]).key_by(lambda x: x)
+    b = env.from_collection([4, 5, 6]).key_by(lambda x: x)
+    c = env.from_collection([7])
+    a.union(b).print().name("u1")
+    c.union(b).print().name("u2")
+    nodes = _plan(env)["nodes"]
+    values = {n["id"]: n for n in nodes if n["type"] == "_keyed_stream_values_operator"}
+    assert len(values) == 3
+    assert all([p["ship_strategy"] for p in v["predecessors"]] == ["HASH"] for v in values.values())
+    sinks = {n["type"]: n for n in nodes if n["pact"] == "Data Sink"}
+    assert sorted(p["id"] for p in sinks["Sink: u1"]["predecessors"]) == sorted(list(values)[:2])
+    u2 = sorted(p["id"] for p in sinks["Sink: u2"]["predecessors"])
+    assert u2[1] == list(values)[2] and next(n for n in nodes if n["id"] == u2[0])["type"] == "Source: Collection Source"
+    assert a.union(b).get_type() == a.get_type()
+
+
 def test_key_by_rejects_key_types_that_cannot_be_keys() -> None:
     from millstream.common import Types
     from millstream.datastream import StreamExecutionEnvironment

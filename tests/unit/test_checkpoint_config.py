@@ -123,9 +123,12 @@ def test_externalized_checkpoint_retention_is_pyflinks_and_reaches_the_job() -> 
         "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION", "NO_EXTERNALIZED_CHECKPOINTS"]
     env = StreamExecutionEnvironment.get_execution_environment()
     c = env.get_checkpoint_config()
-    assert c.is_externalized_checkpoints_enabled()
+    # Flink 2's default: NO_EXTERNALIZED_CHECKPOINTS, so externalized checkpoints are off
+    assert c.get_externalized_checkpoint_retention() is ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
+    assert not c.is_externalized_checkpoints_enabled()
     assert c.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION) is c
     assert c.get_externalized_checkpoint_retention() is ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    assert c.is_externalized_checkpoints_enabled()
     key = "execution.checkpointing.externalized-checkpoint-retention"
     assert c._job_settings()[key] == "RETAIN_ON_CANCELLATION"
     c.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS)
@@ -149,12 +152,26 @@ def test_fail_on_checkpointing_errors_is_the_tolerable_failure_number() -> None:
     assert c.is_fail_on_checkpointing_errors() and c.get_tolerable_checkpoint_failure_number() == 0
 
 
-def test_unaligned_only_settings_say_millstream_does_not_take_unaligned_checkpoints() -> None:
+def test_unaligned_checkpoint_settings_behave_as_pyflinks_and_reach_the_job() -> None:
+    # PyFlink 2.3's CheckpointConfig: every unaligned setting has a setter and a getter, none raises
     from millstream.common import Duration
 
     c = StreamExecutionEnvironment.get_execution_environment().get_checkpoint_config()
-    assert c.is_force_unaligned_checkpoints() is False
-    assert c.set_force_unaligned_checkpoints(False) is c
-    with pytest.raises(NotImplementedError, match="does not take unaligned checkpoints"):
-        c.set_force_unaligned_checkpoints(True)
+    assert not c.is_unaligned_checkpoints_enabled() and c.is_force_unaligned_checkpoints() is False
     assert c.get_aligned_checkpoint_timeout() == Duration.of_millis(0) == c.get_alignment_timeout()
+    key = "execution.checkpointing.unaligned.enabled"
+    assert key not in c._job_settings()
+    assert c.enable_unaligned_checkpoints() is c and c.is_unaligned_checkpoints_enabled()
+    assert c._job_settings()[key] == "true"  # the JobManager sees the request (and warns)
+    assert c.disable_unaligned_checkpoints() is c and not c.is_unaligned_checkpoints_enabled()
+    assert c._job_settings()[key] == "false"
+    assert c.set_force_unaligned_checkpoints(True) is c and c.is_force_unaligned_checkpoints() is True
+    assert c.set_force_unaligned_checkpoints(False) is c and c.is_force_unaligned_checkpoints() is False
+    assert c.set_alignment_timeout(Duration.of_minutes(1)) is c
+    assert c.get_alignment_timeout() == Duration.of_minutes(1) == c.get_aligned_checkpoint_timeout()
+    assert c.set_aligned_checkpoint_timeout(Duration.of_seconds(5)) is c
+    assert c.get_alignment_timeout() == Duration.of_seconds(5)
+    with pytest.raises(TypeError, match="needs a Duration"):
+        c.set_aligned_checkpoint_timeout(1000)
+    with pytest.raises(ValueError, match="must not be negative"):
+        c.set_alignment_timeout(Duration.of_millis(-1))

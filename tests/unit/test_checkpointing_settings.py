@@ -121,10 +121,31 @@ def test_externalized_checkpoint_retention_decides_what_the_jobs_end_deletes() -
 def test_the_retention_comes_from_the_job_then_the_cluster() -> None:
     key = "execution.checkpointing.externalized-checkpoint-retention"
     job = checkpointing_for_job(graph(1000), cluster())
-    assert job is not None and job.retention == "DELETE_ON_CANCELLATION"  # Millstream's behaviour so far
-    job = checkpointing_for_job(graph(1000), cluster(**{key: "NO_EXTERNALIZED_CHECKPOINTS"}))
-    assert job is not None and job.retention == "NO_EXTERNALIZED_CHECKPOINTS"
-    job = checkpointing_for_job(graph(1000, **{key: "RETAIN_ON_CANCELLATION"}), cluster(**{key: "NO_EXTERNALIZED_CHECKPOINTS"}))
+    assert job is not None and job.retention == "NO_EXTERNALIZED_CHECKPOINTS"  # Flink 2's default
+    job = checkpointing_for_job(graph(1000), cluster(**{key: "DELETE_ON_CANCELLATION"}))
+    assert job is not None and job.retention == "DELETE_ON_CANCELLATION"
+    job = checkpointing_for_job(graph(1000, **{key: "RETAIN_ON_CANCELLATION"}), cluster(**{key: "DELETE_ON_CANCELLATION"}))
     assert job is not None and job.retention == "RETAIN_ON_CANCELLATION"
     with pytest.raises(ValueError, match="externalized-checkpoint-retention"):
         checkpointing_for_job(graph(1000, **{key: "KEEP_FOREVER"}), cluster())
+
+
+def test_a_job_asking_for_unaligned_checkpoints_is_noted_and_its_checkpoints_stay_aligned() -> None:
+    from millstream.jobmanager.checkpoint.settings import unaligned_checkpoints_warning
+
+    key = "execution.checkpointing.unaligned.enabled"
+    job = checkpointing_for_job(graph(1000), cluster())
+    assert job is not None and not job.unaligned_requested
+    job = checkpointing_for_job(graph(1000, **{key: "true"}), cluster())
+    assert job is not None and job.unaligned_requested and job.mode == "EXACTLY_ONCE"
+    job = checkpointing_for_job(graph(1000), cluster(**{key: "true"}))  # the cluster's setting counts too
+    assert job is not None and job.unaligned_requested
+    job = checkpointing_for_job(graph(1000, **{key: "false"}), cluster(**{key: "true"}))  # the job's wins
+    assert job is not None and not job.unaligned_requested
+    # Flink aligns nothing in AT_LEAST_ONCE mode, so there is nothing unaligned to ask for there
+    job = checkpointing_for_job(graph(1000, mode="AT_LEAST_ONCE", **{key: "true"}), cluster())
+    assert job is not None and not job.unaligned_requested
+    assert checkpointing_for_job(graph(0, **{key: "true"}), cluster()) is None
+    text = unaligned_checkpoints_warning("wc", "ab12")
+    assert "ab12" in text and "'wc'" in text and key in text and "stay aligned" in text
+    assert "Exactly-once is unaffected" in text and "back-pressure" in text

@@ -11,7 +11,7 @@ import pytest
 
 from millstream.common import Row, Types
 from tests.pyflink_compat import alias
-from tests.pyflink_compat.classify import (FAILED, JAVA, PASSED, REMOVED, SKIPPED, JavaObjectNeeded, MillstreamLacks,
+from tests.pyflink_compat.classify import (FAILED, JAVA, PASSED, REMOVED, SKIPPED, TABLE, JavaObjectNeeded, MillstreamLacks,
                                            format_table, summarize, verdict)
 
 
@@ -55,9 +55,9 @@ def test_summary_counts_per_module() -> None:
         "a/test_y.py::T::test_3": {"outcome": REMOVED, "reason": "r"},
     }
     table = summarize(results)
-    assert table["test_x.py"] == {PASSED: 1, FAILED: 0, JAVA: 1, REMOVED: 0, SKIPPED: 0}
+    assert table["test_x.py"] == {PASSED: 1, FAILED: 0, JAVA: 1, REMOVED: 0, TABLE: 0, SKIPPED: 0}
     last = format_table(table).splitlines()[-1].split()
-    assert last == ["total", "1", "1", "1", "1", "1", "5"]
+    assert last == ["total", "1", "1", "1", "1", "0", "1", "5"]
 
 
 # -- the import alias ----------------------------------------------------------------------------
@@ -232,3 +232,19 @@ def test_millstreams_java_code_error_means_java() -> None:
         SourceFunction("org.apache.flink.python.util.MyCustomSourceFunction")
     assert verdict(info.value).outcome == JAVA
     assert verdict(TypeError("SourceFunction() takes no arguments")).outcome == FAILED  # a plain TypeError is not
+
+
+def test_the_table_api_is_its_own_outcome_not_a_datastream_failure() -> None:
+    v = verdict(MillstreamLacks("Millstream lacks pyflink.table.StreamTableEnvironment"))
+    assert (v.outcome, v.reason) == (TABLE, "uses the Table API (pyflink.table.StreamTableEnvironment)")
+    assert verdict(MillstreamLacks("Millstream lacks pyflink.table.DataTypes")).outcome == TABLE
+    try:  # found through the exception's chain too
+        try:
+            raise MillstreamLacks("Millstream lacks pyflink.table")
+        except MillstreamLacks as e:
+            raise RuntimeError("wrapped") from e
+    except RuntimeError as wrapped:
+        assert verdict(wrapped).outcome == TABLE
+    # other missing names are still failures, and a name that merely starts alike is not the Table API
+    assert verdict(MillstreamLacks("Millstream lacks pyflink.datastream.SlotSharingGroup")).outcome == FAILED
+    assert verdict(MillstreamLacks("Millstream lacks pyflink.tablet.X")).outcome == FAILED

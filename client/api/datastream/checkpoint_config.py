@@ -29,6 +29,8 @@ class CheckpointConfig:
         self.max_concurrent_checkpoints = 1
         self.tolerable_checkpoint_failure_number = 0
         self.unaligned_checkpoints = False
+        self.force_unaligned_checkpoints = False
+        self.aligned_checkpoint_timeout = Duration.of_millis(0)
         self.externalized_checkpoint_retention = ExternalizedCheckpointRetention[
             cfg.CHECKPOINTING_EXTERNALIZED_RETENTION.default]
         self.checkpoint_storage: Optional[CheckpointStorage] = None  # None: the cluster's directory
@@ -98,8 +100,11 @@ class CheckpointConfig:
         return self
 
     def enable_unaligned_checkpoints(self, enabled: bool = True) -> "CheckpointConfig":
-        """Recorded as in PyFlink; Millstream takes aligned checkpoints (exactly once) either way."""
+        """Recorded as in PyFlink and sent with the job (``execution.checkpointing.unaligned.enabled``).
+        Millstream takes aligned checkpoints only: the JobManager logs a WARNING when such a job is
+        submitted, and its checkpoints stay aligned (exactly once all the same)."""
         self.unaligned_checkpoints = bool(enabled)
+        self._explicit.add(cfg.CHECKPOINTING_UNALIGNED.key)
         return self
 
     def disable_unaligned_checkpoints(self) -> "CheckpointConfig":
@@ -133,20 +138,31 @@ class CheckpointConfig:
         return self.externalized_checkpoint_retention is not ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
 
     def is_force_unaligned_checkpoints(self) -> bool:
-        return False
+        return self.force_unaligned_checkpoints
 
     def set_force_unaligned_checkpoints(self, force_unaligned_checkpoints: bool = True) -> "CheckpointConfig":
-        """Only ``False`` (the default) is possible: Millstream takes aligned checkpoints."""
-        if force_unaligned_checkpoints:
-            raise NotImplementedError("set_force_unaligned_checkpoints(True): Millstream does not take unaligned "
-                                      "checkpoints (its checkpoints are aligned), so they cannot be forced")
+        """Recorded as in PyFlink. In Flink it matters only with unaligned checkpoints enabled,
+        which Millstream does not take (see :meth:`enable_unaligned_checkpoints`)."""
+        self.force_unaligned_checkpoints = bool(force_unaligned_checkpoints)
+        return self
+
+    def set_aligned_checkpoint_timeout(self, alignment_timeout: Duration) -> "CheckpointConfig":
+        """Recorded as in PyFlink. In Flink, with unaligned checkpoints enabled, the alignment time
+        after which a checkpoint goes unaligned; Millstream's checkpoints stay aligned."""
+        if not isinstance(alignment_timeout, Duration):
+            raise TypeError(f"set_aligned_checkpoint_timeout needs a Duration, got {alignment_timeout!r}")
+        if alignment_timeout.to_milliseconds() < 0:
+            raise ValueError(f"The aligned checkpoint timeout must not be negative, got {alignment_timeout}")
+        self.aligned_checkpoint_timeout = alignment_timeout
         return self
 
     def get_aligned_checkpoint_timeout(self) -> Duration:
-        """Zero, Flink's default. With unaligned checkpoints it is the alignment time after which a
-        checkpoint goes unaligned; Millstream takes aligned checkpoints only, so it has no setter
-        (``set_aligned_checkpoint_timeout`` / ``set_alignment_timeout`` are not provided)."""
-        return Duration.of_millis(0)
+        """Zero (Flink's default) unless set."""
+        return self.aligned_checkpoint_timeout
+
+    def set_alignment_timeout(self, alignment_timeout: Duration) -> "CheckpointConfig":
+        """PyFlink 2.x's older name of :meth:`set_aligned_checkpoint_timeout`."""
+        return self.set_aligned_checkpoint_timeout(alignment_timeout)
 
     def get_alignment_timeout(self) -> Duration:
         """PyFlink 2.x's older name of :meth:`get_aligned_checkpoint_timeout`."""
@@ -210,6 +226,7 @@ class CheckpointConfig:
             cfg.CHECKPOINTING_MIN_PAUSE: self.min_pause_between_checkpoints_ms,
             cfg.CHECKPOINTING_TOLERABLE_FAILURES: self.tolerable_checkpoint_failure_number,
             cfg.CHECKPOINTING_EXTERNALIZED_RETENTION: self.externalized_checkpoint_retention.name,
+            cfg.CHECKPOINTING_UNALIGNED: self.unaligned_checkpoints,
         }
         if isinstance(self.checkpoint_storage, FileSystemCheckpointStorage):
             values[cfg.CHECKPOINTING_DIR] = self.checkpoint_storage.get_checkpoint_path()

@@ -292,6 +292,8 @@ class DataStream(_Configurable):
                         output_type=Types.TUPLE(kept)).name("Projection")
 
     def union(self, *streams: "DataStream") -> "DataStream":
+        # As PyFlink's: a keyed stream joins a union through its values operator (KeyedStream._values).
+        streams = tuple(s._values() if isinstance(s, KeyedStream) else s for s in streams)
         inputs = [self._transformation] + [s._transformation for s in streams]
         for s in streams:
             if s._env is not self._env:
@@ -338,6 +340,10 @@ class DataStream(_Configurable):
         return self._env._execute_and_collect(self, job_execution_name, limit)
 
 
+# PyFlink's name of the operator that turns a keyed stream back into a plain one (PythonConfigUtil's).
+KEYED_STREAM_VALUES_NAME = "_keyed_stream_values_operator"
+
+
 class KeyedStream(DataStream):
     """A stream partitioned by key; its operators may use keyed state."""
 
@@ -352,6 +358,15 @@ class KeyedStream(DataStream):
 
     def _keyed(self) -> "KeyedStream":
         return self
+
+    def _values(self) -> DataStream:
+        """The keyed stream's records as a plain stream, through an identity operator named as
+        PyFlink's (``_keyed_stream_values_operator``): PyFlink's union of a keyed stream goes through
+        it, so its plan and exchanges (HASH into it, then on to the union's consumer) are PyFlink's."""
+        return self.map(lambda value: value, output_type=self.get_type()).name(KEYED_STREAM_VALUES_NAME)
+
+    def union(self, *streams: DataStream) -> DataStream:
+        return self._values().union(*streams)
 
     # PyFlink's KeyedStream forbids every partitioning call, as Flink's (its setConnectionType).
     def _no_partitioning(self, *args: Any, **kwargs: Any) -> "DataStream":

@@ -3,7 +3,7 @@ the job ends (Flink 2's ``execution.checkpointing.externalized-checkpoint-retent
 
 - ``DELETE_ON_CANCELLATION``: kept when the job fails; deleted when it is cancelled or finishes.
 - ``RETAIN_ON_CANCELLATION``: kept when the job fails or is cancelled; deleted when it finishes.
-- ``NO_EXTERNALIZED_CHECKPOINTS``: deleted however the job ends.
+- ``NO_EXTERNALIZED_CHECKPOINTS`` (the default, as in Flink 2): deleted however the job ends.
 
 The JobManager applies the mode when the job reaches its terminal state (see
 ``millstream.jobmanager.checkpoint.settings.deletes_checkpoints``).
