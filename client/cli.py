@@ -206,7 +206,7 @@ def _run(args: argparse.Namespace) -> int:
     stdout = sys.stdout
     live = stdout.isatty()
     if not live:  # plain lines from two threads (the program's, the view's): never mixed
-        sys.stdout = LineAtomicWriter(stdout)  # type: ignore[assignment]
+        sys.stdout = LineAtomicWriter(stdout)
     view = RunView(detached=args.detached, show_prints=not args.no_print, live=live, out=sys.stdout)
     try:
         with observing(view):
@@ -614,10 +614,10 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"millstream: error: {exc}", file=sys.stderr)
         return 1
     except grpc.RpcError as exc:
-        code = exc.code()  # type: ignore[attr-defined]
+        code = exc.code()
         # the JobManager's own refusals are its message; a transport failure keeps gRPC's status name
         plain = code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION)
-        print(f"millstream: error: {'' if plain else code.name + ': '}{exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+        print(f"millstream: error: {'' if plain else code.name + ': '}{exc.details()}", file=sys.stderr)
         return 1
     except Exception as exc:
         from millstream.client.stream_graph import StreamGraphError  # the job API: imported here, on errors only

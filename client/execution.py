@@ -24,6 +24,8 @@ from millstream.runtime import config as cfg
 from millstream.runtime.serialization import deserialize
 
 ENV_JOBMANAGER = cfg.ENV_JOBMANAGER
+# A job's Python artifact: a path from add_python_file, or (path, target directory) from add_python_archive.
+PythonArtifact = str | tuple[str, str]
 
 
 class JobExecutionException(RuntimeError):
@@ -96,7 +98,7 @@ def capture_job_graphs() -> Iterator[None]:
         _capturing.reset(token)
 
 
-def job_artifacts(python_files: Sequence[Any]) -> list[cpb.Artifact]:
+def job_artifacts(python_files: Sequence[PythonArtifact]) -> list[cpb.Artifact]:
     """The main script, the files added with ``add_python_file`` (paths) and the archives added
     with ``add_python_archive`` (``(path, target directory)`` pairs)."""
     files = list(python_files)
@@ -138,7 +140,7 @@ class _Session:
         self.client = ClusterClient(None, self.config.get(cfg.RPC_TIMEOUT) / 1000, self.config.get(cfg.RPC_MAX_MESSAGE_SIZE),
                                     resolver=resolver, failover_budget_s=budget_s, max_lookups=int(budget_s * 2))
 
-    def submit(self, job_graph: Any, python_files: Sequence[str]) -> bytes:
+    def submit(self, job_graph: Any, python_files: Sequence[PythonArtifact]) -> bytes:
         """Submits, retrying while the JobManager is unreachable for ``client.submission-timeout``."""
         timeout_s = self.config.get(cfg.CLIENT_SUBMISSION_TIMEOUT) / 1000
         return self.client.submit(job_graph.proto, job_artifacts(python_files), give_up_after_s=timeout_s)
@@ -181,7 +183,7 @@ def _result(summary: cpb.JobSummary) -> JobExecutionResult:
     return JobExecutionResult(summary.job_id.hex(), summary.job_name, max(0, summary.end_time_ms - summary.start_time_ms))
 
 
-def execute(job_graph: Any, configuration: Any, python_files: Sequence[str] = ()) -> JobExecutionResult:
+def execute(job_graph: Any, configuration: Any, python_files: Sequence[PythonArtifact] = ()) -> JobExecutionResult:
     if _capturing.get():
         raise JobGraphCaptured(job_graph)
     session = _Session(job_graph, configuration)
@@ -212,7 +214,7 @@ def execute(job_graph: Any, configuration: Any, python_files: Sequence[str] = ()
         session.close()
 
 
-def execute_async(job_graph: Any, configuration: Any, python_files: Sequence[str] = ()) -> Any:
+def execute_async(job_graph: Any, configuration: Any, python_files: Sequence[PythonArtifact] = ()) -> Any:
     """Submits the job and returns at once with a :class:`JobClient` for it (``env.execute_async``).
     The client keeps its connection to the cluster for the program's life: its calls may come
     long after the job ended."""
@@ -230,7 +232,7 @@ def execute_async(job_graph: Any, configuration: Any, python_files: Sequence[str
 
 
 def execute_and_collect(
-    job_graph: Any, configuration: Any, python_files: Sequence[str], collect_id: str, limit: int | None
+    job_graph: Any, configuration: Any, python_files: Sequence[PythonArtifact], collect_id: str, limit: int | None
 ) -> Any:
     """Runs the job and returns its collect sink's records as a closeable iterator.
 

@@ -10,6 +10,7 @@ import asyncio
 import atexit
 import contextlib
 import os
+import sys
 import logging
 import threading
 from concurrent.futures import Future
@@ -82,7 +83,8 @@ class MiniCluster:
         try:
             yield
         except Exception as exc:
-            if self.jvm_stderr:  # what Spark printed on its way down is in the file, not on the console
+            # what Spark printed on its way down is in the file, not on the console (notes: Python 3.11+)
+            if self.jvm_stderr and sys.version_info >= (3, 11):
                 exc.add_note(f"Spark's output: {self.jvm_stderr}")
             raise
 

@@ -509,7 +509,7 @@ class RunView:
             self._wait_since = None
         elif self._wait_since is None:
             self._wait_since = time.monotonic()
-        if waiting and time.monotonic() - self._wait_since >= self.slot_wait_grace_s:
+        if waiting and self._wait_since is not None and time.monotonic() - self._wait_since >= self.slot_wait_grace_s:
             grid.add_row(Text(waiting, style="yellow"))
         rows = vertex_rows(summary)
         if rows:

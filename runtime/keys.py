@@ -17,20 +17,20 @@ those holding an unhashable key for the conversion.
 from __future__ import annotations
 
 import collections
-from typing import Any
+from typing import Any, Callable, Iterable
 
 __all__ = ["UnkeyableError", "hashable_key", "hashable_keys"]
 
 # Keys of these types are hashable as they are: a batch of only them is returned untouched.
 _FLAT = frozenset({str, int, bytes, float, bool, type(None)})
-_drain = collections.deque(maxlen=0).extend
+_drain: Callable[[Iterable[Any]], None] = collections.deque(maxlen=0).extend
 
 
 class UnkeyableError(TypeError):
     """A key selector returned a value that cannot be a key."""
 
 
-class _KeyList(list):  # type: ignore[type-arg]
+class _KeyList(list):
     __slots__ = ()
 
     def __hash__(self) -> int:  # type: ignore[override]
@@ -38,7 +38,7 @@ class _KeyList(list):  # type: ignore[type-arg]
 
 
 
-class _KeyDict(dict):  # type: ignore[type-arg]
+class _KeyDict(dict):
     __slots__ = ()
 
     def __hash__(self) -> int:  # type: ignore[override]
@@ -46,7 +46,7 @@ class _KeyDict(dict):  # type: ignore[type-arg]
 
 
 
-class _KeySet(set):  # type: ignore[type-arg]
+class _KeySet(set):
     __slots__ = ()
 
     def __hash__(self) -> int:  # type: ignore[override]

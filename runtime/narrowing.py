@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from operator import itemgetter
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from millstream.common.row import Row, _create_row
 from millstream.runtime.timestamps import stamped, timestamps_of
@@ -79,7 +79,7 @@ def value_narrower(type_info: Any) -> Convert | None:
         return _int_narrower(_INT_BITS[name])
     if name == "FLOAT":
         return _to_float32
-    components = getattr(type_info, "components", ())
+    components: Sequence[Any] = getattr(type_info, "components", ())
     if name in ("TUPLE", "ROW"):
         convs = [value_narrower(c) for c in components]
         return _fields_narrower(convs) if any(convs) else None

@@ -22,12 +22,12 @@ def key_function(selector: Any) -> Callable[[Any], Any]:
     directly), any object with ``get_key``, or a callable."""
     make = getattr(selector, "_key_function", None)
     if make is not None:
-        return make()  # type: ignore[no-any-return]
+        return make()
     get_key = getattr(selector, "get_key", None)
     if callable(get_key):
-        return get_key  # type: ignore[no-any-return]
+        return get_key
     if callable(selector):
-        return selector  # type: ignore[no-any-return]
+        return selector
     raise TypeError(f"A key selector must be a KeySelector or a callable, got {type(selector).__name__}")
 
 class StreamPartitioner:

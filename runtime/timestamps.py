@@ -21,7 +21,7 @@ LONG_MIN = -(2**63)  # Java's Long.MIN_VALUE: the watermark before any input
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: the final watermark at the end of input
 
 
-class TimestampedBatch(list):  # type: ignore[type-arg]
+class TimestampedBatch(list):
     """Records with their event timestamps: ``self[i]`` has timestamp ``self.timestamps[i]``."""
 
     __slots__ = ("timestamps",)

@@ -465,9 +465,9 @@ class TimestampsAndWatermarks:
                         f"{type(assigner).__name__}.extract_timestamp returned {ts!r} ({type(ts).__name__}) for "
                         f"record {value!r}: a timestamp is integer milliseconds"
                     ) from None
-                out = [operator.index(t) for t in out]  # type: ignore[arg-type]
+                out = [operator.index(t) for t in out]
                 break
-        if out and not (LONG_MIN <= min(out) and max(out) <= LONG_MAX):  # type: ignore[type-var]
+        if out and not (LONG_MIN <= min(out) and max(out) <= LONG_MAX):
             raise ValueError(f"{type(assigner).__name__}.extract_timestamp returned a timestamp outside 64 bits")
         return out  # type: ignore[return-value]
 

@@ -579,7 +579,7 @@ class TaskExecutor:
         update = cpb.TaskExecutionState(
             job_id=task.tdd.job_id,
             execution_attempt_id=task.attempt_id,
-            state=cpb.ExecutionState.Value(f"EXEC_{state}"),
+            state=f"EXEC_{state}",  # protobuf takes an enum value by its name
             failure=failure,
             records_in=task.records_in,
             records_out=task.records_out,
@@ -666,7 +666,7 @@ class TaskExecutor:
             cpb.TaskExecutionState(
                 job_id=t.tdd.job_id,
                 execution_attempt_id=t.attempt_id,
-                state=cpb.ExecutionState.Value(f"EXEC_{t.state}"),
+                state=f"EXEC_{t.state}",
                 records_in=t.records_in,
                 records_out=t.records_out,
                 metrics=t.metrics,

@@ -336,7 +336,7 @@ class Dispatcher:
             raise DispatcherError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
         num_tasks = sum(v.parallelism for v in graph.vertices)
         record = JobRecord(graph.job_id, graph.job_name, request.submission_id, num_tasks,
-                           **({"start_time_ms": request.accepted_at_ms} if request.accepted_at_ms > 0 else {}))
+                           start_time_ms=request.accepted_at_ms if request.accepted_at_ms > 0 else wall_ms())
         record.plan = job_plan(graph)
         record.parallelism = max((v.parallelism for v in graph.vertices), default=0)
         record.slot_timeout_at_ms = self._slot_timeout_at_ms
@@ -438,8 +438,8 @@ class Dispatcher:
 
         self._spawn_cleanup(clean_up())
 
-    def _spawn_cleanup(self, coro: object) -> None:
-        task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn_cleanup(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
 

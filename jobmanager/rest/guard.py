@@ -109,7 +109,7 @@ class _Guarded(asyncio.Protocol):
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
-        return None if self._inner is None else self._inner.eof_received()  # type: ignore[no-any-return]
+        return None if self._inner is None else self._inner.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._inner is None:

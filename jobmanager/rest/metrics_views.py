@@ -197,7 +197,7 @@ def backpressure_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
     each running subtask's latest busy / idle / backpressured time per second. Without those
     figures (no subtask reports them: not running yet, or ``metrics.task.io-timing: false``) the
     status is ``deprecated``, as Flink answers when it has no statistics."""
-    subtasks = []
+    subtasks: list[dict[str, Any]] = []
     for s in vertex.subtasks:
         if "backPressuredTimeMsPerSecond" not in s.metrics:
             continue

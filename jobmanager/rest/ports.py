@@ -24,8 +24,8 @@ def parse_bind_ports(text: str, key: str = "rest.bind-port") -> list[int]:
 def rest_ports(conf: cfg.Configuration) -> tuple[list[int], bool]:
     """The ports to try, and whether the user chose them (else the default 8081: a taken port then
     means no REST, with a warning, rather than a failed start)."""
-    if cfg.REST_BIND_PORT in conf and conf.get(cfg.REST_BIND_PORT):
-        return parse_bind_ports(conf.get(cfg.REST_BIND_PORT)), True
+    if cfg.REST_BIND_PORT in conf and (bind_port := conf.get(cfg.REST_BIND_PORT)):
+        return parse_bind_ports(bind_port), True
     return [conf.get(cfg.REST_PORT)], cfg.REST_PORT in conf
 
 

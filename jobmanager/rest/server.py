@@ -485,7 +485,7 @@ class JobManagerSource:
         return bool(self._jm.leading.is_set())
 
     def cluster_overview(self) -> cpb.ClusterOverview:
-        return self._jm.overview()  # type: ignore[no-any-return]
+        return self._jm.overview()
 
     @staticmethod
     def _view(record: Any, with_io: bool = False) -> JobView:
@@ -521,7 +521,7 @@ class JobManagerSource:
 
     def start_savepoint(self, job_id: bytes, directory: str, stop: bool, drain: bool = False) -> Awaitable[str]:
         try:
-            return self._jm.dispatcher.start_savepoint(job_id, directory, stop, drain)  # type: ignore[no-any-return]
+            return self._jm.dispatcher.start_savepoint(job_id, directory, stop, drain)
         except DispatcherError as exc:
             raise _rest_error(exc) from None
 

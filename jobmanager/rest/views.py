@@ -365,7 +365,7 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
         completed["is_savepoint"] = bool(kept and kept.is_savepoint)
         completed["checkpoint_type"] = "SAVEPOINT" if completed["is_savepoint"] else "CHECKPOINT"
     savepoint = next((h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
-    failed = None
+    failed: dict[str, Any] | None = None
     if c.num_failed:
         failed = {"@class": "failed", "status": "FAILED",
                   "failure_message": f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")}

@@ -185,7 +185,7 @@ def listed_files() -> tuple[list[LogFileInfo], str, str]:
     stdout = stdout_file()
     if process_log is None:
         files = [] if stdout is None or _size(stdout) is None else [LogFileInfo(os.path.basename(stdout), _size(stdout) or 0)]
-        return files, "", os.path.basename(stdout) if files else ""
+        return files, "", os.path.basename(stdout) if files and stdout else ""
     return process_log.files(), process_log.name, os.path.basename(stdout) if stdout else ""
 
 

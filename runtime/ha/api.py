@@ -102,7 +102,8 @@ class LeaderRetrievalListener(Protocol):
 class LeaderRetrieval(Protocol):
     """Follows the leader of one component (Flink's LeaderRetrievalService)."""
 
-    def start(self, listener: LeaderRetrievalListener) -> None: ...
+    def start(self, listener: Optional[LeaderRetrievalListener] = None) -> None:
+        """Start following; ``listener`` (if any) hears each leader change."""
 
     def current_leader(self, timeout: float) -> LeaderInformation:
         """Block until a leader is known (at most ``timeout`` seconds; then :class:`HaError`).

@@ -166,7 +166,7 @@ class PrometheusReporter:
     def __init__(self, process: str, read: Callable[[], list[Metric]]) -> None:
         self._process = process
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(CallbackCollector(read))  # type: ignore[arg-type]
+        self.registry.register(CallbackCollector(read))
         self._runner: web.AppRunner | None = None
         self.port = 0
 

@@ -403,7 +403,7 @@ def _replace_tuple(record: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ..
     if type(record) is tuple:
         return record[:i] + (value,) + record[i + 1 :]
     make: Any = type(record)  # a namedtuple: positional fields
-    return make(*record[:i], value, *record[i + 1 :])  # type: ignore[no-any-return]
+    return make(*record[:i], value, *record[i + 1 :])
 
 
 def _replace_list(record: list[Any], i: int, value: Any) -> list[Any]:
@@ -593,7 +593,7 @@ class SourceOperator(StreamOperator):
         self._watermarking.periodic()
 
     def next_timer_ms(self) -> int | None:
-        return self._watermarking.next_periodic_ms()  # type: ignore[no-any-return]
+        return self._watermarking.next_periodic_ms()
 
     def open(self) -> None:
         super().open()

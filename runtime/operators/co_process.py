@@ -241,7 +241,8 @@ class _ReadOnlyContext(_BroadcastSideContext, fn.BroadcastProcessFunction.ReadOn
     """The non-keyed data side's context: read-only broadcast state."""
 
 
-class _KeyedReadOnlyContext(_KeyedContext, fn.KeyedBroadcastProcessFunction.OnTimerContext):
+# time_domain() is None outside on_timer (see _KeyedContext), which OnTimerContext does not declare
+class _KeyedReadOnlyContext(_KeyedContext, fn.KeyedBroadcastProcessFunction.OnTimerContext):  # type: ignore[misc]
     """The keyed data side's context (and, with a timer set, ``on_timer``'s): read-only broadcast
     state, the current key and its timers."""
 

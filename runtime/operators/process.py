@@ -109,7 +109,8 @@ class _KeyedContext(_ProcessContext, fn.KeyedProcessFunction.OnTimerContext):
     def get_current_key(self) -> Any:
         return self._b.current_key
 
-    def time_domain(self) -> TimeDomain | None:
+    # None outside on_timer: one object serves as process_element's Context, which has no time domain
+    def time_domain(self) -> TimeDomain | None:  # type: ignore[override]
         return self.domain
 
 

@@ -116,7 +116,8 @@ class _Ranges:
     sequence or generator subtask (one from the plan, or any number handed over by a rescale)."""
 
     def __init__(self, splits: list[tuple[str, int, int]], positions: Mapping[str, Any]) -> None:
-        self._ranges = [[sid, int(positions.get(sid, low)), high] for sid, low, high in splits]
+        # [split id, next index, last index], the next index moving as the subtask reads
+        self._ranges: list[list[Any]] = [[sid, int(positions.get(sid, low)), high] for sid, low, high in splits]
 
     def take(self, n: int) -> range | None:
         """The next up to ``n`` indices (from the current range only), or None when all are read."""

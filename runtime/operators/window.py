@@ -376,7 +376,7 @@ class WindowOperator(StreamOperator):
         skipped = True
         trigger, tctx = self._trigger, self._trigger_ctx
         if self._merging:
-            merging = MergingWindowSet(self._assigner, self._merging_sets)  # type: ignore[arg-type]
+            merging: MergingWindowSet[Window] = MergingWindowSet(self._assigner, self._merging_sets)  # type: ignore[arg-type]
             for window in windows:
                 actual = merging.add_window(window, lambda *args: self._merge(key, kg, *args))
                 if is_window_late(actual, watermark, lateness, event_time):
@@ -388,7 +388,8 @@ class WindowOperator(StreamOperator):
                     raise RuntimeError(f"Window {actual} is not in the in-flight window set")
                 self._add(key, kg, state_window, record, ts)
                 tctx.window = actual
-                self._act(trigger.on_element(record, ts, actual, tctx), key, kg, actual, state_window)
+                # ts is None for a record without a timestamp (processing time), as PyFlink passes it
+                self._act(trigger.on_element(record, ts, actual, tctx), key, kg, actual, state_window)  # type: ignore[arg-type]
                 self._register_cleanup_timer(actual)
             merging.persist()
         else:
@@ -398,7 +399,7 @@ class WindowOperator(StreamOperator):
                 skipped = False
                 self._add(key, kg, window, record, ts)
                 tctx.window = window
-                self._act(trigger.on_element(record, ts, window, tctx), key, kg, window, window)
+                self._act(trigger.on_element(record, ts, window, tctx), key, kg, window, window)  # type: ignore[arg-type]
                 self._register_cleanup_timer(window)
         if skipped and event_time and ts is not None and is_element_late(ts, watermark, lateness, event_time):
             if self._late_tag is not None:
@@ -498,7 +499,7 @@ class WindowOperator(StreamOperator):
                 time, (key, window), kg = timer
                 b.current_key, b.current_key_group = key, kg
                 tctx.window = window
-                merging = None
+                merging: MergingWindowSet[Window] | None = None
                 if self._merging:
                     merging = MergingWindowSet(self._assigner, self._merging_sets)  # type: ignore[arg-type]
                     state_window = merging.get_state_window(window)

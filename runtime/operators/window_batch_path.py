@@ -25,7 +25,7 @@ and either path can restore the other's state. What it saves is the generic mach
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from millstream.datastream import functions as fn
 from millstream.datastream.window import (
@@ -136,7 +136,7 @@ class FastWindowPath:
             # A wrapped lambda directly, skipping the wrapper's method (as ReduceOperator does).
             reduce_function: Callable[[Any, Any], Any] = op._reduce  # type: ignore[assignment]
             owner: Any = getattr(reduce_function, "__self__", None)
-            return owner.fn if type(owner) is fn._ReduceWrapper else reduce_function  # type: ignore[no-any-return]
+            return owner.fn if type(owner) is fn._ReduceWrapper else reduce_function
         if self.kind == "aggregate":
             add = op._agg.add
             return lambda acc, value: add(value, acc)
@@ -152,7 +152,7 @@ class FastWindowPath:
         groups = op._panes.groups
         fold = self._fold()
         register_always = self.register_always
-        window = None
+        window = cast(TimeWindow, None)  # set by the first record: last_start is None until then
         last_start = None
         for key, kg, record, t in zip(keys, key_groups, records, times):
             b.current_key, b.current_key_group = key, kg
@@ -161,9 +161,8 @@ class FastWindowPath:
                 generic(key, kg, record, t)  # a window the watermark reached: lateness rules
                 continue
             if start != last_start:  # consecutive records mostly share a window
-                window = windows.get(start)
-                if window is None:
-                    window = self._window(start)
+                cached = windows.get(start)
+                window = self._window(start) if cached is None else cached
                 last_start = start
             try:
                 group = groups[kg]

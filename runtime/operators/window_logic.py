@@ -11,6 +11,7 @@ from typing import Any, Callable, Collection, Generic, Iterable, Protocol, TypeV
 from millstream.datastream.window import MAX_LONG_VALUE, MergingWindowAssigner, Window, WindowAssigner
 
 W = TypeVar("W", bound=Window)
+W_contra = TypeVar("W_contra", bound=Window, contravariant=True)
 
 
 # -- lateness and cleanup --------------------------------------------------------------------------
@@ -80,11 +81,12 @@ def windows_of_batch(
 # -- merging windows -------------------------------------------------------------------------------
 
 
-class MergeFunction(Protocol[W]):
+class MergeFunction(Protocol[W_contra]):
     """What the operator does when windows merge (Flink's ``MergingWindowSet.MergeFunction``)."""
 
     def merge(
-        self, merge_result: W, merged_windows: Collection[W], state_window_result: W, merged_state_windows: Collection[W]
+        self, merge_result: W_contra, merged_windows: Collection[W_contra], state_window_result: W_contra,
+        merged_state_windows: Collection[W_contra],
     ) -> None: ...
 
 
@@ -98,7 +100,7 @@ class MappingState(Protocol):
     def clear(self) -> None: ...
 
 
-class _Collector:
+class _Collector(MergingWindowAssigner.MergeCallback[Any]):
     def __init__(self) -> None:
         self.results: dict[Any, set[Any]] = {}
 

@@ -203,7 +203,7 @@ class _AioUnaryStream(grpc.aio.UnaryStreamClientInterceptor):
 
 
 def _aio_details(details: Any, token: str) -> grpc.aio.ClientCallDetails:
-    return grpc.aio.ClientCallDetails(details.method, details.timeout, _with_token(details.metadata, token),
+    return grpc.aio.ClientCallDetails(details.method, details.timeout, grpc.aio.Metadata(*_with_token(details.metadata, token)),
                                       details.credentials, details.wait_for_ready)
 
 

@@ -46,7 +46,7 @@ class FencingClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
             metadata = list(client_call_details.metadata or ())
             metadata.append((FENCING_METADATA_KEY, token))
             client_call_details = grpc.aio.ClientCallDetails(
-                client_call_details.method, client_call_details.timeout, metadata,
+                client_call_details.method, client_call_details.timeout, grpc.aio.Metadata(*metadata),
                 client_call_details.credentials, client_call_details.wait_for_ready,
             )
         return await continuation(client_call_details, request)
@@ -89,8 +89,8 @@ class GuardingServerInterceptor(grpc.aio.ServerInterceptor):
         self._guard, self._read, self._on_refuse = guard, read, on_refuse
 
     async def intercept_service(
-        self, continuation: Callable[[Any], Awaitable[grpc.RpcMethodHandler]], handler_call_details: Any,
-    ) -> grpc.RpcMethodHandler:
+        self, continuation: Callable[[Any], Awaitable[grpc.RpcMethodHandler | None]], handler_call_details: Any,
+    ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler

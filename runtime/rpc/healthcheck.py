@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -25,11 +26,12 @@ def check(address: str, timeout_s: float = 3.0, tls: TlsSettings | None = None) 
     """None when ``address`` reports SERVING, else why not."""
     with sync_channel(address, credentials=Credentials(tls)) as channel:
         try:
-            response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""),
-                                                                 timeout=timeout_s)
+            # types-grpcio-health-checking's HealthStub declares no methods (the generated stub sets them in __init__)
+            stub: Any = health_pb2_grpc.HealthStub(channel)
+            response = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
         except grpc.RpcError as exc:
-            details = exc.details() or ""  # type: ignore[attr-defined]
-            return f"{address}: {exc.code().name} {tls_problem(details, tls is not None) or details}"  # type: ignore[attr-defined]
+            details = exc.details() or ""
+            return f"{address}: {exc.code().name} {tls_problem(details, tls is not None) or details}"
     if response.status != health_pb2.HealthCheckResponse.SERVING:
         return f"{address}: {health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)}"
     return None

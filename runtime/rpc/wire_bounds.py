@@ -140,7 +140,7 @@ def _is_map(field: FieldDescriptor) -> bool:
 
 
 def _problems(message: Message, path: str) -> Iterator[str]:
-    descriptor: Descriptor = message.DESCRIPTOR
+    descriptor = message.DESCRIPTOR
     name = descriptor.name
     for field, value in message.ListFields():
         where = f"{path}.{field.name}" if path else field.name
@@ -152,6 +152,7 @@ def _problems(message: Message, path: str) -> Iterator[str]:
                 continue
             if _is_map(field):
                 entries = value.items()
+                assert field.message_type is not None  # a map field's entries are a message (_is_map)
                 value_field = field.message_type.fields_by_name["value"]
                 for key, item in entries:
                     if isinstance(key, str) and len(key) > MAX_NAME_CHARS:
@@ -190,16 +191,17 @@ def _scalar(field: FieldDescriptor, value: Any, where: str, bound: Bound | None,
             yield f"{where} has {len(value)} characters; at most {limit} are allowed"
     elif kind == FieldDescriptor.TYPE_BYTES:
         if bound is not None:
-            limit: int | None = bound.high
+            max_bytes: int | None = bound.high
         else:
-            limit = MAX_ID_BYTES if name in ID_FIELDS else None
-        if limit is not None and len(value) > limit:
+            max_bytes = MAX_ID_BYTES if name in ID_FIELDS else None
+        if max_bytes is not None and len(value) > max_bytes:
             what = "an id" if name in ID_FIELDS else "a value"
-            yield f"{where} is {what} of {len(value)} bytes; at most {limit} are allowed"
+            yield f"{where} is {what} of {len(value)} bytes; at most {max_bytes} are allowed"
     elif kind == FieldDescriptor.TYPE_ENUM:
-        if field.enum_type.values_by_number.get(value) is None:
-            known = ", ".join(v.name for v in field.enum_type.values)
-            yield f"{where} is {value}, not a {field.enum_type.name} ({known})"
+        enum = field.enum_type  # set on every enum field
+        if enum is not None and enum.values_by_number.get(value) is None:
+            known = ", ".join(v.name for v in enum.values)
+            yield f"{where} is {value}, not a {enum.name} ({known})"
     elif kind in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
         if value != value:  # NaN would poison every sum and comparison it reaches
             yield f"{where} is NaN"

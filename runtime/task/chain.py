@@ -282,7 +282,7 @@ class OperatorChain:
         if not self._opened:
             raise RuntimeError("open() the chain before run_source()")
         reader = source.reader
-        emit = source.emit_batch
+        emit: Callable[[list[Any]], None] = source.emit_batch
         if self.time_source_emits is not None:  # the task's idle time is what the source spends outside emit
             emit = self.time_source_emits(emit)
         if isinstance(reader, SourceFunctionReader):

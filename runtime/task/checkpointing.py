@@ -96,7 +96,7 @@ class TaskCheckpointer:
             raise ValueError(f"{path}: keyed state of {snapshot['max_parallelism']} key groups (max parallelism), "
                              f"but '{self.chain.vertex.name}' has {max_parallelism}; the max parallelism must not "
                              "change (set_max_parallelism)")
-        return snapshot  # type: ignore[no-any-return]
+        return snapshot
 
     def _initialize_operators(self, snapshot: dict[str, Any], path: str, take_operator_state: bool = True,
                               broadcast_restored: set[str] | None = None) -> None:

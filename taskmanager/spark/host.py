@@ -461,8 +461,8 @@ class SparkHost:
         self._jvm: subprocess.Popen | None = None  # the Spark driver's JVM, when this process launched it
         self._stopping = False
         self.died: str | None = None  # "Spark died: ..." once the JVM exited under us
-        self._death_listeners: list[Callable[[str], None]] = []
-        self._booting: Future | None = None  # start_in_background's boot, until stop()
+        self._death_listeners: list[Callable[[str], object]] = []
+        self._booting: Future[SparkHostTimings] | None = None  # start_in_background's boot, until stop()
 
     @property
     def _local(self) -> bool:
@@ -517,7 +517,8 @@ class SparkHost:
         self.died = None
         t0 = time.monotonic()
         jvm = launch_driver_jvm(conf)
-        self._booting = booting = Future()
+        booting: Future[SparkHostTimings] = Future()
+        self._booting = booting
         threading.Thread(target=self._boot, args=(booting, jvm, conf, warm_up, t0), name="ms-spark-boot",
                          daemon=True).start()
 
@@ -525,7 +526,7 @@ class SparkHost:
         """The timings once :meth:`start_in_background`'s boot is done; raises what failed it."""
         if self._booting is None:
             raise RuntimeError("SparkHost is not starting")
-        return self._booting.result(timeout)  # type: ignore[no-any-return]
+        return self._booting.result(timeout)
 
     def _boot(self, booting: Future, jvm: Any, conf: Mapping[str, str], warm_up: WarmUp, t0: float) -> None:
         from pyspark.sql import SparkSession
@@ -574,7 +575,7 @@ class SparkHost:
                 if not self._stopping:
                     log.warning("warming Spark's workers failed (the first tasks start them): %s", exc)
 
-    def on_death(self, listener: Callable[[str], None]) -> None:
+    def on_death(self, listener: Callable[[str], object]) -> None:
         """Call ``listener(reason)`` (from a watcher thread) if Spark's JVM dies while started."""
         self._death_listeners.append(listener)
         if self.died is not None:

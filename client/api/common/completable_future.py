@@ -7,7 +7,7 @@ import threading
 from typing import Any, Callable
 
 
-class CompletableFuture(concurrent.futures.Future):  # type: ignore[type-arg]
+class CompletableFuture(concurrent.futures.Future):
     """A future completed by whoever holds it (``set_result`` / ``set_exception``) or cancelled.
 
     As Java's CompletableFuture (and so PyFlink's): ``cancel()`` succeeds on any future that is not

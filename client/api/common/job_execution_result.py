@@ -1,7 +1,10 @@
 """The result of a finished job (``env.execute()``), shaped like PyFlink's."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from millstream.common.job_id import JobID
 
 
 class JobExecutionResult:
@@ -11,7 +14,7 @@ class JobExecutionResult:
         self._net_runtime_ms = net_runtime_ms
         self._accumulators = accumulators or {}
 
-    def get_job_id(self) -> "JobID":
+    def get_job_id(self) -> JobID:
         """The job's :class:`JobID` (a str of its 32 hex digits, as before)."""
         from millstream.common.job_id import JobID
 

@@ -49,7 +49,7 @@ class FixedDelayRetryStrategy(AsyncRetryStrategy[OUT], Generic[OUT]):
         _positive(backoff_time_millis, "backoff_time_millis")
         self._max_attempts = max_attempts
         self._backoff_time_millis = backoff_time_millis
-        self._predicate = RetryPredicate(result_predicate, exception_predicate)
+        self._predicate: RetryPredicate[OUT] = RetryPredicate(result_predicate, exception_predicate)
 
     def can_retry(self, current_attempts: int) -> bool:
         return current_attempts <= self._max_attempts
@@ -74,7 +74,7 @@ class ExponentialBackoffDelayRetryStrategy(AsyncRetryStrategy[OUT], Generic[OUT]
         self._initial_delay = initial_delay
         self._max_retry_delay = max_retry_delay
         self._multiplier = multiplier
-        self._predicate = RetryPredicate(result_predicate, exception_predicate)
+        self._predicate: RetryPredicate[OUT] = RetryPredicate(result_predicate, exception_predicate)
 
     def can_retry(self, current_attempts: int) -> bool:
         return current_attempts <= self._max_attempts

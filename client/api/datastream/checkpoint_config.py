@@ -199,8 +199,8 @@ class CheckpointConfig:
         def given(option: cfg.ConfigOption[Any]) -> bool:
             return option in settings
 
-        if given(cfg.CHECKPOINTING_INTERVAL) and settings.get(cfg.CHECKPOINTING_INTERVAL) is not None:
-            self.set_checkpoint_interval(settings.get(cfg.CHECKPOINTING_INTERVAL))
+        if given(cfg.CHECKPOINTING_INTERVAL) and (interval := settings.get(cfg.CHECKPOINTING_INTERVAL)) is not None:
+            self.set_checkpoint_interval(interval)
         if given(cfg.CHECKPOINTING_MODE):
             self.set_checkpointing_mode(CheckpointingMode[settings.get(cfg.CHECKPOINTING_MODE)])
         if given(cfg.CHECKPOINTING_TIMEOUT):
@@ -213,15 +213,15 @@ class CheckpointConfig:
             self.set_tolerable_checkpoint_failure_number(settings.get(cfg.CHECKPOINTING_TOLERABLE_FAILURES))
         if given(cfg.CHECKPOINTING_UNALIGNED):
             self.enable_unaligned_checkpoints(settings.get(cfg.CHECKPOINTING_UNALIGNED))
-        if given(cfg.CHECKPOINTING_DIR) and settings.get(cfg.CHECKPOINTING_DIR):
-            self.set_checkpoint_storage_dir(settings.get(cfg.CHECKPOINTING_DIR))
+        if given(cfg.CHECKPOINTING_DIR) and (directory := settings.get(cfg.CHECKPOINTING_DIR)):
+            self.set_checkpoint_storage_dir(directory)
         if given(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION):
             self.set_externalized_checkpoint_retention(
                 ExternalizedCheckpointRetention[settings.get(cfg.CHECKPOINTING_EXTERNALIZED_RETENTION)])
 
     def _job_settings(self) -> dict[str, str]:
         """The values set on this config that the JobManager reads from the job's configuration."""
-        values = {
+        values: dict[cfg.ConfigOption[Any], Any] = {
             cfg.CHECKPOINTING_TIMEOUT: self.timeout_ms,
             cfg.CHECKPOINTING_MIN_PAUSE: self.min_pause_between_checkpoints_ms,
             cfg.CHECKPOINTING_TOLERABLE_FAILURES: self.tolerable_checkpoint_failure_number,

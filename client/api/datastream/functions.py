@@ -30,6 +30,7 @@ IN = TypeVar("IN")
 OUT = TypeVar("OUT")
 KEY = TypeVar("KEY")
 W = TypeVar("W")
+W2 = TypeVar("W2")  # a nested class cannot use its outer class's W (PyFlink names it W2 too)
 
 
 class KeyedStateStore(abc.ABC):
@@ -455,7 +456,7 @@ class _WindowContextBase(abc.ABC, Generic[W]):
 class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
     """Evaluates a keyed window with a context (window, time, per-window and global state)."""
 
-    class Context(_WindowContextBase[W]):
+    class Context(_WindowContextBase[W2]):
         """What ``process`` and ``clear`` see of the window being evaluated."""
 
     @abc.abstractmethod
@@ -469,7 +470,7 @@ class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
 class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
     """Evaluates a window of a non-keyed stream with a context."""
 
-    class Context(_WindowContextBase[W]):
+    class Context(_WindowContextBase[W2]):
         """What ``process`` and ``clear`` see of the window being evaluated."""
 
     @abc.abstractmethod
@@ -545,10 +546,10 @@ class _InternalProcessContext(ProcessWindowFunction.Context, ProcessAllWindowFun
         return int(self._underlying.current_watermark())
 
     def window_state(self) -> KeyedStateStore:
-        return self._underlying.window_state()  # type: ignore[no-any-return]
+        return self._underlying.window_state()
 
     def global_state(self) -> KeyedStateStore:
-        return self._underlying.global_state()  # type: ignore[no-any-return]
+        return self._underlying.global_state()
 
     def output(self, output_tag: Any, value: Any) -> None:
         self._underlying.output(output_tag, value)
@@ -560,22 +561,22 @@ InternalProcessAllWindowContext = _InternalProcessContext
 
 class InternalSingleValueWindowFunction(InternalWindowFunction[IN, OUT, KEY, W]):
     def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
-        return self._wrapped_function.apply(key, window, [input_data])  # type: ignore[no-any-return]
+        return self._wrapped_function.apply(key, window, [input_data])
 
 
 class InternalSingleValueAllWindowFunction(InternalWindowFunction[IN, OUT, KEY, W]):
     def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
-        return self._wrapped_function.apply(window, [input_data])  # type: ignore[no-any-return]
+        return self._wrapped_function.apply(window, [input_data])
 
 
 class InternalIterableWindowFunction(InternalWindowFunction[IN, OUT, KEY, W]):
     def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
-        return self._wrapped_function.apply(key, window, input_data)  # type: ignore[no-any-return]
+        return self._wrapped_function.apply(key, window, input_data)
 
 
 class InternalIterableAllWindowFunction(InternalWindowFunction[IN, OUT, KEY, W]):
     def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
-        return self._wrapped_function.apply(window, input_data)  # type: ignore[no-any-return]
+        return self._wrapped_function.apply(window, input_data)
 
 
 class _InternalProcessBase(InternalWindowFunction[IN, OUT, KEY, W]):
@@ -594,22 +595,22 @@ class _InternalProcessBase(InternalWindowFunction[IN, OUT, KEY, W]):
 
 class InternalSingleValueProcessWindowFunction(_InternalProcessBase[IN, OUT, KEY, W]):
     def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
-        return self._wrapped_function.process(key, self._context(window, context), [input_data])  # type: ignore[no-any-return]
+        return self._wrapped_function.process(key, self._context(window, context), [input_data])
 
 
 class InternalSingleValueProcessAllWindowFunction(_InternalProcessBase[IN, OUT, KEY, W]):
     def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
-        return self._wrapped_function.process(self._context(window, context), [input_data])  # type: ignore[no-any-return]
+        return self._wrapped_function.process(self._context(window, context), [input_data])
 
 
 class InternalIterableProcessWindowFunction(_InternalProcessBase[IN, OUT, KEY, W]):
     def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
-        return self._wrapped_function.process(key, self._context(window, context), input_data)  # type: ignore[no-any-return]
+        return self._wrapped_function.process(key, self._context(window, context), input_data)
 
 
 class InternalIterableProcessAllWindowFunction(_InternalProcessBase[IN, OUT, KEY, W]):
     def process(self, key: Any, window: Any, context: Any, input_data: Any) -> Iterable[OUT] | None:
-        return self._wrapped_function.process(self._context(window, context), input_data)  # type: ignore[no-any-return]
+        return self._wrapped_function.process(self._context(window, context), input_data)
 
 
 # -- wrappers that give plain callables the class shape --------------------------------------

@@ -27,6 +27,7 @@ from millstream.runtime.narrowing import value_narrower
 if TYPE_CHECKING:
     from millstream.client.job_graph import JobGraph
     from millstream.client.stream_graph import StreamGraph
+    from millstream.datastream.state_backend import StateBackend
 
 DEFAULT_JOB_NAME = "Millstream Streaming Job"
 _log = logging.getLogger(__name__)

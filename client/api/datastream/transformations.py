@@ -49,6 +49,7 @@ class Transformation:
         self.chaining_strategy = ChainingStrategy.ALWAYS
         self.buffer_timeout: int | None = None
         self.side_output_types: dict[str, TypeInformation | None] = {}
+        self.non_parallel = False  # force_non_parallel() / window_all: parallelism stays 1
 
     @property
     def is_virtual(self) -> bool:

@@ -80,6 +80,7 @@ __all__ = [
 
 T = TypeVar("T")
 W = TypeVar("W", bound="Window")
+W2 = TypeVar("W2")  # MergeCallback's own: a nested class cannot use its outer class's W
 
 
 def _require_timestamp(timestamp: int | None, assigner: str) -> int:
@@ -157,7 +158,7 @@ class TimeWindow(Window):
                 _call_merge(callback, to_be_merged, merge_result)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is TimeWindow and self.start == other.start and self.end == other.end  # type: ignore[attr-defined]
+        return type(other) is TimeWindow and self.start == other.start and self.end == other.end
 
     def __hash__(self) -> int:
         return self._hash
@@ -190,7 +191,7 @@ class CountWindow(Window):
         return MAX_LONG_VALUE
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is CountWindow and self.id == other.id  # type: ignore[attr-defined]
+        return type(other) is CountWindow and self.id == other.id
 
     def __hash__(self) -> int:
         return hash(("CountWindow", self.id))
@@ -291,11 +292,11 @@ class WindowAssigner(abc.ABC, Generic[T, W]):
 class MergingWindowAssigner(WindowAssigner[T, W]):
     """An assigner whose windows may merge (sessions)."""
 
-    class MergeCallback(abc.ABC, Generic[W]):
+    class MergeCallback(abc.ABC, Generic[W2]):
         """Told which windows merge into which."""
 
         @abc.abstractmethod
-        def merge(self, to_be_merged: Iterable[W], merge_result: W) -> None: ...
+        def merge(self, to_be_merged: Iterable[W2], merge_result: W2) -> None: ...
 
     @abc.abstractmethod
     def merge_windows(self, windows: Iterable[W], callback: "MergingWindowAssigner.MergeCallback[W]") -> None:
@@ -418,7 +419,7 @@ def _gap_extractor(extractor: Any) -> Callable[[Any], int]:
     if isinstance(extractor, SessionWindowTimeGapExtractor):
         return extractor.extract
     if callable(extractor):
-        return extractor  # type: ignore[no-any-return]
+        return extractor
     raise TypeError(
         f"with_dynamic_gap needs a SessionWindowTimeGapExtractor or a callable, got {type(extractor).__name__}"
     )

@@ -131,7 +131,7 @@ class _Windowed:
     def _iterable(self, window_function: Any, expected: type, internal: type, method: str) -> fn.InternalWindowFunction:
         if not isinstance(window_function, expected):
             raise TypeError(f"{method}() needs a {expected.__name__}, got {type(window_function).__name__}")
-        return internal(window_function)  # type: ignore[no-any-return]
+        return internal(window_function)
 
     def _build(self, contents: str, internal: fn.InternalWindowFunction, output_type: TypeInformation | None,
                description: str, reduce_function: Any = None, aggregate_function: Any = None) -> "DataStream":
@@ -214,5 +214,5 @@ class AllWindowedStream(_Windowed):
     def _finish(self, stream: "DataStream") -> "DataStream":
         t = stream._transformation
         t.parallelism = 1  # Flink: a non-keyed window runs in one instance (forceNonParallel)
-        t.non_parallel = True  # type: ignore[attr-defined]
+        t.non_parallel = True
         return stream

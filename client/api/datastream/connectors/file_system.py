@@ -256,6 +256,11 @@ class StreamingFileSink(SinkFunction):
     def _sink_factory(self) -> ops.SinkFactory:
         return self._file_sink._sink_factory()
 
+    def invoke(self, value: object, context: object = None) -> None:
+        """Not called: ``add_sink`` runs this sink as its FileSink (``_sink_factory``), which
+        writes whole batches and commits on checkpoints."""
+        raise RuntimeError("StreamingFileSink writes through its FileSink: add it with add_sink, not by calling invoke")
+
     class DefaultRowFormatBuilder:
         def __init__(self, builder: FileSink.RowFormatBuilder) -> None:
             self._builder = builder
