@@ -262,7 +262,7 @@ def test_wait_streams_printed_lines_to_every_waiter_at_most_every_interval() -> 
             streams: list[list[cpb.JobStatusUpdate]] = [[], []]
 
             async def consume(updates: list) -> None:
-                async for update in d.wait(job_id):
+                async for update in d.request_job_result(job_id):
                     updates.append(update)
 
             waiters = [asyncio.ensure_future(consume(s)) for s in streams]
@@ -295,7 +295,7 @@ def test_a_slow_waiter_learns_how_many_lines_it_missed() -> None:
         try:
             while d.jobs[job_id].job_master is None:
                 await asyncio.sleep(0.01)
-            stream = d.wait(job_id)
+            stream = d.request_job_result(job_id)
             first = await stream.__anext__()  # attached: the current summary
             assert first.summary.status == cpb.RUNNING and not first.printed_lines
             d.add_printed_lines(job_id, [str(i) for i in range(25)], dropped=3)
