@@ -148,7 +148,7 @@ def test_an_unrecoverable_job_is_listed_suspended_with_its_reason_never_run_and_
         assert "/ha/g-7 is corrupt" in summary.failure.message and job_id.hex() in summary.failure.message
         assert d.record(job_id).job_master is None and not d._starting  # nothing runs it
         d.cancel_job(job_id)  # nothing to cancel: still listed as it was, and never globally terminal
-        await asyncio.sleep(0.05)
+        await asyncio.gather(*d._cleanups)  # a cleanup, had one been started, is over
         assert not services.job_result_store().has_job_result_entry(job_id)
         assert services.job_graph_store().job_ids() == [job_id]
 
@@ -208,14 +208,6 @@ def _with_ha(test) -> None:  # noqa: ANN001
     asyncio.run(body())
 
 
-async def _poll(condition, timeout: float = 10.0) -> None:  # noqa: ANN001
-    for _ in range(int(timeout / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met")
-
-
 def test_a_submitted_job_is_in_the_job_graph_store_with_its_artifacts_before_the_answer() -> None:
     async def test(d: Dispatcher, services: StandaloneHaServices) -> None:
         request = cpb.SubmitJobRequest(submission_id="s1", job_graph=_graph(),
@@ -246,7 +238,8 @@ def test_a_globally_terminal_job_gets_a_clean_result_and_leaves_the_job_graph_st
         job_master = await _started(d, response.job_id)
         job_master.on_status(JobStatus.FINISHED, None)
         results = services.job_result_store()
-        await _poll(lambda: results.has_clean_job_result_entry(response.job_id))
+        await asyncio.gather(*d._cleanups)
+        assert results.has_clean_job_result_entry(response.job_id)
         assert services.job_graph_store().job_ids() == []
         assert [e.status for e in results.dirty_results()] == []
 
@@ -260,7 +253,7 @@ def test_losing_leadership_suspends_jobs_without_a_result_and_keeps_them_stored(
         record = d.jobs[response.job_id]
         d.suspend_all()
         assert record.status is JobStatus.SUSPENDED and d.jobs == {}
-        await asyncio.sleep(0.05)
+        await asyncio.gather(*d._cleanups)
         assert not services.job_result_store().has_job_result_entry(response.job_id)
         assert services.job_graph_store().job_ids() == [response.job_id]
         # a new leadership recovers it from the stored request
@@ -285,7 +278,6 @@ def test_a_job_that_cannot_be_stored_is_refused_unavailable_and_not_started() ->
                 await d.submit_job(cpb.SubmitJobRequest(job_graph=_graph()))
             assert refused.value.kind is ErrorKind.UNAVAILABLE
             assert "high-availability storage" in str(refused.value) and "Permission denied" in str(refused.value)
-            await asyncio.sleep(0.05)
             assert d.jobs == {}
         finally:
             services.close()
