@@ -489,7 +489,7 @@ class DispatcherServicer(cpb_grpc.DispatcherServicer):
         record = self.dispatcher.request_job(request.job_id)
         if record is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"No job with id {request.job_id.hex() or '<empty>'}.")
-        return record.summary()  # type: ignore[union-attr]
+        return record.summary()
 
     async def CancelJob(self, request, context):  # noqa: N802, ANN001, ANN201
         try:

@@ -651,3 +651,27 @@ def test_the_shell_streams_the_job_until_it_ends() -> None:
         assert d.cancel_job(job_id).status == cpb.FINISHED
 
     _shell(test)
+
+
+def test_the_rest_api_reads_the_dispatcher_through_its_gateway_and_maps_its_refusals() -> None:
+    """Flink's REST API: an unknown job 404, a job whose state refuses the request 409, else 400."""
+    from millstream.jobmanager.rest.server import JobManagerSource
+    from millstream.jobmanager.rest.views import BadRequest, Conflict, NotFound
+
+    async def test(d: Dispatcher, blobs: BlobStore) -> None:
+        source = JobManagerSource(type("JobManager", (), {"dispatcher": d})())
+        job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
+        await _started(d, job_id)
+        assert [v.summary.job_id for v in source.job_views()] == [job_id] and source.job_view(b"\x09" * 16) is None
+        with pytest.raises(NotFound):
+            source.start_savepoint(b"\x09" * 16, "/tmp/sp", stop=False)
+        with pytest.raises(Conflict, match="takes no checkpoints"):
+            source.start_savepoint(job_id, "/tmp/sp", stop=False)
+        source.cancel(job_id)
+        assert d.jobs[job_id].job_master.cancelled
+        checkpointed = d.submit(cpb.SubmitJobRequest(job_graph=_graph_with(checkpoint_ms=1000))).job_id
+        await _started(d, checkpointed)
+        with pytest.raises(BadRequest, match="No savepoint directory"):
+            source.start_savepoint(checkpointed, "", stop=False)
+
+    _shell(test)
