@@ -268,8 +268,7 @@ class JobManager:
                 log.warning("JobManager %s: releasing its HA locks failed: %s", self.address, exc)
 
     def _job_master_of(self, job_id: bytes) -> JobMaster | None:
-        record = self.dispatcher.jobs.get(job_id)
-        return record.job_master if record else None
+        return self.dispatcher.running_job_master(job_id)
 
     def _slot_timeout_at_ms(self, job_id: bytes) -> int | None:
         """The wall-clock time a job still waiting for slots fails with "not enough slots"."""

@@ -41,7 +41,7 @@ import asyncio
 import logging
 import time
 import weakref
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, cast
 
 import grpc
 
@@ -420,7 +420,14 @@ class Dispatcher(DispatcherGateway):
         return record.job_name, list(record.final_attempts)
 
     def job_master(self, job_id: bytes) -> JobMaster:
-        return self.core.job_master(job_id)  # type: ignore[no-any-return]
+        """The running job's JobMaster (TaskManagers' calls are routed to it): NOT_FOUND, or
+        FAILED_PRECONDITION when the job has none (initializing or ended)."""
+        return cast(JobMaster, self.core.job_master(job_id))  # the shell made every one of them
+
+    def running_job_master(self, job_id: bytes) -> JobMaster | None:
+        """The job's JobMaster, None when the job is unknown or has none."""
+        record = self.core.jobs.get(job_id)
+        return cast(JobMaster, record.job_master) if record is not None and record.job_master is not None else None
 
     def cancel_job(self, job_id: bytes) -> cpb.JobSummary:
         summary, commands = self.core.cancel(job_id, wall_ms())
@@ -435,7 +442,7 @@ class Dispatcher(DispatcherGateway):
 
         async def run() -> str:
             try:
-                return await take.job_master.savepoint(take.directory, take.stop, take.drain)  # type: ignore[no-any-return]
+                return await take.job_master.savepoint(take.directory, take.stop, take.drain)
             except (SavepointError, CheckpointStorageError) as exc:
                 raise DispatcherError(ErrorKind.FAILED_PRECONDITION, f"Savepoint of job {job_id.hex()}: {exc}") from exc
 
@@ -523,7 +530,7 @@ class DispatcherServicer(cpb_grpc.DispatcherServicer):
         if self._task_logs is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this JobManager does not read task output")
         try:
-            return await self._task_logs.task_outputs(request)  # type: ignore[union-attr]
+            return await self._task_logs.task_outputs(request)
         except TaskLogError as exc:
             await context.abort(exc.code, str(exc))
 

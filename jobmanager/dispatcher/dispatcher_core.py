@@ -33,6 +33,7 @@ import collections
 import enum
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Union
 
 from google.protobuf.message import DecodeError
@@ -86,11 +87,17 @@ def _not_found(job_id: bytes) -> DispatcherError:
 
 
 class RunningJob(Protocol):
-    """A job's JobMaster as the core reads it: its core, and its checkpoint driver (None when the
-    job takes no checkpoints; ``summary()``, ``services``)."""
+    """A job's JobMaster as the Dispatcher sees it. The core only reads ``core`` and ``checkpoints``
+    (its checkpoint driver: ``summary()``, ``services``; None when the job takes no checkpoints);
+    the shell carries out the commands that start, cancel and stop it or take a savepoint."""
 
     core: JobMasterCore
     checkpoints: Any
+
+    def start(self) -> None: ...
+    def cancel(self) -> None: ...
+    async def stop(self) -> None: ...
+    async def savepoint(self, target: Any, stop: bool, drain: bool = False) -> str: ...
 
 
 @dataclass(eq=False)
@@ -104,7 +111,7 @@ class JobRecord:
     end_time_ms: int = 0
     failure: cpb.JobFailure | None = None
     collect: CollectBuffer[cpb.CollectBatch] | None = None  # created by the first report or fetch
-    job_master: Any = None  # a RunningJob; dropped (with its ExecutionGraph) when the job ends
+    job_master: RunningJob | None = None  # dropped (with its ExecutionGraph) when the job ends
     final_tasks_per_state: dict[str, int] = field(default_factory=dict)
     final_vertices: list[cpb.VertexSummary] = field(default_factory=list)
     final_vertex_views: dict[bytes, Any] = field(default_factory=dict)  # subtasks and metrics for REST (rest_metrics_views)
@@ -188,12 +195,12 @@ class LaunchJob:
 
 @dataclass(frozen=True)
 class StartJobMaster:
-    job_master: Any
+    job_master: RunningJob
 
 
 @dataclass(frozen=True)
 class CancelJobMaster:
-    job_master: Any
+    job_master: RunningJob
 
 
 @dataclass(frozen=True)
@@ -201,7 +208,7 @@ class StopJobMaster:
     """The job ended: stop its JobMaster (its final view is in the record already)."""
 
     record: JobRecord
-    job_master: Any
+    job_master: RunningJob
 
 
 @dataclass(frozen=True)
@@ -230,8 +237,8 @@ def _changed(record: JobRecord) -> JobChanged:
 
 @dataclass(frozen=True)
 class TakeSavepoint:
-    job_master: Any
-    directory: Any  # a parsed checkpoint directory
+    job_master: RunningJob
+    directory: Path
     stop: bool
     drain: bool
 
@@ -447,7 +454,7 @@ class DispatcherCore:
             raise _not_found(job_id)
         return record
 
-    def job_master(self, job_id: bytes) -> Any:
+    def job_master(self, job_id: bytes) -> RunningJob:
         """The running job's JobMaster (TaskManagers' calls are routed to it)."""
         record = self.record(job_id)
         if record.job_master is None:
