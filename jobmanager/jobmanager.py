@@ -135,7 +135,7 @@ class JobManager:
         highly_available = self.ha.highly_available
         self.guard.tokenless_allowed = not highly_available  # a TaskManager without fencing: NONE mode only
         if highly_available:
-            self.dispatcher._persistence = JobPersistence(self.ha)
+            self.dispatcher.persistence = JobPersistence(self.ha)
         try:
             await self.server.start(host, port)
             if self._rest_wanted:
@@ -261,15 +261,14 @@ class JobManager:
         assert self.ha is not None
         released = self.dispatcher.suspend_all()
         self.resource_manager.reset(SlotManager(self.config.get(cfg.SLOT_REQUEST_TIMEOUT)))
-        if self.dispatcher._persistence is not None:
+        if self.dispatcher.persistence is not None:
             try:
-                await asyncio.to_thread(self.dispatcher._persistence.release, released)  # type: ignore[arg-type]
+                await asyncio.to_thread(self.dispatcher.persistence.release, released)  # type: ignore[arg-type]
             except Exception as exc:  # the locks go with the ZooKeeper session anyway
                 log.warning("JobManager %s: releasing its HA locks failed: %s", self.address, exc)
 
     def _job_master_of(self, job_id: bytes) -> JobMaster | None:
-        record = self.dispatcher.jobs.get(job_id)
-        return record.job_master if record else None
+        return self.dispatcher.running_job_master(job_id)
 
     def _slot_timeout_at_ms(self, job_id: bytes) -> int | None:
         """The wall-clock time a job still waiting for slots fails with "not enough slots"."""

@@ -22,6 +22,7 @@ from millstream.jobmanager.jobmaster.job_master_core import (
     JobMasterCore,
     JobStatusChanged,
     StartRestartTimer,
+    job_slot_request_timeout,
 )
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
@@ -42,15 +43,6 @@ PROBE_GAP_S = 0.2  # between the probes of the TaskManagers after a broken excha
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-def job_slot_request_timeout(graph: Any) -> int | None:
-    """The job's own ``slot.request.timeout`` (``millstream run -D``, its Configuration), in ms;
-    None: the cluster's. The Dispatcher checked the value at submission."""
-    from millstream.runtime import config as cfg
-
-    raw = graph.execution_config.configuration.get(cfg.SLOT_REQUEST_TIMEOUT.key)
-    return None if raw is None else cfg.SLOT_REQUEST_TIMEOUT.parse(raw)
 
 
 class ResourceManagerGateway(Protocol):

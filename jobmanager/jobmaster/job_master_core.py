@@ -51,6 +51,7 @@ from millstream.runtime.execution_state import (
 )
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
+from millstream.runtime import config as cfg
 from millstream.runtime.checkpoint_storage import CompletedCheckpoint
 from millstream.runtime.keygroups import compute_key_group_range_for_operator_index
 from millstream.runtime.restart_strategy import NoRestart, RestartStrategySpec, describe
@@ -128,6 +129,13 @@ class CheckpointRestored:
 
 Command = Union[DeclareRequirements, BuildDeployments, DeployTask, CancelTask, FreeSlot, JobStatusChanged,
                 StartRestartTimer, CheckpointRestored]
+
+
+def job_slot_request_timeout(graph: pb.JobGraph) -> int | None:
+    """The job's own ``slot.request.timeout`` (``millstream run -D``, its Configuration), in ms;
+    None: the cluster's. The Dispatcher checked the value at submission."""
+    raw = graph.execution_config.configuration.get(cfg.SLOT_REQUEST_TIMEOUT.key)
+    return None if raw is None else cfg.SLOT_REQUEST_TIMEOUT.parse(raw)
 
 
 def task_key(vertex: ExecutionVertex) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import grpc
 
-from millstream.jobmanager.dispatcher.dispatcher import Dispatcher, DispatcherError, wait_within_deadline
+from millstream.jobmanager.dispatcher.dispatcher import Dispatcher, DispatcherError, grpc_status, wait_within_deadline
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 
@@ -16,7 +16,7 @@ class JobMasterServicer(cpb_grpc.JobMasterServiceServicer):
         try:
             return self.dispatcher.job_master(job_id)
         except DispatcherError as exc:
-            await context.abort(exc.code, str(exc))
+            await context.abort(grpc_status(exc), str(exc))
 
     async def OfferSlots(self, request, context):  # noqa: N802, ANN001, ANN201
         job_master = await self._job_master(request.job_id, context)
@@ -42,7 +42,7 @@ class JobMasterServicer(cpb_grpc.JobMasterServiceServicer):
         try:
             self.dispatcher.add_printed_lines(request.job_id, list(request.lines), request.dropped)
         except DispatcherError as exc:
-            await context.abort(exc.code, str(exc))
+            await context.abort(grpc_status(exc), str(exc))
         return cpb.Empty()
 
     async def AcknowledgeCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201

@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
-import grpc
 from aiohttp import web
 
 from millstream.jobmanager.rest import metrics_views as metric_views
 from millstream.jobmanager.rest import views
-from millstream.jobmanager.dispatcher.dispatcher import DispatcherError
+from millstream.jobmanager.dispatcher.dispatcher_core import DispatcherError, ErrorKind
+from millstream.jobmanager.dispatcher.gateway import DispatcherGateway
 from millstream.runtime.execution_state import JobStatus
 from millstream.jobmanager.rest.guard import GuardedSite, allowed_hosts, host_refusal
 from millstream.jobmanager.rest.logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
@@ -480,6 +480,7 @@ class JobManagerSource:
 
     def __init__(self, jobmanager: Any) -> None:
         self._jm = jobmanager
+        self._dispatcher: DispatcherGateway = jobmanager.dispatcher  # in-process: the gateway's calls, no RPC
 
     def leads(self) -> bool:
         return bool(self._jm.leading.is_set())
@@ -506,22 +507,22 @@ class JobManagerSource:
         return dict(record.final_vertex_views)
 
     def vertex_views(self, job_id: bytes) -> dict[bytes, metric_views.VertexView] | None:
-        record = self._jm.dispatcher.jobs.get(job_id)
+        record = self._dispatcher.request_job(job_id)
         return None if record is None else self._vertices(record)
 
     def job_views(self) -> list[JobView]:
-        return [self._view(r) for r in self._jm.dispatcher.jobs.values()]
+        return [self._view(r) for r in self._dispatcher.list_jobs()]
 
     def job_view(self, job_id: bytes) -> JobView | None:
-        record = self._jm.dispatcher.jobs.get(job_id)
+        record = self._dispatcher.request_job(job_id)
         return None if record is None else self._view(record, with_io=True)
 
     def cancel(self, job_id: bytes) -> None:
-        self._jm.dispatcher.cancel(job_id)
+        self._dispatcher.cancel_job(job_id)
 
     def start_savepoint(self, job_id: bytes, directory: str, stop: bool, drain: bool = False) -> Awaitable[str]:
         try:
-            return self._jm.dispatcher.start_savepoint(job_id, directory, stop, drain)
+            return self._dispatcher.trigger_savepoint(job_id, directory, stop, drain)
         except DispatcherError as exc:
             raise _rest_error(exc) from None
 
@@ -533,8 +534,8 @@ class JobManagerSource:
 
 def _rest_error(exc: DispatcherError) -> Exception:
     """The Dispatcher's refusal as the REST API's: unknown job 404, a job not running 409, else 400."""
-    if exc.code is grpc.StatusCode.NOT_FOUND:
+    if exc.kind is ErrorKind.NOT_FOUND:
         return NotFound(str(exc))
-    if exc.code is grpc.StatusCode.FAILED_PRECONDITION:
+    if exc.kind is ErrorKind.FAILED_PRECONDITION:
         return Conflict(str(exc))
     return BadRequest(str(exc))

@@ -20,7 +20,7 @@ from millstream.jobmanager.checkpoint.coordinator import (
     TriggerCheckpoint,
 )
 from millstream.jobmanager.checkpoint.driver import draw_checkpoint_id
-from millstream.jobmanager.dispatcher.dispatcher import Dispatcher, DispatcherError
+from millstream.jobmanager.dispatcher.dispatcher import Dispatcher, DispatcherError, ErrorKind
 from millstream.runtime.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.dispatcher.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, plan_recovery, read_jobs_to_recover
@@ -147,8 +147,8 @@ def test_an_unrecoverable_job_is_listed_suspended_with_its_reason_never_run_and_
         assert JobStatus.from_proto(summary.status) is JobStatus.SUSPENDED
         assert "/ha/g-7 is corrupt" in summary.failure.message and job_id.hex() in summary.failure.message
         assert d.record(job_id).job_master is None and not d._starting  # nothing runs it
-        d.cancel(job_id)  # nothing to cancel: still listed as it was, and never globally terminal
-        await asyncio.sleep(0.05)
+        d.cancel_job(job_id)  # nothing to cancel: still listed as it was, and never globally terminal
+        await asyncio.gather(*d._cleanups)  # a cleanup, had one been started, is over
         assert not services.job_result_store().has_job_result_entry(job_id)
         assert services.job_graph_store().job_ids() == [job_id]
 
@@ -208,19 +208,11 @@ def _with_ha(test) -> None:  # noqa: ANN001
     asyncio.run(body())
 
 
-async def _poll(condition, timeout: float = 10.0) -> None:  # noqa: ANN001
-    for _ in range(int(timeout / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met")
-
-
 def test_a_submitted_job_is_in_the_job_graph_store_with_its_artifacts_before_the_answer() -> None:
     async def test(d: Dispatcher, services: StandaloneHaServices) -> None:
         request = cpb.SubmitJobRequest(submission_id="s1", job_graph=_graph(),
                                        artifacts=[cpb.Artifact(name="udfs.py", content=b"X = 1\n")])
-        response = await d.submit_and_persist(request)
+        response = await d.submit_job(request)
         stored = cpb.SubmitJobRequest.FromString(services.job_graph_store().recover_job_graph(response.job_id))
         started = d.jobs[response.job_id].start_time_ms
         assert stored.accepted_at_ms == started > 0  # when it was accepted, for the leader that recovers it
@@ -242,11 +234,12 @@ def test_a_recovered_job_keeps_the_start_time_it_was_first_accepted_at() -> None
 
 def test_a_globally_terminal_job_gets_a_clean_result_and_leaves_the_job_graph_store() -> None:
     async def test(d: Dispatcher, services: StandaloneHaServices) -> None:
-        response = await d.submit_and_persist(cpb.SubmitJobRequest(job_graph=_graph()))
+        response = await d.submit_job(cpb.SubmitJobRequest(job_graph=_graph()))
         job_master = await _started(d, response.job_id)
         job_master.on_status(JobStatus.FINISHED, None)
         results = services.job_result_store()
-        await _poll(lambda: results.has_clean_job_result_entry(response.job_id))
+        await asyncio.gather(*d._cleanups)
+        assert results.has_clean_job_result_entry(response.job_id)
         assert services.job_graph_store().job_ids() == []
         assert [e.status for e in results.dirty_results()] == []
 
@@ -255,12 +248,12 @@ def test_a_globally_terminal_job_gets_a_clean_result_and_leaves_the_job_graph_st
 
 def test_losing_leadership_suspends_jobs_without_a_result_and_keeps_them_stored() -> None:
     async def test(d: Dispatcher, services: StandaloneHaServices) -> None:
-        response = await d.submit_and_persist(cpb.SubmitJobRequest(job_graph=_graph()))
+        response = await d.submit_job(cpb.SubmitJobRequest(job_graph=_graph()))
         await _started(d, response.job_id)
         record = d.jobs[response.job_id]
         d.suspend_all()
         assert record.status is JobStatus.SUSPENDED and d.jobs == {}
-        await asyncio.sleep(0.05)
+        await asyncio.gather(*d._cleanups)
         assert not services.job_result_store().has_job_result_entry(response.job_id)
         assert services.job_graph_store().job_ids() == [response.job_id]
         # a new leadership recovers it from the stored request
@@ -282,10 +275,9 @@ def test_a_job_that_cannot_be_stored_is_refused_unavailable_and_not_started() ->
         try:
             d = Dispatcher(blobs, FakeJobMaster, lambda: 4, job_retention_ms=60_000, persistence=Unwritable(services))
             with pytest.raises(DispatcherError) as refused:
-                await d.submit_and_persist(cpb.SubmitJobRequest(job_graph=_graph()))
-            assert refused.value.code is grpc.StatusCode.UNAVAILABLE
+                await d.submit_job(cpb.SubmitJobRequest(job_graph=_graph()))
+            assert refused.value.kind is ErrorKind.UNAVAILABLE
             assert "high-availability storage" in str(refused.value) and "Permission denied" in str(refused.value)
-            await asyncio.sleep(0.05)
             assert d.jobs == {}
         finally:
             services.close()

@@ -10,8 +10,7 @@ import grpc
 import pytest
 
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.jobmanager.blob_server import BlobStore
-from millstream.jobmanager.dispatcher.dispatcher import Dispatcher
+from millstream.jobmanager.dispatcher.dispatcher_core import DispatcherCore
 from millstream.runtime.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.jobmaster.job_master_core import BuildDeployments, JobMasterCore
 from millstream.runtime.bounded_lines import MAX_LINE_CHARS, LineCursor, PrintedLines
@@ -105,57 +104,41 @@ def test_record_totals_are_summed_per_vertex_and_never_go_back() -> None:
 
 def test_a_finished_job_keeps_its_final_vertices_in_the_dispatcher() -> None:
     class FakeJobMaster:
-        def __init__(self, core, on_status) -> None:
-            self.core, self.on_status, self.checkpoints = core, on_status, None
+        def __init__(self, core) -> None:  # noqa: ANN001
+            self.core, self.checkpoints = core, None
 
-        def start(self) -> None:
-            self.core.start()
-            self.on_status(JobStatus.RUNNING, None)
-
-        async def stop(self) -> None:
-            pass
-
-    async def body() -> None:
-        blobs = BlobStore()
-        deadline = {"at": None}
-        d = Dispatcher(blobs, FakeJobMaster, lambda: 4, 60_000, slot_timeout_at_ms=lambda job_id: deadline["at"])
-        try:
-            graph = _graph(parallelism=2, sink_parallelism=3)
-            job_id = d.submit(cpb.SubmitJobRequest(job_graph=graph.SerializeToString())).job_id
-            for _ in range(500):
-                if d.jobs[job_id].job_master is not None:
-                    break
-                await asyncio.sleep(0.01)
-            record = d.jobs[job_id]
-            core = record.job_master.core
-            deadline["at"] = 1_700_000_000_000
-            summary = d.record(job_id).summary()
-            assert summary.parallelism == 3 and len(summary.vertices) == 2
-            # Waiting for slots: how many it needs, has, and when it fails.
-            assert (summary.slot_wait.slots_required, summary.slot_wait.slots_allocated) == (3, 0)
-            assert summary.slot_wait.timeout_at_ms == 1_700_000_000_000 and summary.HasField("slot_wait")
-            core.offer_slots("tm", "tm:1", "tm:2", _offers(2))
-            assert d.record(job_id).summary().slot_wait.slots_allocated == 2
-            _, commands = core.offer_slots("tm", "tm:1", "tm:2", _offers(1, start=2))
-            for command in commands:
-                if isinstance(command, BuildDeployments):
-                    core.deployments_built(command.build())
-            assert not d.record(job_id).summary().HasField("slot_wait")  # cleared once all slots are there
-            for execution in core.current_executions():
-                core.update_records(execution.attempt_id, 7, 3)
-                core.update_task_state(execution.attempt_id, S.FINISHED)
-            vertices = list(d.record(job_id).summary().vertices)
-            record.job_master.on_status(JobStatus.FINISHED, None)
-            assert record.job_master is None
-            final = d.record(job_id).summary()
-            assert list(final.vertices) == vertices and final.parallelism == 3
-            assert [(v.records_in, v.records_out, dict(v.tasks_per_state)) for v in final.vertices] == [
-                (14, 6, {"FINISHED": 2}), (21, 9, {"FINISHED": 3})
-            ]
-        finally:
-            blobs.close()
-
-    asyncio.run(body())
+    deadline = {"at": None}
+    d = DispatcherCore(60_000, slot_timeout_at_ms=lambda job_id: deadline["at"])
+    launch = d.submit(cpb.SubmitJobRequest(job_graph=_graph(parallelism=2, sink_parallelism=3).SerializeToString()), 1)
+    record = launch.record
+    core = JobMasterCore(launch.graph)
+    d.job_master_ready(record, FakeJobMaster(core), 2)
+    core.start()
+    d.job_status_changed(record, JobStatus.RUNNING, None, 3)
+    deadline["at"] = 1_700_000_000_000
+    summary = d.record(record.job_id).summary()
+    assert summary.parallelism == 3 and len(summary.vertices) == 2
+    # Waiting for slots: how many it needs, has, and when it fails.
+    assert (summary.slot_wait.slots_required, summary.slot_wait.slots_allocated) == (3, 0)
+    assert summary.slot_wait.timeout_at_ms == 1_700_000_000_000 and summary.HasField("slot_wait")
+    core.offer_slots("tm", "tm:1", "tm:2", _offers(2))
+    assert d.record(record.job_id).summary().slot_wait.slots_allocated == 2
+    _, commands = core.offer_slots("tm", "tm:1", "tm:2", _offers(1, start=2))
+    for command in commands:
+        if isinstance(command, BuildDeployments):
+            core.deployments_built(command.build())
+    assert not d.record(record.job_id).summary().HasField("slot_wait")  # cleared once all slots are there
+    for execution in core.current_executions():
+        core.update_records(execution.attempt_id, 7, 3)
+        core.update_task_state(execution.attempt_id, S.FINISHED)
+    vertices = list(d.record(record.job_id).summary().vertices)
+    d.job_status_changed(record, JobStatus.FINISHED, None, 4)
+    assert record.job_master is None
+    final = d.record(record.job_id).summary()
+    assert list(final.vertices) == vertices and final.parallelism == 3
+    assert [(v.records_in, v.records_out, dict(v.tasks_per_state)) for v in final.vertices] == [
+        (14, 6, {"FINISHED": 2}), (21, 9, {"FINISHED": 3})
+    ]
 
 
 def test_slot_wait_follows_the_offers_and_ends_with_deployment_or_cancel() -> None:
@@ -234,81 +217,6 @@ def test_the_line_buffer_is_bounded_in_characters_and_cuts_one_huge_line() -> No
     assert missed == 1 + 500 - len(lines) and len(lines) == (MAX_LINE_CHARS * 2) // 100
     with pytest.raises(ValueError, match="room"):
         PrintedLines(max_lines=0)
-
-
-def _dispatcher_with_job(**options):
-    class FakeJobMaster:
-        def __init__(self, core, on_status) -> None:
-            self.core, self.on_status, self.checkpoints = core, on_status, None
-
-        def start(self) -> None:
-            self.on_status(JobStatus.RUNNING, None)
-
-        async def stop(self) -> None:
-            pass
-
-    blobs = BlobStore()
-    d = Dispatcher(blobs, FakeJobMaster, lambda: 4, 60_000, **options)
-    job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph().SerializeToString())).job_id
-    return d, blobs, job_id
-
-
-def test_wait_streams_printed_lines_to_every_waiter_at_most_every_interval() -> None:
-    async def body() -> None:
-        d, blobs, job_id = _dispatcher_with_job(printed_lines_interval_s=0.2, progress_interval_s=60)
-        try:
-            while d.jobs[job_id].job_master is None:
-                await asyncio.sleep(0.01)
-            streams: list[list[cpb.JobStatusUpdate]] = [[], []]
-
-            async def consume(updates: list) -> None:
-                async for update in d.wait(job_id):
-                    updates.append(update)
-
-            waiters = [asyncio.ensure_future(consume(s)) for s in streams]
-            await asyncio.sleep(0.05)
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            for i in range(100):  # 100 reports over ~1 s
-                d.add_printed_lines(job_id, [f"line {i}"], 0)
-                await asyncio.sleep(0.01)
-            elapsed = loop.time() - started
-            await asyncio.sleep(0.3)
-            d.jobs[job_id].job_master.on_status(JobStatus.FINISHED, None)
-            await asyncio.wait_for(asyncio.gather(*waiters), 5)
-            for updates in streams:
-                lines = [line for u in updates for line in u.printed_lines]
-                assert lines == [f"line {i}" for i in range(100)]  # each waiter gets all, in order
-                with_lines = [u for u in updates if u.printed_lines]
-                assert 2 <= len(with_lines) <= elapsed / 0.2 + 2  # batched, not one update per line
-                assert updates[-1].terminal and sum(u.printed_lines_dropped for u in updates) == 0
-            assert d.jobs[job_id].printed is None  # a finished job keeps no lines
-        finally:
-            blobs.close()
-
-    asyncio.run(body())
-
-
-def test_a_slow_waiter_learns_how_many_lines_it_missed() -> None:
-    async def body() -> None:
-        d, blobs, job_id = _dispatcher_with_job(printed_lines=(10, 10_000), printed_lines_interval_s=0.05)
-        try:
-            while d.jobs[job_id].job_master is None:
-                await asyncio.sleep(0.01)
-            stream = d.wait(job_id)
-            first = await stream.__anext__()  # attached: the current summary
-            assert first.summary.status == cpb.RUNNING and not first.printed_lines
-            d.add_printed_lines(job_id, [str(i) for i in range(25)], dropped=3)
-            update = await stream.__anext__()
-            assert list(update.printed_lines) == [str(i) for i in range(15, 25)]
-            assert update.printed_lines_dropped == 15 + 3
-            with pytest.raises(Exception, match="negative"):
-                d.add_printed_lines(job_id, [], dropped=-1)
-            await stream.aclose()
-        finally:
-            blobs.close()
-
-    asyncio.run(body())
 
 
 # -- printed lines: the TaskManager's forwarder -------------------------------------------------------
