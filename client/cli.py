@@ -355,7 +355,7 @@ def _non_negative_int(text: str) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from millstream.jobmanager.task_logs import format_outputs
+    from millstream.client.progress import format_outputs
 
     job_id = _job_id(args.job_id)
     with _client(args) as client:

@@ -22,6 +22,7 @@ from millstream.common.job_execution_result import JobExecutionResult
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
 from millstream.runtime.serialization import deserialize
+from millstream.runtime.slot_sharing import total_required_slots
 
 ENV_JOBMANAGER = cfg.ENV_JOBMANAGER
 
@@ -121,7 +122,6 @@ class _Session:
 
     def __init__(self, job_graph: Any, user_conf: Any) -> None:
         from millstream.client.cluster_client import LEADER_LOOKUP_TIMEOUT_S, ClusterClient, LeaderResolver
-        from millstream.jobmanager.jobmaster.execution_graph import ExecutionGraph
         from millstream.runtime.rpc.security import client_credentials
 
         self.config = _client_configuration(user_conf)
@@ -129,7 +129,7 @@ class _Session:
         if resolver is None:
             from millstream.client.minicluster import embedded_cluster
 
-            slots = ExecutionGraph(job_graph.proto).total_required_slots()
+            slots = total_required_slots(job_graph.proto.vertices)
             resolver = LeaderResolver([embedded_cluster(self.config, slots).address],  # reused by later executes
                                       credentials=client_credentials(self.config))
         # A leader change while the job runs: keep looking for the new leader for as long as a

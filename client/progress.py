@@ -10,7 +10,7 @@ import datetime
 import sys
 import threading
 import time
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 from millstream.proto import cluster_pb2 as cpb
 
@@ -229,6 +229,25 @@ def summary_json(summary: cpb.JobSummary, now_ms: int) -> dict[str, Any]:
             "message": failure.message, "task_name": failure.task_name or None, "traceback": failure.traceback or None,
         },
     }
+
+
+# -- `millstream logs` -------------------------------------------------------------------------
+
+def format_outputs(response: cpb.TaskOutputsResponse) -> Iterable[str]:
+    """The lines ``millstream logs`` prints: a header per subtask, then its lines."""
+    for out in response.subtasks:
+        where = f" on {out.taskmanager_id}" if out.taskmanager_id else ""
+        yield (f"==> {out.vertex_name} ({out.subtask_index + 1}/{out.parallelism}) subtask {out.subtask_index}, "
+               f"attempt {out.attempt_number}, {out.state}{where} <==")
+        if not out.available:
+            yield f"(no output: {out.unavailable_reason})"
+        else:
+            if out.dropped_lines:
+                yield f"({out.dropped_lines} earlier lines dropped: taskmanager.task-output.max-size)"
+            yield from out.lines
+            if not out.lines:
+                yield "(no output)"
+        yield ""
 
 
 # -- printed lines -------------------------------------------------------------------------------

@@ -41,7 +41,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 import grpc
 from google.protobuf.message import DecodeError
 
-from millstream.jobmanager.blob_server import BlobStore, InvalidArtifactError, check_archive_target, check_artifact_name
+from millstream.jobmanager.blob_server import BlobStore
+from millstream.runtime.artifact_names import InvalidArtifactError, check_archive_target, check_artifact_name
 from millstream.jobmanager.dispatcher.collect_buffer import CollectBuffer, CollectOffsetError, Offer
 from millstream.runtime.execution_state import JobStatus
 from millstream.jobmanager.jobmaster.job_graph_validation import InvalidJobGraphError, validate_job_graph
