@@ -18,6 +18,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 import grpc
 
+from millstream.common.job_client import JobClient
 from millstream.common.job_execution_result import JobExecutionResult
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
@@ -146,6 +147,16 @@ class _Session:
     def close(self) -> None:
         self.client.close()
 
+    def wait_for_result(self, job_graph: Any, job_id: bytes) -> JobExecutionResult:
+        """Follows the job's status stream to its end (``JobClient.get_job_execution_result``): the
+        job's result, or the JobExecutionException naming how it ended."""
+        summary = None
+        for update in self.client.wait(job_id):
+            summary = update.summary
+        assert summary is not None, "the JobManager closed the job's status stream without a status"
+        _raise_unless_finished(job_graph, summary)
+        return _result(summary)
+
 
 def _raise_unless_finished(job_graph: Any, summary: cpb.JobSummary) -> None:
     from millstream.runtime.execution_state import JobStatus
@@ -216,8 +227,6 @@ def execute_async(job_graph: Any, configuration: Any, python_files: Sequence[str
     """Submits the job and returns at once with a :class:`JobClient` for it (``env.execute_async``).
     The client keeps its connection to the cluster for the program's life: its calls may come
     long after the job ended."""
-    from millstream.common.job_client import JobClient
-
     if _capturing.get():
         raise JobGraphCaptured(job_graph)
     session = _Session(job_graph, configuration)
