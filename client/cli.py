@@ -12,7 +12,7 @@ import time
 import traceback
 from typing import Any, Sequence
 
-# gRPC, the job API and the graph code are imported where used: `cluster start` spawns its
+# lazy: gRPC, the job API and the graph code are imported where used: `cluster start` spawns its
 # processes sooner without them.
 
 EXIT_INTERRUPTED = 130  # a shell's code for "ended by Ctrl-C"

@@ -18,10 +18,14 @@ from typing import Any, Iterator, Protocol, Sequence
 
 import grpc
 
+from millstream.client import minicluster
+from millstream.client.cluster_client import LEADER_LOOKUP_TIMEOUT_S, ClusterClient, LeaderResolver
 from millstream.common.job_client import JobClient
 from millstream.common.job_execution_result import JobExecutionResult
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
+from millstream.runtime.execution_state import JobStatus
+from millstream.runtime.rpc.security import client_credentials
 from millstream.runtime.serialization import deserialize
 from millstream.runtime.slot_sharing import total_required_slots
 
@@ -122,16 +126,11 @@ class _Session:
     """Where one job runs: the named cluster, or a mini-cluster owned by this session."""
 
     def __init__(self, job_graph: Any, user_conf: Any) -> None:
-        from millstream.client.cluster_client import LEADER_LOOKUP_TIMEOUT_S, ClusterClient, LeaderResolver
-        from millstream.runtime.rpc.security import client_credentials
-
         self.config = _client_configuration(user_conf)
         resolver = LeaderResolver.from_configuration(self.config, os.environ.get(ENV_JOBMANAGER))
         if resolver is None:
-            from millstream.client.minicluster import embedded_cluster
-
             slots = total_required_slots(job_graph.proto.vertices)
-            resolver = LeaderResolver([embedded_cluster(self.config, slots).address],  # reused by later executes
+            resolver = LeaderResolver([minicluster.embedded_cluster(self.config, slots).address],  # reused by later executes
                                       credentials=client_credentials(self.config))
         # A leader change while the job runs: keep looking for the new leader for as long as a
         # submission may take (a failover lasts about one ZooKeeper session timeout).
@@ -159,8 +158,6 @@ class _Session:
 
 
 def _raise_unless_finished(job_graph: Any, summary: cpb.JobSummary) -> None:
-    from millstream.runtime.execution_state import JobStatus
-
     status = JobStatus.from_proto(summary.status)
     if status is JobStatus.FINISHED:
         return
@@ -172,8 +169,6 @@ def _raise_unless_finished(job_graph: Any, summary: cpb.JobSummary) -> None:
         message += f"\n  in task {failure.task_name}"
     if failure.traceback:
         message += f"\n\nRemote traceback:\n{failure.traceback}"
-    from millstream.client import minicluster
-
     if not os.environ.get(ENV_JOBMANAGER) and minicluster.log_file:
         message += f"\n\nThe embedded cluster's log: {minicluster.log_file}"
     raise JobExecutionException(message, summary)
@@ -248,6 +243,7 @@ def execute_and_collect(
     only after every collected batch was delivered. Closing early (or reaching ``limit``) cancels
     the job; a cancel that fails raises :class:`JobCancellationException`, since the job may still run.
     """
+    # lazy: the CLI's job commands (list, status, cancel) import this module and need no DataStream API
     from millstream.datastream.data_stream import CloseableIterator
 
     if _capturing.get():

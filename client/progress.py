@@ -12,7 +12,9 @@ import threading
 import time
 from typing import Any, Callable, Iterable, TextIO
 
+from millstream.client.execution import JobDetached
 from millstream.proto import cluster_pb2 as cpb
+from millstream.runtime.execution_state import JobStatus
 
 # The job's print-sink lines, as the live view shows them: a burst, then a steady rate. The lines
 # over the rate are counted and said to be skipped; the job is never slowed down by its console.
@@ -23,14 +25,10 @@ SLOT_WAIT_GRACE_S = 2.0
 
 
 def status_name(summary: cpb.JobSummary) -> str:
-    from millstream.runtime.execution_state import JobStatus
-
     return JobStatus.from_proto(summary.status).value
 
 
 def is_terminal(summary: cpb.JobSummary) -> bool:
-    from millstream.runtime.execution_state import JobStatus
-
     return JobStatus.from_proto(summary.status).is_terminal()
 
 
@@ -365,8 +363,6 @@ class RunView:
 
     # JobObserver --------------------------------------------------------------------------------
     def submitted(self, job_name: str, job_id: bytes, client: Any, follow: bool) -> None:
-        from millstream.client.execution import JobDetached
-
         self.job_id, self.job_name, self.client, self.summary = job_id, job_name, client, None
         self._last_status, self._last_wait, self._wait_since = "", None, None
         self._stopped.clear()

@@ -412,6 +412,7 @@ async def serve(configuration: cfg.Configuration, jobmanager_address: str | None
 def main(argv: list[str] | None = None) -> None:
     """The process's main; ``python -m millstream.taskmanager.launcher`` starts sooner (it forks
     Spark's JVM before importing this module)."""
+    # lazy: the launcher imports this module itself, once Spark's JVM is forked
     from millstream.taskmanager.launcher import main as launcher_main
 
     launcher_main(argv)

@@ -25,6 +25,7 @@ from millstream.jobmanager.jobmaster.job_master_core import (
 )
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime import config as cfg
 from millstream.runtime.rpc.fencing import FencingClientInterceptor
 from millstream.runtime.rpc.service import aio_channel
 from millstream.runtime.rpc.security import Credentials
@@ -47,8 +48,6 @@ def now_ms() -> int:
 def job_slot_request_timeout(graph: Any) -> int | None:
     """The job's own ``slot.request.timeout`` (``millstream run -D``, its Configuration), in ms;
     None: the cluster's. The Dispatcher checked the value at submission."""
-    from millstream.runtime import config as cfg
-
     raw = graph.execution_config.configuration.get(cfg.SLOT_REQUEST_TIMEOUT.key)
     return None if raw is None else cfg.SLOT_REQUEST_TIMEOUT.parse(raw)
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from millstream.common.job_id import JobID
+
 
 class JobExecutionResult:
     def __init__(self, job_id: str, job_name: str, net_runtime_ms: int, accumulators: dict[str, Any] | None = None) -> None:
@@ -13,8 +15,6 @@ class JobExecutionResult:
 
     def get_job_id(self) -> "JobID":
         """The job's :class:`JobID` (a str of its 32 hex digits, as before)."""
-        from millstream.common.job_id import JobID
-
         return JobID(self._job_id)
 
     def get_job_name(self) -> str:

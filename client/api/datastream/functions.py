@@ -10,6 +10,7 @@ import abc
 import enum
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
+from millstream._java_code import JavaCodeNotSupported
 from millstream.datastream.async_retry_strategies import AsyncRetryPredicate, AsyncRetryStrategy  # noqa: F401 (PyFlink's names here)
 
 if TYPE_CHECKING:
@@ -355,7 +356,6 @@ def _refuse_java_function(cls: type, kind: str, args: tuple[Any, ...], kwargs: d
     given = args[0] if args else kwargs.get(f"{kind}_func")
     if given is None:
         return
-    from millstream._java_code import JavaCodeNotSupported
 
     raise JavaCodeNotSupported(
         f"{cls.__name__}({given!r}): PyFlink runs this Java {kind} function in its JVM; Millstream runs no "
