@@ -130,8 +130,8 @@ class _Session:
         resolver = LeaderResolver.from_configuration(self.config, os.environ.get(ENV_JOBMANAGER))
         if resolver is None:
             slots = total_required_slots(job_graph.proto.vertices)
-            resolver = LeaderResolver([minicluster.embedded_cluster(self.config, slots).address],  # reused by later executes
-                                      credentials=client_credentials(self.config))
+            cluster = minicluster.embedded_cluster(self.config, slots)  # reused by later executes
+            resolver = LeaderResolver([cluster.address], credentials=client_credentials(self.config))
         # A leader change while the job runs: keep looking for the new leader for as long as a
         # submission may take (a failover lasts about one ZooKeeper session timeout).
         budget_s = max(self.config.get(cfg.CLIENT_SUBMISSION_TIMEOUT) / 1000, 2 * LEADER_LOOKUP_TIMEOUT_S)

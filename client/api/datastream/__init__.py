@@ -7,7 +7,7 @@ Its names load when first used (PEP 562): the engine imports the API's value mod
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import pkgutil
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -192,7 +192,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
     if module is None:
-        if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a submodule, as PyFlink's package has them all
+        # a submodule: PyFlink's package has them all loaded
+        if name in {m.name for m in pkgutil.iter_modules(__path__)}:
             return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
