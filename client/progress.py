@@ -1,4 +1,5 @@
-"""What the CLI shows of jobs: ``list`` rows, ``status`` reports, JSON, ``run``'s live view and ``logs``' output.
+"""What the CLI shows of jobs: ``list`` rows, ``status`` reports, JSON, ``run``'s live view, and
+``logs``' subtask output.
 
 Everything here renders :class:`~millstream.proto.cluster_pb2.JobSummary` messages as they come;
 a field the JobManager left empty (no per-vertex summaries, no parallelism) is left out, and what
