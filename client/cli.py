@@ -12,7 +12,7 @@ import time
 import traceback
 from typing import Any, Sequence
 
-# gRPC, the job API and the graph code are imported where used: `cluster start` spawns its
+# lazy: gRPC, the job API and the graph code are imported where used: `cluster start` spawns its
 # processes sooner without them.
 
 EXIT_INTERRUPTED = 130  # a shell's code for "ended by Ctrl-C"
@@ -355,7 +355,7 @@ def _non_negative_int(text: str) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from millstream.jobmanager.task_logs import format_outputs
+    from millstream.client.progress import format_outputs
 
     job_id = _job_id(args.job_id)
     with _client(args) as client:

@@ -175,7 +175,7 @@ class LeaderResolver:
         """ZooKeeper when ``conf`` says ``high-availability.type: zookeeper``; else the
         comma-separated ``addresses`` (None when there are none: no cluster is named). The client
         presents the credentials ``conf`` gives it (security.ssl.*, security.auth.client-token)."""
-        from millstream.runtime.ha import HaSettings
+        from millstream.runtime.ha import HaSettings  # lazy: kazoo (ZooKeeper) loads only when HA is configured
 
         settings = HaSettings.from_configuration(conf)
         credentials = client_credentials(conf)
@@ -221,7 +221,7 @@ class LeaderResolver:
             channel.close()
 
     def _from_zookeeper(self, avoid: str | None) -> str:
-        from millstream.runtime.ha import HaError, ZooKeeperHaServices
+        from millstream.runtime.ha import HaError, ZooKeeperHaServices  # lazy: kazoo, only with HA
 
         settings = self.settings
         if self._services is None:

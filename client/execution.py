@@ -18,10 +18,16 @@ from typing import Any, Iterator, Protocol, Sequence
 
 import grpc
 
+from millstream.client import minicluster
+from millstream.client.cluster_client import LEADER_LOOKUP_TIMEOUT_S, ClusterClient, LeaderResolver
+from millstream.common.job_client import JobClient
 from millstream.common.job_execution_result import JobExecutionResult
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
+from millstream.runtime.execution_state import JobStatus
+from millstream.runtime.rpc.security import client_credentials
 from millstream.runtime.serialization import deserialize
+from millstream.runtime.slot_sharing import total_required_slots
 
 ENV_JOBMANAGER = cfg.ENV_JOBMANAGER
 # A job's Python artifact: a path from add_python_file, or (path, target directory) from add_python_archive.
@@ -122,18 +128,12 @@ class _Session:
     """Where one job runs: the named cluster, or a mini-cluster owned by this session."""
 
     def __init__(self, job_graph: Any, user_conf: Any) -> None:
-        from millstream.client.cluster_client import LEADER_LOOKUP_TIMEOUT_S, ClusterClient, LeaderResolver
-        from millstream.jobmanager.jobmaster.execution_graph import ExecutionGraph
-        from millstream.runtime.rpc.security import client_credentials
-
         self.config = _client_configuration(user_conf)
         resolver = LeaderResolver.from_configuration(self.config, os.environ.get(ENV_JOBMANAGER))
         if resolver is None:
-            from millstream.client.minicluster import embedded_cluster
-
-            slots = ExecutionGraph(job_graph.proto).total_required_slots()
-            resolver = LeaderResolver([embedded_cluster(self.config, slots).address],  # reused by later executes
-                                      credentials=client_credentials(self.config))
+            slots = total_required_slots(job_graph.proto.vertices)
+            cluster = minicluster.embedded_cluster(self.config, slots)  # reused by later executes
+            resolver = LeaderResolver([cluster.address], credentials=client_credentials(self.config))
         # A leader change while the job runs: keep looking for the new leader for as long as a
         # submission may take (a failover lasts about one ZooKeeper session timeout).
         budget_s = max(self.config.get(cfg.CLIENT_SUBMISSION_TIMEOUT) / 1000, 2 * LEADER_LOOKUP_TIMEOUT_S)
@@ -148,10 +148,18 @@ class _Session:
     def close(self) -> None:
         self.client.close()
 
+    def wait_for_result(self, job_graph: Any, job_id: bytes) -> JobExecutionResult:
+        """Follows the job's status stream to its end (``JobClient.get_job_execution_result``): the
+        job's result, or the JobExecutionException naming how it ended."""
+        summary = None
+        for update in self.client.wait(job_id):
+            summary = update.summary
+        assert summary is not None, "the JobManager closed the job's status stream without a status"
+        _raise_unless_finished(job_graph, summary)
+        return _result(summary)
+
 
 def _raise_unless_finished(job_graph: Any, summary: cpb.JobSummary) -> None:
-    from millstream.runtime.execution_state import JobStatus
-
     status = JobStatus.from_proto(summary.status)
     if status is JobStatus.FINISHED:
         return
@@ -163,8 +171,6 @@ def _raise_unless_finished(job_graph: Any, summary: cpb.JobSummary) -> None:
         message += f"\n  in task {failure.task_name}"
     if failure.traceback:
         message += f"\n\nRemote traceback:\n{failure.traceback}"
-    from millstream.client import minicluster
-
     if not os.environ.get(ENV_JOBMANAGER) and minicluster.log_file:
         message += f"\n\nThe embedded cluster's log: {minicluster.log_file}"
     raise JobExecutionException(message, summary)
@@ -218,8 +224,6 @@ def execute_async(job_graph: Any, configuration: Any, python_files: Sequence[Pyt
     """Submits the job and returns at once with a :class:`JobClient` for it (``env.execute_async``).
     The client keeps its connection to the cluster for the program's life: its calls may come
     long after the job ended."""
-    from millstream.common.job_client import JobClient
-
     if _capturing.get():
         raise JobGraphCaptured(job_graph)
     session = _Session(job_graph, configuration)
@@ -241,6 +245,7 @@ def execute_and_collect(
     only after every collected batch was delivered. Closing early (or reaching ``limit``) cancels
     the job; a cancel that fails raises :class:`JobCancellationException`, since the job may still run.
     """
+    # lazy: the CLI's job commands (list, status, cancel) import this module and need no DataStream API
     from millstream.datastream.data_stream import CloseableIterator
 
     if _capturing.get():

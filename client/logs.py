@@ -16,6 +16,9 @@ import sys
 import time
 from typing import Iterator
 
+from millstream.runtime.config import ConfigurationError
+from millstream.runtime.entrypoint.log_files import default_log_dir
+
 ENV_LOG_LEVEL = "MILLSTREAM_LOG_LEVEL"
 INTERNAL_LOGGERS = ("millstream", "py4j", "pyspark", "kazoo")
 KEEP_LOG_FILES = 20  # a log file per program run: the oldest beyond these are removed
@@ -23,8 +26,6 @@ _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def log_dir() -> str:
-    from millstream.runtime.entrypoint.log_files import default_log_dir
-
     return default_log_dir()
 
 
@@ -35,8 +36,6 @@ def console_level(verbose: int = 0) -> int | None:
     if text:
         level = logging.getLevelName(text.upper())
         if not isinstance(level, int):
-            from millstream.runtime.config import ConfigurationError
-
             raise ConfigurationError(f"{ENV_LOG_LEVEL}: expected DEBUG, INFO, WARNING or ERROR, got {text!r}")
         return level
     if verbose:

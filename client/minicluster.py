@@ -19,6 +19,9 @@ from typing import Any, Iterator
 from millstream.client.logs import console_level, new_log_file, route_internal_logs, stderr_redirected_to
 from millstream.runtime import config as cfg
 
+# lazy: the engine (JobManager, TaskManager, Spark) is imported when the embedded cluster starts: a
+# program that names a cluster never loads it.
+
 log = logging.getLogger(__name__)
 
 

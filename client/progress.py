@@ -1,4 +1,5 @@
-"""What the CLI shows of jobs: ``list`` rows, ``status`` reports, JSON, and ``run``'s live view.
+"""What the CLI shows of jobs: ``list`` rows, ``status`` reports, JSON, ``run``'s live view, and
+``logs``' subtask output.
 
 Everything here renders :class:`~millstream.proto.cluster_pb2.JobSummary` messages as they come;
 a field the JobManager left empty (no per-vertex summaries, no parallelism) is left out, and what
@@ -10,9 +11,11 @@ import datetime
 import sys
 import threading
 import time
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
+from millstream.client.execution import JobDetached
 from millstream.proto import cluster_pb2 as cpb
+from millstream.runtime.execution_state import JobStatus
 
 # The job's print-sink lines, as the live view shows them: a burst, then a steady rate. The lines
 # over the rate are counted and said to be skipped; the job is never slowed down by its console.
@@ -23,14 +26,10 @@ SLOT_WAIT_GRACE_S = 2.0
 
 
 def status_name(summary: cpb.JobSummary) -> str:
-    from millstream.runtime.execution_state import JobStatus
-
     return JobStatus.from_proto(summary.status).value
 
 
 def is_terminal(summary: cpb.JobSummary) -> bool:
-    from millstream.runtime.execution_state import JobStatus
-
     return JobStatus.from_proto(summary.status).is_terminal()
 
 
@@ -231,6 +230,25 @@ def summary_json(summary: cpb.JobSummary, now_ms: int) -> dict[str, Any]:
     }
 
 
+# -- `millstream logs` -------------------------------------------------------------------------
+
+def format_outputs(response: cpb.TaskOutputsResponse) -> Iterable[str]:
+    """The lines ``millstream logs`` prints: a header per subtask, then its lines."""
+    for out in response.subtasks:
+        where = f" on {out.taskmanager_id}" if out.taskmanager_id else ""
+        yield (f"==> {out.vertex_name} ({out.subtask_index + 1}/{out.parallelism}) subtask {out.subtask_index}, "
+               f"attempt {out.attempt_number}, {out.state}{where} <==")
+        if not out.available:
+            yield f"(no output: {out.unavailable_reason})"
+        else:
+            if out.dropped_lines:
+                yield f"({out.dropped_lines} earlier lines dropped: taskmanager.task-output.max-size)"
+            yield from out.lines
+            if not out.lines:
+                yield "(no output)"
+        yield ""
+
+
 # -- printed lines -------------------------------------------------------------------------------
 
 class PrintedLines:
@@ -346,8 +364,6 @@ class RunView:
 
     # JobObserver --------------------------------------------------------------------------------
     def submitted(self, job_name: str, job_id: bytes, client: Any, follow: bool) -> None:
-        from millstream.client.execution import JobDetached
-
         self.job_id, self.job_name, self.client, self.summary = job_id, job_name, client, None
         self._last_status, self._last_wait, self._wait_since = "", None, None
         self._stopped.clear()

@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from millstream.client.cluster_client import ClusterClient
+from millstream.runtime import config as cfg
+from millstream.runtime.config import ConfigurationError, parse_host_port
 from millstream.runtime.entrypoint.process import ERROR_PREFIX
+from millstream.runtime.rpc.security import client_credentials
 
 HA_JOBMANAGERS = 2  # the leader and one standby
 # How often start checks its processes' ready files (a stat each): a start's last step, once
@@ -142,7 +145,7 @@ class _Starting:
 
 def _start_zookeeper(directory: str) -> tuple[Any, list[str]]:
     """A local ZooKeeper server for an HA cluster, and the ``-D`` options that use it."""
-    from millstream.runtime.ha.zookeeper_server import ZooKeeperServer, zookeeper_missing
+    from millstream.runtime.ha.zookeeper_server import ZooKeeperServer, zookeeper_missing  # lazy: only for --ha
 
     missing = zookeeper_missing()
     if missing:
@@ -162,8 +165,7 @@ def _start_zookeeper(directory: str) -> tuple[Any, list[str]]:
 
 def _ha_leader(dynamic: list[str], config_file: str | None, timeout_s: float) -> str:
     """The address the elected JobManager published in ZooKeeper."""
-    from millstream.runtime import config as cfg
-    from millstream.runtime.ha import HaError, create_ha_services
+    from millstream.runtime.ha import HaError, create_ha_services  # lazy: kazoo (ZooKeeper), only for --ha
 
     conf = cfg.load_configuration(config_file, dynamic_properties=dynamic)
     try:
@@ -177,9 +179,6 @@ def _ha_leader(dynamic: list[str], config_file: str | None, timeout_s: float) ->
 
 def _credentials(dynamic: list[str], config_file: str | None) -> Any:
     """What this process presents to the cluster it started (its TLS files, the client token)."""
-    from millstream.runtime import config as cfg
-    from millstream.runtime.rpc.security import client_credentials
-
     return client_credentials(cfg.load_configuration(config_file, dynamic_properties=dynamic))
 
 
@@ -296,8 +295,6 @@ def start(taskmanagers: int, slots: int, port: int, dynamic: list[str], config_f
 def _rest_bind_ports_for_ha(dynamic: list[str], config_file: str | None) -> list[str]:
     """Two JobManagers on one host cannot share a REST port: unless ``rest.bind-port`` is set, each
     binds the first free port from ``rest.port`` on (Flink's ``rest.bind-port`` range)."""
-    from millstream.runtime import config as cfg
-
     conf = cfg.load_configuration(config_file, dynamic_properties=dynamic)
     port = conf.get(cfg.REST_PORT)
     if cfg.REST_BIND_PORT in conf or port == 0:
@@ -325,8 +322,6 @@ _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "ip6-localhost"}
 def _same_address(a: str, b: str) -> bool:
     """Whether two ``host:port`` name the same local JobManager (``localhost`` and ``127.0.0.1`` do)."""
     import socket
-
-    from millstream.runtime.config import ConfigurationError, parse_host_port
 
     if "," in b:  # an HA cluster's JobManagers
         return any(_same_address(a, one.strip()) for one in b.split(","))

@@ -26,19 +26,8 @@ import grpc
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
-from millstream.runtime.artifact_names import InvalidArtifactError, check_archive_target  # noqa: F401 (the Dispatcher's)
 
 CHUNK_BYTES = 1024 * 1024
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
-
-
-def check_artifact_name(name: str) -> str:
-    """A bare file name that a TaskManager may materialize: no directories, no dot-files."""
-    if not _SAFE_NAME.match(name) or name in (".", "..") or not name.endswith((".py", ".zip", ".egg", ".whl")):
-        raise InvalidArtifactError(
-            f"Artifact name {name!r} is not allowed: use a plain file name ending in .py, .zip, .egg or .whl"
-        )
-    return name
 
 
 log = logging.getLogger(__name__)

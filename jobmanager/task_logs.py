@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import grpc
 
@@ -160,20 +160,3 @@ class TaskLogs:
         except grpc.aio.AioRpcError as exc:
             raise TaskLogError(grpc.StatusCode.UNAVAILABLE,
                                f"TaskManager {resource_id} did not answer: {exc.code().name} {exc.details()}") from exc
-
-
-def format_outputs(response: cpb.TaskOutputsResponse) -> Iterable[str]:
-    """The lines ``millstream logs`` prints: a header per subtask, then its lines."""
-    for out in response.subtasks:
-        where = f" on {out.taskmanager_id}" if out.taskmanager_id else ""
-        yield (f"==> {out.vertex_name} ({out.subtask_index + 1}/{out.parallelism}) subtask {out.subtask_index}, "
-               f"attempt {out.attempt_number}, {out.state}{where} <==")
-        if not out.available:
-            yield f"(no output: {out.unavailable_reason})"
-        else:
-            if out.dropped_lines:
-                yield f"({out.dropped_lines} earlier lines dropped: taskmanager.task-output.max-size)"
-            yield from out.lines
-            if not out.lines:
-                yield "(no output)"
-        yield ""

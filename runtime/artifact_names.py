@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["InvalidArtifactError", "check_archive_target"]
+__all__ = ["InvalidArtifactError", "check_archive_target", "check_artifact_name"]
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
 
@@ -21,3 +21,12 @@ def check_archive_target(target: str) -> str:
             "(letters, digits, '_', '-', '.'; no '/')"
         )
     return target
+
+
+def check_artifact_name(name: str) -> str:
+    """A bare file name that a TaskManager may materialize: no directories, no dot-files."""
+    if not _PLAIN_NAME.match(name) or name in (".", "..") or not name.endswith((".py", ".zip", ".egg", ".whl")):
+        raise InvalidArtifactError(
+            f"Artifact name {name!r} is not allowed: use a plain file name ending in .py, .zip, .egg or .whl"
+        )
+    return name

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
+from millstream.datastream.functions import ParallelSourceFunction
+
 
 @dataclass
 class OperatorFactory:
@@ -67,8 +69,6 @@ class SourceFunctionFactory(SourceFactory):
 
     @property  # per instance: Flink runs a SourceFunction wider only when it is a ParallelSourceFunction
     def parallel(self) -> bool:  # type: ignore[override]
-        from millstream.datastream.functions import ParallelSourceFunction
-
         return isinstance(self.function, ParallelSourceFunction)
 
 

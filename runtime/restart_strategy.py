@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Protocol, Union
 
 from millstream.common.restart_strategy import RestartStrategyConfiguration
+from millstream.runtime import config as cfg
 from millstream.runtime.config import parse_duration
 
 if TYPE_CHECKING:
@@ -320,8 +321,6 @@ def resolve_restart_strategy(job: RestartStrategyConfiguration | None, options: 
 def options_of(conf: "Configuration") -> dict[str, object]:
     """The ``restart-strategy.*`` values of a cluster configuration, for :func:`spec_from_options`
     (no type when ``restart-strategy.type`` is unset)."""
-    from millstream.runtime import config as cfg
-
     options: dict[str, object] = {
         FIXED_DELAY_ATTEMPTS: conf.get(cfg.RESTART_FIXED_DELAY_ATTEMPTS),
         FIXED_DELAY_DELAY: conf.get(cfg.RESTART_FIXED_DELAY_DELAY),

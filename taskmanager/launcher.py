@@ -16,30 +16,9 @@ from typing import Any
 from millstream.runtime import config as cfg
 from millstream.runtime.entrypoint.process import process_parser, run_process
 from millstream.runtime.rpc.service import check_bindable
-from millstream.taskmanager.spark.host_config import external_master, spark_host_for, taskmanager_hosts
-from millstream.taskmanager.spark.host import SparkHost
+from millstream.taskmanager.spark.host_config import check_slots, start_spark_host, taskmanager_hosts
 
 log = logging.getLogger(__name__)
-
-
-def check_slots(configuration: cfg.Configuration) -> None:
-    slots = configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS)
-    if slots < 1:
-        raise cfg.ConfigurationError(f"{cfg.TASKMANAGER_NUM_TASK_SLOTS.key}: expected at least 1, got {slots}")
-
-
-def start_spark_host(configuration: cfg.Configuration) -> SparkHost:
-    """Forks the JVM of the Spark a TaskManager with this configuration owns, in the calling thread
-    (before any gRPC server of this process runs: a fork among gRPC's threads can break the
-    child); the session boots on a thread of its own (:meth:`SparkHost.wait_started`).
-
-    Embedded Spark: the TaskManager offers its slots once the session runs and the workers warm
-    meanwhile (a task deployed before they are warm starts its own). An external cluster grants
-    executors one by one: the warm-up (a barrier job over every core the TaskManager will use)
-    waits for all of them, so the slots offered never outnumber the cores held."""
-    host = spark_host_for(configuration)
-    host.start_in_background("wait" if external_master(configuration) else "background")
-    return host
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         check_slots(configuration)
         check_bindable("TaskManager", taskmanager_hosts(configuration)[1], configuration.get(cfg.TASKMANAGER_RPC_PORT))
         spark = start_spark_host(configuration)
-        from millstream.taskmanager.taskmanager import serve  # imported while the JVM boots
+        from millstream.taskmanager.taskmanager import serve  # lazy: imported while the JVM boots (the point of this module)
 
         return serve(configuration, args.jobmanager, spark=spark, ready_file=args.ready_file)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import grpc
 
-from millstream.jobmanager.blob_server import check_artifact_name
+from millstream.runtime.artifact_names import check_artifact_name
 from millstream.runtime.heartbeat import HeartbeatMonitor
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from millstream.runtime import config as cfg
 from millstream.runtime.bounded_lines import BoundedLines
 
 FLUSH_INTERVAL_S = 0.2
@@ -189,8 +190,6 @@ class TaskOutputStore:
 
     @classmethod
     def with_defaults(cls) -> TaskOutputStore:
-        from millstream.runtime import config as cfg
-
         return cls(cfg.TASK_OUTPUT_MAX_SIZE.default, cfg.TASK_OUTPUT_RETAINED_ATTEMPTS.default)
 
     def _entry(self, attempt_id: bytes) -> AttemptOutput:

@@ -37,8 +37,7 @@ from millstream.runtime.rpc.service import RpcServer, ServerLimits, check_bindab
 from millstream.runtime.rpc.security import cluster_credentials, server_security
 from millstream.runtime.rpc.tls import tls_problem, tls_settings
 from millstream.taskmanager.spark.host_config import (  # noqa: F401 (spark_conf, address_towards: re-exported)
-    address_towards, external_master, spark_conf, spark_host_for, taskmanager_hosts)
-from millstream.taskmanager.launcher import check_slots, start_spark_host
+    address_towards, check_slots, external_master, spark_conf, spark_host_for, start_spark_host, taskmanager_hosts)
 from millstream.taskmanager.spark.host import NoSparkCores, SparkHost
 from millstream.taskmanager.task import NetworkSettings
 from millstream.taskmanager.task_output import TaskOutputStore
@@ -413,6 +412,7 @@ async def serve(configuration: cfg.Configuration, jobmanager_address: str | None
 def main(argv: list[str] | None = None) -> None:
     """The process's main; ``python -m millstream.taskmanager.launcher`` starts sooner (it forks
     Spark's JVM before importing this module)."""
+    # lazy: the launcher imports this module itself, once Spark's JVM is forked
     from millstream.taskmanager.launcher import main as launcher_main
 
     launcher_main(argv)

@@ -45,7 +45,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, cast
 
 import grpc
 
-from millstream.jobmanager.blob_server import BlobStore, InvalidArtifactError, check_archive_target, check_artifact_name
+from millstream.jobmanager.blob_server import BlobStore
 from millstream.jobmanager.checkpoint.driver import SavepointError
 from millstream.jobmanager.dispatcher.dispatcher_core import (
     CancelJobMaster,
@@ -62,6 +62,7 @@ from millstream.jobmanager.dispatcher.dispatcher_core import (
 )
 from millstream.jobmanager.dispatcher.gateway import DispatcherGateway
 from millstream.jobmanager.dispatcher.job_persistence import JobPersistence, result_entry
+from millstream.runtime.artifact_names import InvalidArtifactError, check_archive_target, check_artifact_name
 from millstream.jobmanager.jobmaster.job_master import JobMaster
 from millstream.jobmanager.jobmaster.job_master_core import JobMasterCore
 from millstream.jobmanager.task_logs import SubtaskAttempt, TaskLogError, TaskLogs, attempts_of

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from millstream.jobmanager.jobmaster.job_graph_validation import topological_order, validate_job_graph
 from millstream.proto import jobgraph_pb2 as pb
+from millstream.runtime import slot_sharing
 from millstream.runtime.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
 
 
@@ -232,10 +233,7 @@ class ExecutionGraph:
 
     def required_slots(self) -> dict[str, int]:
         """Slots per slot sharing group: the largest parallelism among the group's vertices."""
-        needs: dict[str, int] = {}
-        for ejv in self.job_vertices:
-            needs[ejv.slot_sharing_group] = max(needs.get(ejv.slot_sharing_group, 0), ejv.parallelism)
-        return needs
+        return slot_sharing.required_slots(ejv.proto for ejv in self.job_vertices)
 
     def total_required_slots(self) -> int:
         return sum(self.required_slots().values())

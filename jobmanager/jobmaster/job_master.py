@@ -26,6 +26,7 @@ from millstream.jobmanager.jobmaster.job_master_core import (
 )
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime import config as cfg
 from millstream.runtime.rpc.fencing import FencingClientInterceptor
 from millstream.runtime.rpc.service import aio_channel
 from millstream.runtime.rpc.security import Credentials

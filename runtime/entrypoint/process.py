@@ -44,6 +44,8 @@ def start_process(args: argparse.Namespace, role: str | None = None) -> cfg.Conf
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     configuration = cfg.load_configuration(args.config, dynamic_properties=args.dynamic)
     if role is not None:
+        # lazy: only a JobManager's or TaskManager's process keeps log files; `cluster start` imports
+        # this module too, and starts its processes sooner without them
         from millstream.runtime.entrypoint.log_files import install_process_log
         from millstream.runtime.entrypoint.log_hygiene import StdoutRotation, install_repeat_filter
 

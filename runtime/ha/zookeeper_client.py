@@ -31,7 +31,7 @@ from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 
 from millstream.runtime.ha.api import HaError
-from millstream.runtime.ha.settings import HaSettings
+from millstream.runtime.ha.settings import HaSettings, join_zk_path
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,6 @@ class ZooKeeperClient:
     # -- operations ----------------------------------------------------------------------------
 
     def path(self, *parts: str) -> str:
-        from millstream.runtime.ha.settings import join_zk_path
         return join_zk_path(self.namespace, *parts)
 
     def retry(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

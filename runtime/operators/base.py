@@ -23,6 +23,7 @@ from millstream.datastream import functions as fn
 from millstream.runtime import operator_factories as ops
 from millstream.runtime.keys import hashable_keys
 from millstream.runtime.operators.sources import SourceCancelled, SourceFunctionReader, SourceReader, create_source_reader
+from millstream.runtime.operators.watermarking import Watermarking
 from millstream.runtime.state.heap_backend import VALUE, KeyedStateBackend
 from millstream.runtime.task.environment import BATCH, StreamingRuntimeContext, TaskEnvironment
 from millstream.runtime.timestamps import LONG_MIN, filtered, repeated, stamped, timestamps_of
@@ -565,8 +566,6 @@ class SourceOperator(StreamOperator):
         strategy = factory.watermark_strategy
         # no_watermarks() without an assigner changes nothing per batch (the final watermark still comes)
         if strategy is not None and not (strategy.kind == "none" and strategy.timestamp_assigner is None):
-            from millstream.runtime.operators.event_time import Watermarking  # it builds on this module
-
             self._watermarking = Watermarking(self, strategy)
             self.uses_processing_time = ctx.env.auto_watermark_interval_ms > 0
 

@@ -22,6 +22,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 from millstream.datastream import state as api
 from millstream.runtime.keygroups import KeyGroupAssigner, KeyGroupRange
 from millstream.runtime.serialization import RecordSerializer, deserialize
+from millstream.runtime.state import ttl as _ttl
+from millstream.runtime.state.state_table import _MISSING, StateTable, _KeyedState, _no_key
 
 __all__ = [
     "KeyedStateBackend", "KeyGroupOutOfRangeError", "StateTable", "TimerQueue", "VALUE", "LIST", "MAP",
@@ -33,7 +35,6 @@ _KIND_NAMES = {
     VALUE: "ValueState", LIST: "ListState", MAP: "MapState", REDUCING: "ReducingState",
     AGGREGATING: "AggregatingState",
 }
-_MISSING: Any = object()
 _SNAPSHOT_VERSION = 1
 _S = TypeVar("_S")
 _TEXT = frozenset({str, bytes})
@@ -43,44 +44,6 @@ _MINUS_ONE = itertools.repeat(-1)
 
 class KeyGroupOutOfRangeError(RuntimeError):
     """A key whose group belongs to another subtask: the key's hash differs between processes."""
-
-
-class StateTable:
-    """One named state: ``groups[key_group][key] = value``; empty groups are dropped.
-
-    ``ttl``: the values carry TTL timestamps (see :mod:`millstream.runtime.state.ttl`); ``policy``:
-    that state's TTL settings once a handle was created (a restored table has none before).
-    """
-
-    __slots__ = ("name", "kind", "groups", "ttl", "policy")
-
-    def __init__(self, name: str, kind: str, ttl: bool = False) -> None:
-        self.name = name
-        self.kind = kind
-        self.groups: dict[int, dict[Any, Any]] = {}
-        self.ttl = ttl
-        self.policy: Any = None
-
-    def group(self, key_group: int) -> dict[Any, Any]:
-        """The group's dict, created on first write."""
-        d = self.groups.get(key_group)
-        if d is None:
-            d = self.groups[key_group] = {}
-        return d
-
-    def remove(self, key_group: int, key: Any) -> None:
-        d = self.groups.get(key_group)
-        if d is not None and d.pop(key, _MISSING) is not _MISSING and not d:
-            del self.groups[key_group]
-
-    def num_entries(self) -> int:
-        return sum(len(d) for d in self.groups.values())
-
-    def items(self) -> Iterator[tuple[int, Any, Any]]:
-        """(key_group, key, value) in key-group order."""
-        for kg in sorted(self.groups):
-            for key, value in self.groups[kg].items():
-                yield kg, key, value
 
 
 class TimerQueue:
@@ -155,46 +118,6 @@ class TimerQueue:
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _no_key(name: str) -> RuntimeError:
-    return RuntimeError(
-        f"No key set for state '{name}'. Keyed state is only accessible while processing a record or a "
-        "timer of a keyed stream, not in open() or close()."
-    )
-
-
-class _KeyedState:
-    """A handle on one table, scoped to the backend's current key."""
-
-    def __init__(self, backend: "KeyedStateBackend", table: StateTable) -> None:
-        self._backend = backend
-        self._table = table
-        self._groups = table.groups
-
-    def _read(self) -> Any:
-        b = self._backend
-        kg = b.current_key_group
-        if kg < 0:
-            raise _no_key(self._table.name)
-        d = self._groups.get(kg)
-        return _MISSING if d is None else d.get(b.current_key, _MISSING)
-
-    def _write(self, value: Any) -> None:
-        b = self._backend
-        kg = b.current_key_group
-        if kg < 0:
-            raise _no_key(self._table.name)
-        d = self._groups.get(kg)
-        if d is None:
-            d = self._groups[kg] = {}
-        d[b.current_key] = value
-
-    def clear(self) -> None:
-        b = self._backend
-        if b.current_key_group < 0:
-            raise _no_key(self._table.name)
-        self._table.remove(b.current_key_group, b.current_key)
 
 
 class HeapValueState(_KeyedState, api.ValueState[Any]):
@@ -328,11 +251,9 @@ class HeapAggregatingState(_KeyedState, api.AggregatingState[Any, Any]):
 
 def _unexpired_entries(table: StateTable, entries: dict[Any, Any], now: int) -> dict[Any, Any]:
     """One key group's {key: stored value} of a TTL state without its expired parts."""
-    from millstream.runtime.state.ttl import unexpired_or_none
-
     out = {}
     for key, stored in entries.items():
-        live = unexpired_or_none(table.kind, stored, table.policy.ttl_ms, now)
+        live = _ttl.unexpired_or_none(table.kind, stored, table.policy.ttl_ms, now)
         if live is not None:
             out[key] = live
     return out
@@ -454,8 +375,6 @@ class KeyedStateBackend:
         return t
 
     def _handle(self, descriptor: api.StateDescriptor, kind: str, make: Callable[[StateTable], _S]) -> _S:
-        from millstream.runtime.state import ttl as _ttl  # the TTL module builds on this one
-
         name = descriptor.get_name()
         policy = _ttl.ttl_policy(descriptor)
         table = self.table(name, kind, policy is not None)
@@ -469,8 +388,6 @@ class KeyedStateBackend:
         return handle  # registered under this name with this kind, so of the type ``make`` returns
 
     def _ttl_handle(self, descriptor: api.StateDescriptor, kind: str, table: StateTable, policy: Any) -> Any:
-        from millstream.runtime.state import ttl as _ttl
-
         table.policy = policy
         cleanup = _ttl.IncrementalCleanup(table, policy, self.now_ms) if policy.cleanup_size > 0 else None
         if cleanup is not None and policy.cleanup_every_record:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from millstream.datastream import state as api
-from millstream.runtime.state.heap_backend import _MISSING, StateTable, _KeyedState, _no_key
+from millstream.runtime.state.state_table import _MISSING, StateTable, _KeyedState, _no_key
 
 __all__ = [
     "TtlPolicy", "IncrementalCleanup", "TtlValueState", "TtlListState", "TtlMapState", "TtlReducingState",

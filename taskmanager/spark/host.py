@@ -43,6 +43,7 @@ import cloudpickle
 
 from millstream.runtime.rpc.tls import TlsSettings
 from millstream.runtime.network.protocol import tune_socket
+from millstream.taskmanager.spark.launch import connect_driver_jvm, launch_driver_jvm
 
 if TYPE_CHECKING:  # pyspark.sql is heavy: keep it out of the worker, which imports this module.
     from pyspark.sql import SparkSession
@@ -488,8 +489,6 @@ class SparkHost:
         may run meanwhile), "skip" not at all (the first tasks start the workers)."""
         from pyspark import SparkContext
 
-        from millstream.taskmanager.spark.launch import launch_driver_jvm
-
         if warm_up not in ("wait", "background", "skip"):
             raise ValueError(f"warm_up: expected wait, background or skip, got {warm_up!r}")
         if self._booting is not None and not (self._booting.done() and self._booting.exception() is not None):
@@ -530,8 +529,6 @@ class SparkHost:
 
     def _boot(self, booting: Future, jvm: Any, conf: Mapping[str, str], warm_up: WarmUp, t0: float) -> None:
         from pyspark.sql import SparkSession
-
-        from millstream.taskmanager.spark.launch import connect_driver_jvm
 
         try:
             if jvm is not None:

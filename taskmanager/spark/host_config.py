@@ -66,3 +66,23 @@ def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
         )
     except ValueError as exc:
         raise cfg.ConfigurationError(f"{cfg.SPARK_CONTROL_PORT.key}: {exc}") from exc
+
+
+def check_slots(configuration: cfg.Configuration) -> None:
+    slots = configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS)
+    if slots < 1:
+        raise cfg.ConfigurationError(f"{cfg.TASKMANAGER_NUM_TASK_SLOTS.key}: expected at least 1, got {slots}")
+
+
+def start_spark_host(configuration: cfg.Configuration) -> SparkHost:
+    """Forks the JVM of the Spark a TaskManager with this configuration owns, in the calling thread
+    (before any gRPC server of this process runs: a fork among gRPC's threads can break the
+    child); the session boots on a thread of its own (:meth:`SparkHost.wait_started`).
+
+    Embedded Spark: the TaskManager offers its slots once the session runs and the workers warm
+    meanwhile (a task deployed before they are warm starts its own). An external cluster grants
+    executors one by one: the warm-up (a barrier job over every core the TaskManager will use)
+    waits for all of them, so the slots offered never outnumber the cores held."""
+    host = spark_host_for(configuration)
+    host.start_in_background("wait" if external_master(configuration) else "background")
+    return host

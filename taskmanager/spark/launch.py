@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
+from millstream.runtime.rpc.auth import without_secrets
+
 _POLL_S = 0.02  # pyspark polls for the gateway's file every 0.1 s
 _env_lock = threading.Lock()
 
@@ -42,8 +44,6 @@ def launch_driver_jvm(conf: Mapping[str, str]) -> LaunchedJvm | None:
     a Spark JVM (an earlier, stopped session's): pyspark reuses that one."""
     from pyspark import SparkContext
     from pyspark.find_spark_home import _find_spark_home
-
-    from millstream.runtime.rpc.auth import without_secrets
 
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return None

@@ -8,7 +8,8 @@ import grpc
 import pytest
 
 from millstream.client.cli import main
-from millstream.jobmanager.task_logs import SubtaskAttempt, TaskLogError, TaskLogs, format_outputs, select_attempts
+from millstream.client.progress import format_outputs
+from millstream.jobmanager.task_logs import SubtaskAttempt, TaskLogError, TaskLogs, select_attempts
 from millstream.proto import cluster_pb2 as cpb
 
 SOURCE, MAP = bytes.fromhex("aa" * 16), bytes.fromhex("bb" * 16)

@@ -18,7 +18,7 @@ class JobClient:
     """Scoped to one job on the cluster (embedded or session) it was submitted to."""
 
     def __init__(self, session: Any, job_graph: Any, job_id: bytes) -> None:
-        self._session = session  # millstream.client.execution._Session: owns the gRPC channel
+        self._session = session  # millstream.client.execution._Session: owns the gRPC channel, waits for the result
         self._job_graph = job_graph
         self._job_id = JobID(job_id)
         self._result: CompletableFuture | None = None
@@ -32,11 +32,12 @@ class JobClient:
 
     def get_job_status(self) -> CompletableFuture:
         """The job's current :class:`JobStatus`."""
-        from millstream.proto import cluster_pb2 as cpb
+        # lazy: the cluster's job states bring protobuf; `import millstream.datastream` stays without it
+        from millstream.runtime.execution_state import JobStatus as ClusterJobStatus
 
         def status() -> JobStatus:
             summary = self._session.client.status(self._job_id.to_bytes())
-            return JobStatus[cpb.JobStatus.Name(summary.status)]  # the cluster's statuses have PyFlink's names
+            return JobStatus[ClusterJobStatus.from_proto(summary.status).name]  # the cluster's states have PyFlink's names
 
         return self._call("status", status)
 
@@ -77,14 +78,7 @@ class JobClient:
             return self._result
 
     def _wait_for_result(self) -> Any:
-        from millstream.client import execution
-
-        summary = None
-        for update in self._session.client.wait(self._job_id.to_bytes()):
-            summary = update.summary
-        assert summary is not None, "the JobManager closed the job's status stream without a status"
-        execution._raise_unless_finished(self._job_graph, summary)
-        return execution._result(summary)
+        return self._session.wait_for_result(self._job_graph, self._job_id.to_bytes())
 
     def __repr__(self) -> str:
         return f"JobClient(job_id={self._job_id}, job_name={self._job_graph.job_name!r})"

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from millstream.common.job_id import JobID
 
+from millstream.common.job_id import JobID
+
 
 class JobExecutionResult:
     def __init__(self, job_id: str, job_name: str, net_runtime_ms: int, accumulators: dict[str, Any] | None = None) -> None:
@@ -16,8 +18,6 @@ class JobExecutionResult:
 
     def get_job_id(self) -> JobID:
         """The job's :class:`JobID` (a str of its 32 hex digits, as before)."""
-        from millstream.common.job_id import JobID
-
         return JobID(self._job_id)
 
     def get_job_name(self) -> str:

@@ -1,15 +1,57 @@
-"""Ready-made :class:`AsyncRetryStrategy` classes (PyFlink's ``async_retry_strategies``)."""
+"""Ready-made :class:`AsyncRetryStrategy` classes (PyFlink's ``async_retry_strategies``), with
+their base classes, which ``functions`` re-exports under PyFlink's names there: the factories on
+:class:`AsyncRetryStrategy` build the classes below."""
 from __future__ import annotations
 
+import abc
 from typing import Callable, Generic, TypeVar
-
-from millstream.datastream.functions import AsyncRetryPredicate, AsyncRetryStrategy
 
 __all__ = ["RetryPredicate", "NoRetryStrategy", "FixedDelayRetryStrategy", "ExponentialBackoffDelayRetryStrategy"]
 
 OUT = TypeVar("OUT")
 ResultPredicate = Callable[[list], bool]
 ExceptionPredicate = Callable[[Exception], bool]
+
+
+class AsyncRetryPredicate(Generic[OUT], abc.ABC):
+    """When a finished call is retried: its result list matches ``result_predicate()`` or its
+    exception matches ``exception_predicate()`` (None: never on that ground)."""
+
+    def result_predicate(self) -> Callable[[list[OUT]], bool] | None:
+        return None
+
+    def exception_predicate(self) -> Callable[[Exception], bool] | None:
+        return None
+
+
+class AsyncRetryStrategy(Generic[OUT], abc.ABC):
+    """How often and after what pause a call that matched the retry predicate is tried again.
+    ``current_attempts`` counts the attempts made so far (1 after the first call)."""
+
+    @abc.abstractmethod
+    def can_retry(self, current_attempts: int) -> bool: ...
+
+    @abc.abstractmethod
+    def get_backoff_time_millis(self, current_attempts: int) -> int: ...
+
+    @abc.abstractmethod
+    def get_retry_predicate(self) -> AsyncRetryPredicate[OUT]: ...
+
+    @staticmethod
+    def fixed_delay(max_attempts: int, backoff_time_millis: int,
+                    result_predicate: Callable[[list[OUT]], bool] | None = None,
+                    exception_predicate: Callable[[Exception], bool] | None = None) -> "AsyncRetryStrategy[OUT]":
+        """Up to ``max_attempts`` retries, ``backoff_time_millis`` apart."""
+        return FixedDelayRetryStrategy(max_attempts, backoff_time_millis, result_predicate, exception_predicate)
+
+    @staticmethod
+    def exponential_backoff(max_attempts: int, initial_delay: int, max_retry_delay: int, multiplier: float,
+                            result_predicate: Callable[[list[OUT]], bool] | None = None,
+                            exception_predicate: Callable[[Exception], bool] | None = None) -> "AsyncRetryStrategy[OUT]":
+        """Up to ``max_attempts`` retries, the pause growing from ``initial_delay`` by ``multiplier``
+        up to ``max_retry_delay`` milliseconds."""
+        return ExponentialBackoffDelayRetryStrategy(max_attempts, initial_delay, max_retry_delay, multiplier,
+                                                    result_predicate, exception_predicate)
 
 
 def _positive(value: float, what: str) -> None:

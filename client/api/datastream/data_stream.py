@@ -8,6 +8,7 @@ from millstream.common.typeinfo import TypeInformation, Types
 from millstream.common.watermark_strategy import WatermarkStrategy
 from millstream.runtime.output_tag import OutputTag
 from millstream.datastream import functions as fn
+from millstream.datastream.state import MapStateDescriptor
 from millstream.datastream.transformations import (
     ChainingStrategy,
     OneInputTransformation,
@@ -18,6 +19,7 @@ from millstream.datastream.transformations import (
     TwoInputTransformation,
     UnionTransformation,
 )
+from millstream.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
 from millstream.runtime import operator_factories as ops
 from millstream.runtime import partitioners as parts
 from millstream.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
@@ -402,8 +404,6 @@ class KeyedStream(DataStream):
 
     def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
         """Tumbling count windows of ``size`` elements per key, or sliding ones every ``slide``."""
-        from millstream.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
-
         if slide == 0:
             return WindowedStream(self, CountTumblingWindowAssigner(size))
         return WindowedStream(self, CountSlidingWindowAssigner(size, slide))
@@ -519,8 +519,6 @@ class BroadcastStream:
     to, where it may update the broadcast state declared by ``broadcast_state_descriptors``."""
 
     def __init__(self, input_stream: DataStream, broadcast_state_descriptors: list[Any]) -> None:
-        from millstream.datastream.state import MapStateDescriptor
-
         names = set()
         for descriptor in broadcast_state_descriptors:
             if not isinstance(descriptor, MapStateDescriptor):

@@ -10,6 +10,9 @@ import abc
 import enum
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
+from millstream._java_code import JavaCodeNotSupported
+from millstream.datastream.async_retry_strategies import AsyncRetryPredicate, AsyncRetryStrategy  # noqa: F401 (PyFlink's names here)
+
 if TYPE_CHECKING:
     from millstream.datastream.state import (
         AggregatingState,
@@ -354,7 +357,6 @@ def _refuse_java_function(cls: type, kind: str, args: tuple[Any, ...], kwargs: d
     given = args[0] if args else kwargs.get(f"{kind}_func")
     if given is None:
         return
-    from millstream._java_code import JavaCodeNotSupported
 
     raise JavaCodeNotSupported(
         f"{cls.__name__}({given!r}): PyFlink runs this Java {kind} function in its JVM; Millstream runs no "
@@ -728,51 +730,6 @@ class AsyncFunction(Function, Generic[IN, OUT]):
 
     def timeout(self, value: IN) -> list[OUT]:
         raise TimeoutError(f"Async function call has timed out for input: {value!r}")
-
-
-class AsyncRetryPredicate(Generic[OUT], abc.ABC):
-    """When a finished call is retried: its result list matches ``result_predicate()`` or its
-    exception matches ``exception_predicate()`` (None: never on that ground)."""
-
-    def result_predicate(self) -> Callable[[list[OUT]], bool] | None:
-        return None
-
-    def exception_predicate(self) -> Callable[[Exception], bool] | None:
-        return None
-
-
-class AsyncRetryStrategy(Generic[OUT], abc.ABC):
-    """How often and after what pause a call that matched the retry predicate is tried again.
-    ``current_attempts`` counts the attempts made so far (1 after the first call)."""
-
-    @abc.abstractmethod
-    def can_retry(self, current_attempts: int) -> bool: ...
-
-    @abc.abstractmethod
-    def get_backoff_time_millis(self, current_attempts: int) -> int: ...
-
-    @abc.abstractmethod
-    def get_retry_predicate(self) -> AsyncRetryPredicate[OUT]: ...
-
-    @staticmethod
-    def fixed_delay(max_attempts: int, backoff_time_millis: int,
-                    result_predicate: Callable[[list[OUT]], bool] | None = None,
-                    exception_predicate: Callable[[Exception], bool] | None = None) -> "AsyncRetryStrategy[OUT]":
-        """Up to ``max_attempts`` retries, ``backoff_time_millis`` apart."""
-        from millstream.datastream.async_retry_strategies import FixedDelayRetryStrategy
-
-        return FixedDelayRetryStrategy(max_attempts, backoff_time_millis, result_predicate, exception_predicate)
-
-    @staticmethod
-    def exponential_backoff(max_attempts: int, initial_delay: int, max_retry_delay: int, multiplier: float,
-                            result_predicate: Callable[[list[OUT]], bool] | None = None,
-                            exception_predicate: Callable[[Exception], bool] | None = None) -> "AsyncRetryStrategy[OUT]":
-        """Up to ``max_attempts`` retries, the pause growing from ``initial_delay`` by ``multiplier``
-        up to ``max_retry_delay`` milliseconds."""
-        from millstream.datastream.async_retry_strategies import ExponentialBackoffDelayRetryStrategy
-
-        return ExponentialBackoffDelayRetryStrategy(max_attempts, initial_delay, max_retry_delay, multiplier,
-                                                    result_predicate, exception_predicate)
 
 
 class AsyncFunctionDescriptor:

@@ -15,14 +15,18 @@ from millstream.common.row import Row
 from millstream.common.restart_strategy import RestartStrategyConfiguration
 from millstream.common.typeinfo import TypeInformation
 from millstream.datastream.checkpoint_config import CheckpointConfig
+from millstream.datastream.connectors.file_system import _local_path
 from millstream.datastream.data_stream import DataStream, _check_max_parallelism, _check_parallelism
 from millstream.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
 from millstream.datastream.functions import SourceFunction
+from millstream.datastream.slot_sharing_group import SlotSharingGroup
+from millstream.datastream.state_backend import STATE_BACKEND_TYPE_KEY, StateBackend, state_backend_of_type
 from millstream.datastream.transformations import UNSET, SourceTransformation, Transformation
 from millstream.runtime import config as cfg
 from millstream.runtime import operator_factories as ops
 from millstream.runtime.artifact_names import check_archive_target
 from millstream.runtime.narrowing import value_narrower
+from millstream.runtime.python_requirements import REQUIREMENTS_ARTIFACT, REQUIREMENTS_FILE
 
 if TYPE_CHECKING:
     from millstream.client.job_graph import JobGraph
@@ -210,8 +214,6 @@ class StreamExecutionEnvironment:
         """Registers a SlotSharingGroup's resource spec under its name, for operators that name the
         group (``slot_sharing_group("name")``). Registering another spec under the same name is an
         error, as in Flink."""
-        from millstream.datastream.slot_sharing_group import SlotSharingGroup
-
         if not isinstance(slot_sharing_group, SlotSharingGroup):
             raise TypeError(f"register_slot_sharing_group needs a SlotSharingGroup, got {type(slot_sharing_group).__name__}")
         _add_slot_sharing_group(self._slot_sharing_groups, slot_sharing_group)
@@ -246,7 +248,6 @@ class StreamExecutionEnvironment:
         import tempfile
         import zipfile
 
-        from millstream.runtime.python_requirements import REQUIREMENTS_ARTIFACT, REQUIREMENTS_FILE
 
         requirements = os.path.abspath(os.fspath(requirements_file_path))
         if not os.path.isfile(requirements):
@@ -313,8 +314,6 @@ class StreamExecutionEnvironment:
     def set_state_backend(self, state_backend: "StateBackend") -> "StreamExecutionEnvironment":
         """The job's state backend: ``HashMapStateBackend`` (heap keyed state, Millstream's), recorded
         as ``state.backend.type: hashmap`` in the job's configuration."""
-        from millstream.datastream.state_backend import STATE_BACKEND_TYPE_KEY, StateBackend
-
         if not isinstance(state_backend, StateBackend) or not state_backend.type_name:
             raise TypeError(f"set_state_backend needs a StateBackend such as HashMapStateBackend(), got {state_backend!r}")
         self._configuration.set_string(STATE_BACKEND_TYPE_KEY, state_backend.type_name)
@@ -322,8 +321,6 @@ class StreamExecutionEnvironment:
 
     def get_state_backend(self) -> "StateBackend | None":
         """The backend set by :meth:`set_state_backend` or ``state.backend.type``; None when neither."""
-        from millstream.datastream.state_backend import STATE_BACKEND_TYPE_KEY, state_backend_of_type
-
         return state_backend_of_type(self._configuration.to_dict().get(STATE_BACKEND_TYPE_KEY))
 
     def enable_changelog_state_backend(self, enabled: bool) -> "StreamExecutionEnvironment":
@@ -399,8 +396,6 @@ class StreamExecutionEnvironment:
         return self._source("Sequence Source", ops.SequenceSourceFactory(start=int(start), end=int(end)), None)
 
     def read_text_file(self, file_path: str, charset_name: str = "UTF-8") -> DataStream:
-        from millstream.datastream.connectors.file_system import _local_path
-
         factory = ops.TextFileSourceFactory(paths=(_local_path(file_path),), charset=charset_name.lower())
         return self._source("Read Text File", factory, None)
 
@@ -422,7 +417,7 @@ class StreamExecutionEnvironment:
     # -- plans and execution -------------------------------------------------------------------
 
     def get_stream_graph(self, job_name: str | None = None, clear_transformations: bool = False) -> "StreamGraph":
-        from millstream.client.stream_graph import StreamGraphGenerator
+        from millstream.client.stream_graph import StreamGraphGenerator  # lazy: the client loads when a job is planned
 
         graph = StreamGraphGenerator(self, self._transformations).generate(job_name or DEFAULT_JOB_NAME)
         if clear_transformations:
@@ -434,7 +429,7 @@ class StreamExecutionEnvironment:
         return self.get_stream_graph().to_json()
 
     def get_job_graph(self, job_name: str | None = None) -> "JobGraph":
-        from millstream.client.job_graph import JobGraphGenerator
+        from millstream.client.job_graph import JobGraphGenerator  # lazy: the client loads when a job is planned
 
         specs = self._slot_sharing_group_specs()
         job_graph = JobGraphGenerator(self.get_stream_graph(job_name)).generate()
@@ -447,7 +442,7 @@ class StreamExecutionEnvironment:
         return job_graph
 
     def execute(self, job_name: str | None = None) -> Any:
-        from millstream.client.execution import execute
+        from millstream.client.execution import execute  # lazy: gRPC and the client load when a job runs
 
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
@@ -456,14 +451,14 @@ class StreamExecutionEnvironment:
     def execute_async(self, job_name: str | None = None) -> Any:
         """Submits the job and returns a :class:`~millstream.common.JobClient` without waiting for
         it to end (PyFlink's ``execute_async``)."""
-        from millstream.client.execution import execute_async
+        from millstream.client.execution import execute_async  # lazy: gRPC and the client load when a job runs
 
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
         return execute_async(job_graph, self._configuration, self._python_files)
 
     def _execute_and_collect(self, stream: DataStream, job_name: str | None, limit: int | None) -> Any:
-        from millstream.client.execution import execute_and_collect
+        from millstream.client.execution import execute_and_collect  # lazy: gRPC and the client load when a job runs
 
         collect_id = uuid.uuid4().hex
         sink = stream._sink("Collect Sink", ops.CollectSinkFactory(collect_id=collect_id))
