@@ -100,3 +100,27 @@ def test_a_declared_key_type_narrows_the_key_for_routing_and_state(env) -> None:
     records = [43878, -21658, 1]  # (short) 43878 == -21658: one key
     collect(env.from_collection(records).key_by(lambda x: x, key_type=Types.SHORT()).process(CountPerKey()))
     assert sorted(run_job(env)["out"]) == [(-21658, 1), (-21658, 2), (1, 1)]
+
+
+@pytest.mark.parametrize("type_info, bits", [(Types.BYTE(), 8), (Types.SHORT(), 16), (Types.INT(), 32), (Types.LONG(), 64)])
+def test_the_batch_check_keeps_exactly_the_java_range_and_converts_just_past_it(type_info, bits) -> None:
+    """A batch at the type's very bounds is handed on as is; one value past either bound wraps."""
+    narrow = batch_narrower(type_info)
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    edge = [lo, hi, 0, True]
+    assert narrow(edge) is edge
+    assert narrow([hi + 1, 1]) == [lo, 1]
+    assert narrow([lo - 1, 1]) == [hi, 1]
+    pairs = batch_narrower(Types.TUPLE([Types.STRING(), type_info]))
+    edge_pairs = [("a", lo), ("b", hi)]
+    assert pairs(edge_pairs) is edge_pairs
+    assert pairs([("a", hi + 1)]) == [("a", lo)]
+
+
+def test_the_batch_check_leaves_values_that_are_not_ints_as_they_are() -> None:
+    narrow = batch_narrower(Types.TUPLE([Types.STRING(), Types.SHORT()]))
+    mixed = [("a", 1.5), ("b", "x"), ("c", None), ("d", 40000)]
+    assert narrow(mixed) == [("a", 1.5), ("b", "x"), ("c", None), ("d", -25536)]
+    assert narrow([]) == []
+    short_record = [("a",), ("b", 70000)]  # a record of the wrong arity: the converter leaves it
+    assert narrow(short_record) == [("a",), ("b", 4464)]
