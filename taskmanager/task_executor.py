@@ -389,13 +389,16 @@ class TaskExecutor:
     async def submit_task(self, tdd: cpb.TaskDeploymentDescriptor) -> None:
         if self.core.is_known(tdd.execution_attempt_id):
             return  # a retried SubmitTask
+        self.core.check_usable()  # before asking Spark, which may be the reason it is unusable
         local = self.spark.master.startswith("local")
         cores = self.spark.max_concurrent_tasks if local else await asyncio.to_thread(self.spark.capacity)
         # From here to the core's decision nothing awaits: a retry meanwhile is seen by the core.
         self._execute(self.core.submit_task(tdd, cores, len(self.spark.running_task_ids()), self.spark.master))
 
     async def _start(self, attempt_id: bytes) -> None:
-        task, runtime = self.core.tasks[attempt_id], self._runtimes[attempt_id]
+        task, runtime = self.core.tasks.get(attempt_id), self._runtimes.get(attempt_id)
+        if task is None or runtime is None:
+            return  # cancelled and reported before it got here
         submitted = False
         try:
             paths = await self._fetch_artifacts(task.tdd)

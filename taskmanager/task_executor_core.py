@@ -347,7 +347,8 @@ class TaskExecutorCore:
         """From now on every slot request and task is refused with ``reason`` (e.g. Spark died)."""
         self.unusable_reason = reason
 
-    def _check_usable(self) -> None:
+    def check_usable(self) -> None:
+        """Raises SlotTableError naming why this TaskManager runs no tasks any more, if it does not."""
         if self.unusable_reason is not None:
             raise SlotTableError(f"TaskManager {self.resource_id} cannot run tasks: {self.unusable_reason}")
 
@@ -357,7 +358,7 @@ class TaskExecutorCore:
                      registration_id: str, now_ms: int) -> list[Command]:
         """The ResourceManager allocates a slot for a job: offer it to the job's JobMaster (once: a
         repeated request of the same allocation is a no-op). Raises SlotTableError to refuse."""
-        self._check_usable()
+        self.check_usable()
         if registration_id != self.registration_id:
             raise SlotTableError(f"RequestSlot from an unknown ResourceManager registration {registration_id!r}")
         if not self.slots.allocate_slot(slot_index, job_id, allocation_id, jobmaster_address):
@@ -406,7 +407,7 @@ class TaskExecutorCore:
         (else a burst of submissions is accepted whole and its last tasks never start)."""
         if tdd.execution_attempt_id in self.tasks:
             return []  # a repeated SubmitTask
-        self._check_usable()
+        self.check_usable()
         record = TaskRecord(tdd, "")
         local = spark_master.startswith("local")
         busy = spark_running + sum(1 for t in self.tasks.values() if t.starting and not t.cancelled)
