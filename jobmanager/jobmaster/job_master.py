@@ -24,7 +24,6 @@ from millstream.jobmanager.jobmaster.job_master_core import (
     StartRestartTimer,
 )
 from millstream.proto import cluster_pb2 as cpb
-from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.rpc.fencing import FencingClientInterceptor
 from millstream.runtime.rpc.service import aio_channel
 from millstream.runtime.rpc.task_executor_gateway import GrpcTaskExecutorGateway, TaskExecutorGateway
@@ -77,10 +76,6 @@ class TaskExecutorClients:
             channel = self._channels[address] = aio_channel(address, self._max_message_bytes, self._interceptors,
                                                                   self._credentials)
         return channel
-
-    def stub(self, address: str) -> cpb_grpc.TaskExecutorStub:
-        """The raw stub (task output and log files); the JobMaster and ResourceManager use :meth:`gateway`."""
-        return cpb_grpc.TaskExecutorStub(self._channel(address))
 
     def gateway(self, address: str) -> TaskExecutorGateway:
         return GrpcTaskExecutorGateway(self._channel(address))

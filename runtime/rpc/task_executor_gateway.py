@@ -1,7 +1,8 @@
 """What the JobManager calls on a TaskManager (Flink's TaskExecutorGateway), and its gRPC implementation.
 
-The JobMasters (deploy, cancel, free slots, heartbeats, checkpoint triggers and notifications)
-and the ResourceManager (slot requests, frees, heartbeats) talk to a TaskManager only through a
+The JobMasters (deploy, cancel, free slots, heartbeats, checkpoint triggers and notifications),
+the ResourceManager (slot requests, frees, heartbeats) and the task logs (task output, log files
+for the REST API and ``millstream logs``) talk to a TaskManager only through a
 :class:`TaskExecutorGateway`; :class:`GrpcTaskExecutorGateway` carries each call over one gRPC
 channel (the caller's: fencing token, TLS and limits are the channel's). Its calls raise
 ``grpc.aio.AioRpcError`` as the stub does, which the callers turn into their decisions (a refused
@@ -40,6 +41,13 @@ class TaskExecutorGateway(Protocol):
 
     async def notify_checkpoint(self, request: cpb.CheckpointNotification, timeout: float) -> None: ...
 
+    async def get_task_output(self, request: cpb.TaskOutputRequest, timeout: float) -> cpb.TaskOutputResponse:
+        """What an attempt's user functions printed and logged, as far as the TaskManager keeps it."""
+
+    async def list_log_files(self, timeout: float) -> cpb.LogFileList: ...
+
+    async def read_log_file(self, request: cpb.ReadLogRequest, timeout: float) -> cpb.ReadLogResponse: ...
+
 
 class GrpcTaskExecutorGateway:
     """A :class:`TaskExecutorGateway` over a gRPC channel to the TaskManager."""
@@ -71,3 +79,15 @@ class GrpcTaskExecutorGateway:
 
     async def notify_checkpoint(self, request: cpb.CheckpointNotification, timeout: float) -> None:
         await self._stub.NotifyCheckpoint(request, timeout=timeout)
+
+    async def get_task_output(self, request: cpb.TaskOutputRequest, timeout: float) -> cpb.TaskOutputResponse:
+        response: cpb.TaskOutputResponse = await self._stub.GetTaskOutput(request, timeout=timeout)
+        return response
+
+    async def list_log_files(self, timeout: float) -> cpb.LogFileList:
+        response: cpb.LogFileList = await self._stub.ListLogFiles(cpb.Empty(), timeout=timeout)
+        return response
+
+    async def read_log_file(self, request: cpb.ReadLogRequest, timeout: float) -> cpb.ReadLogResponse:
+        response: cpb.ReadLogResponse = await self._stub.ReadLogFile(request, timeout=timeout)
+        return response

@@ -1,6 +1,7 @@
-"""The JobManager's components call TaskManagers through TaskExecutorGateway (Flink's gateway per
-component); its gRPC implementation maps each method onto its TaskExecutor RPC. No sockets: a
-recording channel stands for the gRPC channel."""
+"""The JobManager's components (JobMasters, checkpoint driver, ResourceManager, task logs) call
+TaskManagers through TaskExecutorGateway (Flink's gateway per component); its gRPC implementation
+maps each method onto its TaskExecutor RPC. No sockets: a recording channel stands for the gRPC
+channel."""
 from __future__ import annotations
 
 import asyncio
@@ -23,7 +24,7 @@ class RecordingChannel:
     def unary_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
         async def call(request: Any, timeout: float | None = None) -> Any:
             self.calls.append((method.rsplit("/", 1)[1], request, timeout))
-            return cpb.HeartbeatResponse() if method.endswith("/Heartbeat") else cpb.Empty()
+            return cpb.HeartbeatResponse() if method.endswith("/Heartbeat") else cpb.Empty()  # enough for the test
         return call
 
     unary_stream = stream_unary = stream_stream = unary_unary
@@ -41,14 +42,17 @@ def test_each_gateway_method_is_its_task_executor_rpc_with_the_callers_timeout()
         (gateway.heartbeat, cpb.HeartbeatRequest(sender="jobmaster"), "Heartbeat"),
         (gateway.trigger_checkpoint, cpb.TriggerCheckpointRequest(checkpoint_id=3), "TriggerCheckpoint"),
         (gateway.notify_checkpoint, cpb.CheckpointNotification(checkpoint_id=3), "NotifyCheckpoint"),
+        (gateway.get_task_output, cpb.TaskOutputRequest(execution_attempt_id=b"a" * 16), "GetTaskOutput"),
+        (gateway.read_log_file, cpb.ReadLogRequest(name="tm.log"), "ReadLogFile"),
     ]
 
     async def body() -> None:
         for method, request, _ in calls:
             await method(request, timeout=2.5)  # type: ignore[operator]
+        await gateway.list_log_files(timeout=2.5)
 
     asyncio.run(body())
-    assert channel.calls == [(rpc, request, 2.5) for _, request, rpc in calls]
+    assert channel.calls == [(rpc, request, 2.5) for _, request, rpc in calls] + [("ListLogFiles", cpb.Empty(), 2.5)]
     # SubmitTask goes out as the bytes the JobMaster built off its event loop, not re-serialized.
     assert channel.calls[1][1] is submit
 
