@@ -117,7 +117,7 @@ class JobManager:
         )
         self.server = RpcServer("JobManager", max_bytes, interceptors=[FencingServerInterceptor(self.guard)],
                                 security=security, limits=ServerLimits.of(c))
-        self.task_logs = TaskLogs(self.dispatcher.job_attempts, self._taskmanager_address, self.task_executors.stub)
+        self.task_logs = TaskLogs(self.dispatcher.job_attempts, self._taskmanager_address, self.task_executors.gateway)
         self.server.add(cpb_grpc.add_DispatcherServicer_to_server,
                         DispatcherServicer(self.dispatcher, self.overview, self.task_logs), [])
         self.server.add(cpb_grpc.add_BlobServerServicer_to_server, BlobServerServicer(self.blobs), [])

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import grpc
 
 from millstream.proto import cluster_pb2 as cpb
+from millstream.runtime.rpc.task_executor_gateway import TaskExecutorGateway
 
 log = logging.getLogger(__name__)
 
@@ -97,15 +98,15 @@ class TaskLogs:
 
     ``job_attempts(job_id)``: (job name, current attempts) or a :class:`TaskLogError`;
     ``taskmanager_address(resource_id)``: where a registered TaskManager serves (None: gone);
-    ``stub(address)``: a TaskExecutor stub.
+    ``gateway(address)``: the TaskExecutorGateway of the TaskManager at ``address``.
     """
 
     def __init__(self, job_attempts: Callable[[bytes], tuple[str, list[SubtaskAttempt]]],
-                 taskmanager_address: Callable[[str], str | None], stub: Callable[[str], Any],
+                 taskmanager_address: Callable[[str], str | None], gateway: Callable[[str], TaskExecutorGateway],
                  timeout_s: float = READ_TIMEOUT_S) -> None:
         self.job_attempts = job_attempts
         self._address = taskmanager_address
-        self._stub = stub
+        self._gateway = gateway
         self.timeout_s = timeout_s
 
     async def task_outputs(self, request: cpb.TaskOutputsRequest) -> cpb.TaskOutputsResponse:
@@ -124,7 +125,7 @@ class TaskLogs:
             out.unavailable_reason = f"TaskManager {a.resource_id} is gone (no longer registered): its output is lost"
             return out
         try:
-            response = await self._stub(address).GetTaskOutput(
+            response = await self._gateway(address).get_task_output(
                 cpb.TaskOutputRequest(execution_attempt_id=a.attempt_id), timeout=self.timeout_s)
         except grpc.aio.AioRpcError as exc:
             out.unavailable_reason = f"TaskManager {a.resource_id} at {address} did not answer: {exc.code().name} {exc.details()}"
@@ -140,12 +141,12 @@ class TaskLogs:
 
     async def list_files(self, resource_id: str) -> cpb.LogFileList:
         address = self._registered(resource_id)
-        return await self._call(resource_id, self._stub(address).ListLogFiles(cpb.Empty(), timeout=self.timeout_s))
+        return await self._call(resource_id, self._gateway(address).list_log_files(timeout=self.timeout_s))
 
     async def read_file(self, resource_id: str, name: str = "", stdout: bool = False, max_bytes: int = 0) -> cpb.ReadLogResponse:
         address = self._registered(resource_id)
         request = cpb.ReadLogRequest(name=name, stdout=stdout, max_bytes=max_bytes)
-        return await self._call(resource_id, self._stub(address).ReadLogFile(request, timeout=self.timeout_s))
+        return await self._call(resource_id, self._gateway(address).read_log_file(request, timeout=self.timeout_s))
 
     def _registered(self, resource_id: str) -> str:
         address = self._address(resource_id)

@@ -38,6 +38,17 @@ from millstream.runtime.task.barrier_handler import (
     create_barrier_handler,
 )
 from millstream.runtime.task.batch_slicer import BatchSlicer
+from millstream.runtime.task.worker_events import (
+    CollectedBatch,
+    Failing,
+    LinesPrinted,
+    MetricsReported,
+    NotifyCheckpoint,
+    OutputCaptured,
+    PartitionsServed,
+    StateChanged,
+    TriggerCheckpoint,
+)
 from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
@@ -63,25 +74,6 @@ from millstream.runtime.network.environment import (
     Watermark,
     WatermarkStatus,
 )
-
-# Messages from the worker to the TaskManager.
-STATE = "state"            # ("state", "INITIALIZING" | "RUNNING")
-PARTITIONS = "partitions"  # ("partitions", "host:port") where this task serves its result partitions
-PRINT = "print"            # ("print", [lines], to_stderr)
-COLLECT = "collect"        # ("collect", collect_id, subtask_index, sequence, serialized list of records)
-OUTPUT = "output"          # ("output", [lines], dropped): what user functions printed and logged (task_output.py)
-# ("records", records_in, records_out, metrics, descriptors): running totals and the task's metric
-# snapshot ({identifier: number}: I/O metrics and user metrics), at most every RECORDS_INTERVAL_MS;
-# descriptors ({identifier: (Prometheus name, labels)} of the user metrics) only when they changed.
-RECORDS = "records"
-# ("failing", traceback, caused_by_peer): the body failed (before any cancel reached it) and is now
-# cleaning up; caused_by_peer when the failure is a broken exchange, i.e. a neighbour's failure.
-FAILING = "failing"
-CHECKPOINT_ACK = checkpointing.ACK          # ("ack", checkpoint_id, state_path or "", state_size)
-CHECKPOINT_DECLINE = checkpointing.DECLINE  # ("decline", checkpoint_id, reason, message)
-# Messages from the TaskManager to the worker (besides CANCEL).
-TRIGGER_CHECKPOINT = "trigger"  # ("trigger", checkpoint_id, timestamp_ms, stop, drain): inject barrier n here
-NOTIFY_CHECKPOINT = "notify"    # ("notify", checkpoint_id, aborted)
 
 SOURCE_BATCH_SIZE = 1024
 STOP_POLL_S = 0.005  # how often a task waiting for its stop savepoint's outcome looks for it
@@ -136,11 +128,11 @@ def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> Simple
     sequence = itertools.count()
 
     def collect(collect_id: str, payload: bytes) -> None:  # serialized and split by the environment
-        channel.send((COLLECT, collect_id, tdd.subtask_index, next(sequence), payload))
+        channel.send(CollectedBatch(collect_id, tdd.subtask_index, next(sequence), payload))
 
     return SimpleTaskEnvironment.from_deployment(
         tdd,
-        print_sink=lambda lines, to_stderr: channel.send((PRINT, lines, to_stderr)),
+        print_sink=lambda lines, to_stderr: channel.send(LinesPrinted(lines, to_stderr)),
         collect_sink=collect,
         source_batch_size=SOURCE_BATCH_SIZE,
     )
@@ -263,10 +255,10 @@ class CheckpointControl:
 
     def poll(self) -> None:
         while (msg := self.channel.recv_nowait()) is not None:
-            if msg[0] == TRIGGER_CHECKPOINT:
-                self._trigger(CheckpointBarrier(msg[1], msg[2], stop=msg[3], drain=msg[4]))
-            elif msg[0] == NOTIFY_CHECKPOINT:
-                self.checkpointer.notify(msg[1], msg[2])
+            if type(msg) is TriggerCheckpoint:
+                self._trigger(CheckpointBarrier(msg.checkpoint_id, msg.timestamp_ms, stop=msg.stop, drain=msg.drain))
+            elif type(msg) is NotifyCheckpoint:
+                self.checkpointer.notify(msg.checkpoint_id, msg.aborted)
         if self.checkpointer.stop_savepoint is not None and not self.closing:
             self._await_stop_savepoint()
 
@@ -281,10 +273,10 @@ class CheckpointControl:
             if msg is None:
                 if self.channel.wait_cancelled(STOP_POLL_S):
                     return
-            elif msg[0] == NOTIFY_CHECKPOINT:
-                checkpointer.notify(msg[1], msg[2])
-            elif msg[0] == TRIGGER_CHECKPOINT:  # cannot come before the savepoint's outcome: refuse it
-                checkpointer.decline(msg[1], "CHECKPOINT_DECLINED_TASK_CLOSING", "the task is stopping with a savepoint")
+            elif type(msg) is NotifyCheckpoint:
+                checkpointer.notify(msg.checkpoint_id, msg.aborted)
+            elif type(msg) is TriggerCheckpoint:  # cannot come before the savepoint's outcome: refuse it
+                checkpointer.decline(msg.checkpoint_id, "CHECKPOINT_DECLINED_TASK_CLOSING", "the task is stopping with a savepoint")
         if checkpointer.stopped:
             raise StoppedWithSavepoint(checkpointer.last_completed_id)
 
@@ -401,7 +393,7 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
     if isinstance(artifact_paths, ShippedArtifacts):
         artifact_paths = artifact_paths.paths()
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
-    with OutputCapture(lambda lines, dropped: channel.send((OUTPUT, lines, dropped))), TaskProcesses():
+    with OutputCapture(lambda lines, dropped: channel.send(OutputCaptured(lines, dropped))), TaskProcesses():
         # add_python_archive's zips: extracted, and the task runs in their working directory;
         # processes the task starts end with it
         with task_working_directory(tdd, artifact_paths) as importable:
@@ -423,7 +415,7 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
     for path in reversed(artifact_paths):
         if path not in sys.path:
             sys.path.insert(0, path)
-    channel.send((STATE, "INITIALIZING"))
+    channel.send(StateChanged("INITIALIZING"))
     env = _task_environment(tdd, channel)
     chain: OperatorChain | None = None
     metrics: TaskMetricsReporter | None = None
@@ -457,7 +449,7 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
         for partition in partitions.values():
             server.register(partition)
         server.start()
-        channel.send((PARTITIONS, "%s:%d" % server.address))
+        channel.send(PartitionsServed("%s:%d" % server.address))
         chain = OperatorChain(tdd.vertex, env, writers)
         chain.records_interval_ms = RECORDS_INTERVAL_MS
         metrics = reporter = TaskMetricsReporter(chain, env, gate, partitions, network.io_timing)
@@ -475,7 +467,7 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
         if gate is not None:
             gate.start()
         if finished_on_restore:  # it had finished at the checkpoint: end at once, as Flink's finished operators
-            channel.send((STATE, "RUNNING"))
+            channel.send(StateChanged("RUNNING"))
             ended = _drain(gate, env) if gate is not None else True
             if control is not None:
                 control.closing = True
@@ -487,7 +479,7 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
             return
         chain.open()
         try:
-            channel.send((STATE, "RUNNING"))
+            channel.send(StateChanged("RUNNING"))
             if tdd.vertex.is_source:
                 # A SourceFunction may wait in its own code for long; its metrics go out meanwhile.
                 ticker = threading.Thread(target=reporter.report_while_quiet, args=(channel, task_ended),
@@ -522,7 +514,7 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
     except BaseException as exc:
         if not env.is_cancelled():  # a genuine failure, not the echo of a cancel: say so at once
             failure = f"{type(exc).__name__}: {exc}"
-            channel.send((FAILING, "".join(traceback.format_exception(exc)), _broken_exchange(exc)))
+            channel.send(Failing("".join(traceback.format_exception(exc)), _broken_exchange(exc)))
         raise
     finally:
         if checkpointer is not None:  # its acks go out before the task's end; a failing task drops them
@@ -590,7 +582,7 @@ def source_idle_clock() -> SourceIdleClock | None:
 
 
 class TaskMetricsReporter:
-    """Builds the task's RECORDS message: its I/O metrics from the counters the chain, the input
+    """Builds the task's MetricsReported event: its I/O metrics from the counters the chain, the input
     gate and the result partitions keep, and the user metrics of its operators (cheap: once per
     reporting interval, nothing per record)."""
 
@@ -623,7 +615,7 @@ class TaskMetricsReporter:
             self._last_sent = time.monotonic()
             channel.send(self.message(records_in, records_out))
 
-    def message(self, records_in: int, records_out: int) -> tuple[Any, ...]:
+    def message(self, records_in: int, records_out: int) -> MetricsReported:
         gate, partitions, chain = self._gate, self._partitions, self._chain
         backpressured_s = sum(p.blocked_s for p in partitions)
         if gate is not None:
@@ -646,7 +638,7 @@ class TaskMetricsReporter:
         if self._user.version != self._sent_version:
             self._sent_version = self._user.version
             descriptors = self._user.descriptors()
-        return (RECORDS, records_in, records_out, values, descriptors)
+        return MetricsReported(records_in, records_out, values, descriptors)
 
 
 def _restored_checkpointer(tdd: cpb.TaskDeploymentDescriptor, chain: OperatorChain,

@@ -4,7 +4,9 @@ Slots are allocated on the ResourceManager's request and offered to the job's Jo
 run in the SparkHost's executors and report every state change, in order, to the JobMaster.
 Heartbeats from the ResourceManager and JobMasters are watched: without the ResourceManager the
 TaskManager registers again; without a job's JobMaster it cancels that job's tasks and frees its
-slots, as a Flink TaskExecutor does.
+slots, as a Flink TaskExecutor does. Those decisions are :class:`TaskExecutorCore`'s (no I/O);
+this module is its shell: the gRPC servicer, the calls to the JobManager, Spark submissions and
+cancels, artifact downloads, and the threads and queues that carry each task's worker events.
 
 Fencing (HA.md): the TaskExecutor serves one JobManager leader at a time, ``leader`` (its address
 and leader session id). Every call it makes to the JobManager side carries the session id
@@ -16,7 +18,6 @@ slot and closes the channels before the TaskManager registers with the new leade
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import os
 import shutil
@@ -29,7 +30,6 @@ from typing import Any
 import grpc
 
 from millstream.runtime.artifact_names import check_artifact_name
-from millstream.runtime.heartbeat import HeartbeatMonitor
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.entrypoint import log_files
@@ -42,14 +42,34 @@ from millstream.runtime.rpc.security import Credentials
 from millstream.taskmanager import task as task_body
 from millstream.taskmanager.print_forwarder import PrintForwarder
 from millstream.taskmanager.task_output import TaskOutputStore
+from millstream.runtime.task.worker_events import CollectedBatch, ControlMessage, NotifyCheckpoint, TriggerCheckpoint
 from millstream.taskmanager.slot_table import SlotTableError, TaskSlotTable
 from millstream.taskmanager.spark.host import SparkHost, TaskExit, TaskHandle, make_payload
+from millstream.taskmanager.task_executor_core import (
+    COLLECT_IN_FLIGHT_BYTES,
+    RESOURCE_MANAGER,
+    AcknowledgeCheckpoint,
+    CancelTask,
+    CollectBudget,
+    Command,
+    DeclineCheckpoint,
+    FlushPrintedLines,
+    ForgetJob,
+    ForwardPrintedLines,
+    KeepTaskOutput,
+    OfferSlot,
+    PrintLines,
+    ReportCollected,
+    ReportTaskState,
+    SendSlotReport,
+    StartTask,
+    TaskAccepted,
+    TaskExecutorCore,
+    TaskOutputEnded,
+    TaskRecord,
+)
 
 log = logging.getLogger(__name__)
-
-RESOURCE_MANAGER = "resourcemanager"
-# Collected bytes a task may have handed to this TaskManager that the JobManager has not taken yet.
-COLLECT_IN_FLIGHT_BYTES = 4 << 20
 
 
 def now_ms() -> int:
@@ -86,67 +106,53 @@ def fencing_refusal(method: str, token: str | None, leader: LeaderInformation | 
 
 
 class CollectGate:
-    """Bounds the collected bytes of one task that wait in this TaskManager for the JobManager.
+    """Blocks one task's control-channel reader thread while its :class:`CollectBudget` is spent.
 
-    The task's control-channel reader thread calls :meth:`acquire` before queueing a collected
-    batch and blocks while the bound is reached: it stops reading the channel, the worker's sends
-    block, and the collect sink waits. So a full collect buffer in the JobManager (which refuses
-    reports until the client pulled) backpressures the producing task, not this process's memory.
-    :meth:`open` (the task is cancelled or the TaskManager stops) lets everything through.
+    The reader calls :meth:`acquire` before queueing a collected batch and waits while the budget
+    refuses it: it stops reading the channel, the worker's sends block, and the collect sink waits.
+    So a full collect buffer in the JobManager (which refuses reports until the client pulled)
+    backpressures the producing task, not this process's memory. :meth:`open` (the task is
+    cancelled or the TaskManager stops) lets everything through.
     """
 
     def __init__(self, limit_bytes: int = COLLECT_IN_FLIGHT_BYTES) -> None:
-        self._limit = limit_bytes
-        self._pending = 0
+        self._budget = CollectBudget(limit_bytes)
         self._cond = threading.Condition()
-        self.opened = False
+
+    @property
+    def opened(self) -> bool:
+        return self._budget.opened
 
     def acquire(self, size: int) -> None:
         with self._cond:
-            # One batch always passes when nothing is pending, however large it is.
-            while not self.opened and self._pending > 0 and self._pending + size > self._limit:
+            while not self._budget.may_pass(size):
                 self._cond.wait()
-            self._pending += size
+            self._budget.taken(size)
 
     def release(self, size: int) -> None:
         with self._cond:
-            self._pending -= size
+            self._budget.released(size)
             self._cond.notify_all()
 
     def open(self) -> None:
         with self._cond:
-            self.opened = True
+            self._budget.open()
             self._cond.notify_all()
 
 
 @dataclass(eq=False)
-class RunningTask:
-    tdd: cpb.TaskDeploymentDescriptor
+class TaskRuntime:
+    """The shell's side of an accepted task: its event queue, its Spark task, its collect gate."""
+
     events: asyncio.Queue = field(default_factory=asyncio.Queue)
     handle: TaskHandle | None = None
-    state: str = "DEPLOYING"
-    cancelled: bool = False  # cancelled before its Spark task started: it must never start
     collect_gate: CollectGate = field(default_factory=CollectGate)
-    collect_failure: str | None = None  # collected records could not be delivered: the task fails
-    starting: bool = True  # accepted, its Spark task not submitted yet (e.g. fetching artifacts)
-    failing: tuple[str, bool] | None = None  # (traceback, caused by a neighbour) once the body failed
-    orphaned: bool = False  # its JobManager leader is gone: nothing more is reported to it
-    records_in: int = 0  # the body's running totals (Flink's numRecordsIn / numRecordsOut)
-    records_out: int = 0
-    metrics: dict[str, float] = field(default_factory=dict)  # the body's latest metric snapshot
-    # Each user metric's Prometheus name (below the task scope) and extra labels, by identifier.
-    metric_descriptors: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
-
-    @property
-    def attempt_id(self) -> bytes:
-        return self.tdd.execution_attempt_id
-
-    @property
-    def name(self) -> str:
-        return f"{self.tdd.vertex.name} ({self.tdd.subtask_index + 1}/{self.tdd.vertex.parallelism})"
 
 
 class TaskExecutor:
+    """The gRPC shell of a :class:`TaskExecutorCore`: hands it the RPCs and the tasks' events and
+    carries out its commands (RPCs to the JobManager, Spark submissions and cancels, artifacts)."""
+
     def __init__(
         self,
         resource_id: str,
@@ -167,11 +173,10 @@ class TaskExecutor:
         self._credentials = credentials
         self.resource_id = resource_id
         self.network = network
-        self.slots = TaskSlotTable(num_slots)
+        self.core = TaskExecutorCore(resource_id, num_slots, forward_printed_lines)
         self.spark = spark
         self.address = ""
         self.data_address = ""
-        self.registration_id = ""
         # The JobManager leader served (None between leaders); without HA the one JobManager.
         self.leader: LeaderInformation | None = (
             LeaderInformation(jobmanager_address, DEFAULT_LEADER_ID) if jobmanager_address else None)
@@ -180,22 +185,43 @@ class TaskExecutor:
         self._work_dir = work_dir
         self.jobmanager_address = jobmanager_address
         self._channels: dict[str, grpc.aio.Channel] = {}
-        self.tasks: dict[bytes, RunningTask] = {}
-        self._heartbeats = HeartbeatMonitor[str](10_000, 50_000)
-        self.heartbeats_received = 0  # heartbeat requests answered (a Prometheus metric)
+        self._runtimes: dict[bytes, TaskRuntime] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._artifact_fetches: dict[bytes, asyncio.Future[list[str]]] = {}
-        # Where each running task serves its result partitions, and the attempts that ended here.
-        self.partition_servers: dict[bytes, str] = {}
-        self._ended_attempts: collections.deque[bytes] = collections.deque(maxlen=10_000)
-        # Attempts cancelled before their SubmitTask arrived (the two RPCs may overtake each other):
-        # such a task is reported CANCELED at once and never starts.
-        self._cancelled_early: collections.OrderedDict[bytes, None] = collections.OrderedDict()
         self.registered = asyncio.Event()
-        self.unusable_reason: str | None = None
         self.printed_lines = PrintForwarder(self._send_printed_lines) if forward_printed_lines else None
         # What each attempt's user functions printed and logged (``task_output``: its bounds).
         self.task_output = task_output if task_output is not None else TaskOutputStore.with_defaults()
+
+    # -- the core's state, read by the TaskManager process and its metrics ------------------------
+
+    @property
+    def slots(self) -> TaskSlotTable:
+        return self.core.slots
+
+    @property
+    def tasks(self) -> dict[bytes, TaskRecord]:
+        return self.core.tasks
+
+    @property
+    def heartbeats_received(self) -> int:
+        return self.core.heartbeats_received
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return self.core.heartbeats.interval_ms
+
+    @property
+    def registration_id(self) -> str:
+        return self.core.registration_id
+
+    @registration_id.setter
+    def registration_id(self, value: str) -> None:
+        self.core.registration_id = value
+
+    @property
+    def unusable_reason(self) -> str | None:
+        return self.core.unusable_reason
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -228,10 +254,10 @@ class TaskExecutor:
         return task
 
     async def close(self) -> None:
-        for task in list(self.tasks.values()):
-            task.collect_gate.open()
-            if task.handle is not None:
-                await asyncio.to_thread(task.handle.cancel)
+        for runtime in list(self._runtimes.values()):
+            runtime.collect_gate.open()
+            if runtime.handle is not None:
+                await asyncio.to_thread(runtime.handle.cancel)
         for bg in list(self._background):
             bg.cancel()
         if self.printed_lines is not None:
@@ -247,21 +273,11 @@ class TaskExecutor:
         end; returns the names of those still running then (none normally)."""
         old = self.leader
         self.leader = None
-        self.registration_id = ""
         self.registered.clear()
         if old is not None:
             log.info("TaskManager %s leaves the JobManager leader %s (session %s): %s; cancelling %d tasks",
                      self.resource_id, old.address, old.session_id, reason, len(self.tasks))
-        for task in self.tasks.values():
-            task.orphaned = True
-        in_slots = {t.attempt_id for job_id in self.slots.jobs() for t in self.slots.tasks_of_job(job_id)}
-        for job_id in self.slots.jobs():
-            for allocation_id in self.slots.allocations_of_job(job_id):
-                self._free_slot(allocation_id, reason)  # cancels the slot's tasks
-        for attempt_id in [a for a in self.tasks if a not in in_slots]:  # a task whose slot was freed already
-            self._cancel(attempt_id)
-        self._cancelled_early.clear()
-        self._heartbeats = HeartbeatMonitor[str](self._heartbeats.interval_ms, self._heartbeats.timeout_ms)
+        self._execute(self.core.disconnect_leader(reason))
         deadline = time.monotonic() + timeout_s
         while self.tasks and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -271,14 +287,45 @@ class TaskExecutor:
             await channel.close()
         return still_running
 
+    # -- commands ------------------------------------------------------------------------------
+
+    def _execute(self, commands: list[Command]) -> None:
+        """Carries out the commands that are not a task's ordered reports (those run in
+        :meth:`_forward_events`)."""
+        for command in commands:
+            if isinstance(command, CancelTask):
+                self._cancel_runtime(command)
+            elif isinstance(command, OfferSlot):
+                self._spawn(self._offer_slot(command))
+            elif isinstance(command, SendSlotReport):
+                self._spawn(self._send_slot_report())
+            elif isinstance(command, ForgetJob):
+                self._forget_job(command.job_id)
+            elif isinstance(command, TaskAccepted):
+                runtime = self._runtimes[command.attempt_id] = TaskRuntime()
+                self.task_output.started(command.attempt_id)
+                self._spawn(self._forward_events(command.attempt_id, runtime))
+            elif isinstance(command, StartTask):
+                self._spawn(self._start(command.attempt_id))
+            else:
+                raise TypeError(f"not a command the TaskExecutor carries out at once: {command!r}")
+
+    def _cancel_runtime(self, command: CancelTask) -> None:
+        runtime = self._runtimes.get(command.attempt_id)
+        if runtime is None:
+            return
+        runtime.collect_gate.open()  # a reader blocked on it would hold up the task's exit
+        if command.running:
+            if runtime.handle is not None:
+                self._spawn(asyncio.to_thread(runtime.handle.cancel))  # one py4j call: off the loop
+        else:
+            runtime.events.put_nowait(TaskExit("CANCELED"))
+
     # -- registration with the ResourceManager --------------------------------------------------
 
     def registered_with(self, response: cpb.RegisterTaskManagerResponse) -> None:
-        self.registration_id = response.registration_id
-        self._heartbeats = HeartbeatMonitor[str](response.heartbeat_interval_ms, response.heartbeat_timeout_ms)
-        self._heartbeats.monitor_target(RESOURCE_MANAGER, now_ms())
-        for job_id in self.slots.jobs():
-            self._heartbeats.monitor_target(job_id.hex(), now_ms())
+        self.core.registered(response.registration_id, response.heartbeat_interval_ms, response.heartbeat_timeout_ms,
+                             now_ms())
         self.registered.set()
 
     def slot_report(self) -> cpb.SlotReport:
@@ -291,75 +338,41 @@ class TaskExecutor:
 
     def check_heartbeats(self) -> bool:
         """Acts on lost JobMasters; returns False when the ResourceManager is lost (re-register)."""
-        rm_alive = True
-        for target in self._heartbeats.timed_out(now_ms()):
-            if target == RESOURCE_MANAGER:
-                log.warning("TaskManager %s: ResourceManager heartbeat timed out", self.resource_id)
-                self.registered.clear()
-                rm_alive = False
-            else:
-                self._job_master_lost(bytes.fromhex(target), "JobMaster heartbeat timed out")
+        rm_alive, commands = self.core.check_heartbeats(now_ms())
+        if not rm_alive:
+            self.registered.clear()
+        self._execute(commands)
         return rm_alive
-
-    def _job_master_lost(self, job_id: bytes, reason: str) -> None:
-        log.warning("TaskManager %s: %s for job %s; freeing its slots", self.resource_id, reason, job_id.hex())
-        self._heartbeats.unmonitor_target(job_id.hex())
-        for allocation_id in self.slots.allocations_of_job(job_id):
-            self._free_slot(allocation_id, reason)
 
     # -- RPC handlers --------------------------------------------------------------------------
 
     def unusable(self, reason: str) -> None:
         """From now on every slot request and task is refused with ``reason`` (e.g. Spark died)."""
-        self.unusable_reason = reason
-
-    def _check_usable(self) -> None:
-        if self.unusable_reason is not None:
-            raise SlotTableError(f"TaskManager {self.resource_id} cannot run tasks: {self.unusable_reason}")
+        self.core.unusable(reason)
 
     def request_slot(self, request: cpb.RequestSlotRequest) -> None:
-        self._check_usable()
-        if request.registration_id != self.registration_id:
-            raise SlotTableError(
-                f"RequestSlot from an unknown ResourceManager registration {request.registration_id!r}"
-            )
-        if self.slots.allocate_slot(request.slot_index, request.job_id, request.allocation_id, request.jobmaster_address):
-            self._heartbeats.monitor_target(request.job_id.hex(), now_ms())
-            self._spawn(self._offer_slot(request))
+        self._execute(self.core.request_slot(request.slot_index, request.job_id, request.allocation_id,
+                                             request.jobmaster_address, request.registration_id, now_ms()))
 
-    async def _offer_slot(self, request: cpb.RequestSlotRequest) -> None:
+    async def _offer_slot(self, command: OfferSlot) -> None:
         offer = cpb.OfferSlotsRequest(
-            job_id=request.job_id,
+            job_id=command.job_id,
             resource_id=self.resource_id,
             taskmanager_address=self.address,
             data_address=self.data_address,
-            offers=[cpb.SlotOffer(allocation_id=request.allocation_id, slot_index=request.slot_index)],
+            offers=[cpb.SlotOffer(allocation_id=command.allocation_id, slot_index=command.slot_index)],
         )
-        stub = cpb_grpc.JobMasterServiceStub(self._channel(request.jobmaster_address))
+        stub = cpb_grpc.JobMasterServiceStub(self._channel(command.jobmaster_address))
         try:
             response = await stub.OfferSlots(offer, timeout=self._rpc_timeout_s)
-            accepted = request.allocation_id in response.accepted
+            accepted = command.allocation_id in response.accepted
         except grpc.aio.AioRpcError as exc:
-            log.warning("offering slot %d to job %s failed: %s", request.slot_index, request.job_id.hex(), exc.code().name)
+            log.warning("offering slot %d to job %s failed: %s", command.slot_index, command.job_id.hex(), exc.code().name)
             accepted = False
-        if accepted:
-            self.slots.mark_active(request.allocation_id)
-        else:
-            self._free_slot(request.allocation_id, "offer rejected by the JobMaster")
+        self._execute(self.core.offer_answered(command.allocation_id, accepted))
 
     def free_slot(self, request: cpb.FreeSlotRequest) -> None:
-        self._free_slot(request.allocation_id, request.cause or "freed by the JobManager")
-
-    def _free_slot(self, allocation_id: bytes, cause: str) -> None:
-        slot = self.slots.slot_of(allocation_id)
-        for attempt_id in self.slots.free_slot(allocation_id):
-            self._cancel(attempt_id)
-        if slot is not None:
-            if not self.slots.allocations_of_job(slot.job_id):
-                self._heartbeats.unmonitor_target(slot.job_id.hex())
-                self._forget_job(slot.job_id)
-            log.info("slot %d freed: %s", slot.slot_index, cause)
-            self._spawn(self._send_slot_report())
+        self._execute(self.core.free_slot(request.allocation_id, request.cause))
 
     async def _send_slot_report(self) -> None:
         if not self.registration_id:
@@ -374,43 +387,19 @@ class TaskExecutor:
             log.info("slot report not delivered (%s); the next heartbeat carries it", exc.code().name)
 
     async def submit_task(self, tdd: cpb.TaskDeploymentDescriptor) -> None:
-        if tdd.execution_attempt_id in self.tasks:
+        if self.core.is_known(tdd.execution_attempt_id):
             return  # a retried SubmitTask
-        self._check_usable()
-        task = RunningTask(tdd)
-        # Every task holds a Spark core for its whole life: one more than Spark can run would wait
-        # for a core forever. Tasks still fetching their artifacts hold none yet but will: count
-        # them, or a burst of SubmitTask calls is accepted whole and its last tasks never start.
+        self.core.check_usable()  # before asking Spark, which may be the reason it is unusable
         local = self.spark.master.startswith("local")
         cores = self.spark.max_concurrent_tasks if local else await asyncio.to_thread(self.spark.capacity)
-        if tdd.execution_attempt_id in self.tasks:
-            return  # retried while we asked Spark; from here to the registration nothing awaits
-        busy = len(self.spark.running_task_ids()) + sum(1 for t in self.tasks.values() if t.starting and not t.cancelled)
-        if busy >= cores and local:
-            raise SlotTableError(
-                f"this TaskManager's Spark runs at most {cores} tasks at once and all are busy; "
-                "raise millstream.spark.tasks-per-slot (a slot runs one task per vertex of its slot sharing group)")
-        if busy >= cores:  # the JobMaster's failure names the task
-            raise SlotTableError(
-                f"cannot get a Spark core: the Spark cluster {self.spark.master} gives TaskManager "
-                f"{self.resource_id} {cores} cores and running tasks hold {busy} of them (each task holds a core for "
-                "its whole life); give the Spark workers more cores (SPARK_WORKER_CORES may exceed the physical "
-                "cores), add workers, or lower the job's parallelism")
-        if not self.slots.add_task(tdd.allocation_id, tdd.job_id, tdd.execution_attempt_id, task.name):
-            return
-        self.tasks[task.attempt_id] = task
-        self.task_output.started(task.attempt_id)
-        jobmaster_address = self.slots.slot_of(tdd.allocation_id).jobmaster_address  # type: ignore[union-attr]
-        self._spawn(self._forward_events(task, jobmaster_address))
-        if task.attempt_id in self._cancelled_early:
-            del self._cancelled_early[task.attempt_id]
-            log.info("task %s was cancelled before it arrived: not started", task.name)
-            task.cancelled, task.starting = True, False
-            task.events.put_nowait(TaskExit("CANCELED"))
-            return
-        self._spawn(self._start(task))
+        # From here to the core's decision nothing awaits: a retry meanwhile is seen by the core.
+        self._execute(self.core.submit_task(tdd, cores, len(self.spark.running_task_ids()), self.spark.master))
 
-    async def _start(self, task: RunningTask) -> None:
+    async def _start(self, attempt_id: bytes) -> None:
+        task, runtime = self.core.tasks.get(attempt_id), self._runtimes.get(attempt_id)
+        if task is None or runtime is None:
+            return  # cancelled and reported before it got here
+        submitted = False
         try:
             paths = await self._fetch_artifacts(task.tdd)
             if self.spark.master.startswith("local"):
@@ -419,21 +408,23 @@ class TaskExecutor:
             else:  # the worker runs elsewhere: it finds its own address and gets the files themselves
                 data_host, artifacts = None, await asyncio.to_thread(self._shipped_artifacts, task.tdd)
             payload = make_payload(task_body.run_task, task.tdd.SerializeToString(), artifacts, data_host, self.network)
-            if task.cancelled:
+            if not self.core.may_start(attempt_id):
                 return
             loop = asyncio.get_running_loop()
+            gate, events = runtime.collect_gate, runtime.events
 
             def on_event(task_id: str, msg: Any) -> None:  # a runner thread: hop onto the loop
-                if type(msg) is tuple and msg[0] == task_body.COLLECT:
-                    task.collect_gate.acquire(len(msg[4]))  # blocks the channel while too much waits
-                loop.call_soon_threadsafe(task.events.put_nowait, msg)
+                if type(msg) is CollectedBatch:
+                    gate.acquire(len(msg.payload))  # blocks the channel while too much waits
+                loop.call_soon_threadsafe(events.put_nowait, msg)
 
-            task.handle = self.spark.submit(task.attempt_id.hex(), payload, on_event, self._task_secrets(task.attempt_id))
+            runtime.handle = self.spark.submit(attempt_id.hex(), payload, on_event, self._task_secrets(attempt_id))
+            submitted = True
         except Exception as exc:
             log.exception("task %s could not start", task.name)
-            task.events.put_nowait(TaskExit("FAILED", f"Task {task.name} could not start: {type(exc).__name__}: {exc}"))
+            runtime.events.put_nowait(TaskExit("FAILED", f"Task {task.name} could not start: {type(exc).__name__}: {exc}"))
         finally:
-            task.starting = False
+            self.core.start_done(attempt_id, submitted)
 
     def _task_secrets(self, attempt_id: bytes) -> dict[str, str]:
         """What a task attempt's worker gets through its control channel: a credential for its own
@@ -483,119 +474,107 @@ class TaskExecutor:
             paths.append(job_dir if name.endswith(".py") else target)
         return list(dict.fromkeys(paths))
 
-    async def _forward_events(self, task: RunningTask, jobmaster_address: str) -> None:
-        """Sends the task's events to its JobMaster strictly in order (results before FINISHED)."""
-        stub = cpb_grpc.JobMasterServiceStub(self._channel(jobmaster_address))
+    async def _forward_events(self, attempt_id: bytes, runtime: TaskRuntime) -> None:
+        """Hands the task's events to the core strictly in order and carries out what it answers
+        before the next one (results before FINISHED), until the task's end is reported."""
         while True:
-            msg = await task.events.get()
-            if isinstance(msg, TaskExit):
-                if task.collect_failure is not None:  # its own root cause: results were lost
-                    msg = TaskExit("FAILED", task.collect_failure)
-                msg, secondary = _with_reported_failure(msg, task.failing)
-                failure = (
-                    cpb.JobFailure(message=_first_line(msg.error), task_name=task.name, traceback=msg.error or "", secondary=secondary)
-                    if msg.error
-                    else None
-                )
-                self.partition_servers.pop(task.attempt_id, None)
-                self._ended_attempts.append(task.attempt_id)
-                self.task_output.ended(task.attempt_id)
-                if self.printed_lines is not None and not task.orphaned:  # its last lines reach the clients first
-                    await self.printed_lines.flush(task.tdd.job_id)
-                await self._report(stub, task, msg.status, failure)
-                self.tasks.pop(task.attempt_id, None)
-                self.slots.remove_task(task.attempt_id)
-                return
-            kind = msg[0]
-            if kind == task_body.FAILING:
-                task.failing = (msg[1], msg[2])
-            elif kind == task_body.PARTITIONS:
-                self.partition_servers[task.attempt_id] = msg[1]
-            elif kind == task_body.STATE:
-                await self._report(stub, task, msg[1], None)
-            elif kind == task_body.RECORDS:
-                task.records_in, task.records_out, task.metrics = msg[1], msg[2], msg[3]
-                if msg[4] is not None:
-                    task.metric_descriptors = msg[4]
-            elif kind == task_body.CHECKPOINT_ACK:  # in order: a task's ack reaches its JobMaster before its end
-                _, checkpoint_id, state_path, state_size = msg
-                await self._call(stub.AcknowledgeCheckpoint, cpb.AcknowledgeCheckpointRequest(
-                    job_id=task.tdd.job_id, execution_attempt_id=task.attempt_id, checkpoint_id=checkpoint_id,
-                    state_path=state_path, state_size=state_size), task=task)
-            elif kind == task_body.CHECKPOINT_DECLINE:
-                _, checkpoint_id, reason, message = msg
-                await self._call(stub.DeclineCheckpoint, cpb.DeclineCheckpointRequest(
-                    job_id=task.tdd.job_id, execution_attempt_id=task.attempt_id, checkpoint_id=checkpoint_id,
-                    reason=reason, message=message), task=task)
-            elif kind == task_body.PRINT:
-                stream = sys.stderr if msg[2] else sys.stdout
-                stream.write("".join(f"{line}\n" for line in msg[1]))
-                stream.flush()
-                if self.printed_lines is not None and not task.orphaned:
-                    self.printed_lines.add(task.tdd.job_id, jobmaster_address, msg[1])
-            elif kind == task_body.OUTPUT:
-                self.task_output.add(task.attempt_id, msg[1], msg[2])
-                if self.printed_lines is not None:  # a TaskManager of its own: its stdout is Flink's .out
-                    sys.stdout.write("".join(f"{line}\n" for line in msg[1]))
-                    sys.stdout.flush()
-            elif kind == task_body.COLLECT:
-                _, collect_id, subtask, sequence, payload = msg
-                batch = cpb.CollectBatch(collect_id=collect_id, subtask_index=subtask, sequence=sequence, payload=payload)
-                try:
-                    await self._report_collected(stub, task, batch)
-                finally:
-                    task.collect_gate.release(len(payload))
+            event = await runtime.events.get()
+            for command in self.core.worker_event(attempt_id, event):
+                if not await self._report_command(command, runtime):
+                    self._runtimes.pop(attempt_id, None)
+                    return
 
-    async def _report_collected(self, stub: cpb_grpc.JobMasterServiceStub, task: RunningTask, batch: cpb.CollectBatch) -> None:
+    async def _report_command(self, command: Command, runtime: TaskRuntime) -> bool:
+        """One command of a task's event; False once the task's end was reported (it is gone)."""
+        if isinstance(command, ReportTaskState):
+            await self._report(command)
+            if command.final:
+                self.core.final_state_reported(command.attempt_id)
+                return False
+        elif isinstance(command, ReportCollected):
+            try:
+                await self._report_collected(command, runtime)
+            finally:
+                runtime.collect_gate.release(len(command.batch.payload))
+        elif isinstance(command, AcknowledgeCheckpoint):
+            stub = cpb_grpc.JobMasterServiceStub(self._channel(command.jobmaster_address))
+            await self._call(stub.AcknowledgeCheckpoint, cpb.AcknowledgeCheckpointRequest(
+                job_id=command.job_id, execution_attempt_id=command.attempt_id, checkpoint_id=command.checkpoint_id,
+                state_path=command.state_path, state_size=command.state_size), command.attempt_id)
+        elif isinstance(command, DeclineCheckpoint):
+            stub = cpb_grpc.JobMasterServiceStub(self._channel(command.jobmaster_address))
+            await self._call(stub.DeclineCheckpoint, cpb.DeclineCheckpointRequest(
+                job_id=command.job_id, execution_attempt_id=command.attempt_id, checkpoint_id=command.checkpoint_id,
+                reason=command.reason, message=command.message), command.attempt_id)
+        elif isinstance(command, PrintLines):
+            stream = sys.stderr if command.to_stderr else sys.stdout
+            stream.write("".join(f"{line}\n" for line in command.lines))
+            stream.flush()
+        elif isinstance(command, ForwardPrintedLines):
+            if self.printed_lines is not None:
+                self.printed_lines.add(command.job_id, command.jobmaster_address, command.lines)
+        elif isinstance(command, KeepTaskOutput):
+            self.task_output.add(command.attempt_id, command.lines, command.dropped)
+            if command.echo:  # a TaskManager of its own: its stdout is Flink's .out
+                sys.stdout.write("".join(f"{line}\n" for line in command.lines))
+                sys.stdout.flush()
+        elif isinstance(command, TaskOutputEnded):
+            self.task_output.ended(command.attempt_id)
+        elif isinstance(command, FlushPrintedLines):
+            if self.printed_lines is not None:
+                await self.printed_lines.flush(command.job_id)
+        else:
+            self._execute([command])
+        return True
+
+    async def _report_collected(self, command: ReportCollected, runtime: TaskRuntime) -> None:
         """Reports one collected batch until the JobManager takes it. A refusal means its buffer for
         the job is full (the client has not pulled yet): report again, without limit, since that is
-        backpressure, not failure. Transport errors are retried a few times (the batch's sequence
-        number makes a repeat harmless); then the task fails rather than lose records silently."""
-        request = cpb.CollectRequest(job_id=task.tdd.job_id, execution_attempt_id=task.attempt_id, batch=batch)
-        errors = 0
-        while task.collect_failure is None and not task.collect_gate.opened:
+        backpressure, not failure. A failed report: the core decides (see ``collect_report_failed``)."""
+        batch = command.batch
+        stub = cpb_grpc.JobMasterServiceStub(self._channel(command.jobmaster_address))
+        request = cpb.CollectRequest(job_id=command.job_id, execution_attempt_id=command.attempt_id, batch=cpb.CollectBatch(
+            collect_id=batch.collect_id, subtask_index=batch.subtask_index, sequence=batch.sequence, payload=batch.payload))
+        failures = 0
+        while not self.core.collect_failed(command.attempt_id) and not runtime.collect_gate.opened:
             try:
                 response = await stub.ReportCollectBatch(request, timeout=self._rpc_timeout_s)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
-                    log.info("collected batch of %s not taken: %s %s", task.name, exc.code().name, exc.details())
-                    return  # the job is over (no JobMaster any more): nobody reads it
-                errors += 1
-                if errors >= 5 or exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                    task.collect_failure = (
-                        f"collected records of {task.name} ({len(batch.payload):,} bytes in one batch) could not be "
-                        f"delivered to the JobManager: {exc.code().name} {exc.details()}"
-                    )
-                    log.warning("%s; cancelling the task", task.collect_failure)
-                    self._cancel(task.attempt_id)
+                failures += 1
+                again, commands = self.core.collect_report_failed(command.attempt_id, exc.code().name, exc.details() or "",
+                                                                  failures, len(batch.payload))
+                self._execute(commands)
+                if not again:
                     return
-                await asyncio.sleep(min(0.1 * 2**errors, 2.0))
+                await asyncio.sleep(min(0.1 * 2**failures, 2.0))
                 continue
             if response.accepted:
                 return
 
-    async def _report(self, stub: cpb_grpc.JobMasterServiceStub, task: RunningTask, state: str, failure: cpb.JobFailure | None) -> None:
-        task.state = state
+    async def _report(self, command: ReportTaskState) -> None:
+        failure = command.failure
         update = cpb.TaskExecutionState(
-            job_id=task.tdd.job_id,
-            execution_attempt_id=task.attempt_id,
-            state=f"EXEC_{state}",  # protobuf takes an enum value by its name
-            failure=failure,
-            records_in=task.records_in,
-            records_out=task.records_out,
-            metrics=task.metrics,
+            job_id=command.job_id,
+            execution_attempt_id=command.attempt_id,
+            state=f"EXEC_{command.state}",  # protobuf takes an enum value by its name
+            failure=cpb.JobFailure(message=failure.message, task_name=failure.task_name, traceback=failure.traceback,
+                                   secondary=failure.secondary) if failure is not None else None,
+            records_in=command.records_in,
+            records_out=command.records_out,
+            metrics=command.metrics,
         )
-        await self._call(stub.UpdateTaskExecutionState, update, task=task)
+        stub = cpb_grpc.JobMasterServiceStub(self._channel(command.jobmaster_address))
+        await self._call(stub.UpdateTaskExecutionState, update, command.attempt_id)
 
     async def _send_printed_lines(self, jobmaster_address: str, report: cpb.PrintedLinesReport) -> None:
         stub = cpb_grpc.JobMasterServiceStub(self._channel(jobmaster_address))
         await stub.ReportPrintedLines(report, timeout=self._rpc_timeout_s)
 
-    async def _call(self, method: Any, request: Any, attempts: int = 5, task: RunningTask | None = None) -> None:
+    async def _call(self, method: Any, request: Any, attempt_id: bytes, attempts: int = 5) -> None:
         """Idempotent reports to the JobMaster: retried on UNAVAILABLE, then given up (heartbeats take
         over). Nothing goes to the leader an orphaned task was deployed by."""
         for attempt in range(attempts):
-            if task is not None and task.orphaned:
+            if not self.core.reports_to_leader(attempt_id):
                 return
             try:
                 await method(request, timeout=self._rpc_timeout_s)
@@ -608,39 +587,19 @@ class TaskExecutor:
         log.warning("report to JobMaster dropped after %d attempts", attempts)
 
     def cancel_task(self, attempt_id: bytes) -> None:
-        self._cancel(attempt_id)
+        self._execute(self.core.cancel_task(attempt_id))
 
-    def to_task(self, attempt_id: bytes, message: tuple[Any, ...]) -> bool:
+    def to_task(self, attempt_id: bytes, message: ControlMessage) -> bool:
         """A checkpoint control message for a running task's body; False if it is not running here."""
-        task = self.tasks.get(attempt_id)
-        if task is None or task.handle is None:
+        runtime = self._runtimes.get(attempt_id)
+        if not self.core.runs_here(attempt_id) or runtime is None or runtime.handle is None:
             return False
-        task.handle.send(message)
+        runtime.handle.send(message)
         return True
 
-    def _cancel(self, attempt_id: bytes) -> None:
-        task = self.tasks.get(attempt_id)
-        if task is None:
-            if attempt_id not in self._ended_attempts:  # not here yet: its SubmitTask may still come
-                self._cancelled_early[attempt_id] = None
-                while len(self._cancelled_early) > 10_000:
-                    self._cancelled_early.popitem(last=False)
-            return
-        task.collect_gate.open()  # a reader blocked on it would hold up the task's exit
-        if task.handle is None:
-            if not task.cancelled:
-                task.cancelled = True
-                task.events.put_nowait(TaskExit("CANCELED"))
-        else:
-            self._spawn(asyncio.to_thread(task.handle.cancel))  # one py4j call: off the loop
-
     def lookup_partition(self, attempt_id: bytes) -> cpb.LookupPartitionResponse:
-        address = self.partition_servers.get(attempt_id)
-        if address:
-            return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.READY, address=address)
-        if attempt_id in self._ended_attempts:
-            return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.GONE)
-        return cpb.LookupPartitionResponse(state=cpb.LookupPartitionResponse.PENDING)
+        state, address = self.core.lookup_partition(attempt_id)
+        return cpb.LookupPartitionResponse(state=state, address=address)  # the enum value by its name
 
     def resources(self) -> cpb.TaskManagerResources:
         """This TaskManager's machine and memory, for the ResourceManager (the REST API shows them)."""
@@ -652,16 +611,13 @@ class TaskExecutor:
             process_rss_bytes=process_rss_bytes(),
             process_tree_rss_bytes=process_tree_rss_bytes(),
             heartbeats_received=self.heartbeats_received,
-            running_tasks=sum(1 for t in self.tasks.values() if t.state == "RUNNING"),
+            running_tasks=self.core.running_tasks(),
         )
 
     def heartbeat(self, request: cpb.HeartbeatRequest) -> cpb.HeartbeatResponse:
-        self.heartbeats_received += 1
         if request.sender == RESOURCE_MANAGER:
-            if request.registration_id == self.registration_id:
-                self._heartbeats.record_heartbeat(RESOURCE_MANAGER, now_ms())
+            self.core.heartbeat_from_resource_manager(request.registration_id, now_ms())
             return cpb.HeartbeatResponse(slot_report=self.slot_report(), resources=self.resources())
-        self._heartbeats.record_heartbeat(request.job_id.hex(), now_ms())
         tasks = [
             cpb.TaskExecutionState(
                 job_id=t.tdd.job_id,
@@ -671,23 +627,9 @@ class TaskExecutor:
                 records_out=t.records_out,
                 metrics=t.metrics,
             )
-            for t in self.tasks.values()
-            if t.tdd.job_id == request.job_id
+            for t in self.core.heartbeat_from_job_master(request.job_id, now_ms())
         ]
         return cpb.HeartbeatResponse(slot_report=self.slot_report(), tasks=tasks)
-
-
-def _with_reported_failure(exit: TaskExit, failing: tuple[str, bool] | None) -> tuple[TaskExit, bool]:
-    """The task's outcome given the failure its body reported while it cleaned up.
-
-    A body that failed before any cancel reached it failed, even if the cancel (sent because of its
-    own failure, say) arrived during its clean-up and turned its exit into CANCELED."""
-    if failing is None or exit.status == "FINISHED":
-        return exit, False
-    traceback_text, secondary = failing
-    if exit.status == "CANCELED" or not exit.error:
-        return TaskExit("FAILED", traceback_text), secondary
-    return exit, secondary
 
 
 def log_file_list() -> cpb.LogFileList:
@@ -699,11 +641,6 @@ def log_file_list() -> cpb.LogFileList:
 def read_log_file(request: cpb.ReadLogRequest) -> cpb.ReadLogResponse:
     text, why = log_files.read_log(request.name, request.stdout, request.max_bytes)
     return cpb.ReadLogResponse(found=text is not None, text=text or "", message=why)
-
-
-def _first_line(text: str | None) -> str:
-    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else "task failed"
 
 
 class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
@@ -740,14 +677,12 @@ class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
 
     async def TriggerCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
         if not self.te.to_task(request.execution_attempt_id,
-                               (task_body.TRIGGER_CHECKPOINT, request.checkpoint_id, request.timestamp_ms,
-                                request.stop, request.drain)):
+                               TriggerCheckpoint(request.checkpoint_id, request.timestamp_ms, request.stop, request.drain)):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"task {request.execution_attempt_id.hex()} is not running here")
         return cpb.Empty()
 
     async def NotifyCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
-        self.te.to_task(request.execution_attempt_id,
-                        (task_body.NOTIFY_CHECKPOINT, request.checkpoint_id, request.aborted))
+        self.te.to_task(request.execution_attempt_id, NotifyCheckpoint(request.checkpoint_id, request.aborted))
         return cpb.Empty()
 
     async def GetTaskOutput(self, request, context):  # noqa: N802, ANN001, ANN201

@@ -316,7 +316,7 @@ class TaskManager:
                 await asyncio.sleep(1.0)
                 continue
             while self.executor.check_heartbeats():
-                await asyncio.sleep(self.executor._heartbeats.interval_ms / 1000 / 2)
+                await asyncio.sleep(self.executor.heartbeat_interval_ms / 1000 / 2)
             await self._set_health(registered=False)
 
     def _refuse(self, reason: str) -> None:

@@ -105,8 +105,8 @@ class CheckpointDriver:
     def __init__(self, core: JobMasterCore, checkpointing: JobCheckpointing, call: Callable[[str, str, Any], None],
                  fail_job: Callable[[str], None], spawn: Callable[[Any], None],
                  services: Optional[CheckpointServices] = None) -> None:
-        """``call(tm_address, method, request)``: a TaskExecutor RPC; ``fail_job(message)``: a
-        global failure (tolerable checkpoint failures exceeded); ``services``: the HA store and
+        """``call(tm_address, method, request)``: a TaskExecutorGateway call (``method``: its name);
+        ``fail_job(message)``: a global failure (tolerable checkpoint failures exceeded); ``services``: the HA store and
         counter (None: the checkpoint directory on disk and an in-process counter)."""
         self.core = core
         self.checkpointing = checkpointing
@@ -324,18 +324,18 @@ class CheckpointDriver:
             if isinstance(command, TriggerCheckpoint):
                 self._finished_at_trigger[command.checkpoint_id] = self.core.finished_task_keys()
                 for attempt_id in command.attempt_ids:
-                    self._to_task(attempt_id, "TriggerCheckpoint", cpb.TriggerCheckpointRequest(
+                    self._to_task(attempt_id, "trigger_checkpoint", cpb.TriggerCheckpointRequest(
                         execution_attempt_id=attempt_id, checkpoint_id=command.checkpoint_id,
                         timestamp_ms=int(command.timestamp_ms + self._wall_minus_monotonic_ms),
                         stop=command.stop, drain=command.drain))
             elif isinstance(command, FinalizeCheckpoint):
                 self._spawn(self._finalize(command))
             elif isinstance(command, NotifyCheckpointComplete):
-                self._to_task(command.attempt_id, "NotifyCheckpoint", cpb.CheckpointNotification(
+                self._to_task(command.attempt_id, "notify_checkpoint", cpb.CheckpointNotification(
                     execution_attempt_id=command.attempt_id, checkpoint_id=command.checkpoint_id))
             elif isinstance(command, NotifyCheckpointAborted):
                 self._finished_at_trigger.pop(command.checkpoint_id, None)
-                self._to_task(command.attempt_id, "NotifyCheckpoint", cpb.CheckpointNotification(
+                self._to_task(command.attempt_id, "notify_checkpoint", cpb.CheckpointNotification(
                     execution_attempt_id=command.attempt_id, checkpoint_id=command.checkpoint_id, aborted=True))
             elif isinstance(command, DiscardState):
                 self._spawn(asyncio.to_thread(discard_state, command.handle))

@@ -25,16 +25,14 @@ from millstream.jobmanager.jobmaster.job_master_core import (
     job_slot_request_timeout,
 )
 from millstream.proto import cluster_pb2 as cpb
-from millstream.proto import cluster_pb2_grpc as cpb_grpc
-from millstream.runtime import config as cfg
 from millstream.runtime.rpc.fencing import FencingClientInterceptor
 from millstream.runtime.rpc.service import aio_channel
+from millstream.runtime.rpc.task_executor_gateway import GrpcTaskExecutorGateway, TaskExecutorGateway
 from millstream.runtime.rpc.security import Credentials
 
 log = logging.getLogger(__name__)
 
 
-SUBMIT_TASK_METHOD = f"/{cpb.DESCRIPTOR.services_by_name['TaskExecutor'].full_name}/SubmitTask"
 # Calls to TaskManagers in flight at once (deploy, cancel, slot requests and frees): starting a
 # gRPC call costs the event loop a fraction of a millisecond, so starting thousands in one turn
 # (all the tasks of a p = 1000 job) would block it for a quarter of a second or more.
@@ -71,14 +69,8 @@ class TaskExecutorClients:
                                                                   self._credentials)
         return channel
 
-    def stub(self, address: str) -> cpb_grpc.TaskExecutorStub:
-        return cpb_grpc.TaskExecutorStub(self._channel(address))
-
-    def submit_task(self, address: str) -> Any:
-        """SubmitTask taking an already serialized request (built off the event loop)."""
-        return self._channel(address).unary_unary(
-            SUBMIT_TASK_METHOD, request_serializer=None, response_deserializer=cpb.Empty.FromString
-        )
+    def gateway(self, address: str) -> TaskExecutorGateway:
+        return GrpcTaskExecutorGateway(self._channel(address))
 
     def forget(self, address: str) -> None:
         channel = self._channels.pop(address, None)
@@ -269,9 +261,9 @@ class JobMaster:
             elif isinstance(command, DeployTask):
                 self._spawn(self._deploy(command))
             elif isinstance(command, CancelTask):
-                self._spawn(self._call(command.tm_address, "CancelTask", cpb.CancelTaskRequest(execution_attempt_id=command.attempt_id)))
+                self._spawn(self._call(command.tm_address, "cancel_task", cpb.CancelTaskRequest(execution_attempt_id=command.attempt_id)))
             elif isinstance(command, FreeSlot):
-                self._spawn(self._call(command.tm_address, "FreeSlot", cpb.FreeSlotRequest(allocation_id=command.allocation_id, cause=command.cause)))
+                self._spawn(self._call(command.tm_address, "free_slot", cpb.FreeSlotRequest(allocation_id=command.allocation_id, cause=command.cause)))
             elif isinstance(command, StartRestartTimer) and command.region is not None:
                 log.info("job %s: restart of region %d in %d ms", self.job_id.hex(), command.region, command.delay_ms)
                 self._region_timers[command.region] = asyncio.get_running_loop().call_later(
@@ -320,14 +312,15 @@ class JobMaster:
     async def _deploy(self, command: DeployTask) -> None:
         async with self._te.in_flight:
             try:
-                await self._te.submit_task(command.tm_address)(command.request, timeout=self._te.rpc_timeout_s)
+                await self._te.gateway(command.tm_address).submit_task(command.request, timeout=self._te.rpc_timeout_s)
             except grpc.aio.AioRpcError as exc:
                 self._run(self.core.deploy_failed(command.attempt_id, f"{exc.code().name}: {exc.details()}"))
 
     async def _call(self, address: str, method: str, request: Any) -> None:
+        """``method``: the name of a :class:`TaskExecutorGateway` method taking ``request``."""
         try:
             async with self._te.in_flight:
-                await getattr(self._te.stub(address), method)(request, timeout=self._te.rpc_timeout_s)
+                await getattr(self._te.gateway(address), method)(request, timeout=self._te.rpc_timeout_s)
         except grpc.aio.AioRpcError as exc:
             # A TaskManager that cannot be reached is found lost by the heartbeats.
             log.warning("%s to %s failed: %s", method, address, exc.code().name)
@@ -354,7 +347,7 @@ class JobMaster:
 
     async def _heartbeat(self, resource_id: str, address: str) -> None:
         try:
-            response = await self._te.stub(address).Heartbeat(
+            response = await self._te.gateway(address).heartbeat(
                 cpb.HeartbeatRequest(sender="jobmaster", job_id=self.job_id),
                 timeout=self._heartbeats.timeout_ms / 1000,
             )

@@ -163,7 +163,7 @@ class ResourceManager:
         )
         try:
             async with self._te.in_flight:
-                await self._te.stub(command.tm_address).RequestSlot(request, timeout=self._te.rpc_timeout_s)
+                await self._te.gateway(command.tm_address).request_slot(request, timeout=self._te.rpc_timeout_s)
         except grpc.aio.AioRpcError as exc:
             log.warning("RequestSlot to %s failed: %s %s", command.resource_id, exc.code().name, exc.details())
             self._run(self.slots.allocation_failed(command.allocation_id, exc.details() or exc.code().name, now_ms()))
@@ -173,7 +173,7 @@ class ResourceManager:
     async def _free(self, address: str, allocation_id: bytes, cause: str) -> None:
         try:
             async with self._te.in_flight:
-                await self._te.stub(address).FreeSlot(
+                await self._te.gateway(address).free_slot(
                     cpb.FreeSlotRequest(allocation_id=allocation_id, cause=cause), timeout=self._te.rpc_timeout_s
                 )
         except grpc.aio.AioRpcError as exc:
@@ -192,7 +192,7 @@ class ResourceManager:
     async def _heartbeat(self, resource_id: str, address: str, registration_id: str) -> None:
         request = cpb.HeartbeatRequest(sender="resourcemanager", registration_id=registration_id)
         try:
-            response = await self._te.stub(address).Heartbeat(request, timeout=self._timeout_ms / 1000)
+            response = await self._te.gateway(address).heartbeat(request, timeout=self._timeout_ms / 1000)
         except grpc.aio.AioRpcError as exc:
             # Only a refused connection counts towards the failure threshold (see JobMaster._heartbeat).
             if exc.code() is grpc.StatusCode.UNAVAILABLE and self._heartbeats.record_rpc_failure(resource_id, now_ms()):

@@ -26,19 +26,18 @@ from millstream.runtime.checkpoint_storage import FileStateHandle, write_task_st
 from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
 from millstream.runtime.task.chain import OperatorChain
+from millstream.runtime.task.worker_events import CheckpointAcknowledged, CheckpointDeclined
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_VERSION = 1
-ACK = "ack"          # ("ack", checkpoint_id, state_path or "", state_size)
-DECLINE = "decline"  # ("decline", checkpoint_id, reason, message)
 
 
 class TaskCheckpointer:
     def __init__(self, chain: OperatorChain, broadcast: Callable[[Any], None], checkpoint_dir: str,
-                 job_id: bytes, send: Callable[[tuple[Any, ...]], None]) -> None:
+                 job_id: bytes, send: Callable[[CheckpointAcknowledged | CheckpointDeclined], None]) -> None:
         """``broadcast(event)``: put an in-band event on every result partition of the task;
-        ``send(message)``: an ack or decline to the TaskManager."""
+        ``send(event)``: an ack or decline to the TaskManager (a worker event)."""
         self.chain = chain
         self._broadcast = broadcast
         self._dir = Path(checkpoint_dir) if checkpoint_dir else None
@@ -156,16 +155,16 @@ class TaskCheckpointer:
     def _write_and_ack(self, checkpoint_id: int, blob: Optional[bytes]) -> None:
         try:
             if blob is None:
-                self._send((ACK, checkpoint_id, "", 0))
+                self._send(CheckpointAcknowledged(checkpoint_id, "", 0))
                 return
             if self._dir is None:
                 raise RuntimeError("the task has no checkpoint directory")
             handle = write_task_state(self._dir, self._job_id, checkpoint_id, blob)
         except Exception as exc:
             log.warning("checkpoint %d: writing the snapshot of %r failed: %s", checkpoint_id, self.chain, exc)
-            self._send((DECLINE, checkpoint_id, "CHECKPOINT_ASYNC_EXCEPTION", f"{type(exc).__name__}: {exc}"))
+            self._send(CheckpointDeclined(checkpoint_id, "CHECKPOINT_ASYNC_EXCEPTION", f"{type(exc).__name__}: {exc}"))
             return
-        self._send((ACK, checkpoint_id, handle.path, handle.size))
+        self._send(CheckpointAcknowledged(checkpoint_id, handle.path, handle.size))
 
     def abort(self, checkpoint_id: int, reason: str, forward: bool = True) -> None:
         """Alignment gave up on ``checkpoint_id``: decline it and tell the tasks downstream."""
@@ -178,7 +177,7 @@ class TaskCheckpointer:
 
     def decline(self, checkpoint_id: int, reason: str, message: str) -> None:
         self.last_checkpoint_id = max(self.last_checkpoint_id, checkpoint_id)
-        self._writer.submit(self._send, (DECLINE, checkpoint_id, reason, message))  # in order with the acks
+        self._writer.submit(self._send, CheckpointDeclined(checkpoint_id, reason, message))  # in order with the acks
 
     # -- notifications ---------------------------------------------------------------------------
 

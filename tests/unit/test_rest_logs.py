@@ -18,13 +18,13 @@ MAP = bytes.fromhex("bb" * 16)
 
 
 class FakeTaskExecutor:
-    async def GetTaskOutput(self, request: cpb.TaskOutputRequest, timeout: float) -> cpb.TaskOutputResponse:  # noqa: N802
+    async def get_task_output(self, request: cpb.TaskOutputRequest, timeout: float) -> cpb.TaskOutputResponse:
         return cpb.TaskOutputResponse(found=True, lines=["2026-01-01 00:00:00,000 INFO stdout: printed by map"])
 
-    async def ListLogFiles(self, request: cpb.Empty, timeout: float) -> cpb.LogFileList:  # noqa: N802
+    async def list_log_files(self, timeout: float) -> cpb.LogFileList:
         return cpb.LogFileList(files=[cpb.LogFileInfo(name="millstream-taskmanager-0-h.log", size=12)])
 
-    async def ReadLogFile(self, request: cpb.ReadLogRequest, timeout: float) -> cpb.ReadLogResponse:  # noqa: N802
+    async def read_log_file(self, request: cpb.ReadLogRequest, timeout: float) -> cpb.ReadLogResponse:
         if request.stdout:
             return cpb.ReadLogResponse(found=False, message="this process's stdout is not a file")
         return cpb.ReadLogResponse(found=True, text=f"tm log {request.name or 'current'}\n")

@@ -9,7 +9,8 @@ from typing import Any
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.runtime.checkpoint_storage import checkpoint_directory
 from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
-from millstream.runtime.task.checkpointing import ACK, DECLINE, TaskCheckpointer
+from millstream.runtime.task.checkpointing import TaskCheckpointer
+from millstream.runtime.task.worker_events import CheckpointAcknowledged, CheckpointDeclined
 from tests.unit.test_runtime_chain import make_chain, vertex
 
 JOB = b"j" * 16
@@ -18,14 +19,14 @@ JOB = b"j" * 16
 class Harness:
     def __init__(self, run: Any, directory: Path) -> None:
         self.run = run
-        self.sent: list[tuple[Any, ...]] = []
+        self.sent: list[Any] = []
         self.events: list[tuple[Any, int]] = []  # (event, records written before it)
         self.checkpointer = TaskCheckpointer(run.chain, self._broadcast, str(directory), JOB, self.sent.append)
 
     def _broadcast(self, event: Any) -> None:
         self.events.append((event, len(self.run.written())))
 
-    def acks(self) -> list[tuple[Any, ...]]:
+    def acks(self) -> list[Any]:
         self.checkpointer.close()
         return self.sent
 
@@ -45,8 +46,9 @@ def test_a_snapshot_forwards_the_barrier_behind_the_records_and_restores_the_key
     first.run.chain.process_batch([("a", 1), ("b", 1), ("a", 1)], head)
     first.checkpointer.checkpoint(CheckpointBarrier(3, 0))
     first.run.chain.process_batch([("a", 1)], head)  # after the barrier: not in checkpoint 3
-    [(kind, checkpoint_id, path, size)] = first.acks()
-    assert (kind, checkpoint_id) == (ACK, 3) and size > 0
+    [ack] = first.acks()
+    assert type(ack) is CheckpointAcknowledged and ack.checkpoint_id == 3 and ack.state_size > 0
+    path, size = ack.state_path, ack.state_size
     assert Path(path).parent == checkpoint_directory(tmp_path, JOB, 3)
     assert first.events == [(CheckpointBarrier(3, 0), 3)]  # flushed first: three records, then the barrier
 
@@ -66,7 +68,7 @@ def test_a_task_without_state_acks_without_a_file_and_old_barriers_are_ignored(t
     h.checkpointer.checkpoint(CheckpointBarrier(5, 0))
     h.checkpointer.checkpoint(CheckpointBarrier(4, 0))  # older than the last one: never snapshotted
     h.checkpointer.checkpoint(CheckpointBarrier(5, 0))  # the same id again: once only
-    assert h.acks() == [(ACK, 5, "", 0)]
+    assert h.acks() == [CheckpointAcknowledged(5, "", 0)]
     assert not any(tmp_path.iterdir())
 
 
@@ -80,7 +82,8 @@ def test_a_failing_write_declines_and_an_abort_sends_a_cancel_marker(tmp_path: P
     h.checkpointer.checkpoint(CheckpointBarrier(1, 0))
     h.checkpointer.abort(2, "CHECKPOINT_DECLINED_SUBSUMED")
     sent = h.acks()
-    assert [m[:3] for m in sent] == [(DECLINE, 1, "CHECKPOINT_ASYNC_EXCEPTION"), (DECLINE, 2, "CHECKPOINT_DECLINED_SUBSUMED")]
+    assert [(type(m), m.checkpoint_id, m.reason) for m in sent] == [
+        (CheckpointDeclined, 1, "CHECKPOINT_ASYNC_EXCEPTION"), (CheckpointDeclined, 2, "CHECKPOINT_DECLINED_SUBSUMED")]
     assert [e for e, _ in h.events] == [CheckpointBarrier(1, 0), CancelCheckpointMarker(2)]
 
 
@@ -95,7 +98,8 @@ def test_source_positions_are_restored(tmp_path: Path) -> None:
     for _ in range(3):
         first.run.chain.head.output(reader.poll())
     first.checkpointer.checkpoint(CheckpointBarrier(1, 0))
-    [(_, _, path, size)] = first.acks()
+    [ack] = first.acks()
+    path, size = ack.state_path, ack.state_size
     second = Harness(make_chain(v, source_batch_size=100), tmp_path)
     second.checkpointer.restore(1, path, size)
     second.run.chain.open()
@@ -176,19 +180,20 @@ def test_a_source_stops_emitting_at_a_stop_savepoint_until_its_outcome(tmp_path:
     savepoint's outcome: completed ends the task loop (StoppedWithSavepoint), aborted lets it go on."""
     import pytest
 
-    from millstream.taskmanager.task import NOTIFY_CHECKPOINT, TRIGGER_CHECKPOINT, CheckpointControl, StoppedWithSavepoint
+    from millstream.runtime.task.worker_events import NotifyCheckpoint, TriggerCheckpoint
+    from millstream.taskmanager.task import CheckpointControl, StoppedWithSavepoint
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     env.from_collection([1]).rebalance().map(lambda x: x + 1).map(str)
     h = Harness(make_chain(vertex(env, "Map")), tmp_path)
     h.run.chain.open()
-    aborted = Inbox((TRIGGER_CHECKPOINT, 1, 0, True, False), (NOTIFY_CHECKPOINT, 1, True))
+    aborted = Inbox(TriggerCheckpoint(1, 0, True, False), NotifyCheckpoint(1, True))
     CheckpointControl(aborted, h.checkpointer, is_source=True).poll()  # returns: the job goes on
     assert not h.checkpointer.stopped and aborted.messages == []
-    late = Inbox((TRIGGER_CHECKPOINT, 2, 0, True, False))
+    late = Inbox(TriggerCheckpoint(2, 0, True, False))
     control = CheckpointControl(late, h.checkpointer, is_source=True)
-    late.wait_cancelled = lambda timeout: bool(late.messages.append((NOTIFY_CHECKPOINT, 2, False)))  # type: ignore[method-assign]
+    late.wait_cancelled = lambda timeout: bool(late.messages.append(NotifyCheckpoint(2, False)))  # type: ignore[method-assign]
     with pytest.raises(StoppedWithSavepoint):
         control.poll()  # waited for the notification that came later
     assert h.checkpointer.stopped

@@ -40,8 +40,8 @@ def test_a_cancel_that_overtakes_the_submission_cancels_the_task(tmp_path: Path)
         te = TaskExecutor("tm-1", 1, spark, 5.0, 4 << 20, str(tmp_path), "127.0.0.1:1")  # type: ignore[arg-type]
         reported: list[Any] = []
 
-        async def forward(task: Any, address: str) -> None:
-            reported.append(await task.events.get())
+        async def forward(attempt_id: bytes, runtime: Any) -> None:
+            reported.append(await runtime.events.get())
 
         te._forward_events = forward  # type: ignore[method-assign]
         te.slots.allocate_slot(0, JOB, ALLOCATION, "127.0.0.1:1")

@@ -49,7 +49,7 @@ class _Stub:
     def __init__(self, answers: dict[bytes, cpb.TaskOutputResponse]) -> None:
         self.answers = answers
 
-    async def GetTaskOutput(self, request: cpb.TaskOutputRequest, timeout: float) -> cpb.TaskOutputResponse:  # noqa: N802
+    async def get_task_output(self, request: cpb.TaskOutputRequest, timeout: float) -> cpb.TaskOutputResponse:
         return self.answers.get(request.execution_attempt_id, cpb.TaskOutputResponse(found=False))
 
 

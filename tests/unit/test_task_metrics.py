@@ -12,7 +12,8 @@ from millstream.runtime import config as cfg
 from millstream.runtime.metrics.task_io import TaskIOMetrics
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.network.environment import BUFFER, InputGate
-from millstream.taskmanager.task import RECORDS, TaskMetricsReporter
+from millstream.runtime.task.worker_events import MetricsReported
+from millstream.taskmanager.task import TaskMetricsReporter
 from millstream.taskmanager.taskmanager import network_settings
 
 from .test_live_view import _core, _deployed
@@ -111,14 +112,15 @@ def test_the_reporter_sends_io_and_user_metrics_and_descriptors_once() -> None:
     gate = SimpleNamespace(bytes_in=100, idle_s=0.0)
     partitions = {b"r": SimpleNamespace(bytes_out=40, blocked_s=0.0), b"s": SimpleNamespace(bytes_out=2, blocked_s=0.0)}
     reporter = TaskMetricsReporter(run.chain, task_env, gate, partitions, io_timing=True)  # type: ignore[arg-type]
-    kind, records_in, records_out, values, descriptors = reporter.message(10, 5)
-    assert (kind, records_in, records_out) == (RECORDS, 10, 5)
+    message = reporter.message(10, 5)
+    assert type(message) is MetricsReported and (message.records_in, message.records_out) == (10, 5)
+    values, descriptors = message.metrics, message.descriptors
     assert values["numRecordsIn"] == 10 and values["numBytesIn"] == 100 and values["numBytesOut"] == 42
     assert values["Map.hits"] == 7 and "busyTimeMsPerSecond" in values
     assert descriptors == {"Map.hits": ("operator_hits", {"operator_name": "Map"})}
-    assert reporter.message(10, 5)[4] is None  # unchanged: not sent again
+    assert reporter.message(10, 5).descriptors is None  # unchanged: not sent again
     untimed = TaskMetricsReporter(run.chain, task_env, gate, partitions, io_timing=False)  # type: ignore[arg-type]
-    assert "busyTimeMsPerSecond" not in untimed.message(10, 5)[3]
+    assert "busyTimeMsPerSecond" not in untimed.message(10, 5).metrics
 
 
 def test_the_jobmaster_keeps_each_current_attempts_latest_snapshot_and_state_times() -> None:
@@ -157,8 +159,8 @@ def test_a_quiet_source_still_reports_and_the_reports_stop_with_the_task() -> No
     ended.set()
     ticker.join(2)
     assert not ticker.is_alive()
-    assert 1 <= len(sent) <= 2 and all(m[0] == RECORDS for m in sent)
+    assert 1 <= len(sent) <= 2 and all(type(m) is MetricsReported for m in sent)
     count = len(sent)
     reporter.send(channel, 3, 4)  # the task thread's own report
     time.sleep(0.6)
-    assert len(sent) == count + 1 and sent[-1][1:3] == (3, 4)
+    assert len(sent) == count + 1 and (sent[-1].records_in, sent[-1].records_out) == (3, 4)

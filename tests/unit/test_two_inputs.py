@@ -30,7 +30,8 @@ from millstream.datastream import (
 from millstream.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from millstream.runtime.task.barrier_handler import CheckpointBarrier
 from millstream.runtime.task.chain import OperatorError
-from millstream.runtime.task.checkpointing import ACK, TaskCheckpointer
+from millstream.runtime.task.checkpointing import TaskCheckpointer
+from millstream.runtime.task.worker_events import CheckpointAcknowledged
 from millstream.runtime.task.environment import ManualClock
 from tests.unit.test_runtime_chain import Run, collect, make_chain, run_job, vertex
 
@@ -473,8 +474,9 @@ def test_broadcast_state_is_snapshotted_and_every_subtask_gets_it_after_a_rescal
         feed(run, old, (1, [("a", 10), ("b", 20)]))  # every subtask gets every rule
         checkpointer.checkpoint(CheckpointBarrier(1, 0))
         checkpointer.close()
-        [(kind, _, path, size)] = sent
-        assert kind == ACK and size > 0
+        [ack] = sent
+        assert type(ack) is CheckpointAcknowledged and ack.state_size > 0
+        path, size = ack.state_path, ack.state_size
         handles.append((subtask, path, size))
 
     new = _broadcast_job(StreamExecutionEnvironment.get_execution_environment(), 4)
