@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Protocol, Union
 
 from millstream.runtime.execution_state import ExecutionState
+from millstream.runtime.state_machine import StateMachine
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ PENDING_TRANSITIONS: dict[PendingState, frozenset[PendingState]] = {
     PendingState.COMPLETED: frozenset(),
     PendingState.ABORTED: frozenset(),
 }
+PENDING_STATES = StateMachine("checkpoint", PENDING_TRANSITIONS, log)
 
 
 # -- the id counter (an input) --------------------------------------------------------------------
@@ -353,11 +355,7 @@ class PendingCheckpoint:
     forced: bool = False  # a savepoint
 
     def transition(self, target: PendingState, reason: str) -> None:
-        if target not in PENDING_TRANSITIONS[self.state]:
-            raise RuntimeError(f"checkpoint {self.checkpoint_id}: illegal transition "
-                               f"{self.state.value} -> {target.value} ({reason})")
-        log.debug("checkpoint %d: %s -> %s (%s)", self.checkpoint_id, self.state.value, target.value, reason)
-        self.state = target
+        self.state = PENDING_STATES.transition(self.state, target, str(self.checkpoint_id), reason)
 
 
 # -- the coordinator -----------------------------------------------------------------------------

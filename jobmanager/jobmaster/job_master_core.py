@@ -43,12 +43,12 @@ from millstream.jobmanager.checkpoint.coordinator import TaskSnapshot
 from millstream.jobmanager.checkpoint.settings import JobCheckpointing
 from millstream.jobmanager.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex, ExecutionVertexID, pipelined_regions
 from millstream.runtime.execution_state import (
-    EXECUTION_TRANSITIONS,
-    JOB_TRANSITIONS,
+    EXECUTION_STATES,
+    JOB_STATES,
     ExecutionState,
     JobStatus,
-    check_transition,
 )
+from millstream.runtime.state_machine import IllegalStateTransition
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime.checkpoint_storage import CompletedCheckpoint
@@ -309,7 +309,9 @@ class JobMasterCore:
     # -- transitions ---------------------------------------------------------------------------
 
     def _set_job_status(self, target: JobStatus, reason: str, out: list[Command]) -> bool:
-        if not check_transition(JOB_TRANSITIONS, self.status, target, f"job {self.job_id.hex()}", reason):
+        try:  # an illegal move is a late or duplicate event: logged and ignored
+            JOB_STATES.transition(self.status, target, self.job_id.hex(), reason)
+        except IllegalStateTransition:
             return False
         log.info("job %s (%s): %s -> %s (%s)", self.graph.job_name, self.job_id.hex(), self.status.value, target.value, reason)
         self.status = target
@@ -317,7 +319,9 @@ class JobMasterCore:
         return True
 
     def _set_state(self, execution: Execution, target: ExecutionState, reason: str = "") -> bool:
-        if not check_transition(EXECUTION_TRANSITIONS, execution.state, target, execution.name, reason):
+        try:  # an illegal move is a late or duplicate report: logged and ignored
+            EXECUTION_STATES.transition(execution.state, target, execution.name, reason)
+        except IllegalStateTransition:
             return False
         vertex_id = execution.vertex.job_vertex.id
         if self.current.get((vertex_id, execution.vertex.subtask_index)) is execution:

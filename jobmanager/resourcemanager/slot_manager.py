@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from millstream.runtime.state_machine import StateMachine
+
 log = logging.getLogger(__name__)
 
 # One slot report entry, as the TaskManager's TaskSlotTable.slot_report() gives it:
@@ -37,24 +39,14 @@ class SlotState(str, Enum):
     PENDING = "PENDING"      # RequestSlot sent, not yet confirmed by the TaskManager
     ALLOCATED = "ALLOCATED"  # the TaskManager holds the slot for the job
 
-    def transition(self, to: SlotState, reason: str) -> SlotState:
-        """The one place slot states change: rejects illegal moves, logs (from, to, reason)."""
-        if to not in _TRANSITIONS[self]:
-            log.warning("illegal slot transition %s -> %s (%s)", self.value, to.value, reason)
-            raise IllegalSlotTransition(f"slot cannot go {self.value} -> {to.value} ({reason})")
-        log.debug("slot %s -> %s (%s)", self.value, to.value, reason)
-        return to
-
 
 _TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
     SlotState.FREE: frozenset({SlotState.PENDING, SlotState.ALLOCATED}),
     SlotState.PENDING: frozenset({SlotState.FREE, SlotState.ALLOCATED}),
     SlotState.ALLOCATED: frozenset({SlotState.FREE}),
 }
-
-
-class IllegalSlotTransition(RuntimeError):
-    """A slot state change the transition table forbids (a bug in the caller, never input)."""
+# An illegal move is a bug in the manager, never input: the error propagates.
+SLOT_STATES = StateMachine("slot", _TRANSITIONS, log)
 
 
 # ---- commands ---------------------------------------------------------------------------------
@@ -142,7 +134,7 @@ class _Slot:
 
     def move(self, to: SlotState, reason: str, job_id: bytes | None = None,
              allocation_id: bytes | None = None) -> None:
-        self.state = self.state.transition(to, f"slot {self.index}: {reason}")
+        self.state = SLOT_STATES.transition(self.state, to, str(self.index), reason)
         if to is SlotState.FREE:
             self.job_id, self.allocation_id = None, None
         elif job_id is not None:
