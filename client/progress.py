@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable, TextIO
 
 from millstream.proto import cluster_pb2 as cpb
+from millstream.runtime.clock import wall_ms
 
 # The job's print-sink lines, as the live view shows them: a burst, then a steady rate. The lines
 # over the rate are counted and said to be skipped; the job is never slowed down by its console.
@@ -307,10 +308,6 @@ class LineAtomicWriter:
 
 # -- run's view ----------------------------------------------------------------------------------
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class RunView:
     """``millstream run``'s view of the jobs a program submits (a :class:`JobObserver`).
 
@@ -321,7 +318,7 @@ class RunView:
     """
 
     def __init__(self, *, detached: bool = False, show_prints: bool = True, live: bool | None = None,
-                 out: TextIO | None = None, now_ms: Callable[[], int] = _now_ms,
+                 out: TextIO | None = None, now_ms: Callable[[], int] = wall_ms,
                  slot_wait_grace_s: float = SLOT_WAIT_GRACE_S) -> None:
         self._now_ms = now_ms
         self.slot_wait_grace_s = slot_wait_grace_s

@@ -25,7 +25,8 @@ from millstream.jobmanager.dispatcher.dispatcher import Dispatcher, DispatcherSe
 from millstream.runtime.execution_state import JobStatus
 from millstream.jobmanager.jobmaster.job_master_core import JobMasterCore
 from millstream.jobmanager.jobmaster.job_master_endpoint import JobMasterServicer
-from millstream.jobmanager.jobmaster.job_master import JobMaster, TaskExecutorClients, now_ms
+from millstream.jobmanager.jobmaster.job_master import JobMaster, TaskExecutorClients
+from millstream.runtime.clock import now_ms
 from millstream.jobmanager.dispatcher.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, read_jobs_to_recover
 from millstream import __version__

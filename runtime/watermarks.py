@@ -154,9 +154,6 @@ class StatusWatermarkValve:
     def channel_watermark(self, channel: int) -> int:
         return self._channel(channel).watermark
 
-    def channel_is_idle(self, channel: int) -> bool:
-        return not self._channel(channel).active
-
     def input_watermark(self, watermark: int, channel: int) -> list[WatermarkEvent]:
         """A watermark arrived on ``channel``."""
         ch = self._channel(channel)

@@ -39,16 +39,13 @@ from millstream.jobmanager.checkpoint.coordinator import (
     TriggerCheckpoint,
 )
 from millstream.jobmanager.checkpoint.settings import JobCheckpointing, deletes_checkpoints
+from millstream.runtime.clock import now_ms
 from millstream.runtime.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.jobmaster.job_master_core import JobMasterCore
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime.checkpoint_storage import CompletedCheckpoint, CompletedCheckpointStore, FileStateHandle, discard_state
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 class SavepointError(Exception):

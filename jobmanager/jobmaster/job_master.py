@@ -10,6 +10,7 @@ import grpc
 
 from millstream.jobmanager.checkpoint.driver import CheckpointDriver, CheckpointServices, SavepointError
 from millstream.runtime.execution_state import ExecutionState, JobStatus
+from millstream.runtime.clock import now_ms
 from millstream.runtime.heartbeat import HeartbeatMonitor
 from millstream.jobmanager.jobmaster.job_master_core import (
     BuildDeployments,
@@ -38,10 +39,6 @@ SUBMIT_TASK_METHOD = f"/{cpb.DESCRIPTOR.services_by_name['TaskExecutor'].full_na
 # (all the tasks of a p = 1000 job) would block it for a quarter of a second or more.
 MAX_CONCURRENT_CALLS = 64
 PROBE_GAP_S = 0.2  # between the probes of the TaskManagers after a broken exchange
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 def job_slot_request_timeout(graph: Any) -> int | None:

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -31,6 +30,7 @@ from aiohttp import web
 from millstream.jobmanager.rest import metrics_views as metric_views
 from millstream.jobmanager.rest import views
 from millstream.jobmanager.dispatcher.dispatcher import DispatcherError
+from millstream.runtime.clock import wall_ms
 from millstream.runtime.execution_state import JobStatus
 from millstream.jobmanager.rest.guard import GuardedSite, allowed_hosts, host_refusal
 from millstream.jobmanager.rest.logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
@@ -76,10 +76,6 @@ class RestSource(Protocol):
         ...
     def vertex_views(self, job_id: bytes) -> dict[bytes, metric_views.VertexView] | None:
         """The job's vertices with their current attempts (None: no such job)."""
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _json(body: Any, status: int = 200) -> web.Response:

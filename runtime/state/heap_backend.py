@@ -73,9 +73,6 @@ class StateTable:
         if d is not None and d.pop(key, _MISSING) is not _MISSING and not d:
             del self.groups[key_group]
 
-    def num_entries(self) -> int:
-        return sum(len(d) for d in self.groups.values())
-
     def items(self) -> Iterator[tuple[int, Any, Any]]:
         """(key_group, key, value) in key-group order."""
         for kg in sorted(self.groups):
@@ -507,9 +504,6 @@ class KeyedStateBackend:
 
     # -- accessors for checkpoints, tests and rescaling ----------------------------------------
 
-    def state_names(self) -> list[str]:
-        return sorted(self._tables)
-
     def state_kind(self, name: str) -> str:
         return self._tables[name].kind
 
@@ -580,11 +574,3 @@ class KeyedStateBackend:
             self.event_timers.restore_group(kg, payload["event_timers"])
             loaded.append(kg)
         return sorted(loaded)
-
-    def dispose(self) -> None:
-        for t in self._tables.values():
-            t.groups.clear()
-        self._handles.clear()
-        self.record_cleanups.clear()
-        self.processing_timers = TimerQueue()
-        self.event_timers = TimerQueue()

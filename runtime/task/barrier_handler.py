@@ -253,10 +253,6 @@ class AlignedBarrierHandler(BarrierHandler):
         self._aligned: set[int] = set()
         self._target = 0
 
-    @property
-    def pending_checkpoint_id(self) -> int | None:
-        return self._current_id if self._is_pending() else None
-
     def _is_pending(self) -> bool:
         return self._current_id >= 0 and self._current_id != self._last_done_id
 
