@@ -48,14 +48,14 @@ from collections import deque
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Protocol, Union
+from typing import Callable, Iterable, Optional, Union
 
+from millstream.runtime.checkpoint_ids import INITIAL_CHECKPOINT_ID, CheckpointIDCounter
 from millstream.runtime.execution_state import ExecutionState
 from millstream.runtime.state_machine import StateMachine
 
 log = logging.getLogger(__name__)
 
-INITIAL_CHECKPOINT_ID = 1
 EXCEEDED_TOLERABLE_FAILURES = "Exceeded checkpoint tolerable failure threshold."
 
 
@@ -107,39 +107,6 @@ PENDING_STATES = StateMachine("checkpoint", PENDING_TRANSITIONS, log)
 
 
 # -- the id counter (an input) --------------------------------------------------------------------
-
-
-class CheckpointIDCounter(Protocol):
-    """Hands out checkpoint ids; a recovered counter continues after every id ever used."""
-
-    def get_and_increment(self) -> int: ...
-
-    def get(self) -> int: ...
-
-    def set_count(self, next_id: int) -> None: ...
-
-
-class StandaloneCheckpointIDCounter:
-    """An in-memory counter starting at ``start`` (Flink's StandaloneCheckpointIDCounter). Across a
-    JobManager failover, start it after the highest id found in checkpoint storage."""
-
-    def __init__(self, start: int = INITIAL_CHECKPOINT_ID) -> None:
-        if start < INITIAL_CHECKPOINT_ID:
-            raise ValueError(f"checkpoint ids start at {INITIAL_CHECKPOINT_ID}, got {start}")
-        self._next = start
-
-    def get_and_increment(self) -> int:
-        value = self._next
-        self._next += 1
-        return value
-
-    def get(self) -> int:
-        return self._next
-
-    def set_count(self, next_id: int) -> None:
-        if next_id < INITIAL_CHECKPOINT_ID:
-            raise ValueError(f"checkpoint ids start at {INITIAL_CHECKPOINT_ID}, got {next_id}")
-        self._next = next_id
 
 
 class CheckpointIDUnavailable(Exception):
