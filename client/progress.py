@@ -234,7 +234,7 @@ def summary_json(summary: cpb.JobSummary, now_ms: int) -> dict[str, Any]:
 
 # -- printed lines -------------------------------------------------------------------------------
 
-class PrintedLines:
+class PrintRateLimiter:
     """Rate-limits the job's printed lines on the way to the console (a token bucket): a burst of
     ``burst`` lines, then ``per_second``. Lines over the rate, and lines the JobManager dropped,
     are counted and reported in one line (``... 1,234 printed lines not shown``)."""
@@ -330,7 +330,7 @@ class RunView:
         self.job_name = ""
         self.client: Any = None
         self.summary: cpb.JobSummary | None = None
-        self._printed = PrintedLines()
+        self._printed = PrintRateLimiter()
         self._last_status = ""
         self._last_wait: tuple[int, int] | None = None
         self._lock = threading.Lock()

@@ -68,7 +68,9 @@ class TaskInSlot:
 
 
 @dataclass(frozen=True)
-class SlotInfo:
+class TaskSlotInfo:
+    """A TaskManager's view of one of its allocated slots (a copy of its TaskSlot's fields)."""
+
     slot_index: int
     state: TaskSlotState
     allocation_id: bytes
@@ -201,11 +203,11 @@ class TaskSlotTable:
         """Jobs holding at least one slot, in slot order, without duplicates."""
         return list(dict.fromkeys(s.job_id for s in self._slots if s.job_id is not None))
 
-    def slot_of(self, allocation_id: bytes) -> SlotInfo | None:
+    def slot_of(self, allocation_id: bytes) -> TaskSlotInfo | None:
         slot = self._find(allocation_id)
         if slot is None or slot.job_id is None:
             return None
-        return SlotInfo(slot.index, slot.state, allocation_id, slot.job_id, slot.jobmaster_address)
+        return TaskSlotInfo(slot.index, slot.state, allocation_id, slot.job_id, slot.jobmaster_address)
 
     def slot_report(self) -> list[SlotStatus]:
         return [SlotStatus(s.index, s.allocation_id, s.job_id) for s in self._slots]

@@ -139,7 +139,9 @@ def task_key(vertex: ExecutionVertex) -> str:
 
 
 @dataclass(frozen=True)
-class SlotInfo:
+class AllocatedSlot:
+    """A slot a TaskManager offered to this job and the JobMaster accepted (Flink's AllocatedSlot)."""
+
     allocation_id: bytes
     resource_id: str
     tm_address: str
@@ -166,7 +168,7 @@ class Execution:
     attempt_id: bytes
     attempt_number: int
     state: ExecutionState = ExecutionState.CREATED
-    slot: SlotInfo | None = None
+    slot: AllocatedSlot | None = None
     failure: cpb.JobFailure | None = None
     records_in: int = 0  # running totals reported by its TaskManager
     records_out: int = 0
@@ -218,7 +220,7 @@ class JobMasterCore:
         self._stopping = False  # stop-with-savepoint: the savepoint is taken, the tasks end, the job FINISHES
         for ev in self.graph.all_execution_vertices():
             self._new_attempt(ev, 0)
-        self.slots: dict[bytes, SlotInfo] = {}
+        self.slots: dict[bytes, AllocatedSlot] = {}
         self.required_slots = self.graph.total_required_slots()
         # Pipelined regions (Flink's region failover): a failed task restarts its region only,
         # unless the regions connect (one region: the whole job restarts, as above).
@@ -351,7 +353,7 @@ class JobMasterCore:
             if offer.allocation_id in self.slots:
                 accepted.append(offer.allocation_id)  # a retried offer
             elif len(self.slots) < self.required_slots and not self._deployment_started:
-                self.slots[offer.allocation_id] = SlotInfo(
+                self.slots[offer.allocation_id] = AllocatedSlot(
                     offer.allocation_id, resource_id, tm_address, data_address, offer.slot_index
                 )
                 accepted.append(offer.allocation_id)
@@ -364,7 +366,7 @@ class JobMasterCore:
         command that builds the descriptors from a snapshot; executions stay SCHEDULED until then."""
         self._deployment_started = True
         slots = sorted(self.slots.values(), key=lambda s: (s.resource_id, s.slot_index))
-        groups: dict[str, list[SlotInfo]] = {}
+        groups: dict[str, list[AllocatedSlot]] = {}
         cursor = 0
         for group, count in self.graph.required_slots().items():
             groups[group] = slots[cursor : cursor + count]

@@ -87,7 +87,9 @@ Command = AllocateSlot | FreeSlots | RequirementsTimedOut
 
 # ---- query results ----------------------------------------------------------------------------
 @dataclass(frozen=True)
-class SlotInfo:
+class TaskManagerSlotInformation:
+    """One slot as the ResourceManager's ledger sees it (Flink's TaskManagerSlotInformation)."""
+
     resource_id: str
     slot_index: int
     state: SlotState
@@ -104,7 +106,7 @@ class TaskManagerInfo:
     num_slots: int
     free_slots: int
     registered_at_ms: int
-    slots: tuple[SlotInfo, ...]
+    slots: tuple[TaskManagerSlotInformation, ...]
 
 
 @dataclass(frozen=True)
@@ -301,7 +303,7 @@ class SlotManager:
         free = sum(1 for s in slots if s.state is SlotState.FREE)
         return ClusterOverview(len(self._tms), len(slots), free)
 
-    def slots_of_job(self, job_id: bytes) -> list[SlotInfo]:
+    def slots_of_job(self, job_id: bytes) -> list[TaskManagerSlotInformation]:
         return [_info(tm, s) for tm, s in self._slots() if s.job_id == job_id]
 
     def task_manager(self, resource_id: str) -> TaskManagerInfo | None:
@@ -394,5 +396,5 @@ class SlotManager:
         return (f"Could not acquire the minimum required resources (not enough slots): job needs "
                 f"{req.required} slots but {why}. Add TaskManagers or lower the parallelism.")
 
-def _info(tm: _TaskManager, slot: _Slot) -> SlotInfo:
-    return SlotInfo(tm.resource_id, slot.index, slot.state, slot.job_id, slot.allocation_id)
+def _info(tm: _TaskManager, slot: _Slot) -> TaskManagerSlotInformation:
+    return TaskManagerSlotInformation(tm.resource_id, slot.index, slot.state, slot.job_id, slot.allocation_id)

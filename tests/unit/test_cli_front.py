@@ -122,7 +122,7 @@ def test_json_of_a_job_is_its_summary_with_nulls_for_absent_parts() -> None:
 
 def test_printed_lines_are_rate_limited_and_skips_are_counted() -> None:
     now = [0.0]
-    limiter = progress.PrintedLines(burst=3, per_second=2, clock=lambda: now[0])
+    limiter = progress.PrintRateLimiter(burst=3, per_second=2, clock=lambda: now[0])
     assert limiter.take(["a", "b"]) == ["a", "b"]
     assert limiter.take(["c", "d", "e"]) == ["c"]  # the burst is spent: d and e are skipped
     now[0] = 1.0  # two more lines' worth
