@@ -367,12 +367,12 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from millstream.client import session_cluster as local_cluster
+    from millstream.client import session_cluster
 
     if args.action == "start":
         _warn_unknown_keys(args.dynamic)
         ha_kwargs = {"ha": True} if args.ha else {}
-        state = local_cluster.start(args.taskmanagers, args.slots, args.port, args.dynamic, args.config, **ha_kwargs)
+        state = session_cluster.start(args.taskmanagers, args.slots, args.port, args.dynamic, args.config, **ha_kwargs)
         if args.ha:
             ha = state["ha"]
             standbys = [a for a in ha["jobmanagers"] if a != ha["leader"]]
@@ -388,7 +388,7 @@ def _cluster(args: argparse.Namespace) -> int:
                   f"x {args.slots} slots; logs in {state['log_dir']}")
             print(f"  JobManager {state['jobmanager']}: {_web_ui(state, state['jobmanager'])}")
     elif args.action == "stop":
-        print("Cluster stopped." if local_cluster.stop() else "No cluster is running.")
+        print("Cluster stopped." if session_cluster.stop() else "No cluster is running.")
     else:
         with _client(args) as client:
             o = client.overview()
