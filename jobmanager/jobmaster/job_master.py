@@ -50,7 +50,11 @@ def job_slot_request_timeout(graph: Any) -> int | None:
     return None if raw is None else cfg.SLOT_REQUEST_TIMEOUT.parse(raw)
 
 
-class ResourceManagerGateway(Protocol):
+class SlotRequirementsReceiver(Protocol):
+    """The ResourceManager in this process, as a JobMaster declares how many slots its job needs
+    (Flink's ResourceManagerGateway.declareRequiredResources; the TaskManagers' part is
+    ``runtime.rpc.resource_manager_gateway``)."""
+
     def declare_requirements(self, job_id: bytes, jobmaster_address: str, slots: int, timeout_ms: int | None = None) -> None: ...
 
 
@@ -100,7 +104,7 @@ class JobMaster:
         self,
         core: JobMasterCore,
         address: str,
-        resource_manager: ResourceManagerGateway,
+        resource_manager: SlotRequirementsReceiver,
         task_executors: TaskExecutorClients,
         on_status: Callable[[JobStatus, cpb.JobFailure | None], None],
         heartbeat_interval_ms: int,
