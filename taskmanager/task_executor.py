@@ -29,7 +29,6 @@ from typing import Any
 import grpc
 
 from millstream.jobmanager.blob_server import check_artifact_name
-from millstream.runtime.clock import now_ms
 from millstream.runtime.heartbeat import HeartbeatMonitor
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
@@ -51,6 +50,10 @@ log = logging.getLogger(__name__)
 RESOURCE_MANAGER = "resourcemanager"
 # Collected bytes a task may have handed to this TaskManager that the JobManager has not taken yet.
 COLLECT_IN_FLIGHT_BYTES = 4 << 20
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 _TASK_EXECUTOR_SERVICE = "/" + cpb.DESCRIPTOR.services_by_name["TaskExecutor"].full_name + "/"
