@@ -30,7 +30,7 @@ from millstream.common import Duration, Time, Types, WatermarkStrategy
 from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.datastream import StreamExecutionEnvironment, WindowFunction
 from millstream.datastream.window import TumblingEventTimeWindows
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.serialization import deserialize
 from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.task.environment import ManualClock, SimpleTaskEnvironment
@@ -80,7 +80,7 @@ def job(parallelism: int) -> Any:
               .window(TumblingEventTimeWindows.of(Time.seconds(10)))
               .reduce(lambda a, b: (a[0], a[1], a[2] + b[2]), window_function=WithWindowStart(),
                       output_type=Types.TUPLE([Types.INT(), Types.LONG(), Types.LONG()])))
-    result._sink("Collect Sink", ops.CollectSinkFactory(collect_id="out"))
+    result._sink("Collect Sink", operator_factories.CollectSinkFactory(collect_id="out"))
     return env.get_job_graph().proto
 
 

@@ -12,6 +12,8 @@ import time
 import traceback
 from typing import Any, Sequence
 
+from millstream.runtime.clock import wall_ms
+
 # lazy: gRPC, the job API and the graph code are imported where used: `cluster start` spawns its
 # processes sooner without them.
 
@@ -157,10 +159,6 @@ def _job_id(text: str) -> bytes:
     return job_id
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 # -- commands --------------------------------------------------------------------------------
 
 
@@ -281,7 +279,7 @@ def _list(args: argparse.Namespace) -> int:
 
     with _client(args) as client:
         jobs = client.list_jobs()
-    now = _now_ms()
+    now = wall_ms()
     if args.json:
         print(json.dumps([summary_json(s, now) for s in sorted(jobs, key=lambda s: s.start_time_ms, reverse=True)],
                          indent=2))
@@ -299,9 +297,9 @@ def _status(args: argparse.Namespace) -> int:
     with _client(args) as client:
         summary = client.status(job_id)
     if args.json:
-        print(json.dumps(summary_json(summary, _now_ms()), indent=2))
+        print(json.dumps(summary_json(summary, wall_ms()), indent=2))
     else:
-        print("\n".join(status_report(summary, _now_ms())))
+        print("\n".join(status_report(summary, wall_ms())))
     return 0
 
 
@@ -369,12 +367,12 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from millstream.client import session_cluster as local_cluster
+    from millstream.client import session_cluster
 
     if args.action == "start":
         _warn_unknown_keys(args.dynamic)
         ha_kwargs = {"ha": True} if args.ha else {}
-        state = local_cluster.start(args.taskmanagers, args.slots, args.port, args.dynamic, args.config, **ha_kwargs)
+        state = session_cluster.start(args.taskmanagers, args.slots, args.port, args.dynamic, args.config, **ha_kwargs)
         if args.ha:
             ha = state["ha"]
             standbys = [a for a in ha["jobmanagers"] if a != ha["leader"]]
@@ -390,7 +388,7 @@ def _cluster(args: argparse.Namespace) -> int:
                   f"x {args.slots} slots; logs in {state['log_dir']}")
             print(f"  JobManager {state['jobmanager']}: {_web_ui(state, state['jobmanager'])}")
     elif args.action == "stop":
-        print("Cluster stopped." if local_cluster.stop() else "No cluster is running.")
+        print("Cluster stopped." if session_cluster.stop() else "No cluster is running.")
     else:
         with _client(args) as client:
             o = client.overview()

@@ -534,9 +534,3 @@ class ClusterClient:
 
     def overview(self) -> cpb.ClusterOverview:
         return self._leader_call("GetClusterOverview", cpb.Empty(), self.rpc_timeout_s)
-
-    def wait_until_ready(self, timeout_s: float = 30.0) -> cpb.ClusterOverview:
-        for attempt in self._retrying(timeout_s):
-            with attempt:
-                return self.overview()
-        raise AssertionError("unreachable")

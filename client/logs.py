@@ -55,10 +55,6 @@ def new_log_file(kind: str) -> str:
     return os.path.join(directory, f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
 
 
-class _Handler:
-    """Marks the handlers installed here, so a second call replaces rather than adds them."""
-
-
 def route_internal_logs(path: str | None, level: int | None) -> None:
     """Internal loggers write to ``path`` (INFO and up) and, if ``level`` is set, to stderr at that
     level; they never propagate to the root logger, whatever the user configured there."""

@@ -101,10 +101,6 @@ class MiniCluster:
         self.task_managers.append(tm)
         return tm
 
-    def stop_task_manager(self, tm: Any) -> None:
-        self.task_managers.remove(tm)
-        self.call(tm.stop(), timeout=60)
-
     def close(self, at_exit: bool = False) -> None:
         """Stops the TaskManagers, the JobManager and an owned Spark. ``at_exit``: the interpreter
         is exiting, so the Spark JVM is left to end by itself (it exits, running Spark's shutdown

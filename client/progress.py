@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, TextIO
 from millstream.client.execution import JobDetached
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime.execution_state import JobStatus
+from millstream.runtime.clock import wall_ms
 
 # The job's print-sink lines, as the live view shows them: a burst, then a steady rate. The lines
 # over the rate are counted and said to be skipped; the job is never slowed down by its console.
@@ -251,7 +252,7 @@ def format_outputs(response: cpb.TaskOutputsResponse) -> Iterable[str]:
 
 # -- printed lines -------------------------------------------------------------------------------
 
-class PrintedLines:
+class PrintRateLimiter:
     """Rate-limits the job's printed lines on the way to the console (a token bucket): a burst of
     ``burst`` lines, then ``per_second``. Lines over the rate, and lines the JobManager dropped,
     are counted and reported in one line (``... 1,234 printed lines not shown``)."""
@@ -325,10 +326,6 @@ class LineAtomicWriter:
 
 # -- run's view ----------------------------------------------------------------------------------
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class RunView:
     """``millstream run``'s view of the jobs a program submits (a :class:`JobObserver`).
 
@@ -339,7 +336,7 @@ class RunView:
     """
 
     def __init__(self, *, detached: bool = False, show_prints: bool = True, live: bool | None = None,
-                 out: TextIO | None = None, now_ms: Callable[[], int] = _now_ms,
+                 out: TextIO | None = None, now_ms: Callable[[], int] = wall_ms,
                  slot_wait_grace_s: float = SLOT_WAIT_GRACE_S) -> None:
         self._now_ms = now_ms
         self.slot_wait_grace_s = slot_wait_grace_s
@@ -351,7 +348,7 @@ class RunView:
         self.job_name = ""
         self.client: Any = None
         self.summary: cpb.JobSummary | None = None
-        self._printed = PrintedLines()
+        self._printed = PrintRateLimiter()
         self._last_status = ""
         self._last_wait: tuple[int, int] | None = None
         self._lock = threading.Lock()

@@ -19,13 +19,14 @@ import time
 import uuid
 from typing import Any
 
-from millstream.jobmanager.checkpoint import settings as checkpointing
+from millstream.jobmanager.checkpoint.settings import checkpoint_options_of
 from millstream.jobmanager.blob_server import BlobServerServicer, BlobStore
 from millstream.jobmanager.dispatcher.dispatcher import Dispatcher, DispatcherServicer
 from millstream.runtime.execution_state import JobStatus
 from millstream.jobmanager.jobmaster.job_master_core import JobMasterCore
 from millstream.jobmanager.jobmaster.job_master_endpoint import JobMasterServicer
-from millstream.jobmanager.jobmaster.job_master import JobMaster, TaskExecutorClients, now_ms
+from millstream.jobmanager.jobmaster.job_master import JobMaster, TaskExecutorClients
+from millstream.runtime.clock import now_ms
 from millstream.jobmanager.dispatcher.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, read_jobs_to_recover
 from millstream import __version__
@@ -112,7 +113,7 @@ class JobManager:
             collect_buffer_bytes=c.get(cfg.COLLECT_BUFFER_SIZE),
             slot_timeout_at_ms=self._slot_timeout_at_ms,
             restart_options=restart_options,
-            checkpoint_options=checkpointing.checkpoint_options_of(c),
+            checkpoint_options=checkpoint_options_of(c),
             exception_history_size=c.get(cfg.WEB_EXCEPTION_HISTORY_SIZE),
         )
         self.server = RpcServer("JobManager", max_bytes, interceptors=[FencingServerInterceptor(self.guard)],

@@ -1,8 +1,9 @@
 """What every Millstream process shares, and the task engine.
 
 Shared by client, JobManager and TaskManager: ``config`` (the option registry), ``rpc`` (gRPC
-plumbing), ``process`` (process entry), ``keygroups``, ``partitioners``, ``factories`` (what a
-transformation records, cloudpickled into the JobGraph), ``output_tag``.
+plumbing, the gateways), ``entrypoint`` (process entry), ``keygroups``, ``partitioners``,
+``operator_factories`` (what a transformation records, cloudpickled into the JobGraph),
+``output_tag``, ``state_machine`` (the one transition helper), ``clock``.
 
 The task engine, run by a TaskManager inside a Spark executor: ``task`` (the operator chain and
 the task's environment), ``operators`` (running operators, sources, sinks, the combiner) and

@@ -64,6 +64,10 @@ class LineCursor:
 
 
 class PrintedLines:
+    """A job's printed lines at the JobManager, bounded (oldest dropped first), numbered so that each
+    reader (a ``LineCursor``) gets every line once and learns how many it missed. The client's
+    console rate limit is another thing: ``client.progress.PrintRateLimiter``."""
+
     def __init__(self, max_lines: int = DEFAULT_MAX_LINES, max_chars: int = DEFAULT_MAX_CHARS) -> None:
         self._buffer = BoundedLines(max_lines, max_chars, "the printed-lines buffer")
         self._lines = self._buffer.lines

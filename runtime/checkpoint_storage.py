@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 from urllib.parse import unquote, urlparse
 
+from millstream.runtime.durable_files import write_atomically
+
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "_metadata"
@@ -98,14 +100,6 @@ class FileStateHandle:
             raise CheckpointStorageError(f"state file {self.path} has {len(data)} bytes, its checkpoint "
                                          f"recorded {self.size}: truncated or corrupt")
         return data
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_task_state(base: Path, job_id: Union[bytes, str], checkpoint_id: int, data: bytes) -> FileStateHandle:
@@ -270,18 +264,7 @@ class CompletedCheckpointStore:
                "timestamp_ms": timestamp_ms, "tasks": tasks, "finished": sorted(finished_tasks)}
         if stats is not None:
             doc["stats"] = stats
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f"{METADATA_FILE}.{uuid.uuid4().hex}.inprogress"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(json.dumps(doc, sort_keys=True).encode("utf-8"))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, directory / METADATA_FILE)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        _fsync_dir(directory)
+        write_atomically(directory / METADATA_FILE, json.dumps(doc, sort_keys=True).encode("utf-8"))
         checkpoint = CompletedCheckpoint(self.job_id, checkpoint_id, timestamp_ms, directory, handles,
                                          frozenset(finished_tasks), stats)
         self._register_completed(checkpoint)  # before older ones are dropped: there is always a latest

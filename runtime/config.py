@@ -829,6 +829,21 @@ def parse_host_port(value: str, what: str = ENV_JOBMANAGER) -> tuple[str, int | 
     return match.group(1).strip("[]"), int(match.group(2)) if match.group(2) else None
 
 
+def parse_port_range(text: str, key: str) -> range:
+    """``"9249"`` or ``"50100-50200"`` (inclusive, Flink's spellings) as the ports to try, in order;
+    ``"0"`` alone is any free port. Bad input raises ConfigurationError naming the option ``key``."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
+    if match is None:
+        raise ConfigurationError(f"{key}: expected a port or a range such as 50100-50200, got {text!r}")
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) else first
+    # "0-10" would mean "any free port" on its first try: only "0" alone says that.
+    if not 0 <= first <= last <= 65535 or (first == 0 and last != 0):
+        raise ConfigurationError(f"{key}: {text!r} is not a port or a range within 0-65535 "
+                                 f"(first <= last; 0 only alone, for any free port)")
+    return range(first, last + 1)
+
+
 def env_overrides(env: Mapping[str, str]) -> dict[str, str]:
     """The ``key: value`` layer given by ``MILLSTREAM_JOBMANAGER`` and ``MILLSTREAM_CONF_*``.
 

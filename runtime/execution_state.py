@@ -12,12 +12,9 @@ import enum
 import logging
 
 from millstream.proto import cluster_pb2 as cpb
+from millstream.runtime.state_machine import StateMachine
 
 log = logging.getLogger(__name__)
-
-
-class IllegalTransition(Exception):
-    pass
 
 
 class ExecutionState(str, enum.Enum):
@@ -58,6 +55,7 @@ EXECUTION_TRANSITIONS: dict[ExecutionState, frozenset[ExecutionState]] = {
     _E.CANCELED: frozenset(),
     _E.FAILED: frozenset(),
 }
+EXECUTION_STATES = StateMachine("execution", EXECUTION_TRANSITIONS, log)
 
 
 class JobStatus(str, enum.Enum):
@@ -99,11 +97,4 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     _J.FINISHED: frozenset(),
     _J.SUSPENDED: frozenset(),
 }
-
-
-def check_transition(table: dict, current: enum.Enum, target: enum.Enum, what: str, reason: str = "") -> bool:
-    """True when ``current -> target`` is legal; otherwise logs ``(from, to, reason)`` and returns False."""
-    if target in table[current]:
-        return True
-    log.warning("illegal transition of %s: %s -> %s (%s)", what, current.value, target.value, reason or "no reason")
-    return False
+JOB_STATES = StateMachine("job", JOB_TRANSITIONS, log)

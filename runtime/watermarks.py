@@ -41,10 +41,20 @@ __all__ = [
 
 
 class WatermarkStatus(str, enum.Enum):
-    """Whether a stream (channel, split, task output) is expected to advance its watermark."""
+    """Whether a stream (channel, split, task output) is expected to advance its watermark. Also the
+    network event a producer sends when its output goes idle or active again (Flink's
+    WatermarkStatus is both, too)."""
 
     ACTIVE = "active"
     IDLE = "idle"
+
+    @property
+    def idle(self) -> bool:
+        return self is WatermarkStatus.IDLE
+
+    @staticmethod
+    def of(idle: bool) -> "WatermarkStatus":
+        return WatermarkStatus.IDLE if idle else WatermarkStatus.ACTIVE
 
 
 WatermarkEvent = int | WatermarkStatus
@@ -153,9 +163,6 @@ class StatusWatermarkValve:
 
     def channel_watermark(self, channel: int) -> int:
         return self._channel(channel).watermark
-
-    def channel_is_idle(self, channel: int) -> bool:
-        return not self._channel(channel).active
 
     def input_watermark(self, watermark: int, channel: int) -> list[WatermarkEvent]:
         """A watermark arrived on ``channel``."""

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
+from millstream.runtime.state_machine import StateMachine
+
 log = logging.getLogger(__name__)
 
 
@@ -25,21 +27,14 @@ class TaskSlotState(str, Enum):
     ALLOCATED = "ALLOCATED"  # reserved for a job, offered to its JobMaster
     ACTIVE = "ACTIVE"        # the JobMaster accepted the offer; tasks may run here
 
-    def transition(self, to: TaskSlotState, reason: str) -> TaskSlotState:
-        """The one place slot states change: rejects illegal moves, logs (from, to, reason)."""
-        if to not in _TRANSITIONS[self]:
-            log.warning("illegal task slot transition %s -> %s (%s)", self.value, to.value, reason)
-            raise IllegalSlotTransition(
-                f"task slot cannot go {self.value} -> {to.value} ({reason})")
-        log.debug("task slot %s -> %s (%s)", self.value, to.value, reason)
-        return to
-
 
 _TRANSITIONS: dict[TaskSlotState, frozenset[TaskSlotState]] = {
     TaskSlotState.FREE: frozenset({TaskSlotState.ALLOCATED}),
     TaskSlotState.ALLOCATED: frozenset({TaskSlotState.ACTIVE, TaskSlotState.FREE}),
     TaskSlotState.ACTIVE: frozenset({TaskSlotState.ALLOCATED, TaskSlotState.FREE}),
 }
+# The table's methods check their input first, so an illegal move is a bug: the error propagates.
+TASK_SLOT_STATES = StateMachine("task slot", _TRANSITIONS, log)
 
 
 class SlotTableError(Exception):
@@ -53,10 +48,6 @@ class SlotOccupiedError(SlotTableError):
         super().__init__(message)
         self.allocation_id = allocation_id
         self.job_id = job_id
-
-
-class IllegalSlotTransition(SlotTableError):
-    """A slot state change the transition table forbids."""
 
 
 class SlotStatus(NamedTuple):
@@ -77,7 +68,9 @@ class TaskInSlot:
 
 
 @dataclass(frozen=True)
-class SlotInfo:
+class TaskSlotInfo:
+    """A TaskManager's view of one of its allocated slots (a copy of its TaskSlot's fields)."""
+
     slot_index: int
     state: TaskSlotState
     allocation_id: bytes
@@ -96,7 +89,7 @@ class _TaskSlot:
 
     def move(self, to: TaskSlotState, reason: str) -> None:
         alloc = self.allocation_id.hex() if self.allocation_id else "-"
-        self.state = self.state.transition(to, f"slot {self.index}, allocation {alloc}: {reason}")
+        self.state = TASK_SLOT_STATES.transition(self.state, to, f"{self.index} (allocation {alloc})", reason)
 
 
 class TaskSlotTable:
@@ -210,11 +203,11 @@ class TaskSlotTable:
         """Jobs holding at least one slot, in slot order, without duplicates."""
         return list(dict.fromkeys(s.job_id for s in self._slots if s.job_id is not None))
 
-    def slot_of(self, allocation_id: bytes) -> SlotInfo | None:
+    def slot_of(self, allocation_id: bytes) -> TaskSlotInfo | None:
         slot = self._find(allocation_id)
         if slot is None or slot.job_id is None:
             return None
-        return SlotInfo(slot.index, slot.state, allocation_id, slot.job_id, slot.jobmaster_address)
+        return TaskSlotInfo(slot.index, slot.state, allocation_id, slot.job_id, slot.jobmaster_address)
 
     def slot_report(self) -> list[SlotStatus]:
         return [SlotStatus(s.index, s.allocation_id, s.job_id) for s in self._slots]

@@ -59,7 +59,6 @@ from millstream.runtime.rpc.security import Credentials
 from millstream.runtime.rpc.tls import TlsSettings
 from millstream.runtime.timestamps import LONG_MAX
 from millstream.runtime.watermarks import InputWatermarks
-from millstream.runtime.watermarks import WatermarkStatus as ValveStatus
 from millstream.taskmanager.user_processes import TaskProcesses
 from millstream.taskmanager.task_output import OutputCapture
 from millstream.runtime.network.environment import (
@@ -331,7 +330,7 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment,
             if type(out) is int:
                 chain.process_watermark(out, input_index)
             else:
-                chain.process_watermark_status(out is ValveStatus.IDLE, input_index)
+                chain.process_watermark_status(out is WatermarkStatus.IDLE, input_index)
 
     handler = create_barrier_handler(len(specs), mode) if checkpointer is not None else None
     while not gate.all_finished:

@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
+from millstream.runtime.rpc.resource_manager_gateway import GrpcResourceManagerGateway, ResourceManagerGateway
 from millstream.runtime.rpc.fencing import FencingServerInterceptor
 from millstream.runtime.ha import HaError, HighAvailabilityServices, LeaderInformation, LoopListener, create_ha_services
 from millstream.runtime.metrics.prometheus import (
@@ -264,7 +265,7 @@ class TaskManager:
             self._link_task = asyncio.ensure_future(self._resource_manager_link(leader))
 
     async def _register(self, leader: LeaderInformation) -> None:
-        stub = cpb_grpc.ResourceManagerStub(self.executor._channel(leader.address))
+        resource_manager: ResourceManagerGateway = GrpcResourceManagerGateway(self.executor._channel(leader.address))
         request = cpb.RegisterTaskManagerRequest(
             resource_id=self.resource_id,
             address=self.executor.address,
@@ -280,7 +281,7 @@ class TaskManager:
             reraise=True,
         ):
             with attempt:
-                response = await stub.RegisterTaskManager(request, timeout=self.executor._rpc_timeout_s)
+                response = await resource_manager.register_task_manager(request, timeout=self.executor._rpc_timeout_s)
         self.executor.registered_with(response)
         await self._set_health(registered=True)
         log.info("TaskManager %s registered at %s (leader session %s) with %d slots", self.resource_id, leader.address,
@@ -356,7 +357,8 @@ class TaskManager:
         if not registration_id or leader is None:
             return
         try:
-            await cpb_grpc.ResourceManagerStub(self.executor._channel(leader.address)).DisconnectTaskManager(
+            resource_manager: ResourceManagerGateway = GrpcResourceManagerGateway(self.executor._channel(leader.address))
+            await resource_manager.disconnect_task_manager(
                 cpb.TaskManagerRef(resource_id=self.resource_id, registration_id=registration_id, reason=reason),
                 timeout=2.0,
             )

@@ -48,13 +48,14 @@ from collections import deque
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Protocol, Union
+from typing import Callable, Iterable, Optional, Union
 
+from millstream.runtime.checkpoint_ids import INITIAL_CHECKPOINT_ID, CheckpointIDCounter
 from millstream.runtime.execution_state import ExecutionState
+from millstream.runtime.state_machine import StateMachine
 
 log = logging.getLogger(__name__)
 
-INITIAL_CHECKPOINT_ID = 1
 EXCEEDED_TOLERABLE_FAILURES = "Exceeded checkpoint tolerable failure threshold."
 
 
@@ -102,42 +103,10 @@ PENDING_TRANSITIONS: dict[PendingState, frozenset[PendingState]] = {
     PendingState.COMPLETED: frozenset(),
     PendingState.ABORTED: frozenset(),
 }
+PENDING_STATES = StateMachine("checkpoint", PENDING_TRANSITIONS, log)
 
 
 # -- the id counter (an input) --------------------------------------------------------------------
-
-
-class CheckpointIDCounter(Protocol):
-    """Hands out checkpoint ids; a recovered counter continues after every id ever used."""
-
-    def get_and_increment(self) -> int: ...
-
-    def get(self) -> int: ...
-
-    def set_count(self, next_id: int) -> None: ...
-
-
-class StandaloneCheckpointIDCounter:
-    """An in-memory counter starting at ``start`` (Flink's StandaloneCheckpointIDCounter). Across a
-    JobManager failover, start it after the highest id found in checkpoint storage."""
-
-    def __init__(self, start: int = INITIAL_CHECKPOINT_ID) -> None:
-        if start < INITIAL_CHECKPOINT_ID:
-            raise ValueError(f"checkpoint ids start at {INITIAL_CHECKPOINT_ID}, got {start}")
-        self._next = start
-
-    def get_and_increment(self) -> int:
-        value = self._next
-        self._next += 1
-        return value
-
-    def get(self) -> int:
-        return self._next
-
-    def set_count(self, next_id: int) -> None:
-        if next_id < INITIAL_CHECKPOINT_ID:
-            raise ValueError(f"checkpoint ids start at {INITIAL_CHECKPOINT_ID}, got {next_id}")
-        self._next = next_id
 
 
 class CheckpointIDUnavailable(Exception):
@@ -353,11 +322,7 @@ class PendingCheckpoint:
     forced: bool = False  # a savepoint
 
     def transition(self, target: PendingState, reason: str) -> None:
-        if target not in PENDING_TRANSITIONS[self.state]:
-            raise RuntimeError(f"checkpoint {self.checkpoint_id}: illegal transition "
-                               f"{self.state.value} -> {target.value} ({reason})")
-        log.debug("checkpoint %d: %s -> %s (%s)", self.checkpoint_id, self.state.value, target.value, reason)
-        self.state = target
+        self.state = PENDING_STATES.transition(self.state, target, str(self.checkpoint_id), reason)
 
 
 # -- the coordinator -----------------------------------------------------------------------------

@@ -35,10 +35,11 @@ from millstream.jobmanager.checkpoint.coordinator import (
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
     PrefetchedCheckpointIDCounter,
-    StandaloneCheckpointIDCounter,
     TriggerCheckpoint,
 )
 from millstream.jobmanager.checkpoint.settings import JobCheckpointing, deletes_checkpoints
+from millstream.runtime.checkpoint_ids import CheckpointIDCounter, StandaloneCheckpointIDCounter
+from millstream.runtime.clock import now_ms
 from millstream.runtime.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.jobmaster.job_master_core import JobMasterCore
 from millstream.proto import cluster_pb2 as cpb
@@ -47,22 +48,12 @@ from millstream.runtime.checkpoint_storage import CompletedCheckpoint, Completed
 log = logging.getLogger(__name__)
 
 
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
 class SavepointError(Exception):
     """A savepoint could not be taken (the message says why)."""
 
 
-class BlockingCheckpointIDCounter(Protocol):
+class BlockingCheckpointIDCounter(CheckpointIDCounter, Protocol):
     """An HA checkpoint id counter (ZooKeeper): every method blocks, call it from a thread."""
-
-    def get_and_increment(self) -> int: ...
-
-    def get(self) -> int: ...
-
-    def set_count(self, next_id: int) -> None: ...
 
     def shutdown(self, globally_terminal: bool) -> None: ...
 

@@ -10,6 +10,7 @@ import grpc
 
 from millstream.jobmanager.checkpoint.driver import CheckpointDriver, CheckpointServices, SavepointError
 from millstream.runtime.execution_state import ExecutionState, JobStatus
+from millstream.runtime.clock import now_ms
 from millstream.runtime.heartbeat import HeartbeatMonitor
 from millstream.jobmanager.jobmaster.job_master_core import (
     BuildDeployments,
@@ -40,11 +41,11 @@ MAX_CONCURRENT_CALLS = 64
 PROBE_GAP_S = 0.2  # between the probes of the TaskManagers after a broken exchange
 
 
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
+class SlotRequirementsReceiver(Protocol):
+    """The ResourceManager in this process, as a JobMaster declares how many slots its job needs
+    (Flink's ResourceManagerGateway.declareRequiredResources; the TaskManagers' part is
+    ``runtime.rpc.resource_manager_gateway``)."""
 
-
-class ResourceManagerGateway(Protocol):
     def declare_requirements(self, job_id: bytes, jobmaster_address: str, slots: int, timeout_ms: int | None = None) -> None: ...
 
 
@@ -88,7 +89,7 @@ class JobMaster:
         self,
         core: JobMasterCore,
         address: str,
-        resource_manager: ResourceManagerGateway,
+        resource_manager: SlotRequirementsReceiver,
         task_executors: TaskExecutorClients,
         on_status: Callable[[JobStatus, cpb.JobFailure | None], None],
         heartbeat_interval_ms: int,

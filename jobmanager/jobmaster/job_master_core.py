@@ -43,12 +43,12 @@ from millstream.jobmanager.checkpoint.coordinator import TaskSnapshot
 from millstream.jobmanager.checkpoint.settings import JobCheckpointing
 from millstream.jobmanager.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex, ExecutionVertexID, pipelined_regions
 from millstream.runtime.execution_state import (
-    EXECUTION_TRANSITIONS,
-    JOB_TRANSITIONS,
+    EXECUTION_STATES,
+    JOB_STATES,
     ExecutionState,
     JobStatus,
-    check_transition,
 )
+from millstream.runtime.state_machine import IllegalStateTransition
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime import config as cfg
@@ -147,7 +147,9 @@ def task_key(vertex: ExecutionVertex) -> str:
 
 
 @dataclass(frozen=True)
-class SlotInfo:
+class AllocatedSlot:
+    """A slot a TaskManager offered to this job and the JobMaster accepted (Flink's AllocatedSlot)."""
+
     allocation_id: bytes
     resource_id: str
     tm_address: str
@@ -174,7 +176,7 @@ class Execution:
     attempt_id: bytes
     attempt_number: int
     state: ExecutionState = ExecutionState.CREATED
-    slot: SlotInfo | None = None
+    slot: AllocatedSlot | None = None
     failure: cpb.JobFailure | None = None
     records_in: int = 0  # running totals reported by its TaskManager
     records_out: int = 0
@@ -226,7 +228,7 @@ class JobMasterCore:
         self._stopping = False  # stop-with-savepoint: the savepoint is taken, the tasks end, the job FINISHES
         for ev in self.graph.all_execution_vertices():
             self._new_attempt(ev, 0)
-        self.slots: dict[bytes, SlotInfo] = {}
+        self.slots: dict[bytes, AllocatedSlot] = {}
         self.required_slots = self.graph.total_required_slots()
         # Pipelined regions (Flink's region failover): a failed task restarts its region only,
         # unless the regions connect (one region: the whole job restarts, as above).
@@ -317,7 +319,9 @@ class JobMasterCore:
     # -- transitions ---------------------------------------------------------------------------
 
     def _set_job_status(self, target: JobStatus, reason: str, out: list[Command]) -> bool:
-        if not check_transition(JOB_TRANSITIONS, self.status, target, f"job {self.job_id.hex()}", reason):
+        try:  # an illegal move is a late or duplicate event: logged and ignored
+            JOB_STATES.transition(self.status, target, self.job_id.hex(), reason)
+        except IllegalStateTransition:
             return False
         log.info("job %s (%s): %s -> %s (%s)", self.graph.job_name, self.job_id.hex(), self.status.value, target.value, reason)
         self.status = target
@@ -325,7 +329,9 @@ class JobMasterCore:
         return True
 
     def _set_state(self, execution: Execution, target: ExecutionState, reason: str = "") -> bool:
-        if not check_transition(EXECUTION_TRANSITIONS, execution.state, target, execution.name, reason):
+        try:  # an illegal move is a late or duplicate report: logged and ignored
+            EXECUTION_STATES.transition(execution.state, target, execution.name, reason)
+        except IllegalStateTransition:
             return False
         vertex_id = execution.vertex.job_vertex.id
         if self.current.get((vertex_id, execution.vertex.subtask_index)) is execution:
@@ -355,7 +361,7 @@ class JobMasterCore:
             if offer.allocation_id in self.slots:
                 accepted.append(offer.allocation_id)  # a retried offer
             elif len(self.slots) < self.required_slots and not self._deployment_started:
-                self.slots[offer.allocation_id] = SlotInfo(
+                self.slots[offer.allocation_id] = AllocatedSlot(
                     offer.allocation_id, resource_id, tm_address, data_address, offer.slot_index
                 )
                 accepted.append(offer.allocation_id)
@@ -368,7 +374,7 @@ class JobMasterCore:
         command that builds the descriptors from a snapshot; executions stay SCHEDULED until then."""
         self._deployment_started = True
         slots = sorted(self.slots.values(), key=lambda s: (s.resource_id, s.slot_index))
-        groups: dict[str, list[SlotInfo]] = {}
+        groups: dict[str, list[AllocatedSlot]] = {}
         cursor = 0
         for group, count in self.graph.required_slots().items():
             groups[group] = slots[cursor : cursor + count]

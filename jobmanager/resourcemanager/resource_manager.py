@@ -9,7 +9,8 @@ from typing import Any, Callable
 import grpc
 
 from millstream.runtime.heartbeat import HeartbeatMonitor
-from millstream.jobmanager.jobmaster.job_master import JobMaster, TaskExecutorClients, now_ms
+from millstream.jobmanager.jobmaster.job_master import JobMaster, TaskExecutorClients
+from millstream.runtime.clock import now_ms
 from millstream.jobmanager.resourcemanager.slot_manager import AllocateSlot, Command, FreeSlots, RequirementsTimedOut, SlotManager
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc

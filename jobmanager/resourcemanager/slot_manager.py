@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from millstream.runtime.state_machine import StateMachine
+
 log = logging.getLogger(__name__)
 
 # One slot report entry, as the TaskManager's TaskSlotTable.slot_report() gives it:
@@ -37,24 +39,14 @@ class SlotState(str, Enum):
     PENDING = "PENDING"      # RequestSlot sent, not yet confirmed by the TaskManager
     ALLOCATED = "ALLOCATED"  # the TaskManager holds the slot for the job
 
-    def transition(self, to: SlotState, reason: str) -> SlotState:
-        """The one place slot states change: rejects illegal moves, logs (from, to, reason)."""
-        if to not in _TRANSITIONS[self]:
-            log.warning("illegal slot transition %s -> %s (%s)", self.value, to.value, reason)
-            raise IllegalSlotTransition(f"slot cannot go {self.value} -> {to.value} ({reason})")
-        log.debug("slot %s -> %s (%s)", self.value, to.value, reason)
-        return to
-
 
 _TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
     SlotState.FREE: frozenset({SlotState.PENDING, SlotState.ALLOCATED}),
     SlotState.PENDING: frozenset({SlotState.FREE, SlotState.ALLOCATED}),
     SlotState.ALLOCATED: frozenset({SlotState.FREE}),
 }
-
-
-class IllegalSlotTransition(RuntimeError):
-    """A slot state change the transition table forbids (a bug in the caller, never input)."""
+# An illegal move is a bug in the manager, never input: the error propagates.
+SLOT_STATES = StateMachine("slot", _TRANSITIONS, log)
 
 
 # ---- commands ---------------------------------------------------------------------------------
@@ -95,7 +87,9 @@ Command = AllocateSlot | FreeSlots | RequirementsTimedOut
 
 # ---- query results ----------------------------------------------------------------------------
 @dataclass(frozen=True)
-class SlotInfo:
+class TaskManagerSlotInformation:
+    """One slot as the ResourceManager's ledger sees it (Flink's TaskManagerSlotInformation)."""
+
     resource_id: str
     slot_index: int
     state: SlotState
@@ -112,7 +106,7 @@ class TaskManagerInfo:
     num_slots: int
     free_slots: int
     registered_at_ms: int
-    slots: tuple[SlotInfo, ...]
+    slots: tuple[TaskManagerSlotInformation, ...]
 
 
 @dataclass(frozen=True)
@@ -142,7 +136,7 @@ class _Slot:
 
     def move(self, to: SlotState, reason: str, job_id: bytes | None = None,
              allocation_id: bytes | None = None) -> None:
-        self.state = self.state.transition(to, f"slot {self.index}: {reason}")
+        self.state = SLOT_STATES.transition(self.state, to, str(self.index), reason)
         if to is SlotState.FREE:
             self.job_id, self.allocation_id = None, None
         elif job_id is not None:
@@ -309,7 +303,7 @@ class SlotManager:
         free = sum(1 for s in slots if s.state is SlotState.FREE)
         return ClusterOverview(len(self._tms), len(slots), free)
 
-    def slots_of_job(self, job_id: bytes) -> list[SlotInfo]:
+    def slots_of_job(self, job_id: bytes) -> list[TaskManagerSlotInformation]:
         return [_info(tm, s) for tm, s in self._slots() if s.job_id == job_id]
 
     def task_manager(self, resource_id: str) -> TaskManagerInfo | None:
@@ -402,5 +396,5 @@ class SlotManager:
         return (f"Could not acquire the minimum required resources (not enough slots): job needs "
                 f"{req.required} slots but {why}. Add TaskManagers or lower the parallelism.")
 
-def _info(tm: _TaskManager, slot: _Slot) -> SlotInfo:
-    return SlotInfo(tm.resource_id, slot.index, slot.state, slot.job_id, slot.allocation_id)
+def _info(tm: _TaskManager, slot: _Slot) -> TaskManagerSlotInformation:
+    return TaskManagerSlotInformation(tm.resource_id, slot.index, slot.state, slot.job_id, slot.allocation_id)

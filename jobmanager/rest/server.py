@@ -21,16 +21,16 @@ import json
 import logging
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
 from aiohttp import web
 
-from millstream.jobmanager.rest import metrics_views as metric_views
+from millstream.jobmanager.rest import metrics_views
 from millstream.jobmanager.rest import views
 from millstream.jobmanager.dispatcher.dispatcher_core import DispatcherError, ErrorKind
 from millstream.jobmanager.dispatcher.gateway import DispatcherGateway
+from millstream.runtime.clock import wall_ms
 from millstream.runtime.execution_state import JobStatus
 from millstream.jobmanager.rest.guard import GuardedSite, allowed_hosts, host_refusal
 from millstream.jobmanager.rest.logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
@@ -74,12 +74,8 @@ class RestSource(Protocol):
     def start_savepoint(self, job_id: bytes, directory: str, stop: bool, drain: bool = False) -> Awaitable[str]:
         """Checks now (NotFound, BadRequest, Conflict); the awaitable takes it and gives its path."""
         ...
-    def vertex_views(self, job_id: bytes) -> dict[bytes, metric_views.VertexView] | None:
+    def vertex_views(self, job_id: bytes) -> dict[bytes, metrics_views.VertexView] | None:
         """The job's vertices with their current attempts (None: no such job)."""
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -340,27 +336,27 @@ class RestServer:
     async def _checkpoints(self, request: web.Request) -> web.StreamResponse:
         return _json(views.checkpoints_view(self._job_view(request)))
 
-    def _vertex_view(self, request: web.Request) -> metric_views.VertexView:
+    def _vertex_view(self, request: web.Request) -> metrics_views.VertexView:
         text = request.match_info["jobid"]
         job_id = views.parse_job_id(text)
-        vertex_id = metric_views.parse_vertex_id(request.match_info["vertexid"])
+        vertex_id = metrics_views.parse_vertex_id(request.match_info["vertexid"])
         vertices = self._source.vertex_views(job_id)
         if vertices is None:
             raise NotFound(f"Job {text} not found.")
-        return metric_views.find_vertex(vertices, vertex_id, text)
+        return metrics_views.find_vertex(vertices, vertex_id, text)
 
     async def _vertex(self, request: web.Request) -> web.StreamResponse:
-        return _json(metric_views.vertex_details_view(self._vertex_view(request), wall_ms()))
+        return _json(metrics_views.vertex_details_view(self._vertex_view(request), wall_ms()))
 
     async def _vertex_metrics(self, request: web.Request) -> web.StreamResponse:
-        return _json(metric_views.vertex_metrics_view(self._vertex_view(request), request.query.get("get")))
+        return _json(metrics_views.vertex_metrics_view(self._vertex_view(request), request.query.get("get")))
 
     async def _subtasks_metrics(self, request: web.Request) -> web.StreamResponse:
-        return _json(metric_views.subtasks_metrics_view(self._vertex_view(request), request.query.get("get"),
+        return _json(metrics_views.subtasks_metrics_view(self._vertex_view(request), request.query.get("get"),
                                                         request.query.get("agg")))
 
     async def _backpressure(self, request: web.Request) -> web.StreamResponse:
-        return _json(metric_views.backpressure_view(self._vertex_view(request), wall_ms()))
+        return _json(metrics_views.backpressure_view(self._vertex_view(request), wall_ms()))
 
     async def _taskmanagers(self, request: web.Request) -> web.StreamResponse:
         return _json(views.taskmanagers_view(self._source.taskmanager_views()))
@@ -497,16 +493,16 @@ class JobManagerSource:
             for v in summary.vertices:
                 view = vertices.get(v.vertex_id)
                 if view is not None:
-                    v.metrics.update(metric_views.vertex_io_summary(view))
+                    v.metrics.update(metrics_views.vertex_io_summary(view))
         return JobView(summary, dict(record.status_timestamps), record.plan, tuple(record.exception_history()))
 
     @staticmethod
-    def _vertices(record: Any) -> dict[bytes, metric_views.VertexView]:
+    def _vertices(record: Any) -> dict[bytes, metrics_views.VertexView]:
         if record.job_master is not None:
-            return metric_views.vertex_views(record.job_master.core)
+            return metrics_views.vertex_views(record.job_master.core)
         return dict(record.final_vertex_views)
 
-    def vertex_views(self, job_id: bytes) -> dict[bytes, metric_views.VertexView] | None:
+    def vertex_views(self, job_id: bytes) -> dict[bytes, metrics_views.VertexView] | None:
         record = self._dispatcher.request_job(job_id)
         return None if record is None else self._vertices(record)
 

@@ -5,9 +5,9 @@ the JobGraphStore, the JobResultStore, checkpoint id counters and completed-chec
 a fixed address, as without HA); ``zookeeper`` gives :class:`ZooKeeperHaServices` (kazoo). The
 threading contract is in :mod:`millstream.runtime.ha.api`.
 """
+from millstream.runtime.checkpoint_ids import CheckpointIDCounter
 from millstream.runtime.ha.api import (
     DEFAULT_LEADER_ID,
-    CheckpointIDCounter,
     HaError,
     HaStorageError,
     JobGraphStore,

@@ -3,7 +3,7 @@
 A JobManager process takes part in one leader election (its Dispatcher, ResourceManager and
 JobMasters share the leadership, as Flink's single leader latch), persists submitted jobs in a
 :class:`JobGraphStore`, records globally terminal jobs in a :class:`JobResultStore`, and gives each
-job's checkpoint coordinator a :class:`CheckpointIDCounter` and a completed-checkpoint store.
+job's checkpoint coordinator a :class:`~millstream.runtime.checkpoint_ids.CheckpointIDCounter` and a completed-checkpoint store.
 TaskManagers and clients find the leader through a :class:`LeaderRetrieval`.
 
 Threads. Every callback (``grant_leadership``, ``revoke_leadership``, ``notify_leader_address``)
@@ -181,17 +181,3 @@ class JobResultStore(Protocol):
     def has_clean_job_result_entry(self, job_id: bytes) -> bool: ...
 
     def dirty_results(self) -> list[JobResultEntry]: ...
-
-
-# -- checkpoints ------------------------------------------------------------------------------
-
-
-class CheckpointIDCounter(Protocol):
-    """Checkpoint ids of one job (the same protocol as jobmanager.checkpoint_coordinator's);
-    a counter recovered after a failover continues after every id ever handed out."""
-
-    def get_and_increment(self) -> int: ...
-
-    def get(self) -> int: ...
-
-    def set_count(self, next_id: int) -> None: ...

@@ -17,7 +17,6 @@ Every method blocks on ZooKeeper: call it from a thread, not on the asyncio loop
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 from typing import Callable, Optional, Union
 
@@ -29,13 +28,13 @@ from millstream.runtime.checkpoint_storage import (
     CompletedCheckpoint,
     CompletedCheckpointStore,
 )
+from millstream.runtime.checkpoint_ids import INITIAL_CHECKPOINT_ID
 from millstream.runtime.ha.api import HaError, HaStorageError
 from millstream.runtime.ha.state_handle_store import ZooKeeperStateHandleStore, parse_pointer, pointer_bytes
 from millstream.runtime.ha.zookeeper_client import ZooKeeperClient
 
 log = logging.getLogger(__name__)
 
-INITIAL_CHECKPOINT_ID = 1
 COUNTER_NODE = "checkpoint_id_counter"
 CHECKPOINTS_NODE = "checkpoints"
 
@@ -54,34 +53,6 @@ def checkpoint_node_name(checkpoint_id: int) -> str:
 
 
 # -- id counters ------------------------------------------------------------------------------
-
-
-class InMemoryCheckpointIDCounter:
-    """No HA: ids of this process (Flink's StandaloneCheckpointIDCounter)."""
-
-    def __init__(self, start: int = INITIAL_CHECKPOINT_ID) -> None:
-        if start < INITIAL_CHECKPOINT_ID:
-            raise ValueError(f"checkpoint ids start at {INITIAL_CHECKPOINT_ID}, got {start}")
-        self._next = start
-        self._lock = threading.Lock()
-
-    def get_and_increment(self) -> int:
-        with self._lock:
-            value = self._next
-            self._next += 1
-            return value
-
-    def get(self) -> int:
-        return self._next
-
-    def set_count(self, next_id: int) -> None:
-        if next_id < INITIAL_CHECKPOINT_ID:
-            raise ValueError(f"checkpoint ids start at {INITIAL_CHECKPOINT_ID}, got {next_id}")
-        with self._lock:
-            self._next = next_id
-
-    def shutdown(self, globally_terminal: bool) -> None:
-        pass
 
 
 class ZooKeeperCheckpointIDCounter:

@@ -20,6 +20,7 @@ import re
 import threading
 from pathlib import Path
 
+from millstream.runtime.durable_files import write_atomically
 from millstream.runtime.ha.api import HaError, HaStorageError, JobResultEntry, JobResultStatus
 from millstream.runtime.ha.state_handle_store import (
     FileStateStorage,
@@ -27,7 +28,6 @@ from millstream.runtime.ha.state_handle_store import (
     ZooKeeperStateHandleStore,
     parse_pointer,
     pointer_bytes,
-    write_atomically,
 )
 from millstream.runtime.ha.zookeeper_client import ZooKeeperClient
 

@@ -100,10 +100,6 @@ class ZooKeeperLeaderElection:
     def has_leadership(self, session_id: uuid.UUID) -> bool:
         return self._running and self._session_id == session_id
 
-    @property
-    def leader_session_id(self) -> Optional[uuid.UUID]:
-        return self._session_id
-
     def close(self) -> None:
         """Revoke (if leading) and withdraw from the election: our latch node and our published
         address are deleted, so a standby is granted at once rather than after a session timeout."""

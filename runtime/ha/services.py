@@ -19,12 +19,12 @@ from typing import Optional, Union
 from kazoo.exceptions import NoNodeError
 
 from millstream.runtime import config as cfg
+from millstream.runtime.checkpoint_ids import StandaloneCheckpointIDCounter
 from millstream.runtime.checkpoint_storage import CompletedCheckpointStore
 from millstream.runtime.ha.api import JobGraphStore, JobResultStore, LeaderElection, LeaderRetrieval
 from millstream.runtime.ha.checkpoints import (
     CHECKPOINTS_NODE,
     COUNTER_NODE,
-    InMemoryCheckpointIDCounter,
     ZooKeeperCheckpointIDCounter,
     ZooKeeperCompletedCheckpointStore,
 )
@@ -43,7 +43,7 @@ from millstream.runtime.ha.zookeeper_client import EventThread, ZooKeeperClient
 
 log = logging.getLogger(__name__)
 
-CheckpointIDCounterImpl = Union[InMemoryCheckpointIDCounter, ZooKeeperCheckpointIDCounter]
+CheckpointIDCounterImpl = Union[StandaloneCheckpointIDCounter, ZooKeeperCheckpointIDCounter]
 
 
 class HighAvailabilityServices:
@@ -114,10 +114,10 @@ class StandaloneHaServices(HighAvailabilityServices):
     def job_result_store(self) -> InMemoryJobResultStore:
         return self._results
 
-    def checkpoint_id_counter(self, job_id: bytes, start: int = 1) -> InMemoryCheckpointIDCounter:
+    def checkpoint_id_counter(self, job_id: bytes, start: int = 1) -> StandaloneCheckpointIDCounter:
         """Without HA a restarted JobManager continues after the checkpoint directories on disk:
         pass ``start=store.highest_checkpoint_id() + 1`` (what the checkpoint driver does today)."""
-        return InMemoryCheckpointIDCounter(start)
+        return StandaloneCheckpointIDCounter(start)
 
     def completed_checkpoint_store(self, base: Path, job_id: bytes, num_retained: int) -> CompletedCheckpointStore:
         return CompletedCheckpointStore(base, job_id, num_retained)

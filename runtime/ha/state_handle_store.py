@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
+from millstream.runtime.durable_files import write_atomically
 from millstream.runtime.ha.api import HaError, HaStorageError
 from millstream.runtime.ha.zookeeper_client import ZooKeeperClient
 
@@ -50,30 +51,6 @@ class StoredFile:
             return cls(str(doc["path"]), int(doc["size"]), str(doc["sha256"]))
         except (KeyError, TypeError, ValueError) as e:
             raise HaStorageError(f"{where}: not a stored-file pointer ({e!r}): {str(doc)[:200]}") from e
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """``path`` holds ``data`` whole or not at all: a temporary file, fsync, rename, fsync dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.inprogress")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 class FileStateStorage:

@@ -25,30 +25,17 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 
-from millstream.runtime.config import ConfigurationError
+from millstream.runtime.config import METRICS_PROMETHEUS_PORT, parse_port_range
 from millstream.runtime.metrics.system import process_rss_bytes
 
 __all__ = [
-    "parse_port_range", "process_rss_bytes", "TaskReport", "JobReport", "taskmanager_families",
+"process_rss_bytes", "TaskReport", "JobReport", "taskmanager_families",
     "jobmanager_families", "CallbackCollector", "PrometheusReporter",
 ]
 
 log = logging.getLogger(__name__)
 
 _INVALID = re.compile(r"[^A-Za-z0-9_]")
-_PORT_RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
-
-
-def parse_port_range(text: str, key: str = "metrics.reporter.prom.port") -> range:
-    """``"9249"`` or ``"9249-9260"`` (Flink's spellings) as the ports to try, in order."""
-    match = _PORT_RANGE.fullmatch(text)
-    if match is None:
-        raise ConfigurationError(f"{key}: expected a port or a range such as 9249-9260, got {text!r}")
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) else first
-    if not 0 <= first <= last <= 65535:
-        raise ConfigurationError(f"{key}: {text!r} is not a port range within 0-65535 (first <= last)")
-    return range(first, last + 1)
 
 
 def _name(*parts: str) -> str:
@@ -210,7 +197,7 @@ async def start_reporter(process: str, read: Callable[[], list[Metric]], host: s
     a reporter, as Flink's does."""
     if not port_spec:
         return None
-    ports = parse_port_range(port_spec)
+    ports = parse_port_range(port_spec, METRICS_PROMETHEUS_PORT.key)
     reporter = PrometheusReporter(process, read)
     try:
         await reporter.start(host, ports)

@@ -228,7 +228,7 @@ class ResultPartition:
         self.broadcast_event(Watermark(watermark))
 
     def emit_watermark_status(self, idle: bool) -> None:
-        self.broadcast_event(WatermarkStatus(idle))
+        self.broadcast_event(WatermarkStatus.of(idle))
 
     def finish(self) -> None:
         """Flushes and ends every subpartition; then wait_consumed() tells when consumers have it all."""

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from millstream.runtime.rpc import wire_bounds
 from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
+from millstream.runtime.watermarks import WatermarkStatus
 
 __all__ = [
     "BUFFER", "CREDIT", "ERROR", "EVENT", "HELLO", "CancelCheckpointMarker", "CheckpointBarrier", "EndOfPartition", "ErrorCode",
@@ -93,13 +94,6 @@ class Watermark:
     timestamp: int
 
 
-@dataclass(frozen=True)
-class WatermarkStatus:
-    """The producer went idle (its channel holds no watermark back downstream) or active again."""
-
-    idle: bool
-
-
 Event = EndOfPartition | CheckpointBarrier | CancelCheckpointMarker | Watermark | WatermarkStatus
 
 # An event is a type code + its wire fields packed with a fixed struct: no pickle for control data,
@@ -126,7 +120,9 @@ def decode_event(payload: bytes) -> Event:
         cls, codec = _EVENT_TYPES[payload[0]]
     except (IndexError, KeyError):
         raise ValueError(f"unknown event {payload[:1]!r}") from None
-    event: Event = cls(**dict(zip(_EVENT_FIELDS[cls], codec.unpack_from(payload, 1))))
+    fields = dict(zip(_EVENT_FIELDS[cls], codec.unpack_from(payload, 1)))
+    # The producer went idle (its channel holds no watermark back downstream) or active again.
+    event: Event = WatermarkStatus.of(**fields) if cls is WatermarkStatus else cls(**fields)
     return event
 
 

@@ -11,19 +11,19 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from millstream.datastream import functions as fn
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.operators import async_wait, base, co_process, event_time, file_sink, process as proc, sinks, window
 
 _KEYED: dict[type, tuple[type[base._KeyedRecordOperator], type, str]] = {
-    ops.MapFactory: (base.KeyedMapOperator, fn._MapWrapper, "map"),
-    ops.FlatMapFactory: (base.KeyedFlatMapOperator, fn._FlatMapWrapper, "flat_map"),
-    ops.FilterFactory: (base.KeyedFilterOperator, fn._FilterWrapper, "filter"),
+    operator_factories.MapFactory: (base.KeyedMapOperator, fn._MapWrapper, "map"),
+    operator_factories.FlatMapFactory: (base.KeyedFlatMapOperator, fn._FlatMapWrapper, "flat_map"),
+    operator_factories.FilterFactory: (base.KeyedFilterOperator, fn._FilterWrapper, "filter"),
 }
 
 
-def create_operator(factory: ops.OperatorFactory, ctx: base.OperatorContext) -> base.StreamOperator:
+def create_operator(factory: operator_factories.OperatorFactory, ctx: base.OperatorContext) -> base.StreamOperator:
     """The runtime operator for ``factory``; map/flat_map/filter on a keyed stream get keyed variants."""
-    if isinstance(factory, ops.SourceFactory):
+    if isinstance(factory, operator_factories.SourceFactory):
         return base.SourceOperator(factory, ctx)
     two_input = co_process.create_two_input_operator(factory, ctx)
     if two_input is not None:
@@ -33,20 +33,20 @@ def create_operator(factory: ops.OperatorFactory, ctx: base.OperatorContext) -> 
         cls, wrapper, method = keyed
         return cls(factory, ctx, base.call_target(factory.user_function(), wrapper, method))
     operators: dict[type, Callable[[Any, base.OperatorContext], base.StreamOperator]] = {
-        ops.MapFactory: base.MapOperator,
-        ops.FlatMapFactory: base.FlatMapOperator,
-        ops.FilterFactory: base.FilterOperator,
-        ops.ProcessFactory: proc.ProcessOperator,
-        ops.TimestampsAndWatermarksFactory: event_time.TimestampsAndWatermarksOperator,
-        ops.KeyedProcessFactory: proc.KeyedProcessOperator,
-        ops.ReduceFactory: base.ReduceOperator,
-        ops.WindowFactory: window.WindowOperator,
-        ops.AggregationFactory: base.AggregationOperator,
-        ops.PrintSinkFactory: sinks.PrintSinkOperator,
-        ops.SinkFunctionFactory: sinks.SinkFunctionOperator,
-        ops.FileSinkFactory: file_sink.FileSinkOperator,
-        ops.CollectSinkFactory: sinks.CollectSinkOperator,
-        ops.AsyncWaitFactory: async_wait.AsyncWaitOperator,
+        operator_factories.MapFactory: base.MapOperator,
+        operator_factories.FlatMapFactory: base.FlatMapOperator,
+        operator_factories.FilterFactory: base.FilterOperator,
+        operator_factories.ProcessFactory: proc.ProcessOperator,
+        operator_factories.TimestampsAndWatermarksFactory: event_time.TimestampsAndWatermarksOperator,
+        operator_factories.KeyedProcessFactory: proc.KeyedProcessOperator,
+        operator_factories.ReduceFactory: base.ReduceOperator,
+        operator_factories.WindowFactory: window.WindowOperator,
+        operator_factories.AggregationFactory: base.AggregationOperator,
+        operator_factories.PrintSinkFactory: sinks.PrintSinkOperator,
+        operator_factories.SinkFunctionFactory: sinks.SinkFunctionOperator,
+        operator_factories.FileSinkFactory: file_sink.FileSinkOperator,
+        operator_factories.CollectSinkFactory: sinks.CollectSinkOperator,
+        operator_factories.AsyncWaitFactory: async_wait.AsyncWaitOperator,
     }
     make = operators.get(type(factory))
     if make is None:

@@ -26,7 +26,7 @@ import queue
 import threading
 from typing import Any
 
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
 from millstream.runtime.timestamps import stamped, timestamps_of
 
@@ -128,7 +128,7 @@ class UnorderedElementQueue:
 class AsyncWaitOperator(StreamOperator):
     uses_processing_time = True  # the task loop wakes it to hand finished calls on
 
-    def __init__(self, factory: ops.AsyncWaitFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.AsyncWaitFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._function = factory.function
         self._capacity = factory.capacity

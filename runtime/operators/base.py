@@ -20,7 +20,7 @@ from typing import Any, Callable, NoReturn
 
 from millstream.common.row import Row
 from millstream.datastream import functions as fn
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.keys import hashable_keys
 from millstream.runtime.operators.sources import SourceCancelled, SourceFunctionReader, SourceReader, create_source_reader
 from millstream.runtime.operators.watermarking import Watermarking
@@ -80,7 +80,7 @@ def call_target(function: Any, wrapper: type, method: str) -> Callable[..., Any]
 class StreamOperator:
     """Base of all runtime operators. ``output`` and ``side_outputs`` are wired by the chain."""
 
-    def __init__(self, factory: ops.OperatorFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.OperatorFactory, ctx: OperatorContext) -> None:
         self.factory = factory
         self.ctx = ctx
         self.name = ctx.name
@@ -226,7 +226,7 @@ class StreamOperator:
 
 
 class MapOperator(StreamOperator):
-    def __init__(self, factory: ops.MapFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.MapFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._fn = call_target(factory.function, fn._MapWrapper, "map")
 
@@ -246,7 +246,7 @@ class FlatMapOperator(StreamOperator):
 
     OUTPUT_TARGET = 2048
 
-    def __init__(self, factory: ops.FlatMapFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.FlatMapFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._fn = call_target(factory.function, fn._FlatMapWrapper, "flat_map")
         self._slice = 256  # inputs per slice; the first slice measures the expansion
@@ -276,7 +276,7 @@ class FlatMapOperator(StreamOperator):
 
 
 class FilterOperator(StreamOperator):
-    def __init__(self, factory: ops.FilterFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.FilterFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._fn = call_target(factory.function, fn._FilterWrapper, "filter")
 
@@ -494,7 +494,7 @@ def make_aggregator(aggregation: str, field: int | str, sample: Any) -> Callable
 class AggregationOperator(ReduceOperator):
     """``sum/min/max/min_by/max_by``: a reduce whose function is built from the first record's shape."""
 
-    def __init__(self, factory: ops.AggregationFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.AggregationFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx, reduce=_unresolved)
         if factory.aggregation not in ("sum", "min", "max", "min_by", "max_by"):
             raise ValueError(f"Operator '{self.name}': unknown aggregation {factory.aggregation!r}")
@@ -557,7 +557,7 @@ class SourceOperator(StreamOperator):
     so that a missing input fails as this operator's error. Batches go out through ``emit_batch``:
     with ``from_source``'s WatermarkStrategy they are stamped and followed by watermarks."""
 
-    def __init__(self, factory: ops.SourceFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.SourceFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self.reader: SourceReader | SourceFunctionReader | None = None
         self.start_positions: dict[str, Any] = {}  # set before open() when restoring

@@ -21,7 +21,7 @@ import itertools
 from typing import Any, Callable
 
 from millstream.datastream import functions as fn
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import LONG_MIN, OperatorContext, StreamOperator
 from millstream.runtime.operators.process import (
     KeyedProcessOperator,
@@ -91,7 +91,7 @@ class TwoInputOperator(StreamOperator):
 
 
 class CoMapOperator(TwoInputOperator):
-    def __init__(self, factory: ops.CoMapFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.CoMapFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._fns = (factory.function.map1, factory.function.map2)
 
@@ -104,7 +104,7 @@ class CoMapOperator(TwoInputOperator):
 
 
 class CoFlatMapOperator(TwoInputOperator):
-    def __init__(self, factory: ops.CoFlatMapFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.CoFlatMapFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._fns = (factory.function.flat_map1, factory.function.flat_map2)
 
@@ -150,12 +150,12 @@ class _KeyedCoRecordOperator(TwoInputOperator):
 
 
 class KeyedCoMapOperator(_KeyedCoRecordOperator):
-    def __init__(self, factory: ops.CoMapFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.CoMapFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx, (factory.function.map1, factory.function.map2), "map")
 
 
 class KeyedCoFlatMapOperator(_KeyedCoRecordOperator):
-    def __init__(self, factory: ops.CoFlatMapFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.CoFlatMapFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx, (factory.function.flat_map1, factory.function.flat_map2), "flat_map")
 
     def _emit_results(self, results: list[Any], ts: list[int | None] | None) -> None:
@@ -173,7 +173,7 @@ class KeyedCoFlatMapOperator(_KeyedCoRecordOperator):
 class CoProcessOperator(_ProcessBase, TwoInputOperator):
     """A CoProcessFunction on connected streams that are not both keyed: no keyed state, no timers."""
 
-    def __init__(self, factory: ops.CoProcessFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.CoProcessFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._ctx = _ProcessContext(self, _NonKeyedTimerService(ctx.env, self))
         self._process = (self._fn.process_element1, self._fn.process_element2)
@@ -188,7 +188,7 @@ class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
     KeyedProcessOperator (whose timer machinery this shares): processing time when due, event time
     as the combined watermark passes them."""
 
-    def __init__(self, factory: ops.CoProcessFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.CoProcessFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)  # type: ignore[arg-type]
         if ctx.key_selector2 is None:
             raise ValueError(f"Operator '{self.name}': a keyed two-input operator needs both inputs' key selectors")
@@ -266,7 +266,7 @@ class _BroadcastMixin(_ProcessBase, TwoInputOperator):
 
     broadcast_operator_state = True
 
-    def _init_broadcast(self, factory: ops.BroadcastProcessFactory) -> None:
+    def _init_broadcast(self, factory: operator_factories.BroadcastProcessFactory) -> None:
         self.broadcast_states = BroadcastStates(factory.descriptors, self.name)
         self._broadcast_ctx = _BroadcastContext(self)
 
@@ -291,7 +291,7 @@ class BroadcastProcessOperator(_BroadcastMixin):
     """A BroadcastProcessFunction: input 0 sees the broadcast state read-only, input 1 (on every
     parallel instance) may change it. No keyed state, no timers."""
 
-    def __init__(self, factory: ops.BroadcastProcessFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.BroadcastProcessFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._init_broadcast(factory)
         self._ctx = _ReadOnlyContext(self)
@@ -304,7 +304,7 @@ class KeyedBroadcastProcessOperator(_BroadcastMixin, KeyedProcessOperator):
     """A KeyedBroadcastProcessFunction: input 0 (keyed) has keyed state, timers and read-only
     broadcast state; input 1 has writable broadcast state and no key."""
 
-    def __init__(self, factory: ops.BroadcastProcessFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.BroadcastProcessFactory, ctx: OperatorContext) -> None:
         KeyedProcessOperator.__init__(self, factory, ctx)  # type: ignore[arg-type]
         self._init_broadcast(factory)
         self._ctx = _KeyedReadOnlyContext(self, _KeyedTimerService(ctx.env, self._state, self), self._state)
@@ -320,16 +320,16 @@ class KeyedBroadcastProcessOperator(_BroadcastMixin, KeyedProcessOperator):
         b.current_key, b.current_key_group = None, -1
 
 
-def create_two_input_operator(factory: ops.OperatorFactory, ctx: OperatorContext) -> StreamOperator | None:
+def create_two_input_operator(factory: operator_factories.OperatorFactory, ctx: OperatorContext) -> StreamOperator | None:
     """The runtime operator of a two-input factory (keyed when the chain gave it a key selector), or
     None when ``factory`` is not a two-input one."""
     keyed = ctx.key_selector is not None
-    if isinstance(factory, ops.CoMapFactory):
+    if isinstance(factory, operator_factories.CoMapFactory):
         return KeyedCoMapOperator(factory, ctx) if keyed else CoMapOperator(factory, ctx)
-    if isinstance(factory, ops.CoFlatMapFactory):
+    if isinstance(factory, operator_factories.CoFlatMapFactory):
         return KeyedCoFlatMapOperator(factory, ctx) if keyed else CoFlatMapOperator(factory, ctx)
-    if isinstance(factory, ops.CoProcessFactory):
+    if isinstance(factory, operator_factories.CoProcessFactory):
         return KeyedCoProcessOperator(factory, ctx) if keyed else CoProcessOperator(factory, ctx)
-    if isinstance(factory, ops.BroadcastProcessFactory):
+    if isinstance(factory, operator_factories.BroadcastProcessFactory):
         return KeyedBroadcastProcessOperator(factory, ctx) if keyed else BroadcastProcessOperator(factory, ctx)
     return None

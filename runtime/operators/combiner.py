@@ -13,7 +13,7 @@ import types
 from operator import itemgetter
 from typing import Any, Callable
 
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.keys import hashable_key, hashable_keys
 from millstream.runtime.partitioners import key_function
 from millstream.runtime.operators.base import OperatorError, make_aggregator
@@ -45,7 +45,7 @@ def _is_field_zero(fn: Any) -> bool:
 class CombiningWriter:
     """A ResultWriter that reduces records per key and hands the partials on at ``finish``."""
 
-    def __init__(self, writer: Any, factory: ops.OperatorFactory, key_selector: Any, operator_name: str) -> None:
+    def __init__(self, writer: Any, factory: operator_factories.OperatorFactory, key_selector: Any, operator_name: str) -> None:
         self._writer = writer
         self._factory = factory
         self._key = key_function(key_selector)
@@ -59,7 +59,7 @@ class CombiningWriter:
         self._reduce: Callable[[Any, Any], Any] | None = None
         self._pairs = False
         self._watermark: int | None = None
-        if isinstance(factory, ops.ReduceFactory):
+        if isinstance(factory, operator_factories.ReduceFactory):
             self._reduce = factory.function.fn
 
     def _resolve(self, sample: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
 from millstream.runtime.operators.watermarking import Watermarking
 from millstream.runtime.timestamps import LONG_MAX
@@ -25,7 +25,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
     watermarks replace the upstream ones, except the final ``LONG_MAX``, which ends the generator
     (Flink drops upstream watermarks and idleness here)."""
 
-    def __init__(self, factory: ops.TimestampsAndWatermarksFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.TimestampsAndWatermarksFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._watermarking = Watermarking(self, factory.watermark_strategy)
         self.uses_processing_time = ctx.env.auto_watermark_interval_ms > 0

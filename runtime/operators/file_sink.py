@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
 from millstream.common.serialization import Encoder
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
 from millstream.runtime.operators.record_text import record_formatter
 
@@ -74,7 +74,7 @@ class FileSinkOperator(StreamOperator):
     that was not yet known complete when the snapshot was taken.
     """
 
-    def __init__(self, factory: ops.FileSinkFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.FileSinkFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self.f = factory
         self._encoder: Any = factory.encoder or Encoder.simple_string_encoder()

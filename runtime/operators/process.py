@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from millstream.datastream import functions as fn
 from millstream.datastream.time_domain import TimeDomain
 from millstream.runtime.output_tag import OutputTag
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator, discard
 from millstream.runtime.state.heap_backend import KeyedStateBackend, TimerQueue
 from millstream.runtime.task.environment import BATCH, TaskEnvironment
@@ -194,7 +194,7 @@ class _ProcessBase(StreamOperator):
 
 
 class ProcessOperator(_ProcessBase):
-    def __init__(self, factory: ops.ProcessFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.ProcessFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._ctx = _ProcessContext(self, _NonKeyedTimerService(ctx.env, self))
 
@@ -211,7 +211,7 @@ class KeyedProcessOperator(_ProcessBase):
 
     uses_processing_time = True
 
-    def __init__(self, factory: ops.KeyedProcessFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.KeyedProcessFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._state = self._backend()
         self._ctx = _KeyedContext(self, _KeyedTimerService(ctx.env, self._state, self), self._state)

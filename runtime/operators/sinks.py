@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from millstream.datastream import functions as fn
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.operators.record_text import record_formatter
 from millstream.runtime.operators.base import LONG_MIN, OperatorContext, StreamOperator
 from millstream.runtime.task.environment import TaskEnvironment
@@ -22,7 +22,7 @@ COLLECT_BATCH_SIZE = 1024  # records per emit_collect call unless the sink's opt
 class PrintSinkOperator(StreamOperator):
     """Flink's PrintSinkFunction: ``id:N> `` / ``N> `` / ``id> `` prefixes (N = subtask + 1 when parallel)."""
 
-    def __init__(self, factory: ops.PrintSinkFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.PrintSinkFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         env = ctx.env
         prefix = factory.sink_identifier or ""
@@ -61,7 +61,7 @@ class _SinkContext:
 
 
 class SinkFunctionOperator(StreamOperator):
-    def __init__(self, factory: ops.SinkFunctionFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.SinkFunctionFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         function = factory.function
         if type(function) is fn._SinkWrapper:
@@ -84,7 +84,7 @@ class CollectSinkOperator(StreamOperator):
     """Sends records to the client for ``execute_and_collect``, ``batch_size`` records per call at
     most, the rest on flush (buffer timeout or end of input): never one call per record."""
 
-    def __init__(self, factory: ops.CollectSinkFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.CollectSinkFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self._collect_id = factory.collect_id
         self._batch_size = max(1, int(factory.options.get("batch_size", COLLECT_BATCH_SIZE)))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from millstream.datastream.functions import RuntimeContext, SourceFunction
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.timestamps import stamped
 
 if TYPE_CHECKING:
@@ -342,7 +342,7 @@ class GeneratorReader(SourceReader):
 
     def __init__(
         self,
-        factory: "ops.GeneratorSourceFactory",
+        factory: "operator_factories.GeneratorSourceFactory",
         env: "TaskEnvironment",
         batch_size: int,
         start_positions: Mapping[str, Any],
@@ -489,7 +489,7 @@ class SourceFunctionReader:
 
 
 def create_source_reader(
-    factory: ops.SourceFactory,
+    factory: operator_factories.SourceFactory,
     env: "TaskEnvironment",
     runtime_context: RuntimeContext,
     start_positions: Mapping[str, Any] | None = None,
@@ -502,30 +502,30 @@ def create_source_reader(
     batch_size = max(1, int(env.source_batch_size))
     if assigned:
         return _assigned_reader(factory, env, batch_size, positions)
-    if isinstance(factory, ops.CollectionSourceFactory):
+    if isinstance(factory, operator_factories.CollectionSourceFactory):
         elements = list(factory.elements) if env.subtask_index == 0 else []
         return CollectionReader(elements, batch_size, int(positions.get(CollectionReader.SPLIT_ID, 0)))
-    if isinstance(factory, ops.SequenceSourceFactory):
+    if isinstance(factory, operator_factories.SequenceSourceFactory):
         split = _split_of_subtask(sequence_splits(factory.start, factory.end, env.parallelism), env.subtask_index)
         return SequenceReader([split] if split else [], batch_size, positions)
-    if isinstance(factory, ops.TextFileSourceFactory):
+    if isinstance(factory, operator_factories.TextFileSourceFactory):
         plan = text_file_splits(list(factory.paths), env.parallelism, factory.charset)
         return TextFileReader(plan[env.subtask_index], factory.charset, batch_size, positions)
-    if isinstance(factory, ops.GeneratorSourceFactory):
+    if isinstance(factory, operator_factories.GeneratorSourceFactory):
         return GeneratorReader(factory, env, batch_size, positions)
-    if isinstance(factory, ops.SourceFunctionFactory):
+    if isinstance(factory, operator_factories.SourceFunctionFactory):
         return SourceFunctionReader(factory.function, env, batch_size)
     raise TypeError(f"No source reader for {type(factory).__name__}")
 
 
-def _assigned_reader(factory: ops.SourceFactory, env: "TaskEnvironment", batch_size: int,
+def _assigned_reader(factory: operator_factories.SourceFactory, env: "TaskEnvironment", batch_size: int,
                      positions: Mapping[str, Any]) -> SourceReader:
     """A reader of the splits a rescaled restore assigned (their ids describe them)."""
-    if isinstance(factory, ops.SequenceSourceFactory):
+    if isinstance(factory, operator_factories.SequenceSourceFactory):
         return SequenceReader([range_split(sid) for sid in positions], batch_size, positions)
-    if isinstance(factory, ops.GeneratorSourceFactory):
+    if isinstance(factory, operator_factories.GeneratorSourceFactory):
         return GeneratorReader(factory, env, batch_size, positions, [range_split(sid) for sid in positions])
-    if isinstance(factory, ops.TextFileSourceFactory):
+    if isinstance(factory, operator_factories.TextFileSourceFactory):
         whole = not _splittable(factory.charset)
         splits = []
         for sid in positions:

@@ -29,7 +29,7 @@ from millstream.datastream.state import (
     ValueStateDescriptor,
 )
 from millstream.datastream.window import MergingWindowAssigner, Trigger, TriggerResult, Window, WindowAssigner
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator, discard
 from millstream.runtime.operators.window_batch_path import FastWindowPath, fast_path_for
 from millstream.runtime.output_tag import OutputTag
@@ -263,7 +263,7 @@ class WindowOperator(StreamOperator):
 
     uses_processing_time = True
 
-    def __init__(self, factory: ops.WindowFactory, ctx: OperatorContext) -> None:
+    def __init__(self, factory: operator_factories.WindowFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         self.backend = self._backend()
         if not isinstance(factory.assigner, WindowAssigner):

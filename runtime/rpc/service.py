@@ -207,11 +207,6 @@ class RpcServer:
         await self.server.stop(grace)
 
 
-def service_names(*descriptors: object) -> Sequence[str]:
-    """Full names of the services of generated ``*_pb2`` modules' service descriptors."""
-    return [d.full_name for d in descriptors]  # type: ignore[attr-defined]
-
-
 def is_unavailable(error: BaseException) -> bool:
     return isinstance(error, grpc.aio.AioRpcError) and error.code() in (
         grpc.StatusCode.UNAVAILABLE,

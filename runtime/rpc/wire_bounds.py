@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 import grpc
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from millstream.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM

@@ -23,7 +23,7 @@ from millstream.datastream import state as api
 from millstream.runtime.keygroups import KeyGroupAssigner, KeyGroupRange
 from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.state import ttl as _ttl
-from millstream.runtime.state.state_table import _MISSING, StateTable, _KeyedState, _no_key
+from millstream.runtime.state.state_table import _MISSING, StateTable, _KeyedState
 
 __all__ = [
     "KeyedStateBackend", "KeyGroupOutOfRangeError", "StateTable", "TimerQueue", "VALUE", "LIST", "MAP",
@@ -424,9 +424,6 @@ class KeyedStateBackend:
 
     # -- accessors for checkpoints, tests and rescaling ----------------------------------------
 
-    def state_names(self) -> list[str]:
-        return sorted(self._tables)
-
     def state_kind(self, name: str) -> str:
         return self._tables[name].kind
 
@@ -497,11 +494,3 @@ class KeyedStateBackend:
             self.event_timers.restore_group(kg, payload["event_timers"])
             loaded.append(kg)
         return sorted(loaded)
-
-    def dispose(self) -> None:
-        for t in self._tables.values():
-            t.groups.clear()
-        self._handles.clear()
-        self.record_cleanups.clear()
-        self.processing_timers = TimerQueue()
-        self.event_timers = TimerQueue()

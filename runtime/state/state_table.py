@@ -43,9 +43,6 @@ class StateTable:
         if d is not None and d.pop(key, _MISSING) is not _MISSING and not d:
             del self.groups[key_group]
 
-    def num_entries(self) -> int:
-        return sum(len(d) for d in self.groups.values())
-
     def items(self) -> Iterator[tuple[int, Any, Any]]:
         """(key_group, key, value) in key-group order."""
         for kg in sorted(self.groups):

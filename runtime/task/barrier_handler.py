@@ -49,10 +49,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Union
 
-
-class CheckpointingMode(str, Enum):
-    EXACTLY_ONCE = "EXACTLY_ONCE"
-    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+from millstream.runtime.checkpointing_mode import CheckpointingMode
 
 
 class AbortReason(str, Enum):
@@ -253,10 +250,6 @@ class AlignedBarrierHandler(BarrierHandler):
         self._aligned: set[int] = set()
         self._target = 0
 
-    @property
-    def pending_checkpoint_id(self) -> int | None:
-        return self._current_id if self._is_pending() else None
-
     def _is_pending(self) -> bool:
         return self._current_id >= 0 and self._current_id != self._last_done_id
 
@@ -404,8 +397,8 @@ def create_barrier_handler(num_channels: int, mode: CheckpointingMode | str = Ch
                            *, checkpoints_after_tasks_finish: bool = True) -> BarrierHandler:
     """The handler for ``execution.checkpointing.mode`` (EXACTLY_ONCE or AT_LEAST_ONCE)."""
     try:
-        checked = CheckpointingMode(mode.upper() if isinstance(mode, str) else mode)
-    except ValueError:
+        checked = CheckpointingMode[mode.upper()] if isinstance(mode, str) else CheckpointingMode(mode)
+    except (KeyError, ValueError):
         raise ValueError(f"unknown checkpointing mode {mode!r}: expected EXACTLY_ONCE or AT_LEAST_ONCE") from None
     handler_type = AlignedBarrierHandler if checked is CheckpointingMode.EXACTLY_ONCE else BarrierTracker
     return handler_type(num_channels, checkpoints_after_tasks_finish=checkpoints_after_tasks_finish)

@@ -153,18 +153,6 @@ def _close(sock: socket.socket) -> None:
     sock.close()
 
 
-def parse_port_range(text: str) -> range:
-    """ "0" (any free port), "6130" or "50100-50200" (inclusive) -> the ports to try."""
-    low, _, high = str(text).strip().partition("-")
-    try:
-        first, last = int(low), int(high or low)
-    except ValueError:
-        raise ValueError(f"expected a port or a range like 50100-50200, got {text!r}") from None
-    if not (0 <= first <= last <= 65535) or (first == 0 and last != 0):
-        raise ValueError(f"expected a port or a range like 50100-50200, got {text!r}")
-    return range(first, last + 1)
-
-
 def bind_in_range(host: str, ports: range, what: str) -> socket.socket:
     """A listening socket on ``host`` at the first free port of ``ports``; the error names them."""
     last_error: OSError | None = None
@@ -426,13 +414,13 @@ class SparkHost:
     same time (a pipelined consumer waiting for a core its producer holds would deadlock). An
     external ``master`` grants what its workers have free (:meth:`capacity`); its executors connect
     to the control listener at ``control_host`` (advertised), which binds ``bind_host`` on a port
-    of ``control_ports`` ("0": any free one, "50100-50200": the first free one of the range).
+    of ``control_ports`` (``range(0, 1)``: any free one; else the first free one of the range).
     """
 
     def __init__(self, slots: int, master: str | None = None, app_name: str = "millstream-taskmanager",
                  conf: Mapping[str, str] | None = None, control_host: str = "127.0.0.1",
                  log_level: str = "WARN", tasks_per_slot: int = 1, bind_host: str | None = None,
-                 control_ports: str = "0", executor_wait_s: float = 60.0, tls: TlsSettings | None = None,
+                 control_ports: range = range(0, 1), executor_wait_s: float = 60.0, tls: TlsSettings | None = None,
                  worker_secrets: Mapping[str, str] | None = None) -> None:
         """``tls``: the control channel's (None: plaintext); ``worker_secrets``: given to every
         body on its channel (``WorkerChannel.secrets``)."""
@@ -447,7 +435,7 @@ class SparkHost:
         self.conf = dict(conf or {})
         self.control_host = control_host
         self.bind_host = bind_host or control_host
-        self.control_ports = parse_port_range(control_ports)
+        self.control_ports = control_ports
         self.executor_wait_s = executor_wait_s
         self.log_level = log_level
         self.tls = tls

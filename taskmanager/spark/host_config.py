@@ -52,6 +52,7 @@ def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
     attempt gets its own task credential through the channel (``TaskExecutor``)."""
     advertised, bind = taskmanager_hosts(configuration)
     credentials = cluster_credentials(configuration)
+    control_ports = cfg.parse_port_range(configuration.get(cfg.SPARK_CONTROL_PORT), cfg.SPARK_CONTROL_PORT.key)
     try:
         return SparkHost(
             configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS),
@@ -60,7 +61,7 @@ def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
             tasks_per_slot=configuration.get(cfg.SPARK_TASKS_PER_SLOT),
             control_host=advertised,
             bind_host=bind,
-            control_ports=configuration.get(cfg.SPARK_CONTROL_PORT),
+            control_ports=control_ports,
             tls=credentials.tls,
             executor_wait_s=configuration.get(cfg.SPARK_EXECUTOR_WAIT) / 1000,
         )

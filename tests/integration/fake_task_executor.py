@@ -16,6 +16,8 @@ import grpc
 
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
+from millstream.runtime.rpc.job_master_gateway import GrpcJobMasterGateway, JobMasterGateway
+from millstream.runtime.rpc.resource_manager_gateway import GrpcResourceManagerGateway
 from millstream.runtime.rpc.service import aio_channel, server_options
 
 RPC_TIMEOUT_S = 60.0
@@ -47,7 +49,7 @@ class FakeTaskExecutor(cpb_grpc.TaskExecutorServicer):
         await self._server.start()
         self.address = f"127.0.0.1:{port}"
         self._channel = aio_channel(self.jobmanager_address, MAX_MESSAGE_BYTES)
-        response = await cpb_grpc.ResourceManagerStub(self._channel).RegisterTaskManager(
+        response = await GrpcResourceManagerGateway(self._channel).register_task_manager(
             cpb.RegisterTaskManagerRequest(
                 resource_id=self.resource_id,
                 address=self.address,
@@ -81,12 +83,12 @@ class FakeTaskExecutor(cpb_grpc.TaskExecutorServicer):
             ]
         )
 
-    def _jobmaster(self) -> cpb_grpc.JobMasterServiceStub:
+    def _jobmaster(self) -> JobMasterGateway:
         assert self._channel is not None
-        return cpb_grpc.JobMasterServiceStub(self._channel)
+        return GrpcJobMasterGateway(self._channel)
 
     async def _offer(self, request: cpb.RequestSlotRequest) -> None:
-        response = await self._jobmaster().OfferSlots(
+        response = await self._jobmaster().offer_slots(
             cpb.OfferSlotsRequest(
                 job_id=request.job_id,
                 resource_id=self.resource_id,
@@ -105,7 +107,7 @@ class FakeTaskExecutor(cpb_grpc.TaskExecutorServicer):
             request = cpb.TaskExecutionState(job_id=job_id, execution_attempt_id=attempt_id, state=cpb.ExecutionState.Value(f"EXEC_{state}"))
             for attempt in range(20):
                 try:
-                    await self._jobmaster().UpdateTaskExecutionState(request, timeout=RPC_TIMEOUT_S)
+                    await self._jobmaster().update_task_execution_state(request, timeout=RPC_TIMEOUT_S)
                     break
                 except grpc.aio.AioRpcError as exc:
                     self.failed_reports += 1

@@ -284,3 +284,15 @@ def test_bad_input_is_a_clear_error(handler_type: type[BarrierHandler]) -> None:
         h.on_event(0, "x")
     with pytest.raises(ValueError, match="unknown checkpointing mode"):
         create_barrier_handler(2, "SOMETIMES")
+
+
+def test_the_checkpointing_mode_is_one_enum_pyflinks() -> None:
+    # PyFlink: CheckpointingMode.EXACTLY_ONCE = 0, AT_LEAST_ONCE = 1; the engine reads the same class.
+    from millstream.datastream import CheckpointingMode
+    from millstream.runtime.checkpointing_mode import CheckpointingMode as EngineMode
+
+    assert CheckpointingMode is EngineMode
+    assert [(m.name, m.value) for m in CheckpointingMode] == [("EXACTLY_ONCE", 0), ("AT_LEAST_ONCE", 1)]
+    assert isinstance(create_barrier_handler(2, CheckpointingMode.EXACTLY_ONCE), AlignedBarrierHandler)
+    assert isinstance(create_barrier_handler(2, CheckpointingMode.AT_LEAST_ONCE), BarrierTracker)
+    assert isinstance(create_barrier_handler(2, "at_least_once"), BarrierTracker)  # the name, as the TDD carries it

@@ -16,10 +16,10 @@ from millstream.jobmanager.checkpoint.coordinator import (
     FinalizeCheckpoint,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
-    StandaloneCheckpointIDCounter,
     TaskSnapshot,
     TriggerCheckpoint,
 )
+from millstream.runtime.checkpoint_ids import StandaloneCheckpointIDCounter
 from millstream.runtime.execution_state import ExecutionState as S
 
 SRC, MAP, SINK = b"src-a1", b"map-a1", b"sink-a1"

@@ -122,7 +122,7 @@ def test_json_of_a_job_is_its_summary_with_nulls_for_absent_parts() -> None:
 
 def test_printed_lines_are_rate_limited_and_skips_are_counted() -> None:
     now = [0.0]
-    limiter = progress.PrintedLines(burst=3, per_second=2, clock=lambda: now[0])
+    limiter = progress.PrintRateLimiter(burst=3, per_second=2, clock=lambda: now[0])
     assert limiter.take(["a", "b"]) == ["a", "b"]
     assert limiter.take(["c", "d", "e"]) == ["c"]  # the burst is spent: d and e are skipped
     now[0] = 1.0  # two more lines' worth
@@ -322,17 +322,17 @@ def test_a_bad_log_level_names_itself(monkeypatch, capsys) -> None:
 
 
 def test_a_taskmanager_added_by_hand_is_recorded_only_for_the_clusters_own_jobmanager(tmp_path, monkeypatch) -> None:
-    from millstream.client import session_cluster as local_cluster
+    from millstream.client import session_cluster
 
     monkeypatch.setenv("MILLSTREAM_CLUSTER_DIR", str(tmp_path))
-    assert not local_cluster.register_added_taskmanager("localhost:6123", pid=1)  # no cluster recorded
+    assert not session_cluster.register_added_taskmanager("localhost:6123", pid=1)  # no cluster recorded
     (tmp_path / "cluster.json").write_text(json.dumps({"jobmanager": "localhost:41000", "processes": [], "pids": []}))
-    assert not local_cluster.register_added_taskmanager("localhost:41001", pid=1)  # another JobManager
-    assert not local_cluster.register_added_taskmanager(None, pid=1)
-    assert local_cluster.register_added_taskmanager("127.0.0.1:41000")  # the same one, spelled differently
+    assert not session_cluster.register_added_taskmanager("localhost:41001", pid=1)  # another JobManager
+    assert not session_cluster.register_added_taskmanager(None, pid=1)
+    assert session_cluster.register_added_taskmanager("127.0.0.1:41000")  # the same one, spelled differently
     state = json.loads((tmp_path / "cluster.json").read_text())
     assert state["pids"] == [__import__("os").getpid()]
-    assert state["processes"][0]["identity"] == local_cluster.process_identity(state["pids"][0])
+    assert state["processes"][0]["identity"] == session_cluster.process_identity(state["pids"][0])
 
 
 def test_status_shows_the_restarts_and_a_restarting_jobs_cause() -> None:

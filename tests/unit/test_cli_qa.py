@@ -49,9 +49,9 @@ def test_cluster_start_names_a_misspelled_key_on_the_console(monkeypatch, capsys
         started.append(list(dynamic))
         return {"jobmanager": f"localhost:{port}", "log_dir": "/tmp/log"}
 
-    from millstream.client import session_cluster as local_cluster
+    from millstream.client import session_cluster
 
-    monkeypatch.setattr(local_cluster, "start", fake_start)
+    monkeypatch.setattr(session_cluster, "start", fake_start)
     assert cli.main(["cluster", "start", "--port", "0", "-D", "heartbeat.intervall=5s", "-D", "heartbeat.timeout=60s"]) == 0
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if "heartbeat" in line]

@@ -27,7 +27,7 @@ from millstream.datastream import (
     SourceFunction,
     StreamExecutionEnvironment,
 )
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.partitioners import KeyGroupStreamPartitioner, RebalancePartitioner
 from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.task.environment import ManualClock, SimpleTaskEnvironment
@@ -63,7 +63,7 @@ class EventWriter:
 
 
 def collect(ds: Any, collect_id: str = "out") -> None:
-    ds._sink("Collect Sink", ops.CollectSinkFactory(collect_id=collect_id))
+    ds._sink("Collect Sink", operator_factories.CollectSinkFactory(collect_id=collect_id))
 
 
 def make_chain(v: Any, subtask: int, clock: ManualClock, **kwargs: Any) -> tuple[OperatorChain, SimpleTaskEnvironment, dict]:

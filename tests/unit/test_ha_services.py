@@ -24,7 +24,8 @@ from millstream.runtime.ha import (
     StandaloneHaServices,
     create_ha_services,
 )
-from millstream.runtime.ha.checkpoints import InMemoryCheckpointIDCounter, checkpoint_node_name
+from millstream.runtime.checkpoint_ids import StandaloneCheckpointIDCounter
+from millstream.runtime.ha.checkpoints import checkpoint_node_name
 from millstream.runtime.ha.job_stores import FileSystemJobResultStore, InMemoryJobGraphStore, InMemoryJobResultStore
 from millstream.runtime.ha.leader_election import decode_leader_information, encode_leader_information
 from millstream.runtime.ha.settings import join_zk_path
@@ -173,7 +174,7 @@ def test_in_memory_stores() -> None:
         results.create_dirty_result(JobResultEntry(JOB, JobResultStatus.FAILED))
     results.mark_result_clean(JOB)
     assert results.has_clean_job_result_entry(JOB) and results.dirty_results() == []
-    counter = InMemoryCheckpointIDCounter(5)
+    counter = StandaloneCheckpointIDCounter(5)
     assert [counter.get_and_increment(), counter.get_and_increment(), counter.get()] == [5, 6, 7]
     with pytest.raises(ValueError):
         counter.set_count(0)

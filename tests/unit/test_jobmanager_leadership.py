@@ -26,7 +26,7 @@ from millstream.jobmanager.dispatcher.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, plan_recovery, read_jobs_to_recover
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime.ha import DEFAULT_LEADER_ID, JobResultEntry, JobResultStatus, StandaloneHaServices
-from millstream.runtime.ha.checkpoints import InMemoryCheckpointIDCounter
+from millstream.runtime.checkpoint_ids import StandaloneCheckpointIDCounter
 from millstream.runtime.ha.job_stores import InMemoryJobGraphStore, InMemoryJobResultStore
 from tests.unit.test_dispatcher import FakeJobMaster, _graph, _started
 
@@ -159,7 +159,7 @@ def test_an_unrecoverable_job_is_listed_suspended_with_its_reason_never_run_and_
 
 
 def test_prefetched_ids_are_never_handed_out_twice_and_follow_the_shared_counter() -> None:
-    shared = InMemoryCheckpointIDCounter(7)  # a former leader handed out 1..6
+    shared = StandaloneCheckpointIDCounter(7)  # a former leader handed out 1..6
     requests: list[object] = []
     counter = PrefetchedCheckpointIDCounter(requests.append)
     with pytest.raises(CheckpointIDUnavailable):

@@ -44,6 +44,7 @@ API_VALUES = (
 RUNTIME_SHARED_WITH_API = (
     "millstream.runtime.artifact_names",
     "millstream.runtime.checkpoint_storage",
+    "millstream.runtime.checkpointing_mode",
     "millstream.runtime.config",
     "millstream.runtime.execution_state",
     "millstream.runtime.keygroups",

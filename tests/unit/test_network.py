@@ -38,6 +38,7 @@ from millstream.runtime.network.environment import (
     PartitionServer,
     ResultPartition,
     Watermark,
+    WatermarkStatus,
 )
 from millstream.runtime.network.protocol import (
     CancelCheckpointMarker,
@@ -179,7 +180,8 @@ def records_of(items: list[tuple[ChannelSpec, int, Any]]) -> list[Any]:
 
 def test_events_round_trip_through_their_encoding() -> None:
     for event in (EndOfPartition(), CheckpointBarrier(42, 1_700_000_000_000), Watermark(-1), Watermark(2**63 - 1),
-                  CancelCheckpointMarker(7), CheckpointBarrier(43, 5, stop=True), CheckpointBarrier(44, 6, stop=True, drain=True)):
+                  CancelCheckpointMarker(7), CheckpointBarrier(43, 5, stop=True), CheckpointBarrier(44, 6, stop=True, drain=True),
+                  WatermarkStatus.IDLE, WatermarkStatus.ACTIVE):
         assert decode_event(encode_event(event)) == event
     # a stop's synchronous savepoint is told apart from a checkpoint downstream
     assert decode_event(encode_event(CheckpointBarrier(43, 5, stop=True))).stop

@@ -14,7 +14,6 @@ from millstream.runtime.metrics.prometheus import (
     PrometheusReporter,
     TaskReport,
     jobmanager_families,
-    parse_port_range,
     process_rss_bytes,
     start_reporter,
     taskmanager_families,
@@ -26,11 +25,12 @@ def _samples(families: list) -> dict[tuple[str, tuple], float]:
 
 
 def test_port_ranges_as_flink_spells_them() -> None:
-    assert parse_port_range("9249") == range(9249, 9250)
-    assert parse_port_range(" 9249-9260 ") == range(9249, 9261)
-    for bad in ("", "abc", "9260-9249", "70000", "1-2-3"):
+    key = cfg.METRICS_PROMETHEUS_PORT.key
+    assert cfg.parse_port_range("9249", key) == range(9249, 9250)
+    assert cfg.parse_port_range(" 9249-9260 ", key) == range(9249, 9261)
+    for bad in ("", "abc", "9260-9249", "70000", "1-2-3", "0-10"):
         with pytest.raises(cfg.ConfigurationError, match="metrics.reporter.prom.port"):
-            parse_port_range(bad)
+            asyncio.run(start_reporter("jobmanager", list, "127.0.0.1", bad or " "))
 
 
 def test_taskmanager_families_use_flinks_names_and_labels() -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from millstream.jobmanager.rest import metrics_views as mv
+from millstream.jobmanager.rest import metrics_views
 from millstream.jobmanager.rest import views
 from millstream.runtime.execution_state import ExecutionState
 from millstream.jobmanager.rest.views import BadRequest, JobView, NotFound
@@ -12,9 +12,9 @@ from millstream.proto import cluster_pb2 as cpb
 from .test_live_view import _core, _deployed
 
 
-def _vertex(*metrics: dict[str, float], status: str = "RUNNING") -> mv.VertexView:
-    subtasks = tuple(mv.SubtaskView(i, status, 0, "host-a:6122", "tm-1", 1_000, -1, m) for i, m in enumerate(metrics))
-    return mv.VertexView(b"v" * 16, "Map", len(metrics), 128, subtasks)
+def _vertex(*metrics: dict[str, float], status: str = "RUNNING") -> metrics_views.VertexView:
+    subtasks = tuple(metrics_views.SubtaskView(i, status, 0, "host-a:6122", "tm-1", 1_000, -1, m) for i, m in enumerate(metrics))
+    return metrics_views.VertexView(b"v" * 16, "Map", len(metrics), 128, subtasks)
 
 
 def test_vertex_views_read_the_current_attempts() -> None:
@@ -24,7 +24,7 @@ def test_vertex_views_read_the_current_attempts() -> None:
     core.update_task_state(execution.attempt_id, ExecutionState.INITIALIZING)
     core.update_task_state(execution.attempt_id, ExecutionState.RUNNING)
     core.update_records(execution.attempt_id, 0, 40, {"numRecordsOut": 40.0, "busyTimeMsPerSecond": 800.0})
-    vertices = mv.vertex_views(core)
+    vertices = metrics_views.vertex_views(core)
     assert len(vertices) == 2
     vertex = vertices[execution.vertex.job_vertex.id]
     assert [s.subtask for s in vertex.subtasks] == [0, 1]
@@ -36,7 +36,7 @@ def test_vertex_views_read_the_current_attempts() -> None:
 def test_vertex_details_are_flinks_job_vertex_details_info() -> None:
     vertex = _vertex({"numRecordsIn": 10, "numBytesIn": 300, "numRecordsOut": 5, "numBytesOut": 100,
                       "accumulateBusyTimeMs": 70})
-    body = mv.vertex_details_view(vertex, now_ms=3_000)
+    body = metrics_views.vertex_details_view(vertex, now_ms=3_000)
     assert body["id"] == vertex.vertex_id.hex() and body["parallelism"] == 1 and body["now"] == 3_000
     (subtask,) = body["subtasks"]
     assert subtask["host"] == "host-a" and subtask["endpoint"] == "host-a:6122" and subtask["duration"] == 2_000
@@ -46,25 +46,25 @@ def test_vertex_details_are_flinks_job_vertex_details_info() -> None:
 
 def test_metric_ids_are_prefixed_with_the_subtask_and_values_are_strings() -> None:
     vertex = _vertex({"numRecordsIn": 10, "Map.hits": 3}, {"numRecordsIn": 12.5})
-    assert mv.vertex_metrics_view(vertex, None) == [
+    assert metrics_views.vertex_metrics_view(vertex, None) == [
         {"id": "0.Map.hits"}, {"id": "0.numRecordsIn"}, {"id": "1.numRecordsIn"}]
-    assert mv.vertex_metrics_view(vertex, "1.numRecordsIn, 0.Map.hits,9.none") == [
+    assert metrics_views.vertex_metrics_view(vertex, "1.numRecordsIn, 0.Map.hits,9.none") == [
         {"id": "1.numRecordsIn", "value": "12.5"}, {"id": "0.Map.hits", "value": "3"}]
 
 
 def test_subtask_aggregation() -> None:
     vertex = _vertex({"numRecordsIn": 10}, {"numRecordsIn": 30}, {})
-    assert mv.subtasks_metrics_view(vertex, None, None) == [{"id": "numRecordsIn"}]
-    assert mv.subtasks_metrics_view(vertex, "numRecordsIn", None) == [
+    assert metrics_views.subtasks_metrics_view(vertex, None, None) == [{"id": "numRecordsIn"}]
+    assert metrics_views.subtasks_metrics_view(vertex, "numRecordsIn", None) == [
         {"id": "numRecordsIn", "min": 10, "max": 30, "avg": 20, "sum": 40}]
-    assert mv.subtasks_metrics_view(vertex, "numRecordsIn,x", "sum") == [{"id": "numRecordsIn", "sum": 40}]
+    assert metrics_views.subtasks_metrics_view(vertex, "numRecordsIn,x", "sum") == [{"id": "numRecordsIn", "sum": 40}]
     with pytest.raises(BadRequest, match="Unknown aggregation"):
-        mv.subtasks_metrics_view(vertex, "numRecordsIn", "p99")
+        metrics_views.subtasks_metrics_view(vertex, "numRecordsIn", "p99")
 
 
 @pytest.mark.parametrize("ratio, level", [(0.0, "ok"), (0.10, "ok"), (0.11, "low"), (0.5, "low"), (0.51, "high"), (1.0, "high")])
 def test_backpressure_levels_use_flinks_thresholds(ratio: float, level: str) -> None:
-    assert mv.backpressure_level(ratio) == level
+    assert metrics_views.backpressure_level(ratio) == level
 
 
 def test_backpressure_view() -> None:
@@ -72,21 +72,21 @@ def test_backpressure_view() -> None:
         {"backPressuredTimeMsPerSecond": 50, "idleTimeMsPerSecond": 900, "busyTimeMsPerSecond": 50},
         {"backPressuredTimeMsPerSecond": 700, "idleTimeMsPerSecond": 0, "busyTimeMsPerSecond": 300},
     )
-    body = mv.backpressure_view(vertex, now_ms=5)
+    body = metrics_views.backpressure_view(vertex, now_ms=5)
     assert body["status"] == "ok" and body["backpressure-level"] == "high" and body["end-timestamp"] == 5
     assert body["subtasks"][0] == {"subtask": 0, "attempt-number": 0, "backpressure-level": "ok", "ratio": 0.05,
                                    "idleRatio": 0.9, "busyRatio": 0.05}
     assert body["subtasks"][1]["backpressure-level"] == "high"
-    assert mv.backpressure_view(_vertex({"numRecordsIn": 1}), now_ms=5) == {"status": "deprecated"}
+    assert metrics_views.backpressure_view(_vertex({"numRecordsIn": 1}), now_ms=5) == {"status": "deprecated"}
 
 
 def test_ids_and_unknown_vertices() -> None:
-    assert mv.parse_vertex_id("ab" * 16) == b"\xab" * 16
+    assert metrics_views.parse_vertex_id("ab" * 16) == b"\xab" * 16
     for bad in ("ab", "zz" * 16):
         with pytest.raises(BadRequest, match="Invalid JobVertexID"):
-            mv.parse_vertex_id(bad)
+            metrics_views.parse_vertex_id(bad)
     with pytest.raises(NotFound, match="has no vertex"):
-        mv.find_vertex({}, b"\x01" * 16, "job")
+        metrics_views.find_vertex({}, b"\x01" * 16, "job")
 
 
 def test_job_details_vertices_carry_bytes_times_and_ratios() -> None:
@@ -96,10 +96,10 @@ def test_job_details_vertices_carry_bytes_times_and_ratios() -> None:
         {"numBytesIn": 50, "numBytesOut": 20, "busyTimeMsPerSecond": 900, "backPressuredTimeMsPerSecond": 0,
          "accumulateBusyTimeMs": 7},
     )
-    io = mv.vertex_io_summary(vertex)
+    io = metrics_views.vertex_io_summary(vertex)
     assert io["read-bytes"] == 150 and io["write-bytes"] == 30 and io["accumulated-busy-time"] == 12
     assert io["busy-ratio"] == 0.9 and io["backpressured-ratio"] == 0.7
-    assert mv.vertex_io_summary(_vertex({})) == {}
+    assert metrics_views.vertex_io_summary(_vertex({})) == {}
     summary = cpb.JobSummary(job_id=b"j" * 16, job_name="job", status=cpb.RUNNING, start_time_ms=1)
     summary.vertices.add(vertex_id=vertex.vertex_id, name="Map", parallelism=2, records_in=3).metrics.update(io)
     body = views.job_details_view(JobView(summary, {"RUNNING": 2}), now_ms=10)

@@ -5,7 +5,7 @@ import pytest
 
 from millstream.jobmanager.rest import views
 from millstream.jobmanager.rest.views import BadRequest, JobView, NotFound, TaskManagerView
-from millstream.jobmanager.resourcemanager.slot_manager import SlotInfo, SlotState, TaskManagerInfo
+from millstream.jobmanager.resourcemanager.slot_manager import TaskManagerSlotInformation, SlotState, TaskManagerInfo
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 
@@ -129,7 +129,7 @@ def test_checkpoints_counts_and_latest() -> None:
 
 
 def taskmanager() -> TaskManagerView:
-    slots = (SlotInfo("tm-1", 0, SlotState.ALLOCATED, JOB, b"a" * 16), SlotInfo("tm-1", 1, SlotState.FREE, None, None))
+    slots = (TaskManagerSlotInformation("tm-1", 0, SlotState.ALLOCATED, JOB, b"a" * 16), TaskManagerSlotInformation("tm-1", 1, SlotState.FREE, None, None))
     return TaskManagerView(TaskManagerInfo("tm-1", "10.0.0.5:41000", "10.0.0.5:41001", "reg", 2, 1, 0, slots), 7_000)
 
 

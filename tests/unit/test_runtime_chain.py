@@ -34,7 +34,7 @@ from millstream.datastream.state import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.task.chain import OperatorChain, OperatorError
 from millstream.runtime.task.environment import BATCH, STREAMING, ManualClock, SimpleTaskEnvironment
@@ -83,7 +83,7 @@ class Run:
 
 def collect(ds: Any, collect_id: str = "out") -> None:
     """What execute_and_collect adds to a stream, with a fixed id."""
-    ds._sink("Collect Sink", ops.CollectSinkFactory(collect_id=collect_id))
+    ds._sink("Collect Sink", operator_factories.CollectSinkFactory(collect_id=collect_id))
 
 
 def vertex(env: StreamExecutionEnvironment, contains: str = "", index: int | None = None) -> Any:
@@ -693,7 +693,7 @@ def test_timers_in_a_non_keyed_process_function_are_rejected(env: StreamExecutio
 def test_rate_limited_source_waits_on_the_clock_and_flushes_on_the_buffer_timeout(
     env: StreamExecutionEnvironment,
 ) -> None:
-    factory = ops.GeneratorSourceFactory(lambda i: i, records_per_second=100, count=20)
+    factory = operator_factories.GeneratorSourceFactory(lambda i: i, records_per_second=100, count=20)
     collect(env._source("Generator", factory, None))  # the API entry point comes later
     run = make_chain(vertex(env, "Generator"), buffer_timeout_ms=50, source_batch_size=1000)
     run.chain.open()

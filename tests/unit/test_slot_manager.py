@@ -6,12 +6,13 @@ import logging
 
 import pytest
 
+from millstream.runtime.state_machine import IllegalStateTransition
 from millstream.jobmanager.resourcemanager.slot_manager import (
     AllocateSlot,
     ClusterOverview,
     Command,
     FreeSlots,
-    IllegalSlotTransition,
+    SLOT_STATES,
     RequirementsTimedOut,
     SlotManager,
     SlotState,
@@ -345,9 +346,9 @@ def test_default_ids_are_16_random_bytes() -> None:
 
 def test_slot_transitions_follow_the_table_and_illegal_ones_are_logged(
         caplog: pytest.LogCaptureFixture) -> None:
-    assert SlotState.FREE.transition(SlotState.PENDING, "test") is SlotState.PENDING
-    assert SlotState.PENDING.transition(SlotState.ALLOCATED, "test") is SlotState.ALLOCATED
+    assert SLOT_STATES.transition(SlotState.FREE, SlotState.PENDING, "0", "test") is SlotState.PENDING
+    assert SLOT_STATES.transition(SlotState.PENDING, SlotState.ALLOCATED, "0", "test") is SlotState.ALLOCATED
     with caplog.at_level(logging.WARNING, logger="millstream.jobmanager.resourcemanager.slot_manager"), \
-            pytest.raises(IllegalSlotTransition):
-        SlotState.ALLOCATED.transition(SlotState.PENDING, "double allocation")
+            pytest.raises(IllegalStateTransition):
+        SLOT_STATES.transition(SlotState.ALLOCATED, SlotState.PENDING, "0", "double allocation")
     assert "ALLOCATED -> PENDING (double allocation)" in caplog.text

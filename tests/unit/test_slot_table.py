@@ -5,8 +5,9 @@ import logging
 
 import pytest
 
+from millstream.runtime.state_machine import IllegalStateTransition
 from millstream.taskmanager.slot_table import (
-    IllegalSlotTransition,
+    TASK_SLOT_STATES,
     SlotOccupiedError,
     SlotStatus,
     SlotTableError,
@@ -54,7 +55,7 @@ def test_allocate_offer_run_free_lifecycle(table: TaskSlotTable,
     assert table.slot_of(ALLOC_1) is None
     moves = [r.getMessage() for r in caplog.records]
     assert any("FREE -> ALLOCATED" in m for m in moves)
-    assert any("ALLOCATED -> ACTIVE (slot 1" in m and "offer accepted" in m for m in moves)
+    assert any(m.startswith("task slot 1 ") and "ALLOCATED -> ACTIVE (offer accepted)" in m for m in moves)
     assert any("ACTIVE -> FREE" in m for m in moves)
 
 
@@ -162,11 +163,11 @@ def test_queries_by_job(table: TaskSlotTable) -> None:
 def test_illegal_transitions_are_rejected_and_logged(frm: TaskSlotState, to: TaskSlotState,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger=LOGGER), \
-            pytest.raises(IllegalSlotTransition, match=f"{frm.value} -> {to.value}"):
-        frm.transition(to, "slot 0: test")
+            pytest.raises(IllegalStateTransition, match=f"{frm.value} -> {to.value}"):
+        TASK_SLOT_STATES.transition(frm, to, "0", "test")
     (record,) = caplog.records
     assert record.levelno == logging.WARNING
-    assert f"illegal task slot transition {frm.value} -> {to.value} (slot 0: test)" \
+    assert f"task slot 0: illegal transition {frm.value} -> {to.value} (test)" \
         == record.getMessage()
 
 
@@ -178,5 +179,5 @@ def test_illegal_transitions_are_rejected_and_logged(frm: TaskSlotState, to: Tas
     (TaskSlotState.ACTIVE, TaskSlotState.FREE),
 ])
 def test_legal_transitions(frm: TaskSlotState, to: TaskSlotState) -> None:
-    assert frm.transition(to, "test") is to
+    assert TASK_SLOT_STATES.transition(frm, to, "0", "test") is to
     assert to == to.value  # str enum: serialises as its name

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from millstream.datastream import SourceFunction
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.operators.sources import (
     CollectionReader,
     FileSplit,
@@ -27,7 +27,7 @@ def task_env(parallelism: int = 1, subtask: int = 0, **kwargs: Any) -> SimpleTas
     return SimpleTaskEnvironment(parallelism=parallelism, subtask_index=subtask, **kwargs)
 
 
-def reader_for(factory: ops.SourceFactory, env: SimpleTaskEnvironment, positions: dict[str, Any] | None = None) -> Any:
+def reader_for(factory: operator_factories.SourceFactory, env: SimpleTaskEnvironment, positions: dict[str, Any] | None = None) -> Any:
     reader = create_source_reader(factory, env, StreamingRuntimeContext(env, "source", None), positions)
     reader.open()
     return reader
@@ -63,7 +63,7 @@ def test_sequence_splits_follow_flinks_number_sequence_iterator() -> None:
 @pytest.mark.parametrize("parallelism", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("start, end", [(1, 1), (0, 3), (-10, 10), (1, 10_001)])
 def test_sequence_readers_cover_the_range_once_in_contiguous_pieces(parallelism: int, start: int, end: int) -> None:
-    factory = ops.SequenceSourceFactory(start=start, end=end)
+    factory = operator_factories.SequenceSourceFactory(start=start, end=end)
     pieces = []
     for subtask in range(parallelism):
         reader = reader_for(factory, task_env(parallelism, subtask, source_batch_size=333))
@@ -76,16 +76,16 @@ def test_sequence_readers_cover_the_range_once_in_contiguous_pieces(parallelism:
 
 
 def test_sequence_batches_and_positions() -> None:
-    reader = reader_for(ops.SequenceSourceFactory(start=1, end=10), task_env(source_batch_size=4))
+    reader = reader_for(operator_factories.SequenceSourceFactory(start=1, end=10), task_env(source_batch_size=4))
     assert reader.position() == {"1..10": 1}
     assert reader.poll() == [1, 2, 3, 4] and reader.position() == {"1..10": 5}
     assert drain(reader) == [5, 6, 7, 8, 9, 10] and reader.position() == {"1..10": 11}
-    resumed = reader_for(ops.SequenceSourceFactory(start=1, end=10), task_env(), {"1..10": 8})
+    resumed = reader_for(operator_factories.SequenceSourceFactory(start=1, end=10), task_env(), {"1..10": 8})
     assert drain(resumed) == [8, 9, 10]
 
 
 def test_collection_reader_batches_positions_and_resume() -> None:
-    factory = ops.CollectionSourceFactory(elements=list("abcdefg"))
+    factory = operator_factories.CollectionSourceFactory(elements=list("abcdefg"))
     reader = reader_for(factory, task_env(source_batch_size=3))
     assert reader.poll() == ["a", "b", "c"] and reader.position() == {CollectionReader.SPLIT_ID: 3}
     assert drain(reader_for(factory, task_env(), {CollectionReader.SPLIT_ID: 5})) == ["f", "g"]
@@ -118,7 +118,7 @@ def text_files(tmp_path: Path) -> list[str]:
 
 @pytest.mark.parametrize("parallelism", [1, 2, 3, 4, 5])
 def test_text_splits_read_every_line_exactly_once(text_files: list[str], parallelism: int) -> None:
-    factory = ops.TextFileSourceFactory(paths=tuple(text_files))
+    factory = operator_factories.TextFileSourceFactory(paths=tuple(text_files))
     expected = [line for name in FILES for line in expected_lines(FILES[name])]
     lines = []
     for subtask in range(parallelism):
@@ -188,7 +188,7 @@ def test_a_directory_stands_for_its_visible_files(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("a1\n")
     (tmp_path / ".hidden").write_text("no\n")
     (tmp_path / "_SUCCESS").write_text("")
-    factory = ops.TextFileSourceFactory(paths=(str(tmp_path),))
+    factory = operator_factories.TextFileSourceFactory(paths=(str(tmp_path),))
     lines = drain(reader_for(factory, task_env(2, 0))) + drain(reader_for(factory, task_env(2, 1)))
     assert lines == ["a1", "b1", "b2"]
 
@@ -196,7 +196,7 @@ def test_a_directory_stands_for_its_visible_files(tmp_path: Path) -> None:
 def test_utf16_files_are_read_whole(tmp_path: Path) -> None:
     path = tmp_path / "wide.txt"
     path.write_bytes("first\r\nsecond\nthird".encode("utf-16"))
-    factory = ops.TextFileSourceFactory(paths=(str(path),), charset="utf-16")
+    factory = operator_factories.TextFileSourceFactory(paths=(str(path),), charset="utf-16")
     per_subtask = [drain(reader_for(factory, task_env(3, i))) for i in range(3)]
     assert per_subtask == [["first", "second", "third"], [], []]
 
@@ -205,7 +205,7 @@ def test_undecodable_bytes_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "bad.txt"
     path.write_bytes(b"ok\n\xff\xfe\n")
     with pytest.raises(ValueError, match=f"Cannot decode {path}"):
-        drain(reader_for(ops.TextFileSourceFactory(paths=(str(path),)), task_env()))
+        drain(reader_for(operator_factories.TextFileSourceFactory(paths=(str(path),)), task_env()))
 
 
 # -- generator and SourceFunction ----------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_undecodable_bytes_name_the_file(tmp_path: Path) -> None:
 def test_generator_source_is_rate_limited_on_the_clock() -> None:
     clock = ManualClock(10_000)
     env = task_env(clock=clock, source_batch_size=100)
-    reader = reader_for(ops.GeneratorSourceFactory(lambda i: f"r{i}", records_per_second=50, count=None), env)
+    reader = reader_for(operator_factories.GeneratorSourceFactory(lambda i: f"r{i}", records_per_second=50, count=None), env)
     assert reader.poll() == ["r0"]
     assert reader.poll() == [] and reader.wait_hint_ms() == 20
     clock.advance(20)
@@ -225,17 +225,17 @@ def test_generator_source_is_rate_limited_on_the_clock() -> None:
 
 
 def test_generator_splits_count_and_rate_across_subtasks() -> None:
-    factory = ops.GeneratorSourceFactory(lambda i: i, records_per_second=None, count=10)
+    factory = operator_factories.GeneratorSourceFactory(lambda i: i, records_per_second=None, count=10)
     parts = [drain(reader_for(factory, task_env(3, i))) for i in range(3)]
     assert parts == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
     clock = ManualClock(0)
-    limited = reader_for(ops.GeneratorSourceFactory(lambda i: i, records_per_second=300), task_env(3, 1, clock=clock))
+    limited = reader_for(operator_factories.GeneratorSourceFactory(lambda i: i, records_per_second=300), task_env(3, 1, clock=clock))
     [(split, position)] = limited.position().items()
     assert limited.poll() == [int(split.split("..")[0])]  # the first record is due at once
     assert limited.position()[split] == position + 1
     clock.advance(1000)
     assert len(limited.poll()) == 100  # 300/s shared by 3 subtasks
-    assert factory.bounded and not ops.GeneratorSourceFactory(lambda i: i, 1.0).bounded
+    assert factory.bounded and not operator_factories.GeneratorSourceFactory(lambda i: i, 1.0).bounded
 
 
 class SlowSource(SourceFunction):
@@ -283,7 +283,7 @@ def test_text_reader_requires_existing_files_at_open(tmp_path: Path) -> None:
         TextFileReader(splits, "utf-8", 10, {}).open()
 
 
-def _assigned(factory: ops.SourceFactory, env: SimpleTaskEnvironment, positions: dict[str, Any]) -> Any:
+def _assigned(factory: operator_factories.SourceFactory, env: SimpleTaskEnvironment, positions: dict[str, Any]) -> Any:
     reader = create_source_reader(factory, env, StreamingRuntimeContext(env, "source", None), positions, assigned=True)
     reader.open()
     return reader
@@ -293,8 +293,8 @@ def _assigned(factory: ops.SourceFactory, env: SimpleTaskEnvironment, positions:
 def test_splits_checkpointed_at_one_parallelism_are_read_exactly_at_another(kind: str) -> None:
     """Positions are list state: old subtask j's splits go to new subtask j mod p', which reads
     exactly what was left of them; a subtask given none reads nothing."""
-    factory: ops.SourceFactory = (ops.SequenceSourceFactory(start=0, end=99) if kind == "sequence"
-                                  else ops.GeneratorSourceFactory(lambda i: i, records_per_second=None, count=100))
+    factory: operator_factories.SourceFactory = (operator_factories.SequenceSourceFactory(start=0, end=99) if kind == "sequence"
+                                  else operator_factories.GeneratorSourceFactory(lambda i: i, records_per_second=None, count=100))
     old = [reader_for(factory, task_env(2, j, source_batch_size=7)) for j in range(2)]
     read = [r for reader in old for _ in range(3) for r in reader.poll()]  # some of each split, then a checkpoint
     snapshots = [reader.position() for reader in old]
@@ -310,7 +310,7 @@ def test_splits_checkpointed_at_one_parallelism_are_read_exactly_at_another(kind
 def test_text_file_splits_move_to_another_parallelism(tmp_path: Path) -> None:
     path = tmp_path / "in.txt"
     path.write_text("".join(f"line {i}\n" for i in range(500)))
-    factory = ops.TextFileSourceFactory(paths=(str(path),), charset="utf-8")
+    factory = operator_factories.TextFileSourceFactory(paths=(str(path),), charset="utf-8")
     old = [reader_for(factory, task_env(3, j, source_batch_size=10)) for j in range(3)]
     read = [line for reader in old for line in reader.poll()]
     snapshots = [reader.position() for reader in old]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from millstream.taskmanager.spark import host as spark_runner
+from millstream.taskmanager.spark import host
 
 
 def test_the_daemon_module_is_spark_s_and_its_imports_start_no_thread() -> None:
-    assert spark_runner._DEFAULT_CONF["spark.python.daemon.module"] == "millstream.taskmanager.spark.daemon"
+    assert host._DEFAULT_CONF["spark.python.daemon.module"] == "millstream.taskmanager.spark.daemon"
     probe = ("import os, sys, millstream.taskmanager.spark.daemon as d; "
              "print(len(os.listdir('/proc/self/task')), 'millstream.taskmanager.task' in sys.modules, callable(d.manager))")
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

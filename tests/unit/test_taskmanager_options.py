@@ -8,9 +8,8 @@ from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime import config as cfg
 from millstream.runtime.partitioners import RebalancePartitioner
-from millstream.taskmanager import task as task_body
+from millstream.taskmanager import task
 from millstream.taskmanager.task import NetworkSettings
-from millstream.taskmanager.spark.host import parse_port_range
 from millstream.taskmanager.taskmanager import address_towards, network_settings, spark_conf, spark_host_for, taskmanager_hosts
 
 
@@ -61,9 +60,9 @@ def _tdd() -> cpb.TaskDeploymentDescriptor:
 
 def test_a_task_uses_the_taskmanagers_network_settings() -> None:
     settings = NetworkSettings(buffers_per_channel=2, max_buffers_per_channel=7)
-    partitions, _ = task_body._result_partitions(_tdd(), lambda: False, settings)
+    partitions, _ = task._result_partitions(_tdd(), lambda: False, settings)
     assert [p.max_backlog_per_subpartition for p in partitions.values()] == [7]
-    gate = task_body._input_gate(_tdd(), lambda spec: None, lambda: False, settings)
+    gate = task._input_gate(_tdd(), lambda spec: None, lambda: False, settings)
     assert gate._initial_credit == 2  # the credit each channel grants its producer
 
 
@@ -92,12 +91,13 @@ def test_the_address_towards_a_master_url_takes_its_first_host() -> None:
 
 
 def test_control_ports_are_a_port_or_an_inclusive_range() -> None:
-    assert parse_port_range("0") == range(0, 1)
-    assert parse_port_range("6130") == range(6130, 6131)
-    assert parse_port_range(" 50100-50200 ") == range(50100, 50201)
+    key = cfg.SPARK_CONTROL_PORT.key
+    assert cfg.parse_port_range("0", key) == range(0, 1)
+    assert cfg.parse_port_range("6130", key) == range(6130, 6131)
+    assert cfg.parse_port_range(" 50100-50200 ", key) == range(50100, 50201)
     for bad in ("", "x", "50200-50100", "0-10", "70000"):
-        with pytest.raises(ValueError, match="50100-50200"):
-            parse_port_range(bad)
+        with pytest.raises(cfg.ConfigurationError, match=f"^{key}: .*{bad!r}"):
+            spark_host_for(cfg.Configuration.from_dict({key: bad}))
     conf = cfg.Configuration.from_dict({"millstream.spark.control.port": "a-b"})
     with pytest.raises(cfg.ConfigurationError, match="millstream.spark.control.port"):
         spark_host_for(conf)

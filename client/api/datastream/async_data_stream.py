@@ -9,7 +9,7 @@ from millstream.common.typeinfo import TypeInformation
 from millstream.datastream import async_retry_strategies
 from millstream.datastream.data_stream import DataStream
 from millstream.datastream.functions import AsyncFunction, AsyncFunctionDescriptor, AsyncRetryStrategy
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 
 __all__ = ["AsyncDataStream"]
 
@@ -70,7 +70,7 @@ class AsyncDataStream:
             raise ValueError("Timeout should be configured when do async with retry.")
         if strategy.get_retry_predicate() is None:
             raise ValueError(f"Retry predicate of the async retry strategy '{type(strategy).__name__}' is None.")
-        factory = ops.AsyncWaitFactory(
+        factory = operator_factories.AsyncWaitFactory(
             function=function, timeout_ms=timeout_ms, capacity=descriptor.capacity, retry_strategy=strategy,
             ordered=descriptor.output_mode is AsyncFunctionDescriptor.OutputMode.ORDERED)
         return data_stream._one_input("async wait operator", factory, output_type)

@@ -20,7 +20,7 @@ from millstream.datastream.transformations import (
     UnionTransformation,
 )
 from millstream.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime import partitioners as parts
 from millstream.runtime.keygroups import UPPER_BOUND_MAX_PARALLELISM
 from millstream.runtime.narrowing import NarrowedKey, value_narrower
@@ -87,7 +87,7 @@ class _Configurable:
         t = self._operator("set_parallelism()")
         _check_parallelism(parallelism, f"operator '{t.name}'")
         factory = getattr(t, "factory", None)
-        if isinstance(factory, ops.SourceFactory) and not factory.parallel and parallelism != 1:
+        if isinstance(factory, operator_factories.SourceFactory) and not factory.parallel and parallelism != 1:
             raise ValueError(f"The parallelism of non parallel operator '{t.name}' must be 1.")
         if getattr(t, "non_parallel", False) and parallelism != 1:  # window_all
             raise ValueError(f"The parallelism of non parallel operator '{t.name}' must be 1.")
@@ -154,9 +154,9 @@ class DataStream(_Configurable):
     # -- one-input operators -----------------------------------------------------------------
 
     def _one_input(
-        self, name: str, factory: ops.OperatorFactory, output_type: Any = None, keyed: "KeyedStream | None" = None
+        self, name: str, factory: operator_factories.OperatorFactory, output_type: Any = None, keyed: "KeyedStream | None" = None
     ) -> "DataStream":
-        if output_type is not None and not isinstance(factory, (ops.FilterFactory, ops.TimestampsAndWatermarksFactory)):
+        if output_type is not None and not isinstance(factory, (operator_factories.FilterFactory, operator_factories.TimestampsAndWatermarksFactory)):
             factory.output_type = output_type  # narrowed at run time as PyFlink's typed output
         t = OneInputTransformation(
             self._env,
@@ -172,20 +172,20 @@ class DataStream(_Configurable):
         return DataStream(t, self._env)
 
     def map(self, func: Any, output_type: TypeInformation | None = None) -> "DataStream":
-        return self._one_input("Map", ops.MapFactory(fn.as_map_function(func)), output_type, self._keyed())
+        return self._one_input("Map", operator_factories.MapFactory(fn.as_map_function(func)), output_type, self._keyed())
 
     def flat_map(self, func: Any, output_type: TypeInformation | None = None) -> "DataStream":
-        return self._one_input("FlatMap", ops.FlatMapFactory(fn.as_flat_map_function(func)), output_type, self._keyed())
+        return self._one_input("FlatMap", operator_factories.FlatMapFactory(fn.as_flat_map_function(func)), output_type, self._keyed())
 
     def filter(self, func: Any) -> "DataStream":
-        return self._one_input("Filter", ops.FilterFactory(fn.as_filter_function(func)), self.get_type(), self._keyed())
+        return self._one_input("Filter", operator_factories.FilterFactory(fn.as_filter_function(func)), self.get_type(), self._keyed())
 
     def process(self, func: fn.ProcessFunction, output_type: TypeInformation | None = None) -> "DataStream":
         if isinstance(func, fn.KeyedProcessFunction):
             raise TypeError("A KeyedProcessFunction needs a keyed stream: call key_by(...) before process(...)")
         if not isinstance(func, fn.ProcessFunction):
             raise TypeError(f"process() needs a ProcessFunction, got {type(func).__name__}")
-        return self._one_input("Process", ops.ProcessFactory(func), output_type)
+        return self._one_input("Process", operator_factories.ProcessFactory(func), output_type)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> "DataStream":
         """Gives every record the strategy's timestamp and makes its watermarks, which replace any
@@ -193,7 +193,7 @@ class DataStream(_Configurable):
         if not isinstance(watermark_strategy, WatermarkStrategy):
             raise TypeError(
                 f"assign_timestamps_and_watermarks needs a WatermarkStrategy, got {type(watermark_strategy).__name__}")
-        return self._one_input("Timestamps/Watermarks", ops.TimestampsAndWatermarksFactory(watermark_strategy), self.get_type())
+        return self._one_input("Timestamps/Watermarks", operator_factories.TimestampsAndWatermarksFactory(watermark_strategy), self.get_type())
 
     def _keyed(self) -> "KeyedStream | None":
         return None
@@ -315,18 +315,18 @@ class DataStream(_Configurable):
 
     # -- sinks -------------------------------------------------------------------------------
 
-    def _sink(self, name: str, factory: ops.SinkFactory) -> "DataStreamSink":
+    def _sink(self, name: str, factory: operator_factories.SinkFactory) -> "DataStreamSink":
         t = SinkTransformation(self._env, name, self._transformation, factory, self._env.get_parallelism())
         self._env._add_operator(t)
         return DataStreamSink(t)
 
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
-        return self._sink("Print to Std. Out", ops.PrintSinkFactory(sink_identifier, type_info=self.get_type()))
+        return self._sink("Print to Std. Out", operator_factories.PrintSinkFactory(sink_identifier, type_info=self.get_type()))
 
     def add_sink(self, sink_func: Any) -> "DataStreamSink":
         if callable(getattr(sink_func, "_sink_factory", None)):  # StreamingFileSink: a Sink behind SinkFunction
             return self.sink_to(sink_func)
-        return self._sink("Unnamed", ops.SinkFunctionFactory(fn.as_sink_function(sink_func)))
+        return self._sink("Unnamed", operator_factories.SinkFunctionFactory(fn.as_sink_function(sink_func)))
 
     def sink_to(self, sink: Any) -> "DataStreamSink":
         factory = getattr(sink, "_sink_factory", None)
@@ -395,7 +395,7 @@ class KeyedStream(DataStream):
             if isinstance(func, fn.ProcessFunction):
                 raise TypeError("A keyed stream needs a KeyedProcessFunction, got a ProcessFunction")
             raise TypeError(f"process() on a keyed stream needs a KeyedProcessFunction, got {type(func).__name__}")
-        return self._one_input("KeyedProcess", ops.KeyedProcessFactory(func), output_type, self)
+        return self._one_input("KeyedProcess", operator_factories.KeyedProcessFactory(func), output_type, self)
 
     def window(self, window_assigner: Any) -> "WindowedStream":
         """Splits each key's records into windows (tumbling, sliding, sessions, global...); end the
@@ -409,12 +409,12 @@ class KeyedStream(DataStream):
         return WindowedStream(self, CountSlidingWindowAssigner(size, slide))
 
     def reduce(self, func: Any) -> DataStream:
-        return self._one_input("Keyed Reduce", ops.ReduceFactory(fn.as_reduce_function(func)), self.get_type(), self)
+        return self._one_input("Keyed Reduce", operator_factories.ReduceFactory(fn.as_reduce_function(func)), self.get_type(), self)
 
     def _aggregate(self, aggregation: str, field: int | str) -> DataStream:
         if not isinstance(field, (int, str)):
             raise TypeError(f"{aggregation}() needs a field position or name, got {field!r}")
-        factory = ops.AggregationFactory(aggregation=aggregation, field=field)
+        factory = operator_factories.AggregationFactory(aggregation=aggregation, field=field)
         return self._one_input("Keyed Aggregation", factory, self.get_type(), self)
 
     def sum(self, position_to_sum: int | str = 0) -> DataStream:
@@ -442,7 +442,7 @@ def _two_input(
     name: str,
     first: DataStream,
     second: DataStream,
-    factory: ops.OperatorFactory,
+    factory: operator_factories.OperatorFactory,
     output_type: TypeInformation | None,
     key_selector1: fn.KeySelector | None = None,
     key_selector2: fn.KeySelector | None = None,
@@ -478,7 +478,7 @@ class ConnectedStreams:
     def _is_keyed_stream(self) -> bool:
         return isinstance(self.stream1, KeyedStream) and isinstance(self.stream2, KeyedStream)
 
-    def _apply(self, name: str, factory: ops.OperatorFactory, output_type: TypeInformation | None) -> DataStream:
+    def _apply(self, name: str, factory: operator_factories.OperatorFactory, output_type: TypeInformation | None) -> DataStream:
         s1, s2 = self.stream1, self.stream2
         if isinstance(s1, KeyedStream) and isinstance(s2, KeyedStream):
             t1, t2 = s1._key_type, s2._key_type
@@ -490,14 +490,14 @@ class ConnectedStreams:
     def map(self, func: fn.CoMapFunction, output_type: TypeInformation | None = None) -> DataStream:
         if not isinstance(func, fn.CoMapFunction):
             raise TypeError(f"ConnectedStreams.map() needs a CoMapFunction (map1, map2), got {type(func).__name__}")
-        return self._apply("Co-Map", ops.CoMapFactory(func), output_type)
+        return self._apply("Co-Map", operator_factories.CoMapFactory(func), output_type)
 
     def flat_map(self, func: fn.CoFlatMapFunction, output_type: TypeInformation | None = None) -> DataStream:
         if not isinstance(func, fn.CoFlatMapFunction):
             raise TypeError(
                 f"ConnectedStreams.flat_map() needs a CoFlatMapFunction (flat_map1, flat_map2), got {type(func).__name__}"
             )
-        return self._apply("Co-Flat Map", ops.CoFlatMapFactory(func), output_type)
+        return self._apply("Co-Flat Map", operator_factories.CoFlatMapFactory(func), output_type)
 
     def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
         if not isinstance(func, (fn.CoProcessFunction, fn.KeyedCoProcessFunction)):
@@ -505,13 +505,13 @@ class ConnectedStreams:
                 f"ConnectedStreams.process() needs a CoProcessFunction or a KeyedCoProcessFunction, got {type(func).__name__}"
             )
         if self._is_keyed_stream():
-            return self._apply("Keyed Co-Process", ops.CoProcessFactory(func), output_type)
+            return self._apply("Keyed Co-Process", operator_factories.CoProcessFactory(func), output_type)
         if isinstance(func, fn.KeyedCoProcessFunction):
             raise TypeError(
                 "A KeyedCoProcessFunction needs keyed connected streams: key both streams "
                 "(connected.key_by(key_selector1, key_selector2)) before process(...)"
             )
-        return self._apply("Co-Process", ops.CoProcessFactory(func), output_type)
+        return self._apply("Co-Process", operator_factories.CoProcessFactory(func), output_type)
 
 
 class BroadcastStream:
@@ -545,7 +545,7 @@ class BroadcastConnectedStream:
 
     def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
         data, rules = self.non_broadcast_stream, self.broadcast_stream._input
-        factory = ops.BroadcastProcessFactory(func, tuple(self.broadcast_state_descriptors))
+        factory = operator_factories.BroadcastProcessFactory(func, tuple(self.broadcast_state_descriptors))
         if isinstance(data, KeyedStream):
             if not isinstance(func, fn.KeyedBroadcastProcessFunction):
                 raise TypeError(

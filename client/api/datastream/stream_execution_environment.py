@@ -23,7 +23,7 @@ from millstream.datastream.slot_sharing_group import SlotSharingGroup
 from millstream.datastream.state_backend import STATE_BACKEND_TYPE_KEY, StateBackend, state_backend_of_type
 from millstream.datastream.transformations import UNSET, SourceTransformation, Transformation
 from millstream.runtime import config as cfg
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.artifact_names import check_archive_target
 from millstream.runtime.narrowing import value_narrower
 from millstream.runtime.python_requirements import REQUIREMENTS_ARTIFACT, REQUIREMENTS_FILE
@@ -374,7 +374,7 @@ class StreamExecutionEnvironment:
 
     # -- sources -------------------------------------------------------------------------------
 
-    def _source(self, name: str, factory: ops.SourceFactory, type_info: Any) -> DataStream:
+    def _source(self, name: str, factory: operator_factories.SourceFactory, type_info: Any) -> DataStream:
         # Flink's rule: a non-parallel source (a collection, a plain SourceFunction) runs at
         # parallelism 1, whatever the environment's; a parallel one takes the environment's.
         parallelism = self._parallelism if factory.parallel else 1
@@ -388,21 +388,21 @@ class StreamExecutionEnvironment:
         narrow = value_narrower(type_info)  # PyFlink converts the elements to the type's Java values
         if narrow is not None:
             elements = [narrow(e) for e in elements]
-        return self._source("Collection Source", ops.CollectionSourceFactory(elements=elements), type_info)
+        return self._source("Collection Source", operator_factories.CollectionSourceFactory(elements=elements), type_info)
 
     def from_sequence(self, start: int, end: int) -> DataStream:
         if end < start:
             raise ValueError(f"from_sequence needs start <= end, got {start}..{end}")
-        return self._source("Sequence Source", ops.SequenceSourceFactory(start=int(start), end=int(end)), None)
+        return self._source("Sequence Source", operator_factories.SequenceSourceFactory(start=int(start), end=int(end)), None)
 
     def read_text_file(self, file_path: str, charset_name: str = "UTF-8") -> DataStream:
-        factory = ops.TextFileSourceFactory(paths=(_local_path(file_path),), charset=charset_name.lower())
+        factory = operator_factories.TextFileSourceFactory(paths=(_local_path(file_path),), charset=charset_name.lower())
         return self._source("Read Text File", factory, None)
 
     def add_source(self, source_func: SourceFunction, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
         if not isinstance(source_func, SourceFunction):
             raise TypeError(f"add_source needs a SourceFunction, got {type(source_func).__name__}")
-        return self._source(source_name, ops.SourceFunctionFactory(function=source_func), type_info)
+        return self._source(source_name, operator_factories.SourceFunctionFactory(function=source_func), type_info)
 
     def from_source(self, source: Any, watermark_strategy: Any, source_name: str, type_info: Any = None) -> DataStream:
         make_factory = getattr(source, "_source_factory", None)
@@ -461,7 +461,7 @@ class StreamExecutionEnvironment:
         from millstream.client.execution import execute_and_collect  # lazy: gRPC and the client load when a job runs
 
         collect_id = uuid.uuid4().hex
-        sink = stream._sink("Collect Sink", ops.CollectSinkFactory(collect_id=collect_id))
+        sink = stream._sink("Collect Sink", operator_factories.CollectSinkFactory(collect_id=collect_id))
         # Flink's collect sink always runs at parallelism 1 (one result stream, in order): a
         # parallelism-1 pipeline chains into it and hands its records over in their order.
         sink.get_transformation().parallelism = 1

@@ -15,7 +15,7 @@ from millstream.datastream import functions as fn
 from millstream.datastream.evictors import Evictor
 from millstream.datastream.triggers import _millis
 from millstream.datastream.window import MergingWindowAssigner, Trigger, WindowAssigner
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 from millstream.runtime.output_tag import OutputTag
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class _Windowed:
                description: str, reduce_function: Any = None, aggregate_function: Any = None) -> "DataStream":
         assigner = self._window_assigner
         trigger = self._window_trigger or assigner.get_default_trigger(self.get_execution_environment())
-        factory = ops.WindowFactory(
+        factory = operator_factories.WindowFactory(
             assigner=assigner,
             trigger=trigger,
             window_function=internal,

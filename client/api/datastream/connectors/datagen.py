@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 
 
 class DataGeneratorSource:
@@ -27,7 +27,7 @@ class DataGeneratorSource:
         self.count = count
         self.records_per_second = records_per_second
 
-    def _source_factory(self) -> ops.SourceFactory:
-        return ops.GeneratorSourceFactory(
+    def _source_factory(self) -> operator_factories.SourceFactory:
+        return operator_factories.GeneratorSourceFactory(
             generator_fn=self.generator_fn, records_per_second=self.records_per_second, count=self.count
         )

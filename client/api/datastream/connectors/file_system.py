@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from millstream.common.serialization import Encoder
 from millstream.datastream.functions import SinkFunction
-from millstream.runtime import operator_factories as ops
+from millstream.runtime import operator_factories
 
 __all__ = [
     "BucketAssigner",
@@ -66,8 +66,8 @@ class FileSource:
             raise ValueError("FileSource needs at least one path")
         return FileSourceBuilder(stream_format, tuple(_local_path(p) for p in paths))
 
-    def _source_factory(self) -> ops.SourceFactory:
-        return ops.TextFileSourceFactory(paths=self.paths, charset=self.stream_format.charset)
+    def _source_factory(self) -> operator_factories.SourceFactory:
+        return operator_factories.TextFileSourceFactory(paths=self.paths, charset=self.stream_format.charset)
 
 
 class FileSourceBuilder:
@@ -181,8 +181,8 @@ class FileSink:
     def for_row_format(base_path: str, encoder: Encoder | None = None) -> "FileSink.RowFormatBuilder":
         return FileSink.RowFormatBuilder(_local_path(base_path), encoder or Encoder.simple_string_encoder())
 
-    def _sink_factory(self) -> ops.SinkFactory:
-        return ops.FileSinkFactory(
+    def _sink_factory(self) -> operator_factories.SinkFactory:
+        return operator_factories.FileSinkFactory(
             base_path=self.base_path,
             encoder=self.encoder,
             part_prefix=self.output_file_config.part_prefix,
@@ -253,7 +253,7 @@ class StreamingFileSink(SinkFunction):
             raise TypeError(f"StreamingFileSink.for_row_format needs an Encoder, got {type(encoder).__name__}")
         return StreamingFileSink.DefaultRowFormatBuilder(FileSink.for_row_format(base_path, encoder))
 
-    def _sink_factory(self) -> ops.SinkFactory:
+    def _sink_factory(self) -> operator_factories.SinkFactory:
         return self._file_sink._sink_factory()
 
     def invoke(self, value: object, context: object = None) -> None:
