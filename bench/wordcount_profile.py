@@ -43,7 +43,7 @@ def producer_chain(path: str, parallelism: int) -> tuple[OperatorChain, ResultPa
     partition = ResultPartition(ds.id, 0, parallelism, cloudpickle.loads(ds.partitioner.payload), b"attempt",
                                 records_per_buffer=1024, max_backlog_per_subpartition=1 << 30)
     writer = partition
-    if ds.combiner:  # as taskmanager/task.py wires it
+    if ds.combiner:  # as taskmanager/task_body.py wires it
         writer = CombiningWriter(partition, cloudpickle.loads(ds.combiner), partition.partitioner.key_selector, "combiner")
     task_env = SimpleTaskEnvironment(task_name=source_v.name, subtask_index=0, parallelism=parallelism,
                                      max_parallelism=source_v.max_parallelism, runtime_mode="BATCH",

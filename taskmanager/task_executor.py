@@ -35,11 +35,14 @@ from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.entrypoint import log_files
 from millstream.runtime.rpc.auth import task_credential
 from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
+from millstream.runtime.clock import now_ms
 from millstream.runtime.rpc.fencing import FencingClientInterceptor, Refusal
 from millstream.runtime.ha.api import DEFAULT_LEADER_ID, LeaderInformation
+from millstream.runtime.rpc.job_master_gateway import GrpcJobMasterGateway, JobMasterGateway
+from millstream.runtime.rpc.resource_manager_gateway import GrpcResourceManagerGateway, ResourceManagerGateway
 from millstream.runtime.rpc.service import aio_channel
 from millstream.runtime.rpc.security import Credentials
-from millstream.taskmanager import task as task_body
+from millstream.taskmanager import task_body
 from millstream.taskmanager.print_forwarder import PrintForwarder
 from millstream.taskmanager.task_output import TaskOutputStore
 from millstream.runtime.task.worker_events import CollectedBatch, ControlMessage, NotifyCheckpoint, TriggerCheckpoint
@@ -70,10 +73,6 @@ from millstream.taskmanager.task_executor_core import (
 )
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 _TASK_EXECUTOR_SERVICE = "/" + cpb.DESCRIPTOR.services_by_name["TaskExecutor"].full_name + "/"
@@ -247,6 +246,14 @@ class TaskExecutor:
                 credentials=self._credentials)
         return channel
 
+    def job_master(self, address: str) -> JobMasterGateway:
+        """The JobMaster at ``address``, over this TaskManager's fenced channel to it."""
+        return GrpcJobMasterGateway(self._channel(address))
+
+    def resource_manager(self, address: str | None = None) -> ResourceManagerGateway:
+        """The ResourceManager of the leader at ``address`` (default: the one followed now)."""
+        return GrpcResourceManagerGateway(self._channel(address or self.jobmanager_address))
+
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
@@ -362,9 +369,8 @@ class TaskExecutor:
             data_address=self.data_address,
             offers=[cpb.SlotOffer(allocation_id=command.allocation_id, slot_index=command.slot_index)],
         )
-        stub = cpb_grpc.JobMasterServiceStub(self._channel(command.jobmaster_address))
         try:
-            response = await stub.OfferSlots(offer, timeout=self._rpc_timeout_s)
+            response = await self.job_master(command.jobmaster_address).offer_slots(offer, timeout=self._rpc_timeout_s)
             accepted = command.allocation_id in response.accepted
         except grpc.aio.AioRpcError as exc:
             log.warning("offering slot %d to job %s failed: %s", command.slot_index, command.job_id.hex(), exc.code().name)
@@ -377,9 +383,8 @@ class TaskExecutor:
     async def _send_slot_report(self) -> None:
         if not self.registration_id:
             return
-        stub = cpb_grpc.ResourceManagerStub(self._channel(self.jobmanager_address))
         try:
-            await stub.SendSlotReport(
+            await self.resource_manager().send_slot_report(
                 cpb.SlotReportRequest(resource_id=self.resource_id, registration_id=self.registration_id, slot_report=self.slot_report()),
                 timeout=self._rpc_timeout_s,
             )
@@ -497,13 +502,11 @@ class TaskExecutor:
             finally:
                 runtime.collect_gate.release(len(command.batch.payload))
         elif isinstance(command, AcknowledgeCheckpoint):
-            stub = cpb_grpc.JobMasterServiceStub(self._channel(command.jobmaster_address))
-            await self._call(stub.AcknowledgeCheckpoint, cpb.AcknowledgeCheckpointRequest(
+            await self._call(self.job_master(command.jobmaster_address).acknowledge_checkpoint, cpb.AcknowledgeCheckpointRequest(
                 job_id=command.job_id, execution_attempt_id=command.attempt_id, checkpoint_id=command.checkpoint_id,
                 state_path=command.state_path, state_size=command.state_size), command.attempt_id)
         elif isinstance(command, DeclineCheckpoint):
-            stub = cpb_grpc.JobMasterServiceStub(self._channel(command.jobmaster_address))
-            await self._call(stub.DeclineCheckpoint, cpb.DeclineCheckpointRequest(
+            await self._call(self.job_master(command.jobmaster_address).decline_checkpoint, cpb.DeclineCheckpointRequest(
                 job_id=command.job_id, execution_attempt_id=command.attempt_id, checkpoint_id=command.checkpoint_id,
                 reason=command.reason, message=command.message), command.attempt_id)
         elif isinstance(command, PrintLines):
@@ -532,13 +535,13 @@ class TaskExecutor:
         the job is full (the client has not pulled yet): report again, without limit, since that is
         backpressure, not failure. A failed report: the core decides (see ``collect_report_failed``)."""
         batch = command.batch
-        stub = cpb_grpc.JobMasterServiceStub(self._channel(command.jobmaster_address))
+        job_master = self.job_master(command.jobmaster_address)
         request = cpb.CollectRequest(job_id=command.job_id, execution_attempt_id=command.attempt_id, batch=cpb.CollectBatch(
             collect_id=batch.collect_id, subtask_index=batch.subtask_index, sequence=batch.sequence, payload=batch.payload))
         failures = 0
         while not self.core.collect_failed(command.attempt_id) and not runtime.collect_gate.opened:
             try:
-                response = await stub.ReportCollectBatch(request, timeout=self._rpc_timeout_s)
+                accepted = await job_master.report_collect_batch(request, timeout=self._rpc_timeout_s)
             except grpc.aio.AioRpcError as exc:
                 failures += 1
                 again, commands = self.core.collect_report_failed(command.attempt_id, exc.code().name, exc.details() or "",
@@ -548,7 +551,7 @@ class TaskExecutor:
                     return
                 await asyncio.sleep(min(0.1 * 2**failures, 2.0))
                 continue
-            if response.accepted:
+            if accepted:
                 return
 
     async def _report(self, command: ReportTaskState) -> None:
@@ -563,12 +566,11 @@ class TaskExecutor:
             records_out=command.records_out,
             metrics=command.metrics,
         )
-        stub = cpb_grpc.JobMasterServiceStub(self._channel(command.jobmaster_address))
-        await self._call(stub.UpdateTaskExecutionState, update, command.attempt_id)
+        await self._call(self.job_master(command.jobmaster_address).update_task_execution_state, update,
+                         command.attempt_id)
 
     async def _send_printed_lines(self, jobmaster_address: str, report: cpb.PrintedLinesReport) -> None:
-        stub = cpb_grpc.JobMasterServiceStub(self._channel(jobmaster_address))
-        await stub.ReportPrintedLines(report, timeout=self._rpc_timeout_s)
+        await self.job_master(jobmaster_address).report_printed_lines(report, timeout=self._rpc_timeout_s)
 
     async def _call(self, method: Any, request: Any, attempt_id: bytes, attempts: int = 5) -> None:
         """Idempotent reports to the JobMaster: retried on UNAVAILABLE, then given up (heartbeats take

@@ -23,7 +23,6 @@ from grpc_health.v1 import health_pb2
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
-from millstream.runtime.rpc.resource_manager_gateway import GrpcResourceManagerGateway, ResourceManagerGateway
 from millstream.runtime.rpc.fencing import FencingServerInterceptor
 from millstream.runtime.ha import HaError, HighAvailabilityServices, LeaderInformation, LoopListener, create_ha_services
 from millstream.runtime.metrics.prometheus import (
@@ -40,7 +39,7 @@ from millstream.runtime.rpc.tls import tls_problem, tls_settings
 from millstream.taskmanager.spark.host_config import (  # noqa: F401 (spark_conf, address_towards: re-exported)
     address_towards, check_slots, external_master, spark_conf, spark_host_for, start_spark_host, taskmanager_hosts)
 from millstream.taskmanager.spark.host import NoSparkCores, SparkHost
-from millstream.taskmanager.task import NetworkSettings
+from millstream.taskmanager.task_body import NetworkSettings
 from millstream.taskmanager.task_output import TaskOutputStore
 from millstream.taskmanager.task_executor import TaskExecutor, TaskExecutorServicer
 
@@ -265,7 +264,7 @@ class TaskManager:
             self._link_task = asyncio.ensure_future(self._resource_manager_link(leader))
 
     async def _register(self, leader: LeaderInformation) -> None:
-        resource_manager: ResourceManagerGateway = GrpcResourceManagerGateway(self.executor._channel(leader.address))
+        resource_manager = self.executor.resource_manager(leader.address)
         request = cpb.RegisterTaskManagerRequest(
             resource_id=self.resource_id,
             address=self.executor.address,
@@ -357,7 +356,7 @@ class TaskManager:
         if not registration_id or leader is None:
             return
         try:
-            resource_manager: ResourceManagerGateway = GrpcResourceManagerGateway(self.executor._channel(leader.address))
+            resource_manager = self.executor.resource_manager(leader.address)
             await resource_manager.disconnect_task_manager(
                 cpb.TaskManagerRef(resource_id=self.resource_id, registration_id=registration_id, reason=reason),
                 timeout=2.0,

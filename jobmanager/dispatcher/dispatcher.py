@@ -70,6 +70,7 @@ from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.jobmanager.checkpoint.settings import unaligned_checkpoints_warning
 from millstream.runtime.checkpoint_storage import CheckpointStorageError
+from millstream.runtime.clock import wall_ms
 from millstream.runtime.execution_state import JobStatus
 from millstream.runtime.restart_strategy import NoRestart
 
@@ -95,10 +96,6 @@ GRPC_STATUS: dict[ErrorKind, grpc.StatusCode] = {
 
 def grpc_status(error: DispatcherError) -> grpc.StatusCode:
     return GRPC_STATUS[error.kind]
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Dispatcher(DispatcherGateway):

@@ -368,7 +368,7 @@ class OperatorChain:
         """Records emitted into this task's result writers so far (every output counts)."""
         return sum(output.records for output in self._writer_outputs)
 
-    # The first task loop (taskmanager/task.py) was written against these private names.
+    # The first task loop (taskmanager/task_body.py) was written against these private names.
     _wait_bound = wait_bound_ms
     _between_batches = between_batches
 

@@ -1,6 +1,6 @@
 """What a task's worker and its TaskManager tell each other over the task's control channel, typed.
 
-The task body (``taskmanager.task``, inside a Spark worker) sends :data:`WorkerEvent` values, in
+The task body (``taskmanager.task_body``, inside a Spark worker) sends :data:`WorkerEvent` values, in
 order, for the task's whole life; the TaskExecutor reads them by type and field name. The other
 way go :data:`ControlMessage` values (checkpoint triggers and notifications; a cancel is the
 channel's own ``CANCEL``). The final FINISHED / FAILED / CANCELED is the runner's ``TaskExit``

@@ -8,7 +8,7 @@ daemon avoids by importing late.
 """
 from __future__ import annotations
 
-import millstream.taskmanager.task  # noqa: F401 (the body every worker runs: run_task and its imports)
+import millstream.taskmanager.task_body  # noqa: F401 (the body every worker runs: run_task and its imports)
 from pyspark.daemon import manager
 
 if __name__ == "__main__":

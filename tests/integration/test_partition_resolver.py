@@ -12,7 +12,7 @@ import millstream.datastream  # noqa: F401  (first: runtime.partitioners and the
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.network.environment import ChannelError, ChannelSpec, InputGate
-from millstream.taskmanager.task import PartitionResolver
+from millstream.taskmanager.task_body import PartitionResolver
 
 pytestmark = pytest.mark.timeout(60)
 

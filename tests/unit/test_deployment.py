@@ -25,7 +25,7 @@ from millstream.jobmanager.jobmaster.execution_graph import (
 from millstream.runtime.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.jobmaster.job_master_core import BuildDeployments, DeployTask, JobMasterCore
 from millstream.proto import cluster_pb2 as cpb
-from millstream.taskmanager.task import _channel_specs
+from millstream.taskmanager.task_body import _channel_specs
 
 
 def identity(x):

@@ -77,7 +77,7 @@ def run_job(env: StreamExecutionEnvironment, clock: ManualClock | None = None, m
             **kwargs: Any) -> dict[str, list[Any]]:
     """Runs every vertex and subtask in topological order. A source reads batch by batch with the
     clock moving ``ms_per_batch`` after each; consumers get each producer's batches and watermarks
-    in order, channel by channel, through an InputWatermarks valve per task (as taskmanager/task.py)."""
+    in order, channel by channel, through an InputWatermarks valve per task (as taskmanager/task_body.py)."""
     clock = clock or ManualClock(1_000)
     graph = env.get_job_graph().proto
     inbox: dict[tuple[bytes, int], list[tuple[int, str, Any, int]]] = collections.defaultdict(list)  # (channel, kind, payload, target)

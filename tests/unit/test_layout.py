@@ -447,3 +447,33 @@ def test_the_lazy_datastream_package_behaves_as_pyflinks_eager_one() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+# The services a TaskManager calls on the JobManager, and the gateway that is the one way to each.
+GATEWAYS = {"ResourceManagerStub": "GrpcResourceManagerGateway", "JobMasterServiceStub": "GrpcJobMasterGateway"}
+
+
+def _raw_stubs(folder: Path) -> list[str]:
+    """Each place under ``folder`` naming a stub that has a gateway (its import, a call, an alias)."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            name = (node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name)
+                    else node.name.rsplit(".", 1)[-1] if isinstance(node, ast.alias) else None)
+            if name in GATEWAYS:
+                found.append(f"{path.relative_to(folder)}:{node.lineno} uses {name}, not {GATEWAYS[name]}")
+    return found
+
+
+def test_the_taskmanager_calls_the_resource_manager_and_job_masters_only_through_gateways() -> None:
+    assert _raw_stubs(ROOT / "taskmanager") == []
+
+
+def test_the_gateway_check_sees_a_raw_stub_called_or_aliased(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "taskmanager/a.py": "from p import cluster_pb2_grpc as g\n\ng.JobMasterServiceStub(None).OfferSlots(1)\n",
+        "taskmanager/b.py": "from p.cluster_pb2_grpc import ResourceManagerStub as S\n\nStub = S\n",
+        "taskmanager/c.py": "from p import cluster_pb2_grpc as g\n\ng.BlobServerStub(None)\n",
+    })
+    assert _raw_stubs(root / "taskmanager") == ["a.py:3 uses JobMasterServiceStub, not GrpcJobMasterGateway",
+                                                "b.py:1 uses ResourceManagerStub, not GrpcResourceManagerGateway"]

@@ -1,11 +1,11 @@
-"""A source task's idle time (taskmanager.task.SourceIdleClock): time in the source's own code off the
+"""A source task's idle time (taskmanager.task_body.SourceIdleClock): time in the source's own code off the
 CPU (sleeping, waiting for its rate) is idle; time in emit (chained operators, even sleeping ones) is not."""
 from __future__ import annotations
 
 import time
 
 from millstream.client.stream_graph import display_name
-from millstream.taskmanager.task import source_idle_clock
+from millstream.taskmanager.task_body import source_idle_clock
 
 
 def _spin(seconds: float) -> None:

@@ -112,10 +112,10 @@ def test_every_decline_reason_a_task_sends_is_one_the_coordinator_knows() -> Non
     from millstream.jobmanager.checkpoint.coordinator import CheckpointFailureReason
     from millstream.runtime.task import checkpointing
     from millstream.runtime.task.barrier_handler import AbortReason
-    from millstream.taskmanager import task
+    from millstream.taskmanager import task_body
 
     sent = {r.value for r in AbortReason}
-    for module in (checkpointing, task):
+    for module in (checkpointing, task_body):
         sent |= set(re.findall(r'"(CHECKPOINT_[A-Z_]+)"', inspect.getsource(module)))
     assert sent and sent <= {r.value for r in CheckpointFailureReason}
     assert not CheckpointFailureReason("CHECKPOINT_DECLINED_SUBSUMED").counts_against_tolerance
@@ -181,7 +181,7 @@ def test_a_source_stops_emitting_at_a_stop_savepoint_until_its_outcome(tmp_path:
     import pytest
 
     from millstream.runtime.task.worker_events import NotifyCheckpoint, TriggerCheckpoint
-    from millstream.taskmanager.task import CheckpointControl, StoppedWithSavepoint
+    from millstream.taskmanager.task_body import CheckpointControl, StoppedWithSavepoint
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)

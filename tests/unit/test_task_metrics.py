@@ -13,7 +13,7 @@ from millstream.runtime.metrics.task_io import TaskIOMetrics
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.network.environment import BUFFER, InputGate
 from millstream.runtime.task.worker_events import MetricsReported
-from millstream.taskmanager.task import TaskMetricsReporter
+from millstream.taskmanager.task_body import TaskMetricsReporter
 from millstream.taskmanager.taskmanager import network_settings
 
 from .test_live_view import _core, _deployed

@@ -8,8 +8,8 @@ from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime import config as cfg
 from millstream.runtime.partitioners import RebalancePartitioner
-from millstream.taskmanager import task
-from millstream.taskmanager.task import NetworkSettings
+from millstream.taskmanager import task_body
+from millstream.taskmanager.task_body import NetworkSettings
 from millstream.taskmanager.taskmanager import address_towards, network_settings, spark_conf, spark_host_for, taskmanager_hosts
 
 
@@ -60,9 +60,9 @@ def _tdd() -> cpb.TaskDeploymentDescriptor:
 
 def test_a_task_uses_the_taskmanagers_network_settings() -> None:
     settings = NetworkSettings(buffers_per_channel=2, max_buffers_per_channel=7)
-    partitions, _ = task._result_partitions(_tdd(), lambda: False, settings)
+    partitions, _ = task_body._result_partitions(_tdd(), lambda: False, settings)
     assert [p.max_backlog_per_subpartition for p in partitions.values()] == [7]
-    gate = task._input_gate(_tdd(), lambda spec: None, lambda: False, settings)
+    gate = task_body._input_gate(_tdd(), lambda spec: None, lambda: False, settings)
     assert gate._initial_credit == 2  # the credit each channel grants its producer
 
 
