@@ -502,11 +502,13 @@ class TaskExecutor:
             finally:
                 runtime.collect_gate.release(len(command.batch.payload))
         elif isinstance(command, AcknowledgeCheckpoint):
-            await self._call(self.job_master(command.jobmaster_address).acknowledge_checkpoint, cpb.AcknowledgeCheckpointRequest(
+            job_master = self.job_master(command.jobmaster_address)
+            await self._call(job_master.acknowledge_checkpoint, cpb.AcknowledgeCheckpointRequest(
                 job_id=command.job_id, execution_attempt_id=command.attempt_id, checkpoint_id=command.checkpoint_id,
                 state_path=command.state_path, state_size=command.state_size), command.attempt_id)
         elif isinstance(command, DeclineCheckpoint):
-            await self._call(self.job_master(command.jobmaster_address).decline_checkpoint, cpb.DeclineCheckpointRequest(
+            job_master = self.job_master(command.jobmaster_address)
+            await self._call(job_master.decline_checkpoint, cpb.DeclineCheckpointRequest(
                 job_id=command.job_id, execution_attempt_id=command.attempt_id, checkpoint_id=command.checkpoint_id,
                 reason=command.reason, message=command.message), command.attempt_id)
         elif isinstance(command, PrintLines):
