@@ -247,7 +247,7 @@ def test_the_page_asks_for_the_token_once_and_cancels_with_it(browser, tmp_path:
 
     from millstream.jobmanager.rest.server import RestServer
     from millstream.runtime.rpc.auth import Role, TokenAuthenticator
-    from tests.unit.test_rest_server import JOB, FakeSource
+    from tests.integration.test_rest_server import JOB, FakeSource
 
     source = FakeSource()
     server = RestServer(source, "0.1.0", authenticator=TokenAuthenticator(
