@@ -11,7 +11,7 @@ import pytest
 from millstream.client.execution import JobExecutionException
 from millstream.datastream import StreamExecutionEnvironment
 
-from tests.unit.test_env_settings import requirements
+from tests.packages import requirements
 
 from .harness import ClusterSpec, jobmanager_env
 

@@ -1,7 +1,9 @@
 """Shared fixtures for the graph-layer unit tests (no cluster, no Spark, no sleeps)."""
 from __future__ import annotations
 
+import multiprocessing.util
 import socket
+import subprocess
 from typing import Any
 
 import pytest
@@ -38,6 +40,8 @@ def env() -> StreamExecutionEnvironment:
 _NETWORK_FAMILIES = (socket.AF_INET, socket.AF_INET6)
 _NO_NETWORK = ("unit tests use no network: {what} {where} from a unit test. A test that needs a server, a "
                "client connection or a process belongs in tests/integration")
+_NO_PROCESS = ("unit tests start no process: {what} from a unit test. A test that needs one belongs in "
+               "tests/integration")
 
 
 def _refuse(what: str, original: Any) -> Any:
@@ -64,3 +68,17 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(grpc, "server", refuse_server)
     monkeypatch.setattr(grpc.aio, "server", refuse_server)
+
+
+@pytest.fixture(autouse=True)
+def no_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests are pure: starting a program (subprocess, multiprocessing's spawn) fails with a
+    message saying where such a test belongs (a bare os.fork is not guarded)."""
+    def refuse(self: subprocess.Popen, args: Any, *rest: Any, **kwargs: Any) -> None:
+        raise OSError(_NO_PROCESS.format(what=f"running {args!r}"[:200]))
+
+    def refuse_spawn(path: str, args: Any, *rest: Any) -> int:
+        raise OSError(_NO_PROCESS.format(what=f"spawning {args!r}"[:200]))
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    monkeypatch.setattr(multiprocessing.util, "spawnv_passfds", refuse_spawn)
