@@ -85,6 +85,7 @@ class JobManagerProcess:
 
 
 def current_leader(options: dict[str, str], timeout: float = 30.0) -> LeaderInformation:
+    """The JobManager leader ZooKeeper names now, read as a client of ``options``' HA services."""
     with create_ha_services(cfg.Configuration.from_dict(options), name="test-retrieval") as services:
         retrieval = services.jobmanager_leader_retrieval()
         retrieval.start(None)
@@ -92,6 +93,7 @@ def current_leader(options: dict[str, str], timeout: float = 30.0) -> LeaderInfo
 
 
 def taskmanager_address(log: Path) -> str:
+    """The address the TaskManager logging to ``log`` serves at, once it says so."""
     def found() -> Optional[str]:
         match = re.search(r"TaskManager \S+ serving at (\S+) with", log.read_text(errors="replace")) if log.exists() else None
         return match.group(1) if match else None
@@ -99,6 +101,7 @@ def taskmanager_address(log: Path) -> str:
 
 
 def fenced_call(address: str, token: Optional[str], method: str = "CancelTask") -> Optional[grpc.RpcError]:
+    """A TaskExecutor call to ``address`` with fencing ``token`` (None: none); its error, or None."""
     channel = sync_channel(address)
     try:
         stub = cpb_grpc.TaskExecutorStub(channel)
