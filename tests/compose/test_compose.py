@@ -18,22 +18,16 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import MapFunction
 from millstream.runtime.execution_state import JobStatus
-from tests.integration import test_checkpoints, test_failover
+
 from tests.integration.harness import completed_checkpoints
-from tests.integration.test_checkpoints import assert_exactly_once
-from tests.integration.test_failover import throttled_failover_graph
+from tests.integration.jobs import assert_exactly_once, throttled_failover_graph
 
 from .cluster import ROOT, ComposeProject, run, wait_for
-
-# The job's functions travel by value: the image has millstream, not this repository's tests.
-for module in (sys.modules[__name__], test_checkpoints, test_failover):
-    cloudpickle.register_pickle_by_value(module)
 
 pytestmark = pytest.mark.timeout(900)
 

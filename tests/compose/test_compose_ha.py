@@ -14,8 +14,7 @@ import pytest
 from millstream.client.cluster_client import ClusterClient, NoJobManagerLeader
 from millstream.runtime.execution_state import JobStatus
 from tests.integration.harness import completed_checkpoints
-from tests.integration.test_checkpoints import assert_exactly_once
-from tests.integration.test_failover import throttled_failover_graph
+from tests.integration.jobs import assert_exactly_once, throttled_failover_graph
 
 from .cluster import BASE_IMAGE, ComposeProject, free_port, run, wait_for
 from .test_compose import FAST_HEARTBEATS

@@ -10,7 +10,6 @@ import random
 import sys
 import time
 
-import cloudpickle
 import pytest
 
 from millstream.client.execution import JobExecutionException
@@ -22,19 +21,11 @@ from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
 from millstream.runtime.execution_state import JobStatus
 
-from .harness import fast_config, jobmanager_env, mini_cluster
-from .test_checkpoints import KEYS, FailWhenMarked, assert_exactly_once, fail_after_checkpoints
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec, jobmanager_env
+from .jobs import KEYS, FailWhenMarked, assert_exactly_once, fail_after_checkpoints
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    checkpoints = tmp_path_factory.mktemp("checkpoints")
-    with mini_cluster(4, tasks_per_slot=3, config=fast_config(**{"execution.checkpointing.dir": str(checkpoints)})) as mc:
-        yield mc
+CLUSTER = ClusterSpec(slots=4, tasks_per_slot=3, checkpoints=True)
 
 
 def collected(cluster, stream) -> list:

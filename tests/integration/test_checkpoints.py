@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
@@ -32,32 +31,12 @@ from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
 from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.runtime.execution_state import JobStatus
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import ancestors, fast_config, jobmanager_env, poll_for, spawn_module, stop_processes
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ancestors, ClusterSpec, fast_config, jobmanager_env, poll_for, ProcessCluster
+from .jobs import assert_exactly_once, ended, fail_after_checkpoints, FailWhenMarked, KEYS, visible_lines
 
 pytestmark = pytest.mark.timeout(400)
-KEYS = 7
-
-
-class FailWhenMarked(MapFunction):
-    """Raises on its ``at``-th record of an attempt while ``marker`` exists; ``once``: removes it."""
-
-    def __init__(self, marker: str, at: int = 1, once: bool = True) -> None:
-        self.marker, self.at, self.once = marker, at, once
-
-    def open(self, runtime_context) -> None:
-        self.seen = 0
-
-    def map(self, value):
-        self.seen += 1
-        if self.seen >= self.at and os.path.exists(self.marker):
-            if self.once:
-                os.unlink(self.marker)
-            raise RuntimeError(f"injected failure (marker {self.marker})")
-        return value
+CLUSTER = ClusterSpec(slots=4, tasks_per_slot=3, checkpoints=True)
 
 
 class NotePid(MapFunction):
@@ -86,55 +65,8 @@ def counting_job(env: StreamExecutionEnvironment, out: Path, count: int, rate: f
         .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
 
 
-def visible_lines(out: Path) -> list[str]:
-    return [line for path in out.rglob("*") if path.is_file() and not path.name.startswith(".")
-            for line in path.read_text().splitlines()]
-
-
-def assert_exactly_once(out: Path, count: int) -> None:
-    lines = visible_lines(out)
-    expected = [f"{k},{j}" for k in range(KEYS) for j in range(1, len(range(k, count, KEYS)) + 1)]
-    duplicated = sorted({line for line in lines if lines.count(line) > 1}) if len(lines) != len(set(lines)) else []
-    assert not duplicated, f"{len(duplicated)} duplicated lines, e.g. {duplicated[:5]}"
-    missing = sorted(set(expected) - set(lines))
-    assert not missing, f"{len(missing)} missing lines, e.g. {missing[:5]}"
-    assert sorted(lines) == sorted(expected)
-
-
-def ended(client: ClusterClient, job_id: bytes):  # noqa: ANN201
-    summary = client.status(job_id)
-    return summary if JobStatus.from_proto(summary.status).is_terminal() else None
-
-
-def fail_after_checkpoints(address: str, env: StreamExecutionEnvironment, name: str, marker: Path) -> Any:
-    """Submits the job, lets it complete two checkpoints, makes its FailWhenMarked fail, and
-    returns its summary once it ended."""
-    with ClusterClient(address) as client:
-        job_id = client.submit(env.get_job_graph(name).proto)
-        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two completed checkpoints")
-        marker.touch()
-        return poll_for(lambda: ended(client, job_id), 120, interval=0.2, what="the job to end")
-
-
-@pytest.fixture(scope="module")
-def spark_host():
-    host = SparkHost(slots=4, tasks_per_slot=3)
-    host.start()
-    try:
-        yield host
-    finally:
-        host.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, spark_host):
-    checkpoints = tmp_path_factory.mktemp("checkpoints")
-    with MiniCluster(fast_config(**{"execution.checkpointing.dir": str(checkpoints)}), num_slots=4, spark=spark_host) as mc:
-        yield mc, checkpoints
-
-
-def test_a_failing_function_restarts_from_the_last_checkpoint_and_the_file_sink_holds_every_record_once(cluster, tmp_path) -> None:
-    mc, checkpoints = cluster
+def test_a_failing_function_restarts_from_the_last_checkpoint_and_the_file_sink_holds_every_record_once(cluster, checkpoint_dir, tmp_path) -> None:
+    mc, checkpoints = cluster, checkpoint_dir
     out, marker = tmp_path / "out", tmp_path / "fail"
     count = 6000
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -152,8 +84,8 @@ def test_a_failing_function_restarts_from_the_last_checkpoint_and_the_file_sink_
     assert not (checkpoints / summary.job_id.hex()).exists()  # a finished job's checkpoints are deleted
 
 
-def test_a_missing_checkpoint_fails_the_job_loudly_instead_of_restarting_empty(cluster, tmp_path) -> None:
-    mc, checkpoints = cluster
+def test_a_missing_checkpoint_fails_the_job_loudly_instead_of_restarting_empty(cluster, checkpoint_dir, tmp_path) -> None:
+    mc, checkpoints = cluster, checkpoint_dir
     out, marker = tmp_path / "out", tmp_path / "fail"
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
@@ -187,7 +119,7 @@ def test_a_missing_checkpoint_fails_the_job_loudly_instead_of_restarting_empty(c
 
 
 def test_status_shows_the_checkpoint_figures(cluster, tmp_path) -> None:
-    mc, _ = cluster
+    mc = cluster
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     env.enable_checkpointing(100)
@@ -207,7 +139,7 @@ def test_status_shows_the_checkpoint_figures(cluster, tmp_path) -> None:
 def test_a_task_with_two_inputs_aligns_barriers_and_the_output_stays_exactly_once(cluster, tmp_path) -> None:
     """Two sources at different rates feed one keyed count (4 input channels per subtask): a
     restart from a checkpoint taken with aligned barriers neither loses nor repeats a record."""
-    mc, _ = cluster
+    mc = cluster
     out, marker = tmp_path / "out", tmp_path / "fail"
     fast, slow = 6000, 1500
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -229,7 +161,7 @@ def test_a_task_with_two_inputs_aligns_barriers_and_the_output_stays_exactly_onc
 def test_checkpoints_go_on_after_a_bounded_source_finished(cluster, tmp_path) -> None:
     """A finished task is left out of later checkpoints (and recorded as finished), so a job whose
     short source ended keeps completing checkpoints, and a restart after it does not replay it."""
-    mc, _ = cluster
+    mc = cluster
     out, marker = tmp_path / "out", tmp_path / "fail"
     short, long = 200, 3000
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -260,7 +192,7 @@ def test_checkpoints_go_on_after_a_bounded_source_finished(cluster, tmp_path) ->
 
 
 def test_at_least_once_mode_loses_nothing(cluster, tmp_path) -> None:
-    mc, _ = cluster
+    mc = cluster
     out, marker = tmp_path / "out", tmp_path / "fail"
     count = 4000
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -278,7 +210,7 @@ def test_stop_with_savepoint_then_resume_from_it_continues_exactly_once(cluster,
     """`millstream stop --savepoint-path`, then the same program submitted with the savepoint
     (`execution.savepoint.path`, what `millstream run -s` sets): keyed counts go on where they
     stopped and the FileSink output of both runs together holds every record once."""
-    mc, _ = cluster
+    mc = cluster
     out, savepoints = tmp_path / "out", tmp_path / "savepoints"
     count = 8000
 
@@ -323,7 +255,7 @@ def bounded_keyed_job(out: Path, count: int, checkpoint_ms: int | None) -> Strea
 
 @pytest.mark.parametrize("checkpoint_ms", [700, None], ids=["checkpointing", "no checkpointing"])
 def test_a_bounded_job_is_finished_only_once_all_its_file_sink_output_is_committed(
-        spark_host, tmp_path, checkpoint_ms) -> None:
+        spark, tmp_path, checkpoint_ms) -> None:
     """FLIP-147: the tasks of a bounded job wait for the final checkpoint's completion, their
     FileSink commits on it, and only then are the tasks, and the job, FINISHED; without
     checkpointing the FileSink commits at the end of the input, before its task finishes. Seen
@@ -331,7 +263,7 @@ def test_a_bounded_job_is_finished_only_once_all_its_file_sink_output_is_committ
     FINISHED, every line is committed (three TaskManagers, two subtasks, as reported)."""
     count = 200_000
     config = fast_config(**{"execution.checkpointing.dir": str(tmp_path / "checkpoints")})
-    mc = MiniCluster(config, num_slots=2, spark=spark_host).start(task_managers=3)
+    mc = MiniCluster(config, num_slots=2, spark=spark).start(task_managers=3)
     try:
         executed = tmp_path / "executed"
         with jobmanager_env(mc.address):
@@ -364,7 +296,7 @@ def test_stop_commits_what_was_written_before_it_its_tasks_finish_and_a_resume_e
     answers after that. No periodic checkpoint completes before the stop (a 10 min interval), so
     whatever is visible afterwards was committed by the stop's own savepoint. Resumed into another
     directory, the job writes only the rows after the savepoint there and nothing into the first."""
-    mc, _ = cluster
+    mc = cluster
     first_out, second_out, savepoints = tmp_path / "out-1", tmp_path / "out-2", tmp_path / "savepoints"
     count = 40_000  # ~20 s at 2,000 records/s: it is stopped midway
 
@@ -419,7 +351,7 @@ def test_stop_drain_from_the_cli_fires_every_window_and_commits_it(cluster, tmp_
     """`millstream stop --drain` (Flink's `stop -d`): MAX_WATERMARK and the end of input come before
     the savepoint, so hour-long event-time windows that would never fire otherwise fire, and their
     output is committed when `stop` returns; every record read is counted once."""
-    mc, _ = cluster
+    mc = cluster
     out = tmp_path / "out"
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
@@ -450,7 +382,7 @@ def test_stop_drain_from_the_cli_fires_every_window_and_commits_it(cluster, tmp_
 
 
 def test_a_savepoint_with_state_of_an_unknown_operator_is_refused_unless_allowed(cluster, tmp_path) -> None:
-    mc, _ = cluster
+    mc = cluster
     out = tmp_path / "out"
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
@@ -485,7 +417,7 @@ def test_resuming_a_savepoint_at_parallelism_2_then_4_then_2_keeps_the_keyed_sta
     """Keyed state moves with its key groups, and the source's splits (with their positions) and
     the FileSink's pending files with their writer (round-robin), so the counts go on exactly
     across three runs at parallelism 2, 4 and 2."""
-    mc, _ = cluster
+    mc = cluster
     out, savepoints = tmp_path / "out", tmp_path / "savepoints"
     count = 9000
 
@@ -517,24 +449,15 @@ def test_resuming_a_savepoint_at_parallelism_2_then_4_then_2_keeps_the_keyed_sta
 
 # -- kill -9 of a TaskManager -----------------------------------------------------------------
 
-HEARTBEATS = ["-Dheartbeat.interval=1 s", "-Dheartbeat.timeout=5 s"]
-
 
 def test_kill_9_of_a_task_manager_after_two_checkpoints_resumes_on_the_others_exactly_once(tmp_path) -> None:
-    ready, checkpoints = tmp_path / "jm.address", tmp_path / "checkpoints"
-    procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
-                           f"-Dexecution.checkpointing.dir={checkpoints}", *HEARTBEATS], tmp_path / "jobmanager.log")]
-    try:
-        address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
-        tms = [spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address, "-Dtaskmanager.numberOfTaskSlots=2",
-                             "-Dmillstream.spark.tasks-per-slot=3", *HEARTBEATS], tmp_path / f"taskmanager-{i}.log")
-               for i in range(3)]
-        procs += tms
+    with ProcessCluster(tmp_path, tasks_per_slot=3, taskmanagers=3,
+                        jobmanager_options={"execution.checkpointing.dir": str(tmp_path / "checkpoints")}) as cluster:
+        tms = cluster.taskmanagers
         out, pids = tmp_path / "out", tmp_path / "pids"
         pids.mkdir()
         count = 16_000
-        with ClusterClient(address) as client:
-            poll_for(lambda: client.overview().taskmanagers == 3, 240, interval=0.5, what="three TaskManagers")
+        with ClusterClient(cluster.address) as client:
             env = StreamExecutionEnvironment.get_execution_environment()
             env.set_parallelism(2)
             env.enable_checkpointing(300)
@@ -551,15 +474,13 @@ def test_kill_9_of_a_task_manager_after_two_checkpoints_resumes_on_the_others_ex
         assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
         assert summary.num_restarts >= 1 and summary.checkpoints.latest_restored_id >= 2, summary.checkpoints
         assert_exactly_once(out, count)
-    finally:
-        stop_processes(procs)
 
 
 def test_streaming_file_sink_with_add_sink_is_exactly_once_across_a_restart(cluster, tmp_path) -> None:
     """PyFlink's deprecated StreamingFileSink, given to add_sink, commits as FileSink does."""
     from millstream.datastream.connectors.file_system import StreamingFileSink
 
-    mc, _ = cluster
+    mc = cluster
     out, marker = tmp_path / "out", tmp_path / "fail"
     count = 4000
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -592,10 +513,10 @@ def test_streaming_file_sink_with_add_sink_is_exactly_once_across_a_restart(clus
     ("RETAIN_ON_CANCELLATION", "finish", False),
 ])
 def test_an_ended_jobs_checkpoints_follow_its_externalized_checkpoint_retention(
-        cluster, tmp_path, retention, end, kept) -> None:
+        cluster, checkpoint_dir, tmp_path, retention, end, kept) -> None:
     from millstream.datastream import ExternalizedCheckpointRetention
 
-    mc, checkpoints = cluster
+    mc, checkpoints = cluster, checkpoint_dir
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     env.enable_checkpointing(100)
@@ -626,7 +547,7 @@ def test_an_ended_jobs_checkpoints_follow_its_externalized_checkpoint_retention(
 def test_a_job_asking_for_unaligned_checkpoints_gets_one_warning_and_aligned_exactly_once_checkpoints(
         cluster, tmp_path, caplog) -> None:
     # Millstream's barriers always align: the JobManager says so once, when it accepts the job
-    mc, _ = cluster
+    mc = cluster
     ids = []
     for unaligned in (True, False):
         env = StreamExecutionEnvironment.get_execution_environment()

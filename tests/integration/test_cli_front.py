@@ -19,7 +19,7 @@ import pytest
 
 from millstream.client.session_cluster import process_identity
 
-from .harness import poll_for
+from .harness import cli, poll_for, session_cluster
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -46,10 +46,6 @@ SLOW_JOB = textwrap.dedent("""
 """)
 
 
-def _cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "millstream.client.cli", *args], env=env, capture_output=True, text=True, timeout=timeout)
-
-
 def _popen_cli(*args: str, env: dict[str, str]) -> subprocess.Popen:
     # A suite started as a shell's background job ignores SIGINT, and an ignored signal stays
     # ignored in every child: the CLI would never see the test's Ctrl-C. Handled (not ignored)
@@ -69,14 +65,10 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     directory = tmp_path_factory.mktemp("cluster")
-    env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(directory)}
-    env.pop("MILLSTREAM_JOBMANAGER", None)
-    started = _cli("cluster", "start", "--taskmanagers", "1", "--slots", "2", "--port", "0", "-D", "heartbeat.interval=500 ms",
-                   "-D", "rest.port=0", env=env, timeout=180)
-    assert started.returncode == 0, started.stderr + started.stdout
-    assert re.search(r"JobManager \S+: web UI and REST API at http://localhost:\d+\n", started.stdout), started.stdout
-    yield env, directory
-    _cli("cluster", "stop", env=env, timeout=60)
+    with session_cluster(directory, "--taskmanagers", "1", "--slots", "2", "--port", "0", "-D", "heartbeat.interval=500 ms",
+                         "-D", "rest.port=0") as (env, printed):
+        assert re.search(r"JobManager \S+: web UI and REST API at http://localhost:\d+\n", printed), printed
+        yield env, directory
 
 
 @pytest.fixture
@@ -94,14 +86,14 @@ def _submitted_id(line: str) -> str:
 
 
 def _status(job_id: str, env: dict[str, str]) -> dict:
-    result = _cli("status", job_id, "--json", env=env)
+    result = cli("status", job_id, "--json", env=env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
 
 def test_run_attached_prints_the_id_first_then_the_outcome_and_passes_arguments_to_the_script(cluster, slow_job) -> None:
     env, _ = cluster
-    run = _cli("run", "-p", "2", str(slow_job), "6", env=env)
+    run = cli("run", "-p", "2", str(slow_job), "6", env=env)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     job_id = _submitted_id(lines[0])
@@ -109,12 +101,12 @@ def test_run_attached_prints_the_id_first_then_the_outcome_and_passes_arguments_
     assert "\x1b[" not in run.stdout  # not a terminal: plain lines, no redraw
     status = _status(job_id, env)
     assert status["status"] == "FINISHED" and status["num_tasks"] == 2  # -p 2: parallelism.default
-    listed = _cli("list", env=env)
+    listed = cli("list", env=env)
     assert listed.stdout.splitlines()[0].split() == ["JOB", "ID", "NAME", "STATUS", "START", "DURATION", "PARALLELISM"]
     assert any(line.startswith(job_id) and " FINISHED " in line for line in listed.stdout.splitlines())
-    assert any(job["job_id"] == job_id for job in json.loads(_cli("list", "--json", env=env).stdout))
+    assert any(job["job_id"] == job_id for job in json.loads(cli("list", "--json", env=env).stdout))
 
-    helped = _cli("run", str(slow_job), "--help", env=env)
+    helped = cli("run", str(slow_job), "--help", env=env)
     assert helped.returncode == 0 and "the script's own help" in helped.stdout and "['--help']" in helped.stdout
 
 
@@ -132,7 +124,7 @@ def test_run_shows_the_jobs_printed_lines_unless_no_print(cluster, tmp_path) -> 
     env, _ = cluster
     job = tmp_path / "printing.py"
     job.write_text(PRINT_JOB)
-    run = _cli("run", str(job), env=env)
+    run = cli("run", str(job), env=env)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert [line for line in lines if line in ("ALPHA", "BETA", "GAMMA")] == ["ALPHA", "BETA", "GAMMA"]
@@ -142,7 +134,7 @@ def test_run_shows_the_jobs_printed_lines_unless_no_print(cluster, tmp_path) -> 
     assert any(line.startswith("  Source: Collection Source -> Map -> Sink: Print to Std. Out [1]: FINISHED 1; records in ")
                for line in lines[finished:]), "\n".join(lines)
     assert not any(line.startswith("waiting for slots") for line in lines)
-    quiet = _cli("run", "--no-print", str(job), env=env)
+    quiet = cli("run", "--no-print", str(job), env=env)
     assert quiet.returncode == 0 and not {"ALPHA", "BETA", "GAMMA"} & set(quiet.stdout.splitlines())
 
 
@@ -178,15 +170,15 @@ def test_run_on_a_terminal_redraws_a_live_view(cluster, slow_job) -> None:
 def test_run_detached_returns_after_printing_the_id_and_cancel_of_an_ended_job_exits_1(cluster, slow_job) -> None:
     env, _ = cluster
     started = time.monotonic()
-    run = _cli("run", "-d", str(slow_job), "600", env=env)
+    run = cli("run", "-d", str(slow_job), "600", env=env)
     assert run.returncode == 0, run.stderr
     job_id = _submitted_id(run.stdout.splitlines()[0])
     assert "PROGRAM DONE" not in run.stdout and time.monotonic() - started < 30  # the job takes 60 s
     assert _status(job_id, env)["status"] in ("CREATED", "RUNNING")
-    cancelled = _cli("cancel", job_id, env=env)
+    cancelled = cli("cancel", job_id, env=env)
     assert cancelled.returncode == 0, cancelled.stderr
     assert cancelled.stdout.strip().endswith("CANCELED")
-    again = _cli("cancel", job_id, env=env)
+    again = cli("cancel", job_id, env=env)
     assert again.returncode == 1
     assert again.stderr.strip() == f"millstream: job {job_id} already CANCELED: nothing to cancel"
 
@@ -208,7 +200,7 @@ def test_ctrl_c_leaves_the_job_running_or_cancels_it_with_cancel_on_exit(cluster
             assert err.strip() == f"job {job_id} keeps running; `millstream cancel {job_id}`"
             time.sleep(1.0)
             assert _status(job_id, env)["status"] == "RUNNING"
-            assert _cli("cancel", job_id, env=env).returncode == 0
+            assert cli("cancel", job_id, env=env).returncode == 0
         else:
             assert err.strip() == f"job {job_id} cancelled"
             poll_for(lambda: _status(job_id, env)["status"] == "CANCELED", 30, what="the job to be cancelled")
@@ -222,11 +214,11 @@ def test_a_job_waiting_for_slots_says_so_in_list_status_and_run(cluster, slow_jo
     try:
         job_id = _submitted_id(run.stdout.readline().strip())
         wait = re.compile(r"waiting for slots: (\d) of 3 — add a TaskManager or lower parallelism; timeout in \d+:\d\d")
-        listed = poll_for(lambda: (lambda out: out if wait.search(out) else None)(_cli("list", env=env).stdout), 30,
+        listed = poll_for(lambda: (lambda out: out if wait.search(out) else None)(cli("list", env=env).stdout), 30,
                           what="list to show the slot wait")
         row = listed.splitlines().index(next(line for line in listed.splitlines() if line.startswith(job_id)))
         assert wait.fullmatch(listed.splitlines()[row + 1].strip())
-        assert wait.search(_cli("status", job_id, env=env).stdout)
+        assert wait.search(cli("status", job_id, env=env).stdout)
         assert _status(job_id, env)["slot_wait"]["slots_required"] == 3
         line = poll_for(lambda: (lambda text: text if wait.search(text) else None)(run.stdout.readline()), 30,
                         what="run to say the job waits")
@@ -234,14 +226,14 @@ def test_a_job_waiting_for_slots_says_so_in_list_status_and_run(cluster, slow_jo
     finally:
         run.kill()
         run.wait()
-    assert _cli("cancel", job_id, env=env).returncode == 0
+    assert cli("cancel", job_id, env=env).returncode == 0
 
 
 def test_an_exception_or_syntax_error_in_the_script_shows_the_users_traceback_only(cluster, tmp_path) -> None:
     env, _ = cluster
     bad = tmp_path / "bad.py"
     bad.write_text("def parse(text):\n    return int(text)\n\nparse('x')\n")
-    run = _cli("run", str(bad), env=env)
+    run = cli("run", str(bad), env=env)
     assert run.returncode == 1
     assert run.stderr.splitlines() == [
         "Traceback (most recent call last):",
@@ -251,7 +243,7 @@ def test_an_exception_or_syntax_error_in_the_script_shows_the_users_traceback_on
     ]
     syntax = tmp_path / "syntax.py"
     syntax.write_text("x = [1,\n")
-    run = _cli("run", str(syntax), env=env)
+    run = cli("run", str(syntax), env=env)
     assert run.returncode == 1 and "Traceback" not in run.stderr and "millstream" not in run.stderr
     assert f'File "{syntax}", line 1' in run.stderr and "SyntaxError" in run.stderr
 
@@ -269,10 +261,10 @@ def test_status_of_a_failed_job_shows_the_root_cause_and_its_remote_traceback(cl
         env.from_sequence(1, 3).map(explode).add_sink(lambda x: None)
         env.execute("failing")
     """))
-    run = _cli("run", str(job), env=env)
+    run = cli("run", str(job), env=env)
     assert run.returncode == 1
     job_id = run.stdout.splitlines()[0].rsplit(" ", 1)[1]
-    status = _cli("status", job_id, env=env)
+    status = cli("status", job_id, env=env)
     assert status.returncode == 0
     assert "Status:      FAILED" in status.stdout
     assert "Root cause: " in status.stdout and "no such key 1" in status.stdout
@@ -288,13 +280,13 @@ def test_every_command_says_no_jobmanager_in_one_line_within_3_s(tmp_path) -> No
     job_id = "00" * 16
     for command in (["list"], ["status", job_id], ["cancel", job_id], ["run", str(job), "3"], ["run", "-d", str(job), "3"]):
         started = time.monotonic()
-        result = _cli(*command, env=env, timeout=30)
+        result = cli(*command, env=env, timeout=30)
         elapsed = time.monotonic() - started
         assert (result.returncode, result.stderr, result.stdout) == (1, NO_JOBMANAGER.format(address=f"localhost:{port}") + "\n", ""), command
         assert elapsed < 3.0, f"{command}: {elapsed:.1f} s"
     for address in ("garbage", "localhost:70000", "local host:6123"):
         started = time.monotonic()
-        result = _cli("list", "--jobmanager", address, env=env, timeout=30)
+        result = cli("list", "--jobmanager", address, env=env, timeout=30)
         assert result.returncode == 1 and time.monotonic() - started < 3.0
         assert result.stderr.strip().splitlines() == [f"millstream: error: JobManager address: expected host:port, got {address!r}"]
 
@@ -358,13 +350,13 @@ def test_run_applies_job_level_options_and_refuses_cluster_ones(cluster, slow_jo
     (the cluster has the defaults: 300 s, no restarts, no checkpoints); a cluster option is refused."""
     env, _ = cluster
     started = time.monotonic()
-    run = _cli("run", "-p", "3", "-D", "slot.request.timeout=2 s", str(slow_job), "5", env=env)  # 3 slots on a 2-slot cluster
+    run = cli("run", "-p", "3", "-D", "slot.request.timeout=2 s", str(slow_job), "5", env=env)  # 3 slots on a 2-slot cluster
     assert run.returncode == 1 and "not enough slots" in run.stdout + run.stderr, run.stdout + run.stderr
     assert time.monotonic() - started < 60
 
     job = tmp_path / "fails_at_20.py"
     job.write_text(FAILS_AT_20)
-    run = _cli("run", "-D", "restart-strategy.type=fixed-delay", "-D", "restart-strategy.fixed-delay.attempts=2",
+    run = cli("run", "-D", "restart-strategy.type=fixed-delay", "-D", "restart-strategy.fixed-delay.attempts=2",
                "-D", "restart-strategy.fixed-delay.delay=100 ms", "-D", "execution.checkpointing.interval=200 ms",
                "-D", f"execution.checkpointing.dir={tmp_path / 'chk'}", str(job), env=env)
     assert run.returncode == 1, run.stdout + run.stderr
@@ -372,13 +364,13 @@ def test_run_applies_job_level_options_and_refuses_cluster_ones(cluster, slow_jo
     assert status["status"] == "FAILED" and status["num_restarts"] == 2
     assert status["checkpoints"]["interval_ms"] == 200 and status["checkpoints"]["directory"].startswith(str(tmp_path / "chk"))
 
-    jobs_before = len(json.loads(_cli("list", "--json", env=env).stdout))
+    jobs_before = len(json.loads(cli("list", "--json", env=env).stdout))
     for option in ("taskmanager.numberOfTaskSlots=4", "rest.port=9999"):
-        refused = _cli("run", "-D", option, str(slow_job), "1", env=env)
+        refused = cli("run", "-D", option, str(slow_job), "1", env=env)
         key = option.split("=")[0]
         assert refused.returncode == 2 and f"-D {key}: a cluster option, not a job's" in refused.stderr, refused.stderr
         assert "Job slow submitted" not in refused.stdout
-    assert len(json.loads(_cli("list", "--json", env=env).stdout)) == jobs_before
+    assert len(json.loads(cli("list", "--json", env=env).stdout)) == jobs_before
 
 
 def test_cluster_stop_also_stops_a_taskmanager_added_by_hand(cluster) -> None:
@@ -387,9 +379,9 @@ def test_cluster_stop_also_stops_a_taskmanager_added_by_hand(cluster) -> None:
     added = subprocess.Popen([sys.executable, "-m", "millstream.client.cli", "taskmanager", "--jobmanager", address,
                               "-Dtaskmanager.numberOfTaskSlots=1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        poll_for(lambda: "TaskManagers: 2" in _cli("cluster", "status", env=env).stdout, 120, interval=1.0,
+        poll_for(lambda: "TaskManagers: 2" in cli("cluster", "status", env=env).stdout, 120, interval=1.0,
                  what="the added TaskManager to register")
-        stopped = _cli("cluster", "stop", env=env, timeout=90)
+        stopped = cli("cluster", "stop", env=env, timeout=90)
         assert stopped.stdout.strip() == "Cluster stopped."
         added.wait(timeout=30)
         assert process_identity(added.pid) is None

@@ -1,51 +1,25 @@
 """A real JobManager and TaskManagers (in-process gRPC servers, one shared Spark) running jobs."""
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 
 import grpc
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.client.execution import JobExecutionException
 from millstream.client.minicluster import MiniCluster
 from millstream.datastream import MapFunction, RuntimeContext, StreamExecutionEnvironment
-from millstream.datastream.functions import ParallelSourceFunction
+
 from millstream.runtime.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import all_slots_free, fast_config, job_status, jobmanager_env, poll_for
-
-# Functions and classes of this module run on TaskManagers, which cannot import test modules.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec, all_slots_free, fast_config, job_status, jobmanager_env, poll_for
+from .jobs import ParallelEndless
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    host = SparkHost(slots=4, tasks_per_slot=4)
-    host.start()
-    yield host
-    host.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster(spark):
-    """Two TaskManagers with two slots each."""
-    with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:  # starts one TaskManager
-        mc.add_task_manager()
-        yield mc
-
-
-@pytest.fixture
-def client(cluster):
-    with ClusterClient(cluster.address) as c:
-        yield c
+CLUSTER = ClusterSpec(taskmanagers=2)  # two TaskManagers with two slots each
 
 
 class Tagged(MapFunction):
@@ -104,25 +78,10 @@ def test_a_failing_task_fails_the_job_with_the_users_traceback(cluster, client) 
     poll_for(lambda: all_slots_free(client), 10, what="slots to be freed")
 
 
-class Endless(ParallelSourceFunction):  # one per subtask: the tests fill every slot
-    def __init__(self) -> None:
-        self.running = True
-
-    def run(self, ctx) -> None:
-        i = 0
-        while self.running:
-            ctx.collect(i)
-            i += 1
-            time.sleep(0.01)
-
-    def cancel(self) -> None:
-        self.running = False
-
-
 def _submit_endless(client: ClusterClient, parallelism: int, name: str) -> bytes:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
-    env.add_source(Endless()).map(lambda x: x).add_sink(lambda x: None)
+    env.add_source(ParallelEndless()).map(lambda x: x).add_sink(lambda x: None)
     return client.submit(env.get_job_graph(name).proto)
 
 
@@ -217,7 +176,7 @@ def test_an_undecodable_job_graph_is_rejected(client) -> None:
 
 def test_a_running_job_id_cannot_be_submitted_twice_but_a_retry_is_idempotent(client) -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
-    env.add_source(Endless()).add_sink(lambda x: None)
+    env.add_source(ParallelEndless()).add_sink(lambda x: None)
     graph = env.get_job_graph("dup").proto
     first = _submit_raw(client, graph, submission_id="retry-me")
     again = client._stub.SubmitJob(

@@ -3,11 +3,9 @@ backpressures the collect sinks, results pulled in bounded chunks, summary-only 
 a close whose cancel fails raising instead of staying silent."""
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
@@ -15,31 +13,14 @@ from millstream.client.execution import JobCancellationException
 from millstream.client.minicluster import MiniCluster
 from millstream.common import Configuration
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import fast_config, jobmanager_env, poll_for
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec, fast_config, jobmanager_env, poll_for
 
 pytestmark = pytest.mark.timeout(300)
 
 BUFFER_BYTES = 256 * 1024  # per job in the JobManager: far below what 2 M records need
+CLUSTER = ClusterSpec(tasks_per_slot=2, options={"millstream.collect.buffer-size": f"{BUFFER_BYTES}", "jobstore.max-capacity": "2"})
 CHUNK = "64 kb"  # what the client pulls per request
-
-
-@pytest.fixture(scope="module")
-def spark():
-    host = SparkHost(slots=2, tasks_per_slot=2)
-    host.start()
-    yield host
-    host.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster(spark):
-    config = fast_config(**{"millstream.collect.buffer-size": f"{BUFFER_BYTES}", "jobstore.max-capacity": "2"})
-    with MiniCluster(config, num_slots=2, spark=spark) as mc:
-        yield mc
 
 
 def _env(parallelism: int = 2) -> StreamExecutionEnvironment:

@@ -5,11 +5,9 @@ import collections
 import os
 import sys
 
-import cloudpickle
 import pytest
 
 from millstream.client.execution import JobExecutionException
-from millstream.client.minicluster import MiniCluster
 from millstream.common import Types, WatermarkStrategy
 from millstream.datastream import (
     KeyedProcessFunction,
@@ -21,25 +19,13 @@ from millstream.datastream import (
 from millstream.datastream.connectors.file_system import FileSink, FileSource, StreamFormat
 from millstream.common.time import Time
 from millstream.datastream.state import StateTtlConfig, ValueStateDescriptor
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import fast_config, jobmanager_env
-
-# Functions and classes of this module run on TaskManagers, which cannot import test modules.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec
 
 pytestmark = pytest.mark.timeout(180)
+CLUSTER = ClusterSpec(taskmanagers=2, jobmanager_env=True)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with SparkHost(slots=4, tasks_per_slot=4) as spark:
-        with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:  # starts one TaskManager
-            mc.add_task_manager()
-            with jobmanager_env(mc.address):
-                yield mc
 
 
 @pytest.fixture(scope="module")

@@ -3,33 +3,19 @@ watermarks cross task boundaries, and event-time timers fire while the job runs,
 passes them, not only at the final watermark. Expected outputs are computed here independently."""
 from __future__ import annotations
 
-import sys
 
-import cloudpickle
 import pytest
 
-from millstream.client.minicluster import MiniCluster
 from millstream.common import Duration, WatermarkStrategy
 from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.datastream import KeyedProcessFunction, ProcessFunction, StreamExecutionEnvironment, TimeDomain
 from millstream.datastream.connectors.datagen import DataGeneratorSource
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import fast_config, jobmanager_env
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec
 
 pytestmark = pytest.mark.timeout(180)
+CLUSTER = ClusterSpec(taskmanagers=2, jobmanager_env=True)
 LONG_MAX = 2**63 - 1
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with SparkHost(slots=4, tasks_per_slot=4) as spark:
-        with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:
-            mc.add_task_manager()
-            with jobmanager_env(mc.address):
-                yield mc
 
 
 class EventTime(TimestampAssigner):

@@ -3,24 +3,10 @@ with their exact output. The PyFlink-shaped ones cover named rows, keyed state, 
 the file connectors."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from .harness import run_example
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
-
-
-def run_example(name: str, *args: str, timeout: float = 240) -> list[str]:
-    env = dict(os.environ)
-    env.pop("MILLSTREAM_JOBMANAGER", None)
-    proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.splitlines()
 
 
 def test_basic_operations_on_named_rows() -> None:

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
@@ -31,30 +29,10 @@ from millstream.datastream.connectors.file_system import FileSink
 from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.runtime.execution_state import JobStatus
 
-from .harness import all_slots_free, ancestors, poll_for, spawn_module, stop_processes
-from .test_checkpoints import HEARTBEATS, KEYS, FailWhenMarked, assert_exactly_once, ended, visible_lines
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import all_slots_free, ancestors, poll_for, ProcessCluster
+from .jobs import KEYS, FailWhenMarked, Throttle, assert_exactly_once, ended, failover_job, visible_lines
 
 pytestmark = pytest.mark.timeout(400)
-
-
-class Throttle(MapFunction):
-    """Sleeps ``pause_s`` per record while ``marker`` exists (looked at every 256 records)."""
-
-    def __init__(self, marker: str, pause_s: float) -> None:
-        self.marker, self.pause_s = marker, pause_s
-
-    def open(self, runtime_context) -> None:
-        self.seen, self.slow = 0, True
-
-    def map(self, value):
-        if self.seen % 256 == 0:
-            self.slow = os.path.exists(self.marker)
-        self.seen += 1
-        if self.slow:
-            time.sleep(self.pause_s)
-        return value
 
 
 class Witness(MapFunction):
@@ -79,85 +57,15 @@ class Witness(MapFunction):
         self._path("closed").write_text(str(os.getpid()))
 
 
-def failover_job(env: StreamExecutionEnvironment, out: Path, count: int, before: list[MapFunction],
-                 after: list[MapFunction]) -> None:
-    """test_checkpoints.counting_job with functions in the source chain (``before`` the keyed
-    exchange) and in the sink chain (``after`` the running count)."""
-    stream = env.from_source(DataGeneratorSource(lambda i: i, count), WatermarkStrategy.no_watermarks(), "numbers")
-    for function in before:
-        stream = stream.map(function)
-    counted = (stream.map(lambda i: (i % KEYS, 1))
-               .key_by(lambda t: t[0])
-               .reduce(lambda a, b: (a[0], a[1] + b[1])))
-    for function in after:
-        counted = counted.map(function)
-    (counted.map(lambda t: f"{t[0]},{t[1]}")
-        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
-
-
-def throttled_failover_graph(name: str, out: Path, count: int, marker: str | None, pause_s: float,
-                             before: Sequence[MapFunction] = (), after: Sequence[MapFunction] = (),
-                             restarts: int = 20, delay_ms: int = 500) -> Any:
-    """The JobGraph of :func:`failover_job` at parallelism 2, checkpointing every 300 ms with a
-    fixed-delay restart strategy, pausing ``pause_s`` per record while ``marker`` (a path as the
-    tasks see it) exists, then ``before``."""
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    env.enable_checkpointing(300)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, delay_ms))
-    throttle = [Throttle(marker, pause_s)] if marker is not None else []
-    failover_job(env, out, count, [*throttle, *before], list(after))
-    return env.get_job_graph(name)
-
-
 # -- the cluster: one JobManager for the module, TaskManagers started as the tests need them ----
-
-class ProcessCluster:
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.checkpoints = directory / "checkpoints"
-        self.jobmanager: Any = None
-        self.taskmanagers: list[Any] = []
-        self.address = ""
-        self._started = 0
-
-    def start(self) -> None:
-        ready = self.directory / "jm.address"
-        self.jobmanager = spawn_module(
-            ["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
-             f"-Dexecution.checkpointing.dir={self.checkpoints}", *HEARTBEATS], self.directory / "jobmanager.log")
-        self.address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
-
-    def alive(self) -> list[Any]:
-        return [tm for tm in self.taskmanagers if tm.poll() is None]
-
-    def ensure_taskmanagers(self, client: ClusterClient, n: int) -> list[Any]:
-        """Starts TaskManagers (2 slots each) until ``n`` run, and waits until exactly the live ones are registered."""
-        for _ in range(n - len(self.alive())):
-            self.taskmanagers.append(spawn_module(
-                ["millstream.taskmanager.taskmanager", "--jobmanager", self.address, "-Dtaskmanager.numberOfTaskSlots=2",
-                 "-Dmillstream.spark.tasks-per-slot=3", *HEARTBEATS], self.directory / f"taskmanager-{self._started}.log"))
-            self._started += 1
-        live = self.alive()
-        poll_for(lambda: client.overview().taskmanagers == len(live) and all_slots_free(client), 240, interval=0.5,
-                 what=f"{len(live)} registered TaskManagers with free slots")
-        return live
-
-    def stop(self) -> None:
-        stop_processes([p for p in [self.jobmanager, *self.taskmanagers] if p is not None])
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[ProcessCluster]:
-    c = ProcessCluster(tmp_path_factory.mktemp("failover-cluster"))
-    try:
-        c.start()
+    """One JobManager for the module; TaskManagers (2 slots each) started as the tests need them."""
+    directory = tmp_path_factory.mktemp("failover-cluster")
+    with ProcessCluster(directory, tasks_per_slot=3,
+                        jobmanager_options={"execution.checkpointing.dir": str(directory / "checkpoints")}) as c:
         yield c
-    finally:
-        for tm in c.taskmanagers:  # a paused one would not stop
-            if tm.poll() is None:
-                os.kill(tm.pid, signal.SIGCONT)
-        c.stop()
 
 
 def host_of(pid: int, taskmanagers: list[Any]) -> Any:
@@ -192,7 +100,7 @@ def test_five_failures_in_one_run_task_exceptions_and_kill_9_of_task_managers_le
     markers = [tmp_path / f"fail-{i}" for i, kind in enumerate(FAILURES) if kind == "exception"]
     count = 120_000
     with ClusterClient(cluster.address) as client:
-        taskmanagers = cluster.ensure_taskmanagers(client, 3)  # 3 x 2 slots: the job (2 slots) survives two kills
+        taskmanagers = cluster.ensure_taskmanagers(3)  # 3 x 2 slots: the job (2 slots) survives two kills
         started = time.monotonic()
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(2)
@@ -278,7 +186,7 @@ def test_a_task_manager_paused_past_the_heartbeat_timeout_comes_back_fenced_its_
     slow.touch()
     count = 60_000
     with ClusterClient(cluster.address) as client:
-        taskmanagers = cluster.ensure_taskmanagers(client, 2)  # the job takes one slot: it fits on either
+        taskmanagers = cluster.ensure_taskmanagers(2)  # the job takes one slot: it fits on either
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(1)
         env.enable_checkpointing(300)
@@ -349,7 +257,7 @@ def test_fixed_delay_with_checkpoints_gives_up_after_its_attempts_failed_with_th
     slow = tmp_path / "slow"
     slow.touch()  # kept: each attempt runs about 1.5 s before it fails, time for checkpoints
     with ClusterClient(cluster.address) as client:
-        cluster.ensure_taskmanagers(client, 1)
+        cluster.ensure_taskmanagers(1)
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(1)
         env.enable_checkpointing(100)
@@ -400,7 +308,7 @@ def test_kill_9_of_a_task_manager_under_an_event_time_window_job_leaves_exactly_
     slow.touch()
     count = 40_000
     with ClusterClient(cluster.address) as client:
-        taskmanagers = cluster.ensure_taskmanagers(client, 2)  # the job takes two slots: one TaskManager can host it
+        taskmanagers = cluster.ensure_taskmanagers(2)  # the job takes two slots: one TaskManager can host it
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(2)
         env.enable_checkpointing(300)

@@ -3,7 +3,7 @@ standby takes over and recovers the job from its latest completed checkpoint, an
 exactly-once FileSink ends up holding every input exactly once. Also twice in a row (two
 standbys), and while a checkpoint is pending (it is abandoned; its id is never used again).
 
-Real processes throughout (test_ha_faults' Cluster: a ZooKeeper server, HA JobManagers, here two
+Real processes throughout (ha.py's HaCluster: a ZooKeeper server, HA JobManagers, here two
 HA TaskManagers with one slot each, so the job's keyed exchange crosses processes; real gRPC and
 Spark). The job is test_failover's keyed running count: source -> Throttle (slow while a marker
 file exists, so the job cannot end before the test lets it) -> keyed count -> FileSink.
@@ -16,28 +16,24 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
-import cloudpickle
 import pytest
 
 from millstream.datastream import MapFunction
 from millstream.runtime.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 
+from .ha import HaCluster, JobManagerProcess, checkpointing_since_restore, finished, status_of, submit, summary_at
 from .harness import poll_for
-from .test_checkpoints import assert_exactly_once
-from .test_ha_faults import Cluster, checkpointing_since_restore, finished, status_of, submit, summary_at
-from .test_ha_jobmanager import JobManagerProcess
-from .zookeeper import zookeeper_unavailable
+from .jobs import assert_exactly_once
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 pytestmark = pytest.mark.timeout(400)
+HA_CLUSTER = {"taskmanagers": 2, "slots": 1}  # the job's keyed exchange crosses processes
 
 # Slow phase: ~2 ms a record and source subtask, ~900 records/s in all, so 100,000 records take
 # well over a minute. A source emits 1,024-record batches and takes a barrier only between two,
@@ -63,18 +59,6 @@ class Stall(MapFunction):
                 time.sleep(0.02)
         self.seen += 1
         return value
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    reason = zookeeper_unavailable()
-    if reason:
-        pytest.skip(reason)
-    c = Cluster(tmp_path_factory.mktemp("ha-failover"), taskmanagers=2, slots=1)
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 class CommittedLines:
@@ -127,8 +111,8 @@ def log_offset(jm: JobManagerProcess) -> int:
     return jm.log_path.stat().st_size
 
 
-def leading(cluster: Cluster) -> JobManagerProcess:
-    return poll_for(lambda: next((jm for jm in cluster.jobmanagers if jm.leads()), None), 60, 0.1, "a leader")
+def leading(ha_cluster: HaCluster) -> JobManagerProcess:
+    return poll_for(lambda: next((jm for jm in ha_cluster.jobmanagers if jm.leads()), None), 60, 0.1, "a leader")
 
 
 def checkpoints_at_least(jm: JobManagerProcess, job_id: bytes, n: int) -> Optional[cpb.JobSummary]:
@@ -153,7 +137,7 @@ class Recovery:
     new_offset: int             # the new leader's log offset at the kill
 
 
-def kill_leader_and_recover(cluster: Cluster, leader: JobManagerProcess, since: int, job_id: bytes,
+def kill_leader_and_recover(ha_cluster: HaCluster, leader: JobManagerProcess, since: int, job_id: bytes,
                             out: Path, after_kill: Optional[Path] = None) -> Recovery:
     """``kill -9`` of ``leader`` (its log read from offset ``since`` on); ``after_kill``: a marker
     deleted right after the kill. Waits until the job restored at a new leader and its new output is
@@ -162,7 +146,7 @@ def kill_leader_and_recover(cluster: Cluster, leader: JobManagerProcess, since: 
     before = summary_at(leader, job_id)
     assert before is not None and before.checkpoints.last_completed_id >= 1, before
     committed = CommittedLines(out)
-    survivors = [jm for jm in cluster.jobmanagers if jm is not leader]
+    survivors = [jm for jm in ha_cluster.jobmanagers if jm is not leader]
     offsets = {id(jm): log_offset(jm) for jm in survivors}
     leader.kill()
     killed_at = time.monotonic()
@@ -219,13 +203,13 @@ def finish(jm: JobManagerProcess, job_id: bytes, slow: Path, out: Path) -> None:
     assert_exactly_once(out, COUNT)
 
 
-def start_job(cluster: Cluster, jobmanagers: int, name: str, tmp_path: Path,
+def start_job(ha_cluster: HaCluster, jobmanagers: int, name: str, tmp_path: Path,
               stall: Optional[Path] = None) -> tuple[JobManagerProcess, int, bytes, Path, Path]:
     """The job submitted to the leader of ``jobmanagers`` JobManagers once every slot is free there;
     returns the leader, its log offset before the job, the job id, the output and slow marker."""
-    cluster.ensure_jobmanagers(jobmanagers)
-    leader = leading(cluster)
-    cluster.wait_for_slots(leader)
+    ha_cluster.ensure_jobmanagers(jobmanagers)
+    leader = leading(ha_cluster)
+    ha_cluster.wait_for_slots(leader)
     out, slow = tmp_path / "out", tmp_path / "slow"
     slow.touch()
     since = log_offset(leader)
@@ -234,34 +218,34 @@ def start_job(cluster: Cluster, jobmanagers: int, name: str, tmp_path: Path,
 
 
 def test_kill_9_of_the_leader_the_standby_recovers_the_job_from_its_latest_checkpoint_exactly_once(
-        cluster: Cluster, tmp_path: Path) -> None:
-    leader, since, job_id, out, slow = start_job(cluster, 2, "leader killed", tmp_path)
+        ha_cluster: HaCluster, tmp_path: Path) -> None:
+    leader, since, job_id, out, slow = start_job(ha_cluster, 2, "leader killed", tmp_path)
     poll_for(lambda: checkpoints_at_least(leader, job_id, 2), 120, 0.2, "two checkpoints at the leader")
     poll_for(CommittedLines(out), 60, 0.1, "committed output before the kill")
-    recovery = kill_leader_and_recover(cluster, leader, since, job_id, out)
+    recovery = kill_leader_and_recover(ha_cluster, leader, since, job_id, out)
     report("kill -9 of the leader", recovery)
     finish(recovery.new_leader, job_id, slow, out)
 
 
 def test_the_leader_killed_twice_in_a_row_with_two_standbys_the_output_is_exactly_once(
-        cluster: Cluster, tmp_path: Path) -> None:
-    leader, since, job_id, out, slow = start_job(cluster, 3, "leader killed twice", tmp_path)
+        ha_cluster: HaCluster, tmp_path: Path) -> None:
+    leader, since, job_id, out, slow = start_job(ha_cluster, 3, "leader killed twice", tmp_path)
     poll_for(lambda: checkpoints_at_least(leader, job_id, 1), 120, 0.2, "a checkpoint at the leader")
     restored = []
     for round_ in (1, 2):
-        recovery = kill_leader_and_recover(cluster, leader, since, job_id, out)
+        recovery = kill_leader_and_recover(ha_cluster, leader, since, job_id, out)
         report(f"kill -9 of the leader, {round_} of 2", recovery)
         restored.append(recovery.summary.checkpoints.latest_restored_id)
         leader, since = recovery.new_leader, recovery.new_offset
     assert restored[1] > restored[0]  # the second recovery starts from a checkpoint of the first new leader
-    assert len([jm for jm in cluster.jobmanagers if jm.proc.poll() is None]) == 1
+    assert len([jm for jm in ha_cluster.jobmanagers if jm.proc.poll() is None]) == 1
     finish(leader, job_id, slow, out)
 
 
 def test_the_leader_killed_during_a_checkpoint_the_pending_one_is_abandoned_and_its_id_never_reused(
-        cluster: Cluster, tmp_path: Path) -> None:
+        ha_cluster: HaCluster, tmp_path: Path) -> None:
     stall = tmp_path / "stall"
-    leader, since, job_id, out, slow = start_job(cluster, 2, "leader killed during a checkpoint", tmp_path, stall)
+    leader, since, job_id, out, slow = start_job(ha_cluster, 2, "leader killed during a checkpoint", tmp_path, stall)
     before = poll_for(lambda: checkpoints_at_least(leader, job_id, 1), 120, 0.2, "a checkpoint at the leader")
     # The keyed count's tasks stall: the sources take the next barrier and acknowledge it, the
     # stalled tasks never do, so that checkpoint stays pending until the kill.
@@ -279,7 +263,7 @@ def test_the_leader_killed_during_a_checkpoint_the_pending_one_is_abandoned_and_
     pending = poll_for(stuck, 120, 0.1, "a checkpoint pending behind the stalled tasks, acknowledged by some")
     assert pending > before.checkpoints.last_completed_id
     chk = Path(before.checkpoints.directory) / f"chk-{pending}"
-    recovery = kill_leader_and_recover(cluster, leader, since, job_id, out, after_kill=stall)
+    recovery = kill_leader_and_recover(ha_cluster, leader, since, job_id, out, after_kill=stall)
     report("kill -9 of the leader during a checkpoint", recovery)
     assert pending in recovery.dead.pending, recovery.dead  # it was still pending when the leader died
     assert recovery.summary.checkpoints.latest_restored_id < pending

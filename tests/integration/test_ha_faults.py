@@ -22,167 +22,44 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional
 
-import cloudpickle
 import grpc
 import pytest
 
-from millstream.datastream import MapFunction
-from millstream.runtime.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
-from millstream.runtime.ha import create_ha_services
+from millstream.runtime.execution_state import JobStatus
 from millstream.runtime.ha.checkpoints import CHECKPOINTS_NODE
 from millstream.runtime.ha.job_stores import JOB_GRAPHS_NODE, JOB_RESULT_STORE_DIR
 
-from .harness import poll_for, spawn_module, stop_processes
-from .test_checkpoints import assert_exactly_once, visible_lines
-from .test_failover import throttled_failover_graph
-from .test_ha_jobmanager import SESSION_TIMEOUT_S, JobManagerProcess, _leader
-from .test_ha_taskmanager import HEARTBEATS, cli, fenced_call, taskmanager_address
-from .zookeeper import ZooKeeperServer, ha_config, zookeeper_unavailable
+from .ha import (SESSION_TIMEOUT_S, HaCluster, JobManagerProcess, checkpointing_since_restore, current_leader, fenced_call,
+                 finished, status_of, submit, summary_at, timed_cli)
+from .harness import poll_for
+from .jobs import assert_exactly_once, visible_lines
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 pytestmark = pytest.mark.timeout(300)
 
-PAUSE_S = 0.005  # per record and source subtask while the slow marker exists: ~400 records/s in all
 
-
-class Cluster:
-    """ZooKeeper, two HA JobManagers and HA TaskManagers (by default one with 4 slots) for the whole module."""
-
-    def __init__(self, directory: Path, taskmanagers: int = 1, slots: int = 4) -> None:
-        self.directory = directory
-        self.slots_total = taskmanagers * slots
-        self.zookeeper = ZooKeeperServer(directory / "zookeeper")
-        self.zookeeper.start()
-        self.options = {k: str(v) for k, v in ha_config(self.zookeeper, directory / "ha").to_dict().items()}
-        self.options.update({
-            "high-availability.zookeeper.client.session-timeout": f"{SESSION_TIMEOUT_S:.0f} s",
-            "jobmanager.rpc.address": "127.0.0.1",
-            "jobmanager.rpc.port": "0",
-            "execution.checkpointing.dir": str(directory / "checkpoints"),
-            **dict(flag[2:].split("=", 1) for flag in HEARTBEATS),
-        })
-        self.conf = cfg.Configuration.from_dict(self.options)
-        self.storage = Path(self.options[cfg.HA_STORAGE_DIR.key])
-        self.jobmanagers: list[JobManagerProcess] = []
-        self._started = 0
-        self.ensure_jobmanagers()
-        logs = [directory / ("taskmanager.log" if i == 0 else f"taskmanager-{i}.log") for i in range(taskmanagers)]
-        self.taskmanagers = [spawn_module(["millstream.taskmanager.taskmanager", f"-Dtaskmanager.numberOfTaskSlots={slots}",
-                                           "-Dmillstream.spark.tasks-per-slot=3", *HEARTBEATS,
-                                           *[f"-D{k}={v}" for k, v in self.options.items() if k.startswith("high-")]],
-                                          log) for log in logs]
-        self.taskmanager, self.tm_log = self.taskmanagers[0], logs[0]
-        self.tm_addresses = [taskmanager_address(log) for log in logs]
-        self.tm_address = self.tm_addresses[0]
-
-    def ensure_jobmanagers(self, n: int = 2) -> None:
-        """``n`` live JobManagers (a test may have killed some)."""
-        self.jobmanagers = [jm for jm in self.jobmanagers if jm.proc.poll() is None]
-        while len(self.jobmanagers) < n:
-            self.jobmanagers.append(JobManagerProcess(self.directory, f"jm{self._started}", self.options))
-            self._started += 1
-
-    def leader_and_standby(self, timeout: float = 60) -> tuple[JobManagerProcess, JobManagerProcess]:
-        leader = poll_for(lambda: next((jm for jm in self.jobmanagers if jm.leads()), None), timeout, 0.1, "a leader")
-        return leader, next(jm for jm in self.jobmanagers if jm is not leader)
-
-    def wait_for_slots(self, leader: JobManagerProcess, free: Optional[int] = None) -> None:
-        """Every TaskManager registered at ``leader`` with ``free`` (default: all) slots free."""
-        free = self.slots_total if free is None else free
-
-        def ready() -> bool:
-            overview = leader.dispatcher.GetClusterOverview(cpb.Empty(), timeout=5)
-            return overview.slots_total == self.slots_total and overview.slots_available >= free
-        poll_for(ready, 240, 0.5, f"the TaskManagers' {free} free slots at the leader {leader.address}")
-
-    def zk(self) -> Any:
-        """A ZooKeeper connection of the test's own, to look at what the JobManagers stored."""
-        return create_ha_services(self.conf, name="test-observer")
-
-    def stop(self) -> None:
-        for jm in self.jobmanagers:
-            if jm.proc.poll() is None:
-                os.kill(jm.proc.pid, signal.SIGCONT)  # a paused one would not stop
-            jm.stop()
-        stop_processes(self.taskmanagers)
-        self.zookeeper.kill()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    reason = zookeeper_unavailable()
-    if reason:
-        pytest.skip(reason)
-    c = Cluster(tmp_path_factory.mktemp("ha-faults"))
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
-def submit(jm: JobManagerProcess, name: str, out: Path, count: int, slow: Optional[Path],
-           pause_s: float = PAUSE_S, after: Sequence[MapFunction] = ()) -> bytes:
-    """test_failover's job (``after``: functions after the keyed count), slow while ``slow`` exists."""
-    graph = throttled_failover_graph(name, out, count, str(slow) if slow is not None else None, pause_s, after=after,
-                                     delay_ms=200)
-    request = cpb.SubmitJobRequest(submission_id=name, job_graph=graph.proto.SerializeToString())
-    return bytes(jm.dispatcher.SubmitJob(request, timeout=30).job_id)
-
-
-def summary_at(jm: JobManagerProcess, job_id: bytes) -> Optional[cpb.JobSummary]:
-    """The job as ``jm`` sees it; None while ``jm`` does not answer as the leader."""
-    try:
-        return jm.dispatcher.GetJobStatus(cpb.JobIdRequest(job_id=job_id), timeout=5)
-    except grpc.RpcError as exc:
-        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DEADLINE_EXCEEDED):
-            return None
-        raise
-
-
-def status_of(summary: cpb.JobSummary) -> JobStatus:
-    return JobStatus.from_proto(summary.status)
-
-
-def checkpointing_since_restore(jm: JobManagerProcess, job_id: bytes, restored: bool) -> Optional[cpb.JobSummary]:
-    """The job runs at ``jm`` and completed a checkpoint there (after the one it restored, if ``restored``)."""
-    summary = summary_at(jm, job_id)
-    if summary is None or status_of(summary) is not JobStatus.RUNNING:
-        return None
-    c = summary.checkpoints
-    if restored and c.latest_restored_id < 1:
-        return None
-    return summary if c.num_completed >= 1 and c.last_completed_id > max(c.latest_restored_id, 0) else None
-
-
-def finished(jm: JobManagerProcess, job_id: bytes) -> Optional[cpb.JobSummary]:
-    summary = summary_at(jm, job_id)
-    return summary if summary is not None and status_of(summary).is_terminal() else None
-
-
-def checkpoint_pointers(cluster: Cluster, job_id: bytes) -> dict[int, int]:
+def checkpoint_pointers(ha_cluster: HaCluster, job_id: bytes) -> dict[int, int]:
     """Checkpoint id -> number of locks on its pointer, as ZooKeeper holds them now."""
-    with cluster.zk() as services:
+    with ha_cluster.zk() as services:
         zk, root = services.client.kazoo, services.client.path(CHECKPOINTS_NODE, job_id.hex())
         if zk.exists(root) is None:
             return {}
         return {int(name): len(zk.get_children(f"{root}/{name}/locks")) for name in zk.get_children(root)}
 
 
-def job_results(cluster: Cluster, job_id: bytes) -> list[str]:
-    directory = cluster.storage / cluster.options[cfg.HA_CLUSTER_ID.key].strip("/") / JOB_RESULT_STORE_DIR
+def job_results(ha_cluster: HaCluster, job_id: bytes) -> list[str]:
+    directory = ha_cluster.storage / ha_cluster.options[cfg.HA_CLUSTER_ID.key].strip("/") / JOB_RESULT_STORE_DIR
     return sorted(p.name for p in directory.glob(f"{job_id.hex()}*")) if directory.is_dir() else []
 
 
-def stored_job_graph(cluster: Cluster, job_id: bytes) -> Optional[dict[str, Any]]:
-    with cluster.zk() as services:
+def stored_job_graph(ha_cluster: HaCluster, job_id: bytes) -> Optional[dict[str, Any]]:
+    with ha_cluster.zk() as services:
         zk = services.client.kazoo
         path = services.client.path(JOB_GRAPHS_NODE, job_id.hex())
         return json.loads(zk.get(path)[0]) if zk.exists(path) is not None else None
@@ -200,15 +77,15 @@ def refused_as_not_leader(jm: JobManagerProcess) -> Optional[str]:
 
 
 def test_a_leader_paused_past_its_session_is_replaced_and_once_resumed_its_fenced_calls_do_nothing(
-        cluster: Cluster, tmp_path: Path) -> None:
-    cluster.ensure_jobmanagers()
-    old, standby = cluster.leader_and_standby()
-    cluster.wait_for_slots(old)
+        ha_cluster: HaCluster, tmp_path: Path) -> None:
+    ha_cluster.ensure_jobmanagers()
+    old, standby = ha_cluster.leader_and_standby()
+    ha_cluster.wait_for_slots(old)
     out, slow, count = tmp_path / "out", tmp_path / "slow", 40_000
     slow.touch()
     job_id = submit(old, "paused leader", out, count, slow)
     poll_for(lambda: checkpointing_since_restore(old, job_id, restored=False), 120, 0.2, "checkpoints at the leader")
-    old_leader = _leader(cluster.options)
+    old_leader = current_leader(ha_cluster.options)
     assert old_leader.address == old.address
 
     os.kill(old.proc.pid, signal.SIGSTOP)
@@ -224,7 +101,7 @@ def test_a_leader_paused_past_its_session_is_replaced_and_once_resumed_its_fence
     print(f"SIGSTOP of the leader: standby leads after {took_over:.1f} s, the job runs there and checkpointed "
           f"after {running:.1f} s (restored checkpoint {summary.checkpoints.latest_restored_id})")
     assert old.proc.poll() is None
-    new_leader = _leader(cluster.options)
+    new_leader = current_leader(ha_cluster.options)
     assert new_leader.address == standby.address and new_leader.session_id != old_leader.session_id
 
     # Resumed, the old leader learns it is deposed: its clients are sent to the leader.
@@ -232,28 +109,28 @@ def test_a_leader_paused_past_its_session_is_replaced_and_once_resumed_its_fence
     assert details == f"JobManager {old.address} is not the leader"
     assert "lost its leadership" in old.log_path.read_text(errors="replace")
     # The TaskManager refuses whatever the old leader's session sends; it serves the new one.
-    refused = fenced_call(cluster.tm_address, str(old_leader.session_id))
+    refused = fenced_call(ha_cluster.tm_address, str(old_leader.session_id))
     assert refused is not None and refused.code() is grpc.StatusCode.FAILED_PRECONDITION, refused
     assert refused.details().startswith("fenced: ") and str(new_leader.session_id) in refused.details()
-    assert fenced_call(cluster.tm_address, str(new_leader.session_id)) is None
+    assert fenced_call(ha_cluster.tm_address, str(new_leader.session_id)) is None
 
     # HA storage holds only what the new leader wrote: its latest checkpoint, locked by it alone
     # (num-retained 1: a pointer the old leader added would stay, unknown to the new leader), no
     # job result, and the job graph.
     def pointers_are_the_new_leaders() -> bool:
         summary = summary_at(standby, job_id)
-        pointers = checkpoint_pointers(cluster, job_id)
+        pointers = checkpoint_pointers(ha_cluster, job_id)
         return summary is not None and pointers == {summary.checkpoints.last_completed_id: 1}
     poll_for(pointers_are_the_new_leaders, 30, 0.2, "ZooKeeper's checkpoint pointers to be the new leader's only")
-    assert job_results(cluster, job_id) == []
-    assert stored_job_graph(cluster, job_id) is not None
+    assert job_results(ha_cluster, job_id) == []
+    assert stored_job_graph(ha_cluster, job_id) is not None
     assert status_of(summary_at(standby, job_id)) is JobStatus.RUNNING  # type: ignore[arg-type]
 
     slow.unlink()
     summary = poll_for(lambda: finished(standby, job_id), 240, 0.5, "the job to end")
     assert status_of(summary) is JobStatus.FINISHED, summary.failure.message
     assert_exactly_once(out, count)
-    poll_for(lambda: job_results(cluster, job_id) == [f"{job_id.hex()}.json"], 30, 0.2, "the job's clean result")
+    poll_for(lambda: job_results(ha_cluster, job_id) == [f"{job_id.hex()}.json"], 30, 0.2, "the job's clean result")
     assert old.proc.poll() is None and refused_as_not_leader(old)  # a standby now
 
 
@@ -261,33 +138,33 @@ def test_a_leader_paused_past_its_session_is_replaced_and_once_resumed_its_fence
 
 
 def test_zookeeper_restarted_or_down_past_the_session_timeout_suspends_the_job_and_it_resumes_exactly_once(
-        cluster: Cluster, tmp_path: Path) -> None:
-    cluster.ensure_jobmanagers()
-    leader, _ = cluster.leader_and_standby()
-    cluster.wait_for_slots(leader)
+        ha_cluster: HaCluster, tmp_path: Path) -> None:
+    ha_cluster.ensure_jobmanagers()
+    leader, _ = ha_cluster.leader_and_standby()
+    ha_cluster.wait_for_slots(leader)
     out, slow, count = tmp_path / "out", tmp_path / "slow", 40_000
     slow.touch()
     job_id = submit(leader, "zookeeper restarts", out, count, slow)
     before = poll_for(lambda: checkpointing_since_restore(leader, job_id, restored=False), 120, 0.2, "checkpoints")
 
     def recovered_after(last_completed: int) -> Optional[tuple[JobManagerProcess, cpb.JobSummary]]:
-        for jm in cluster.jobmanagers:
+        for jm in ha_cluster.jobmanagers:
             summary = checkpointing_since_restore(jm, job_id, restored=True)
             if summary is not None and summary.checkpoints.last_completed_id > last_completed:
                 return jm, summary
         return None
 
     for outage_s in (2.0, SESSION_TIMEOUT_S + 4):  # shorter than a session, then longer
-        cluster.zookeeper.stop()
+        ha_cluster.zookeeper.stop()
         stopped_at = time.monotonic()
         # The connection is suspended: nobody leads, the job is suspended (not failed).
-        poll_for(lambda: all(refused_as_not_leader(jm) for jm in cluster.jobmanagers), 30, 0.1,
+        poll_for(lambda: all(refused_as_not_leader(jm) for jm in ha_cluster.jobmanagers), 30, 0.1,
                  "both JobManagers to stop leading")
         time.sleep(max(0.0, outage_s - (time.monotonic() - stopped_at)))
-        assert all(jm.proc.poll() is None for jm in cluster.jobmanagers)
-        assert cluster.taskmanager.poll() is None
-        assert job_results(cluster, job_id) == []  # not globally terminal
-        cluster.zookeeper.start()
+        assert all(jm.proc.poll() is None for jm in ha_cluster.jobmanagers)
+        assert ha_cluster.taskmanager.poll() is None
+        assert job_results(ha_cluster, job_id) == []  # not globally terminal
+        ha_cluster.zookeeper.start()
         back_at = time.monotonic()
         leader, summary = poll_for(lambda: recovered_after(before.checkpoints.last_completed_id), 120, 0.2,
                                    f"the job recovered after a {outage_s:.0f} s ZooKeeper outage")
@@ -295,14 +172,14 @@ def test_zookeeper_restarted_or_down_past_the_session_timeout_suspends_the_job_a
               f"{time.monotonic() - back_at:.1f} s after it came back (restored checkpoint "
               f"{summary.checkpoints.latest_restored_id}, last before {before.checkpoints.last_completed_id})")
         assert summary.checkpoints.latest_restored_id >= before.checkpoints.last_completed_id
-        assert stored_job_graph(cluster, job_id) is not None
+        assert stored_job_graph(ha_cluster, job_id) is not None
         before = summary
 
     slow.unlink()
     summary = poll_for(lambda: finished(leader, job_id), 240, 0.5, "the job to end")
     assert status_of(summary) is JobStatus.FINISHED, summary.failure.message
     assert_exactly_once(out, count)
-    assert [jm.proc.poll() for jm in cluster.jobmanagers] == [None, None]
+    assert [jm.proc.poll() for jm in ha_cluster.jobmanagers] == [None, None]
 
 
 # -- 3. HA storage unreadable at a failover --------------------------------------------------------
@@ -321,10 +198,10 @@ def make_unreadable(path: Path, *, remove: bool) -> str:
 
 
 def test_unreadable_ha_storage_fails_recovery_loudly_never_starts_from_scratch_and_other_jobs_run(
-        cluster: Cluster, tmp_path: Path) -> None:
-    cluster.ensure_jobmanagers()
-    leader, standby = cluster.leader_and_standby()
-    cluster.wait_for_slots(leader)
+        ha_cluster: HaCluster, tmp_path: Path) -> None:
+    ha_cluster.ensure_jobmanagers()
+    leader, standby = ha_cluster.leader_and_standby()
+    ha_cluster.wait_for_slots(leader)
     slow = tmp_path / "slow"
     slow.touch()
     graph_out, metadata_out = tmp_path / "graph-out", tmp_path / "metadata-out"
@@ -335,9 +212,9 @@ def test_unreadable_ha_storage_fails_recovery_loudly_never_starts_from_scratch_a
     poll_for(lambda: visible_lines(graph_out) and visible_lines(metadata_out), 60, 0.2, "committed output of both jobs")
 
     leader.kill()  # nothing completes a checkpoint now; the standby leads after the session timeout
-    graph_file = Path(stored_job_graph(cluster, graph_job)["path"])  # type: ignore[index]
-    pointers = checkpoint_pointers(cluster, metadata_job)
-    with cluster.zk() as services:
+    graph_file = Path(stored_job_graph(ha_cluster, graph_job)["path"])  # type: ignore[index]
+    pointers = checkpoint_pointers(ha_cluster, metadata_job)
+    with ha_cluster.zk() as services:
         node = services.client.path(CHECKPOINTS_NODE, metadata_job.hex(), f"{max(pointers):019d}")
         metadata_file = Path(json.loads(services.client.kazoo.get(node)[0])["metadata"])
     graph_damage = make_unreadable(graph_file, remove=False)
@@ -353,7 +230,7 @@ def test_unreadable_ha_storage_fails_recovery_loudly_never_starts_from_scratch_a
     assert status_of(graph_summary) not in (JobStatus.RUNNING, JobStatus.CREATED, JobStatus.RESTARTING)
     for needle in (graph_job.hex(), str(graph_file)):
         assert needle in graph_summary.failure.message, (graph_damage, graph_summary.failure.message)
-    shown, _ = cli("status", graph_job.hex(), "--jobmanager", standby.address)
+    shown, _ = timed_cli("status", graph_job.hex(), "--jobmanager", standby.address)
     assert "SUSPENDED" in shown.stdout and f"Root cause: job {graph_job.hex()}" in shown.stdout, shown.stdout + shown.stderr
     assert str(graph_file) in shown.stdout
     # The job whose checkpoint cannot be read fails, naming the checkpoint; it never starts empty.
@@ -373,7 +250,7 @@ def test_unreadable_ha_storage_fails_recovery_loudly_never_starts_from_scratch_a
     # Neither damaged job ran again: their output is as the old leader left it (no output from
     # offset 0, no restore from nothing), and the unreadable job stays in HA storage, not ended.
     assert {graph_job: sorted(visible_lines(graph_out)), metadata_job: sorted(visible_lines(metadata_out))} == outputs
-    assert stored_job_graph(cluster, graph_job) is not None and job_results(cluster, graph_job) == []
+    assert stored_job_graph(ha_cluster, graph_job) is not None and job_results(ha_cluster, graph_job) == []
     status = summary_at(standby, graph_job)
     assert status is not None and status_of(status) is status_of(graph_summary)
     print(f"job graph {graph_damage}, checkpoint metadata {metadata_damage}: "

@@ -6,7 +6,6 @@ id are refused."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,63 +20,12 @@ from millstream.datastream import StreamExecutionEnvironment
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.rpc.fencing import FENCING_METADATA_KEY
-from millstream.runtime.ha import LeaderInformation, create_ha_services
+from millstream.runtime.ha import create_ha_services
+from tests.integration.ha import SESSION_TIMEOUT_S, JobManagerProcess, current_leader
 from tests.integration.harness import poll_for
 from tests.integration.zookeeper import ZooKeeperServer, ha_config
 
-SESSION_TIMEOUT_S = 5.0
 JOB_STATUS = cpb.JobStatus
-
-
-class JobManagerProcess:
-    """A JobManager process (``millstream.jobmanager.jobmanager``) with the HA options."""
-
-    def __init__(self, workdir: Path, name: str, options: dict[str, str]) -> None:
-        self.ready = workdir / f"{name}.address"
-        self.log_path = workdir / f"{name}.log"
-        args = [sys.executable, "-m", "millstream.jobmanager.jobmanager", "--ready-file", str(self.ready),
-                *[f"-D{k}={v}" for k, v in options.items()]]
-        self.proc = subprocess.Popen(args, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        self.address = poll_for(self._address, 60, 0.1, f"{name} to serve")
-        self.channel = grpc.insecure_channel(self.address)
-        self.dispatcher = cpb_grpc.DispatcherStub(self.channel)
-        self.rm = cpb_grpc.ResourceManagerStub(self.channel)
-        self.jms = cpb_grpc.JobMasterServiceStub(self.channel)
-
-    def _address(self) -> Optional[str]:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"the JobManager exited with {self.proc.returncode}: {self.log()}")
-        return self.ready.read_text().strip() if self.ready.exists() and self.ready.read_text().strip() else None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
-
-    def list_jobs(self) -> cpb.ListJobsResponse:
-        return self.dispatcher.ListJobs(cpb.Empty(), timeout=5)
-
-    def leads(self) -> bool:
-        try:
-            self.list_jobs()
-            return True
-        except grpc.RpcError as exc:
-            if exc.code() is grpc.StatusCode.UNAVAILABLE:
-                return False
-            raise
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(20)
-
-    def stop(self) -> None:
-        self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @pytest.fixture
@@ -99,15 +47,6 @@ def ha_cluster(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[tu
     finally:
         for jm in jms:
             jm.stop()
-
-
-def _leader(options: dict[str, str], timeout: float = 30.0) -> LeaderInformation:
-    from millstream.runtime import config as cfg
-
-    with create_ha_services(cfg.Configuration.from_dict(options), name="test-retrieval") as services:
-        retrieval = services.jobmanager_leader_retrieval()
-        retrieval.start(None)
-        return retrieval.current_leader(timeout)
 
 
 def _leader_and_standby(jms: list[JobManagerProcess]) -> tuple[JobManagerProcess, JobManagerProcess]:
@@ -137,7 +76,7 @@ def _register(jm: JobManagerProcess, token: Optional[str]) -> cpb.RegisterTaskMa
 def test_the_standby_refuses_clients_and_fenced_calls_until_it_leads(ha_cluster) -> None:  # noqa: ANN001
     options, jms = ha_cluster
     leader, standby = _leader_and_standby(jms)
-    info = _leader(options)
+    info = current_leader(options)
     assert info.address == leader.address
     with pytest.raises(grpc.RpcError) as refused:
         standby.list_jobs()
@@ -160,7 +99,7 @@ def test_the_standby_refuses_clients_and_fenced_calls_until_it_leads(ha_cluster)
 def test_kill_9_of_the_leader_hands_its_jobs_to_the_standby_and_a_cancelled_job_stays_ended(ha_cluster) -> None:  # noqa: ANN001
     options, jms = ha_cluster
     leader, standby = _leader_and_standby(jms)
-    old = _leader(options)
+    old = current_leader(options)
     running = leader.dispatcher.SubmitJob(cpb.SubmitJobRequest(
         submission_id="a", job_graph=_job_graph("waits for slots", checkpoint_ms=500),
         artifacts=[cpb.Artifact(name="helpers.py", content=b"X = 1\n")]), timeout=30).job_id
@@ -194,7 +133,7 @@ def test_kill_9_of_the_leader_hands_its_jobs_to_the_standby_and_a_cancelled_job_
     assert jobs[running].status in (JOB_STATUS.INITIALIZING, JOB_STATUS.CREATED, JOB_STATUS.RUNNING,
                                     JOB_STATUS.RESTARTING)
 
-    new = _leader(options)
+    new = current_leader(options)
     assert new.address == standby.address and new.session_id != old.session_id
     with pytest.raises(grpc.RpcError) as stale:  # the deposed leader's session is fenced off
         _register(standby, str(old.session_id))

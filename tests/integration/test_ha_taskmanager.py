@@ -6,33 +6,26 @@ election with its own leader retrieval.
 """
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator
 
 import grpc
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.proto import cluster_pb2 as cpb
-from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime import config as cfg
-from millstream.runtime.rpc.fencing import FENCING_METADATA_KEY
-from millstream.runtime.ha import create_ha_services
-from millstream.runtime.rpc.service import sync_channel
-
 from millstream.runtime.execution_state import JobStatus
+from millstream.runtime.ha import create_ha_services
 
+from .ha import HA_HEARTBEATS, fenced_call, taskmanager_address, timed_cli
 from .harness import job_status, poll_for, spawn_module, stop_processes
 from .zookeeper import ZooKeeperServer, ha_config
 
 pytestmark = pytest.mark.timeout(300)
-
-HEARTBEATS = ["-Dheartbeat.interval=300 ms", "-Dheartbeat.timeout=3 s", "-Dmillstream.rpc.timeout=5 s"]
 
 
 def ha_flags(conf: cfg.Configuration) -> list[str]:
@@ -42,16 +35,9 @@ def ha_flags(conf: cfg.Configuration) -> list[str]:
 def start_jobmanager(directory: Path, name: str, *flags: str) -> tuple[subprocess.Popen, str]:
     ready = directory / f"{name}.ready"
     proc = spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
-                         *HEARTBEATS, *flags], directory / f"{name}.log")
+                         *HA_HEARTBEATS, *flags], directory / f"{name}.log")
     address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what=f"JobManager {name}")
     return proc, address
-
-
-def taskmanager_address(log: Path) -> str:
-    def found() -> Optional[str]:
-        match = re.search(r"TaskManager \S+ serving at (\S+) with", log.read_text(errors="replace")) if log.exists() else None
-        return match.group(1) if match else None
-    return poll_for(found, 180, interval=0.5, what=f"the TaskManager's address in {log}")
 
 
 def overview(address: str) -> cpb.ClusterOverview:
@@ -81,28 +67,12 @@ def ha_cluster(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[di
     try:
         tm_log = tmp_path / "taskmanager.log"
         tm = spawn_module(["millstream.taskmanager.taskmanager", "-Dtaskmanager.numberOfTaskSlots=2",
-                           *HEARTBEATS, *ha_flags(conf)], tm_log)
+                           *HA_HEARTBEATS, *ha_flags(conf)], tm_log)
         procs.append(tm)
         yield {"conf": conf, "tm": tm, "tm_log": tm_log, "retrieval": retrieval, "start_jobmanager": start}
     finally:
         services.close()
         stop_processes(procs)
-
-
-def fenced_call(address: str, token: Optional[str], method: str = "CancelTask") -> Optional[grpc.RpcError]:
-    channel = sync_channel(address)
-    try:
-        stub = cpb_grpc.TaskExecutorStub(channel)
-        metadata = [(FENCING_METADATA_KEY, token)] if token is not None else None
-        if method == "CancelTask":
-            stub.CancelTask(cpb.CancelTaskRequest(execution_attempt_id=b"x" * 16), timeout=5, metadata=metadata)
-        else:
-            stub.LookupPartition(cpb.LookupPartitionRequest(producer_attempt_id=b"x" * 16), timeout=5, metadata=metadata)
-        return None
-    except grpc.RpcError as exc:
-        return exc
-    finally:
-        channel.close()
 
 
 def test_the_taskmanager_follows_the_elected_leader_and_fences_off_the_old_one(ha_cluster: dict) -> None:
@@ -159,21 +129,12 @@ def test_without_a_leader_the_taskmanager_leaves_the_old_one_and_waits(ha_cluste
 # -- the CLI ------------------------------------------------------------------------------------
 
 
-def cli(*args: str, env: Optional[dict] = None, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
-    environment = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
-    environment.update(env or {})
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "millstream.client.cli", *args], env=environment,
-                          capture_output=True, text=True, timeout=timeout)
-    return done, time.monotonic() - started
-
-
 def test_the_cli_finds_the_leader_in_zookeeper_and_says_quickly_when_none_leads(
         zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:
     conf = ha_config(zookeeper_server, tmp_path / "ha")
     flags = [arg for key, value in conf.to_dict().items() for arg in ("-D", f"{key}={value}")]
     # No leader elected: a clear error within seconds, naming ZooKeeper.
-    done, took = cli("list", *flags)
+    done, took = timed_cli("list", *flags)
     assert done.returncode == 1 and took < 20, (done.stderr, took)
     assert done.stderr.startswith("No JobManager leads") and done.stderr.count("\n") == 1  # one line
     assert zookeeper_server.connect_string in done.stderr
@@ -183,20 +144,20 @@ def test_the_cli_finds_the_leader_in_zookeeper_and_says_quickly_when_none_leads(
     try:
         jm, _ = start_jobmanager(tmp_path, "jobmanager", *ha_flags(conf))  # elects itself
         procs.append(jm)
-        done, _ = poll_for(lambda: (lambda r: r if r[0].returncode == 0 else None)(cli("list", *flags)), 30,
+        done, _ = poll_for(lambda: (lambda r: r if r[0].returncode == 0 else None)(timed_cli("list", *flags)), 30,
                            interval=0.5, what="the CLI reaching the elected JobManager")
         assert "No jobs." in done.stdout, done.stderr
         # The same through a configuration file.
         config_file = tmp_path / "conf.yaml"
         config_file.write_text("".join(f"{key}: {value}\n" for key, value in conf.to_dict().items()))
-        done, _ = cli("list", "--config", str(config_file))
+        done, _ = timed_cli("list", "--config", str(config_file))
         assert done.returncode == 0 and "No jobs." in done.stdout, done.stderr
     finally:
         stop_processes(procs)
 
     # A dead quorum: a clear error within seconds (not the 15 s connection timeout).
     zookeeper_server.kill()
-    done, took = cli("status", "0" * 32, *flags)
+    done, took = timed_cli("status", "0" * 32, *flags)
     assert done.returncode == 1 and took < 20, (done.stderr, took)
     assert done.stderr.startswith("Cannot look up the JobManager leader: could not connect to ZooKeeper")
     assert done.stderr.count("\n") == 1 and zookeeper_server.connect_string in done.stderr
@@ -211,10 +172,10 @@ def test_the_cli_uses_the_jobmanager_that_answers_among_several(tmp_path: Path) 
         with __import__("socket").socket() as s:
             s.bind(("127.0.0.1", 0))
             dead = f"127.0.0.1:{s.getsockname()[1]}"
-        done, _ = cli("list", env={"MILLSTREAM_JOBMANAGER": f"{dead},{address}"})
+        done, _ = timed_cli("list", env={"MILLSTREAM_JOBMANAGER": f"{dead},{address}"})
         assert done.returncode == 0 and "No jobs." in done.stdout, done.stderr
         stop_processes(procs)
-        done, took = cli("list", "--jobmanager", f"{dead},{address}")
+        done, took = timed_cli("list", "--jobmanager", f"{dead},{address}")
         assert done.returncode == 1 and took < 20, (done.stderr, took)
         assert f"{dead}: connection refused" in done.stderr and f"{address}: connection refused" in done.stderr
     finally:
@@ -244,17 +205,17 @@ def test_a_leader_kill_cancels_the_old_leaders_tasks_and_the_taskmanager_serves_
         for name in ("jobmanager-a", "jobmanager-b"):
             ready = tmp_path / f"{name}.ready"
             procs[name] = spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready),
-                                        "-Djobmanager.rpc.port=0", *HEARTBEATS, *flags], tmp_path / f"{name}.log")
+                                        "-Djobmanager.rpc.port=0", *HA_HEARTBEATS, *flags], tmp_path / f"{name}.log")
             procs[name].address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what=name)  # type: ignore[attr-defined]
         retrieval = services.jobmanager_leader_retrieval()
         first = retrieval.current_leader(20)
         tm_log = tmp_path / "taskmanager.log"
         procs["tm"] = spawn_module(["millstream.taskmanager.taskmanager", "-Dtaskmanager.numberOfTaskSlots=2",
-                                    *HEARTBEATS, *flags], tm_log)
+                                    *HA_HEARTBEATS, *flags], tm_log)
         poll_for(lambda: overview(first.address).slots_total == 2, 180, interval=0.5, what="the TaskManager at the leader")
         job = tmp_path / "endless.py"
         job.write_text(ENDLESS_JOB)
-        done, _ = cli("run", "-d", *[a for f in flags for a in ("-D", f[2:])], str(job), timeout=120)
+        done, _ = timed_cli("run", "-d", *[a for f in flags for a in ("-D", f[2:])], str(job), timeout=120)
         assert done.returncode == 0, done.stderr
         job_id = re.search(r"submitted: ([0-9a-f]{32})", done.stdout).group(1)  # type: ignore[union-attr]
         with ClusterClient(first.address) as client:

@@ -5,41 +5,18 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
-import cloudpickle
 import pytest
 
 from millstream.client.execution import JobExecutionException
 from millstream.common import CompletableFuture, JobClient, JobExecutionResult, JobID, JobStatus
-from millstream.datastream import SourceFunction, StreamExecutionEnvironment
+from millstream.datastream import StreamExecutionEnvironment
 
-from .harness import jobmanager_env, mini_cluster, poll_for
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec, jobmanager_env, poll_for
+from .jobs import Endless
 
 pytestmark = pytest.mark.timeout(180)
-
-
-class Endless(SourceFunction):
-    def __init__(self) -> None:
-        self.running = True
-
-    def run(self, ctx) -> None:
-        i = 0
-        while self.running:
-            ctx.collect(i)
-            i += 1
-            time.sleep(0.01)
-
-    def cancel(self) -> None:
-        self.running = False
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with mini_cluster(2, tasks_per_slot=4) as mc:
-        yield mc
+CLUSTER = ClusterSpec()
 
 
 def status_of(client: JobClient) -> JobStatus:

@@ -10,7 +10,6 @@ import textwrap
 import threading
 import time
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
@@ -19,35 +18,11 @@ from millstream.datastream import StreamExecutionEnvironment
 from millstream.datastream.functions import ParallelSourceFunction
 from millstream.runtime.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import fast_config, poll_for
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec, fast_config, poll_for
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    host = SparkHost(slots=4, tasks_per_slot=4)
-    host.start()
-    yield host
-    host.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster(spark):
-    """Two TaskManagers with two slots each, heartbeats every 200 ms."""
-    with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:
-        mc.add_task_manager()
-        yield mc
-
-
-@pytest.fixture
-def client(cluster):
-    with ClusterClient(cluster.address) as c:
-        yield c
+CLUSTER = ClusterSpec(taskmanagers=2)  # two TaskManagers with two slots each, heartbeats every 200 ms
 
 
 class Ticks(ParallelSourceFunction):  # one per subtask: the tests fill every slot

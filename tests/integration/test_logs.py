@@ -14,19 +14,15 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import MapFunction, StreamExecutionEnvironment
 from millstream.proto import cluster_pb2 as cpb
 
-from .harness import poll_for, spawn_module, stop_processes
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the map runs on the TaskManager
+from .harness import poll_for, ProcessCluster, stop_processes
 
 pytestmark = pytest.mark.timeout(300)
-HEARTBEATS = ["-Dheartbeat.interval=1 s", "-Dheartbeat.timeout=5 s"]
 
 
 class PrintingMap(MapFunction):
@@ -43,29 +39,16 @@ class PrintingMap(MapFunction):
 def cluster(tmp_path_factory) -> Iterator[dict]:
     directory = tmp_path_factory.mktemp("logs-cluster")
     log_dir = directory / "logs"
-    ready, jm_out = directory / "jm.address", directory / "jobmanager.out"
-    common = [f"-Denv.log.dir={log_dir}", "-Dlog.file.max-size=10mb", *HEARTBEATS]
-    procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
-                           "-Djobmanager.rpc.address=127.0.0.1", "-Drest.port=0", "-Drest.bind-address=127.0.0.1",
-                           *common], jm_out)]
-    try:
-        address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
-        rest = poll_for(lambda: re.search(r"REST API serving at (http://\S+)", jm_out.read_text()), 10, what="REST").group(1)
-        procs.append(spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address,
-                                   "-Dtaskmanager.numberOfTaskSlots=2", "-Dmillstream.spark.tasks-per-slot=2", *common],
-                                  directory / "taskmanager.out"))
-        with ClusterClient(address) as client:
-            poll_for(lambda: client.overview().taskmanagers == 1, 120, interval=0.5, what="the TaskManager")
-            env = StreamExecutionEnvironment.get_execution_environment()
-            env.set_parallelism(2)
-            env.from_collection(list(range(10))).rebalance().map(PrintingMap()).name("Printing Map").add_sink(lambda x: None)
-            job_id = client.submit(env.get_job_graph("printing job").proto).hex()
-            poll_for(lambda: client.status(bytes.fromhex(job_id)).status == cpb.FINISHED, 120, interval=0.3,
-                     what="the job FINISHED")
-            yield {"address": address, "rest": rest, "job_id": job_id, "log_dir": log_dir, "procs": procs,
-                   "directory": directory}
-    finally:
-        stop_processes(procs)
+    with ProcessCluster(directory, rest=True, options={"env.log.dir": str(log_dir), "log.file.max-size": "10mb"},
+                        taskmanagers=1) as c, ClusterClient(c.address) as client:
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        env.from_collection(list(range(10))).rebalance().map(PrintingMap()).name("Printing Map").add_sink(lambda x: None)
+        job_id = client.submit(env.get_job_graph("printing job").proto).hex()
+        poll_for(lambda: client.status(bytes.fromhex(job_id)).status == cpb.FINISHED, 120, interval=0.3,
+                 what="the job FINISHED")
+        yield {"address": c.address, "rest": c.rest_url, "job_id": job_id, "log_dir": log_dir,
+               "procs": [c.jobmanager, *c.taskmanagers], "directory": directory}
 
 
 def _logs(cluster: dict, *args: str) -> subprocess.CompletedProcess:

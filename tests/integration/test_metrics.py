@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
-import cloudpickle
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import MapFunction, RuntimeContext, SourceFunction, StreamExecutionEnvironment
 
-from .harness import poll_for, spawn_module, stop_processes
-from .test_rest import Rest
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tasks cannot import test modules
+from .harness import ProcessCluster, Rest, poll_for
 
 pytestmark = pytest.mark.timeout(240)
 
-HEARTBEATS = ["-Dheartbeat.interval=1 s", "-Dheartbeat.timeout=5 s"]
 RECORDS = 2048  # two full source batches: both leave the source at once, then it idles
 METRICS_AT = re.compile(r"Prometheus metrics at http://\S+:(\d+)/metrics")
 
@@ -72,26 +66,17 @@ def cluster(tmp_path_factory) -> Iterator[tuple[ClusterClient, Rest, int, int]]:
     directory: Path = tmp_path_factory.mktemp("metrics-cluster")
     first = random.randrange(20_000, 60_000)
     ports = f"{first}-{first + 40}"
-    reporter = f"-Dmetrics.reporter.prom.port={ports}"
-    ready, jm_log, tm_log = directory / "jm.address", directory / "jobmanager.log", directory / "taskmanager.log"
-    procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
-                           "-Djobmanager.rpc.address=127.0.0.1", "-Drest.port=0", "-Drest.bind-address=127.0.0.1",
-                           reporter, *HEARTBEATS], jm_log)]
-    try:
-        address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
-        rest_url = poll_for(lambda: re.search(r"REST API serving at (http://\S+)", jm_log.read_text()), 10, what="REST")
-        jm_port = int(poll_for(lambda: METRICS_AT.search(jm_log.read_text()), 10, what="the JobManager's reporter").group(1))
-        procs.append(spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address,
-                                   "-Dtaskmanager.numberOfTaskSlots=2", "-Dmillstream.spark.tasks-per-slot=2",
-                                   reporter, *HEARTBEATS], tm_log))
+    with ProcessCluster(directory, rest=True, options={"metrics.reporter.prom.port": ports}) as c:
+        jm_port = int(poll_for(lambda: METRICS_AT.search(c.jobmanager_log.read_text()), 10,
+                               what="the JobManager's reporter").group(1))
+        c.add_taskmanagers(1)
+        tm_log = directory / "taskmanager-0.log"
         tm_port = int(poll_for(lambda: METRICS_AT.search(tm_log.read_text()), 120, interval=0.5,
                                what="the TaskManager's reporter").group(1))
         assert jm_port != tm_port and first <= min(jm_port, tm_port) and max(jm_port, tm_port) <= first + 40
-        with ClusterClient(address) as client:
+        with ClusterClient(c.address) as client:
             poll_for(lambda: client.overview().taskmanagers == 1, 120, interval=0.5, what="the TaskManager")
-            yield client, Rest(rest_url.group(1)), jm_port, tm_port
-    finally:
-        stop_processes(procs)
+            yield client, Rest(c.rest_url), jm_port, tm_port
 
 
 def test_user_and_task_metrics_in_prometheus_and_rest(cluster) -> None:  # noqa: ANN001

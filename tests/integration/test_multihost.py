@@ -22,22 +22,16 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import MapFunction, StreamExecutionEnvironment
 from millstream.runtime.execution_state import JobStatus
 
-from . import harness, netns
-from .harness import ancestors, completed_checkpoints, final_counts, poll_for, stop_processes, word_counts
+from . import netns
+from .harness import HEARTBEATS, ancestors, completed_checkpoints, final_counts, poll_for, stop_processes, word_counts
 from .spark_standalone import SparkStandalone
-from .test_checkpoints import HEARTBEATS, assert_exactly_once, ended
-from .test_failover import throttled_failover_graph
-
-# Executors run elsewhere, without this repository on their path: the job's code travels by value.
-for _module in (sys.modules[__name__], harness):
-    cloudpickle.register_pickle_by_value(_module)
+from .jobs import assert_exactly_once, ended, throttled_failover_graph
 
 pytestmark = pytest.mark.timeout(600)
 

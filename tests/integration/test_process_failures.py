@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.datastream.functions import ParallelSourceFunction
+
 from millstream.runtime.execution_state import JobStatus
 
-from .harness import poll_for, spawn_module, stop_processes
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import poll_for, ProcessCluster
+from .jobs import ParallelEndless
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -30,46 +27,21 @@ pytestmark = pytest.mark.timeout(300)
 HEARTBEATS = ["-Dheartbeat.interval=10 s", "-Dheartbeat.timeout=50 s"]
 
 
-class Endless(ParallelSourceFunction):  # one per subtask: the tests fill every slot
-    def __init__(self) -> None:
-        self.running = True
-
-    def run(self, ctx) -> None:
-        i = 0
-        while self.running:
-            ctx.collect(i)
-            i += 1
-            if i % 100 == 0:
-                time.sleep(0.001)
-
-    def cancel(self) -> None:
-        self.running = False
-
-
 @pytest.fixture(scope="module")
 def processes(tmp_path_factory):
     """A JobManager and two TaskManagers with two slots each, as separate processes."""
     directory = tmp_path_factory.mktemp("processes")
-    ready = directory / "jm.address"
-    jm = spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0", *HEARTBEATS],
-                directory / "jobmanager.log")
-    procs = [jm]
-    try:
-        address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
-        tms = [spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address, "-Dtaskmanager.numberOfTaskSlots=2",
-                       "-Dmillstream.spark.tasks-per-slot=2", *HEARTBEATS], directory / f"taskmanager-{i}.log") for i in range(2)]
-        procs += tms
-        with ClusterClient(address) as client:
+    with ProcessCluster(directory, heartbeats=HEARTBEATS) as c:
+        tms = c.add_taskmanagers(2)
+        with ClusterClient(c.address) as client:
             poll_for(lambda: client.overview().taskmanagers == 2, 180, interval=0.5, what="two TaskManagers")
             yield client, tms, directory
-    finally:
-        stop_processes(procs)
 
 
 def _keyed_endless_job(client: ClusterClient, parallelism: int, name: str) -> bytes:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
-    env.add_source(Endless()).key_by(lambda x: x % 11).map(lambda x: x).add_sink(lambda x: None)
+    env.add_source(ParallelEndless(every=100, pause_s=0.001)).key_by(lambda x: x % 11).map(lambda x: x).add_sink(lambda x: None)
     job_id = client.submit(env.get_job_graph(name).proto)
     poll_for(lambda: client.status(job_id).tasks_per_state.get("RUNNING") == 2 * parallelism, 90, what="all tasks running")
     return job_id

@@ -3,49 +3,30 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import StreamExecutionEnvironment
-from millstream.datastream.functions import ParallelSourceFunction
+
 from millstream.runtime.execution_state import JobStatus
 
-from .harness import poll_for
-
-# Functions and classes of this module run on TaskManagers, which cannot import test modules.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import cli, poll_for, session_cluster
+from .jobs import ParallelEndless
 
 pytestmark = pytest.mark.timeout(240)
 
 HEARTBEAT_TIMEOUT_S = 3.0
 
 
-def _cli(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "millstream.client.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
 @pytest.fixture(scope="module")
-def session_cluster(tmp_path_factory):
+def cluster(tmp_path_factory):
     directory = tmp_path_factory.mktemp("cluster")
-    env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(directory)}
-    env.pop("MILLSTREAM_JOBMANAGER", None)
-    started = _cli(
-        "cluster", "start", "--taskmanagers", "2", "--slots", "2", "--port", "0",
-        "-D", "heartbeat.interval=500 ms", "-D", f"heartbeat.timeout={int(HEARTBEAT_TIMEOUT_S * 1000)} ms",
-        env=env,
-    )
-    assert started.returncode == 0, started.stderr + started.stdout
-    yield env, directory
-    stopped = _cli("cluster", "stop", env=env, timeout=60)
-    assert stopped.returncode == 0, stopped.stderr
+    with session_cluster(directory, "--taskmanagers", "2", "--slots", "2", "--port", "0", "-D", "heartbeat.interval=500 ms",
+                         "-D", f"heartbeat.timeout={int(HEARTBEAT_TIMEOUT_S * 1000)} ms") as (env, _):
+        yield env, directory
 
 
 def _state(directory) -> dict:
@@ -55,8 +36,8 @@ def _state(directory) -> dict:
         return json.load(f)
 
 
-def test_run_list_and_status_through_the_cli(session_cluster, tmp_path) -> None:
-    env, directory = session_cluster
+def test_run_list_and_status_through_the_cli(cluster, tmp_path) -> None:
+    env, directory = cluster
     job = tmp_path / "squares.py"
     job.write_text(textwrap.dedent("""
         from millstream.datastream import StreamExecutionEnvironment
@@ -67,58 +48,45 @@ def test_run_list_and_status_through_the_cli(session_cluster, tmp_path) -> None:
         with stream.execute_and_collect("squares") as results:
             print("SUM", sum(results))
     """))
-    run = _cli("run", str(job), env=env)
+    run = cli("run", str(job), env=env)
     assert run.returncode == 0, run.stderr
     assert f"SUM {sum(x * x for x in range(1, 101))}" in run.stdout
-    listed = _cli("list", env=env)
+    listed = cli("list", env=env)
     assert "FINISHED" in listed.stdout and "squares" in listed.stdout
     job_id = next(line.split()[0] for line in listed.stdout.splitlines() if "squares" in line)
-    status = _cli("status", job_id, env=env)
+    status = cli("status", job_id, env=env)
     assert "FINISHED" in status.stdout and "FINISHED 4" in status.stdout
 
 
-def test_a_bad_job_id_is_a_clear_cli_error(session_cluster) -> None:
-    env, _ = session_cluster
-    result = _cli("status", "nope", env=env)
+def test_a_bad_job_id_is_a_clear_cli_error(cluster) -> None:
+    env, _ = cluster
+    result = cli("status", "nope", env=env)
     assert result.returncode == 2 and "Not a job id" in result.stderr
-    result = _cli("status", "00" * 16, env=env)
+    result = cli("status", "00" * 16, env=env)
     assert result.returncode == 1 and result.stderr == f"millstream: error: No job with id {'00' * 16}.\n"
 
 
-class Endless(ParallelSourceFunction):  # one per subtask: the tests fill every slot
-    def __init__(self) -> None:
-        self.running = True
-
-    def run(self, ctx) -> None:
-        while self.running:
-            ctx.collect(1)
-            time.sleep(0.01)
-
-    def cancel(self) -> None:
-        self.running = False
-
-
-def test_cancel_through_the_cli_stops_the_job_and_frees_its_slots(session_cluster) -> None:
-    env, directory = session_cluster
+def test_cancel_through_the_cli_stops_the_job_and_frees_its_slots(cluster) -> None:
+    env, directory = cluster
     with ClusterClient(_state(directory)["jobmanager"]) as client:
         job_env = StreamExecutionEnvironment.get_execution_environment()
         job_env.set_parallelism(2)
-        job_env.add_source(Endless()).add_sink(lambda x: None)
+        job_env.add_source(ParallelEndless()).add_sink(lambda x: None)
         job_id = client.submit(job_env.get_job_graph("to cancel").proto)
         poll_for(lambda: client.status(job_id).tasks_per_state.get("RUNNING") == 2, 60, what="tasks running")
-        cancelled = _cli("cancel", job_id.hex(), env=env, timeout=60)
+        cancelled = cli("cancel", job_id.hex(), env=env, timeout=60)
         assert cancelled.returncode == 0, cancelled.stderr
         assert "CANCELED" in cancelled.stdout
         poll_for(lambda: client.overview().slots_available == 4, 15, what="slots to be freed")
 
 
-def test_kill_9_of_a_task_manager_is_detected_and_fails_the_job(session_cluster) -> None:
-    env, directory = session_cluster
+def test_kill_9_of_a_task_manager_is_detected_and_fails_the_job(cluster) -> None:
+    env, directory = cluster
     state = _state(directory)
     with ClusterClient(state["jobmanager"]) as client:
         job_env = StreamExecutionEnvironment.get_execution_environment()
         job_env.set_parallelism(4)  # all four slots: both TaskManagers host tasks
-        job_env.add_source(Endless()).add_sink(lambda x: None)
+        job_env.add_source(ParallelEndless()).add_sink(lambda x: None)
         job_id = client.submit(job_env.get_job_graph("victim").proto)
         poll_for(lambda: client.status(job_id).tasks_per_state.get("RUNNING") == 4, 60, what="all tasks running")
         victim = state["pids"][-1]

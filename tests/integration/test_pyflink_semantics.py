@@ -4,31 +4,18 @@ order, declared numeric types narrow as Java's, a keyed stream collects as Row(k
 key selector may return a list, and add_python_archive's files are found by relative path."""
 from __future__ import annotations
 
-import sys
 import zipfile
 
-import cloudpickle
 import pytest
 
-from millstream.client.minicluster import MiniCluster
 from millstream.common import Row, Types
 from millstream.datastream import RuntimeExecutionMode, SourceFunction, StreamExecutionEnvironment
 from millstream.datastream.functions import ParallelSourceFunction
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import fast_config, jobmanager_env
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with SparkHost(slots=2, tasks_per_slot=2) as spark:
-        with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:
-            with jobmanager_env(mc.address):
-                yield mc
+CLUSTER = ClusterSpec(tasks_per_slot=2, jobmanager_env=True)
 
 
 def _env(parallelism: int = 2) -> StreamExecutionEnvironment:

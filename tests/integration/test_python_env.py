@@ -6,25 +6,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import cloudpickle
 import pytest
 
 from millstream.client.execution import JobExecutionException
 from millstream.datastream import StreamExecutionEnvironment
 
-from tests.unit.test_env_settings import requirements
+from tests.packages import requirements
 
-from .harness import jobmanager_env, mini_cluster
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec, jobmanager_env
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with mini_cluster(2, tasks_per_slot=3) as mc:
-        yield mc
+CLUSTER = ClusterSpec(tasks_per_slot=3)
 
 
 def use_tinypkg(x):

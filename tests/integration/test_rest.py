@@ -2,17 +2,13 @@
 URL read from its log), one TaskManager, jobs submitted over gRPC and read back over HTTP."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
@@ -24,76 +20,17 @@ from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.file_system import FileSink
 
-from .harness import poll_for, spawn_module, stop_processes
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tasks cannot import test modules
+from .harness import HISTORY_SIZE, Rest, poll_for, rest_cluster
+from .jobs import Endless
 
 pytestmark = pytest.mark.timeout(180)
 
-HEARTBEATS = ["-Dheartbeat.interval=1 s", "-Dheartbeat.timeout=5 s"]
-HISTORY_SIZE_KEY, HISTORY_SIZE = "web.exception-history-size", 3  # WEB_EXCEPTION_HISTORY_SIZE
 KEYS = 5
-
-
-class Endless(SourceFunction):
-    def __init__(self) -> None:
-        self.running = True
-
-    def run(self, ctx) -> None:  # noqa: ANN001
-        i = 0
-        while self.running:
-            ctx.collect(i)
-            i += 1
-            if i % 100 == 0:
-                time.sleep(0.01)
-
-    def cancel(self) -> None:
-        self.running = False
-
-
-class Rest:
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def call(self, path: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"} if data else {})
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
-
-    def get(self, path: str) -> Any:
-        status, body = self.call(path)
-        assert status == 200, (path, status, body)
-        return body
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[tuple[ClusterClient, Rest]]:
     yield from rest_cluster(tmp_path_factory.mktemp("rest-cluster"))
-
-
-def rest_cluster(directory: Path) -> Iterator[tuple[ClusterClient, Rest]]:
-    """A JobManager process with its REST API on a free port and one TaskManager (2 slots)."""
-    ready, log = directory / "jm.address", directory / "jobmanager.log"
-    procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",
-                           "-Djobmanager.rpc.address=127.0.0.1", "-Drest.port=0", "-Drest.bind-address=127.0.0.1",
-                           f"-Dexecution.checkpointing.dir={directory / 'checkpoints'}",
-                           f"-D{HISTORY_SIZE_KEY}={HISTORY_SIZE}", *HEARTBEATS], log)]
-    try:
-        address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
-        found = poll_for(lambda: re.search(r"REST API serving at (http://\S+)", log.read_text()), 10, what="the REST URL")
-        procs.append(spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address,
-                                   "-Dtaskmanager.numberOfTaskSlots=2", "-Dmillstream.spark.tasks-per-slot=2", *HEARTBEATS],
-                                  directory / "taskmanager.log"))
-        with ClusterClient(address) as client:
-            poll_for(lambda: client.overview().taskmanagers == 1, 120, interval=0.5, what="the TaskManager")
-            yield client, Rest(found.group(1))
-    finally:
-        stop_processes(procs)
 
 
 def test_overview_and_taskmanagers(cluster) -> None:  # noqa: ANN001
@@ -141,7 +78,7 @@ def test_cancel_a_running_job_over_rest(cluster) -> None:  # noqa: ANN001
     client, rest = cluster
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
-    env.add_source(Endless()).map(lambda x: x).add_sink(lambda x: None)
+    env.add_source(Endless(every=100)).map(lambda x: x).add_sink(lambda x: None)
     job_id = client.submit(env.get_job_graph("rest endless").proto).hex()
     poll_for(lambda: rest.get(f"/jobs/{job_id}")["state"] == "RUNNING", 90, interval=0.3, what="the job RUNNING")
     assert rest.get("/overview")["jobs-running"] == 1

@@ -8,11 +8,9 @@ checks exactly what the last attempt produced: every input once."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
@@ -21,11 +19,10 @@ from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import MapFunction, SourceFunction, StreamExecutionEnvironment
 from millstream.runtime.execution_state import JobStatus
 
-from .harness import ancestors, jobmanager_env, mini_cluster, poll_for, spawn_module, stop_processes
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ancestors, ClusterSpec, jobmanager_env, poll_for, ProcessCluster
 
 pytestmark = pytest.mark.timeout(300)
+CLUSTER = ClusterSpec(tasks_per_slot=2)
 
 
 class FailOnce(MapFunction):
@@ -75,12 +72,6 @@ def _outputs(directory: Path) -> dict[int, list[int]]:
         attempt = int(path.name.rsplit("-", 1)[1])
         by_attempt.setdefault(attempt, []).extend(int(line) for line in path.read_text().split())
     return by_attempt
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with mini_cluster(2, tasks_per_slot=2) as mc:
-        yield mc
 
 
 def _last_attempts(directory: Path) -> dict[int, tuple[int, list[int]]]:
@@ -165,9 +156,6 @@ def test_execute_and_collect_of_a_job_that_restarts_raises_instead_of_repeating_
 
 # -- kill -9 of a TaskManager: the job restarts on the other one -------------------------------
 
-HEARTBEATS = ["-Dheartbeat.interval=1 s", "-Dheartbeat.timeout=5 s"]
-
-
 class SlowSource(SourceFunction):
     def __init__(self, count: int, pause_s: float) -> None:
         self.count, self.pause_s, self.running = count, pause_s, True
@@ -184,18 +172,11 @@ class SlowSource(SourceFunction):
 
 
 def test_kill_9_of_a_task_manager_restarts_the_job_on_the_other_and_it_finishes(tmp_path) -> None:
-    ready = tmp_path / "jm.address"
-    procs = [spawn_module(["millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0", *HEARTBEATS],
-                    tmp_path / "jobmanager.log")]
-    try:
-        address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
-        tms = [spawn_module(["millstream.taskmanager.taskmanager", "--jobmanager", address, "-Dtaskmanager.numberOfTaskSlots=2",
-                       "-Dmillstream.spark.tasks-per-slot=2", *HEARTBEATS], tmp_path / f"taskmanager-{i}.log") for i in range(2)]
-        procs += tms
+    with ProcessCluster(tmp_path, taskmanagers=2) as cluster:
+        tms = cluster.taskmanagers
         out = tmp_path / "out"
         out.mkdir()
-        with ClusterClient(address) as client:
-            poll_for(lambda: client.overview().taskmanagers == 2, 180, interval=0.5, what="two TaskManagers")
+        with ClusterClient(cluster.address) as client:
             env = StreamExecutionEnvironment.get_execution_environment()
             env.set_parallelism(2)
             env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 200))
@@ -220,5 +201,3 @@ def test_kill_9_of_a_task_manager_restarts_the_job_on_the_other_and_it_finishes(
             assert sorted(outputs[last]) == list(range(count))  # the last attempt: every record once
             survivor = next(tm for tm in tms if tm is not victims[0])
             assert survivor.pid in ancestors(int((out / f"pid-0-{last}").read_text()))  # ran on the survivor
-    finally:
-        stop_processes(procs)

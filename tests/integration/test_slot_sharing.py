@@ -4,47 +4,26 @@ holds all 4 (the groups' tasks do not share slots)."""
 from __future__ import annotations
 
 import sys
-import time
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.common import JobStatus
 from millstream.datastream import SlotSharingGroup, StreamExecutionEnvironment
-from millstream.datastream.functions import ParallelSourceFunction
 
-from .harness import fast_config, jobmanager_env, mini_cluster, poll_for
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec, jobmanager_env, poll_for
+from .jobs import ParallelEndless
 
 pytestmark = pytest.mark.timeout(180)
-
-
-class Endless(ParallelSourceFunction):  # one per subtask: the default group needs 2 slots
-    def __init__(self) -> None:
-        self.running = True
-
-    def run(self, ctx) -> None:
-        while self.running:
-            ctx.collect(1)
-            time.sleep(0.01)
-
-    def cancel(self) -> None:
-        self.running = False
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with mini_cluster(2, tasks_per_slot=3, config=fast_config(**{"slot.request.timeout": "3 s"}), spark_slots=4) as mc:
-        yield mc
+CLUSTER = ClusterSpec(tasks_per_slot=3, spark_slots=4, options={"slot.request.timeout": "3 s"})
 
 
 def two_group_job() -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     heavy = SlotSharingGroup.builder("heavy").set_cpu_cores(1).set_task_heap_memory_mb(64).build()
-    (env.add_source(Endless()).name("source")
+    (env.add_source(ParallelEndless()).name("source")
         .map(lambda x: x).name("lookup").slot_sharing_group(heavy)
         .filter(lambda x: x < 0).print())
     return env

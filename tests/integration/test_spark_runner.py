@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-import cloudpickle
 import pytest
 
 from millstream.taskmanager.spark.host import (
@@ -31,7 +30,6 @@ from millstream.taskmanager.spark.host import (
     make_payload,
 )
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 pytestmark = pytest.mark.timeout(60)  # the first test also pays the session start (~5-20 s)
 
 T = TypeVar("T")

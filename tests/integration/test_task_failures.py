@@ -3,50 +3,23 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import time
 
-import cloudpickle
 import pytest
 
-from millstream.client.cluster_client import ClusterClient
 from millstream.client.execution import JobExecutionException
-from millstream.client.minicluster import MiniCluster
 from millstream.datastream import MapFunction, RuntimeContext, StreamExecutionEnvironment
 from millstream.datastream.functions import ParallelSourceFunction
 from millstream.runtime.execution_state import JobStatus
 from millstream.proto import cluster_pb2 as cpb
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import all_slots_free, fast_config, job_status, jobmanager_env, poll_for
-
-# Functions and classes of this module run on TaskManagers, which cannot import test modules.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec, all_slots_free, job_status, jobmanager_env, poll_for
 
 pytestmark = pytest.mark.timeout(180)
 
 SLOTS, TASKS_PER_SLOT = 2, 2  # Spark runs at most 4 tasks at once
-
-
-@pytest.fixture(scope="module")
-def spark():
-    host = SparkHost(slots=SLOTS, tasks_per_slot=TASKS_PER_SLOT)
-    host.start()
-    yield host
-    host.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster(spark):
-    with MiniCluster(fast_config(), num_slots=SLOTS, spark=spark) as mc:
-        yield mc
-
-
-@pytest.fixture
-def client(cluster):
-    with ClusterClient(cluster.address) as c:
-        yield c
+CLUSTER = ClusterSpec(slots=SLOTS, tasks_per_slot=TASKS_PER_SLOT)
 
 
 def _worker_threads(_: object) -> tuple[int, list[str]]:

@@ -3,12 +3,9 @@ a keyed join of two streams with a KeyedCoProcessFunction, and broadcast rules a
 stream with a KeyedBroadcastProcessFunction. Expected outputs are computed here independently."""
 from __future__ import annotations
 
-import sys
 
-import cloudpickle
 import pytest
 
-from millstream.client.minicluster import MiniCluster
 from millstream.common import Types
 from millstream.datastream import (
     CoMapFunction,
@@ -17,23 +14,11 @@ from millstream.datastream import (
     StreamExecutionEnvironment,
 )
 from millstream.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import fast_config, jobmanager_env
-
-# Functions and classes of this module run on TaskManagers, which cannot import test modules.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with SparkHost(slots=4, tasks_per_slot=4) as spark:
-        with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:  # starts one TaskManager
-            mc.add_task_manager()
-            with jobmanager_env(mc.address):
-                yield mc
+CLUSTER = ClusterSpec(taskmanagers=2, jobmanager_env=True)
 
 
 def _env(parallelism: int) -> StreamExecutionEnvironment:

@@ -15,21 +15,16 @@ import textwrap
 from collections import namedtuple
 from dataclasses import dataclass
 
-import cloudpickle
 import pytest
 
-from millstream.client.minicluster import MiniCluster
 from millstream.common import Types
 from millstream.datastream import KeyedProcessFunction, RuntimeExecutionMode, StreamExecutionEnvironment
 from millstream.datastream.state import ValueStateDescriptor
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import fast_config, jobmanager_env
-
-# Functions and classes of this module run on TaskManagers, which cannot import test modules.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec
 
 pytestmark = pytest.mark.timeout(240)
+CLUSTER = ClusterSpec(taskmanagers=2, jobmanager_env=True)
 
 SHAPES = '''
 from dataclasses import dataclass
@@ -186,15 +181,6 @@ class Average(KeyedProcessFunction):
         acc = Running(acc.total + reading.value, acc.count + 1)
         self.acc.update(acc)
         yield ctx.get_current_key(), Reading(reading.sensor, acc.total // acc.count), acc.count
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with SparkHost(slots=4, tasks_per_slot=4) as spark:
-        with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:  # starts one TaskManager
-            mc.add_task_manager()
-            with jobmanager_env(mc.address):
-                yield mc
 
 
 @pytest.mark.parametrize("mode", [RuntimeExecutionMode.STREAMING, RuntimeExecutionMode.BATCH])

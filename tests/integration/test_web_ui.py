@@ -7,21 +7,17 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
-import cloudpickle
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import MapFunction, StreamExecutionEnvironment
 
-from .harness import poll_for
-from .test_rest import Endless, Rest, rest_cluster
-
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tasks cannot import test modules
+from .harness import Rest, poll_for, rest_cluster
+from .jobs import Endless
 
 CHROMIUM = os.environ.get("MILLSTREAM_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -156,7 +152,7 @@ def test_checkpoints_savepoint_button_and_exception_history(cluster, browser, tm
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     env.enable_checkpointing(300)
-    env.add_source(Endless()).map(lambda x: x).add_sink(lambda x: None)
+    env.add_source(Endless(every=100)).map(lambda x: x).add_sink(lambda x: None)
     job_id = client.submit(env.get_job_graph("web ui checkpointed").proto).hex()
     try:
         page.goto(rest.url + f"/#/jobs/{job_id}")
@@ -247,7 +243,7 @@ def test_the_page_asks_for_the_token_once_and_cancels_with_it(browser, tmp_path:
 
     from millstream.jobmanager.rest.server import RestServer
     from millstream.runtime.rpc.auth import Role, TokenAuthenticator
-    from tests.unit.test_rest_server import JOB, FakeSource
+    from tests.integration.rest_fakes import JOB, FakeSource
 
     source = FakeSource()
     server = RestServer(source, "0.1.0", authenticator=TokenAuthenticator(

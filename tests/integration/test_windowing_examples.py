@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_examples import EXAMPLES, ROOT, run_example
+from .harness import EXAMPLES, ROOT, run_example
 
 HEADER = "Printing result to stdout. Use --output to specify output path."
 

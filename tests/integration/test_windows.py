@@ -8,13 +8,10 @@ independently of the operator (see the "oracle" section)."""
 from __future__ import annotations
 
 import random
-import sys
 from typing import Any, Iterable
 
-import cloudpickle
 import pytest
 
-from millstream.client.minicluster import MiniCluster
 from millstream.common import Duration, Time, Types, WatermarkStrategy
 from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.datastream import (
@@ -38,26 +35,14 @@ from millstream.datastream.window import (
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
 )
-from millstream.taskmanager.spark.host import SparkHost
 
-from .harness import fast_config, jobmanager_env
-
-# Functions and classes of this module run on TaskManagers, which cannot import test modules.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from .harness import ClusterSpec
 
 pytestmark = pytest.mark.timeout(180)
+CLUSTER = ClusterSpec(taskmanagers=2, jobmanager_env=True)
 
 KEYS = ["k0", "k1", "k2", "k3", "k4"]
 RECORDS = [(KEYS[i % len(KEYS)], i) for i in range(103)]  # one source: each key's records stay in order
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with SparkHost(slots=4, tasks_per_slot=4) as spark:
-        with MiniCluster(fast_config(), num_slots=2, spark=spark) as mc:  # starts one TaskManager
-            mc.add_task_manager()
-            with jobmanager_env(mc.address):
-                yield mc
 
 
 def _env(parallelism: int) -> StreamExecutionEnvironment:

@@ -2,9 +2,8 @@
 FsCheckpointStorage and completed-checkpoint store rules). Real files in a temporary directory."""
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ThreadPoolExecutor
+
 from pathlib import Path
 
 import pytest
@@ -61,27 +60,6 @@ def test_task_state_goes_to_the_checkpoints_directory_and_reads_back(tmp_path: P
     assert Path(handle.path).parent == tmp_path / JOB.hex() / "chk-3"
     assert handle.size == 11 and handle.read() == b"state bytes"
     assert checkpoint_directory(tmp_path, JOB, 3) == tmp_path / JOB.hex() / "chk-3"
-
-
-def _write_many(args: tuple[str, int, int]) -> list[tuple[str, int]]:
-    base, worker, n = args
-    out = []
-    for i in range(n):
-        h = write_task_state(Path(base), JOB, 1, f"{worker}:{i}".encode())
-        out.append((h.path, worker * 1000 + i))
-    return out
-
-
-def test_concurrent_writers_never_clash(tmp_path: Path) -> None:
-    with ThreadPoolExecutor(8) as pool:  # threads of one TaskManager
-        thread_results = [p for r in pool.map(_write_many, [(str(tmp_path), w, 50) for w in range(8)]) for p in r]
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(2) as pool:  # and other processes (TaskManagers), into the same directory
-        proc_results = [p for r in pool.map(_write_many, [(str(tmp_path), w, 50) for w in (100, 101)]) for p in r]
-    everything = thread_results + proc_results
-    assert len({path for path, _ in everything}) == len(everything) == 500
-    for path, tag in everything:
-        assert Path(path).read_bytes() == f"{tag // 1000}:{tag % 1000}".encode()
 
 
 # -- metadata last, atomically ---------------------------------------------------------------------

@@ -1,8 +1,6 @@
 """CLI papercuts a new user meets: output meant for a pipe, and -D typos on `cluster start`."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import grpc
@@ -27,19 +25,6 @@ def test_plan_dot_stdout_is_only_the_graph_the_scripts_prints_go_to_stderr(tmp_p
     captured = capsys.readouterr()
     assert captured.out.startswith("digraph "), captured.out
     assert "Executing with the default input" in captured.err
-
-
-def test_output_into_a_closed_pipe_is_not_a_traceback(tmp_path) -> None:
-    # `millstream list --json | head` : the reader leaves early; Python's own advice is to exit quietly
-    script = tmp_path / "job.py"
-    script.write_text(JOB)
-    proc = subprocess.Popen([sys.executable, "-m", "millstream.client.cli", "plan", str(script), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.close()  # the reader is gone before anything is written
-    err = proc.stderr.read().decode()
-    proc.wait(timeout=60)
-    assert "Traceback" not in err and "BrokenPipeError" not in err, err
 
 
 def test_cluster_start_names_a_misspelled_key_on_the_console(monkeypatch, capsys) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -414,10 +412,3 @@ def test_markdown_table_lists_every_registered_key() -> None:
     assert "| `heartbeat.timeout` | duration | `50 s` |" in table
     assert "| `taskmanager.host` | string | (none) |" in table
     assert all(row.count(" | ") == 3 for row in rows[2:])  # no stray pipe in a cell
-
-
-def test_module_main_prints_the_table() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "millstream.runtime.config"], capture_output=True, text=True,
-        timeout=60, check=True)
-    assert result.stdout == c.render_markdown_table()

@@ -33,8 +33,6 @@ from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.task.environment import ManualClock, SimpleTaskEnvironment
 from millstream.runtime.timestamps import LONG_MAX, LONG_MIN, TimestampedBatch, stamped, timestamps_of
 from millstream.runtime.watermarks import InputWatermarks, WatermarkStatus
-from millstream.runtime.network.environment import InputGate, PartitionServer, ResultPartition
-from millstream.runtime.network.environment import ChannelSpec
 
 # -- harness -----------------------------------------------------------------------------------
 
@@ -408,38 +406,6 @@ def test_route_stamped_sends_each_timestamp_with_its_record(partitioner: Any) ->
     for recs, ts in routed:
         assert ts == [r[0] * 10 for r in recs]
     assert sorted(r for recs, _ in routed for r in recs) == records
-
-
-def test_timestamped_batches_and_watermarks_cross_a_real_partition_in_order() -> None:
-    partition = ResultPartition(b"r" * 16, 0, 1, RebalancePartitioner(), b"a" * 16, records_per_buffer=3)
-    server = PartitionServer("127.0.0.1").start()
-    server.register(partition)
-    spec = ChannelSpec(result_id=b"r" * 16, partition_index=0, subpartition_index=0, producer_attempt_id=b"a" * 16,
-                       target_node_id=1, input_index=0, producer_location="")
-    gate = InputGate([spec], lambda s: server.address, initial_credit=4)
-    gate.start()
-    try:
-        partition.emit([1, 2])  # no timestamps
-        partition.emit(TimestampedBatch([3, 4, 5, 6], [30, 40, 50, 60]))
-        partition.emit_watermark(45)
-        partition.emit(TimestampedBatch([7], [70]))
-        partition.finish()
-        received: list[Any] = []
-        while not gate.all_finished:
-            item = gate.poll(5)
-            assert item is not None
-            _, kind, payload = item
-            received.append((list(payload), timestamps_of(payload)) if isinstance(payload, list) else payload)
-        batches = [r for r in received if isinstance(r, tuple)]
-        assert [x for recs, _ in batches for x in recs] == [1, 2, 3, 4, 5, 6, 7]
-        stamps = [t for recs, ts in batches for t in (ts or [None] * len(recs))]
-        assert stamps == [None, None, 30, 40, 50, 60, 70]
-        from millstream.runtime.network.environment import Watermark
-        assert Watermark(45) in received
-        assert received.index(Watermark(45)) > max(i for i, r in enumerate(received) if isinstance(r, tuple) and 60 in (r[1] or []))
-    finally:
-        gate.close()
-        server.close()
 
 
 def test_a_slice_of_a_timestamped_batch_keeps_its_timestamps() -> None:

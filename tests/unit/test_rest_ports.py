@@ -2,9 +2,6 @@
 one, so JobManagers sharing a host get a port each. Unset: rest.port."""
 from __future__ import annotations
 
-import asyncio
-import socket
-
 import pytest
 
 from millstream.jobmanager.rest.ports import describe, parse_bind_ports, rest_ports
@@ -28,25 +25,3 @@ def test_unset_falls_back_to_rest_port() -> None:
     assert rest_ports(cfg.Configuration()) == ([8081], False)
     assert rest_ports(cfg.Configuration.from_dict({"rest.port": "9000"})) == ([9000], True)
     assert rest_ports(cfg.Configuration.from_dict({"rest.port": "9000", "rest.bind-port": "9100-9101"})) == ([9100, 9101], True)
-
-
-def test_two_jobmanagers_with_one_range_take_a_port_each_and_a_full_range_stops_the_start() -> None:
-    from millstream.jobmanager.jobmanager import JobManager
-    from millstream.runtime.entrypoint.process import StartupError
-
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        first = taken.getsockname()[1]  # taken: both must skip it
-        conf = cfg.Configuration.from_dict({"jobmanager.rpc.address": "127.0.0.1", "jobmanager.rpc.port": "0",
-                                            "rest.bind-port": f"{first}-{first + 30}"})
-
-        async def main() -> None:
-            async with JobManager(conf) as one, JobManager(conf) as two:
-                ports = [int(jm.rest_url.rsplit(":", 1)[1]) for jm in (one, two)]
-                assert first not in ports and len(set(ports)) == 2 and all(first < p <= first + 30 for p in ports)
-            only_taken = cfg.Configuration.from_dict({**conf.to_dict(), "rest.bind-port": str(first)})
-            with pytest.raises(StartupError, match=rf"rest.bind-port"):
-                await JobManager(only_taken).start()
-
-        asyncio.run(main())

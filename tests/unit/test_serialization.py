@@ -3,15 +3,12 @@ process, and the same serializer in the task environment, the state backend and 
 from __future__ import annotations
 
 import pickle
-import subprocess
 import sys
 import threading
-import textwrap
 from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any
 
-import cloudpickle
 import pytest
 
 from millstream.datastream.state import ValueStateDescriptor
@@ -104,34 +101,6 @@ def test_a_record_that_cannot_be_serialized_at_all_is_a_clear_error() -> None:
 def test_deserialize_reads_bytes_bytearray_and_memoryview() -> None:
     data = RecordSerializer().serialize([("a", 1)])
     assert deserialize(bytearray(data)) == deserialize(memoryview(data)) == [("a", 1)]
-
-
-WORKER = textwrap.dedent("""
-    import pickle, sys
-    import cloudpickle
-    from millstream.runtime.serialization import RecordSerializer, deserialize
-
-    make = cloudpickle.loads(sys.stdin.buffer.read())   # the job's function, as a task loads it
-    s = RecordSerializer()
-    buffers = [s.serialize(make(0, 3)), s.serialize(make(3, 5))]
-    # One class per process: records unpickled from a buffer are instances of the class the task's
-    # own functions use.
-    assert type(deserialize(buffers[1])[0]) is type(make(0, 1)[0])
-    sys.stdout.buffer.write(pickle.dumps(buffers))
-""")
-
-
-def test_records_made_in_another_process_come_back_as_the_clients_own_class() -> None:
-    Order = main_class()
-
-    def make(start: int, end: int) -> list[Any]:
-        return [Order(f"c{i}", i) for i in range(start, end)]
-
-    worker = subprocess.run([sys.executable, "-c", WORKER], input=cloudpickle.dumps(make), capture_output=True, timeout=60)
-    assert worker.returncode == 0, worker.stderr.decode()[-2000:]
-    result = [r for data in pickle.loads(worker.stdout) for r in deserialize(data)]
-    assert result == [Order(f"c{i}", i) for i in range(5)]
-    assert all(type(r) is Order for r in result)
 
 
 def test_the_task_environment_collects_through_the_same_serializer() -> None:

@@ -10,7 +10,7 @@ from millstream.runtime import config as cfg
 from millstream.runtime.partitioners import RebalancePartitioner
 from millstream.taskmanager import task_body
 from millstream.taskmanager.task_body import NetworkSettings
-from millstream.taskmanager.taskmanager import address_towards, network_settings, spark_conf, spark_host_for, taskmanager_hosts
+from millstream.taskmanager.taskmanager import network_settings, spark_conf, spark_host_for, taskmanager_hosts
 
 
 def test_embedded_spark_is_sized_to_slots_times_tasks_per_slot() -> None:
@@ -72,22 +72,6 @@ def test_embedded_spark_binds_and_advertises_loopback_unless_told_otherwise() ->
     assert taskmanager_hosts(conf) == ("10.1.2.3", "10.1.2.3")
     conf = cfg.Configuration.from_dict({"taskmanager.host": "tm.example", "taskmanager.bind-host": "0.0.0.0"})
     assert taskmanager_hosts(conf) == ("tm.example", "0.0.0.0")
-
-
-def test_an_external_master_binds_every_interface_and_advertises_the_address_towards_the_master() -> None:
-    conf = cfg.Configuration.from_dict({"millstream.spark.master": "spark://127.0.0.1:7077"})
-    assert taskmanager_hosts(conf) == ("127.0.0.1", "0.0.0.0")  # the route to 127.0.0.1 is loopback
-    conf.set(cfg.TASKMANAGER_HOST, "tm.example").set(cfg.TASKMANAGER_BIND_HOST, "10.0.0.5")
-    assert taskmanager_hosts(conf) == ("tm.example", "10.0.0.5")
-    host = spark_host_for(conf.set(cfg.SPARK_CONTROL_PORT, "50100-50102"))
-    assert (host.control_host, host.bind_host, host.control_ports) == ("tm.example", "10.0.0.5", range(50100, 50103))
-
-
-def test_the_address_towards_a_master_url_takes_its_first_host() -> None:
-    assert address_towards("spark://127.0.0.1:7077,127.0.0.2:7077") == "127.0.0.1"
-    assert address_towards("spark://[::1]:7077") == "::1"
-    with pytest.raises(cfg.ConfigurationError, match="set taskmanager.host"):
-        address_towards("spark://no-such-host.invalid:7077")
 
 
 def test_control_ports_are_a_port_or_an_inclusive_range() -> None:

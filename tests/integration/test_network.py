@@ -25,6 +25,7 @@ from millstream.runtime.partitioners import (
     StreamPartitioner,
 )
 from millstream.runtime.serialization import RecordSerializer
+from millstream.runtime.timestamps import TimestampedBatch, timestamps_of
 from millstream.runtime.network.environment import (
     BUFFER,
     EVENT,
@@ -53,46 +54,9 @@ from millstream.runtime.network.protocol import (
     encode_frame,
 )
 
+from .network_helpers import ATTEMPT, RESULT, InThread, drain, emit_all, poll_for, records_of, spec
+
 pytestmark = pytest.mark.timeout(30)
-
-RESULT = bytes.fromhex("0123456789abcdef0123456789abcdef")
-ATTEMPT = b"attempt-1"
-
-
-def poll_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.005)
-
-
-class InThread:
-    """Runs ``fn(*args)`` in a thread and hands back its result or exception."""
-
-    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.ended_at: float | None = None
-        self._thread = threading.Thread(target=self._run, args=(fn, *args), daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[..., Any], *args: Any) -> None:
-        try:
-            self.result = fn(*args)
-        except BaseException as e:
-            self.error = e
-        self.ended_at = time.monotonic()
-
-    def join(self, timeout_s: float = 10.0) -> Any:
-        self._thread.join(timeout_s)
-        assert not self._thread.is_alive(), "the thread did not end in time"
-        if self.error is not None:
-            raise self.error
-        return self.result
 
 
 class Net:
@@ -131,10 +95,6 @@ class Net:
             close()
 
 
-def spec(subpartition: int = 0, partition: int = 0, location: str = "tm-0", attempt: bytes = ATTEMPT) -> ChannelSpec:
-    return ChannelSpec(RESULT, partition, subpartition, attempt, target_node_id=7, input_index=0, producer_location=location)
-
-
 def _network_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("millstream-net-")]
 
@@ -147,32 +107,6 @@ def net() -> Iterator[Net]:
     finally:
         net.close()
     poll_for(lambda: not _network_threads(), 5, what=f"network threads to end: {_network_threads()}")
-
-
-def drain(gate: InputGate, timeout_s: float = 10.0,
-          on_buffer: Callable[[], None] | None = None) -> list[tuple[ChannelSpec, int, Any]]:
-    """Everything the gate delivers until every channel ended."""
-    items: list[tuple[ChannelSpec, int, Any]] = []
-    deadline = time.monotonic() + timeout_s
-    while not gate.all_finished:
-        assert time.monotonic() < deadline, f"gate not finished after {timeout_s} s; got {len(items)} items"
-        item = gate.poll(0.1)
-        if item is not None:
-            items.append(item)
-            if item[1] == BUFFER and on_buffer is not None:
-                on_buffer()
-    return items
-
-
-def emit_all(partition: ResultPartition, records: list[Any], batch: int = 500) -> None:
-    """The producer task: emits ``records`` in batches, then ends the partition."""
-    for start in range(0, len(records), batch):
-        partition.emit(records[start : start + batch])
-    partition.finish()
-
-
-def records_of(items: list[tuple[ChannelSpec, int, Any]]) -> list[Any]:
-    return [r for _, kind, payload in items if kind == BUFFER for r in payload]
 
 
 # ---- wire format -------------------------------------------------------------------------------
@@ -574,3 +508,34 @@ def test_a_held_back_buffer_keeps_its_credit_until_it_is_released(net: Net) -> N
     rest = drain(gate)
     producer.join()
     assert [r for buffer in held for r in buffer] + records_of(rest) == list(range(20))
+
+
+def test_timestamped_batches_and_watermarks_cross_a_real_partition_in_order() -> None:
+    partition = ResultPartition(b"r" * 16, 0, 1, RebalancePartitioner(), b"a" * 16, records_per_buffer=3)
+    server = PartitionServer("127.0.0.1").start()
+    server.register(partition)
+    spec = ChannelSpec(result_id=b"r" * 16, partition_index=0, subpartition_index=0, producer_attempt_id=b"a" * 16,
+                       target_node_id=1, input_index=0, producer_location="")
+    gate = InputGate([spec], lambda s: server.address, initial_credit=4)
+    gate.start()
+    try:
+        partition.emit([1, 2])  # no timestamps
+        partition.emit(TimestampedBatch([3, 4, 5, 6], [30, 40, 50, 60]))
+        partition.emit_watermark(45)
+        partition.emit(TimestampedBatch([7], [70]))
+        partition.finish()
+        received: list[Any] = []
+        while not gate.all_finished:
+            item = gate.poll(5)
+            assert item is not None
+            _, kind, payload = item
+            received.append((list(payload), timestamps_of(payload)) if isinstance(payload, list) else payload)
+        batches = [r for r in received if isinstance(r, tuple)]
+        assert [x for recs, _ in batches for x in recs] == [1, 2, 3, 4, 5, 6, 7]
+        stamps = [t for recs, ts in batches for t in (ts or [None] * len(recs))]
+        assert stamps == [None, None, 30, 40, 50, 60, 70]
+        assert Watermark(45) in received
+        assert received.index(Watermark(45)) > max(i for i, r in enumerate(received) if isinstance(r, tuple) and 60 in (r[1] or []))
+    finally:
+        gate.close()
+        server.close()

@@ -26,7 +26,7 @@ from millstream.runtime.partitioners import RebalancePartitioner
 from millstream.runtime.network.environment import ChannelError, InputGate, PartitionServer, ResultPartition
 from millstream.taskmanager.spark.host import SparkHost, TaskExit, TaskHandle, WorkerChannel, _WorkerSpec
 from tests.certs import CertificateAuthority, Pem
-from tests.unit.test_network import ATTEMPT, RESULT, InThread, drain, emit_all, poll_for, records_of, spec
+from .network_helpers import ATTEMPT, RESULT, InThread, drain, emit_all, poll_for, records_of, spec
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,7 +12,7 @@ from millstream.jobmanager.task_logs import SubtaskAttempt, TaskLogError, TaskLo
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
 from millstream.runtime.entrypoint import log_files
-from tests.unit.test_rest_server import JOB, FakeSource, serve
+from .rest_fakes import JOB, FakeSource, serve
 
 MAP = bytes.fromhex("bb" * 16)
 
