@@ -10,7 +10,7 @@ import pytest
 
 from millstream.common import Row, Types
 from millstream.datastream import RuntimeExecutionMode, SourceFunction, StreamExecutionEnvironment
-from millstream.datastream.functions import ParallelSourceFunction
+from millstream.datastream.functions import ParallelSourceFunction, SinkFunction
 
 from .harness import ClusterSpec
 
@@ -108,3 +108,30 @@ def test_an_archive_is_extracted_into_the_tasks_working_directory(cluster, tmp_p
 
         with env.from_sequence(1, 4).map(read).execute_and_collect(f"archive {name}") as results:
             assert list(results) == [f"contents of {name}"] * 4
+
+
+class _Discard(SinkFunction):
+    def invoke(self, value, context) -> None:
+        pass
+
+
+def test_an_archive_reaches_a_job_started_with_execute_async(cluster, tmp_path) -> None:
+    # execute_async ships what execute ships: the archive is there when the task opens the file
+    with zipfile.ZipFile(tmp_path / "data.zip", "w") as z:
+        z.writestr("data.txt", "async contents")
+    env = _env(1)
+    env.add_python_archive(str(tmp_path / "data.zip"), "data")
+
+    seen = tmp_path / "seen"
+    seen.mkdir()
+
+    def read(x, seen=str(seen)):
+        with open("data/data.txt") as f, open(f"{seen}/{x}", "w") as out:
+            out.write(f.read())
+        return x
+
+    env.from_sequence(1, 3).map(read).add_sink(_Discard())
+    job = env.execute_async("archive, execute_async")
+    result = job.get_job_execution_result().result(timeout=120)
+    assert result.get_job_id() == job.get_job_id()
+    assert {p.name: p.read_text() for p in seen.iterdir()} == {str(i): "async contents" for i in (1, 2, 3)}

@@ -359,6 +359,10 @@ class StreamExecutionEnvironment:
                   "Python; Spark's JVM belongs to the TaskManager)", what, ", ".join(paths))
         return self
 
+    def _artifacts(self) -> list[Any]:
+        """What every way of running a job ships with it: python files, then archives."""
+        return [*self._python_files, *self._python_archives]
+
     def get_python_files(self) -> list[str]:
         return list(self._python_files)
 
@@ -446,7 +450,7 @@ class StreamExecutionEnvironment:
 
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
-        return execute(job_graph, self._configuration, [*self._python_files, *self._python_archives])
+        return execute(job_graph, self._configuration, self._artifacts())
 
     def execute_async(self, job_name: str | None = None) -> Any:
         """Submits the job and returns a :class:`~millstream.common.JobClient` without waiting for
@@ -455,7 +459,7 @@ class StreamExecutionEnvironment:
 
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
-        return execute_async(job_graph, self._configuration, self._python_files)
+        return execute_async(job_graph, self._configuration, self._artifacts())
 
     def _execute_and_collect(self, stream: DataStream, job_name: str | None, limit: int | None) -> Any:
         from millstream.client.execution import execute_and_collect  # lazy: gRPC and the client load when a job runs
@@ -467,7 +471,7 @@ class StreamExecutionEnvironment:
         sink.get_transformation().parallelism = 1
         job_graph = self.get_job_graph(job_name)
         self._transformations = []
-        return execute_and_collect(job_graph, self._configuration, [*self._python_files, *self._python_archives],
+        return execute_and_collect(job_graph, self._configuration, self._artifacts(),
                                    collect_id, limit)
 
 
