@@ -8,7 +8,7 @@ from millstream.common.job_id import JobID
 from millstream.common.job_status import JobStatus
 from millstream.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from millstream.common.row import Row, RowKind
-from millstream.common.serialization import Encoder
+from millstream.common.serialization import DeserializationSchema, Encoder, SerializationSchema
 from millstream.common.time import Duration, Time
 from millstream.common.typeinfo import TypeInformation, Types
 from millstream.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
@@ -16,6 +16,7 @@ from millstream.common.watermark_strategy import TimestampAssigner, WatermarkStr
 __all__ = [
     "CompletableFuture",
     "Configuration",
+    "DeserializationSchema",
     "Duration",
     "Encoder",
     "ExecutionConfig",
@@ -27,6 +28,7 @@ __all__ = [
     "RestartStrategyConfiguration",
     "Row",
     "RowKind",
+    "SerializationSchema",
     "Time",
     "TimestampAssigner",
     "TypeInformation",

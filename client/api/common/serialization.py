@@ -1,6 +1,7 @@
 """Encoders for row-format file sinks (``pyflink.common.serialization``)."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 
@@ -16,3 +17,25 @@ class Encoder:
 
     def encode(self, record: object) -> bytes:
         return (str(record) + "\n").encode(self.charset)
+
+
+class SerializationSchema(ABC):
+    """Turns a record into the bytes a connector writes (PyFlink's ``SerializationSchema``).
+
+    Millstream's schemas are Python values: a sink calls ``serialize`` in the task.
+    """
+
+    @abstractmethod
+    def serialize(self, element: object) -> bytes:
+        """The record's bytes."""
+
+
+class DeserializationSchema(ABC):
+    """Turns the bytes a connector reads into a record (PyFlink's ``DeserializationSchema``).
+
+    A source calls ``deserialize`` in the task; None means the message yields no record.
+    """
+
+    @abstractmethod
+    def deserialize(self, message: bytes) -> object:
+        """The message's record, or None to skip it."""
