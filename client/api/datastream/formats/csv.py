@@ -183,7 +183,7 @@ class CsvRowDeserializationSchema(DeserializationSchema):
             names = self._options.names
             if len(columns) != len(names) and not self._ignore_parse_errors:
                 raise v.FieldError(f"Row length mismatch. {len(names)} fields expected but was {len(columns)}")
-            values = []
+            values: list[Any] = []
             for i, (name, convert) in enumerate(zip(names, self._columns)):
                 if i >= len(columns):
                     values.append(None)

@@ -139,7 +139,7 @@ class _Reader:
             if not isinstance(node, dict):
                 where = f"field {path!r}: " if path else ""
                 raise v.FieldError(f"{where}expected a JSON object, got {json.dumps(node, default=str)}")
-            values = []
+            values: list[Any] = []
             for n, convert in fields:
                 field = node.get(n, _MISSING)
                 if field is _MISSING:
