@@ -9,6 +9,7 @@ ignore_parse_errors (then the column is null); ``#`` comments only with allow_co
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import pickle
 
 import pytest
@@ -129,7 +130,8 @@ def test_sql_date_time_and_timestamp_as_flink_writes_them() -> None:
     row = Row(dt.date(1990, 10, 14), dt.time(12, 12, 43), dt.datetime(1990, 10, 14, 12, 12, 43, 123000),
               dt.datetime(2024, 1, 2, 3, 4, 5))
     data = CsvRowSerializationSchema.Builder(t).build().serialize(row)
-    assert data == b"1990-10-14,12:12:43,1990-10-14 12:12:43.123,2024-01-02 03:04:05.0\n"
+    # java.sql.Timestamp's text holds a space, which Jackson's writer quotes by default.
+    assert data == b'1990-10-14,12:12:43,"1990-10-14 12:12:43.123","2024-01-02 03:04:05.0"\n'
     assert list(CsvRowDeserializationSchema.Builder(t).build().deserialize(data)) == list(row)
 
 
@@ -164,3 +166,41 @@ def test_a_built_schema_does_not_change_with_its_builder_and_pickles() -> None:
     schema = builder.build()
     builder.set_field_delimiter(";")
     assert pickle.loads(pickle.dumps(schema)).serialize(Row(1, "a", 1.0, True)) == b"1,a,1.0,true\n"
+
+
+@pytest.mark.parametrize("field_type, value, text", [
+    (Types.STRING(), "123'4*", "'123''4**'"),
+    (Types.STRING(), "a;b'c", "'a;b''c'"),
+    (Types.INT(), 12, "12"),
+    (Types.ROW([Types.STRING(), Types.STRING()]), Row("1", "hello"), "'1:hello'"),
+    (Types.ROW([Types.STRING(), Types.STRING()]), Row("1", "hello world"), "'1:hello world'"),
+    (Types.STRING(), "null", "null"),
+])
+def test_pyflinks_own_field_cases(field_type, value, text) -> None:
+    """PyFlink's test_csv_row_serialization_schema: escape '*', quote "'", elements ':', fields ';'."""
+    t = Types.ROW([Types.STRING(), field_type, Types.STRING()])
+    ser = CsvRowSerializationSchema.Builder(t).set_escape_character("*").set_quote_character("'") \
+        .set_array_element_delimiter(":").set_field_delimiter(";").build()
+    de = CsvRowDeserializationSchema.Builder(t).set_escape_character("*").set_quote_character("'") \
+        .set_array_element_delimiter(":").set_field_delimiter(";").build()
+    line = f"BEGIN;{text};END\n"
+    assert ser.serialize(Row("BEGIN", value, "END")).decode() == line
+    back = de.deserialize(line.encode())
+    assert back[0] == "BEGIN" and back[2] == "END"
+    assert (list(back[1]) if isinstance(value, Row) else back[1]) == (list(value) if isinstance(value, Row) else value)
+
+
+def test_numbers_are_written_as_java_writes_them() -> None:
+    t = Types.ROW_NAMED(["f", "d", "small", "big"], [Types.FLOAT(), Types.DOUBLE(), Types.DOUBLE(), Types.BIG_DEC()])
+    data = CsvRowSerializationSchema.Builder(t).build().serialize(Row(3e38, 2e-308, 0.001, decimal.Decimal("1.50")))
+    assert data == b"3.0E38,2.0E-308,0.001,1.50\n"
+    back = CsvRowDeserializationSchema.Builder(t).build().deserialize(data)
+    assert list(back) == [pytest.approx(3e38, rel=1e-7), 2e-308, 0.001, decimal.Decimal("1.50")]
+
+
+def test_strings_jackson_quotes_by_its_loose_check() -> None:
+    t = Types.ROW_NAMED(["s"], [Types.STRING()])
+    ser = CsvRowSerializationSchema.Builder(t).build()
+    assert ser.serialize(Row("plain-text.ok")) == b"plain-text.ok\n"
+    assert ser.serialize(Row("two words")) == b'"two words"\n'
+    assert ser.serialize(Row("x" * 25)) == b'"' + b"x" * 25 + b'"\n'  # longer than 24: always quoted

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
+import struct
 
 from millstream.common.typeinfo import TypeInformation
 
@@ -152,3 +153,42 @@ def check_int(value: object, type_name: str) -> int:
         if not low <= value <= high:
             raise FieldError(f"{value!r} is out of range for {type_name} [{low}, {high}]")
     return value
+
+
+def java_double(value: float) -> str:
+    """Java's ``Double.toString``, the text Flink writes: ``2.5``, ``3.0E38``, ``1.0E-5``, ``NaN``."""
+    return _java_decimal_text(value, repr(value))
+
+
+def java_float(value: float) -> str:
+    """Java's ``Float.toString``: the shortest digits that read back as the same 32-bit float."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return _java_decimal_text(value, repr(value))
+    single = struct.unpack("f", struct.pack("f", value))[0]
+    for digits in range(1, 10):
+        text = f"{single:.{digits}g}"
+        if struct.unpack("f", struct.pack("f", float(text)))[0] == single:
+            return _java_decimal_text(single, text)
+    return _java_decimal_text(single, repr(single))
+
+
+def _java_decimal_text(value: float, shortest: str) -> str:
+    # Java prints plain decimals for 1e-3 <= |x| < 1e7 and d.dddE<n> otherwise, always with a '.'.
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if str(value).startswith("-") else "0.0"
+    sign, digits, exponent = decimal.Decimal(shortest).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    assert isinstance(exponent, int)
+    point = len(text) + exponent  # where the decimal point falls in the digit string
+    minus = "-" if sign else ""
+    if 1e-3 <= abs(value) < 1e7:
+        if point <= 0:
+            return f"{minus}0.{'0' * -point}{text}"
+        if point >= len(text):
+            return f"{minus}{text}{'0' * (point - len(text))}.0"
+        return f"{minus}{text[:point]}.{text[point:]}"
+    return f"{minus}{text[0]}.{text[1:] or '0'}E{point - 1}"

@@ -1,12 +1,13 @@
 """PyFlink's CSV row formats (``pyflink.datastream.formats.csv``), in pure Python.
 
 A message is one CSV line; its columns are the row type's fields in order. As Flink's
-CsvRowSerializationSchema/CsvRowDeserializationSchema: fields separated by ``,``, values quoted
-with ``"`` when they hold the delimiter, a quote or a line break (a quote inside doubled), no escape
-character unless set, array and nested row elements separated by ``;``, no null literal unless set
-(then that text is null, in any column). SQL_DATE is ``yyyy-MM-dd``, SQL_TIME ``HH:mm:ss``,
-SQL_TIMESTAMP java.sql.Timestamp's ``yyyy-MM-dd HH:mm:ss.S``. Numbers are trimmed before parsing;
-an empty numeric column is a parse error (only the null literal means null).
+CsvRowSerializationSchema/CsvRowDeserializationSchema (Jackson's CSV underneath): fields separated
+by ``,``, strings quoted with ``"`` by Jackson's loose check (see ``_quoted``; a quote inside
+doubled), no escape character unless set, array and nested row elements separated by ``;``, no
+null literal unless set (then that text is null, in any column). Numbers are written as Java
+writes them (``3.0E38``), SQL_DATE as ``yyyy-MM-dd``, SQL_TIME ``HH:mm:ss``, SQL_TIMESTAMP as
+java.sql.Timestamp's ``yyyy-MM-dd HH:mm:ss.S``. Numbers are trimmed before parsing; an empty
+numeric column is a parse error (only the null literal means null).
 
 PyFlink's ``CsvSchema``, ``CsvReaderFormat`` and ``CsvBulkWriter`` (built on the Table API's
 DataTypes) are not provided.
@@ -89,17 +90,16 @@ def _parser(t: TypeInformation, path: str) -> Callable[[str], Any]:
     return lambda text: v.parse_timestamp(text.strip(), " ")
 
 
-def _formatter(t: TypeInformation, path: str) -> Callable[[Any], str]:
+def _formatter(t: TypeInformation, path: str) -> Callable[[Any], tuple[str, bool]]:
+    """A column's text and whether it is a string (checked for quoting) or a number or boolean (not)."""
     name = t.name
 
-    def wrong(value: Any) -> v.FieldError:
-        return v.FieldError(f"field {path!r}: {value!r} is not a {t} value")
-
-    def checked(ok: Callable[[Any], bool], text: Callable[[Any], str]) -> Callable[[Any], str]:
-        def convert(value: Any) -> str:
+    def checked(ok: Callable[[Any], bool], text: Callable[[Any], str], is_string: bool = True
+                ) -> Callable[[Any], tuple[str, bool]]:
+        def convert(value: Any) -> tuple[str, bool]:
             if not ok(value):
-                raise wrong(value)
-            return text(value)
+                raise v.FieldError(f"field {path!r}: {value!r} is not a {t} value")
+            return text(value), is_string
         return convert
 
     def number(x: Any) -> bool:
@@ -108,18 +108,20 @@ def _formatter(t: TypeInformation, path: str) -> Callable[[Any], str]:
     if name in ("STRING", "CHAR"):
         return checked(lambda x: isinstance(x, str), str)
     if name == "BOOLEAN":
-        return checked(lambda x: isinstance(x, bool), lambda x: "true" if x else "false")
+        return checked(lambda x: isinstance(x, bool), lambda x: "true" if x else "false", is_string=False)
     if name in v.INT_RANGES or name == "BIG_INT":
-        def integer(x: Any) -> str:
+        def integer(x: Any) -> tuple[str, bool]:
             try:
-                return str(v.check_int(x, name))
+                return str(v.check_int(x, name)), False
             except v.FieldError as e:
                 raise v.FieldError(f"field {path!r}: {e}") from None
         return integer
     if name in ("FLOAT", "DOUBLE"):
-        return checked(number, lambda x: repr(float(x)))
+        java = v.java_float if name == "FLOAT" else v.java_double
+        return checked(number, lambda x: java(float(x)), is_string=False)
     if name == "BIG_DEC":
-        return checked(number, lambda x: str(x) if isinstance(x, (int, decimal.Decimal)) else repr(x))
+        return checked(number, lambda x: str(x if isinstance(x, (int, decimal.Decimal)) else decimal.Decimal(repr(x))),
+                       is_string=False)
     if name == "SQL_DATE":
         return checked(lambda x: isinstance(x, dt.date) and not isinstance(x, dt.datetime), v.format_date)
     if name == "SQL_TIME":
@@ -257,26 +259,53 @@ class CsvRowSerializationSchema(SerializationSchema):
         self._options = options
         self._line_delimiter = line_delimiter
         self._columns = [self._column(t, n) for n, t in zip(options.names, options.type_info.components)]
+        specials = [options.field_delimiter, options.quote_character or "\0", *line_delimiter]
+        self._min_safe = max(map(ord, specials)) + 1
 
-    def _column(self, t: TypeInformation, path: str) -> Callable[[Any], str]:
+    def _column(self, t: TypeInformation, path: str) -> Callable[[Any], tuple[str, bool]]:
         if t.name in v.ARRAYS or t.name in v.ROWS:
             elements = [_formatter(c, f"{path}[]") for c in t.components]
             is_row = t.name in v.ROWS
 
-            def nested(value: Any) -> str:
+            def nested(value: Any) -> tuple[str, bool]:
                 if not isinstance(value, (list, tuple, Row)):
                     raise v.FieldError(f"field {path!r}: {value!r} is not a {t} value")
                 if is_row and len(value) != len(elements):
                     raise v.FieldError(f"field {path!r}: {len(value)} elements do not match {t}")
-                texts = [self._text(elements[i] if is_row else elements[0], e) for i, e in enumerate(value)]
-                return self._options.array_element_delimiter.join(texts)
+                texts = [self._text(elements[i] if is_row else elements[0], e)[0] for i, e in enumerate(value)]
+                # The elements joined are one string column, quoted as any string.
+                return self._options.array_element_delimiter.join(texts), True
             return nested
         return _formatter(t, path)
 
-    def _text(self, convert: Callable[[Any], str], value: Any) -> str:
+    def _text(self, convert: Callable[[Any], tuple[str, bool]], value: Any) -> tuple[str, bool]:
         if value is None:
-            return self._options.null_literal or ""
+            return self._options.null_literal or "", False
         return convert(value)
+
+    def _quoted(self, text: str) -> str:
+        """A string column as Jackson's CSV writer (Flink's) writes it.
+
+        Jackson's loose check: a string is quoted when it is longer than 24 characters or holds a
+        character at or below the highest of the field delimiter, the quote character and the line
+        delimiter (so with ``,`` and ``"`` a space or ``+`` quotes it, with ``;`` digits do too), or
+        the escape character. Inside quotes a quote is doubled and the escape character doubled.
+        Without a quote character Jackson writes the text raw, which breaks the line when it holds
+        the delimiter; here the escape character escapes it then, and without one it is an error.
+        """
+        o = self._options
+        q, esc = o.quote_character, o.escape_character
+        if q is None:
+            specials = {o.field_delimiter, "\r", "\n"}
+            if not any(c in specials for c in text):
+                return text
+            if esc is None:
+                raise v.FieldError(f"{text!r} holds the field delimiter or a line break, and quoting is "
+                                   "disabled without an escape character")
+            return "".join(esc + c if c in specials or c == esc else c for c in text)
+        if not (len(text) > 24 or any(ord(c) < self._min_safe for c in text) or (esc is not None and esc in text)):
+            return text
+        return q + "".join(c + c if c == q or c == esc else c for c in text) + q
 
     def serialize(self, element: Any) -> bytes:
         names = self._options.names
@@ -285,11 +314,12 @@ class CsvRowSerializationSchema(SerializationSchema):
                 raise v.FieldError(f"{element!r} is not a Row of {self._options.type_info}")
             if len(element) != len(names):
                 raise v.FieldError(f"a row of {len(element)} fields does not match the {len(names)} fields {list(names)}")
-            texts = [self._text(convert, value) for convert, value in zip(self._columns, element)]
-            out = io.StringIO()
-            csv.writer(out, lineterminator=self._line_delimiter, **self._options.dialect()).writerow(texts)
-            return out.getvalue().encode("utf-8")
-        except (v.FieldError, csv.Error) as e:
+            columns = []
+            for convert, value in zip(self._columns, element):
+                text, is_string = self._text(convert, value)
+                columns.append(self._quoted(text) if is_string else text)
+            return (self._options.field_delimiter.join(columns) + self._line_delimiter).encode("utf-8")
+        except v.FieldError as e:
             raise ValueError(f"Failed to serialize row {element!r} to CSV: {e}") from e
 
     def __reduce__(self) -> tuple:

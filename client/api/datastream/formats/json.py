@@ -224,8 +224,19 @@ class JsonRowDeserializationSchema(DeserializationSchema):
                                                 self._ignore_parse_errors)
 
 
+class _Number(str):
+    """A number's JSON text as Java writes it (``3.0E38``), put into the output as it is."""
+
+
+def _java_number(value: float, text: Callable[[float], str]) -> Any:
+    # Jackson quotes the values JSON has no number for: "NaN", "Infinity", "-Infinity".
+    return text(value) if value != value or value in (float("inf"), float("-inf")) else _Number(text(value))
+
+
 def _dump(value: Any) -> str:
     """JSON text of a tree of dicts, lists and scalars; a Decimal keeps its digits as a number."""
+    if isinstance(value, _Number):
+        return str(value)
     if isinstance(value, decimal.Decimal):
         if not value.is_finite():
             raise v.FieldError(f"{value} is not a JSON number")
@@ -270,7 +281,8 @@ class _Writer:
         if name in v.INT_RANGES or name == "BIG_INT":
             return lambda x: self._scalar(path, lambda: v.check_int(x, name))
         if name in ("FLOAT", "DOUBLE"):
-            return check(number, float)
+            java = v.java_float if name == "FLOAT" else v.java_double
+            return check(number, lambda x: _java_number(float(x), java))
         if name == "BIG_DEC":
             return check(number, lambda x: x if isinstance(x, (int, decimal.Decimal)) else decimal.Decimal(repr(x)))
         if name == "SQL_DATE":
