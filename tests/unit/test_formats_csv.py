@@ -97,8 +97,8 @@ def test_a_line_of_the_wrong_length_fails_unless_ignore_parse_errors() -> None:
     assert list(de.deserialize(b"1,a,1.0,true,extra")) == [1, "a", 1.0, True]
 
 
-def test_a_line_that_is_not_csv_fails_or_is_skipped() -> None:
-    bad = b'1,"unterminated,1.0,true'
+@pytest.mark.parametrize("bad", [b'1,"unterminated,1.0,true', b"1,\xff\xfe,1.0,true"])
+def test_a_line_that_is_not_csv_fails_or_is_skipped(bad: bytes) -> None:
     with pytest.raises(ValueError, match="Failed to deserialize CSV row"):
         CsvRowDeserializationSchema.Builder(T).build().deserialize(bad)
     assert CsvRowDeserializationSchema.Builder(T).set_ignore_parse_errors(True).build().deserialize(bad) is None

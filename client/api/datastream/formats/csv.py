@@ -173,11 +173,13 @@ class CsvRowDeserializationSchema(DeserializationSchema):
             raise
 
     def deserialize(self, message: bytes) -> Row | None:
-        raw = message.decode("utf-8", "replace") if isinstance(message, (bytes, bytearray)) else str(message)
-        line = raw[:-2] if raw.endswith("\r\n") else raw.rstrip("\r\n") if raw[-1:] in ("\n", "\r") else raw
-        if self._allow_comments and line.startswith("#"):
-            return None
+        shown = message.decode("utf-8", "replace") if isinstance(message, (bytes, bytearray)) else str(message)
         try:
+            raw = message.decode("utf-8") if isinstance(message, (bytes, bytearray)) else str(message)
+            # One trailing line break ends the record; it is not part of the last column.
+            line = raw[:-2] if raw.endswith("\r\n") else raw[:-1] if raw[-1:] in ("\n", "\r") else raw
+            if self._allow_comments and line.startswith("#"):
+                return None
             rows = list(csv.reader(io.StringIO(line, newline=""), **self._options.dialect()))
             if len(rows) > 1:
                 raise v.FieldError("the message holds more than one CSV line")
@@ -195,10 +197,10 @@ class CsvRowDeserializationSchema(DeserializationSchema):
                 except v.FieldError as e:
                     raise v.FieldError(f"field {name!r}: {e}") from None
             return Row.of_names(names, values)
-        except (v.FieldError, csv.Error) as e:
+        except (v.FieldError, csv.Error, UnicodeDecodeError) as e:
             if self._ignore_parse_errors:
                 return None
-            raise ValueError(f"Failed to deserialize CSV row {raw!r}: {e}") from e
+            raise ValueError(f"Failed to deserialize CSV row {shown!r}: {e}") from e
 
     def __reduce__(self) -> tuple:
         return (CsvRowDeserializationSchema, (self._options, self._allow_comments, self._ignore_parse_errors))
