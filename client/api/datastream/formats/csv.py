@@ -247,7 +247,8 @@ class CsvRowDeserializationSchema(DeserializationSchema):
 
         def build(self) -> "CsvRowDeserializationSchema":
             # A copy: setting the builder again must not change a schema it built.
-            return CsvRowDeserializationSchema(copy.copy(self._options), self._allow_comments, self._ignore_parse_errors)
+            return CsvRowDeserializationSchema(
+                copy.copy(self._options), self._allow_comments, self._ignore_parse_errors)
 
 
 class CsvRowSerializationSchema(SerializationSchema):
@@ -315,7 +316,8 @@ class CsvRowSerializationSchema(SerializationSchema):
             if not isinstance(element, (Row, tuple, list)):
                 raise v.FieldError(f"{element!r} is not a Row of {self._options.type_info}")
             if len(element) != len(names):
-                raise v.FieldError(f"a row of {len(element)} fields does not match the {len(names)} fields {list(names)}")
+                raise v.FieldError(
+                    f"a row of {len(element)} fields does not match the {len(names)} fields {list(names)}")
             columns = []
             for convert, value in zip(self._columns, element):
                 text, is_string = self._text(convert, value)
