@@ -10,13 +10,15 @@ same transactional.id, which fences the old one.
 """
 from __future__ import annotations
 
+import os
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
 
-from .kafka import KafkaBroker, kafka_broker  # noqa: F401  (the module-scoped fixture)
+from .kafka import KafkaBroker, kafka_broker, kafka_unavailable  # noqa: F401  (the module-scoped fixture)
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (`make install`)")
 TopicPartition = ck.TopicPartition
@@ -246,3 +248,16 @@ def test_offsets_for_times_finds_the_first_record_at_or_after_a_timestamp(kafka_
         assert (msg.value(), msg.timestamp()) == (b"r3", (ck.TIMESTAMP_CREATE_TIME, base + 3000))
     finally:
         consumer.close()
+
+
+def test_the_broker_answers_while_running_and_leaves_no_process_behind(tmp_path: Path) -> None:
+    reason = kafka_unavailable()
+    if reason:
+        pytest.skip(reason)
+    with KafkaBroker(tmp_path) as broker:
+        assert broker.proc is not None
+        pid = broker.proc.pid
+        admin = ck.admin.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        assert [b.port for b in admin.list_topics(timeout=5).brokers.values()] == [broker.port]
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the whole process group is gone
