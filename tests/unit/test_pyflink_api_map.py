@@ -85,10 +85,11 @@ MODULES: tuple[ModuleMap, ...] = (
         provided=_names(
             """Configuration TypeInformation Types Encoder JobExecutionResult RestartStrategies
             RestartStrategyConfiguration Row RowKind WatermarkStrategy Duration Time ExecutionConfig
-            CompletableFuture JobClient JobID JobStatus SerializationSchema DeserializationSchema"""
+            CompletableFuture JobClient JobID JobStatus SerializationSchema DeserializationSchema
+            SimpleStringSchema ByteArraySchema"""
         ),
         not_yet=_names(
-            """ConfigOption ConfigOptions TypeSerializer SimpleStringSchema ByteArraySchema
+            """ConfigOption ConfigOptions TypeSerializer
             InputDependencyConstraint Instant
             AssignerWithPeriodicWatermarksWrapper"""
         ),
@@ -200,10 +201,11 @@ MODULES: tuple[ModuleMap, ...] = (
             OutputFileConfig RollingPolicy StreamFormat StreamingFileSink"""
         ),
         provided=_names(
-            "BucketAssigner FileSink FileSource FileSourceBuilder OutputFileConfig RollingPolicy StreamFormat StreamingFileSink"
+            """BucketAssigner FileSink FileSource FileSourceBuilder OutputFileConfig RollingPolicy StreamFormat
+            StreamingFileSink NumberSequenceSource"""
         ),
         not_yet=_names(
-            """Sink Source DeliveryGuarantee NumberSequenceSource JdbcSink JdbcConnectionOptions
+            """Sink Source DeliveryGuarantee JdbcSink JdbcConnectionOptions
             JdbcExecutionOptions KafkaSource FlinkKafkaConsumer FlinkKafkaProducer Semantic
             DynamicKafkaSource DynamicKafkaSourceBuilder KafkaMetadataService
             KafkaRecordDeserializationSchema KafkaStreamSetSubscriber KafkaStreamSubscriber
@@ -247,8 +249,8 @@ MODULES: tuple[ModuleMap, ...] = (
     ModuleMap(
         pyflink="pyflink.datastream.connectors.number_seq",
         pyflink_names=_names("NumberSequenceSource"),
-        provided=(),
-        not_yet=_names("NumberSequenceSource"),
+        provided=_names("NumberSequenceSource"),
+        not_yet=(),
     ),
     ModuleMap(
         pyflink="pyflink.metrics",

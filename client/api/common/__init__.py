@@ -8,12 +8,19 @@ from millstream.common.job_id import JobID
 from millstream.common.job_status import JobStatus
 from millstream.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from millstream.common.row import Row, RowKind
-from millstream.common.serialization import DeserializationSchema, Encoder, SerializationSchema
+from millstream.common.serialization import (
+    ByteArraySchema,
+    DeserializationSchema,
+    Encoder,
+    SerializationSchema,
+    SimpleStringSchema,
+)
 from millstream.common.time import Duration, Time
 from millstream.common.typeinfo import TypeInformation, Types
 from millstream.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 
 __all__ = [
+    "ByteArraySchema",
     "CompletableFuture",
     "Configuration",
     "DeserializationSchema",
@@ -29,6 +36,7 @@ __all__ = [
     "Row",
     "RowKind",
     "SerializationSchema",
+    "SimpleStringSchema",
     "Time",
     "TimestampAssigner",
     "TypeInformation",

@@ -1,6 +1,7 @@
-"""Encoders for row-format file sinks (``pyflink.common.serialization``)."""
+"""Encoders for row-format file sinks and the schemas connectors use (``pyflink.common.serialization``)."""
 from __future__ import annotations
 
+import codecs
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -39,3 +40,47 @@ class DeserializationSchema(ABC):
     @abstractmethod
     def deserialize(self, message: bytes) -> object:
         """The message's record, or None to skip it."""
+
+
+class SimpleStringSchema(SerializationSchema, DeserializationSchema):
+    """Strings as bytes in one charset, both ways (PyFlink's ``SimpleStringSchema``, UTF-8 by default)."""
+
+    def __init__(self, charset: str = "UTF-8") -> None:
+        try:
+            # Checked here, not at the first record: a misspelt charset fails where the job is built.
+            codecs.lookup(charset)
+        except LookupError:
+            raise ValueError(f"SimpleStringSchema: unknown charset {charset!r}") from None
+        self.charset = charset
+
+    def serialize(self, element: object) -> bytes:
+        if not isinstance(element, str):
+            raise TypeError(f"SimpleStringSchema serializes str records, got {type(element).__name__}")
+        try:
+            return element.encode(self.charset)
+        except UnicodeEncodeError as e:
+            raise ValueError(f"SimpleStringSchema: the record cannot be encoded as {self.charset}: {e}") from None
+
+    def deserialize(self, message: bytes) -> str:
+        try:
+            return bytes(message).decode(self.charset)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"SimpleStringSchema: the message is not valid {self.charset}: {e}") from None
+
+    def __repr__(self) -> str:
+        return f"SimpleStringSchema(charset={self.charset!r})"
+
+
+class ByteArraySchema(SerializationSchema, DeserializationSchema):
+    """Records that are the message's bytes themselves (PyFlink's ``ByteArraySchema``)."""
+
+    def serialize(self, element: object) -> bytes:
+        if not isinstance(element, (bytes, bytearray, memoryview)):
+            raise TypeError(f"ByteArraySchema serializes bytes records, got {type(element).__name__}")
+        return bytes(element)
+
+    def deserialize(self, message: bytes) -> bytes:
+        return bytes(message)
+
+    def __repr__(self) -> str:
+        return "ByteArraySchema()"

@@ -1,5 +1,5 @@
 """Connectors at PyFlink's paths: ``millstream.datastream.connectors`` exports the file connector's
-names, as ``pyflink.datastream.connectors`` does; ``.file_system`` and ``.datagen`` hold them."""
+names, as ``pyflink.datastream.connectors`` does; ``.file_system``, ``.number_seq`` and ``.datagen`` hold them."""
 from millstream.datastream.connectors.file_system import (
     BucketAssigner,
     FileSink,
@@ -10,12 +10,14 @@ from millstream.datastream.connectors.file_system import (
     StreamFormat,
     StreamingFileSink,
 )
+from millstream.datastream.connectors.number_seq import NumberSequenceSource
 
 __all__ = [
     "BucketAssigner",
     "FileSink",
     "FileSource",
     "FileSourceBuilder",
+    "NumberSequenceSource",
     "OutputFileConfig",
     "RollingPolicy",
     "StreamFormat",
