@@ -76,6 +76,14 @@ def test_non_integer_bounds_are_refused(start: Any, end: Any) -> None:
         NumberSequenceSource(start, end)
 
 
+def test_bounds_beyond_a_java_long_are_refused() -> None:
+    NumberSequenceSource(-(2**63), 2**63 - 1)  # Flink's bounds are longs: the whole long range is allowed
+    with pytest.raises(ValueError, match="end 9223372036854775808 does not fit a Java long"):
+        NumberSequenceSource(0, 2**63)
+    with pytest.raises(ValueError, match="start -9223372036854775809 does not fit a Java long"):
+        NumberSequenceSource(-(2**63) - 1, 0)
+
+
 def test_bounds_are_kept() -> None:
     source = NumberSequenceSource(-3, 7)
     assert (source.get_from(), source.get_to()) == (-3, 7)

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from millstream.runtime import operator_factories
 
+# Flink's bounds are Java longs; a larger Python int is refused here, not wrapped around.
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
 
 class NumberSequenceSource:
     def __init__(self, start: int, end: int) -> None:
@@ -18,6 +21,8 @@ class NumberSequenceSource:
         for name, value in (("start", start), ("end", end)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"NumberSequenceSource needs an int {name}, got {type(value).__name__}")
+            if not _LONG_MIN <= value <= _LONG_MAX:
+                raise ValueError(f"NumberSequenceSource's {name} {value} does not fit a Java long")
         if start > end:
             raise ValueError(f"NumberSequenceSource needs start <= end, got {start}..{end}")
         self.start = start
