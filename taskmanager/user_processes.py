@@ -9,13 +9,10 @@ double forks stay visible) and notes the descendants it already has; on exit, ev
 that appeared since gets SIGTERM, then SIGKILL after a grace period, and the worker reaps them.
 
 A cancelled task whose user code does not return is ended by Spark killing its worker, and then
-no code of the worker runs. For that case a small watchdog process (:data:`_WATCHDOG`, its stdin
-a pipe from the worker) notes the task's processes every 0.1 s and, when the pipe closes without
-the worker's word that the task ended (``e``), which means the worker died, kills those still
-running (the same process: pid and start time). Spark reuses a worker for task after task, so the
-watchdog is started on the worker's first task and serves the later ones too (told of each task's
-begin and end), idle and blocked on its pipe in between: a task neither starts a process for it
-nor waits for one to end.
+no code of the worker runs. For that case a small watchdog process (:data:`_WATCHDOG`, started
+at the task's start, its stdin a pipe from the worker) notes the task's processes every 0.1 s
+and, when the pipe closes without the worker's word that the task ended (``q``), which means the
+worker died, kills those still running (the same process: pid and start time).
 
 Processes are found through ``/proc`` (each process's parent id), so this is Linux only; elsewhere
 it does nothing. A child that calls ``setsid`` keeps its parent and is still found; only one whose
@@ -104,14 +101,11 @@ def _reap(pids: Iterable[int]) -> None:
             pass
 
 
-# The watchdog: argv = the worker's pid. Plain os calls only (no imports of Millstream), started
-# with -S -I: it must start in milliseconds and outlive the worker. One serves every task the
-# (reused) worker runs: "b PID PID...\n" begins a task (the pids to leave alone: the worker's own
-# from before it), "e\n" ends it; only between a "b" and its "e" does it scan and, on the pipe's
-# end, kill. Idle, it blocks on the pipe and costs nothing.
+# The watchdog: argv = worker pid, then the pids to leave alone. Plain os calls only (no imports of
+# Millstream), started with -S -I: it must start in milliseconds and outlive the worker.
 _WATCHDOG = r"""
 import os, select, signal, sys
-worker, me = int(sys.argv[1]), os.getpid()
+worker, keep = int(sys.argv[1]), {int(p) for p in sys.argv[2:]} | {os.getpid()}
 def stat(pid):
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -128,7 +122,7 @@ def children(pid):
     except OSError:
         pass
     return found
-def scan(keep):  # the worker's descendants: a few small reads, not all of /proc
+def scan():  # the worker's descendants: a few small reads, not all of /proc
     seen, stack = {}, [worker]
     while stack:
         for pid in children(stack.pop()):
@@ -138,58 +132,24 @@ def scan(keep):  # the worker's descendants: a few small reads, not all of /proc
                     seen[pid] = found[1]
                     stack.append(pid)
     return seen
-keep, noted, in_task, pending = {me}, {}, False, b""
+noted = scan()
 while True:
-    ready, _, _ = select.select([0], [], [], 0.1 if in_task else None)
+    ready, _, _ = select.select([0], [], [], 0.1)
     if ready:
-        said = os.read(0, 4096)
-        if not said:  # end of file: the worker died (killed by Spark) or ended
+        said = os.read(0, 1)
+        if said == b"q":  # the worker ended its task itself (and its processes): leave quietly
+            sys.exit(0)
+        if not said:  # end of file without a word: the worker died (killed by Spark)
             break
-        pending += said
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            if line.startswith(b"b"):  # a task begins
-                keep = {int(p) for p in line.split()[1:]} | {me}
-                noted, in_task = {}, True
-            elif line == b"e":  # the worker ended its task itself (and its processes)
-                noted, in_task = {}, False
-    if in_task:
-        noted.update(scan(keep))
-if in_task:  # died in a task without the worker's word: end what the task left
-    for pid, start in noted.items():  # the same processes: pid and start time
-        found = stat(pid)
-        if found and found[1] == start:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+    noted.update(scan())
+for pid, start in noted.items():  # end what its task left (the same processes: pid and start time)
+    found = stat(pid)
+    if found and found[1] == start:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 """
-
-_watchdog: subprocess.Popen[bytes] | None = None  # this worker's, shared by its tasks
-_watchdog_owner = 0  # the pid that started it
-
-
-def _worker_watchdog() -> subprocess.Popen[bytes]:
-    """The watchdog of this process, started on its first task (or when the last one died)."""
-    global _watchdog, _watchdog_owner
-    if _watchdog is None or _watchdog.poll() is not None or _watchdog_owner != os.getpid():
-        # a forked copy of a worker does not talk to its parent's watchdog
-        _watchdog = subprocess.Popen(
-            [sys.executable, "-S", "-I", "-c", _WATCHDOG, str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)  # not in the worker's group: a kill of it spares the watchdog
-        _watchdog_owner = os.getpid()
-    return _watchdog
-
-
-def _tell(watchdog: subprocess.Popen[bytes], line: bytes) -> bool:
-    assert watchdog.stdin is not None
-    try:
-        watchdog.stdin.write(line)
-        watchdog.stdin.flush()
-        return True
-    except (BrokenPipeError, ValueError):  # it died (or its pipe was closed)
-        return False
 
 
 class TaskProcesses:
@@ -207,26 +167,15 @@ class TaskProcesses:
             _become_subreaper()
             self._before = descendants(os.getpid())
             if self._watchdog_wanted:
-                self._start_watch()
+                try:
+                    self.watchdog = subprocess.Popen(
+                        [sys.executable, "-S", "-I", "-c", _WATCHDOG, str(os.getpid()), *map(str, self._before)],
+                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                        start_new_session=True)  # not in the worker's group: a kill of it spares the watchdog
+                    self._before.add(self.watchdog.pid)
+                except OSError as exc:
+                    log.warning("no watchdog for the task's processes: %s", exc)
         return self
-
-    def _start_watch(self) -> None:
-        line = b" ".join([b"b", *(str(p).encode() for p in sorted(self._before))]) + b"\n"
-        for _ in range(2):  # a watchdog that died since the last task is replaced once
-            try:
-                watchdog = _worker_watchdog()
-            except OSError as exc:
-                log.warning("no watchdog for the task's processes: %s", exc)
-                return
-            self._before.add(watchdog.pid)
-            if _tell(watchdog, line):
-                self.watchdog = watchdog
-                return
-            try:  # its pipe is gone: it leaves (end of file) if it has not already
-                watchdog.wait(5)
-            except subprocess.TimeoutExpired:
-                watchdog.kill()
-                watchdog.wait()
 
     def __exit__(self, *exc: object) -> None:
         if not os.path.isdir("/proc"):
@@ -234,11 +183,20 @@ class TaskProcesses:
         try:
             self._end_started()
         finally:
-            if self.watchdog is not None:  # the worker lives: the watchdog stands down until the next task
+            if self.watchdog is not None:  # the worker lives: the watchdog leaves quietly
+                assert self.watchdog.stdin is not None
                 # Said, not inferred from the pipe's end: a killed worker's pipe closes before the
                 # kernel marks it dead, so a watchdog looking at the worker then would see it alive.
-                # Not waited for: it stays for the worker's next task (one process per worker, not per task).
-                _tell(self.watchdog, b"e\n")
+                try:
+                    self.watchdog.stdin.write(b"q")
+                    self.watchdog.stdin.close()
+                except BrokenPipeError:
+                    pass
+                try:
+                    self.watchdog.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.watchdog.kill()
+                    self.watchdog.wait()
 
     def _end_started(self) -> None:
         started = descendants(os.getpid()) - self._before
