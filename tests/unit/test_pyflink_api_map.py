@@ -585,7 +585,6 @@ def test_a_pyflink_module_imports_or_fails_naming_it_as_not_provided(pyflink: st
 @pytest.mark.parametrize("statement, module", [
     ("import millstream.table", "millstream.table"),
     ("from millstream.table import StreamTableEnvironment", "millstream.table"),
-    ("from millstream.datastream.connectors.kafka import KafkaSource", "millstream.datastream.connectors.kafka"),
     ("from millstream.datastream.connectors import jdbc", "millstream.datastream.connectors.jdbc"),
     ("import millstream.datastream.formats.avro", "millstream.datastream.formats.avro"),
 ])
