@@ -90,6 +90,42 @@ class GeneratorSourceFactory(SourceFactory):
         return self.generator_fn
 
 
+@dataclass(frozen=True)
+class KafkaOffsetsSpec:
+    """A KafkaOffsetsInitializer as data (resolved by runtime.operators.kafka_offsets): ``kind`` is
+    ``earliest``, ``latest``, ``committed``, ``timestamp`` or ``specific``; ``reset`` the
+    KafkaOffsetResetStrategy for partitions without a committed / specified offset (``earliest``,
+    ``latest`` or ``none``); ``offsets`` the specific ``(topic, partition, offset)``."""
+
+    kind: str = "earliest"
+    reset: str = "earliest"
+    timestamp: int | None = None
+    offsets: tuple[tuple[str, int, int], ...] = ()
+
+
+@dataclass
+class KafkaSourceFactory(SourceFactory):
+    """Flink's KafkaSource (read by runtime.operators.kafka_source): the partitions of ``topics``,
+    of the topics matching ``topic_pattern`` or exactly ``partitions``; ``properties`` are the
+    builder's Kafka and Flink properties as given; ``stopping`` None reads forever."""
+
+    properties: dict[str, str] = field(default_factory=dict)
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    partitions: tuple[tuple[str, int], ...] = ()
+    starting: KafkaOffsetsSpec = field(default_factory=KafkaOffsetsSpec)
+    stopping: KafkaOffsetsSpec | None = None
+    deserializer: Any = None
+    bounded_mode: bool = False  # set_bounded (BOUNDED) rather than set_unbounded (stops, yet CONTINUOUS_UNBOUNDED)
+
+    @property  # per instance: Flink's Boundedness
+    def bounded(self) -> bool:  # type: ignore[override]
+        return self.bounded_mode
+
+    def user_function(self) -> Any:
+        return self.deserializer
+
+
 # -- one-input operators ---------------------------------------------------------------------
 
 

@@ -562,6 +562,7 @@ class SourceOperator(StreamOperator):
         self.reader: SourceReader | SourceFunctionReader | None = None
         self.start_positions: dict[str, Any] = {}  # set before open() when restoring
         self.assigned_splits = False  # a rescaled restore: read exactly the splits in start_positions
+        self.seen_positions: dict[str, Any] = {}  # a rescaled restore: the old snapshots' positions it did not take
         self._watermarking: Any = None
         strategy = factory.watermark_strategy
         # no_watermarks() without an assigner changes nothing per batch (the final watermark still comes)
@@ -598,7 +599,7 @@ class SourceOperator(StreamOperator):
         super().open()
         try:
             reader = create_source_reader(self.factory, self.ctx.env, self.ctx.runtime_context,  # type: ignore[arg-type]
-                                          self.start_positions, self.assigned_splits)
+                                          self.start_positions, self.assigned_splits, self.seen_positions)
             reader.open()
         except Exception as e:
             self.fail(e, "opening the source")
@@ -606,6 +607,19 @@ class SourceOperator(StreamOperator):
 
     def process_batch(self, records: list[Any]) -> None:
         raise TypeError(f"Source operator '{self.name}' has no input")
+
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        if isinstance(self.reader, SourceReader):
+            self.reader.on_checkpoint(checkpoint_id)
+        return super().snapshot_state(checkpoint_id)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        super().notify_checkpoint_complete(checkpoint_id)
+        if isinstance(self.reader, SourceReader):
+            try:
+                self.reader.notify_checkpoint_complete(checkpoint_id)
+            except Exception as e:
+                self.fail(e, "notify_checkpoint_complete")
 
     def close(self) -> None:
         try:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from millstream.datastream.functions import RuntimeContext, SourceFunction
 from millstream.runtime import operator_factories
+from millstream.runtime.operators.source_reader import SourceReader
 from millstream.runtime.timestamps import stamped
 
 if TYPE_CHECKING:
@@ -33,29 +34,6 @@ Emit = Callable[[list[Any]], None]
 _LONG_MAX = 2**63 - 1
 _MIN_CHUNK = 4 << 10
 _MAX_CHUNK = 8 << 20
-
-
-class SourceReader:
-    """A pull reader over this subtask's splits."""
-
-    def open(self) -> None:
-        pass
-
-    def poll(self) -> list[Any] | None:
-        raise NotImplementedError
-
-    def wait_hint_ms(self) -> int:
-        """After ``poll()`` returned ``[]``: how long until more is available."""
-        return 1
-
-    def position(self) -> dict[str, Any]:
-        return {}
-
-    def cancel(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 class CollectionReader(SourceReader):
@@ -494,12 +472,18 @@ def create_source_reader(
     runtime_context: RuntimeContext,
     start_positions: Mapping[str, Any] | None = None,
     assigned: bool = False,
+    seen_positions: Mapping[str, Any] | None = None,
 ) -> SourceReader | SourceFunctionReader:
     """The reader of this subtask (``env.subtask_index`` of ``env.parallelism``) for ``factory``.
     ``assigned``: a restore at another parallelism handed this subtask exactly the splits in
-    ``start_positions`` (by id, with their positions), instead of its share of the plan."""
+    ``start_positions`` (by id, with their positions), instead of its share of the plan;
+    ``seen_positions``: then, the positions of the other old snapshots it was shown (not its own)."""
     positions = start_positions or {}
     batch_size = max(1, int(env.source_batch_size))
+    if isinstance(factory, operator_factories.KafkaSourceFactory):
+        # lazy: confluent-kafka loads only in tasks that read Kafka
+        from millstream.runtime.operators.kafka_source import KafkaSourceReader
+        return KafkaSourceReader(factory, env, batch_size, positions, seen_positions if assigned else None)
     if assigned:
         return _assigned_reader(factory, env, batch_size, positions)
     if isinstance(factory, operator_factories.CollectionSourceFactory):

@@ -246,6 +246,23 @@ MODULES: tuple[ModuleMap, ...] = (
         provided=_names("CsvRowDeserializationSchema CsvRowSerializationSchema"),
         not_yet=_names("CsvSchema CsvSchemaBuilder CsvReaderFormat CsvBulkWriters"),
     ),
+    # PyFlink 2.3.0's pyflink/datastream/connectors/kafka.py __all__ (the wheel's source).
+    ModuleMap(
+        pyflink="pyflink.datastream.connectors.kafka",
+        pyflink_names=_names(
+            """FlinkKafkaConsumer FlinkKafkaProducer KafkaSource KafkaSourceBuilder KafkaSink KafkaSinkBuilder
+            Semantic KafkaTopicPartition KafkaOffsetsInitializer KafkaOffsetResetStrategy
+            KafkaRecordSerializationSchema KafkaRecordSerializationSchemaBuilder KafkaTopicSelector"""
+        ),
+        provided=_names(
+            """FlinkKafkaConsumer KafkaSource KafkaSourceBuilder KafkaTopicPartition KafkaOffsetsInitializer
+            KafkaOffsetResetStrategy"""
+        ),
+        not_yet=_names(
+            """FlinkKafkaProducer KafkaSink KafkaSinkBuilder Semantic KafkaRecordSerializationSchema
+            KafkaRecordSerializationSchemaBuilder KafkaTopicSelector"""
+        ),
+    ),
     ModuleMap(
         pyflink="pyflink.datastream.connectors.number_seq",
         pyflink_names=_names("NumberSequenceSource"),

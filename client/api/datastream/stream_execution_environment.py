@@ -404,6 +404,9 @@ class StreamExecutionEnvironment:
         return self._source("Read Text File", factory, None)
 
     def add_source(self, source_func: SourceFunction, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
+        make_factory = getattr(source_func, "_source_factory", None)
+        if callable(make_factory) and not isinstance(source_func, SourceFunction):  # FlinkKafkaConsumer
+            return self._source(source_name, make_factory(), type_info or source_func.get_produced_type())
         if not isinstance(source_func, SourceFunction):
             raise TypeError(f"add_source needs a SourceFunction, got {type(source_func).__name__}")
         return self._source(source_name, operator_factories.SourceFunctionFactory(function=source_func), type_info)
@@ -416,6 +419,9 @@ class StreamExecutionEnvironment:
             raise TypeError(f"from_source needs a WatermarkStrategy, got {type(watermark_strategy).__name__}")
         factory = make_factory()
         factory.watermark_strategy = watermark_strategy
+        if type_info is None:  # PyFlink: a KafkaSource produces its deserializer's type
+            produced = getattr(source, "_produced_type", None)
+            type_info = produced() if callable(produced) else None
         return self._source(source_name, factory, type_info)
 
     # -- plans and execution -------------------------------------------------------------------
