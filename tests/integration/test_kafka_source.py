@@ -1,0 +1,280 @@
+"""PyFlink's KafkaSource on a real Millstream cluster reading a real Kafka-protocol broker (tansu,
+started by :mod:`tests.integration.kafka`), one broker and one cluster for the whole module.
+
+What Flink documents and these tests check: a bounded source reads every record of every partition
+exactly once, each partition by the subtask Flink's enumerator would assign it to; the starting
+offsets initializers (earliest, latest, committed with a reset strategy, specific offsets); after a
+task failure an unbounded job resumes from the offsets of its last checkpoint, so an exactly-once
+FileSink behind it holds every record once; offsets are committed to Kafka for the group when a
+checkpoint completes; a savepoint taken at parallelism 2 resumes at 3 with every record once; and
+bad input fails the job naming the problem (unreachable broker, unknown topic, undecodable record).
+
+Records are produced one per request (``batch.num.messages: 1``): tansu reports a wrong high
+watermark after a multi-record batch (test_kafka_broker's xfail), and ``latest()`` reads it.
+"""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from millstream.client.cluster_client import ClusterClient
+from millstream.common import Configuration, Encoder, SimpleStringSchema, Types, WatermarkStrategy
+from millstream.common.restart_strategy import RestartStrategies
+from millstream.datastream import MapFunction, RuntimeContext, StreamExecutionEnvironment
+from millstream.datastream.connectors.file_system import FileSink
+from millstream.datastream.connectors.kafka import (
+    KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource, KafkaTopicPartition)
+from millstream.datastream.formats.json import JsonRowDeserializationSchema
+from millstream.runtime.execution_state import JobStatus
+from millstream.runtime.operators.kafka_splits import split_owner
+
+from .harness import ClusterSpec, jobmanager_env, poll_for
+from .jobs import KEYS, FailWhenMarked, assert_exactly_once, ended, visible_lines
+from .kafka import KafkaBroker, kafka_broker  # noqa: F401  (the module-scoped fixture)
+
+ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (`make install`)")
+
+pytestmark = pytest.mark.timeout(300)
+CLUSTER = ClusterSpec(slots=3, tasks_per_slot=3, checkpoints=True)
+
+
+def new_topic(broker: KafkaBroker, partitions: int) -> str:
+    name = f"src-{uuid.uuid4().hex[:10]}"
+    broker.create_topic(name, partitions)
+    return name
+
+
+def produce(broker: KafkaBroker, topic: str, records: list[tuple[int, bytes]]) -> None:
+    """``(partition, value)`` records, one per produce request."""
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0, "batch.num.messages": 1})
+    for partition, value in records:
+        producer.produce(topic, value=value, partition=partition)
+        producer.poll(0)
+    assert producer.flush(30) == 0, "records left undelivered after 30 s"
+
+
+def spread(values: list[int], partitions: int) -> list[tuple[int, bytes]]:
+    return [(v % partitions, str(v).encode()) for v in values]
+
+
+def source(broker: KafkaBroker, topic: str, **settings: Any) -> Any:
+    builder = (KafkaSource.builder().set_bootstrap_servers(broker.bootstrap_servers).set_topics(topic)
+               .set_value_only_deserializer(settings.pop("deserializer", SimpleStringSchema())))
+    for name, value in settings.items():
+        getattr(builder, name)(*value) if isinstance(value, tuple) else getattr(builder, name)(value)
+    return builder.build()
+
+
+class TagSubtask(MapFunction):
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.index = runtime_context.get_index_of_this_subtask()
+
+    def map(self, value):
+        return value, self.index
+
+
+def collect(cluster: Any, kafka_source: Any, parallelism: int, name: str) -> list[tuple[str, int]]:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(parallelism)
+    stream = env.from_source(kafka_source, WatermarkStrategy.no_watermarks(), "kafka")
+    with jobmanager_env(cluster.address):
+        with stream.map(TagSubtask(), output_type=Types.TUPLE([Types.STRING(), Types.INT()])).execute_and_collect(name) as rows:
+            return list(rows)
+
+
+def run_to_end(cluster: Any, env: StreamExecutionEnvironment, name: str, timeout_s: float = 120) -> Any:
+    with ClusterClient(cluster.address) as client:
+        job_id = client.submit(env.get_job_graph(name).proto)
+        return poll_for(lambda: ended(client, job_id), timeout_s, interval=0.2, what=f"job {name!r} to end")
+
+
+def committed(broker: KafkaBroker, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group})
+    try:
+        found = consumer.committed([ck.TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
+# -- bounded reads and starting offsets ------------------------------------------------------------
+
+
+def test_a_bounded_source_of_3_partitions_at_parallelism_2_reads_every_record_once(cluster, kafka_broker) -> None:
+    topic = new_topic(kafka_broker, 3)
+    produce(kafka_broker, topic, spread(list(range(300)), 3))
+    rows = collect(cluster, source(kafka_broker, topic, set_bounded=KafkaOffsetsInitializer.latest()), 2, "bounded p2")
+    assert sorted(int(v) for v, _ in rows) == list(range(300))
+    for value, subtask in rows:  # each partition is read by the subtask Flink's getSplitOwner names
+        assert subtask == split_owner(topic, int(value) % 3, 2), (value, subtask)
+
+
+def test_starting_offsets_latest_reads_only_what_comes_after_the_start(cluster, kafka_broker, tmp_path) -> None:
+    topic = new_topic(kafka_broker, 2)
+    produce(kafka_broker, topic, spread(list(range(10)), 2))  # offsets 0..4 in each partition
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(200)
+    stop = {KafkaTopicPartition(topic, p): 8 for p in range(2)}
+    out = tmp_path / "latest"
+    (env.from_source(source(kafka_broker, topic, set_starting_offsets=KafkaOffsetsInitializer.latest(),
+                            set_bounded=KafkaOffsetsInitializer.offsets(stop)), WatermarkStrategy.no_watermarks(), "kafka")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+    with ClusterClient(cluster.address) as client:
+        job_id = client.submit(env.get_job_graph("latest").proto)
+        # A completed checkpoint means every reader opened, so "latest" was resolved (offset 5).
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1, 60, what="a checkpoint")
+        produce(kafka_broker, topic, spread(list(range(100, 106)), 2))  # offsets 5..7 in each partition
+        summary = poll_for(lambda: ended(client, job_id), 60, interval=0.2, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert sorted(int(v) for v in visible_lines(out)) == list(range(100, 106))
+
+
+def test_starting_offsets_earliest_specific_and_committed(cluster, kafka_broker) -> None:
+    topic = new_topic(kafka_broker, 3)
+    produce(kafka_broker, topic, spread(list(range(30)), 3))  # partition p holds p, p+3, ... at offsets 0..9
+    latest = KafkaOffsetsInitializer.latest()
+
+    earliest = collect(cluster, source(kafka_broker, topic, set_bounded=latest), 2, "earliest (the default)")
+    assert sorted(int(v) for v, _ in earliest) == list(range(30))
+
+    # Specific offsets; a partition not given (2) has no committed offset, so the reset strategy
+    # (EARLIEST by default) starts it at its beginning.
+    specific = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 7, KafkaTopicPartition(topic, 1): 9})
+    rows = collect(cluster, source(kafka_broker, topic, set_starting_offsets=specific, set_bounded=latest), 2, "specific")
+    assert sorted(int(v) for v, _ in rows) == sorted([21, 24, 27, 28] + list(range(2, 30, 3)))
+
+    # The group's committed offsets; partition 2 has none: LATEST skips it, NONE fails naming it.
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    setter = ck.Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": group})
+    setter.commit(offsets=[ck.TopicPartition(topic, 0, 8), ck.TopicPartition(topic, 1, 5)], asynchronous=False)
+    setter.close()
+    start = KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.LATEST)
+    rows = collect(cluster, source(kafka_broker, topic, set_group_id=group, set_starting_offsets=start,
+                                   set_bounded=latest), 2, "committed")
+    assert sorted(int(v) for v, _ in rows) == [16, 19, 22, 24, 25, 27, 28]
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.from_source(source(kafka_broker, topic, set_group_id=group, set_bounded=latest,
+                           set_starting_offsets=KafkaOffsetsInitializer.committed_offsets()),
+                    WatermarkStrategy.no_watermarks(), "kafka").print()
+    summary = run_to_end(cluster, env, "committed, NONE")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FAILED
+    assert f"{topic}-2 have no committed offset and the offset reset strategy is NONE" in summary.failure.message
+
+
+# -- checkpoints and failover ----------------------------------------------------------------------
+
+
+def counting_job(env: StreamExecutionEnvironment, kafka_source: Any, out: Path, *functions: MapFunction) -> None:
+    stream = env.from_source(kafka_source, WatermarkStrategy.no_watermarks(), "kafka").map(lambda s: int(s))
+    for function in functions:
+        stream = stream.map(function)
+    (stream.map(lambda i: (i % KEYS, 1))
+        .key_by(lambda t: t[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+
+
+def test_a_task_failure_resumes_from_the_checkpointed_offsets_exactly_once_and_offsets_are_committed(
+        cluster, kafka_broker, tmp_path) -> None:
+    """An unbounded source with checkpoints: a task fails after two checkpoints, the job restarts
+    from the last one (the readers at its offsets, the keyed counts restored), more records come,
+    and the exactly-once FileSink holds every record's count once. The group's committed offsets
+    reach the partitions' ends once a checkpoint after the last record completed."""
+    topic, group = new_topic(kafka_broker, 3), f"g-{uuid.uuid4().hex[:6]}"
+    out, fail = tmp_path / "out", tmp_path / "fail"
+    count = 1200
+    produce(kafka_broker, topic, spread(list(range(600)), 3))
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(200)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    counting_job(env, source(kafka_broker, topic, set_group_id=group), out, FailWhenMarked(str(fail), at=150))
+    with ClusterClient(cluster.address) as client:
+        job_id = client.submit(env.get_job_graph("kafka failover").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, what="two completed checkpoints")
+        fail.touch()
+        poll_for(lambda: client.status(job_id).num_restarts >= 1, 120, interval=0.1, what="the restart")
+        produce(kafka_broker, topic, spread(list(range(600, count)), 3))
+        expected = sum(len(range(k, count, KEYS)) for k in range(KEYS))
+        poll_for(lambda: len(visible_lines(out)) >= expected, 120, interval=0.2, what="every record's count committed")
+        ends = {p: 400 for p in range(3)}
+        poll_for(lambda: committed(kafka_broker, group, topic, 3) == ends, 60, interval=0.3,
+                 what="the group's committed offsets at the partitions' ends")
+        summary = client.status(job_id)
+        client.cancel(job_id)
+    assert summary.num_restarts == 1 and not fail.exists()
+    assert summary.checkpoints.latest_restored_id >= 2  # resumed from a checkpoint, not from the start
+    assert_exactly_once(out, count)
+
+
+def test_a_savepoint_at_parallelism_2_resumes_at_3_with_every_record_once(cluster, kafka_broker, tmp_path) -> None:
+    topic = new_topic(kafka_broker, 5)
+    out, savepoints = tmp_path / "out", tmp_path / "savepoints"
+    count = 1000
+    produce(kafka_broker, topic, spread(list(range(500)), 5))
+
+    def job(parallelism: int, savepoint: str | None) -> Any:
+        conf = Configuration()
+        if savepoint:
+            conf.set_string("execution.savepoint.path", savepoint)
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(parallelism)
+        env.enable_checkpointing(200)
+        counting_job(env, source(kafka_broker, topic), out)
+        return env.get_job_graph(f"kafka at parallelism {parallelism}").proto
+
+    with ClusterClient(cluster.address) as client:
+        first = client.submit(job(2, None))
+        poll_for(lambda: client.status(first).checkpoints.num_completed >= 1 and visible_lines(out), 60,
+                 what="a completed checkpoint with output")
+        savepoint = client.savepoint(first, str(savepoints), stop=True)
+        poll_for(lambda: ended(client, first), 60, what="the stopped job to end")
+        second = client.submit(job(3, savepoint))
+        produce(kafka_broker, topic, spread(list(range(500, count)), 5))
+        expected = sum(len(range(k, count, KEYS)) for k in range(KEYS))
+        poll_for(lambda: len(visible_lines(out)) >= expected, 120, interval=0.2, what="every record's count committed")
+        client.cancel(second)
+    assert_exactly_once(out, count)
+
+
+# -- bad input ------------------------------------------------------------------------------------
+
+
+def failed_job(cluster: Any, kafka_source: Any, name: str) -> str:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_source(kafka_source, WatermarkStrategy.no_watermarks(), "kafka").print()
+    summary = run_to_end(cluster, env, name)
+    assert JobStatus.from_proto(summary.status) is JobStatus.FAILED
+    return summary.failure.message
+
+
+def test_an_unreachable_broker_fails_the_start_naming_its_address(cluster) -> None:
+    from .spark_standalone import free_port
+    address = f"127.0.0.1:{free_port('127.0.0.1')}"  # nothing listens there
+    bad = (KafkaSource.builder().set_bootstrap_servers(address).set_topics("t")
+           .set_value_only_deserializer(SimpleStringSchema()).set_property("default.api.timeout.ms", "2000").build())
+    message = failed_job(cluster, bad, "unreachable broker")
+    assert f"Kafka brokers {address} unreachable" in message
+
+
+def test_an_unknown_topic_is_an_error_naming_it(cluster, kafka_broker) -> None:
+    message = failed_job(cluster, source(kafka_broker, "no-such-topic", set_bounded=KafkaOffsetsInitializer.latest()),
+                         "unknown topic")
+    assert "Kafka topic 'no-such-topic' does not exist" in message
+
+
+def test_an_undecodable_record_fails_the_job_naming_topic_partition_and_offset(cluster, kafka_broker) -> None:
+    topic = new_topic(kafka_broker, 1)
+    produce(kafka_broker, topic, [(0, b'{"id": 1}'), (0, b'{"id": 2}'), (0, b"not json")])
+    schema = JsonRowDeserializationSchema.builder().type_info(Types.ROW_NAMED(["id"], [Types.INT()])).build()
+    message = failed_job(cluster, source(kafka_broker, topic, deserializer=schema,
+                                         set_bounded=KafkaOffsetsInitializer.latest()), "bad record")
+    assert f"Cannot deserialize the record of Kafka topic {topic} partition 0 at offset 2" in message
