@@ -14,6 +14,8 @@ watermark after a multi-record batch (test_kafka_broker's xfail), and ``latest()
 """
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,17 @@ def produce(broker: KafkaBroker, topic: str, records: list[tuple[int, bytes]]) -
         producer.produce(topic, value=value, partition=partition)
         producer.poll(0)
     assert producer.flush(30) == 0, "records left undelivered after 30 s"
+
+
+def trickle(broker: KafkaBroker, topic: str, records: list[tuple[int, bytes]], per_s: float) -> threading.Thread:
+    """Produces ``records`` at about ``per_s`` a second in a thread (so a job reads small batches)."""
+    def run() -> None:
+        for i in range(0, len(records), 10):
+            produce(broker, topic, records[i:i + 10])
+            time.sleep(10 / per_s)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
 def spread(values: list[int], partitions: int) -> list[tuple[int, bytes]]:
@@ -183,32 +196,38 @@ def counting_job(env: StreamExecutionEnvironment, kafka_source: Any, out: Path, 
 
 def test_a_task_failure_resumes_from_the_checkpointed_offsets_exactly_once_and_offsets_are_committed(
         cluster, kafka_broker, tmp_path) -> None:
-    """An unbounded source with checkpoints: a task fails after two checkpoints, the job restarts
-    from the last one (the readers at its offsets, the keyed counts restored), more records come,
-    and the exactly-once FileSink holds every record's count once. The group's committed offsets
-    reach the partitions' ends once a checkpoint after the last record completed."""
+    """An unbounded source with checkpoints while records keep coming: a task fails after two
+    checkpoints, the job restarts from the last one (the readers at its offsets, the keyed counts
+    restored), and the exactly-once FileSink holds every record's count once. The group's
+    committed offsets reach the partitions' ends once a checkpoint after the last record completed."""
     topic, group = new_topic(kafka_broker, 3), f"g-{uuid.uuid4().hex[:6]}"
     out, fail = tmp_path / "out", tmp_path / "fail"
-    count = 1200
-    produce(kafka_broker, topic, spread(list(range(600)), 3))
+    count = 1800
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     env.enable_checkpointing(200)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
-    counting_job(env, source(kafka_broker, topic, set_group_id=group), out, FailWhenMarked(str(fail), at=150))
+    counting_job(env, source(kafka_broker, topic, set_group_id=group), out, FailWhenMarked(str(fail)))
     with ClusterClient(cluster.address) as client:
         job_id = client.submit(env.get_job_graph("kafka failover").proto)
-        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, what="two completed checkpoints")
-        fail.touch()
-        poll_for(lambda: client.status(job_id).num_restarts >= 1, 120, interval=0.1, what="the restart")
-        produce(kafka_broker, topic, spread(list(range(600, count)), 3))
-        expected = sum(len(range(k, count, KEYS)) for k in range(KEYS))
-        poll_for(lambda: len(visible_lines(out)) >= expected, 120, interval=0.2, what="every record's count committed")
-        ends = {p: 400 for p in range(3)}
-        poll_for(lambda: committed(kafka_broker, group, topic, 3) == ends, 60, interval=0.3,
-                 what="the group's committed offsets at the partitions' ends")
-        summary = client.status(job_id)
-        client.cancel(job_id)
+        try:
+            poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1, 120, what="a first checkpoint")
+            producer = trickle(kafka_broker, topic, spread(list(range(count)), 3), per_s=200)
+            done = client.status(job_id).checkpoints.num_completed
+            poll_for(lambda: client.status(job_id).checkpoints.num_completed >= done + 2 and
+                     client.status(job_id).vertices[0].records_out > 0, 60, what="two checkpoints with records")
+            fail.touch()
+            poll_for(lambda: client.status(job_id).num_restarts >= 1, 120, interval=0.1, what="the restart")
+            producer.join(60)
+            expected = sum(len(range(k, count, KEYS)) for k in range(KEYS))
+            poll_for(lambda: len(visible_lines(out)) >= expected, 120, interval=0.2,
+                     what="every record's count committed")
+            ends = {p: count // 3 for p in range(3)}
+            poll_for(lambda: committed(kafka_broker, group, topic, 3) == ends, 60, interval=0.3,
+                     what="the group's committed offsets at the partitions' ends")
+            summary = client.status(job_id)
+        finally:
+            client.cancel(job_id)
     assert summary.num_restarts == 1 and not fail.exists()
     assert summary.checkpoints.latest_restored_id >= 2  # resumed from a checkpoint, not from the start
     assert_exactly_once(out, count)
@@ -237,10 +256,13 @@ def test_a_savepoint_at_parallelism_2_resumes_at_3_with_every_record_once(cluste
         savepoint = client.savepoint(first, str(savepoints), stop=True)
         poll_for(lambda: ended(client, first), 60, what="the stopped job to end")
         second = client.submit(job(3, savepoint))
-        produce(kafka_broker, topic, spread(list(range(500, count)), 5))
-        expected = sum(len(range(k, count, KEYS)) for k in range(KEYS))
-        poll_for(lambda: len(visible_lines(out)) >= expected, 120, interval=0.2, what="every record's count committed")
-        client.cancel(second)
+        try:
+            produce(kafka_broker, topic, spread(list(range(500, count)), 5))
+            expected = sum(len(range(k, count, KEYS)) for k in range(KEYS))
+            poll_for(lambda: len(visible_lines(out)) >= expected, 120, interval=0.2,
+                     what="every record's count committed")
+        finally:
+            client.cancel(second)
     assert_exactly_once(out, count)
 
 
