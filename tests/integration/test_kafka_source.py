@@ -14,6 +14,7 @@ watermark after a multi-record batch (test_kafka_broker's xfail), and ``latest()
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
@@ -25,10 +26,10 @@ import pytest
 from millstream.client.cluster_client import ClusterClient
 from millstream.common import Configuration, Encoder, SimpleStringSchema, Types, WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
-from millstream.datastream import MapFunction, RuntimeContext, StreamExecutionEnvironment
+from millstream.datastream import MapFunction, ProcessFunction, RuntimeContext, StreamExecutionEnvironment
 from millstream.datastream.connectors.file_system import FileSink
 from millstream.datastream.connectors.kafka import (
-    KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource, KafkaTopicPartition)
+    FlinkKafkaConsumer, KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource, KafkaTopicPartition)
 from millstream.datastream.formats.json import JsonRowDeserializationSchema
 from millstream.runtime.execution_state import JobStatus
 from millstream.runtime.operators.kafka_splits import split_owner
@@ -178,6 +179,44 @@ def test_starting_offsets_earliest_specific_and_committed(cluster, kafka_broker)
     summary = run_to_end(cluster, env, "committed, NONE")
     assert JobStatus.from_proto(summary.status) is JobStatus.FAILED
     assert f"{topic}-2 have no committed offset and the offset reset strategy is NONE" in summary.failure.message
+
+
+class WithTimestamp(ProcessFunction):
+    def process_element(self, value, ctx):
+        yield value, ctx.timestamp()
+
+
+def test_records_carry_their_kafka_timestamps_when_the_strategy_assigns_none(cluster, kafka_broker) -> None:
+    """Flink's KafkaSource emits each record with its Kafka timestamp; with no timestamp assigner
+    in the WatermarkStrategy that is the record's event time downstream."""
+    topic = new_topic(kafka_broker, 1)
+    producer = ck.Producer({"bootstrap.servers": kafka_broker.bootstrap_servers, "batch.num.messages": 1})
+    for i in range(5):
+        producer.produce(topic, value=f"r{i}".encode(), partition=0, timestamp=1_700_000_000_000 + 1000 * i)
+    assert producer.flush(30) == 0
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    stream = env.from_source(source(kafka_broker, topic, set_bounded=KafkaOffsetsInitializer.latest()),
+                             WatermarkStrategy.for_monotonous_timestamps(), "kafka")
+    with jobmanager_env(cluster.address):
+        with stream.process(WithTimestamp()).execute_and_collect("kafka timestamps") as rows:
+            got = list(rows)
+    assert got == [(f"r{i}", 1_700_000_000_000 + 1000 * i) for i in range(5)]
+
+
+def test_the_deprecated_flink_kafka_consumer_reads_through_add_source(cluster, kafka_broker) -> None:
+    topic = new_topic(kafka_broker, 2)
+    produce(kafka_broker, topic, spread(list(range(20)), 2))
+    with pytest.warns(DeprecationWarning):
+        consumer = FlinkKafkaConsumer(topic, SimpleStringSchema(), {"bootstrap.servers": kafka_broker.bootstrap_servers,
+                                                                    "group.id": f"g-{uuid.uuid4().hex[:6]}"})
+    consumer.set_start_from_earliest()
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    with jobmanager_env(cluster.address):
+        with env.add_source(consumer).execute_and_collect("flink kafka consumer") as rows:
+            got = list(itertools.islice(rows, 20))  # unbounded: take what was produced, then close (cancels)
+    assert sorted(int(v) for v in got) == list(range(20))
 
 
 # -- checkpoints and failover ----------------------------------------------------------------------
