@@ -574,7 +574,13 @@ class SourceOperator(StreamOperator):
         if self._watermarking is None:
             self.output(records)
         else:
-            self._watermarking.emit(records)
+            reader = self.reader
+            if isinstance(reader, SourceReader):
+                self._watermarking.emit(records, reader.batch_split)
+                for split in reader.released_splits():
+                    self._watermarking.release_split(split)
+            else:
+                self._watermarking.emit(records)
 
     def emit_source_watermark(self, watermark: int) -> None:
         """A watermark the SourceFunction emitted itself."""

@@ -35,14 +35,17 @@ reader ends once every owned partition reached them and no discovery can add par
 **Records and time.** The value only, through the deserializer's ``deserialize(bytes)`` (a None
 result is dropped, as Flink's ``DeserializationSchema.deserialize(message, out)`` does); a failure
 names topic, partition and offset. Every record carries its Kafka timestamp (Flink's source emits
-it as the record's timestamp; a WatermarkStrategy's assigner may replace it). Watermarks: the
-strategy runs per subtask over its partitions' records together, not per partition as in Flink
-(Millstream's source operator has one generator per subtask).
+it as the record's timestamp; a WatermarkStrategy's assigner may replace it). Watermarks are per
+partition, as in Flink: ``poll()`` returns one partition's records at a time, the source operator
+feeds them to that partition's watermark generator, and the subtask's watermark is the minimum over
+its partitions that are not idle (``with_idleness``); a partition that reached its stopping offset
+no longer holds it back.
 """
 from __future__ import annotations
 
 import logging
 import re
+from collections import deque
 from typing import TYPE_CHECKING, Any, Mapping
 
 import confluent_kafka as ck
@@ -123,6 +126,8 @@ class KafkaSourceReader(SourceReader):
                 self._stops[tp] = None if value[1] is None else int(value[1])
         self._known.update(self._offsets)
         self._finished: set[Partition] = set()
+        self._pending: deque[tuple[Partition, list[Any]]] = deque()  # consumed, not emitted yet
+        self._released: list[str] = []  # finished since the last released_splits()
         self._pending_commits: dict[int, dict[Partition, int]] = {}
         self._consumer: Any = None
         self._client: _ConsumerOffsets | None = None
@@ -135,10 +140,14 @@ class KafkaSourceReader(SourceReader):
         f, o, env = self._factory, self._options, self._env
         if not self._servers:
             raise ValueError("KafkaSource needs bootstrap servers (set_bootstrap_servers)")
-        conf = consumer_config(f.properties, f.starting.reset, f"{o.client_id_prefix}-{env.subtask_index}",
-                               o.group_id or f"{o.client_id_prefix}-millstream")
+        conf: dict[str, Any] = consumer_config(f.properties, f.starting.reset,
+                                               f"{o.client_id_prefix}-{env.subtask_index}",
+                                               o.group_id or f"{o.client_id_prefix}-millstream")
         conf["on_commit"] = self._on_commit
-        self._consumer = ck.Consumer(conf)
+        try:
+            self._consumer = ck.Consumer(conf)
+        except ck.KafkaException as e:  # e.g. a property librdkafka does not know, named by it
+            raise ValueError(f"KafkaSource: the Kafka client refuses its configuration: {e}") from None
         self._client = _ConsumerOffsets(self._consumer, o.timeout_ms / 1000, self._servers)
         discovered = self._discover()
         if self._restored:
@@ -214,36 +223,52 @@ class KafkaSourceReader(SourceReader):
     # -- reading --------------------------------------------------------------------------------
 
     def poll(self) -> list[Any] | None:
-        if self._next_discovery_ms is not None and self._env.now_ms() >= self._next_discovery_ms:
-            self._rediscover()
-        if len(self._finished) == len(self._offsets) and self._ends():
-            return None
-        messages = self._consumer.consume(num_messages=self._batch_size, timeout=0)
-        if not messages:
-            self._check_positions()
-            return []
-        records: list[Any] = []
-        stamps: list[int | None] = []
-        deserialize = self._factory.deserializer.deserialize
-        offsets, stops = self._offsets, self._stops
+        """One partition's records at a time (``batch_split`` names it): the source operator runs
+        the WatermarkStrategy per partition."""
+        if not self._pending:
+            if self._next_discovery_ms is not None and self._env.now_ms() >= self._next_discovery_ms:
+                self._rediscover()
+            if len(self._finished) == len(self._offsets) and self._ends():
+                return None
+            messages = self._consumer.consume(num_messages=self._batch_size, timeout=0)
+            if not messages:
+                self._check_positions()
+                return []
+            self._pending = self._by_partition(messages)
+        tp, messages = self._pending.popleft()
+        self.batch_split = split_id(*tp)
+        return self._records(tp, messages)
+
+    @staticmethod
+    def _by_partition(messages: list[Any]) -> deque[tuple[Partition, list[Any]]]:
+        groups: dict[Partition, list[Any]] = {}
         for msg in messages:
             err = msg.error()
             if err is not None:
                 if err.code() == ck.KafkaError._PARTITION_EOF:
                     continue
                 raise RuntimeError(f"Kafka topic {msg.topic()} partition {msg.partition()}: {err.str()}")
-            tp = (msg.topic(), msg.partition())
+            groups.setdefault((msg.topic(), msg.partition()), []).append(msg)
+        return deque(groups.items())
+
+    def _records(self, tp: Partition, messages: list[Any]) -> list[Any]:
+        """The values of one partition's messages, stamped with their Kafka timestamps; the
+        partition's offset moves past them (it is what a checkpoint then stores)."""
+        records: list[Any] = []
+        stamps: list[int | None] = []
+        deserialize = self._factory.deserializer.deserialize
+        stop = self._stops.get(tp)
+        for msg in messages:
             offset = msg.offset()
-            stop = stops.get(tp)
             if tp in self._finished or (stop is not None and offset >= stop):
                 self._finish(tp)
-                continue
+                break
             try:
                 value = deserialize(msg.value())
             except Exception as e:
                 raise ValueError(f"Cannot deserialize the record of Kafka topic {tp[0]} partition {tp[1]} at "
                                  f"offset {offset}: {type(e).__name__}: {e}") from e
-            offsets[tp] = offset + 1
+            self._offsets[tp] = offset + 1
             if stop is not None and offset + 1 >= stop:
                 self._finish(tp)
             if value is None:
@@ -261,6 +286,11 @@ class KafkaSourceReader(SourceReader):
         if tp not in self._finished:
             self._finished.add(tp)
             self._consumer.pause([ck.TopicPartition(*tp)])
+            self._released.append(split_id(*tp))
+
+    def released_splits(self) -> list[str]:
+        released, self._released = self._released, []
+        return released
 
     def _check_positions(self) -> None:
         """Idle: a partition whose fetch position passed its stop without a record there (control

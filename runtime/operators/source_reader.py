@@ -11,6 +11,10 @@ __all__ = ["SourceReader"]
 class SourceReader:
     """A pull reader over this subtask's splits."""
 
+    # The split the last ``poll()``'s records all came from, when a reader reads split by split
+    # (the source operator then runs its WatermarkStrategy per split, as Flink's sources do).
+    batch_split: str | None = None
+
     def open(self) -> None:
         pass
 
@@ -23,6 +27,10 @@ class SourceReader:
 
     def position(self) -> dict[str, Any]:
         return {}
+
+    def released_splits(self) -> list[str]:
+        """Splits finished since the last call: their watermark no longer holds the subtask's back."""
+        return []
 
     def on_checkpoint(self, checkpoint_id: int) -> None:
         """The barrier of ``checkpoint_id``, just before ``position()`` is taken for it."""

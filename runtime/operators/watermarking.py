@@ -35,13 +35,14 @@ class Watermarking:
         self.timestamps = TimestampsAndWatermarks(
             strategy, auto_watermark_interval_ms=env.auto_watermark_interval_ms, clock=env.now_ms)
 
-    def emit(self, records: list[Any]) -> None:
+    def emit(self, records: list[Any], split: str | None = None) -> None:
         """Stamps ``records`` (when the strategy has an assigner or they carry timestamps) and emits
-        them, then the watermarks the generator made on them."""
+        them, then the watermarks the generator made on them; records of one ``split`` go through
+        that split's generator (the subtask's watermark is the minimum over its splits)."""
         op = self.operator
         previous = timestamps_of(records)
         try:
-            batch = self.timestamps.process_batch(records, previous)
+            batch = self.timestamps.process_batch(records, previous, split)
         except Exception as e:
             op.fail(e, "extract_timestamp")
         if records:
@@ -57,6 +58,10 @@ class Watermarking:
                     op.watermark_output(event)
             else:
                 op.status_output(event is WatermarkStatus.IDLE)
+
+    def release_split(self, split: str) -> None:
+        """``split`` is finished: its generator no longer holds the watermark back."""
+        self.send(self.timestamps.release_split(split))
 
     def periodic(self) -> None:
         self.send(self.timestamps.emit_periodic_if_due())
