@@ -492,6 +492,11 @@ class TimestampsAndWatermarks:
             self._splits[split] = out
         return out
 
+    def add_split(self, split: Hashable) -> None:
+        """``split`` is assigned: until its first records it holds the combined watermark back (at
+        ``LONG_MIN``), as a Flink source's split output does from its assignment on."""
+        self._split_output(split)
+
     def release_split(self, split: Hashable) -> list[WatermarkEvent]:
         """``split`` is finished or moved away: it no longer holds the combined watermark back."""
         if self._splits.pop(split, None) is not None:

@@ -576,6 +576,8 @@ class SourceOperator(StreamOperator):
         else:
             reader = self.reader
             if isinstance(reader, SourceReader):
+                for split in reader.added_splits():
+                    self._watermarking.add_split(split)
                 self._watermarking.emit(records, reader.batch_split)
                 for split in reader.released_splits():
                     self._watermarking.release_split(split)

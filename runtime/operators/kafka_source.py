@@ -38,8 +38,9 @@ names topic, partition and offset. Every record carries its Kafka timestamp (Fli
 it as the record's timestamp; a WatermarkStrategy's assigner may replace it). Watermarks are per
 partition, as in Flink: ``poll()`` returns one partition's records at a time, the source operator
 feeds them to that partition's watermark generator, and the subtask's watermark is the minimum over
-its partitions that are not idle (``with_idleness``); a partition that reached its stopping offset
-no longer holds it back.
+its partitions that are not idle (``with_idleness``). A partition holds it back from its assignment
+on, before its first record (as a Flink split's output does), and no longer once it reached its
+stopping offset.
 """
 from __future__ import annotations
 
@@ -128,6 +129,7 @@ class KafkaSourceReader(SourceReader):
         self._finished: set[Partition] = set()
         self._pending: deque[tuple[Partition, list[Any]]] = deque()  # consumed, not emitted yet
         self._released: list[str] = []  # finished since the last released_splits()
+        self._added: list[str] = []  # assigned since the last added_splits()
         self._pending_commits: dict[int, dict[Partition, int]] = {}
         self._consumer: Any = None
         self._client: _ConsumerOffsets | None = None
@@ -187,6 +189,7 @@ class KafkaSourceReader(SourceReader):
         todo = [ck.TopicPartition(t, p, self._offsets[(t, p)]) for t, p in partitions if (t, p) not in self._finished]
         if todo:
             self._consumer.incremental_assign(todo)
+            self._added.extend(split_id(tp.topic, tp.partition) for tp in todo)
 
     def _schedule_discovery(self) -> None:
         interval = self._options.discovery_interval_ms
@@ -287,6 +290,10 @@ class KafkaSourceReader(SourceReader):
             self._finished.add(tp)
             self._consumer.pause([ck.TopicPartition(*tp)])
             self._released.append(split_id(*tp))
+
+    def added_splits(self) -> list[str]:
+        added, self._added = self._added, []
+        return added
 
     def released_splits(self) -> list[str]:
         released, self._released = self._released, []

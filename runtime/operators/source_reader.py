@@ -28,6 +28,11 @@ class SourceReader:
     def position(self) -> dict[str, Any]:
         return {}
 
+    def added_splits(self) -> list[str]:
+        """Splits this reader started reading since the last call (a reader with ``batch_split``):
+        each holds the subtask's watermark back until its own records move it."""
+        return []
+
     def released_splits(self) -> list[str]:
         """Splits finished since the last call: their watermark no longer holds the subtask's back."""
         return []

@@ -59,6 +59,9 @@ class Watermarking:
             else:
                 op.status_output(event is WatermarkStatus.IDLE)
 
+    def add_split(self, split: str) -> None:
+        self.timestamps.add_split(split)
+
     def release_split(self, split: str) -> None:
         """``split`` is finished: its generator no longer holds the watermark back."""
         self.send(self.timestamps.release_split(split))

@@ -24,13 +24,14 @@ from typing import Any
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.common import Configuration, Encoder, SimpleStringSchema, Types, WatermarkStrategy
+from millstream.common import Configuration, Encoder, SimpleStringSchema, Time, Types, WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import MapFunction, ProcessFunction, RuntimeContext, StreamExecutionEnvironment
 from millstream.datastream.connectors.file_system import FileSink
 from millstream.datastream.connectors.kafka import (
     FlinkKafkaConsumer, KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource, KafkaTopicPartition)
 from millstream.datastream.formats.json import JsonRowDeserializationSchema
+from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.runtime.execution_state import JobStatus
 from millstream.runtime.operators.kafka_splits import split_owner
 
@@ -202,6 +203,44 @@ def test_records_carry_their_kafka_timestamps_when_the_strategy_assigns_none(clu
         with stream.process(WithTimestamp()).execute_and_collect("kafka timestamps") as rows:
             got = list(rows)
     assert got == [(f"r{i}", 1_700_000_000_000 + 1000 * i) for i in range(5)]
+
+
+def test_watermarks_are_per_partition_so_a_partition_behind_is_not_late(cluster, kafka_broker, tmp_path) -> None:
+    """One subtask reads two partitions; partition 1's records (event time 100 s) are read first,
+    partition 0's (event time 1 s) after them. Flink's KafkaSource generates watermarks per
+    partition and emits their minimum, so partition 0's records are not late: both 10 s windows
+    fire with all their records. A watermark per subtask would have passed 100 s and dropped them."""
+    topic, out = new_topic(kafka_broker, 2), tmp_path / "out"
+    producer = ck.Producer({"bootstrap.servers": kafka_broker.bootstrap_servers, "batch.num.messages": 1})
+
+    def send(partition: int, first_ts: int, n: int) -> None:
+        for i in range(n):
+            producer.produce(topic, value=f"p{partition}".encode(), partition=partition, timestamp=first_ts + i)
+        assert producer.flush(30) == 0
+
+    stop = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 5, KafkaTopicPartition(topic, 1): 10})
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(100)
+    env.get_config().set_auto_watermark_interval(50)
+    (env.from_source(source(kafka_broker, topic, set_bounded=stop), WatermarkStrategy.for_monotonous_timestamps(), "kafka")
+        .map(lambda v: (v, 1))
+        .key_by(lambda t: 0)
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .map(lambda t: f"{t[0]},{t[1]}")
+        .sink_to(FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()))
+    with ClusterClient(cluster.address) as client:
+        job_id = client.submit(env.get_job_graph("per-partition watermarks").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1, 60, what="the job running")
+        send(1, 100_000, 5)
+        poll_for(lambda: client.status(job_id).vertices[0].records_out >= 5, 60, what="partition 1's records read")
+        time.sleep(0.3)  # periodic watermarks (every 50 ms) have had their chance to pass 100 s
+        send(0, 1_000, 5)
+        send(1, 100_005, 5)
+        summary = poll_for(lambda: ended(client, job_id), 60, interval=0.2, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert sorted(visible_lines(out)) == ["p0,5", "p1,10"]
 
 
 def test_the_deprecated_flink_kafka_consumer_reads_through_add_source(cluster, kafka_broker) -> None:

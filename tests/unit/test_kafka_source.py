@@ -211,3 +211,21 @@ def test_flink_kafka_consumer_starts_from_group_offsets_with_kafkas_reset_defaul
     # no group: nothing committed, so auto.offset.reset decides
     assert earliest._source_factory().starting.kind == "earliest"
     assert earliest.set_start_from_latest()._source_factory().starting.kind == "latest"
+
+
+# -- per-partition watermarks ----------------------------------------------------------------------
+
+
+def test_an_assigned_split_holds_the_watermark_back_until_its_own_records_come() -> None:
+    from millstream.common import WatermarkStrategy
+    from millstream.runtime.watermarks import TimestampsAndWatermarks
+
+    tw = TimestampsAndWatermarks(WatermarkStrategy.for_monotonous_timestamps(), auto_watermark_interval_ms=200,
+                                 clock=lambda: 0)
+    tw.add_split("t-0")
+    tw.add_split("t-1")
+    tw.process_batch(["b"], [100_000], split="t-1")
+    assert tw.emit_periodic() == []  # t-0 has had no record: the subtask's watermark stays back
+    tw.process_batch(["a"], [1_000], split="t-0")
+    assert tw.emit_periodic() == [999]  # the minimum over the partitions (monotonous: ts - 1)
+    assert tw.release_split("t-0") == [99_999]  # a finished partition no longer holds it back
