@@ -258,6 +258,31 @@ def test_the_deprecated_flink_kafka_consumer_reads_through_add_source(cluster, k
     assert sorted(int(v) for v in got) == list(range(20))
 
 
+def test_a_topic_pattern_picks_up_topics_created_later_at_the_discovery_interval(cluster, kafka_broker) -> None:
+    """``set_topic_pattern`` with ``partition.discovery.interval.ms``: a matching topic created while
+    the job runs is discovered and read from its earliest offset (Flink's rule for new partitions);
+    a topic that does not match is not read."""
+    prefix = f"pat-{uuid.uuid4().hex[:6]}"
+    first = f"{prefix}-a"
+    kafka_broker.create_topic(first, 2)
+    produce(kafka_broker, first, spread(list(range(10)), 2))
+    builder = (KafkaSource.builder().set_bootstrap_servers(kafka_broker.bootstrap_servers)
+               .set_topic_pattern(prefix + "-[a-z]").set_value_only_deserializer(SimpleStringSchema())
+               .set_property("partition.discovery.interval.ms", "300"))
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    stream = env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "kafka")
+    with jobmanager_env(cluster.address):
+        with stream.execute_and_collect("topic pattern") as rows:
+            got = list(itertools.islice(rows, 10))
+            # The topic that does not match gets its records first: a wrong match would show them.
+            for name, values in ((f"{prefix}-bb", range(200, 206)), (f"{prefix}-b", range(100, 106))):
+                kafka_broker.create_topic(name, 3)
+                produce(kafka_broker, name, spread(list(values), 3))
+            got += list(itertools.islice(rows, 6))
+    assert sorted(int(v) for v in got) == list(range(10)) + list(range(100, 106))
+
+
 # -- checkpoints and failover ----------------------------------------------------------------------
 
 
@@ -363,6 +388,12 @@ def test_an_unreachable_broker_fails_the_start_naming_its_address(cluster) -> No
            .set_value_only_deserializer(SimpleStringSchema()).set_property("default.api.timeout.ms", "2000").build())
     message = failed_job(cluster, bad, "unreachable broker")
     assert f"Kafka brokers {address} unreachable" in message
+
+
+def test_a_property_the_kafka_client_does_not_know_fails_naming_it(cluster, kafka_broker) -> None:
+    bad = source(kafka_broker, "t", set_property=("no.such.property", "1"))
+    message = failed_job(cluster, bad, "unknown property")
+    assert 'No such configuration property: "no.such.property"' in message
 
 
 def test_an_unknown_topic_is_an_error_naming_it(cluster, kafka_broker) -> None:

@@ -202,11 +202,11 @@ MODULES: tuple[ModuleMap, ...] = (
         ),
         provided=_names(
             """BucketAssigner FileSink FileSource FileSourceBuilder OutputFileConfig RollingPolicy StreamFormat
-            StreamingFileSink NumberSequenceSource"""
+            StreamingFileSink NumberSequenceSource KafkaSource FlinkKafkaConsumer"""
         ),
         not_yet=_names(
             """Sink Source DeliveryGuarantee JdbcSink JdbcConnectionOptions
-            JdbcExecutionOptions KafkaSource FlinkKafkaConsumer FlinkKafkaProducer Semantic
+            JdbcExecutionOptions FlinkKafkaProducer Semantic
             DynamicKafkaSource DynamicKafkaSourceBuilder KafkaMetadataService
             KafkaRecordDeserializationSchema KafkaStreamSetSubscriber KafkaStreamSubscriber
             StreamPatternSubscriber SingleClusterTopicMetadataService PulsarSource PulsarSourceBuilder

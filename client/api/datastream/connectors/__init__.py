@@ -1,5 +1,7 @@
 """Connectors at PyFlink's paths: ``millstream.datastream.connectors`` exports the file connector's
-names, as ``pyflink.datastream.connectors`` does; ``.file_system``, ``.number_seq`` and ``.datagen`` hold them."""
+names (and, as PyFlink sets them on it for backward compatibility, ``KafkaSource`` and
+``FlinkKafkaConsumer``), as ``pyflink.datastream.connectors`` does; ``.file_system``, ``.kafka``,
+``.number_seq`` and ``.datagen`` hold them."""
 from millstream.datastream.connectors.file_system import (
     BucketAssigner,
     FileSink,
@@ -10,6 +12,7 @@ from millstream.datastream.connectors.file_system import (
     StreamFormat,
     StreamingFileSink,
 )
+from millstream.datastream.connectors.kafka import FlinkKafkaConsumer, KafkaSource
 from millstream.datastream.connectors.number_seq import NumberSequenceSource
 
 __all__ = [
@@ -17,6 +20,8 @@ __all__ = [
     "FileSink",
     "FileSource",
     "FileSourceBuilder",
+    "FlinkKafkaConsumer",
+    "KafkaSource",
     "NumberSequenceSource",
     "OutputFileConfig",
     "RollingPolicy",
