@@ -283,6 +283,24 @@ def test_a_topic_pattern_picks_up_topics_created_later_at_the_discovery_interval
     assert sorted(int(v) for v in got) == list(range(10)) + list(range(100, 106))
 
 
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_a_bounded_read_of_a_transactionally_written_topic_ends_at_the_commit_marker(
+        cluster, kafka_broker, isolation) -> None:
+    """A transaction's commit marker takes an offset of its own: ``latest()`` is past it, no record
+    is there, and the bounded source still ends (the consumer's position passes the marker)."""
+    topic = new_topic(kafka_broker, 1)
+    producer = ck.Producer({"bootstrap.servers": kafka_broker.bootstrap_servers,
+                            "transactional.id": f"tx-{uuid.uuid4().hex[:6]}", "batch.num.messages": 1})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=str(i).encode(), partition=0)
+    producer.commit_transaction(10)
+    rows = collect(cluster, source(kafka_broker, topic, set_bounded=KafkaOffsetsInitializer.latest(),
+                                   set_property=("isolation.level", isolation)), 1, f"transactional {isolation}")
+    assert sorted(int(v) for v, _ in rows) == [0, 1, 2]
+
+
 # -- checkpoints and failover ----------------------------------------------------------------------
 
 
