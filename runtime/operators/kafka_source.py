@@ -19,7 +19,8 @@ None]``, plus one entry ``#known@<subtask>`` listing every partition it knew of 
 A failover restores each subtask's own entries (exactly-once: reading resumes at the checkpointed
 offsets). A rescaled restore hands the old splits out by id (round-robin over the old subtasks, as
 Flink redistributes source splits) and, to every new subtask, the known lists of the snapshots it
-was given: a checkpointed split is read by whoever got it, and a partition no snapshot knew goes by
+was shown (at least one: those of the old subtasks whose key-group ranges overlap its own, see
+``TaskCheckpointer.restore_rescaled``): a checkpointed split is read by whoever got it, and a partition no snapshot knew goes by
 the owner function at the new parallelism, so no partition is read twice and none is lost. Left
 open, unlike Flink's central enumerator: a partition created within one discovery interval before a
 rescale savepoint, known to some old readers but not to those whose snapshots a new subtask got.
@@ -30,7 +31,14 @@ Never auto-committed.
 
 **Bounded** (``set_bounded``, or ``set_unbounded`` with stopping offsets): the stopping offsets
 (latest / specific / timestamp / committed) are resolved when a partition is first owned; the
-reader ends once every owned partition reached them and no discovery can add partitions.
+reader ends once every owned partition reached them and no discovery can add partitions (so
+``set_unbounded`` with discovery on, its default, keeps waiting for new partitions, as Flink's
+reader waits for splits that may still come).
+
+**Bad input.** An unreachable broker fails the start naming its address within
+``default.api.timeout.ms`` (the Java client's option, default 60 s); a topic of ``set_topics`` or
+a partition of ``set_partitions`` that does not exist fails naming it (the consumer never asks the
+broker to create topics); a property librdkafka does not know fails naming it.
 
 **Records and time.** The value only, through the deserializer's ``deserialize(bytes)`` (a None
 result is dropped, as Flink's ``DeserializationSchema.deserialize(message, out)`` does); a failure
