@@ -61,7 +61,8 @@ import confluent_kafka as ck
 
 from millstream.runtime.operator_factories import KafkaOffsetsSpec, KafkaSourceFactory
 from millstream.runtime.operators.kafka_splits import (
-    KNOWN_KEY, Partition, consumer_config, parse_split_id, resolve_offsets, source_options, split_id, split_owner)
+    KNOWN_KEY, Partition, consumer_config, partitions_to_adopt, resolve_offsets, restored_splits, source_options,
+    split_id)
 from millstream.runtime.operators.source_reader import SourceReader
 from millstream.runtime.timestamps import stamped
 
@@ -121,19 +122,9 @@ class KafkaSourceReader(SourceReader):
         self._options = source_options(factory.properties, factory.bounded_mode)
         self._servers = str(factory.properties.get("bootstrap.servers", ""))
         self._restored = bool(start_positions) or seen_positions is not None
-        self._known: set[Partition] = set()
-        self._offsets: dict[Partition, int] = {}  # owned partition -> next offset to read
-        self._stops: dict[Partition, int | None] = {}
-        for source in (start_positions, seen_positions or {}):
-            for key, value in source.items():
-                if key.startswith(KNOWN_KEY):
-                    self._known.update(parse_split_id(sid) for sid in value)
-        for key, value in start_positions.items():
-            if not key.startswith(KNOWN_KEY):
-                tp = parse_split_id(key)
-                self._offsets[tp] = int(value[0])
-                self._stops[tp] = None if value[1] is None else int(value[1])
-        self._known.update(self._offsets)
+        splits, self._known = restored_splits(start_positions, seen_positions or {})
+        self._offsets: dict[Partition, int] = {tp: offset for tp, (offset, _) in splits.items()}  # next to read
+        self._stops: dict[Partition, int | None] = {tp: stop for tp, (_, stop) in splits.items()}
         self._finished: set[Partition] = set()
         self._pending: deque[tuple[Partition, list[Any]]] = deque()  # consumed, not emitted yet
         self._released: list[str] = []  # finished since the last released_splits()
@@ -161,23 +152,20 @@ class KafkaSourceReader(SourceReader):
         self._client = _ConsumerOffsets(self._consumer, o.timeout_ms / 1000, self._servers)
         discovered = self._discover()
         if self._restored:
-            new = discovered - self._known
+            new = partitions_to_adopt(discovered, self._known, env.subtask_index, env.parallelism)
             self._known |= discovered
-            self._adopt(sorted(p for p in new if self._owns(p)), initial=False)
+            self._adopt(new, initial=False)
             log.info("KafkaSource subtask %d restored partitions %s", env.subtask_index,
                      sorted(split_id(*p) for p in self._offsets))
         else:
             self._known = set(discovered)
-            self._adopt(sorted(p for p in discovered if self._owns(p)), initial=True)
+            self._adopt(partitions_to_adopt(discovered, set(), env.subtask_index, env.parallelism), initial=True)
         for tp, offset in self._offsets.items():
             stop = self._stops.get(tp)
             if stop is not None and offset >= stop:
                 self._finished.add(tp)
         self._assign(sorted(self._offsets))
         self._schedule_discovery()
-
-    def _owns(self, tp: Partition) -> bool:
-        return split_owner(tp[0], tp[1], self._env.parallelism) == self._env.subtask_index
 
     def _adopt(self, partitions: list[Partition], initial: bool) -> None:
         """Starts owning ``partitions``: their starting offsets (the initializer for the first
@@ -320,9 +308,10 @@ class KafkaSourceReader(SourceReader):
                 self._finish(key)
 
     def _rediscover(self) -> None:
-        new = sorted(p for p in self._discover() - self._known)
-        self._known.update(new)
-        mine = [p for p in new if self._owns(p)]
+        discovered = self._discover()
+        env = self._env
+        mine = partitions_to_adopt(discovered, self._known, env.subtask_index, env.parallelism)
+        self._known |= discovered
         if mine:
             log.info("KafkaSource subtask %d: new partitions %s", self._env.subtask_index,
                      [split_id(*p) for p in mine])

@@ -7,7 +7,7 @@ A split is one topic-partition, id ``"topic-partition"`` (Flink's KafkaPartition
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Mapping, Protocol
+from typing import Any, Iterable, Mapping, Protocol
 
 from millstream.runtime.operator_factories import KafkaOffsetsSpec
 
@@ -15,7 +15,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "Partition", "OffsetsClient", "java_string_hash", "split_owner", "split_id", "parse_split_id",
-    "resolve_offsets", "consumer_config", "SourceOptions", "source_options", "KNOWN_KEY",
+    "resolve_offsets", "consumer_config", "SourceOptions", "source_options", "KNOWN_KEY", "restored_splits",
+    "partitions_to_adopt",
 ]
 
 Partition = tuple[str, int]  # (topic, partition)
@@ -73,6 +74,30 @@ def parse_split_id(sid: str) -> Partition:
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"not a Kafka split id (topic-partition): {sid!r}")
     return topic, int(partition)
+
+
+def restored_splits(start_positions: Mapping[str, Any], seen_positions: Mapping[str, Any]
+                    ) -> tuple[dict[Partition, tuple[int, int | None]], set[Partition]]:
+    """From a restored ``position()`` (own, or a rescale's assigned splits) and the positions of
+    the other snapshots a rescale showed: the splits to read, ``partition -> (next offset, stop)``,
+    and every partition some snapshot knew of (those are never adopted by the owner function)."""
+    splits: dict[Partition, tuple[int, int | None]] = {}
+    known: set[Partition] = set()
+    for source in (start_positions, seen_positions):
+        for key, value in source.items():
+            if key.startswith(KNOWN_KEY):
+                known.update(parse_split_id(sid) for sid in value)
+    for key, value in start_positions.items():
+        if not key.startswith(KNOWN_KEY):
+            splits[parse_split_id(key)] = (int(value[0]), None if value[1] is None else int(value[1]))
+    known.update(splits)
+    return splits, known
+
+
+def partitions_to_adopt(discovered: Iterable[Partition], known: set[Partition], subtask: int,
+                        parallelism: int) -> list[Partition]:
+    """The discovered partitions no snapshot and no earlier discovery knew that this subtask owns."""
+    return sorted(p for p in discovered if p not in known and split_owner(p[0], p[1], parallelism) == subtask)
 
 
 class OffsetsClient(Protocol):
