@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.common import Configuration, Encoder, SimpleStringSchema, Time, Types, WatermarkStrategy
+from millstream.common import Configuration, Encoder, Row, SimpleStringSchema, Time, Types, WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import MapFunction, ProcessFunction, RuntimeContext, StreamExecutionEnvironment
 from millstream.datastream.connectors.file_system import FileSink
@@ -125,6 +125,24 @@ def test_a_bounded_source_of_3_partitions_at_parallelism_2_reads_every_record_on
     assert sorted(int(v) for v, _ in rows) == list(range(300))
     for value, subtask in rows:  # each partition is read by the subtask Flink's getSplitOwner names
         assert subtask == split_owner(topic, int(value) % 3, 2), (value, subtask)
+
+
+def test_json_rows_come_out_as_rows_of_the_deserializers_type(cluster, kafka_broker) -> None:
+    """PyFlink's kafka_json_format example reads with JsonRowDeserializationSchema: each value is a
+    Row of its type (the source produces the deserializer's type)."""
+    topic = new_topic(kafka_broker, 1)
+    produce(kafka_broker, topic, [(0, b'{"id": 1, "name": "a"}'), (0, b'{"id": 2, "name": "b"}')])
+    schema = (JsonRowDeserializationSchema.Builder()
+              .type_info(Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])).build())
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    stream = env.from_source(source(kafka_broker, topic, deserializer=schema, set_bounded=KafkaOffsetsInitializer.latest()),
+                             WatermarkStrategy.no_watermarks(), "kafka")
+    with jobmanager_env(cluster.address):
+        with stream.execute_and_collect("json rows") as rows:
+            got = list(rows)
+    assert got == [Row(id=1, name="a"), Row(id=2, name="b")]
+    assert [r.as_dict() for r in got] == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
 
 
 def test_starting_offsets_latest_reads_only_what_comes_after_the_start(cluster, kafka_broker, tmp_path) -> None:
