@@ -372,11 +372,15 @@ def test_a_task_failure_resumes_from_the_checkpointed_offsets_exactly_once_and_o
     assert_exactly_once(out, count)
 
 
-def test_a_savepoint_at_parallelism_2_resumes_at_3_with_every_record_once(cluster, kafka_broker, tmp_path) -> None:
+def test_a_savepoint_at_parallelism_2_resumes_at_3_then_at_2_with_every_record_once(
+        cluster, kafka_broker, tmp_path) -> None:
+    """Savepoints taken at parallelism 2, then 3, each resumed at the other: the checkpointed
+    partitions go to the new subtasks by split id (a partition read by exactly one of them), the
+    keyed counts with their key groups, and every record is counted once across the three runs."""
     topic = new_topic(kafka_broker, 5)
     out, savepoints = tmp_path / "out", tmp_path / "savepoints"
-    count = 1000
-    produce(kafka_broker, topic, spread(list(range(500)), 5))
+    batches = [range(0, 500), range(500, 1000), range(1000, 1500)]
+    count = 1500
 
     def job(parallelism: int, savepoint: str | None) -> Any:
         conf = Configuration()
@@ -388,20 +392,22 @@ def test_a_savepoint_at_parallelism_2_resumes_at_3_with_every_record_once(cluste
         counting_job(env, source(kafka_broker, topic), out)
         return env.get_job_graph(f"kafka at parallelism {parallelism}").proto
 
+    def counted(n: int) -> int:
+        return sum(len(range(k, n, KEYS)) for k in range(KEYS))
+
+    savepoint = None
     with ClusterClient(cluster.address) as client:
-        first = client.submit(job(2, None))
-        poll_for(lambda: client.status(first).checkpoints.num_completed >= 1 and visible_lines(out), 60,
-                 what="a completed checkpoint with output")
-        savepoint = client.savepoint(first, str(savepoints), stop=True)
-        poll_for(lambda: ended(client, first), 60, what="the stopped job to end")
-        second = client.submit(job(3, savepoint))
-        try:
-            produce(kafka_broker, topic, spread(list(range(500, count)), 5))
-            expected = sum(len(range(k, count, KEYS)) for k in range(KEYS))
-            poll_for(lambda: len(visible_lines(out)) >= expected, 120, interval=0.2,
-                     what="every record's count committed")
-        finally:
-            client.cancel(second)
+        for parallelism, batch in zip((2, 3, 2), batches):
+            job_id = client.submit(job(parallelism, savepoint))
+            try:
+                produce(kafka_broker, topic, spread(list(batch), 5))
+                poll_for(lambda: len(visible_lines(out)) >= counted(batch.stop), 120, interval=0.2,
+                         what=f"the counts of records up to {batch.stop} committed at parallelism {parallelism}")
+                savepoint = client.savepoint(job_id, str(savepoints), stop=True)
+                poll_for(lambda: ended(client, job_id), 60, what="the stopped job to end")
+            finally:
+                if not ended(client, job_id):
+                    client.cancel(job_id)
     assert_exactly_once(out, count)
 
 
