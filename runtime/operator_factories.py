@@ -251,6 +251,28 @@ class FileSinkFactory(SinkFactory):
 
 
 @dataclass
+class JdbcSinkFactory(SinkFactory):
+    """Flink's JdbcSink to PostgreSQL: ``sql`` (``?`` placeholders) executed in batches with each
+    record's fields bound by ``field_types``; ``exactly_once``: one prepared transaction per
+    checkpoint (two-phase commit), else at-least-once with retries."""
+
+    sql: str = ""
+    field_types: Sequence[Any] = ()  # the RowTypeInfo's field types (not ``type_info``: sink_to sets that)
+    url: str = ""
+    driver_name: str | None = None
+    user_name: str | None = None
+    password: str | None = None
+    batch_size: int = 5000
+    batch_interval_ms: int = 0
+    max_retries: int = 3
+    exactly_once: bool = False
+    recovered_and_rollback: bool = True
+    max_commit_attempts: int = 3
+    allow_out_of_order_commits: bool = False
+    timeout_sec: int | None = None
+
+
+@dataclass
 class CollectSinkFactory(SinkFactory):
     """Streams records back to the client for ``execute_and_collect``."""
 

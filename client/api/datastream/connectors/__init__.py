@@ -1,5 +1,5 @@
 """Connectors at PyFlink's paths: ``millstream.datastream.connectors`` exports the file connector's
-names, as ``pyflink.datastream.connectors`` does; ``.file_system``, ``.number_seq`` and ``.datagen`` hold them."""
+names, as ``pyflink.datastream.connectors`` does; ``.file_system``, ``.number_seq``, ``.jdbc`` and ``.datagen`` hold them."""
 from millstream.datastream.connectors.file_system import (
     BucketAssigner,
     FileSink,
@@ -10,6 +10,7 @@ from millstream.datastream.connectors.file_system import (
     StreamFormat,
     StreamingFileSink,
 )
+from millstream.datastream.connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSink
 from millstream.datastream.connectors.number_seq import NumberSequenceSource
 
 __all__ = [
@@ -17,6 +18,9 @@ __all__ = [
     "FileSink",
     "FileSource",
     "FileSourceBuilder",
+    "JdbcConnectionOptions",
+    "JdbcExecutionOptions",
+    "JdbcSink",
     "NumberSequenceSource",
     "OutputFileConfig",
     "RollingPolicy",
