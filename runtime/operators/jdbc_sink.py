@@ -44,6 +44,17 @@ GID_PATTERN = re.compile(r"millstream-([0-9a-f]{16})-(\d+)-([0-9a-f]{16})-(\d+)"
 _UNDEFINED_OBJECT = "42704"  # COMMIT/ROLLBACK PREPARED of a gid that is not (any more) prepared
 
 
+class DatabaseError(RuntimeError):
+    """A driver error in one line (a task's failure message is its traceback's last line), with
+    the driver's class name (``UndefinedTable``, ``OperationalError``...) in front."""
+
+    @classmethod
+    def of(cls, e: BaseException) -> "DatabaseError":
+        lines = [line.strip() for line in str(e).splitlines()]
+        text = "; ".join(line for line in lines if line and set(line) != {"^"})
+        return cls(f"{type(e).__name__}: {text}")
+
+
 class JdbcSinkOperator(StreamOperator):
     """One subtask of the JDBC sink. Its checkpoint state, exactly-once only (plain builtins)::
 
@@ -89,9 +100,10 @@ class JdbcSinkOperator(StreamOperator):
             return psycopg.connect(**self._target.conninfo(self.f.user_name, self.f.password),
                                    autocommit=True, cursor_factory=psycopg.RawCursor)
         except psycopg.Error as e:
-            raise ConnectionError(f"cannot connect to {self._describe()} ({self.f.url}): {e}".strip()) from e
+            raise ConnectionError(f"cannot connect to {self._describe()} ({self.f.url}): {DatabaseError.of(e)}") from e
 
     def open(self) -> None:
+        import psycopg
         from psycopg.types import numeric
 
         wrappers = {"int2": numeric.Int2, "int4": numeric.Int4, "int8": numeric.Int8,
@@ -105,7 +117,7 @@ class JdbcSinkOperator(StreamOperator):
             if self.f.exactly_once:
                 self._open_exactly_once()
         except Exception as e:
-            self.fail(e, "opening its connection")
+            self.fail(DatabaseError.of(e) if isinstance(e, psycopg.Error) else e, "opening its connection")
         self._last_execute_ms = self.ctx.env.now_ms()
         super().open()
 
@@ -206,7 +218,7 @@ class JdbcSinkOperator(StreamOperator):
                 transient = pg.is_transient(getattr(e, "sqlstate", None), broken)
                 if not transient or attempt >= self.f.max_retries:
                     tries = f" (after {attempt} retries)" if attempt else ""
-                    self.fail(e, self._what(batch) + tries)
+                    self.fail(DatabaseError.of(e) if isinstance(e, psycopg.Error) else e, self._what(batch) + tries)
                 attempt += 1
                 log.warning("%s failed (%s); retry %d of %d", self._what(batch), e, attempt, self.f.max_retries)
                 if broken and self._conn is not None:
@@ -220,7 +232,7 @@ class JdbcSinkOperator(StreamOperator):
                 self._in_transaction = True
             self._conn.cursor().executemany(self._sql, batch)
         except Exception as e:  # no retries: a retried batch of an open transaction could duplicate (FLINK-22311)
-            self.fail(e, self._what(batch) + " in the checkpoint's transaction")
+            self.fail(DatabaseError.of(e), self._what(batch) + " in the checkpoint's transaction")
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -236,7 +248,7 @@ class JdbcSinkOperator(StreamOperator):
                 try:
                     self._conn.execute(f"PREPARE TRANSACTION '{gid}'")
                 except Exception as e:
-                    self.fail(e, f"preparing transaction {gid!r} for checkpoint {checkpoint_id} on {self._describe()}")
+                    self.fail(DatabaseError.of(e), f"preparing transaction {gid!r} for checkpoint {checkpoint_id} on {self._describe()}")
                 self._in_transaction = False
                 self._pending[checkpoint_id] = gid
         except BaseException as e:
@@ -298,7 +310,7 @@ class JdbcSinkOperator(StreamOperator):
                     log.error("%s '%s' on %s failed, going on (allow_out_of_order_commits): %s",
                               verb, gid, self._describe(), e)
                     return
-                self.fail(e, f"{verb} '{gid}' on {self._describe()}")
+                self.fail(DatabaseError.of(e), f"{verb} '{gid}' on {self._describe()}")
             except ConnectionError as e:
                 if attempt < attempts:
                     time.sleep(pg.retry_delay_s(attempt))
@@ -315,7 +327,7 @@ class JdbcSinkOperator(StreamOperator):
                 "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE 'millstream-%'"
             ).fetchall()
         except Exception as e:
-            self.fail(e, f"listing prepared transactions (pg_prepared_xacts) on {self._describe()}")
+            self.fail(DatabaseError.of(e), f"listing prepared transactions (pg_prepared_xacts) on {self._describe()}")
         for (gid,) in rows:
             match = GID_PATTERN.fullmatch(gid)
             if match is None or match.group(3) == self._writer:

@@ -154,14 +154,14 @@ def test_an_upsert_sink_survives_a_task_failure_with_the_right_final_rows(cluste
     postgres.query("CREATE TABLE counts (k int PRIMARY KEY, c bigint NOT NULL)")
     slow, fail = tmp_path / "slow", tmp_path / "fail"
     slow.touch()
-    count = 4000
+    count = 6000
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     env.enable_checkpointing(200)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
     row = Types.ROW([Types.INT(), Types.LONG()])
     (env.from_source(NumberSequenceSource(0, count - 1), WatermarkStrategy.no_watermarks(), "numbers")
-        .map(Throttle(str(slow), 0.002))
+        .map(Throttle(str(slow), 0.01))  # 30 s while slow: the job cannot end before the failure
         .map(FailWhenMarked(str(fail)))
         .map(lambda i: (i % KEYS, 1))
         .key_by(lambda t: t[0])
@@ -236,7 +236,7 @@ def test_exactly_once_after_a_task_failure_and_a_kill_9_every_row_once_and_no_pr
     env.enable_checkpointing(200)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(4, 100))
     (env.from_source(NumberSequenceSource(0, count - 1), WatermarkStrategy.no_watermarks(), "numbers")
-        .map(Throttle(str(slow), 0.002))
+        .map(Throttle(str(slow), 0.01))  # 30 s while slow: the job cannot end before the kill
         .map(FailWhenMarked(str(fail)))
         .map(WorkerPid(str(pids)))
         .map(lambda i: (i,), output_type=Types.ROW([Types.LONG()]))
