@@ -88,6 +88,14 @@ class PostgresServer:
             [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", USER, f"--pwfile={pwfile}", "-A", "scram-sha-256",
              "--no-sync", "-E", "UTF8", "--locale=C"],
             check=True, capture_output=True, cwd=self._root, **self._run_as())
+        for attempt in range(3):  # a free port may be taken by another process before the server binds it
+            if self._launch(bin_dir):
+                return self
+            self.port = free_port()
+        raise RuntimeError(f"PostgreSQL did not start (3 ports tried):\n{self.log()}")
+
+    def _launch(self, bin_dir: Path) -> bool:
+        """Starts postgres on ``self.port``; True once it answers, False when it exited (the log says why)."""
         log = open(self.log_path, "ab")
         self._process = subprocess.Popen(
             [str(bin_dir / "postgres"), "-D", str(self.data_dir), "-p", str(self.port), "-c", f"listen_addresses={self.host}",
@@ -95,15 +103,17 @@ class PostgresServer:
              "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=50"],
             stdout=log, stderr=subprocess.STDOUT, cwd=self._root, start_new_session=True, **self._run_as())
         log.close()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
             try:
                 self.query("SELECT 1")
-                return self
+                return True
             except Exception as e:  # noqa: BLE001 - not up yet: any connection error
-                if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.kill()
-                    raise RuntimeError(f"PostgreSQL did not start on port {self.port}: {e}\n{self.log()}") from e
+                if self._process.poll() is not None:
+                    return False
+                if time.monotonic() > deadline:
+                    self._stop()
+                    raise RuntimeError(f"PostgreSQL did not answer on port {self.port} in 60 s: {e}\n{self.log()}") from e
                 time.sleep(0.1)
 
     def connect(self, autocommit: bool = True) -> Any:
@@ -124,6 +134,10 @@ class PostgresServer:
         return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
 
     def kill(self) -> None:
+        self._stop()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def _stop(self) -> None:
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGINT)  # fast shutdown: backends end, shared memory is released
@@ -132,7 +146,6 @@ class PostgresServer:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)  # its own session: the postmaster and its backends
                 process.wait(10)
-        shutil.rmtree(self._root, ignore_errors=True)
 
 
 def _has_user(name: str) -> bool:
