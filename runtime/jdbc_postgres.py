@@ -240,7 +240,7 @@ _KIND = {
 
 def _type_name(field_type: Any) -> str:
     name = getattr(field_type, "name", None)
-    components = getattr(field_type, "components", ())
+    components: tuple[Any, ...] = tuple(getattr(field_type, "components", ()))
     if name in ("PRIMITIVE_ARRAY", "BASIC_ARRAY") and len(components) == 1 and getattr(components[0], "name", None) == "BYTE":
         return "BYTES"
     return str(name)
@@ -305,7 +305,7 @@ def bind_record(record: Any, kinds: Sequence[str]) -> tuple[Any, ...]:
         raise TypeError(f"expected a Row or tuple of {len(kinds)} fields, got {type(record).__name__} {record!r}")
     if len(values) != len(kinds):
         raise TypeError(f"expected {len(kinds)} fields, got {len(values)} in {record!r}")
-    out = []
+    out: list[Any] = []
     for index, (value, kind) in enumerate(zip(values, kinds)):
         if value is None:
             out.append(None)

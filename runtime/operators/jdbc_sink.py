@@ -95,10 +95,11 @@ class JdbcSinkOperator(StreamOperator):
 
     def _connect(self) -> Any:
         import psycopg  # lazy: the driver loads only in tasks that write to a database
+        from psycopg.conninfo import make_conninfo
 
         try:
-            return psycopg.connect(**self._target.conninfo(self.f.user_name, self.f.password),
-                                   autocommit=True, cursor_factory=psycopg.RawCursor)
+            conninfo = make_conninfo(**self._target.conninfo(self.f.user_name, self.f.password))
+            return psycopg.connect(conninfo, autocommit=True, cursor_factory=psycopg.RawCursor)
         except psycopg.Error as e:
             raise ConnectionError(f"cannot connect to {self._describe()} ({self.f.url}): {DatabaseError.of(e)}") from e
 
