@@ -182,6 +182,32 @@ def test_an_upsert_sink_survives_a_task_failure_with_the_right_final_rows(cluste
     assert dict(postgres.query("SELECT k, c FROM counts")) == expected
 
 
+def test_a_lost_connection_is_retried_on_a_new_one_without_failing_the_job(cluster, postgres) -> None:
+    postgres.query("CREATE TABLE retried (v int PRIMARY KEY)")
+    count = 60
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.set_restart_strategy(RestartStrategies.no_restart())  # only the sink's own retry can save the job
+    (env.from_source(DataGeneratorSource(lambda i: (i,), count, records_per_second=20),
+                     WatermarkStrategy.no_watermarks(), "slow numbers")
+        .map(lambda t: t, output_type=Types.ROW([Types.INT()]))
+        .add_sink(JdbcSink.sink("INSERT INTO retried (v) VALUES (?) ON CONFLICT (v) DO NOTHING", Types.ROW([Types.INT()]),
+                                connection(postgres.jdbc_url + "?ApplicationName=jdbc-retry"),
+                                execution(batch_size=1, max_retries=2))))
+    terminate = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'jdbc-retry'"
+    with ClusterClient(cluster.address) as client:
+        job_id = client.submit(env.get_job_graph("jdbc lost connection").proto)
+        poll_for(lambda: postgres.query("SELECT count(*) FROM retried")[0][0] >= 10, 60, what="the first rows")
+        killed = postgres.query(terminate)
+        before = postgres.query("SELECT count(*) FROM retried")[0][0]
+        summary = poll_for(lambda: ended(client, job_id), 120, interval=0.1, what="the job to end")
+    assert killed == [(True,)]  # the sink's one connection was cut while the job ran
+    assert before < count
+    assert status(summary) is JobStatus.FINISHED, summary.failure.message
+    assert summary.num_restarts == 0
+    assert [v for (v,) in postgres.query("SELECT v FROM retried ORDER BY v")] == list(range(count))
+
+
 # -- exactly-once -------------------------------------------------------------------------------------
 
 
