@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 __all__ = [
-    "POSTGRES_DRIVER", "BatchPolicy", "PostgresTarget", "bind_record", "field_kinds", "is_transient",
-    "parse_url", "retry_delay_s", "translate_placeholders",
+    "POSTGRES_DRIVER", "BatchPolicy", "PostgresTarget", "bind_record", "field_kinds", "gids_to_roll_back",
+    "is_transient", "make_gid", "parse_url", "retry_delay_s", "translate_placeholders",
 ]
 
 POSTGRES_DRIVER = "org.postgresql.Driver"
@@ -361,3 +361,35 @@ def is_transient(sqlstate: str | None, connection_broken: bool) -> bool:
     if not sqlstate:
         return False
     return sqlstate.startswith(_TRANSIENT_CLASSES) or sqlstate in _TRANSIENT_CODES
+
+
+# -- the exactly-once sink's prepared transactions ----------------------------------------------------
+
+# millstream-<job and operator>-<subtask>-<writer>-<checkpoint>: a restored writer recognizes the
+# prepared transactions of a subtask by the first two, and its own by the third.
+GID_PATTERN = re.compile(r"millstream-([0-9a-f]{16})-(\d+)-([0-9a-f]{16})-(\d+)")
+
+
+def make_gid(family: str, subtask: int, writer: str, checkpoint_id: int) -> str:
+    """The global id of checkpoint ``checkpoint_id``'s transaction (``family``: 16 hex digits of the
+    job and operator; ``writer``: 16 hex digits of this writer instance)."""
+    gid = f"millstream-{family}-{subtask}-{writer}-{checkpoint_id}"
+    if GID_PATTERN.fullmatch(gid) is None:
+        raise ValueError(f"not a gid this sink makes: {gid!r}")
+    return gid
+
+
+def gids_to_roll_back(prepared: Sequence[str], owned: set[tuple[str, int]], writer: str) -> list[str]:
+    """Of the server's prepared transactions, those a writer must roll back: made by this sink for a
+    subtask it owns (``(family, subtask)``: its own, and those whose restored state it was handed),
+    by another writer (a failed or stale attempt). Called after the restored ones were committed, so
+    none of these is in a completed checkpoint. Other jobs', operators', subtasks' and strangers'
+    transactions are left alone."""
+    out = []
+    for gid in prepared:
+        match = GID_PATTERN.fullmatch(gid)
+        if match is None or match.group(3) == writer:
+            continue
+        if (match.group(1), int(match.group(2))) in owned:
+            out.append(gid)
+    return out

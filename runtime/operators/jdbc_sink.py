@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import time
 import uuid
 from typing import Any, Callable
@@ -33,14 +32,11 @@ from millstream.runtime import jdbc_postgres as pg
 from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
 
-__all__ = ["JdbcSinkOperator", "GID_PATTERN"]
+__all__ = ["JdbcSinkOperator"]
 
 log = logging.getLogger(__name__)
 
 _STATE_VERSION = 1
-# millstream-<job and operator>-<subtask>-<writer>-<checkpoint>: a restored writer recognizes the
-# prepared transactions of its subtask by the first two, and its own by the third.
-GID_PATTERN = re.compile(r"millstream-([0-9a-f]{16})-(\d+)-([0-9a-f]{16})-(\d+)")
 _UNDEFINED_OBJECT = "42704"  # COMMIT/ROLLBACK PREPARED of a gid that is not (any more) prepared
 
 
@@ -245,7 +241,7 @@ class JdbcSinkOperator(StreamOperator):
             if not self.f.exactly_once:
                 return None
             if self._in_transaction:
-                gid = f"millstream-{self._family}-{self._subtask}-{self._writer}-{checkpoint_id}"
+                gid = pg.make_gid(self._family, self._subtask, self._writer, checkpoint_id)
                 try:
                     self._conn.execute(f"PREPARE TRANSACTION '{gid}'")
                 except Exception as e:
@@ -329,13 +325,9 @@ class JdbcSinkOperator(StreamOperator):
             ).fetchall()
         except Exception as e:
             self.fail(DatabaseError.of(e), f"listing prepared transactions (pg_prepared_xacts) on {self._describe()}")
-        for (gid,) in rows:
-            match = GID_PATTERN.fullmatch(gid)
-            if match is None or match.group(3) == self._writer:
-                continue
-            if (match.group(1), int(match.group(2))) in self._owned:
-                log.info("rolling back prepared transaction %s of a failed attempt", gid)
-                self._finish(gid, commit=False)
+        for gid in pg.gids_to_roll_back([gid for (gid,) in rows], self._owned, self._writer):
+            log.info("rolling back prepared transaction %s of a failed attempt", gid)
+            self._finish(gid, commit=False)
 
     def close(self) -> None:
         """Closes the connections; an open transaction is rolled back by the server, prepared ones

@@ -216,3 +216,29 @@ def test_exactly_once_sink_requires_no_retries_as_flinks() -> None:
         JdbcExactlyOnceOptions.builder().with_max_commit_attempts(5).build(), _connection())
     factory = sink._sink_factory()
     assert factory.exactly_once and factory.max_commit_attempts == 5 and factory.recovered_and_rollback
+
+
+# -- the exactly-once sink's prepared transactions ------------------------------------------------------
+
+
+def test_gids_name_job_operator_subtask_writer_and_checkpoint() -> None:
+    family, writer = "a" * 16, "b" * 16
+    assert pg.make_gid(family, 3, writer, 42) == f"millstream-{family}-3-{writer}-42"
+    with pytest.raises(ValueError, match="not a gid"):
+        pg.make_gid("short", 0, writer, 1)
+
+
+def test_a_writer_rolls_back_only_other_writers_transactions_of_the_subtasks_it_owns() -> None:
+    mine, old, other_job = "f" * 16, "e" * 16, "0" * 16
+    me, failed = "1" * 16, "2" * 16
+    prepared = [
+        pg.make_gid(mine, 0, me, 7),          # this writer's own: pending its checkpoint
+        pg.make_gid(mine, 0, failed, 6),      # a failed attempt of this subtask: roll back
+        pg.make_gid(mine, 1, failed, 6),      # another subtask's: it cleans up its own
+        pg.make_gid(old, 2, failed, 5),       # a restored state's subtask (rescaled): owned, roll back
+        pg.make_gid(other_job, 0, failed, 6),  # another job or operator
+        "someone-elses-transaction",
+    ]
+    owned = {(mine, 0), (old, 2)}
+    assert pg.gids_to_roll_back(prepared, owned, me) == [prepared[1], prepared[3]]
+    assert pg.gids_to_roll_back(prepared, {(mine, 0)}, me) == [prepared[1]]
