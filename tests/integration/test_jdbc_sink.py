@@ -8,8 +8,11 @@ one server and one embedded cluster for the module), as Flink documents it:
   task failure and a ``kill -9`` of the sink's worker every row is in the table exactly once and no
   prepared transaction is left; a server with ``max_prepared_transactions = 0`` fails the job's start
   saying so.
+- Restore, one exactly-once subtask driven by hand against the server: the restored checkpoint's
+  prepared transactions are committed (already committed is fine), later ones rolled back; a stale
+  attempt's is rolled back at the next commit, another job's left alone; no checkpointing: an error.
 - Bad input: an unreachable database fails the job's start naming host:port within the connect
-  timeout; an SQL error fails the job naming the statement.
+  timeout; an SQL error fails the job naming the statement; a cut connection is retried.
 
 Each test writes its own table. A table's ``tx`` column defaults to ``txid_current()``: the
 transaction that wrote the row, so the tests see how rows were batched into transactions.
@@ -359,3 +362,92 @@ def test_an_sql_error_fails_the_job_naming_the_statement_without_retrying_it(clu
     assert repr(sql) in message and 'relation "no_such_table" does not exist' in message, message
     assert f"PostgreSQL at 127.0.0.1:{postgres.port}" in message and "retries" not in message, message
     assert time.monotonic() - started < 60
+
+
+# -- the exactly-once writer's restore, one subtask driven by hand (no cluster) -------------------------
+
+
+def sink_subtask(table: str, postgres: PostgresServer, state: Any = None, job_id: str = "ab" * 16,
+                 checkpointing: bool = True) -> Any:
+    """A fresh exactly-once sink subtask (a new attempt) of one job graph, restored from ``state``."""
+    from millstream.runtime.operators.jdbc_sink import JdbcSinkOperator
+    from tests.unit.test_runtime_chain import make_chain, vertex
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_sequence(1, 2).map(lambda i: (i,), output_type=Types.ROW([Types.LONG()])).add_sink(
+        exactly_once(table, postgres, batch_size=2))
+    run = make_chain(vertex(env, "Sequence"), 0, checkpointing_enabled=checkpointing, job_id=job_id)
+    sink = run.chain.operators[-1]
+    assert isinstance(sink, JdbcSinkOperator)
+    if state is not None:
+        sink.initialize_state(state)
+    run.chain.open()
+    return sink
+
+
+def rows(postgres: PostgresServer, table: str) -> list[int]:
+    return [v for (v,) in postgres.query(f"SELECT v FROM {table} ORDER BY v")]
+
+
+def test_a_restore_commits_the_restored_transactions_and_rolls_back_those_prepared_after(postgres) -> None:
+    postgres.query("CREATE TABLE eo_restore (v bigint)")
+    failed = sink_subtask("eo_restore", postgres)
+    failed.process_batch([(1,), (2,), (3,)])
+    state = failed.snapshot_state(1)  # checkpoint 1 completes, its notification never arrives
+    failed.process_batch([(4,)])
+    failed.snapshot_state(2)  # checkpoint 2 never completes
+    failed.process_batch([(5,), (6,)])  # executed in the open transaction of checkpoint 3
+    assert rows(postgres, "eo_restore") == [] and len(postgres.prepared()) == 2
+    failed.close()  # the attempt dies: its open transaction ends with its connection
+    restored = sink_subtask("eo_restore", postgres, state)
+    assert rows(postgres, "eo_restore") == [1, 2, 3]  # checkpoint 1's records, once
+    assert postgres.prepared() == []  # checkpoint 2's transaction: rolled back (the sources replay 4)
+    restored.process_batch([(4,), (5,)])
+    restored.snapshot_state(2)
+    restored.notify_checkpoint_complete(2)
+    assert rows(postgres, "eo_restore") == [1, 2, 3, 4, 5]
+    restored.close()
+
+
+def test_a_restored_transaction_committed_before_the_failure_is_not_an_error(postgres) -> None:
+    postgres.query("CREATE TABLE eo_recommit (v bigint)")
+    failed = sink_subtask("eo_recommit", postgres)
+    failed.process_batch([(1,), (2,)])
+    state = failed.snapshot_state(1)
+    failed.notify_checkpoint_complete(1)
+    failed.close()
+    sink_subtask("eo_recommit", postgres, state).close()
+    assert rows(postgres, "eo_recommit") == [1, 2] and postgres.prepared() == []
+
+
+def test_a_stale_attempts_transaction_is_rolled_back_at_the_next_commit_and_other_jobs_are_left_alone(postgres) -> None:
+    postgres.query("CREATE TABLE eo_stale (v bigint)")
+    stale = sink_subtask("eo_stale", postgres)
+    stale.process_batch([(1,), (2,)])
+    state = stale.snapshot_state(1)
+    stale.notify_checkpoint_complete(1)
+    other_job = sink_subtask("eo_stale", postgres, job_id="cd" * 16)
+    other_job.process_batch([(100,), (101,)])
+    other_job.snapshot_state(1)  # another job's prepared transaction: not this sink's to touch
+    new = sink_subtask("eo_stale", postgres, state)  # the restart; the old attempt is still running
+    stale.process_batch([(3,), (4,)])
+    stale.snapshot_state(2)  # prepared after the new attempt's restore
+    assert len(postgres.prepared()) == 2
+    new.process_batch([(3,), (4,)])
+    new.snapshot_state(2)
+    new.notify_checkpoint_complete(2)
+    assert rows(postgres, "eo_stale") == [1, 2, 3, 4]
+    [left] = postgres.prepared()
+    assert left.startswith("millstream-") and left != stale._pending.get(2)
+    other_job.notify_checkpoint_complete(1)
+    assert rows(postgres, "eo_stale") == [1, 2, 3, 4, 100, 101] and postgres.prepared() == []
+    for sink in (stale, new, other_job):
+        sink.close()
+
+
+def test_exactly_once_without_checkpointing_fails_at_open_saying_so(postgres) -> None:
+    from millstream.runtime.operators.base import OperatorError
+
+    with pytest.raises(OperatorError, match=r"commits on completed checkpoints: enable checkpointing"):
+        sink_subtask("eo_restore", postgres, checkpointing=False)
