@@ -214,10 +214,11 @@ def test_a_lost_connection_is_retried_on_a_new_one_without_failing_the_job(clust
 # -- exactly-once -------------------------------------------------------------------------------------
 
 
-def exactly_once(table: str, postgres: PostgresServer, batch_size: int = 1) -> JdbcSink:
+def exactly_once(table: str, postgres: PostgresServer, batch_size: int = 1,
+                 options: JdbcExactlyOnceOptions | None = None) -> JdbcSink:
     return JdbcSink.exactly_once_sink(
         f"INSERT INTO {table} (v) VALUES (?)", Types.ROW([Types.LONG()]), execution(batch_size, max_retries=0),
-        JdbcExactlyOnceOptions.defaults(), connection(postgres.jdbc_url))
+        options or JdbcExactlyOnceOptions.defaults(), connection(postgres.jdbc_url))
 
 
 def test_exactly_once_rows_become_visible_only_when_a_checkpoint_completes(cluster, postgres) -> None:
@@ -368,7 +369,7 @@ def test_an_sql_error_fails_the_job_naming_the_statement_without_retrying_it(clu
 
 
 def sink_subtask(table: str, postgres: PostgresServer, state: Any = None, job_id: str = "ab" * 16,
-                 checkpointing: bool = True) -> Any:
+                 checkpointing: bool = True, options: JdbcExactlyOnceOptions | None = None) -> Any:
     """A fresh exactly-once sink subtask (a new attempt) of one job graph, restored from ``state``."""
     from millstream.runtime.operators.jdbc_sink import JdbcSinkOperator
     from tests.unit.test_runtime_chain import make_chain, vertex
@@ -376,7 +377,7 @@ def sink_subtask(table: str, postgres: PostgresServer, state: Any = None, job_id
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     env.from_sequence(1, 2).map(lambda i: (i,), output_type=Types.ROW([Types.LONG()])).add_sink(
-        exactly_once(table, postgres, batch_size=2))
+        exactly_once(table, postgres, batch_size=2, options=options))
     run = make_chain(vertex(env, "Sequence"), 0, checkpointing_enabled=checkpointing, job_id=job_id)
     sink = run.chain.operators[-1]
     assert isinstance(sink, JdbcSinkOperator)
@@ -451,3 +452,12 @@ def test_exactly_once_without_checkpointing_fails_at_open_saying_so(postgres) ->
 
     with pytest.raises(OperatorError, match=r"commits on completed checkpoints: enable checkpointing"):
         sink_subtask("eo_restore", postgres, checkpointing=False)
+
+
+def test_a_transaction_timeout_on_a_server_without_one_fails_at_open_naming_the_version(postgres) -> None:
+    from millstream.runtime.operators.base import OperatorError
+
+    if postgres.query("SHOW server_version_num")[0][0] >= "170000":
+        pytest.skip("PostgreSQL 17 has transaction_timeout")
+    with pytest.raises(OperatorError, match=r"has no transaction timeout \(transaction_timeout needs PostgreSQL 17\)"):
+        sink_subtask("eo_restore", postgres, options=JdbcExactlyOnceOptions.builder().with_timeout_sec(5).build())
