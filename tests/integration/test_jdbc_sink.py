@@ -227,6 +227,8 @@ def test_exactly_once_rows_become_visible_only_when_a_checkpoint_completes(clust
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     env.enable_checkpointing(1500)
+    # the first checkpoint comes after a random delay of at least the min pause: records are written first
+    env.get_checkpoint_config().set_min_pause_between_checkpoints(1500)
     env.set_restart_strategy(RestartStrategies.no_restart())
     (env.from_source(DataGeneratorSource(lambda i: i, count, records_per_second=20), WatermarkStrategy.no_watermarks(), "slow")
         .map(lambda i: (i,), output_type=Types.ROW([Types.LONG()]))
