@@ -191,15 +191,15 @@ class ComposeProject:
         return {kind: ids for kind, ids in found.items() if ids}
 
     def session(self, request: "pytest.FixtureRequest", healthy: Sequence[tuple[str, int]],
-                build: Sequence[str] = ()) -> Iterator["ComposeProject"]:
-        """The body of a module fixture: builds ``build`` services, brings the project up and yields
-        it once ``healthy`` (service, containers) are; prints the containers' logs when a test of
+                build: Sequence[str] = (), up: Sequence[str] = ()) -> Iterator["ComposeProject"]:
+        """The body of a module fixture: builds ``build`` services, brings the project up (``up``: more
+        arguments of `up`, e.g. a --scale) and yields it once ``healthy`` (service, containers) are; prints the containers' logs when a test of
         the module failed, then takes it down and checks nothing is left."""
         failed_before = request.session.testsfailed
         try:
             if build:
                 self.compose("build", *build, timeout=1800)
-            self.up()
+            self.up(*up)
             for service, n in healthy:
                 self.wait_healthy(service, n)
             yield self
