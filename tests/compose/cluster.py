@@ -193,8 +193,9 @@ class ComposeProject:
     def session(self, request: "pytest.FixtureRequest", healthy: Sequence[tuple[str, int]],
                 build: Sequence[str] = (), up: Sequence[str] = ()) -> Iterator["ComposeProject"]:
         """The body of a module fixture: builds ``build`` services, brings the project up (``up``: more
-        arguments of `up`, e.g. a --scale) and yields it once ``healthy`` (service, containers) are; prints the containers' logs when a test of
-        the module failed, then takes it down and checks nothing is left."""
+        arguments of `up`, e.g. a --scale) and yields it once ``healthy`` (service, containers) are;
+        prints the containers' logs when a test of the module failed, then takes it down and checks
+        nothing is left."""
         failed_before = request.session.testsfailed
         try:
             if build:
