@@ -155,13 +155,14 @@ class KafkaSinkOperator(StreamOperator):
 
         self._ck = confluent_kafka
         try:
-            if self._exactly_once:
-                probe = self._marker_consumer(self._marker_group)
-            else:
-                self._producer = probe = confluent_kafka.Producer(self._config)
+            # EXACTLY_ONCE makes its transactional producers at commit time; this one checks the
+            # configuration and the connection now, so a typo or a wrong address fails at the start.
+            producer = confluent_kafka.Producer(self._config)
         except confluent_kafka.KafkaException as e:
-            self.fail(ValueError(f"invalid Kafka client configuration: {e}"), "opening its Kafka producer")
-        self._check_reachable(probe)
+            self.fail(ValueError(f"invalid Kafka producer configuration: {e}"), "opening its Kafka producer")
+        self._check_reachable(producer)
+        if not self._exactly_once:
+            self._producer = producer
         if self._restored:
             self._commit_restored()
         super().open()
@@ -180,7 +181,7 @@ class KafkaSinkOperator(StreamOperator):
     def _marker_consumer(self, group: str) -> Any:
         consumer = self._marker_consumers.get(group)
         if consumer is None:
-            conf = {k: v for k, v in self._config.items() if k.startswith(_CONNECTION_PREFIXES)}
+            conf: dict[str, Any] = {k: v for k, v in self._config.items() if k.startswith(_CONNECTION_PREFIXES)}
             conf.update({"group.id": group, "enable.auto.commit": False})
             consumer = self._marker_consumers[group] = self._ck.Consumer(conf)
         return consumer

@@ -35,19 +35,22 @@ JOB = "5f" * 16
 class Writers:
     """EXACTLY_ONCE KafkaSink subtasks of one job graph, built as a task builds them."""
 
-    def __init__(self, broker: KafkaBroker, topic: str, parallelism: int, prefix: str) -> None:
+    def __init__(self, broker: KafkaBroker, topic: str, parallelism: int, prefix: str, **properties: str) -> None:
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(parallelism)
-        sink = (KafkaSink.builder().set_bootstrap_servers(broker.bootstrap_servers)
+        builder = (KafkaSink.builder().set_bootstrap_servers(broker.bootstrap_servers)
                 .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
                                        .set_value_serialization_schema(SimpleStringSchema()).build())
                 .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_transactional_id_prefix(prefix)
-                .set_property("max.block.ms", "10000").build())
+                .set_property("max.block.ms", "10000"))
+        for key, value in properties.items():
+            builder.set_property(key, value)
+        sink = builder.build()
         env.from_sequence(1, 2).sink_to(sink)
         self.vertex = vertex(env, "Sequence")
 
-    def new(self, subtask: int = 0, *states: Any) -> KafkaSinkOperator:
-        run = make_chain(self.vertex, subtask, checkpointing_enabled=True, job_id=JOB)
+    def new(self, subtask: int = 0, *states: Any, checkpointing: bool = True) -> KafkaSinkOperator:
+        run = make_chain(self.vertex, subtask, checkpointing_enabled=checkpointing, job_id=JOB)
         writer = run.chain.operators[-1]
         assert isinstance(writer, KafkaSinkOperator)
         for state in states:
@@ -126,3 +129,18 @@ def test_a_zombie_writer_of_the_failed_attempt_is_fenced_by_the_restore(kafka_br
     with pytest.raises(OperatorError, match="committing the records of checkpoint 2"):
         zombie.notify_checkpoint_complete(2)  # a stale notification reaching the zombie
     assert committed(kafka_broker, topic, 1) == ["a"]
+
+
+def test_without_checkpointing_the_records_are_committed_when_the_input_ends(kafka_broker, topic) -> None:
+    writer = Writers(kafka_broker, topic, 1, f"p-{topic}").new(checkpointing=False)
+    writer.process_batch(["a", "b"])
+    assert not writer.has_uncommitted_output()  # no checkpoint will come: the task need not wait for one
+    assert read_topic(kafka_broker, topic, lambda got: False, timeout_s=1.0) == []
+    writer.end_input()
+    assert committed(kafka_broker, topic, 2) == ["a", "b"]
+
+
+def test_a_property_librdkafka_does_not_know_fails_the_opening_naming_it(kafka_broker, topic) -> None:
+    writers = Writers(kafka_broker, topic, 1, f"p-{topic}", **{"no.such.property": "1"})
+    with pytest.raises(OperatorError, match="no.such.property"):
+        writers.new()
