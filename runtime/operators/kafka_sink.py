@@ -44,11 +44,12 @@ from typing import Any, Optional
 
 from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
+from millstream.runtime.timestamps import timestamps_of
 
 __all__ = ["KafkaSinkOperator", "PendingBatch", "PendingBatches", "already_committed"]
 
 _STATE_VERSION = 1
-KafkaRecord = tuple[str, Optional[bytes], bytes]  # topic, key, value
+KafkaRecord = tuple[str, Optional[bytes], bytes, Optional[int]]  # topic, key, value, timestamp (ms)
 # Client properties a marker consumer shares with the producer (how to reach and log in to the cluster).
 _CONNECTION_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.id", "socket.", "broker.")
 
@@ -64,7 +65,7 @@ class PendingBatch:
 
     @property
     def topics(self) -> list[str]:
-        return sorted({topic for topic, _, _ in self.records})
+        return sorted({record[0] for record in self.records})
 
     def to_state(self) -> dict[str, Any]:
         return {"checkpoint_id": self.checkpoint_id, "transactional_id": self.transactional_id,
@@ -107,7 +108,8 @@ class PendingBatches:
         batches = []
         for entry in state["pending"]:
             try:
-                records = tuple((str(t), None if k is None else bytes(k), bytes(v)) for t, k, v in entry["records"])
+                records = tuple((str(t), None if k is None else bytes(k), bytes(v), None if ts is None else int(ts))
+                                for t, k, v, ts in entry["records"])
                 batches.append(PendingBatch(int(entry["checkpoint_id"]), str(entry["transactional_id"]),
                                             str(entry["marker_group"]), records))
             except (KeyError, TypeError, ValueError) as e:
@@ -193,18 +195,26 @@ class KafkaSinkOperator(StreamOperator):
             serialized = [self._serializer.serialize_record(r) for r in records]
         except Exception as e:
             self.fail(e, "serializing a record")
+        # A record's event timestamp becomes the Kafka record's (none, or a negative one: the
+        # broker's clock), as Flink's record serializer does.
+        timestamps = timestamps_of(records) or [None] * len(records)
+        batch = [(t, k, v, ts if ts is not None and ts >= 0 else None) for (t, k, v), ts in zip(serialized, timestamps)]
         if self._exactly_once:
-            self._buffer.extend(serialized)
+            self._buffer.extend(batch)
             return
-        for topic, key, value in serialized:
-            self._produce(self._producer, topic, key, value, self._on_delivery)
+        for record in batch:
+            self._produce(self._producer, record, self._on_delivery)
         self._producer.poll(0)
         self._raise_async_error()
 
-    def _produce(self, producer: Any, topic: str, key: Optional[bytes], value: bytes, callback: Any = None) -> None:
+    def _produce(self, producer: Any, record: KafkaRecord, callback: Any = None) -> None:
+        topic, key, value, timestamp = record
         while True:
             try:
-                producer.produce(topic, value, key, on_delivery=callback)
+                if timestamp is None:
+                    producer.produce(topic, value, key, on_delivery=callback)
+                else:
+                    producer.produce(topic, value, key, on_delivery=callback, timestamp=timestamp)
                 return
             except BufferError:  # librdkafka's queue is full: serve deliveries, then try again
                 producer.poll(0.05)
@@ -320,8 +330,8 @@ class KafkaSinkOperator(StreamOperator):
         ck = self._ck
         try:
             producer.begin_transaction()
-            for topic, key, value in batch.records:
-                self._produce(producer, topic, key, value)
+            for record in batch.records:
+                self._produce(producer, record)
             marker = [ck.TopicPartition(t, 0, batch.checkpoint_id) for t in batch.topics]
             group = self._marker_consumer(batch.marker_group).consumer_group_metadata()
             producer.send_offsets_to_transaction(marker, group, self._timeout_s)

@@ -5,7 +5,8 @@ confluent-kafka consumers, as PyFlink documents the sink:
 * EXACTLY_ONCE: a read_committed consumer sees nothing of a checkpoint before it completes, the
   records of each completed checkpoint once it has, and every record exactly once after the job,
   also when a task failed mid-job and the job resumed from its last checkpoint;
-* a key serialization schema makes each record's key, a topic selector routes each record;
+* a key serialization schema makes each record's key, a topic selector routes each record, a
+  record's event timestamp becomes the Kafka record's;
   RowFieldExtractorSchema takes key and value from a Row's bytes fields (PyFlink 2.3's example);
 * an unreachable broker fails the job naming the address within max.block.ms.
 
@@ -24,6 +25,7 @@ from millstream.client.cluster_client import ClusterClient
 from millstream.common import Row, Types, WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.common.serialization import RowFieldExtractorSchema, SerializationSchema, SimpleStringSchema
+from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.datastream import MapFunction, StreamExecutionEnvironment
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.kafka import DeliveryGuarantee, KafkaRecordSerializationSchema, KafkaSink
@@ -254,6 +256,29 @@ def test_row_field_extractor_schema_writes_a_rows_bytes_fields_as_key_and_value(
     finished(run(cluster, env, "kafka row field extractor"))
     got = read_topic(kafka_broker, topic, lambda got: len(got) >= len(rows), committed_only=False)
     assert sorted((m.key(), m.value()) for m in got) == sorted((r[0], r[1]) for r in rows)
+
+
+class EventTime(TimestampAssigner):
+    def extract_timestamp(self, value, record_timestamp):
+        return EPOCH_MS + int(value[1:])
+
+
+EPOCH_MS = 1_700_000_000_000
+
+
+def test_a_records_event_timestamp_becomes_the_kafka_records_timestamp(cluster, kafka_broker) -> None:
+    topic = new_topic(kafka_broker, 1)
+    records = [f"r{i}" for i in range(50)]
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(200)
+    (env.from_collection(records)
+        .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(EventTime()))
+        .sink_to(string_sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE, prefix=f"eo-{topic}")))
+    finished(run(cluster, env, "kafka timestamps"))
+    got = read_topic(kafka_broker, topic, lambda got: len(got) >= len(records))
+    assert sorted((m.value().decode(), m.timestamp()) for m in got) == sorted(
+        (r, (ck.TIMESTAMP_CREATE_TIME, EPOCH_MS + int(r[1:]))) for r in records)
 
 
 # -- bad input -----------------------------------------------------------------------------------

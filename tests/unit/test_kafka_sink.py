@@ -190,7 +190,7 @@ def test_row_field_extractor_rejects_a_negative_index_a_missing_field_and_a_non_
 # -- EXACTLY_ONCE bookkeeping -------------------------------------------------------------------
 
 def batch(cid: int, tid: str = "p-0", *values: bytes) -> PendingBatch:
-    return PendingBatch(cid, tid, f"{tid}-job", tuple(("t", None, v) for v in values or (b"x",)))
+    return PendingBatch(cid, tid, f"{tid}-job", tuple(("t", None, v, None) for v in values or (b"x",)))
 
 
 def test_due_batches_are_those_of_checkpoints_up_to_the_completed_one_oldest_first() -> None:
@@ -206,9 +206,9 @@ def test_due_batches_are_those_of_checkpoints_up_to_the_completed_one_oldest_fir
 def test_pending_batches_round_trip_through_the_state_with_their_transactional_ids() -> None:
     pending = PendingBatches()
     pending.add(batch(3, "p-1", b"a", b"b"))
-    pending.add(PendingBatch(4, "p-1", "p-1-job", (("u", b"k", b"c"),)))
+    pending.add(PendingBatch(4, "p-1", "p-1-job", (("u", b"k", b"c", 1700000000000),)))
     restored = PendingBatches.from_state(pending.to_state())
-    assert restored == [batch(3, "p-1", b"a", b"b"), PendingBatch(4, "p-1", "p-1-job", (("u", b"k", b"c"),))]
+    assert restored == [batch(3, "p-1", b"a", b"b"), PendingBatch(4, "p-1", "p-1-job", (("u", b"k", b"c", 1700000000000),))]
 
 
 def test_an_unreadable_state_is_an_error_naming_the_problem() -> None:
