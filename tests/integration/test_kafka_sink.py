@@ -6,9 +6,10 @@ confluent-kafka consumers, as PyFlink documents the sink:
   records of each completed checkpoint once it has, and every record exactly once after the job,
   also when a task failed mid-job and the job resumed from its last checkpoint;
 * a key serialization schema makes each record's key, a topic selector routes each record, a
-  record's event timestamp becomes the Kafka record's;
-  RowFieldExtractorSchema takes key and value from a Row's bytes fields (PyFlink 2.3's example);
-* an unreachable broker fails the job naming the address within max.block.ms.
+  record's event timestamp becomes the Kafka record's; RowFieldExtractorSchema takes key and
+  value from a Row's bytes fields (PyFlink 2.3's example);
+* an unreachable broker fails the job naming the address within max.block.ms; a record the
+  broker refuses fails it naming the topic.
 
 One MiniCluster and one broker for the module; each test writes to its own topics.
 """
@@ -295,3 +296,14 @@ def test_an_unreachable_broker_fails_the_job_naming_its_address_within_max_block
     assert JobStatus.from_proto(summary.status) is JobStatus.FAILED
     assert address in summary.failure.message and "max.block.ms" in summary.failure.message, summary.failure.message
     assert time.monotonic() - started < 60
+
+
+def test_a_delivery_error_fails_the_job_naming_the_topic(cluster, kafka_broker) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    env.enable_checkpointing(200)
+    env.from_collection(["a", "b"]).sink_to(string_sink(kafka_broker, "bad/topic", DeliveryGuarantee.AT_LEAST_ONCE))
+    summary = run(cluster, env, "kafka delivery error", timeout=90)
+    assert JobStatus.from_proto(summary.status) is JobStatus.FAILED
+    assert "'bad/topic'" in summary.failure.message and "Invalid topic" in summary.failure.message, summary.failure.message

@@ -1,4 +1,4 @@
-"""EXACTLY_ONCE KafkaSink recovery against a real broker (tansu), with the writer driven directly
+"""KafkaSink writers against a real broker (tansu), driven directly
 as a task drives it (barrier -> snapshot_state, completion -> notify_checkpoint_complete, a new
 attempt -> initialize_state + open), so that each ordering of checkpoint, commit and failure is
 produced on purpose rather than by chance:
@@ -7,7 +7,9 @@ produced on purpose rather than by chance:
 * a failure between the barrier and the completion notification: the restore writes the batch;
 * a restore that is itself restored again (a failure during recovery) still writes nothing twice;
 * a rescaled restore commits other subtasks' batches under their own transactional ids;
-* a zombie writer of the failed attempt is fenced by the restore and cannot commit.
+* a zombie writer of the failed attempt is fenced by the restore and cannot commit;
+* a record the broker refuses fails AT_LEAST_ONCE's snapshot (the barrier waits for every
+  acknowledgement), NONE's end of input, and EXACTLY_ONCE's commit, naming topic and broker.
 
 The job on a real cluster, failing mid-job, is in test_kafka_sink.py.
 """
@@ -35,13 +37,14 @@ JOB = "5f" * 16
 class Writers:
     """EXACTLY_ONCE KafkaSink subtasks of one job graph, built as a task builds them."""
 
-    def __init__(self, broker: KafkaBroker, topic: str, parallelism: int, prefix: str, **properties: str) -> None:
+    def __init__(self, broker: KafkaBroker, topic: str, parallelism: int, prefix: str,
+                 guarantee: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE, **properties: str) -> None:
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(parallelism)
         builder = (KafkaSink.builder().set_bootstrap_servers(broker.bootstrap_servers)
                 .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
                                        .set_value_serialization_schema(SimpleStringSchema()).build())
-                .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_transactional_id_prefix(prefix)
+                .set_delivery_guarantee(guarantee).set_transactional_id_prefix(prefix)
                 .set_property("max.block.ms", "10000"))
         for key, value in properties.items():
             builder.set_property(key, value)
@@ -144,3 +147,25 @@ def test_a_property_librdkafka_does_not_know_fails_the_opening_naming_it(kafka_b
     writers = Writers(kafka_broker, topic, 1, f"p-{topic}", **{"no.such.property": "1"})
     with pytest.raises(OperatorError, match="no.such.property"):
         writers.new()
+
+
+BAD_TOPIC = "bad/topic"  # a name the broker refuses: the delivery fails asynchronously
+
+
+@pytest.mark.parametrize("guarantee", [DeliveryGuarantee.AT_LEAST_ONCE, DeliveryGuarantee.NONE,
+                                       DeliveryGuarantee.EXACTLY_ONCE])
+def test_a_record_the_broker_refuses_fails_the_writer_naming_topic_and_broker(kafka_broker, guarantee) -> None:
+    writer = Writers(kafka_broker, BAD_TOPIC, 1, "p-bad", guarantee).new()
+    writer.process_batch(["a"])
+    with pytest.raises(OperatorError) as failure:
+        if guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
+            writer.snapshot_state(1)
+        elif guarantee is DeliveryGuarantee.NONE:
+            writer.end_input()
+        else:
+            writer.snapshot_state(1)
+            writer.notify_checkpoint_complete(1)
+    message = str(failure.value)
+    assert kafka_broker.bootstrap_servers in message, message
+    if guarantee is not DeliveryGuarantee.EXACTLY_ONCE:  # the transaction's error names no topic
+        assert BAD_TOPIC in message and "Invalid topic" in message, message
