@@ -169,6 +169,15 @@ def test_flink_kafka_producer_is_a_kafka_sink_with_the_semantic_as_guarantee() -
         ).delivery_guarantee == "AT_LEAST_ONCE"
 
 
+def test_add_sink_runs_a_flink_kafka_producer_as_its_kafka_sink() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    with pytest.warns(DeprecationWarning):
+        producer = FlinkKafkaProducer("t", SimpleStringSchema(), {"bootstrap.servers": "h:1"})
+    env.from_collection(["a"]).add_sink(producer)
+    factories = [node.factory for node in env.get_stream_graph().nodes.values()]
+    assert any(isinstance(f, operator_factories.KafkaSinkFactory) for f in factories)
+
+
 # -- RowFieldExtractorSchema (Flink's rules) ----------------------------------------------------
 
 def test_row_field_extractor_returns_the_fields_bytes_and_empty_bytes_for_none() -> None:
