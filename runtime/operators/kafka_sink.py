@@ -32,7 +32,8 @@ The job id is in the marker group because a new job with the same prefix starts 
 ids again at 1 and must not read an older job's markers as its own. Transactions are open only
 while a commit runs: a kill -9 leaves a lingering transaction only if it lands inside a commit.
 Kafka aborts such a transaction when the next producer with that id initializes; tansu (the
-test broker) does not (tests/integration/test_kafka_broker.py), so there its records stay.
+test broker) does not: it makes the lingering records readable instead
+(tests/integration/test_kafka_broker.py), so on tansu that one batch would be seen twice.
 Compared with Flink, records reach Kafka when their checkpoint completes, not as they come, and
 the operator state holds one checkpoint interval's records. Without checkpointing, records are
 held until the input ends and committed then (a bounded job's single transaction).

@@ -6,8 +6,8 @@ read_committed consumer then sees every record exactly once.
 
 The kill can land inside a commit (a transaction is open only while one runs, a few ms per
 checkpoint): Kafka would abort that transaction when the restore initializes the id again; tansu
-does not (tests/integration/test_kafka_broker.py), which would show here as a stuck or duplicated
-batch. One cluster and one broker for the module.
+makes its records readable instead (tests/integration/test_kafka_broker.py), which would show here
+as a duplicated batch. One cluster and one broker for the module.
 """
 from __future__ import annotations
 
