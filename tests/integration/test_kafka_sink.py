@@ -23,7 +23,7 @@ from typing import Any, Callable
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
-from millstream.common import Row, Types, WatermarkStrategy
+from millstream.common import Configuration, Row, Types, WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.common.serialization import RowFieldExtractorSchema, SerializationSchema, SimpleStringSchema
 from millstream.common.watermark_strategy import TimestampAssigner
@@ -207,6 +207,45 @@ def test_exactly_once_after_a_task_failure_mid_job(cluster, kafka_broker, tmp_pa
     assert not fail.exists() and summary.num_restarts == 1
     assert summary.checkpoints.latest_restored_id >= 2  # resumed from a checkpoint: records after it replayed
     assert 0 < committed_before < count, committed_before
+    assert_each_once(read_topic(kafka_broker, topic, lambda got: len(got) >= count), [f"r{i}" for i in range(count)])
+
+
+def test_exactly_once_across_savepoints_resumed_at_parallelism_2_then_1_then_2(cluster, kafka_broker, tmp_path) -> None:
+    """Stop-with-savepoint and resume at another parallelism: each new subtask gets old subtasks'
+    pending batches (round-robin) with the transactional id and marker group (of the old job) they
+    were written for, commits the ones not committed yet, and every record is in Kafka once."""
+    topic = new_topic(kafka_broker)
+    count = 9000
+    slow, savepoints = tmp_path / "slow", tmp_path / "savepoints"
+    slow.touch()
+
+    def job(parallelism: int, savepoint: str | None) -> Any:
+        conf = Configuration()
+        if savepoint:
+            conf.set_string("execution.savepoint.path", savepoint)
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(parallelism)
+        env.enable_checkpointing(300)
+        (env.from_source(DataGeneratorSource(lambda i: f"r{i}", count), WatermarkStrategy.no_watermarks(), "records")
+            .map(Throttle(str(slow), 0.002)).uid("throttle")
+            .sink_to(string_sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE, prefix=f"eo-{topic}")).uid("kafka"))
+        return env.get_job_graph(f"kafka at parallelism {parallelism}").proto
+
+    savepoint = None
+    seen = 0
+    with ClusterClient(cluster.address) as client:
+        for parallelism in (2, 1):
+            job_id = client.submit(job(parallelism, savepoint))
+            before = seen
+            poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1, 120, what="a completed checkpoint")
+            seen = len(read_topic(kafka_broker, topic, lambda got: len(got) > before, timeout_s=30, linger_s=0))
+            savepoint = client.savepoint(job_id, str(savepoints), stop=True)
+            poll_for(lambda: ended(client, job_id), 60, what="the stopped job to end")
+        assert 0 < seen < count, seen
+        slow.unlink()
+        last = client.submit(job(2, savepoint))
+        summary = poll_for(lambda: ended(client, last), 180, interval=0.2, what="the last run to end")
+    finished(summary)
     assert_each_once(read_topic(kafka_broker, topic, lambda got: len(got) >= count), [f"r{i}" for i in range(count)])
 
 
