@@ -37,7 +37,6 @@ _RENAMED: dict[str, tuple[str, Callable[[str], str]]] = {
     "delivery.timeout.ms": ("message.timeout.ms", str),
     "max.request.size": ("message.max.bytes", str),
     "buffer.memory": ("queue.buffering.max.kbytes", lambda v: str(max(1, int(v) // 1024))),
-    "metadata.max.age.ms": ("metadata.max.age.ms", str),
 }
 # Java-only: class names, JAAS, JKS key stores, the serializers Flink sets itself. Dropped, warned once.
 _JAVA_ONLY = frozenset({
