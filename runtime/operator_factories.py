@@ -251,6 +251,17 @@ class FileSinkFactory(SinkFactory):
 
 
 @dataclass
+class KafkaSinkFactory(SinkFactory):
+    """Flink's KafkaSink: records to Kafka topics through librdkafka with a delivery guarantee."""
+
+    producer_config: dict[str, str] = field(default_factory=dict)  # librdkafka's names (mapped by the API)
+    delivery_guarantee: str = "NONE"  # a DeliveryGuarantee's name: NONE, AT_LEAST_ONCE, EXACTLY_ONCE
+    transactional_id_prefix: str | None = None  # required for EXACTLY_ONCE (checked by the builder)
+    record_serializer: Any = None  # a KafkaRecordSerializationSchema: serialize_record(r) -> (topic, key, value)
+    max_block_ms: int = 60_000  # how long opening waits for the cluster's metadata (Java's max.block.ms)
+
+
+@dataclass
 class CollectSinkFactory(SinkFactory):
     """Streams records back to the client for ``execute_and_collect``."""
 

@@ -202,11 +202,11 @@ MODULES: tuple[ModuleMap, ...] = (
         ),
         provided=_names(
             """BucketAssigner FileSink FileSource FileSourceBuilder OutputFileConfig RollingPolicy StreamFormat
-            StreamingFileSink NumberSequenceSource"""
+            StreamingFileSink NumberSequenceSource DeliveryGuarantee FlinkKafkaProducer Semantic"""
         ),
         not_yet=_names(
-            """Sink Source DeliveryGuarantee JdbcSink JdbcConnectionOptions
-            JdbcExecutionOptions KafkaSource FlinkKafkaConsumer FlinkKafkaProducer Semantic
+            """Sink Source JdbcSink JdbcConnectionOptions
+            JdbcExecutionOptions KafkaSource FlinkKafkaConsumer
             DynamicKafkaSource DynamicKafkaSourceBuilder KafkaMetadataService
             KafkaRecordDeserializationSchema KafkaStreamSetSubscriber KafkaStreamSubscriber
             StreamPatternSubscriber SingleClusterTopicMetadataService PulsarSource PulsarSourceBuilder
@@ -251,6 +251,40 @@ MODULES: tuple[ModuleMap, ...] = (
         pyflink_names=_names("NumberSequenceSource"),
         provided=_names("NumberSequenceSource"),
         not_yet=(),
+    ),
+    ModuleMap(
+        pyflink="pyflink.datastream.connectors.kafka",
+        pyflink_names=_names(
+            """FlinkKafkaConsumer FlinkKafkaProducer KafkaSource KafkaSourceBuilder KafkaSink KafkaSinkBuilder
+            Semantic KafkaTopicPartition KafkaOffsetsInitializer KafkaOffsetResetStrategy
+            KafkaRecordSerializationSchema KafkaRecordSerializationSchemaBuilder KafkaTopicSelector"""
+        ),
+        provided=_names(
+            """FlinkKafkaProducer KafkaSink KafkaSinkBuilder Semantic KafkaRecordSerializationSchema
+            KafkaRecordSerializationSchemaBuilder KafkaTopicSelector"""
+        ),
+        not_yet=_names(
+            """FlinkKafkaConsumer KafkaSource KafkaSourceBuilder KafkaTopicPartition KafkaOffsetsInitializer
+            KafkaOffsetResetStrategy"""
+        ),
+    ),
+    # pyflink.datastream.connectors.base has no __all__; DeliveryGuarantee is the name programs import.
+    ModuleMap(
+        pyflink="pyflink.datastream.connectors.base",
+        pyflink_names=_names("DeliveryGuarantee"),
+        provided=_names("DeliveryGuarantee"),
+        not_yet=(),
+    ),
+    ModuleMap(
+        pyflink="pyflink.common.serialization",
+        pyflink_names=_names(
+            """SerializationSchema DeserializationSchema SimpleStringSchema ByteArraySchema Encoder
+            BulkWriterFactory RowFieldExtractorSchema"""
+        ),
+        provided=_names(
+            "SerializationSchema DeserializationSchema SimpleStringSchema ByteArraySchema Encoder RowFieldExtractorSchema"
+        ),
+        not_yet=_names("BulkWriterFactory"),
     ),
     ModuleMap(
         pyflink="pyflink.metrics",

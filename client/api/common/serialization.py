@@ -5,6 +5,8 @@ import codecs
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from millstream.common.row import Row
+
 
 @dataclass(frozen=True)
 class Encoder:
@@ -84,3 +86,43 @@ class ByteArraySchema(SerializationSchema, DeserializationSchema):
 
     def __repr__(self) -> str:
         return "ByteArraySchema()"
+
+
+class RowFieldExtractorSchema(SerializationSchema):
+    """One field of a Row, which must already be bytes, as the serialized form (PyFlink 2.3's
+    ``RowFieldExtractorSchema``): typically field 0 as a Kafka record's key and field 1 as its
+    value, the conversion to bytes done by the user beforehand. A None record or a None field
+    serializes to empty bytes, as Flink's."""
+
+    def __init__(self, field_index: int) -> None:
+        if isinstance(field_index, bool) or not isinstance(field_index, int):
+            raise TypeError(f"RowFieldExtractorSchema: the field index must be an int, got {type(field_index).__name__}")
+        if field_index < 0:
+            raise ValueError(f"Field index must be non-negative, got: {field_index}")
+        self.field_index = field_index
+
+    def get_field_index(self) -> int:
+        return self.field_index
+
+    def serialize(self, element: object) -> bytes:
+        if element is None:
+            return b""
+        if not isinstance(element, Row):
+            raise TypeError(f"RowFieldExtractorSchema serializes Row records, got {type(element).__name__}")
+        if self.field_index >= len(element):
+            raise ValueError(f"Cannot access field {self.field_index} in Row with arity {len(element)}")
+        field = element[self.field_index]
+        if field is None:
+            return b""
+        if not isinstance(field, (bytes, bytearray)):
+            raise TypeError(f"Field at index {self.field_index} must be of type bytes, but was {type(field).__name__}")
+        return bytes(field)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is RowFieldExtractorSchema and other.field_index == self.field_index
+
+    def __hash__(self) -> int:
+        return self.field_index
+
+    def __repr__(self) -> str:
+        return f"RowFieldExtractorSchema({self.field_index})"

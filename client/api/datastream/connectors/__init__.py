@@ -11,6 +11,8 @@ from millstream.datastream.connectors.file_system import (
     StreamingFileSink,
 )
 from millstream.datastream.connectors.number_seq import NumberSequenceSource
+from millstream.datastream.connectors.base import DeliveryGuarantee
+from millstream.datastream.connectors.kafka.sink import FlinkKafkaProducer, Semantic
 
 __all__ = [
     "BucketAssigner",
@@ -22,4 +24,7 @@ __all__ = [
     "RollingPolicy",
     "StreamFormat",
     "StreamingFileSink",
+    "DeliveryGuarantee",
+    "FlinkKafkaProducer",
+    "Semantic",
 ]
