@@ -323,7 +323,7 @@ def _run(kind: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics"]
+BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics", "kafka"]
 
 
 def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
@@ -461,6 +461,12 @@ def bench_ha(a: argparse.Namespace) -> list[Figure]:
     return ha_failover.headline(ha_failover.report(runs=3))
 
 
+def bench_kafka(a: argparse.Namespace) -> list[Figure]:
+    import kafka_pipeline
+
+    return kafka_pipeline.headline(kafka_pipeline.report())
+
+
 def bench_startup(a: argparse.Namespace) -> list[Figure]:
     import startup
 
@@ -543,7 +549,7 @@ def main() -> None:
           f"from {a.readme}")
     runners = {"wordcount": bench_wordcount, "exchange": bench_exchange, "latency": bench_latency, "collect": bench_collect,
                "scale": bench_scale, "checkpoints": bench_checkpoints, "windows": bench_windows, "ha": bench_ha,
-               "startup": bench_startup, "metrics": bench_metrics}
+               "startup": bench_startup, "metrics": bench_metrics, "kafka": bench_kafka}
     figures: list[Figure] = []
     measured: list[str] = []
     try:
