@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SourceReader", "CollectionReader", "SequenceReader", "TextFileReader", "GeneratorReader",
     "SourceFunctionReader", "FileSplit", "SourceCancelled", "sequence_splits", "text_file_splits",
-    "create_source_reader",
+    "create_source_reader", "FormatFileReader", "subtask_of_path",
 ]
 
 Emit = Callable[[list[Any]], None]
@@ -336,6 +337,118 @@ class TextFileReader(SourceReader):
         self._positions[sid] = max(len(lines), start)
 
 
+# -- files through a file format -------------------------------------------------------------
+# The reader of a FileSource with a file format (CSV, Avro, Parquet...): whole files, one subtask each.
+#
+# Which subtask reads a file is decided the same way in every subtask, with no coordinator: in a
+# bounded source, the files listed at the start, sorted, go round-robin (file ``i`` to subtask
+# ``i % parallelism``); in a continuously monitored source, where the listing grows, a file goes to
+# the subtask its path hashes to (CRC-32 of the path, so every subtask and every attempt agrees).
+# Flink hands files out from a split enumerator on the JobManager instead; the effect is the same
+# for correctness (each file read by exactly one subtask), the balance is by count of files only.
+#
+# The position of a split (a file, by path) is the number of its records already emitted, or
+# ``DONE`` once the file is read to its end: a restore skips that many records of a half-read file
+# and never opens a finished one again, and a continuous source's positions hold every file it has
+# read, so a failover neither reads a file twice nor misses one that appeared meanwhile.
+
+DONE = -1
+
+
+def subtask_of_path(path: str, parallelism: int) -> int:
+    """The subtask that reads ``path`` in a continuously monitored source."""
+    return zlib.crc32(path.encode("utf-8", "surrogateescape")) % parallelism
+
+
+class FormatFileReader(SourceReader):
+    def __init__(self, factory: operator_factories.FormatFileSourceFactory, env: "TaskEnvironment",
+                 batch_size: int, start_positions: Mapping[str, Any], assigned: bool = False) -> None:
+        self._format = factory.file_format
+        self._paths = list(factory.paths)
+        self._interval = factory.monitor_interval_ms
+        self._env = env
+        self._batch_size = batch_size
+        self._positions: dict[str, int] = {p: int(n) for p, n in start_positions.items()}
+        self._assigned = assigned
+        if assigned and self._interval is not None:
+            raise ValueError("a continuously monitored FileSource cannot be restored at another parallelism: "
+                             "its files are shared among subtasks by the hash of their path")
+        self._queue: list[str] = []  # files to read, in order
+        self._current: tuple[str, Iterator[list[Any]]] | None = None
+        self._next_listing_ms = 0
+
+    def open(self) -> None:
+        if self._assigned:
+            owned = list(self._positions)
+        elif self._interval is None:
+            files = sorted(p for p, _ in _list_files(self._paths))
+            env = self._env
+            owned = [p for i, p in enumerate(files) if i % env.parallelism == env.subtask_index]
+        else:
+            owned = self._discover()
+        for path in owned:
+            self._positions.setdefault(path, 0)
+        self._queue = [p for p in owned if self._positions[p] != DONE]
+
+    def _discover(self) -> list[str]:
+        """The files under the paths that hash to this subtask and were never seen."""
+        self._next_listing_ms = self._env.now_ms() + (self._interval or 0)
+        env = self._env
+        return [p for p, _ in sorted(_list_files(self._paths))
+                if p not in self._positions and subtask_of_path(p, env.parallelism) == env.subtask_index]
+
+    def poll(self) -> list[Any] | None:
+        while True:
+            if self._current is None:
+                if not self._queue:
+                    if self._interval is None:
+                        return None
+                    if self._env.now_ms() < self._next_listing_ms:
+                        return []
+                    new = self._discover()
+                    for path in new:
+                        self._positions[path] = 0
+                    self._queue.extend(new)
+                    if not new:
+                        return []
+                    continue
+                path = self._queue.pop(0)
+                self._current = (path, self._open(path))
+            path, batches = self._current
+            try:
+                batch = next(batches, None)
+            except OSError:
+                raise  # names the file itself
+            except Exception as e:  # noqa: BLE001 - any format's failure is reported with the file
+                raise ValueError(f"cannot read {path}: {e}") from e
+            if batch is None:
+                self._positions[path] = DONE
+                self._current = None
+                continue
+            if batch:
+                self._positions[path] += len(batch)
+                return batch
+
+    def _open(self, path: str) -> Iterator[list[Any]]:
+        """The file's batches from the first record not yet emitted."""
+        skip = self._positions.get(path, 0)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"Input file not found: {path}")
+        for batch in self._format._read_file(path, self._batch_size):
+            if skip:
+                if len(batch) <= skip:
+                    skip -= len(batch)
+                    continue
+                batch, skip = batch[skip:], 0
+            yield batch
+
+    def wait_hint_ms(self) -> int:
+        return max(1, self._next_listing_ms - self._env.now_ms())
+
+    def position(self) -> dict[str, Any]:
+        return dict(self._positions)
+
+
 class GeneratorReader(SourceReader):
     """Records ``generator_fn(index)`` over this subtask's index range, at most ``records_per_second``
     / parallelism per second (Flink's DataGeneratorSource with a RateLimiterStrategy)."""
@@ -513,6 +626,8 @@ def create_source_reader(
         return TextFileReader(plan[env.subtask_index], factory.charset, batch_size, positions)
     if isinstance(factory, operator_factories.GeneratorSourceFactory):
         return GeneratorReader(factory, env, batch_size, positions)
+    if isinstance(factory, operator_factories.FormatFileSourceFactory):
+        return FormatFileReader(factory, env, batch_size, positions)
     if isinstance(factory, operator_factories.SourceFunctionFactory):
         return SourceFunctionReader(factory.function, env, batch_size)
     raise TypeError(f"No source reader for {type(factory).__name__}")
@@ -525,6 +640,8 @@ def _assigned_reader(factory: operator_factories.SourceFactory, env: "TaskEnviro
         return SequenceReader([range_split(sid) for sid in positions], batch_size, positions)
     if isinstance(factory, operator_factories.GeneratorSourceFactory):
         return GeneratorReader(factory, env, batch_size, positions, [range_split(sid) for sid in positions])
+    if isinstance(factory, operator_factories.FormatFileSourceFactory):
+        return FormatFileReader(factory, env, batch_size, positions, assigned=True)
     if isinstance(factory, operator_factories.TextFileSourceFactory):
         whole = not _splittable(factory.charset)
         splits = []

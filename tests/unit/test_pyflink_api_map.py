@@ -222,10 +222,11 @@ MODULES: tuple[ModuleMap, ...] = (
             RollingPolicy BucketAssigner"""
         ),
         provided=_names(
-            "OutputFileConfig FileSource FileSourceBuilder FileSink StreamFormat RollingPolicy BucketAssigner StreamingFileSink"
+            """OutputFileConfig FileSource FileSourceBuilder FileSink StreamFormat RollingPolicy BucketAssigner
+            StreamingFileSink BulkFormat"""
         ),
         not_yet=_names(
-            """FileCompactor FileCompactStrategy BulkFormat FileEnumeratorProvider
+            """FileCompactor FileCompactStrategy FileEnumeratorProvider
             FileSplitAssignerProvider"""
         ),
     ),
@@ -245,6 +246,18 @@ MODULES: tuple[ModuleMap, ...] = (
         ),
         provided=_names("CsvRowDeserializationSchema CsvRowSerializationSchema"),
         not_yet=_names("CsvSchema CsvSchemaBuilder CsvReaderFormat CsvBulkWriters"),
+    ),
+    ModuleMap(
+        pyflink="pyflink.datastream.formats.avro",
+        pyflink_names=_names(
+            """AvroSchema GenericRecordAvroTypeInfo AvroInputFormat AvroBulkWriters
+            AvroRowDeserializationSchema AvroRowSerializationSchema"""
+        ),
+        provided=_names(
+            """AvroSchema GenericRecordAvroTypeInfo AvroInputFormat AvroBulkWriters
+            AvroRowDeserializationSchema AvroRowSerializationSchema"""
+        ),
+        not_yet=(),
     ),
     ModuleMap(
         pyflink="pyflink.datastream.connectors.number_seq",
@@ -586,7 +599,7 @@ def test_a_pyflink_module_imports_or_fails_naming_it_as_not_provided(pyflink: st
     ("import millstream.table", "millstream.table"),
     ("from millstream.table import StreamTableEnvironment", "millstream.table"),
     ("from millstream.datastream.connectors import jdbc", "millstream.datastream.connectors.jdbc"),
-    ("import millstream.datastream.formats.avro", "millstream.datastream.formats.avro"),
+    ("import millstream.datastream.formats.orc", "millstream.datastream.formats.orc"),
 ])
 def test_the_issues_imports_say_what_is_not_provided(statement: str, module: str) -> None:
     with pytest.raises(ImportError) as caught:
