@@ -244,8 +244,11 @@ MODULES: tuple[ModuleMap, ...] = (
             """CsvSchema CsvSchemaBuilder CsvReaderFormat CsvBulkWriters CsvRowDeserializationSchema
             CsvRowSerializationSchema"""
         ),
-        provided=_names("CsvRowDeserializationSchema CsvRowSerializationSchema"),
-        not_yet=_names("CsvSchema CsvSchemaBuilder CsvReaderFormat CsvBulkWriters"),
+        provided=_names(
+            """CsvSchema CsvSchemaBuilder CsvReaderFormat CsvBulkWriters CsvRowDeserializationSchema
+            CsvRowSerializationSchema"""
+        ),
+        not_yet=(),
     ),
     ModuleMap(
         pyflink="pyflink.datastream.formats.avro",
