@@ -273,7 +273,7 @@ class AvroRowDeserializationSchema(DeserializationSchema):
                              f"{type(e).__name__}: {e}") from e
         if data.tell() != len(message):
             raise ValueError(f"Failed to deserialize Avro record: {len(message) - data.tell()} bytes left over "
-                             f"after a record of {parsed.get('name')!r} (not one record of this schema)")
+                             f"after a record of {str(self._schema)[:80]} (not one record of this schema)")
         return _from_avro(parsed, datum)
 
     def __reduce__(self) -> tuple:
