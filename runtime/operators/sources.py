@@ -384,8 +384,8 @@ class FormatFileReader(SourceReader):
             files = sorted(p for p, _ in _list_files(self._paths))
             env = self._env
             owned = [p for i, p in enumerate(files) if i % env.parallelism == env.subtask_index]
-        else:
-            owned = self._discover()
+        else:  # the restored files (some half-read) and the new ones
+            owned = list(self._positions) + self._discover()
         for path in owned:
             self._positions.setdefault(path, 0)
         self._queue = [p for p in owned if self._positions[p] != DONE]

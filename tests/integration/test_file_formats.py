@@ -174,3 +174,53 @@ def test_a_continuous_file_source_reads_a_file_added_while_the_job_runs(cluster,
             os.replace(watched / ".second.csv", watched / "second.csv")
             second = sorted(next(results) for _ in range(30))
     assert first == list(range(50)) and second == list(range(50, 80))
+
+
+def test_a_continuous_file_source_neither_rereads_nor_skips_a_file_after_a_failover(cluster, tmp_path) -> None:
+    watched, out, slow, fail = tmp_path / "in", tmp_path / "out", tmp_path / "slow", tmp_path / "fail"
+    watched.mkdir()
+
+    def add(name: str, ids: range) -> None:
+        (watched / f".{name}").write_text("".join(f"{i},x\n" for i in ids))
+        os.replace(watched / f".{name}", watched / name)
+
+    add("a.csv", range(0, 1500))
+    add("b.csv", range(1500, 3000))
+    slow.touch()
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(200)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    source = (FileSource.for_record_stream_format(CsvReaderFormat.for_schema(CSV), str(watched))
+              .monitor_continuously(Duration.of_millis(100)).build())
+    (env.from_source(source, WatermarkStrategy.no_watermarks(), "watched")
+        .map(Throttle(str(slow), 0.002))
+        .map(FailWhenMarked(str(fail)))
+        .map(lambda r: str(r.id))
+        .sink_to(FileSink.for_row_format(str(out)).with_bucket_assigner(
+            BucketAssigner.base_path_bucket_assigner()).build()))
+
+    def lines() -> list[int]:
+        return [int(x) for p in visible(out) for x in p.read_text().splitlines()] if out.exists() else []
+
+    with ClusterClient(cluster.address) as client:
+        job_id = client.submit(env.get_job_graph("continuous failover").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, what="two completed checkpoints")
+        add("c.csv", range(3000, 3500))  # appears before the failure: read once, by one attempt or the other
+        fail.touch()
+        restarted = poll_for(lambda: client.status(job_id).num_restarts >= 1 or ended(client, job_id), 120,
+                             interval=0.1, what="the restart")
+        assert restarted is True, f"the job ended: {restarted}"
+        slow.unlink()
+        add("d.csv", range(3500, 4000))  # appears after the restore
+        poll_for(lambda: len(lines()) >= 4000, 120, interval=0.2, what="every record committed")
+        # a further checkpoint commits nothing more: no file was read twice
+        done = client.status(job_id).checkpoints.num_completed
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= done + 2, 60, what="two more checkpoints")
+        summary = client.status(job_id)
+        client.cancel(job_id)
+    assert summary.num_restarts == 1 and summary.checkpoints.latest_restored_id >= 2
+    ids = lines()
+    duplicated = sorted({i for i in ids if ids.count(i) > 1}) if len(ids) != len(set(ids)) else []
+    assert not duplicated, f"{len(duplicated)} records read twice, e.g. {duplicated[:5]}"
+    assert sorted(ids) == list(range(4000))

@@ -132,6 +132,18 @@ def test_continuous_source_picks_up_new_files_at_the_discovery_interval(tmp_path
     assert drain(reader(source, positions=positions, clock=ManualClock(0))) == ["c1"]
 
 
+def test_continuous_source_restore_goes_on_with_a_half_read_file(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("".join(f"a{i}\n" for i in range(10)))
+    source = (FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(tmp_path / "in"))
+              .monitor_continuously(Duration.of_seconds(5)).build())
+    first = reader(source, batch=4)
+    head = drain(first, 4)
+    assert first.position() == {str(tmp_path / "in" / "a.txt"): 4}
+    rest = drain(reader(source, positions=first.position(), batch=4))
+    assert head + rest == [f"a{i}" for i in range(10)]
+
+
 def test_continuous_source_shares_files_by_the_hash_of_their_path(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     for i in range(12):
