@@ -137,3 +137,14 @@ def test_orc_bulk_writer_output_reads_back_with_pyarrow(tmp_path: Path) -> None:
     write(OrcBulkWriters.for_row_type(row_type), tmp_path / "o.orc", [Row(1, "x")], [Row(2, None)])
     table = orc.read_table(str(tmp_path / "o.orc"))
     assert table.schema.types == [pa.int64(), pa.string()] and table.to_pylist() == [{"a": 1, "b": "x"}, {"a": 2, "b": None}]
+
+
+def test_rows_read_share_their_names_but_renaming_one_leaves_the_others() -> None:
+    from millstream.common.row import rows_of_names
+
+    a, b = rows_of_names(["x", "y"], [(1, 2), (3, 4)])
+    assert a == Row.of_names(["x", "y"], [1, 2]) and b.y == 4
+    a.set_field_names(["p", "q"])
+    assert a.p == 1 and b.x == 3 and b.as_dict() == {"x": 3, "y": 4}
+    with pytest.raises(ValueError, match="got 1 values"):
+        rows_of_names(["x", "y"], [(1,)])

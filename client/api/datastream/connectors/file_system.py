@@ -1,7 +1,10 @@
 """File connectors shaped like PyFlink's ``pyflink.datastream.connectors.file_system``.
 
 ``FileSource.for_record_stream_format(StreamFormat.text_line_format(), path).build()`` reads text
-lines in parallel over byte-range splits. ``FileSink.for_row_format(path, encoder)`` writes one
+lines in parallel over byte-range splits; with another stream format (``formats.csv``, ``.avro``,
+``.parquet``) or ``for_bulk_file_format`` each file is read whole by one subtask, and
+``monitor_continuously`` keeps reading the files that appear. ``FileSink.for_bulk_format(path,
+writer_factory)`` writes part files through a bulk writer, rolled on every checkpoint. ``FileSink.for_row_format(path, encoder)`` writes one
 encoded record per line into part files, as Flink's row-format FileSink: each subtask writes
 ``<bucket>/<prefix>-<uuid>-<subtask>-<n><suffix>``, where the bucket is a directory chosen by the
 bucket assigner (by default the hour of processing time, ``yyyy-MM-dd--HH``). A part file is

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from millstream.common.row import Row
+from millstream.common.row import Row, rows_of_names
 from millstream.common.serialization import BulkWriter, BulkWriterFactory
 from millstream.common.typeinfo import TypeInformation
 from millstream.datastream.connectors.file_system import BulkFormat, StreamFormat
@@ -161,7 +161,7 @@ class ParquetColumnarRowInputFormat(BulkFormat):
                         raise ValueError(f"column {name!r} of type {column.type} cannot be read as {t}: {e}") from None
                 py = column.to_pylist()
                 values.append([_from_arrow(v, t) for v in py] if conv else py)
-            yield [Row.of_names(names, list(vals)) for vals in zip(*values)]
+            yield rows_of_names(names, zip(*values))
 
     def __repr__(self) -> str:
         return f"ParquetColumnarRowInputFormat({self.row_type})"
