@@ -73,6 +73,9 @@ def test_reader_dialect_header_comments_and_null_value(tmp_path: Path) -> None:
               .set_strict_headers().set_allow_comments().build())
     (tmp_path / "b.csv").write_text("id;price;name\n# a comment\n1;2.50;NULL\n\n2;NULL;'x'\r\n")
     assert [list(r) for r in read(schema, tmp_path / "b.csv")] == [[1, decimal.Decimal("2.50"), None], [2, None, "'x'"]]
+    (tmp_path / "b2.csv").write_text("id;price;name\n# a comment\n1;x;a\n")
+    with pytest.raises(ValueError, match=r"line 3: field 'price'"):  # the file's line, comments counted
+        read(schema, tmp_path / "b2.csv")
     (tmp_path / "c.csv").write_text("id;cost;name\n1;2;a\n")
     with pytest.raises(ValueError, match=r"line 1: the header \['id', 'cost', 'name'\] does not match"):
         read(schema, tmp_path / "c.csv")

@@ -121,7 +121,9 @@ class FileSource:
     deterministically from its path, the same in every subtask and every attempt). The files a
     subtask has read (and how far into the current one) are in its checkpoints: after a failover
     it neither reads a file again nor skips one. The parallelism of a continuous file source
-    cannot change on a restore (the hash would send old files to other subtasks).
+    cannot change on a restore (the hash would send old files to other subtasks). As in Flink, a
+    file should appear whole (written elsewhere or under a hidden name, then renamed): names
+    starting with ``.`` or ``_`` are not listed, and a file is read once, as it is when listed.
     """
 
     def __init__(self, stream_format: Any, paths: tuple[str, ...], monitor_interval_ms: int | None = None) -> None:

@@ -625,8 +625,8 @@ class CsvReaderFormat(StreamFormat):
         names = [c.name for c in self.schema._columns]
         with open(path, encoding="utf-8", newline="") as f:
             lines: Iterator[str] = f
-            if s["allow_comments"]:
-                lines = (ln for ln in f if not ln.startswith("#"))
+            if s["allow_comments"]:  # a comment reads as an empty line, so line numbers stay the file's
+                lines = ("\n" if ln.startswith("#") else ln for ln in f)
             reader = csv.reader(lines, **deserializer._options.dialect())
             header, skip_row = s["use_header"], s["skip_first_data_row"]
             batch: list[Any] = []
