@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
+from millstream.client.execution import JobExecutionException
 from millstream.common import WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
 from millstream.common.row import Row
@@ -224,3 +225,22 @@ def test_a_continuous_file_source_neither_rereads_nor_skips_a_file_after_a_failo
     duplicated = sorted({i for i in ids if ids.count(i) > 1}) if len(ids) != len(set(ids)) else []
     assert not duplicated, f"{len(duplicated)} records read twice, e.g. {duplicated[:5]}"
     assert sorted(ids) == list(range(4000))
+
+
+def test_a_bad_input_file_fails_the_job_naming_the_file_and_the_line(cluster, tmp_path) -> None:
+    (tmp_path / "good.csv").write_text("1,a\n")
+    (tmp_path / "bad.csv").write_text("1,a\n2,b\n3,c,extra\n")
+    (tmp_path / "x.avro").write_text("id,name\n")
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    source = FileSource.for_record_stream_format(CsvReaderFormat.for_schema(CSV), str(tmp_path / "good.csv"),
+                                                 str(tmp_path / "bad.csv")).build()
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "csv").add_sink(lambda r: None)
+    with jobmanager_env(cluster.address), pytest.raises(JobExecutionException) as info:
+        env.execute("bad csv")
+    assert f"cannot read {tmp_path / 'bad.csv'}: line 3: Row length mismatch. 2 fields expected but was 3" in str(info.value)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.create_input(AvroInputFormat(str(tmp_path / "x.avro"), AVRO)).add_sink(lambda r: None)
+    with jobmanager_env(cluster.address), pytest.raises(JobExecutionException) as info:
+        env.execute("not avro")
+    assert f"cannot read {tmp_path / 'x.avro'}: not an Avro container file" in str(info.value)

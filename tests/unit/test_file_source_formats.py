@@ -90,6 +90,14 @@ def test_a_bad_file_fails_naming_the_file(tmp_path: Path) -> None:
         drain(reader(source))
 
 
+def test_a_file_that_is_not_parquet_fails_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "z.parquet").write_bytes(b"PAR1 but not really")
+    fmt = ParquetColumnarRowInputFormat(Types.ROW_NAMED(["id"], [Types.INT()]))
+    source = FileSource.for_bulk_file_format(fmt, str(tmp_path / "z.parquet")).build()
+    with pytest.raises(ValueError, match=rf"cannot read {tmp_path / 'z.parquet'}: not a Parquet file"):
+        drain(reader(source))
+
+
 def test_bulk_format_source_reads_parquet(tmp_path: Path) -> None:
     pq.write_table(pa.table({"id": pa.array(range(9), pa.int32())}), tmp_path / "a.parquet")
     fmt = ParquetColumnarRowInputFormat(Types.ROW_NAMED(["id"], [Types.INT()]), batch_size=4)
