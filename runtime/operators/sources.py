@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SourceReader", "CollectionReader", "SequenceReader", "TextFileReader", "GeneratorReader",
     "SourceFunctionReader", "FileSplit", "SourceCancelled", "sequence_splits", "text_file_splits",
-    "create_source_reader", "FormatFileReader", "subtask_of_path",
+    "create_source_reader", "FormatFileReader", "subtask_of_path", "DONE", "LISTED",
 ]
 
 Emit = Callable[[list[Any]], None]
@@ -350,9 +350,12 @@ class TextFileReader(SourceReader):
 # The position of a split (a file, by path) is the number of its records already emitted, or
 # ``DONE`` once the file is read to its end: a restore skips that many records of a half-read file
 # and never opens a finished one again, and a continuous source's positions hold every file it has
-# read, so a failover neither reads a file twice nor misses one that appeared meanwhile.
+# read, so a failover neither reads a file twice nor misses one that appeared meanwhile. A bounded
+# source's positions also hold ``LISTED``: a restore reads its checkpointed files and does not list
+# the paths again (the static file set is the one of the job's start, as Flink's enumerator keeps it).
 
 DONE = -1
+LISTED = "<listed>"  # in a bounded source's positions: its share of the files is fixed (not a path)
 
 
 def subtask_of_path(path: str, parallelism: int) -> int:
@@ -378,14 +381,19 @@ class FormatFileReader(SourceReader):
         self._next_listing_ms = 0
 
     def open(self) -> None:
-        if self._assigned:
-            owned = list(self._positions)
+        restored = [p for p in self._positions if p != LISTED]
+        if self._assigned or (self._interval is None and LISTED in self._positions):
+            # a bounded source's files are those listed when the job started, never listed again
+            # (a file added since must not move the round-robin share of the others)
+            owned = restored
         elif self._interval is None:
             files = sorted(p for p, _ in _list_files(self._paths))
             env = self._env
             owned = [p for i, p in enumerate(files) if i % env.parallelism == env.subtask_index]
         else:  # the restored files (some half-read) and the new ones
-            owned = list(self._positions) + self._discover()
+            owned = restored + self._discover()
+        if self._interval is None:
+            self._positions[LISTED] = 0
         for path in owned:
             self._positions.setdefault(path, 0)
         self._queue = [p for p in owned if self._positions[p] != DONE]

@@ -23,7 +23,7 @@ from millstream.datastream.formats.csv import CsvReaderFormat, CsvSchema
 from millstream.datastream.formats.parquet import ParquetBulkWriters, ParquetColumnarRowInputFormat
 from millstream.runtime import operator_factories
 from millstream.runtime.operators.file_sink import FileSinkOperator
-from millstream.runtime.operators.sources import DONE, FormatFileReader, create_source_reader, subtask_of_path
+from millstream.runtime.operators.sources import DONE, LISTED, FormatFileReader, create_source_reader, subtask_of_path
 from millstream.runtime.task.environment import ManualClock, SimpleTaskEnvironment, StreamingRuntimeContext
 from tests.unit.test_runtime_chain import make_chain, vertex
 
@@ -70,12 +70,25 @@ def test_a_restore_skips_the_records_read_and_the_files_finished(tmp_path: Path)
     first = reader(source)
     head = drain(first, 14)  # file 0 whole, 4 of file 1
     positions = first.position()
-    assert positions == {str(tmp_path / "in" / "f0.csv"): DONE, str(tmp_path / "in" / "f1.csv"): 4}
+    assert positions == {str(tmp_path / "in" / "f0.csv"): DONE, str(tmp_path / "in" / "f1.csv"): 4, LISTED: 0}
     rest = drain(reader(source, positions=positions))
     assert [r.id for r in head + rest] == list(range(20))
     # at another parallelism, a subtask handed the positions reads exactly those files
     again = drain(reader(source, 3, 2, positions=positions, assigned=True))
     assert [r.id for r in again] == list(range(14, 20))
+
+
+def test_a_restore_does_not_list_a_static_file_set_again(tmp_path: Path) -> None:
+    # Flink's static file set is the files there at the start; a file added before a restore must
+    # not move the others to other subtasks (duplicating some, losing others)
+    csv_files(tmp_path / "in", 3)  # f0, f2 -> subtask 0; f1 -> subtask 1
+    source = FileSource.for_record_stream_format(CsvReaderFormat.for_schema(CSV), str(tmp_path / "in")).build()
+    first = [reader(source, 2, i) for i in range(2)]
+    heads = [drain(r, 12) for r in first]
+    positions = [r.position() for r in first]
+    (tmp_path / "in" / "f00.csv").write_text("999\n")  # sorts between f0 and f1
+    rest = [drain(reader(source, 2, i, positions=positions[i])) for i in range(2)]
+    assert sorted(r.id for part in heads + rest for r in part) == list(range(30))
 
 
 def test_a_bad_file_fails_naming_the_file(tmp_path: Path) -> None:
