@@ -118,6 +118,34 @@ def test_bulk_format_source_reads_parquet(tmp_path: Path) -> None:
     assert [r.id for r in drain(reader(source))] == list(range(9))
 
 
+def test_a_parquet_file_is_split_by_row_groups_among_the_subtasks(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"id": pa.array(range(100), pa.int32())}), tmp_path / "a.parquet", row_group_size=10)
+    fmt = ParquetColumnarRowInputFormat(Types.ROW_NAMED(["id"], [Types.INT()]), batch_size=4)
+    source = FileSource.for_bulk_file_format(fmt, str(tmp_path / "a.parquet")).build()
+    parts = [reader(source, 2, i) for i in range(2)]
+    ids = [[r.id for r in drain(p)] for p in parts]
+    assert len(ids[0]) == len(ids[1]) == 50 and sorted(ids[0] + ids[1]) == list(range(100))
+    assert sorted(parts[0].position()) == sorted([LISTED] + [f"{tmp_path / 'a.parquet'}@rg{i}-{i + 1}" for i in (0, 2, 4, 6, 8)])
+    # a restore in the middle of a row group goes on there
+    first = reader(source, 1, 0, batch=4)
+    head = drain(first, 13)  # row group 0 and 3 rows of row group 1 (the format's batches of 4)
+    assert first.position()[f"{tmp_path / 'a.parquet'}@rg1-2"] == 4
+    rest = drain(reader(source, 1, 0, positions=first.position()))
+    assert sorted(r.id for r in head + rest) == list(range(100)) and len(head + rest) == 100
+    # at another parallelism, the parts go where the restore hands them
+    again = drain(reader(source, 3, 1, positions=first.position(), assigned=True))
+    assert sorted(r.id for r in again) == list(range(14, 100))
+
+
+def test_a_continuous_source_shares_a_new_parquet_files_row_groups(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"id": pa.array(range(60), pa.int32())}), tmp_path / "in" / "a.parquet", row_group_size=5)
+    fmt = ParquetColumnarRowInputFormat(Types.ROW_NAMED(["id"], [Types.INT()]))
+    source = FileSource.for_bulk_file_format(fmt, str(tmp_path / "in")).monitor_continuously(Duration.of_seconds(1)).build()
+    ids = [[r.id for r in drain(reader(source, 3, i))] for i in range(3)]
+    assert sorted(ids[0] + ids[1] + ids[2]) == list(range(60)) and all(ids)
+
+
 def test_create_input_reads_the_formats_own_path(env: StreamExecutionEnvironment, tmp_path: Path) -> None:
     with open(tmp_path / "a.avro", "wb") as f:
         fastavro.writer(f, fastavro.parse_schema(json.loads(SCHEMA)), [{"id": 1}])

@@ -2,7 +2,8 @@
 
 ``FileSource.for_record_stream_format(StreamFormat.text_line_format(), path).build()`` reads text
 lines in parallel over byte-range splits; with another stream format (``formats.csv``, ``.avro``,
-``.parquet``) or ``for_bulk_file_format`` each file is read whole by one subtask, and
+``.parquet``) or ``for_bulk_file_format`` each file (each row group of a Parquet file) is read by
+one subtask, and
 ``monitor_continuously`` keeps reading the files that appear. ``FileSink.for_bulk_format(path,
 writer_factory)`` writes part files through a bulk writer, rolled on every checkpoint. ``FileSink.for_row_format(path, encoder)`` writes one
 encoded record per line into part files, as Flink's row-format FileSink: each subtask writes
@@ -57,8 +58,9 @@ class StreamFormat:
     ``text_line_format()`` is read over byte-range splits, several subtasks sharing a file. The
     other formats (``CsvReaderFormat``, ``AvroInputFormat``, ``AvroParquetReaders``) implement
     ``_read_file(path, batch_size)``, the batches of records of one file, and a file is read whole
-    by one subtask (they are not splittable here); a checkpoint stores how many records of each
-    file were read, so a restore skips exactly those.
+    by one subtask unless the format splits it (``_splits(path)``, with ``_read_file(path,
+    batch_size, part)``: Parquet by row groups); a checkpoint stores how many records of each split
+    were read, so a restore skips exactly those.
     """
 
     def __init__(self, kind: str, charset: str = "utf-8") -> None:
@@ -100,7 +102,7 @@ class BulkFormat:
     """Reads the records of one file a batch at a time (Flink's BulkFormat: Parquet, ORC).
 
     Subclasses implement ``_read_file(path, batch_size)`` as a StreamFormat does; a file is read
-    whole by one subtask unless ``_splittable`` (none is, yet).
+    whole by one subtask unless the format splits it (``_splits``: Parquet, by row groups).
     """
 
     kind = "bulk"
@@ -117,8 +119,8 @@ class FileSource:
 
     A continuous source lists its paths every discovery interval. Flink hands new files out from a
     split enumerator on the JobManager; Millstream has none, so each subtask lists the paths itself
-    and reads the files whose path hashes to it (a file goes to the subtask chosen
-    deterministically from its path, the same in every subtask and every attempt). The files a
+    and reads the files whose path hashes to it (a file, or a Parquet row group, goes to the subtask
+    chosen deterministically from its path, the same in every subtask and every attempt). The files a
     subtask has read (and how far into the current one) are in its checkpoints: after a failover
     it neither reads a file again nor skips one. The parallelism of a continuous file source
     cannot change on a restore (the hash would send old files to other subtasks). As in Flink, a

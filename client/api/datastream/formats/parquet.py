@@ -2,6 +2,7 @@
 
 * ``ParquetColumnarRowInputFormat(row_type, ...)``: a FileSource bulk format reading the row type's
   columns (by name) of Parquet files as Rows, a record batch of ``batch_size`` rows at a time.
+  Parquet files are splittable: each row group is a split, read by one subtask.
 * ``ParquetBulkWriters.for_row_type(row_type)``: a FileSink bulk writer factory writing Rows.
 * ``AvroParquetReaders.for_generic_record(schema)`` / ``AvroParquetWriters.for_generic_record(schema)``:
   Parquet files of Avro generic records (dicts), with the Avro schema's columns.
@@ -97,6 +98,16 @@ def _open(path: str) -> pq.ParquetFile:
         raise ValueError(f"not a Parquet file: {e}") from None
 
 
+def _row_group_splits(path: str) -> list[tuple[int, int]]:
+    """A Parquet file's splits: one per row group (Flink splits a Parquet file by row groups too),
+    each ``(first, end)``, read by one subtask."""
+    return [(i, i + 1) for i in range(_open(path).num_row_groups)]
+
+
+def _row_groups(pf: pq.ParquetFile, part: tuple[int, int] | None) -> list[int]:
+    return list(range(pf.num_row_groups) if part is None else range(*part))
+
+
 def _from_arrow(value: Any, t: pa.DataType) -> Any:
     """A value pyarrow read, as the Row-based API hands it on: structs as named Rows, maps as dicts."""
     if value is None:
@@ -145,13 +156,16 @@ class ParquetColumnarRowInputFormat(BulkFormat):
             raise ValueError(f"the file has no column {missing[0]!r} (its columns: {present})")
         return [f for f in found if f is not None]
 
-    def _read_file(self, path: str, batch_size: int) -> Iterator[list[Any]]:
+    def _splits(self, path: str) -> list[tuple[int, int]]:
+        return _row_group_splits(path)
+
+    def _read_file(self, path: str, batch_size: int, part: tuple[int, int] | None = None) -> Iterator[list[Any]]:
         pf = _open(path)
         columns = self._columns(pf)
         names = self.schema.names
         types = self.schema.types
         nested = [_needs_conversion(t) for t in types]
-        for batch in pf.iter_batches(batch_size=self.batch_size, columns=columns):
+        for batch in pf.iter_batches(batch_size=self.batch_size, columns=columns, row_groups=_row_groups(pf, part)):
             values = []
             for name, t, column, conv in zip(names, types, batch.columns, nested):
                 if column.type != t:
@@ -302,14 +316,17 @@ class _AvroParquetFormat(StreamFormat):
         self.schema = schema
         self._arrow = _avro_arrow_schema(schema)
 
-    def _read_file(self, path: str, batch_size: int) -> Iterator[list[Any]]:
+    def _splits(self, path: str) -> list[tuple[int, int]]:
+        return _row_group_splits(path)
+
+    def _read_file(self, path: str, batch_size: int, part: tuple[int, int] | None = None) -> Iterator[list[Any]]:
         pf = _open(path)
         names = self._arrow.names
         missing = [n for n in names if n not in pf.schema_arrow.names]
         if missing:
             raise ValueError(f"the file has no column {missing[0]!r} (its columns: {pf.schema_arrow.names})")
         record = pa.struct(list(self._arrow))
-        for batch in pf.iter_batches(batch_size=batch_size, columns=names):
+        for batch in pf.iter_batches(batch_size=batch_size, columns=names, row_groups=_row_groups(pf, part)):
             yield [_avro_value(r, record) for r in batch.to_pylist()]
 
     def __reduce__(self) -> tuple:
