@@ -8,7 +8,8 @@ of 64 Ki rows, pyarrow's default compression), generated once under data/. Measu
 fresh process, alternating:
 - millstream: ``FileSource.for_bulk_file_format(ParquetColumnarRowInputFormat(row_type), file)``
   -> ``filter(lambda r: False)`` -> a sink, on an embedded MiniCluster (one TaskManager); one file
-  is read whole by one subtask, so parallelism 1. Timed: ``env.execute`` (deployment included),
+  is read by one subtask at parallelism 1 (also printed: parallelism 2, the file's row groups shared
+  by the two subtasks, on a 2-core machine that also runs the JobManager). Timed: ``env.execute`` (deployment included),
   and the job alone: ``job_s`` is that minus the same job's over an empty Parquet file (its
   deployment and start-up, measured in the same process after a warm-up job);
 - pyarrow_rows: ``ParquetFile.iter_batches`` and each batch to Python row tuples (what a Python
@@ -87,9 +88,9 @@ def measure_millstream(path: str) -> dict:
     empty = os.path.join(tempfile.mkdtemp(prefix="millstream-bench-parquet-"), "empty.parquet")
     pq.write_table(pq.read_schema(path).empty_table(), empty)
 
-    def run(file: str) -> float:
+    def run(file: str, parallelism: int = 1) -> float:
         env = StreamExecutionEnvironment.get_execution_environment()
-        env.set_parallelism(1)
+        env.set_parallelism(parallelism)
         source = FileSource.for_bulk_file_format(ParquetColumnarRowInputFormat(row_type), file).build()
         env.from_source(source, WatermarkStrategy.no_watermarks(), "parquet").filter(lambda r: False).add_sink(lambda r: None)
         started = time.perf_counter()
@@ -102,8 +103,9 @@ def measure_millstream(path: str) -> dict:
         run(empty)  # warm: the first job pays the Python workers' start
         empty_s = run(empty)
         wall_s = run(path)
+        p2_s = run(path, 2)
     return {"rows": pq.ParquetFile(path).metadata.num_rows, "wall_s": wall_s, "empty_job_s": empty_s,
-            "job_s": max(wall_s - empty_s, 1e-9)}
+            "job_s": max(wall_s - empty_s, 1e-9), "p2_wall_s": p2_s}
 
 
 def _run(kind: str, path: str) -> dict:
@@ -133,7 +135,8 @@ def report(rows: int = ROWS, runs: int = RUNS) -> dict:
     print(f"  Millstream FileSource p=1, execute: {result['millstream_rows_per_s']:,.0f} rows/s; "
           f"job alone (minus an empty file's job, "
           f"{statistics.median(r['empty_job_s'] for r in series['millstream']):.2f} s): "
-          f"{result['millstream_job_rows_per_s']:,.0f} rows/s")
+          f"{result['millstream_job_rows_per_s']:,.0f} rows/s; p=2 (row groups split between the subtasks), "
+          f"execute: {rate('millstream', 'p2_wall_s'):,.0f} rows/s")
     print(f"  pyarrow to Python rows: {result['pyarrow_rows_per_s']:,.0f} rows/s; "
           f"pyarrow read_table (columnar): {result['pyarrow_table_rows_per_s']:,.0f} rows/s")
     print(f"  Millstream job / pyarrow to Python rows: {result['vs_pyarrow_rows']:.2f}x")
