@@ -25,6 +25,8 @@
    cluster start` until it returns.
 10. metrics overhead (bench/metrics_overhead.py, ~5 minutes): the exchange job with the tasks'
    time accounting (``metrics.task.io-timing``) on vs off, alternating runs: the throughput lost.
+11. Parquet read (bench/parquet_read.py, ~2 minutes): a FileSource job with
+   ParquetColumnarRowInputFormat against pyarrow alone reading the same file, rows/s.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 
@@ -323,7 +325,8 @@ def _run(kind: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics", "kafka"]
+BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics",
+              "parquet", "kafka"]
 
 
 def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
@@ -479,6 +482,12 @@ def bench_metrics(a: argparse.Namespace) -> list[Figure]:
     return metrics_overhead.headline(metrics_overhead.report())
 
 
+def bench_parquet(a: argparse.Namespace) -> list[Figure]:
+    import parquet_read
+
+    return parquet_read.headline(parquet_read.report())
+
+
 def _git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
@@ -549,7 +558,7 @@ def main() -> None:
           f"from {a.readme}")
     runners = {"wordcount": bench_wordcount, "exchange": bench_exchange, "latency": bench_latency, "collect": bench_collect,
                "scale": bench_scale, "checkpoints": bench_checkpoints, "windows": bench_windows, "ha": bench_ha,
-               "startup": bench_startup, "metrics": bench_metrics, "kafka": bench_kafka}
+               "startup": bench_startup, "metrics": bench_metrics, "parquet": bench_parquet, "kafka": bench_kafka}
     figures: list[Figure] = []
     measured: list[str] = []
     try:

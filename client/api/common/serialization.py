@@ -4,6 +4,7 @@ from __future__ import annotations
 import codecs
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from millstream.common.row import Row
 
@@ -126,3 +127,28 @@ class RowFieldExtractorSchema(SerializationSchema):
 
     def __repr__(self) -> str:
         return f"RowFieldExtractorSchema({self.field_index})"
+
+
+class BulkWriter(ABC):
+    """Writes a batch of records at a time into one part file's stream (Flink's BulkWriter).
+
+    A FileSink with a bulk format makes one writer per part file; ``finish`` writes what the format
+    buffers and its footer, and the part file is complete after it (the sink closes the stream).
+    """
+
+    @abstractmethod
+    def add_elements(self, elements: list) -> None:
+        """Encodes ``elements`` (a batch, in order) into the stream, or buffers them."""
+
+    @abstractmethod
+    def finish(self) -> None:
+        """Writes everything buffered and the file's trailer; no element is added after it."""
+
+
+class BulkWriterFactory(ABC):
+    """Makes the BulkWriter of a new part file (PyFlink's ``BulkWriterFactory``), for
+    ``FileSink.for_bulk_format``. A picklable value: the sink's tasks call ``create``."""
+
+    @abstractmethod
+    def create(self, stream: BinaryIO) -> BulkWriter:
+        """A writer over ``stream``, a binary file opened for writing at its start."""
