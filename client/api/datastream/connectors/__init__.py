@@ -12,6 +12,8 @@ from millstream.datastream.connectors.file_system import (
 )
 from millstream.datastream.connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSink
 from millstream.datastream.connectors.number_seq import NumberSequenceSource
+from millstream.datastream.connectors.base import DeliveryGuarantee
+from millstream.datastream.connectors.kafka.sink import FlinkKafkaProducer, Semantic
 
 __all__ = [
     "BucketAssigner",
@@ -26,4 +28,7 @@ __all__ = [
     "RollingPolicy",
     "StreamFormat",
     "StreamingFileSink",
+    "DeliveryGuarantee",
+    "FlinkKafkaProducer",
+    "Semantic",
 ]
