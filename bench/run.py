@@ -25,6 +25,8 @@
    cluster start` until it returns.
 10. metrics overhead (bench/metrics_overhead.py, ~5 minutes): the exchange job with the tasks'
    time accounting (``metrics.task.io-timing``) on vs off, alternating runs: the throughput lost.
+11. Parquet read (bench/parquet_read.py, ~2 minutes): a FileSource job with
+   ParquetColumnarRowInputFormat against pyarrow alone reading the same file, rows/s.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 
@@ -323,7 +325,8 @@ def _run(kind: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics"]
+BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics",
+              "parquet", "kafka"]
 
 
 def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
@@ -461,6 +464,12 @@ def bench_ha(a: argparse.Namespace) -> list[Figure]:
     return ha_failover.headline(ha_failover.report(runs=3))
 
 
+def bench_kafka(a: argparse.Namespace) -> list[Figure]:
+    import kafka_pipeline
+
+    return kafka_pipeline.headline(kafka_pipeline.report())
+
+
 def bench_startup(a: argparse.Namespace) -> list[Figure]:
     import startup
 
@@ -471,6 +480,12 @@ def bench_metrics(a: argparse.Namespace) -> list[Figure]:
     import metrics_overhead
 
     return metrics_overhead.headline(metrics_overhead.report())
+
+
+def bench_parquet(a: argparse.Namespace) -> list[Figure]:
+    import parquet_read
+
+    return parquet_read.headline(parquet_read.report())
 
 
 def _git_commit() -> str:
@@ -543,7 +558,7 @@ def main() -> None:
           f"from {a.readme}")
     runners = {"wordcount": bench_wordcount, "exchange": bench_exchange, "latency": bench_latency, "collect": bench_collect,
                "scale": bench_scale, "checkpoints": bench_checkpoints, "windows": bench_windows, "ha": bench_ha,
-               "startup": bench_startup, "metrics": bench_metrics}
+               "startup": bench_startup, "metrics": bench_metrics, "parquet": bench_parquet, "kafka": bench_kafka}
     figures: list[Figure] = []
     measured: list[str] = []
     try:

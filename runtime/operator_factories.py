@@ -61,6 +61,21 @@ class TextFileSourceFactory(SourceFactory):
 
 
 @dataclass
+class FormatFileSourceFactory(SourceFactory):
+    """Files read whole by one subtask each through a file format (its ``_read_file(path,
+    batch_size)``): the files under ``paths`` now (bounded), or, with ``monitor_interval_ms``, also
+    every file that appears later (unbounded: the paths are listed again every interval)."""
+
+    paths: Sequence[str] = ()
+    file_format: Any = None
+    monitor_interval_ms: int | None = None
+
+    @property  # per instance: a continuously monitored source never ends
+    def bounded(self) -> bool:  # type: ignore[override]
+        return self.monitor_interval_ms is None
+
+
+@dataclass
 class SourceFunctionFactory(SourceFactory):
     """A user ``SourceFunction`` (``add_source``); bounded when its ``run`` returns."""
 
@@ -284,6 +299,40 @@ class FileSinkFactory(SinkFactory):
     bucket_timezone: str | None = None
     bucket_check_interval_ms: int = 60_000
     type_info: Any = None  # the input's declared type: the simple string encoder writes its Java text
+    bulk_writer_factory: Any = None  # a bulk format's BulkWriterFactory (then the encoder is unused)
+
+
+@dataclass
+class KafkaSinkFactory(SinkFactory):
+    """Flink's KafkaSink: records to Kafka topics through librdkafka with a delivery guarantee."""
+
+    producer_config: dict[str, str] = field(default_factory=dict)  # librdkafka's names (mapped by the API)
+    delivery_guarantee: str = "NONE"  # a DeliveryGuarantee's name: NONE, AT_LEAST_ONCE, EXACTLY_ONCE
+    transactional_id_prefix: str | None = None  # required for EXACTLY_ONCE (checked by the builder)
+    record_serializer: Any = None  # a KafkaRecordSerializationSchema: serialize_record(r) -> (topic, key, value)
+    max_block_ms: int = 60_000  # how long opening waits for the cluster's metadata (Java's max.block.ms)
+
+
+@dataclass
+class JdbcSinkFactory(SinkFactory):
+    """Flink's JdbcSink to PostgreSQL: ``sql`` (``?`` placeholders) executed in batches with each
+    record's fields bound by ``field_types``; ``exactly_once``: one prepared transaction per
+    checkpoint (two-phase commit), else at-least-once with retries."""
+
+    sql: str = ""
+    field_types: Sequence[Any] = ()  # the RowTypeInfo's field types (not ``type_info``: sink_to sets that)
+    url: str = ""
+    driver_name: str | None = None
+    user_name: str | None = None
+    password: str | None = None
+    batch_size: int = 5000
+    batch_interval_ms: int = 0
+    max_retries: int = 3
+    exactly_once: bool = False
+    recovered_and_rollback: bool = True
+    max_commit_attempts: int = 3
+    allow_out_of_order_commits: bool = False
+    timeout_sec: int | None = None
 
 
 @dataclass

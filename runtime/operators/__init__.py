@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from millstream.datastream import functions as fn
 from millstream.runtime import operator_factories
-from millstream.runtime.operators import async_wait, base, co_process, event_time, file_sink, process as proc, sinks, window
+from millstream.runtime.operators import async_wait, base, co_process, event_time, file_sink, jdbc_sink, kafka_sink, process as proc, sinks, window
 
 _KEYED: dict[type, tuple[type[base._KeyedRecordOperator], type, str]] = {
     operator_factories.MapFactory: (base.KeyedMapOperator, fn._MapWrapper, "map"),
@@ -45,7 +45,9 @@ def create_operator(factory: operator_factories.OperatorFactory, ctx: base.Opera
         operator_factories.PrintSinkFactory: sinks.PrintSinkOperator,
         operator_factories.SinkFunctionFactory: sinks.SinkFunctionOperator,
         operator_factories.FileSinkFactory: file_sink.FileSinkOperator,
+        operator_factories.KafkaSinkFactory: kafka_sink.KafkaSinkOperator,
         operator_factories.CollectSinkFactory: sinks.CollectSinkOperator,
+        operator_factories.JdbcSinkFactory: jdbc_sink.JdbcSinkOperator,
         operator_factories.AsyncWaitFactory: async_wait.AsyncWaitOperator,
     }
     make = operators.get(type(factory))

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SourceReader", "CollectionReader", "SequenceReader", "TextFileReader", "GeneratorReader",
     "SourceFunctionReader", "FileSplit", "SourceCancelled", "sequence_splits", "text_file_splits",
-    "create_source_reader",
+    "create_source_reader", "FormatFileReader", "subtask_of_path", "DONE", "LISTED",
 ]
 
 Emit = Callable[[list[Any]], None]
@@ -314,6 +316,157 @@ class TextFileReader(SourceReader):
         self._positions[sid] = max(len(lines), start)
 
 
+# -- files through a file format -------------------------------------------------------------
+# The reader of a FileSource with a file format (CSV, Avro, Parquet...): splits, one subtask each. A
+# split is a whole file (its id is the path), or, when the format is splittable (``_splits(path)``:
+# Parquet, by row groups), a part of one (``<path>@rg<first>-<end>``).
+#
+# Which subtask reads a split is decided the same way in every subtask, with no coordinator: in a
+# bounded source, the splits of the files listed at the start, in order, go round-robin (split ``i``
+# to subtask ``i % parallelism``); in a continuously monitored source, where the listing grows, a
+# split goes to the subtask its id hashes to (CRC-32, so every subtask and every attempt agrees).
+# Flink hands splits out from a split enumerator on the JobManager instead; the effect is the same
+# for correctness (each split read by exactly one subtask), the balance is by count of splits only.
+#
+# The position of a split is the number of its records already emitted, or
+# ``DONE`` once the split is read to its end: a restore skips that many records of a half-read split
+# and never opens a finished one again, and a continuous source's positions hold every split it has
+# read, so a failover neither reads a file twice nor misses one that appeared meanwhile. A bounded
+# source's positions also hold ``LISTED``: a restore reads its checkpointed files and does not list
+# the paths again (the static file set is the one of the job's start, as Flink's enumerator keeps it).
+
+DONE = -1
+LISTED = "<listed>"  # in a bounded source's positions: its share of the files is fixed (not a path)
+
+
+def subtask_of_path(split_id: str, parallelism: int) -> int:
+    """The subtask that reads a split (a file's path, or a part's id) in a continuously monitored source."""
+    return zlib.crc32(split_id.encode("utf-8", "surrogateescape")) % parallelism
+
+
+_PART = re.compile(r"(.*)@rg(\d+)-(\d+)", re.DOTALL)
+
+
+def _file_splits(file_format: Any, path: str) -> list[str]:
+    """The split ids of one file: its path, or its parts when the format splits it."""
+    splits = getattr(file_format, "_splits", None)
+    if splits is None:
+        return [path]
+    try:
+        ranges = splits(path)
+    except OSError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the format's failure, reported with the file
+        raise ValueError(f"cannot read {path}: {e}") from e
+    return [path] if len(ranges) <= 1 else [f"{path}@rg{a}-{b}" for a, b in ranges]
+
+
+def _split_of(split_id: str) -> tuple[str, tuple[int, int] | None]:
+    """A split id back as (path, part or None); a path holding ``@rg`` is a whole file unless the
+    rest is a range."""
+    m = _PART.fullmatch(split_id)
+    return (m.group(1), (int(m.group(2)), int(m.group(3)))) if m else (split_id, None)
+
+
+class FormatFileReader(SourceReader):
+    def __init__(self, factory: operator_factories.FormatFileSourceFactory, env: "TaskEnvironment",
+                 batch_size: int, start_positions: Mapping[str, Any], assigned: bool = False) -> None:
+        self._format = factory.file_format
+        self._paths = list(factory.paths)
+        self._interval = factory.monitor_interval_ms
+        self._env = env
+        self._batch_size = batch_size
+        self._positions: dict[str, int] = {p: int(n) for p, n in start_positions.items()}
+        self._assigned = assigned
+        if assigned and self._interval is not None:
+            raise ValueError("a continuously monitored FileSource cannot be restored at another parallelism: "
+                             "its files are shared among subtasks by the hash of their path")
+        self._queue: list[str] = []  # split ids to read, in order
+        self._current: tuple[str, Iterator[list[Any]]] | None = None
+        self._next_listing_ms = 0
+        self._seen = {_split_of(sid)[0] for sid in self._positions if sid != LISTED}  # files listed before
+
+    def open(self) -> None:
+        restored = [p for p in self._positions if p != LISTED]
+        if self._assigned or (self._interval is None and LISTED in self._positions):
+            # a bounded source's files are those listed when the job started, never listed again
+            # (a file added since must not move the round-robin share of the others)
+            owned = restored
+        elif self._interval is None:
+            splits = [sid for p, _ in sorted(_list_files(self._paths)) for sid in _file_splits(self._format, p)]
+            env = self._env
+            owned = [sid for i, sid in enumerate(splits) if i % env.parallelism == env.subtask_index]
+        else:  # the restored files (some half-read) and the new ones
+            owned = restored + self._discover()
+        if self._interval is None:
+            self._positions[LISTED] = 0
+        for path in owned:
+            self._positions.setdefault(path, 0)
+        self._queue = [p for p in owned if self._positions[p] != DONE]
+
+    def _discover(self) -> list[str]:
+        """The splits of the files under the paths never seen before that hash to this subtask."""
+        self._next_listing_ms = self._env.now_ms() + (self._interval or 0)
+        env = self._env
+        new = [p for p, _ in sorted(_list_files(self._paths)) if p not in self._seen]
+        self._seen.update(new)
+        return [sid for p in new for sid in _file_splits(self._format, p)
+                if sid not in self._positions and subtask_of_path(sid, env.parallelism) == env.subtask_index]
+
+    def poll(self) -> list[Any] | None:
+        while True:
+            if self._current is None:
+                if not self._queue:
+                    if self._interval is None:
+                        return None
+                    if self._env.now_ms() < self._next_listing_ms:
+                        return []
+                    new = self._discover()
+                    for path in new:
+                        self._positions[path] = 0
+                    self._queue.extend(new)
+                    if not new:
+                        return []
+                    continue
+                path = self._queue.pop(0)
+                self._current = (path, self._open(path))
+            sid, batches = self._current
+            try:
+                batch = next(batches, None)
+            except OSError:
+                raise  # names the file itself
+            except Exception as e:  # noqa: BLE001 - any format's failure is reported with the file
+                raise ValueError(f"cannot read {_split_of(sid)[0]}: {e}") from e
+            if batch is None:
+                self._positions[sid] = DONE
+                self._current = None
+                continue
+            if batch:
+                self._positions[sid] += len(batch)
+                return batch
+
+    def _open(self, split_id: str) -> Iterator[list[Any]]:
+        """The split's batches from the first record not yet emitted."""
+        skip = self._positions.get(split_id, 0)
+        path, part = _split_of(split_id)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"Input file not found: {path}")
+        read = self._format._read_file
+        for batch in (read(path, self._batch_size) if part is None else read(path, self._batch_size, part)):
+            if skip:
+                if len(batch) <= skip:
+                    skip -= len(batch)
+                    continue
+                batch, skip = batch[skip:], 0
+            yield batch
+
+    def wait_hint_ms(self) -> int:
+        return max(1, self._next_listing_ms - self._env.now_ms())
+
+    def position(self) -> dict[str, Any]:
+        return dict(self._positions)
+
+
 class GeneratorReader(SourceReader):
     """Records ``generator_fn(index)`` over this subtask's index range, at most ``records_per_second``
     / parallelism per second (Flink's DataGeneratorSource with a RateLimiterStrategy)."""
@@ -497,6 +650,8 @@ def create_source_reader(
         return TextFileReader(plan[env.subtask_index], factory.charset, batch_size, positions)
     if isinstance(factory, operator_factories.GeneratorSourceFactory):
         return GeneratorReader(factory, env, batch_size, positions)
+    if isinstance(factory, operator_factories.FormatFileSourceFactory):
+        return FormatFileReader(factory, env, batch_size, positions)
     if isinstance(factory, operator_factories.SourceFunctionFactory):
         return SourceFunctionReader(factory.function, env, batch_size)
     raise TypeError(f"No source reader for {type(factory).__name__}")
@@ -509,6 +664,8 @@ def _assigned_reader(factory: operator_factories.SourceFactory, env: "TaskEnviro
         return SequenceReader([range_split(sid) for sid in positions], batch_size, positions)
     if isinstance(factory, operator_factories.GeneratorSourceFactory):
         return GeneratorReader(factory, env, batch_size, positions, [range_split(sid) for sid in positions])
+    if isinstance(factory, operator_factories.FormatFileSourceFactory):
+        return FormatFileReader(factory, env, batch_size, positions, assigned=True)
     if isinstance(factory, operator_factories.TextFileSourceFactory):
         whole = not _splittable(factory.charset)
         splits = []

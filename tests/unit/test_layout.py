@@ -45,6 +45,7 @@ RUNTIME_SHARED_WITH_API = (
     "millstream.runtime.checkpointing_mode",
     "millstream.runtime.config",
     "millstream.runtime.execution_state",
+    "millstream.runtime.jdbc_postgres",
     "millstream.runtime.keygroups",
     "millstream.runtime.metrics.groups",
     "millstream.runtime.metrics.types",

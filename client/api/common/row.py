@@ -8,7 +8,7 @@ kinds, values and field names (or the absence of names on both) are equal.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 
 class RowKind(Enum):
@@ -30,6 +30,25 @@ def _create_row(fields: Sequence[str] | None, values: Sequence[Any], row_kind: R
     row._fields = list(fields) if fields is not None else None
     row._row_kind = row_kind
     return row
+
+
+def rows_of_names(field_names: Sequence[str], values: Iterable[Sequence[Any]]) -> list["Row"]:
+    """Named rows, one per value sequence, sharing one list of names (never mutated in place: a
+    row's names are only ever replaced), for readers that make many rows of one type at once."""
+    names = list(field_names)
+    width = len(names)
+    new = Row.__new__
+    insert = RowKind.INSERT
+    out = []
+    for vals in values:
+        if len(vals) != width:
+            raise ValueError(f"a row of {width} fields {names} got {len(vals)} values")
+        row = new(Row)
+        row._values = list(vals)
+        row._fields = names
+        row._row_kind = insert
+        out.append(row)
+    return out
 
 
 class Row:

@@ -411,6 +411,16 @@ class StreamExecutionEnvironment:
             raise TypeError(f"add_source needs a SourceFunction, got {type(source_func).__name__}")
         return self._source(source_name, operator_factories.SourceFunctionFactory(function=source_func), type_info)
 
+    def create_input(self, input_format: Any, type_info: Any = None) -> DataStream:
+        """The records of an input format that names its own path (PyFlink's ``AvroInputFormat``):
+        its files, read whole by one subtask each, as a bounded FileSource with that format."""
+        path = getattr(input_format, "path", None)
+        if not isinstance(path, str) or not callable(getattr(input_format, "_read_file", None)):
+            raise TypeError(f"create_input needs an input format with a path, such as AvroInputFormat, "
+                            f"got {type(input_format).__name__}")
+        factory = operator_factories.FormatFileSourceFactory(paths=(path,), file_format=input_format)
+        return self._source("Custom Source", factory, type_info)
+
     def from_source(self, source: Any, watermark_strategy: Any, source_name: str, type_info: Any = None) -> DataStream:
         make_factory = getattr(source, "_source_factory", None)
         if not callable(make_factory):

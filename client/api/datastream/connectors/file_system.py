@@ -1,7 +1,11 @@
 """File connectors shaped like PyFlink's ``pyflink.datastream.connectors.file_system``.
 
 ``FileSource.for_record_stream_format(StreamFormat.text_line_format(), path).build()`` reads text
-lines in parallel over byte-range splits. ``FileSink.for_row_format(path, encoder)`` writes one
+lines in parallel over byte-range splits; with another stream format (``formats.csv``, ``.avro``,
+``.parquet``) or ``for_bulk_file_format`` each file (each row group of a Parquet file) is read by
+one subtask, and
+``monitor_continuously`` keeps reading the files that appear. ``FileSink.for_bulk_format(path,
+writer_factory)`` writes part files through a bulk writer, rolled on every checkpoint. ``FileSink.for_row_format(path, encoder)`` writes one
 encoded record per line into part files, as Flink's row-format FileSink: each subtask writes
 ``<bucket>/<prefix>-<uuid>-<subtask>-<n><suffix>``, where the bucket is a directory chosen by the
 bucket assigner (by default the hour of processing time, ``yyyy-MM-dd--HH``). A part file is
@@ -14,13 +18,16 @@ import os
 import re
 import urllib.parse
 from dataclasses import dataclass
+from typing import Any, Iterator
 
-from millstream.common.serialization import Encoder
+from millstream.common.serialization import BulkWriterFactory, Encoder
+from millstream.common.time import Duration
 from millstream.datastream.functions import SinkFunction
 from millstream.runtime import operator_factories
 
 __all__ = [
     "BucketAssigner",
+    "BulkFormat",
     "FileSink",
     "FileSource",
     "FileSourceBuilder",
@@ -45,42 +52,133 @@ def _local_path(path: str | os.PathLike[str]) -> str:
     return os.path.abspath(text)
 
 
-@dataclass(frozen=True)
 class StreamFormat:
-    kind: str
-    charset: str = "utf-8"
+    """Reads the records of one file from its byte stream (Flink's StreamFormat).
+
+    ``text_line_format()`` is read over byte-range splits, several subtasks sharing a file. The
+    other formats (``CsvReaderFormat``, ``AvroInputFormat``, ``AvroParquetReaders``) implement
+    ``_read_file(path, batch_size)``, the batches of records of one file, and a file is read whole
+    by one subtask unless the format splits it (``_splits(path)``, with ``_read_file(path,
+    batch_size, part)``: Parquet by row groups); a checkpoint stores how many records of each split
+    were read, so a restore skips exactly those.
+    """
+
+    def __init__(self, kind: str, charset: str = "utf-8") -> None:
+        self.kind = kind
+        self.charset = charset
 
     @staticmethod
     def text_line_format(charset_name: str = "UTF-8") -> "StreamFormat":
         return StreamFormat("text-line", charset_name.lower())
 
+    def _read_file(self, path: str, batch_size: int) -> Iterator[list[Any]]:
+        """The file's records in batches of about ``batch_size``. The text line format's lines
+        (when the whole file is read by one subtask, as a continuously monitored source does)."""
+        if self.kind != "text-line":
+            raise NotImplementedError(f"{type(self).__name__} does not read files")
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            lines = data.decode(self.charset).split("\n")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"cannot decode as {self.charset} near byte {e.start}: {e.reason}") from None
+        if lines and lines[-1] == "":
+            lines.pop()  # a trailing newline ends the last line; it does not start a new one
+        lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+        for i in range(0, len(lines), batch_size):
+            yield lines[i : i + batch_size]
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.kind))
+
+    def __repr__(self) -> str:
+        return f"StreamFormat(kind={self.kind!r}, charset={self.charset!r})"
+
+
+class BulkFormat:
+    """Reads the records of one file a batch at a time (Flink's BulkFormat: Parquet, ORC).
+
+    Subclasses implement ``_read_file(path, batch_size)`` as a StreamFormat does; a file is read
+    whole by one subtask unless the format splits it (``_splits``: Parquet, by row groups).
+    """
+
+    kind = "bulk"
+
+
+def _check_format(fmt: Any, expected: type, entry: str) -> None:
+    if not isinstance(fmt, expected):
+        raise TypeError(f"FileSource.{entry} needs a {expected.__name__}, got {type(fmt).__name__}")
+
 
 class FileSource:
-    def __init__(self, stream_format: StreamFormat, paths: tuple[str, ...]) -> None:
+    """Reads files with a stream or bulk format: the files present when the job starts (bounded,
+    the default), or, with ``monitor_continuously``, also every file that appears later.
+
+    A continuous source lists its paths every discovery interval. Flink hands new files out from a
+    split enumerator on the JobManager; Millstream has none, so each subtask lists the paths itself
+    and reads the files whose path hashes to it (a file, or a Parquet row group, goes to the subtask
+    chosen deterministically from its path, the same in every subtask and every attempt). The files a
+    subtask has read (and how far into the current one) are in its checkpoints: after a failover
+    it neither reads a file again nor skips one. The parallelism of a continuous file source
+    cannot change on a restore (the hash would send old files to other subtasks). As in Flink, a
+    file should appear whole (written elsewhere or under a hidden name, then renamed): names
+    starting with ``.`` or ``_`` are not listed, and a file is read once, as it is when listed.
+    """
+
+    def __init__(self, stream_format: Any, paths: tuple[str, ...], monitor_interval_ms: int | None = None) -> None:
         self.stream_format = stream_format
         self.paths = paths
+        self.monitor_interval_ms = monitor_interval_ms
 
     @staticmethod
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> "FileSourceBuilder":
+        _check_format(stream_format, StreamFormat, "for_record_stream_format")
         if not paths:
             raise ValueError("FileSource needs at least one path")
         return FileSourceBuilder(stream_format, tuple(_local_path(p) for p in paths))
 
+    @staticmethod
+    def for_bulk_file_format(bulk_format: BulkFormat, *paths: str) -> "FileSourceBuilder":
+        _check_format(bulk_format, BulkFormat, "for_bulk_file_format")
+        if not paths:
+            raise ValueError("FileSource needs at least one path")
+        return FileSourceBuilder(bulk_format, tuple(_local_path(p) for p in paths))
+
     def _source_factory(self) -> operator_factories.SourceFactory:
-        return operator_factories.TextFileSourceFactory(paths=self.paths, charset=self.stream_format.charset)
+        fmt = self.stream_format
+        if isinstance(fmt, StreamFormat) and fmt.kind == "text-line" and self.monitor_interval_ms is None:
+            return operator_factories.TextFileSourceFactory(paths=self.paths, charset=fmt.charset)
+        return operator_factories.FormatFileSourceFactory(
+            paths=self.paths, file_format=fmt, monitor_interval_ms=self.monitor_interval_ms)
 
 
 class FileSourceBuilder:
-    def __init__(self, stream_format: StreamFormat, paths: tuple[str, ...]) -> None:
+    def __init__(self, stream_format: Any, paths: tuple[str, ...]) -> None:
         self._format = stream_format
         self._paths = paths
+        self._monitor_interval_ms: int | None = None
+
+    def monitor_continuously(self, discovery_interval: Duration) -> "FileSourceBuilder":
+        """Streaming mode: keep running, list the paths every ``discovery_interval`` and read the
+        files that appeared (see :class:`FileSource` for how files are shared and checkpointed)."""
+        if not isinstance(discovery_interval, Duration):
+            raise TypeError(f"monitor_continuously needs a Duration, got {type(discovery_interval).__name__}")
+        interval = discovery_interval.to_milliseconds()
+        if interval <= 0:
+            raise ValueError(f"the discovery interval must be positive, got {interval} ms")
+        self._monitor_interval_ms = interval
+        return self
 
     def process_static_file_set(self) -> "FileSourceBuilder":
-        """Read the files present now and end (bounded): the only mode there is so far."""
+        """Read the files present now and end (bounded): the default."""
+        self._monitor_interval_ms = None
         return self
 
     def build(self) -> FileSource:
-        return FileSource(self._format, self._paths)
+        return FileSource(self._format, self._paths, self._monitor_interval_ms)
 
 
 @dataclass(frozen=True)
@@ -169,8 +267,10 @@ class FileSink:
         rolling_policy: RollingPolicy,
         bucket_assigner: BucketAssigner,
         bucket_check_interval_ms: int,
+        bulk_writer_factory: BulkWriterFactory | None = None,
     ) -> None:
         self.base_path = base_path
+        self.bulk_writer_factory = bulk_writer_factory
         self.encoder = encoder
         self.output_file_config = output_file_config
         self.rolling_policy = rolling_policy
@@ -180,6 +280,16 @@ class FileSink:
     @staticmethod
     def for_row_format(base_path: str, encoder: Encoder | None = None) -> "FileSink.RowFormatBuilder":
         return FileSink.RowFormatBuilder(_local_path(base_path), encoder or Encoder.simple_string_encoder())
+
+    @staticmethod
+    def for_bulk_format(base_path: str, writer_factory: BulkWriterFactory) -> "FileSink.BulkFormatBuilder":
+        """Part files written by a bulk writer (Avro, Parquet, CSV): each part file is one writer's
+        output, finished and rolled on every checkpoint (Flink's OnCheckpointRollingPolicy, the only
+        rolling policy of bulk formats) and at the end of a bounded input. With checkpointing it is
+        exactly-once as the row format: a rolled file is committed when its checkpoint completes."""
+        if not isinstance(writer_factory, BulkWriterFactory):
+            raise TypeError(f"FileSink.for_bulk_format needs a BulkWriterFactory, got {type(writer_factory).__name__}")
+        return FileSink.BulkFormatBuilder(_local_path(base_path), writer_factory)
 
     def _sink_factory(self) -> operator_factories.SinkFactory:
         return operator_factories.FileSinkFactory(
@@ -193,6 +303,7 @@ class FileSink:
             bucket_format=self.bucket_assigner.date_format,
             bucket_timezone=self.bucket_assigner.timezone_id,
             bucket_check_interval_ms=self.bucket_check_interval_ms,
+            bulk_writer_factory=self.bulk_writer_factory,
         )
 
     class RowFormatBuilder:
@@ -232,6 +343,42 @@ class FileSink:
                 self._bucket_assigner,
                 self._bucket_check_interval_ms,
             )
+
+    class BulkFormatBuilder:
+        """``FileSink.for_bulk_format(...)``'s builder: output file config, bucket assigner and check
+        interval as the row format; the rolling policy is always on checkpoint."""
+
+        def __init__(self, base_path: str, writer_factory: BulkWriterFactory) -> None:
+            self._base_path = base_path
+            self._writer_factory = writer_factory
+            self._output_file_config = OutputFileConfig()
+            self._bucket_assigner = BucketAssigner()
+            self._bucket_check_interval_ms = 60_000
+
+        def with_output_file_config(self, output_file_config: OutputFileConfig) -> "FileSink.BulkFormatBuilder":
+            self._output_file_config = output_file_config
+            return self
+
+        def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> "FileSink.BulkFormatBuilder":
+            self._bucket_assigner = bucket_assigner
+            return self
+
+        def with_bucket_check_interval(self, interval: int) -> "FileSink.BulkFormatBuilder":
+            if not isinstance(interval, int) or interval <= 0:
+                raise ValueError(f"bucket check interval must be a positive number of ms, got {interval!r}")
+            self._bucket_check_interval_ms = interval
+            return self
+
+        def with_rolling_policy(self, rolling_policy: RollingPolicy) -> "FileSink.BulkFormatBuilder":
+            """Bulk formats roll on checkpoints only (Flink accepts only an OnCheckpointRollingPolicy)."""
+            if rolling_policy != RollingPolicy.on_checkpoint_rolling_policy():
+                raise ValueError("bulk formats roll on every checkpoint only: pass RollingPolicy.on_checkpoint_rolling_policy()")
+            return self
+
+        def build(self) -> "FileSink":
+            return FileSink(self._base_path, Encoder.simple_string_encoder(), self._output_file_config,
+                            RollingPolicy.on_checkpoint_rolling_policy(), self._bucket_assigner,
+                            self._bucket_check_interval_ms, self._writer_factory)
 
 
 FileSinkBuilder = FileSink.RowFormatBuilder

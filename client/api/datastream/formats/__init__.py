@@ -1,7 +1,8 @@
-"""PyFlink's record formats (``pyflink.datastream.formats``): JSON and CSV rows to and from bytes.
+"""PyFlink's record and file formats (``pyflink.datastream.formats``).
 
-``json`` and ``csv`` hold the row (de)serialization schemas a connector hands its records to. They
-are pure Python here: a schema is a picklable value whose ``serialize(row) -> bytes`` and
-``deserialize(bytes) -> Row`` the task calls, with Flink's conversions per field type.
-PyFlink's ``avro``, ``orc`` and ``parquet`` are not provided.
+``json``, ``csv`` and ``avro`` hold the row (de)serialization schemas a connector hands its records
+to. They are pure Python here: a schema is a picklable value whose ``serialize(row) -> bytes`` and
+``deserialize(bytes) -> Row`` the task calls, with Flink's conversions per field type. ``csv``,
+``avro``, ``parquet`` and ``orc`` also hold file formats: stream and bulk formats a FileSource
+reads, and bulk writer factories for ``FileSink.for_bulk_format`` (fastavro and pyarrow underneath).
 """

@@ -9,8 +9,11 @@ writes them (``3.0E38``), SQL_DATE as ``yyyy-MM-dd``, SQL_TIME ``HH:mm:ss``, SQL
 java.sql.Timestamp's ``yyyy-MM-dd HH:mm:ss.S``. Numbers are trimmed before parsing; an empty
 numeric column is a parse error (only the null literal means null).
 
-PyFlink's ``CsvSchema``, ``CsvReaderFormat`` and ``CsvBulkWriter`` (built on the Table API's
-DataTypes) are not provided.
+CSV files: ``CsvSchema`` (with PyFlink's builder; column types are ``Types``, as Millstream has no
+Table API ``DataTypes``), ``CsvReaderFormat.for_schema`` for a FileSource and
+``CsvBulkWriters.for_schema`` for ``FileSink.for_bulk_format``. Reading follows Flink's CSV row
+converters: columns by position, a line with another column count fails (naming the file and line),
+only the null value (if set) reads as null, an empty number column is a parse error.
 """
 from __future__ import annotations
 
@@ -19,14 +22,18 @@ import csv
 import datetime as dt
 import decimal
 import io
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable, Iterator
 
 from millstream.common.row import Row
-from millstream.common.serialization import DeserializationSchema, SerializationSchema
-from millstream.common.typeinfo import TypeInformation
+from millstream.common.serialization import BulkWriter, BulkWriterFactory, DeserializationSchema, SerializationSchema
+from millstream.common.typeinfo import TypeInformation, Types
+from millstream.datastream.connectors.file_system import StreamFormat
 from millstream.datastream.formats import _values as v
 
-__all__ = ["CsvRowDeserializationSchema", "CsvRowSerializationSchema"]
+__all__ = [
+    "CsvSchema", "CsvSchemaBuilder", "CsvReaderFormat", "CsvBulkWriters",
+    "CsvRowDeserializationSchema", "CsvRowSerializationSchema",
+]
 
 _LINE_DELIMITERS = ("\n", "\r", "\r\n", "")
 
@@ -172,6 +179,22 @@ class CsvRowDeserializationSchema(DeserializationSchema):
                 return None
             raise
 
+    def _row(self, columns: list[str]) -> Row:
+        """The Row of one CSV line's column texts; a FieldError names what does not fit."""
+        names = self._options.names
+        if len(columns) != len(names) and not self._ignore_parse_errors:
+            raise v.FieldError(f"Row length mismatch. {len(names)} fields expected but was {len(columns)}")
+        values: list[Any] = []
+        for i, (name, convert) in enumerate(zip(names, self._columns)):
+            if i >= len(columns):
+                values.append(None)
+                continue
+            try:
+                values.append(self._value(convert, columns[i]))
+            except v.FieldError as e:
+                raise v.FieldError(f"field {name!r}: {e}") from None
+        return Row.of_names(names, values)
+
     def deserialize(self, message: bytes) -> Row | None:
         shown = message.decode("utf-8", "replace") if isinstance(message, (bytes, bytearray)) else str(message)
         try:
@@ -183,20 +206,7 @@ class CsvRowDeserializationSchema(DeserializationSchema):
             rows = list(csv.reader(io.StringIO(line, newline=""), **self._options.dialect()))
             if len(rows) > 1:
                 raise v.FieldError("the message holds more than one CSV line")
-            columns = rows[0] if rows else []
-            names = self._options.names
-            if len(columns) != len(names) and not self._ignore_parse_errors:
-                raise v.FieldError(f"Row length mismatch. {len(names)} fields expected but was {len(columns)}")
-            values: list[Any] = []
-            for i, (name, convert) in enumerate(zip(names, self._columns)):
-                if i >= len(columns):
-                    values.append(None)
-                    continue
-                try:
-                    values.append(self._value(convert, columns[i]))
-                except v.FieldError as e:
-                    raise v.FieldError(f"field {name!r}: {e}") from None
-            return Row.of_names(names, values)
+            return self._row(rows[0] if rows else [])
         except (v.FieldError, csv.Error, UnicodeDecodeError) as e:
             if self._ignore_parse_errors:
                 return None
@@ -372,3 +382,336 @@ class CsvRowSerializationSchema(SerializationSchema):
 
         def build(self) -> "CsvRowSerializationSchema":
             return CsvRowSerializationSchema(copy.copy(self._options), self._line_delimiter)
+
+
+# -- CSV files: CsvSchema, CsvReaderFormat, CsvBulkWriters ----------------------------------------
+
+
+class _Column:
+    """One column of a CsvSchema: its name, its type, and for an array its element separator."""
+
+    def __init__(self, name: str, type_info: TypeInformation, separator: str | None = None) -> None:
+        self.name = name
+        self.type_info = type_info
+        self.separator = separator  # arrays only; "" or None: not split
+
+    def __repr__(self) -> str:
+        return f"{self.name}: {self.type_info}"
+
+
+class CsvSchema:
+    """The columns of a CSV file and its dialect (Jackson's CsvSchema, which Flink's CSV files use).
+
+    Build one with ``CsvSchema.builder()``. Column types are Millstream's ``Types`` (PyFlink takes
+    the Table API's ``DataTypes``, which Millstream does not have): ``add_number_column(name,
+    Types.INT())``; the records are Rows named by the columns.
+    """
+
+    def __init__(self, columns: list[_Column], settings: dict[str, Any]) -> None:
+        self._columns = list(columns)
+        self._settings = dict(settings)
+        self._row_type = Types.ROW_NAMED([c.name for c in columns], [c.type_info for c in columns])
+
+    @staticmethod
+    def builder() -> "CsvSchemaBuilder":
+        return CsvSchemaBuilder()
+
+    def size(self) -> int:
+        return len(self._columns)
+
+    def __len__(self) -> int:
+        return self.size()
+
+    def get_type_info(self) -> TypeInformation:
+        """The Row type of the records (``Types.ROW_NAMED`` of the columns)."""
+        return self._row_type
+
+    def __str__(self) -> str:
+        return f"CsvSchema({', '.join(map(repr, self._columns))}; {self._settings})"
+
+    __repr__ = __str__
+
+
+_DEFAULT_SETTINGS: dict[str, Any] = dict(
+    column_separator=",", quote_char='"', escape_char=None, line_separator="\n", null_value=None,
+    array_element_separator=";", allow_comments=False, use_header=False, skip_first_data_row=False,
+    strict_headers=False, any_property_name=None,
+)
+
+
+class CsvSchemaBuilder:
+    """Builds a :class:`CsvSchema`, with PyFlink's (Jackson's) builder methods."""
+
+    def __init__(self) -> None:
+        self._columns: list[_Column] = []
+        self._settings = dict(_DEFAULT_SETTINGS)
+
+    def build(self) -> CsvSchema:
+        if not self._columns:
+            raise ValueError("a CsvSchema needs at least one column")
+        names = [c.name for c in self._columns]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate is not None:
+            raise ValueError(f"the CsvSchema has the column {duplicate!r} twice")
+        return CsvSchema([_Column(c.name, c.type_info, c.separator) for c in self._columns], self._settings)
+
+    def _add(self, name: str, type_info: TypeInformation, separator: str | None = None) -> "CsvSchemaBuilder":
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a column name must be a non-empty string, got {name!r}")
+        if not isinstance(type_info, TypeInformation):
+            raise TypeError(f"column {name!r}: the type must be a Types.* type information, got {type_info!r}")
+        _check_type(type_info, name, nested=False)
+        self._columns.append(_Column(name, type_info, separator))
+        return self
+
+    def add_array_column(self, name: str, separator: str = ";",
+                         element_type: TypeInformation | None = None) -> "CsvSchemaBuilder":
+        """An array column (a list of ``element_type``, STRING by default) whose elements are
+        separated by ``separator`` inside the column."""
+        return self._add(name, Types.LIST(element_type or Types.STRING()), separator)
+
+    def add_boolean_column(self, name: str) -> "CsvSchemaBuilder":
+        return self._add(name, Types.BOOLEAN())
+
+    def add_number_column(self, name: str, number_type: TypeInformation | None = None) -> "CsvSchemaBuilder":
+        """A number column, ``Types.LONG()`` (BIGINT) by default."""
+        number_type = number_type or Types.LONG()
+        if number_type.name not in (*v.INT_RANGES, "BIG_INT", "FLOAT", "DOUBLE", "BIG_DEC"):
+            raise TypeError(f"column {name!r}: {number_type} is not a number type")
+        return self._add(name, number_type)
+
+    def add_string_column(self, name: str) -> "CsvSchemaBuilder":
+        return self._add(name, Types.STRING())
+
+    def add_columns_from(self, schema: CsvSchema) -> "CsvSchemaBuilder":
+        for c in schema._columns:
+            self._add(c.name, c.type_info, c.separator)
+        return self
+
+    def clear_columns(self) -> "CsvSchemaBuilder":
+        self._columns.clear()
+        return self
+
+    def set_allow_comments(self, allow: bool = True) -> "CsvSchemaBuilder":
+        """Lines starting with ``#`` are comments (skipped when reading)."""
+        self._settings["allow_comments"] = bool(allow)
+        return self
+
+    def set_any_property_name(self, name: str) -> "CsvSchemaBuilder":
+        """Jackson's name for extra columns; kept, but extra columns still fail the row here."""
+        self._settings["any_property_name"] = name
+        return self
+
+    def disable_array_element_separator(self) -> "CsvSchemaBuilder":
+        self._settings["array_element_separator"] = ""
+        return self
+
+    def remove_array_element_separator(self, index: int) -> "CsvSchemaBuilder":
+        self._columns[index].separator = ""
+        return self
+
+    def set_array_element_separator(self, separator: str) -> "CsvSchemaBuilder":
+        """The separator of array columns added without one of their own (``;`` by default)."""
+        self._settings["array_element_separator"] = separator
+        return self
+
+    def set_column_separator(self, char: str) -> "CsvSchemaBuilder":
+        self._settings["column_separator"] = _single_char("column separator", char)
+        return self
+
+    def disable_escape_char(self) -> "CsvSchemaBuilder":
+        self._settings["escape_char"] = None
+        return self
+
+    def set_escape_char(self, char: str) -> "CsvSchemaBuilder":
+        self._settings["escape_char"] = _single_char("escape char", char)
+        return self
+
+    def set_line_separator(self, separator: str) -> "CsvSchemaBuilder":
+        """For writing (``\\n`` by default); reading recognizes ``\\n``, ``\\r`` and ``\\r\\n``."""
+        self._settings["line_separator"] = separator
+        return self
+
+    def set_null_value(self, null_value: str) -> "CsvSchemaBuilder":
+        """The text of a null: read as None, and written for None (empty by default)."""
+        self._settings["null_value"] = null_value
+        return self
+
+    def disable_quote_char(self) -> "CsvSchemaBuilder":
+        self._settings["quote_char"] = None
+        return self
+
+    def set_quote_char(self, char: str) -> "CsvSchemaBuilder":
+        self._settings["quote_char"] = _single_char("quote char", char)
+        return self
+
+    def set_skip_first_data_row(self, skip: bool = True) -> "CsvSchemaBuilder":
+        self._settings["skip_first_data_row"] = bool(skip)
+        return self
+
+    def set_strict_headers(self, strict: bool = True) -> "CsvSchemaBuilder":
+        """With a header: its column names must be the schema's, in order."""
+        self._settings["strict_headers"] = bool(strict)
+        return self
+
+    def set_use_header(self, use: bool = True) -> "CsvSchemaBuilder":
+        """The first line is a header of column names (read past; written first)."""
+        self._settings["use_header"] = bool(use)
+        return self
+
+    def size(self) -> int:
+        return len(self._columns)
+
+    def __len__(self) -> int:
+        return self.size()
+
+
+def _separator(schema: CsvSchema, column: _Column) -> str:
+    return schema._settings["array_element_separator"] if column.separator is None else column.separator
+
+
+def _deserializer_of(schema: CsvSchema) -> CsvRowDeserializationSchema:
+    """The row deserializer with the schema's dialect (its column converters are reused)."""
+    s = schema._settings
+    builder = CsvRowDeserializationSchema.Builder(schema._row_type).set_field_delimiter(s["column_separator"])
+    if s["quote_char"] is not None:
+        builder.set_quote_character(s["quote_char"])
+    if s["escape_char"] is not None:
+        builder.set_escape_character(s["escape_char"])
+    if s["null_value"] is not None:
+        builder.set_null_literal(s["null_value"])
+    deserializer = builder.build()
+    if s["quote_char"] is None:
+        deserializer._options.quote_character = None
+    # array columns split by their own separators
+    for i, column in enumerate(schema._columns):
+        if column.type_info.name in v.ARRAYS:
+            deserializer._columns[i] = _array_parser(deserializer, column, _separator(schema, column))
+    return deserializer
+
+
+def _array_parser(deserializer: CsvRowDeserializationSchema, column: _Column, sep: str) -> Callable[[str], Any]:
+    element = _parser(column.type_info.components[0], f"{column.name}[]")
+
+    def parse(text: str) -> list[Any]:
+        parts = (text.split(sep) if sep else [text]) if text else []
+        return [deserializer._value(element, p) for p in parts]
+    return parse
+
+
+class CsvReaderFormat(StreamFormat):
+    """Reads CSV files as Rows of a :class:`CsvSchema` (a FileSource record stream format).
+
+    Columns map to the schema's in order; a line with another column count, or a column its type
+    cannot parse, fails the job naming the file and the line. A file is read whole by one subtask.
+    """
+
+    def __init__(self, schema: CsvSchema) -> None:
+        StreamFormat.__init__(self, "csv")
+        self.schema = schema
+
+    @staticmethod
+    def for_schema(schema: CsvSchema) -> "CsvReaderFormat":
+        if not isinstance(schema, CsvSchema):
+            raise TypeError(f"CsvReaderFormat.for_schema needs a CsvSchema, got {type(schema).__name__}")
+        return CsvReaderFormat(schema)
+
+    def get_produced_type(self) -> TypeInformation:
+        return self.schema._row_type
+
+    def _read_file(self, path: str, batch_size: int) -> Iterator[list[Any]]:
+        s = self.schema._settings
+        deserializer = _deserializer_of(self.schema)
+        names = [c.name for c in self.schema._columns]
+        with open(path, encoding="utf-8", newline="") as f:
+            lines: Iterator[str] = f
+            if s["allow_comments"]:  # a comment reads as an empty line, so line numbers stay the file's
+                lines = ("\n" if ln.startswith("#") else ln for ln in f)
+            reader = csv.reader(lines, **deserializer._options.dialect())
+            header, skip_row = s["use_header"], s["skip_first_data_row"]
+            batch: list[Any] = []
+            try:
+                for columns in reader:
+                    if not columns:
+                        continue  # an empty line holds no record (Flink's row converter: null)
+                    if header:
+                        header = False
+                        if s["strict_headers"] and columns != names:
+                            raise v.FieldError(f"the header {columns} does not match the schema's columns {names}")
+                        continue
+                    if skip_row:
+                        skip_row = False
+                        continue
+                    batch.append(deserializer._row(columns))
+                    if len(batch) >= batch_size:
+                        yield batch
+                        batch = []
+            except (v.FieldError, csv.Error) as e:
+                raise ValueError(f"line {reader.line_num}: {e}") from None
+            except UnicodeDecodeError as e:
+                raise ValueError(f"not UTF-8 text near line {reader.line_num + 1}: {e.reason}") from None
+        if batch:
+            yield batch
+
+    def __repr__(self) -> str:
+        return f"CsvReaderFormat({self.schema})"
+
+
+class _CsvBulkWriter(BulkWriter):
+    def __init__(self, stream: BinaryIO, schema: CsvSchema) -> None:
+        self._stream = stream
+        s = schema._settings
+        builder = CsvRowSerializationSchema.Builder(schema._row_type).set_field_delimiter(s["column_separator"])
+        if s["quote_char"] is None:
+            builder.disable_quote_character()
+        else:
+            builder.set_quote_character(s["quote_char"])
+        if s["escape_char"] is not None:
+            builder.set_escape_character(s["escape_char"])
+        if s["null_value"] is not None:
+            builder.set_null_literal(s["null_value"])
+        serializer = self._serializer = builder.build()
+        serializer._line_delimiter = s["line_separator"]
+        for i, column in enumerate(schema._columns):
+            if column.type_info.name in v.ARRAYS:
+                serializer._columns[i] = _array_formatter(serializer, column, _separator(schema, column))
+        if s["use_header"]:
+            header = s["column_separator"].join(serializer._quoted(c.name) for c in schema._columns)
+            stream.write((header + s["line_separator"]).encode("utf-8"))
+
+    def add_elements(self, elements: list) -> None:
+        self._stream.write(b"".join(map(self._serializer.serialize, elements)))
+
+    def finish(self) -> None:
+        self._stream.flush()
+
+
+def _array_formatter(serializer: CsvRowSerializationSchema, column: _Column, sep: str
+                     ) -> Callable[[Any], tuple[str, bool]]:
+    element = _formatter(column.type_info.components[0], f"{column.name}[]")
+
+    def convert(value: Any) -> tuple[str, bool]:
+        if not isinstance(value, (list, tuple)):
+            raise v.FieldError(f"field {column.name!r}: {value!r} is not a list")
+        return sep.join(serializer._text(element, e)[0] for e in value), True
+    return convert
+
+
+class _CsvWriterFactory(BulkWriterFactory):
+    def __init__(self, schema: CsvSchema) -> None:
+        self.schema = schema
+
+    def create(self, stream: BinaryIO) -> BulkWriter:
+        return _CsvBulkWriter(stream, self.schema)
+
+
+class CsvBulkWriters:
+    """Bulk writer factories for CSV part files (``FileSink.for_bulk_format``)."""
+
+    @staticmethod
+    def for_schema(schema: CsvSchema) -> BulkWriterFactory:
+        """Writes Rows as CSV lines with the schema's dialect (a header first when it uses one); a
+        row that does not fit the schema fails the job naming the field."""
+        if not isinstance(schema, CsvSchema):
+            raise TypeError(f"CsvBulkWriters.for_schema needs a CsvSchema, got {type(schema).__name__}")
+        return _CsvWriterFactory(schema)

@@ -1,0 +1,95 @@
+"""EXACTLY_ONCE KafkaSink when a TaskManager is killed with SIGKILL mid-job: a JobManager and
+TaskManagers as real processes, a real broker (tansu). The killed attempt's pending batches come
+back from the last completed checkpoint; the ones whose transaction committed before the kill
+are not written again, the others are; the records after the checkpoint are replayed. A
+read_committed consumer then sees every record exactly once.
+
+The kill can land inside a commit (a transaction is open only while one runs, a few ms per
+checkpoint): Kafka would abort that transaction when the restore initializes the id again; tansu
+makes its records readable instead (tests/integration/test_kafka_broker.py), which would show here
+as a duplicated batch. One cluster and one broker for the module.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from millstream.client.cluster_client import ClusterClient
+from millstream.common import WatermarkStrategy
+from millstream.common.restart_strategy import RestartStrategies
+from millstream.datastream import MapFunction, StreamExecutionEnvironment
+from millstream.datastream.connectors.datagen import DataGeneratorSource
+from millstream.datastream.connectors.kafka import DeliveryGuarantee
+from millstream.runtime.execution_state import JobStatus
+
+from .harness import ProcessCluster, ancestors, poll_for
+from .jobs import Throttle, ended
+from .kafka import kafka_broker  # noqa: F401  (the module-scoped fixture)
+from .test_kafka_sink import assert_each_once, new_topic, read_topic, string_sink
+
+pytestmark = pytest.mark.timeout(400)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[ProcessCluster]:
+    directory = tmp_path_factory.mktemp("kafka-failover-cluster")
+    with ProcessCluster(directory, tasks_per_slot=3,
+                        jobmanager_options={"execution.checkpointing.dir": str(directory / "checkpoints")}) as c:
+        yield c
+
+
+class NotePid(MapFunction):
+    """Writes its worker's pid to ``<directory>/open-<subtask>-<attempt>`` when it opens."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def open(self, runtime_context) -> None:
+        name = f"open-{runtime_context.get_index_of_this_subtask()}-{runtime_context.get_attempt_number()}"
+        Path(self.directory, name).write_text(str(os.getpid()))
+
+    def map(self, value):
+        return value
+
+
+def host_of(pid: int, taskmanagers: list[Any]) -> Any:
+    hosts = [tm for tm in taskmanagers if tm.pid in ancestors(pid)]
+    assert len(hosts) == 1, (pid, [tm.pid for tm in taskmanagers])
+    return hosts[0]
+
+
+def test_kill_9_of_a_task_manager_mid_job_leaves_every_record_in_kafka_exactly_once(
+        cluster, kafka_broker, tmp_path) -> None:
+    topic = new_topic(kafka_broker)
+    count = 12000
+    marks, slow = tmp_path / "marks", tmp_path / "slow"
+    marks.mkdir()
+    slow.touch()
+    with ClusterClient(cluster.address) as client:
+        taskmanagers = cluster.ensure_taskmanagers(2)  # the job takes two slots: one TaskManager can host it
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        env.enable_checkpointing(300)
+        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 200))
+        (env.from_source(DataGeneratorSource(lambda i: f"r{i}", count), WatermarkStrategy.no_watermarks(), "records")
+            .map(Throttle(str(slow), 0.002))
+            .map(NotePid(str(marks)))
+            .sink_to(string_sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE, prefix=f"eo-{topic}")))
+        job_id = client.submit(env.get_job_graph("kafka sink survives kill -9").proto)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, interval=0.1,
+                 what="two completed checkpoints")
+        committed_before = len(read_topic(kafka_broker, topic, lambda got: len(got) > 0, timeout_s=15, linger_s=0))
+        victim = host_of(int((marks / "open-0-0").read_text()), taskmanagers)
+        victim.kill()
+        victim.wait(10)
+        poll_for(lambda: client.status(job_id).num_restarts >= 1, 120, interval=0.1, what="the restart")
+        slow.unlink()
+        summary = poll_for(lambda: ended(client, job_id), 240, interval=0.5, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.num_restarts >= 1 and summary.checkpoints.latest_restored_id >= 2, summary
+    assert 0 < committed_before < count, committed_before  # the kill came mid-job, after commits
+    assert_each_once(read_topic(kafka_broker, topic, lambda got: len(got) >= count, timeout_s=60),
+                     [f"r{i}" for i in range(count)])
