@@ -29,8 +29,10 @@ from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import MapFunction, ProcessFunction, RuntimeContext, StreamExecutionEnvironment
 from millstream.datastream.connectors.file_system import FileSink
 from millstream.datastream.connectors.kafka import (
-    FlinkKafkaConsumer, KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource, KafkaTopicPartition)
-from millstream.datastream.formats.json import JsonRowDeserializationSchema
+    FlinkKafkaConsumer, KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaRecordSerializationSchema, KafkaSink,
+    KafkaSource, KafkaTopicPartition)
+from millstream.datastream.connectors.base import DeliveryGuarantee
+from millstream.datastream.formats.json import JsonRowDeserializationSchema, JsonRowSerializationSchema
 from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.runtime.execution_state import JobStatus
 from millstream.runtime.operators.kafka_splits import split_owner
@@ -143,6 +145,33 @@ def test_json_rows_come_out_as_rows_of_the_deserializers_type(cluster, kafka_bro
             got = list(rows)
     assert got == [Row(id=1, name="a"), Row(id=2, name="b")]
     assert [r.as_dict() for r in got] == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
+
+
+def test_what_a_kafka_sink_wrote_as_json_a_kafka_source_reads_back_as_rows(cluster, kafka_broker) -> None:
+    """PyFlink's kafka_json_format example, both halves on one topic: a KafkaSink writes Rows with
+    JsonRowSerializationSchema, a bounded KafkaSource reads them back with the deserializer."""
+    topic = new_topic(kafka_broker, 1)
+    row_type = Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])
+    rows = [Row(id=i, name=f"n{i}") for i in range(20)]
+    serializer = JsonRowSerializationSchema.builder().with_type_info(row_type).build()
+    sink = (KafkaSink.builder().set_bootstrap_servers(kafka_broker.bootstrap_servers)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
+                                   .set_value_serialization_schema(serializer).build())
+            .set_delivery_guarantee(DeliveryGuarantee.AT_LEAST_ONCE).build())
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection(rows, type_info=row_type).sink_to(sink)
+    summary = run_to_end(cluster, env, "write json")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    deserializer = JsonRowDeserializationSchema.builder().type_info(row_type).build()
+    stop = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): len(rows)})  # AT_LEAST_ONCE: no markers
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    stream = env.from_source(source(kafka_broker, topic, deserializer=deserializer, set_bounded=stop),
+                             WatermarkStrategy.no_watermarks(), "kafka")
+    with jobmanager_env(cluster.address):
+        with stream.execute_and_collect("read json") as got:
+            assert list(got) == rows
 
 
 def test_starting_offsets_latest_reads_only_what_comes_after_the_start(cluster, kafka_broker, tmp_path) -> None:
