@@ -71,9 +71,10 @@ def kafka_unavailable() -> Optional[str]:
 class KafkaBroker:
     """One tansu broker process on a free loopback port, data in memory."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, port: Optional[int] = None) -> None:
+        """``port``: a fixed loopback port (PyFlink's examples expect 9092); default a free one."""
         self.workdir = workdir
-        self.port = free_port(HOST)
+        self.port = port or free_port(HOST)
         self.bootstrap_servers = f"{HOST}:{self.port}"
         self.log_path = workdir / "tansu.log"
         self.proc: Optional[subprocess.Popen[bytes]] = None

@@ -1,0 +1,155 @@
+"""PyFlink 2.3's own Kafka example programs run on Millstream with only ``pyflink`` changed to
+``millstream`` (their ``env.add_jars(...)`` lines included), against a Kafka-protocol broker on
+``localhost:9092`` as they expect, and print what PyFlink prints.
+
+The programs are read from the apache-flink 2.3.0 wheel that ``make install`` downloads from PyPI
+(PyFlink's Python code only; not installed, only read), so the programs run are PyFlink's as
+released, not copies. Each one runs as a user runs it, ``python program.py``, on the embedded
+cluster. Their reading half is an unbounded Kafka source: the test waits until it has printed what
+the writing half wrote, then stops the program.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from .kafka import KafkaBroker, kafka_unavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEEL_DIR = ROOT / ".venv" / "pyflink-wheel"
+EXAMPLES = "pyflink/examples/datastream/connectors/"
+RUN_TIMEOUT_S = 150.0
+
+pytestmark = pytest.mark.timeout(900)
+
+ROWS = ["+I[1, hi]", "+I[2, hello]", "+I[3, hi]", "+I[4, hello]", "+I[5, hi]", "+I[6, hello]", "+I[6, hello]"]
+
+
+def _wheel() -> Path | None:
+    found = sorted(Path(os.environ.get("MILLSTREAM_PYFLINK_WHEEL_DIR", WHEEL_DIR)).glob("apache_flink-2.3.0-*.whl"))
+    return found[-1] if found else None
+
+
+def ported(source: str) -> str:
+    """The one change a PyFlink user makes: ``pyflink`` becomes ``millstream``."""
+    return re.sub(r"\bpyflink\b", "millstream", source)
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    wheel = _wheel()
+    if wheel is None:
+        pytest.skip(f"no apache-flink 2.3.0 wheel in {WHEEL_DIR} (`make install` downloads it from PyPI)")
+    out = tmp_path_factory.mktemp("pyflink-examples")
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.startswith(EXAMPLES) and name.endswith(".py") and "/kafka" in name:
+                (out / Path(name).name).write_text(ported(zf.read(name).decode()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def broker_on_9092(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    reason = kafka_unavailable()
+    if reason:
+        pytest.skip(reason)
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 9092)) == 0:
+            pytest.fail("something already listens on localhost:9092, where PyFlink's examples expect Kafka")
+    with KafkaBroker(tmp_path_factory.mktemp("kafka9092"), port=9092) as broker:
+        yield broker
+
+
+def run_until(program: Path, expected_lines: list[str], after: str | None = None) -> list[str]:
+    """Runs ``python program`` until it exits, or (``expected_lines`` given) until it has printed
+    them all after the line ``after``; then stops its whole process group. Returns its stdout lines."""
+    proc = subprocess.Popen([sys.executable, str(program)], cwd=program.parent, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines: list[str] = []
+    started = after is None
+    wanted = list(expected_lines)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    try:
+        assert proc.stdout is not None
+        os.set_blocking(proc.stdout.fileno(), False)
+        pending = ""
+        while time.monotonic() < deadline:
+            chunk = proc.stdout.read()
+            if chunk:
+                pending += chunk
+                *complete, pending = pending.split("\n")
+                for line in complete:
+                    lines.append(line)
+                    if not started:
+                        started = line.strip() == after
+                    elif line.strip() in wanted:
+                        wanted.remove(line.strip())
+                if expected_lines and started and not wanted:
+                    return lines
+            elif proc.poll() is not None:
+                lines.extend(x for x in pending.split("\n") if x)
+                break
+            else:
+                time.sleep(0.1)
+        if proc.returncode not in (None, 0):
+            raise AssertionError(f"{program.name} exited with {proc.returncode}:\n" + "\n".join(lines[-60:]))
+        if expected_lines and wanted:
+            raise AssertionError(f"{program.name} did not print {wanted} within {RUN_TIMEOUT_S} s:\n"
+                                 + "\n".join(lines[-60:]))
+        return lines
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
+def _printed(lines: list[str], after: str) -> list[str]:
+    return [x.strip() for x in lines[[x.strip() for x in lines].index(after) + 1:]]
+
+
+@pytest.mark.parametrize("example", ["kafka_json_format.py", "kafka_csv_format.py", "kafka_avro_format.py"])
+def test_a_row_format_example_writes_and_reads_back_its_rows(programs: Path, broker_on_9092: KafkaBroker,
+                                                              example: str) -> None:
+    lines = run_until(programs / example, ROWS, after="start reading data from kafka")
+    assert "start writing data to kafka" in [x.strip() for x in lines]
+    assert sorted(x for x in _printed(lines, "start reading data from kafka") if x.startswith("+I[")) == sorted(ROWS)
+
+
+def test_the_bytearray_example_reads_back_its_json_documents(programs: Path, broker_on_9092: KafkaBroker) -> None:
+    documents = ['{"id": 1, "country": "USA"}', '{"id": 2, "country": "Canada"}', '{"id": 3, "country": "Germany"}']
+    lines = run_until(programs / "kafka_bytearray_format.py", documents, after="start reading data from kafka")
+    assert sorted(x for x in _printed(lines, "start reading data from kafka") if x.startswith("{")) == sorted(documents)
+
+
+def test_the_row_field_extractor_example_writes_keys_and_values(programs: Path, broker_on_9092: KafkaBroker) -> None:
+    import confluent_kafka as ck  # lazy: probed by kafka_unavailable()
+    topic = "row-extractor-example"
+    broker_on_9092.create_topic(topic, 3)  # as its instructions say: created beforehand, 3 partitions
+    run_until(programs / "kafka_row_field_extractor_example.py", [])
+    consumer = ck.Consumer({"bootstrap.servers": broker_on_9092.bootstrap_servers, "group.id": "check",
+                            "enable.auto.commit": False})
+    got: list[tuple[int, bytes, bytes]] = []
+    try:
+        consumer.assign([ck.TopicPartition(topic, p, 0) for p in range(3)])
+        deadline = time.monotonic() + 20
+        while len(got) < 4 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                got.append((msg.partition(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    assert sorted(key for _, key, _ in got) == [b"user-001", b"user-001", b"user-002", b"user-003"]
+    assert b'{"type": "purchase", "item": "laptop", "price": 999.99}' in [v for _, _, v in got]
+    # Records with a key are partitioned by it: both of user-001's events are in one partition.
+    assert len({p for p, key, _ in got if key == b"user-001"}) == 1
