@@ -11,11 +11,13 @@ the writing half wrote, then stops the program.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -72,50 +74,61 @@ def broker_on_9092(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBr
 
 def run_until(program: Path, expected_lines: list[str], after: str | None = None) -> list[str]:
     """Runs ``python program`` until it exits, or (``expected_lines`` given) until it has printed
-    them all after the line ``after``; then stops its whole process group. Returns its stdout lines."""
+    them all after the line ``after``; then stops its whole process group. Returns its output lines."""
     proc = subprocess.Popen([sys.executable, str(program)], cwd=program.parent, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    lines: list[str] = []
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)  # the program closed its output: it has ended
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list[str] = []
     started = after is None
     wanted = list(expected_lines)
     deadline = time.monotonic() + RUN_TIMEOUT_S
     try:
-        assert proc.stdout is not None
-        os.set_blocking(proc.stdout.fileno(), False)
-        pending = ""
         while time.monotonic() < deadline:
-            chunk = proc.stdout.read()
-            if chunk:
-                pending += chunk
-                *complete, pending = pending.split("\n")
-                for line in complete:
-                    lines.append(line)
-                    if not started:
-                        started = line.strip() == after
-                    elif line.strip() in wanted:
-                        wanted.remove(line.strip())
-                if expected_lines and started and not wanted:
-                    return lines
-            elif proc.poll() is not None:
-                lines.extend(x for x in pending.split("\n") if x)
+            try:
+                line = lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if line is None:
+                proc.wait(30)
                 break
-            else:
-                time.sleep(0.1)
+            seen.append(line)
+            if not started:
+                started = line.strip() == after
+            elif printed(line) in wanted:
+                wanted.remove(printed(line))
+            if expected_lines and started and not wanted:
+                return seen
         if proc.returncode not in (None, 0):
-            raise AssertionError(f"{program.name} exited with {proc.returncode}:\n" + "\n".join(lines[-60:]))
+            raise AssertionError(f"{program.name} exited with {proc.returncode}:\n" + "\n".join(seen[-60:]))
         if expected_lines and wanted:
             raise AssertionError(f"{program.name} did not print {wanted} within {RUN_TIMEOUT_S} s:\n"
-                                 + "\n".join(lines[-60:]))
-        return lines
+                                 + "\n".join(seen[-60:]))
+        if proc.returncode is None:
+            raise AssertionError(f"{program.name} did not end within {RUN_TIMEOUT_S} s:\n" + "\n".join(seen[-60:]))
+        return seen
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
 
 
+def printed(line: str) -> str:
+    """A line of ``print()``'s output without the ``<subtask>> `` prefix that Flink's print sink
+    (and Millstream's) puts in front when it runs at a parallelism above 1."""
+    return re.sub(r"^\d+> ", "", line.strip())
+
+
 def _printed(lines: list[str], after: str) -> list[str]:
-    return [x.strip() for x in lines[[x.strip() for x in lines].index(after) + 1:]]
+    return [printed(x) for x in lines[[x.strip() for x in lines].index(after) + 1:]]
 
 
 @pytest.mark.parametrize("example", ["kafka_json_format.py", "kafka_csv_format.py", "kafka_avro_format.py"])
