@@ -156,7 +156,7 @@ def measure_millstream(bootstrap: str, source: str, sink: str, ends: list[int], 
         os.environ[ENV_JOBMANAGER] = cluster.address
         warm = StreamExecutionEnvironment.get_execution_environment()
         warm.set_parallelism(2)
-        warm.from_collection(list(range(1000))).map(lambda x: x + 1).sink_to(_discard())
+        warm.from_collection(list(range(1000))).map(lambda x: x + 1).add_sink(_discard())
         warm.execute("warm-up")
         ready = time.perf_counter()
 
