@@ -131,3 +131,73 @@ def test_records_produced_on_the_host_are_read_by_name_on_the_compose_network_an
             answers.append(message.value().decode())
     consumer.close()
     assert sorted(answers) == sorted(value.upper() for value in sent)
+
+
+# A job script submitted from the host with `millstream run`: its tasks run in the TaskManager's
+# container, so the broker is `kafka:9092` there. Bounded at the offsets the host wrote (specific
+# offsets: tansu's latest() is wrong after multi-record batches), exactly-once into Kafka.
+JOB = r'''
+import sys
+from millstream.common import Types, WatermarkStrategy
+from millstream.common.serialization import SimpleStringSchema
+from millstream.datastream import StreamExecutionEnvironment
+from millstream.datastream.connectors.base import DeliveryGuarantee
+from millstream.datastream.connectors.kafka import (KafkaOffsetsInitializer, KafkaRecordSerializationSchema,
+                                                    KafkaSink, KafkaSource, KafkaTopicPartition)
+
+source_topic, sink_topic, per_partition = sys.argv[1], sys.argv[2], int(sys.argv[3])
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_parallelism(2)
+env.enable_checkpointing(500)
+source = (KafkaSource.builder().set_bootstrap_servers("kafka:9092").set_topics(source_topic)
+          .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+          .set_bounded(KafkaOffsetsInitializer.offsets({KafkaTopicPartition(source_topic, p): per_partition
+                                                        for p in range(2)}))
+          .set_value_only_deserializer(SimpleStringSchema()).build())
+sink = (KafkaSink.builder().set_bootstrap_servers("kafka:9092")
+        .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(sink_topic)
+                               .set_value_serialization_schema(SimpleStringSchema()).build())
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_transactional_id_prefix("compose-job")
+        .build())
+env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka").map(str.upper, output_type=Types.STRING()).sink_to(sink)
+env.execute("kafka in compose")
+'''
+
+
+def test_a_job_submitted_from_the_host_reads_and_writes_kafka_by_its_service_name_exactly_once(
+        kafka_cluster: ComposeProject, tmp_path) -> None:  # noqa: ANN001
+    import os
+    import subprocess
+    import sys
+
+    servers = host_servers(kafka_cluster)
+    admin = AdminClient({"bootstrap.servers": servers})
+    source_topic, sink_topic = "job-in", "job-out"
+    for topic in (source_topic, sink_topic):
+        admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(timeout=20)
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 0})
+    sent = [f"job-record-{i}" for i in range(RECORDS)]
+    for i, value in enumerate(sent):
+        producer.produce(source_topic, value=value.encode(), partition=i % 2)
+        assert producer.flush(10) == 0
+
+    script = tmp_path / "kafka_job.py"
+    script.write_text(JOB)
+    done = subprocess.run([sys.executable, "-m", "millstream.client.cli", "run", str(script),
+                           source_topic, sink_topic, str(RECORDS // 2)],
+                          env={**os.environ, "MILLSTREAM_JOBMANAGER": kafka_cluster.address},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "FINISHED" in done.stdout, done.stdout + done.stderr
+
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "host-job", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(sink_topic, p, 0) for p in range(2)])
+    got: list[str] = []
+    deadline = time.monotonic() + 30
+    while len(got) < RECORDS and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append(message.value().decode())
+    got += [m.value().decode() for m in consumer.consume(100, 2.0) if m.error() is None]  # nothing more
+    consumer.close()
+    assert sorted(got) == sorted(value.upper() for value in sent)
