@@ -77,6 +77,21 @@ def fail_after_checkpoints(address: str, env: StreamExecutionEnvironment, name: 
 
 
 
+class NotePid(MapFunction):
+    """Writes its worker's pid to ``<directory>/pid-<subtask>-<attempt>`` on open: which process
+    to kill -9, and (a second attempt's file) that the subtask came back."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def open(self, runtime_context: Any) -> None:
+        name = f"pid-{runtime_context.get_index_of_this_subtask()}-{runtime_context.get_attempt_number()}"
+        Path(self.directory, name).write_text(str(os.getpid()))
+
+    def map(self, value: Any) -> Any:
+        return value
+
+
 class Throttle(MapFunction):
     """Sleeps ``pause_s`` per record while ``marker`` exists (looked at every 256 records)."""
 

@@ -10,7 +10,6 @@ restored state or an uncommitted duplicate shows as a repeated line.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -33,24 +32,12 @@ from millstream.datastream.window import TumblingEventTimeWindows
 from millstream.runtime.execution_state import JobStatus
 
 from .harness import ancestors, ClusterSpec, fast_config, jobmanager_env, poll_for, ProcessCluster
-from .jobs import assert_exactly_once, ended, fail_after_checkpoints, FailWhenMarked, KEYS, visible_lines
+from .jobs import assert_exactly_once, ended, fail_after_checkpoints, FailWhenMarked, KEYS, NotePid, visible_lines
 
 pytestmark = pytest.mark.timeout(400)
 CLUSTER = ClusterSpec(slots=4, tasks_per_slot=3, checkpoints=True)
 
 
-class NotePid(MapFunction):
-    """Writes its worker's pid to ``<directory>/pid-<subtask>-<attempt>``."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def open(self, runtime_context) -> None:
-        name = f"pid-{runtime_context.get_index_of_this_subtask()}-{runtime_context.get_attempt_number()}"
-        Path(self.directory, name).write_text(str(os.getpid()))
-
-    def map(self, value):
-        return value
 
 
 def counting_job(env: StreamExecutionEnvironment, out: Path, count: int, rate: float, *functions: MapFunction) -> None:

@@ -24,7 +24,6 @@ import os
 import signal
 import socket
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +31,7 @@ import pytest
 from millstream.client.cluster_client import ClusterClient
 from millstream.common import Row, Types, WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
-from millstream.datastream import MapFunction, StreamExecutionEnvironment
+from millstream.datastream import StreamExecutionEnvironment
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.jdbc import (
     JdbcConnectionOptions,
@@ -44,8 +43,8 @@ from millstream.datastream.connectors.number_seq import NumberSequenceSource
 from millstream.runtime.execution_state import JobStatus
 from millstream.runtime.ha.zookeeper_server import free_port
 
-from .harness import ClusterSpec, jobmanager_env, poll_for
-from .jobs import KEYS, FailWhenMarked, Throttle, ended
+from .harness import ClusterSpec, poll_for
+from .jobs import KEYS, FailWhenMarked, NotePid, Throttle, ended
 from .postgres import PASSWORD, USER, PostgresServer, postgres, postgres_unavailable  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.timeout(300)
@@ -77,18 +76,6 @@ def batch_sizes(postgres: PostgresServer, table: str) -> list[int]:
     return sorted(n for (n,) in postgres.query(f"SELECT count(*) FROM {table} GROUP BY tx"))
 
 
-class WorkerPid(MapFunction):
-    """Writes its worker's pid to ``<directory>/pid-<subtask>-<attempt>`` on open."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def open(self, runtime_context) -> None:
-        name = f"pid-{runtime_context.get_index_of_this_subtask()}-{runtime_context.get_attempt_number()}"
-        Path(self.directory, name).write_text(str(os.getpid()))
-
-    def map(self, value):
-        return value
 
 
 # -- at-least-once ----------------------------------------------------------------------------------
@@ -270,7 +257,7 @@ def test_exactly_once_after_a_task_failure_and_a_kill_9_every_row_once_and_no_pr
     (env.from_source(NumberSequenceSource(0, count - 1), WatermarkStrategy.no_watermarks(), "numbers")
         .map(Throttle(str(slow), 0.01))  # 30 s while slow: the job cannot end before the kill
         .map(FailWhenMarked(str(fail)))
-        .map(WorkerPid(str(pids)))
+        .map(NotePid(str(pids)))
         .map(lambda i: (i,), output_type=Types.ROW([Types.LONG()]))
         .add_sink(exactly_once("eo_failover", postgres, batch_size=100)))
     with ClusterClient(cluster.address) as client:

@@ -11,8 +11,6 @@ as a duplicated batch. One cluster and one broker for the module.
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -20,13 +18,13 @@ import pytest
 from millstream.client.cluster_client import ClusterClient
 from millstream.common import WatermarkStrategy
 from millstream.common.restart_strategy import RestartStrategies
-from millstream.datastream import MapFunction, StreamExecutionEnvironment
+from millstream.datastream import StreamExecutionEnvironment
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 from millstream.datastream.connectors.kafka import DeliveryGuarantee
 from millstream.runtime.execution_state import JobStatus
 
 from .harness import ProcessCluster, ancestors, poll_for
-from .jobs import Throttle, ended
+from .jobs import NotePid, Throttle, ended
 from .kafka import kafka_broker  # noqa: F401  (the module-scoped fixture)
 from .test_kafka_sink import assert_each_once, new_topic, read_topic, string_sink
 
@@ -41,18 +39,6 @@ def cluster(tmp_path_factory) -> Iterator[ProcessCluster]:
         yield c
 
 
-class NotePid(MapFunction):
-    """Writes its worker's pid to ``<directory>/open-<subtask>-<attempt>`` when it opens."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def open(self, runtime_context) -> None:
-        name = f"open-{runtime_context.get_index_of_this_subtask()}-{runtime_context.get_attempt_number()}"
-        Path(self.directory, name).write_text(str(os.getpid()))
-
-    def map(self, value):
-        return value
 
 
 def host_of(pid: int, taskmanagers: list[Any]) -> Any:

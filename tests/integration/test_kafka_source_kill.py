@@ -16,9 +16,8 @@ from millstream.datastream.connectors.kafka import KafkaOffsetsInitializer, Kafk
 from millstream.runtime.execution_state import JobStatus
 
 from .harness import ProcessCluster, ancestors, poll_for
-from .jobs import assert_exactly_once, ended
+from .jobs import NotePid, assert_exactly_once, ended
 from .kafka import KafkaBroker, kafka_broker  # noqa: F401  (the module-scoped fixture)
-from .test_checkpoints import NotePid
 from .test_kafka_source import counting_job, new_topic, source, spread, trickle
 
 pytestmark = pytest.mark.timeout(400)
