@@ -400,13 +400,15 @@ class CheckpointCoordinator:
         self._queued_periodic = False
 
     def trigger_now(self, now_ms: float, tasks: Iterable[TaskSnapshot], stop: bool = False,
-                    drain: bool = False) -> list[Command]:
+                    drain: bool = False, savepoint: bool = True) -> list[Command]:
         """A forced checkpoint (a savepoint): starts at once, ignoring the min pause, unless one is
         in flight (then nothing: ask again once it ended). The TriggerCheckpoint names its id.
-        ``stop``/``drain``: stop-with-savepoint's synchronous savepoint, carried to the tasks."""
+        ``stop``/``drain``: stop-with-savepoint's synchronous savepoint, carried to the tasks.
+        ``savepoint`` False: a checkpoint triggered by hand (Flink's ``POST /jobs/:id/checkpoints``),
+        counted and kept as a periodic one is."""
         if self._pending is not None:
             return []
-        commands = self._trigger(now_ms, list(tasks), forced=True)
+        commands = self._trigger(now_ms, list(tasks), forced=savepoint)
         return [dataclasses.replace(c, stop=stop, drain=drain) if isinstance(c, TriggerCheckpoint) else c
                 for c in commands]
 

@@ -85,11 +85,18 @@ def draw_checkpoint_id(counter: BlockingCheckpointIDCounter, min_next: Optional[
 
 @dataclass
 class _SavepointRequest:
-    target: Path
-    future: asyncio.Future[str]
+    """A savepoint being taken; ``target`` None: a checkpoint triggered by hand, whose future
+    resolves to its id instead of a path (nothing is copied)."""
+
+    target: Optional[Path]
+    future: asyncio.Future[Any]
     stop: bool = False
     checkpoint_id: Optional[int] = None
     drain: bool = False
+
+    @property
+    def what(self) -> str:
+        return "checkpoint" if self.target is None else "savepoint"
 
 
 class CheckpointDriver:
@@ -272,17 +279,31 @@ class CheckpointDriver:
         self._try_savepoint()
         return request.future
 
+    def trigger_checkpoint(self) -> asyncio.Future[int]:
+        """A checkpoint now, besides the periodic ones (Flink's manually triggered checkpoint); the
+        future resolves to its id once it completed (or fails with a SavepointError). Millstream's
+        snapshots are always full, so Flink's FULL, INCREMENTAL and CONFIGURED types take the same.
+        It waits for a checkpoint in flight, as a savepoint does."""
+        if not self._running:
+            raise SavepointError("the job's tasks are not all running yet; try again in a moment")
+        if self._savepoint is not None:
+            raise SavepointError(f"a {self._savepoint.what} of this job is in progress already")
+        request = self._savepoint = _SavepointRequest(None, asyncio.get_running_loop().create_future())
+        self._try_savepoint()
+        return request.future
+
     def _try_savepoint(self) -> None:
         request = self._savepoint
         if request is None or request.checkpoint_id is not None or self.coordinator.pending is not None:
             return
-        commands = self.coordinator.trigger_now(now_ms(), self.core.checkpoint_tasks(), request.stop, request.drain)
+        commands = self.coordinator.trigger_now(now_ms(), self.core.checkpoint_tasks(), request.stop, request.drain,
+                                                savepoint=request.target is not None)
         triggered = [c for c in commands if isinstance(c, TriggerCheckpoint)]
         if not triggered:
             self._savepoint_failed(self.coordinator.stats.last_failure_message or "the checkpoint could not start")
             return
         request.checkpoint_id = triggered[0].checkpoint_id
-        log.info("job %s: savepoint as checkpoint %d", self.core.job_id.hex(), request.checkpoint_id)
+        log.info("job %s: %s as checkpoint %d", self.core.job_id.hex(), request.what, request.checkpoint_id)
         self._run(commands)
 
     def _savepoint_failed(self, message: str) -> None:
@@ -291,7 +312,7 @@ class CheckpointDriver:
             if request.stop and self._running:  # the job goes on: so do its periodic checkpoints
                 self._run(self.coordinator.start(now_ms()))
             if not request.future.done():
-                request.future.set_exception(SavepointError(f"the savepoint failed: {message}"))
+                request.future.set_exception(SavepointError(f"the {request.what} failed: {message}"))
 
     def _copy_savepoint(self, source: Path, target: Path, checkpoint_id: int) -> str:
         """Copies a completed checkpoint out of the job's directory: its metadata names files
@@ -366,7 +387,11 @@ class CheckpointDriver:
             self._run(self.coordinator.checkpoint_finalize_failed(command.checkpoint_id, f"{type(exc).__name__}: {exc}"))
             return
         request = self._savepoint
-        if request is not None and request.checkpoint_id == command.checkpoint_id:
+        if request is not None and request.checkpoint_id == command.checkpoint_id and request.target is None:
+            self._savepoint = None  # a checkpoint by hand: complete once its metadata is written
+            if not request.future.done():
+                request.future.set_result(command.checkpoint_id)
+        elif request is not None and request.checkpoint_id == command.checkpoint_id and request.target is not None:
             try:  # before the checkpoint is reported complete: nothing deletes it meanwhile
                 path = await asyncio.to_thread(self._copy_savepoint, checkpoint.directory, request.target, command.checkpoint_id)
             except Exception as exc:

@@ -98,6 +98,7 @@ class RunningJob(Protocol):
     def cancel(self) -> None: ...
     async def stop(self) -> None: ...
     async def savepoint(self, target: Any, stop: bool, drain: bool = False) -> str: ...
+    async def checkpoint(self) -> int: ...
 
 
 @dataclass(eq=False)
@@ -501,6 +502,20 @@ class DispatcherCore:
         except CheckpointStorageError as exc:
             raise DispatcherError(ErrorKind.INVALID_ARGUMENT, f"Savepoint directory {target}: {exc}") from exc
         return TakeSavepoint(job_master, directory, stop, drain)
+
+    def checkpoint(self, job_id: bytes) -> RunningJob:
+        """Checks a request for a checkpoint by hand: NOT_FOUND, FAILED_PRECONDITION for a job that
+        is not RUNNING or takes no checkpoints. Answers the JobMaster that takes it."""
+        record = self.record(job_id)
+        job_master = record.job_master
+        if job_master is None or record.status is not JobStatus.RUNNING:
+            raise DispatcherError(ErrorKind.FAILED_PRECONDITION,
+                                  f"Job {job_id.hex()} is {record.status.value}: only a RUNNING job takes a checkpoint")
+        if job_master.core.checkpointing is None:
+            raise DispatcherError(ErrorKind.FAILED_PRECONDITION,
+                                  f"Job {job_id.hex()} takes no checkpoints: enable checkpointing "
+                                  "(env.enable_checkpointing(ms), or execution.checkpointing.interval on the cluster)")
+        return job_master
 
     # -- printed lines and collected results ---------------------------------------------------
 

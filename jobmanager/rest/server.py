@@ -76,6 +76,12 @@ class RestSource(Protocol):
         ...
     def vertex_views(self, job_id: bytes) -> dict[bytes, metrics_views.VertexView] | None:
         """The job's vertices with their current attempts (None: no such job)."""
+    def start_checkpoint(self, job_id: bytes) -> Awaitable[int]:
+        """Checks now (NotFound, Conflict); the awaitable takes a checkpoint and gives its id."""
+        ...
+    def dispose_savepoint(self, path: str) -> Awaitable[str]:
+        """Deletes the savepoint at ``path``; raises if it is none."""
+        ...
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -99,7 +105,9 @@ ROUTES: dict[str, dict[str, str]] = {
                       "patch": "Cancels the job (mode=cancel, the default): 202 once the cancellation started."},
     "/jobs/{jobid}/plan": {"get": "The job's dataflow plan: one node per operator chain, inputs with ship strategies."},
     "/jobs/{jobid}/exceptions": {"get": "The job's root exception (remote traceback) and exception history."},
-    "/jobs/{jobid}/checkpoints": {"get": "Checkpoint counts and the latest completed, failed and restored one."},
+    "/jobs/{jobid}/checkpoints": {"get": "Checkpoint counts and the latest completed, failed and restored one.",
+                                  "post": "Triggers a checkpoint ({\"checkpointType\": CONFIGURED, FULL or INCREMENTAL, "
+                                          "\"triggerId\"}): 202 {\"request-id\"}; poll /jobs/{jobid}/checkpoints/{triggerid}."},
     "/jobs/{jobid}/vertices/{vertexid}": {"get": "A vertex's subtasks: state, attempt, TaskManager, times, I/O metrics."},
     "/jobs/{jobid}/vertices/{vertexid}/metrics": {
         "get": "The vertex's metric ids (<subtask>.<metric>, user metrics <subtask>.<operator>.<group>.<name>); "
@@ -112,6 +120,13 @@ ROUTES: dict[str, dict[str, str]] = {
                                          "202 {\"request-id\"}; poll /jobs/{jobid}/savepoints/{triggerid}."},
     "/jobs/{jobid}/savepoints/{triggerid}": {"get": "A savepoint operation: status IN_PROGRESS or COMPLETED, "
                                                     "then operation.location or operation.failure-cause."},
+    "/jobs/{jobid}/checkpoints/{triggerid}": {
+        "get": "A checkpoint triggered by hand: status IN_PROGRESS or COMPLETED, then operation.checkpointId "
+               "or operation.failureCause."},
+    "/savepoint-disposal": {"post": "Deletes a savepoint ({\"savepoint-path\"}): 202 {\"request-id\"}; "
+                                    "poll /savepoint-disposal/{triggerid}."},
+    "/savepoint-disposal/{triggerid}": {"get": "A savepoint disposal: status IN_PROGRESS or COMPLETED, "
+                                               "then operation.failure-cause if it failed."},
     "/jobs/{jobid}/stop": {"post": "Stops the job with a synchronous savepoint ({\"targetDirectory\", \"drain\"}): "
                                    "202 {\"request-id\"}, polled as a savepoint; COMPLETED once the job FINISHED."},
     "/taskmanagers": {"get": "Every registered TaskManager: address, slots, free slots, last heartbeat."},
@@ -198,6 +213,9 @@ class RestServer:
         # (job id hex, trigger id) -> its savepoint, insertion ordered; the tasks taking them.
         self._savepoints: collections.OrderedDict[tuple[str, str], SavepointOperation] = collections.OrderedDict()
         self._savepoint_tasks: set[asyncio.Task[None]] = set()
+        # Checkpoints by hand ((job id hex, trigger id) ->) and disposals (trigger id ->).
+        self._checkpoint_ops: collections.OrderedDict[tuple[str, str], views.TriggeredOperation] = collections.OrderedDict()
+        self._disposals: collections.OrderedDict[str, views.TriggeredOperation] = collections.OrderedDict()
         self.port = 0
         self.url = ""
 
@@ -227,6 +245,11 @@ class RestServer:
             app.router.add_post(prefix + "/jobs/{jobid}/savepoints", self._trigger_savepoint)
             app.router.add_get(prefix + "/jobs/{jobid}/savepoints/{triggerid}", self._savepoint_status, allow_head=False)
             app.router.add_post(prefix + "/jobs/{jobid}/stop", self._stop_with_savepoint)
+            app.router.add_post(prefix + "/jobs/{jobid}/checkpoints", self._trigger_checkpoint)
+            app.router.add_get(prefix + "/jobs/{jobid}/checkpoints/{triggerid}", self._checkpoint_status,
+                               allow_head=False)
+            app.router.add_post(prefix + "/savepoint-disposal", self._dispose_savepoint)
+            app.router.add_get(prefix + "/savepoint-disposal/{triggerid}", self._disposal_status, allow_head=False)
         app.router.add_get(OPENAPI_PATH, self._openapi, allow_head=False)
         app.router.add_get("/", self._web, allow_head=False)
         app.router.add_get("/web/{name}", self._web, allow_head=False)
@@ -453,6 +476,69 @@ class RestServer:
             raise NotFound(f"There is no savepoint operation {trigger_id} of job {job.summary.job_id.hex()}.")
         return _json(views.savepoint_status_view(operation))
 
+    # -- checkpoints by hand, savepoint disposal ------------------------------------------------
+
+    def _run_operation(self, operation: views.TriggeredOperation, running: Awaitable[Any]) -> None:
+        """Runs ``running`` on this loop; its result or failure completes ``operation``."""
+        async def run() -> None:
+            try:
+                operation.result = await running
+            except asyncio.CancelledError:
+                operation.failure = "the REST server stopped before the operation completed"
+                raise
+            except Exception as exc:  # the operation's failure cause; the server keeps serving
+                operation.failure = str(exc) or type(exc).__name__
+            finally:
+                operation.done = True
+
+        task = asyncio.ensure_future(run())
+        self._savepoint_tasks.add(task)
+        task.add_done_callback(self._savepoint_tasks.discard)
+
+    @staticmethod
+    def _keep(operations: collections.OrderedDict[Any, views.TriggeredOperation], key: Any,
+              operation: views.TriggeredOperation) -> None:
+        operations[key] = operation
+        excess = len(operations) - MAX_SAVEPOINT_OPERATIONS
+        for old in [k for k, op in operations.items() if op.done][:max(0, excess)]:
+            del operations[old]
+
+    async def _trigger_checkpoint(self, request: web.Request) -> web.StreamResponse:
+        """Flink's CheckpointTriggerHandler: 202 with a trigger id at once; refusals known now (no
+        such job, not running, no checkpointing) are answered at once too."""
+        job = self._job_view(request)
+        _, trigger_id = views.checkpoint_trigger_request(await self._json_body(request))
+        key = (job.summary.job_id.hex(), trigger_id or "")
+        if trigger_id is not None and key in self._checkpoint_ops:  # a retry: the same operation
+            return _json({"request-id": trigger_id}, 202)
+        taking = self._source.start_checkpoint(job.summary.job_id)
+        operation = views.TriggeredOperation(trigger_id or os.urandom(16).hex())
+        self._keep(self._checkpoint_ops, (key[0], operation.trigger_id), operation)
+        self._run_operation(operation, taking)
+        return _json({"request-id": operation.trigger_id}, 202)
+
+    async def _checkpoint_status(self, request: web.Request) -> web.StreamResponse:
+        job = self._job_view(request)
+        trigger_id = views.parse_trigger_id(request.match_info["triggerid"])
+        operation = self._checkpoint_ops.get((job.summary.job_id.hex(), trigger_id))
+        if operation is None:
+            raise NotFound(f"There is no checkpoint operation {trigger_id} of job {job.summary.job_id.hex()}.")
+        return _json(views.checkpoint_status_view(operation))
+
+    async def _dispose_savepoint(self, request: web.Request) -> web.StreamResponse:
+        path = views.disposal_request(await self._json_body(request))
+        operation = views.TriggeredOperation(os.urandom(16).hex(), failure_class="FlinkException")
+        self._keep(self._disposals, operation.trigger_id, operation)
+        self._run_operation(operation, self._source.dispose_savepoint(path))
+        return _json({"request-id": operation.trigger_id}, 202)
+
+    async def _disposal_status(self, request: web.Request) -> web.StreamResponse:
+        trigger_id = views.parse_trigger_id(request.match_info["triggerid"])
+        operation = self._disposals.get(trigger_id)
+        if operation is None:
+            raise NotFound(f"There is no savepoint disposal {trigger_id}.")
+        return _json(views.disposal_status_view(operation))
+
     async def _openapi(self, request: web.Request) -> web.StreamResponse:
         return _json(openapi_document(self._version))
 
@@ -521,6 +607,15 @@ class JobManagerSource:
             return self._dispatcher.trigger_savepoint(job_id, directory, stop, drain)
         except DispatcherError as exc:
             raise _rest_error(exc) from None
+
+    def start_checkpoint(self, job_id: bytes) -> Awaitable[int]:
+        try:
+            return self._dispatcher.trigger_checkpoint(job_id)
+        except DispatcherError as exc:
+            raise _rest_error(exc) from None
+
+    def dispose_savepoint(self, path: str) -> Awaitable[str]:
+        return self._dispatcher.dispose_savepoint(path)
 
     def taskmanager_views(self) -> list[TaskManagerView]:
         rm = self._jm.resource_manager

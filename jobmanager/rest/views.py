@@ -24,7 +24,8 @@ __all__ = [
     "jobs_view", "jobs_overview_view", "job_details_view", "plan_view", "job_plan", "exceptions_view",
     "checkpoints_view", "taskmanagers_view", "taskmanager_details_view", "error_body", "vertex_status",
     "Conflict", "parse_max_exceptions", "SavepointOperation", "savepoint_trigger_request", "stop_request",
-    "savepoint_status_view", "parse_trigger_id",
+    "savepoint_status_view", "parse_trigger_id", "TriggeredOperation", "checkpoint_trigger_request",
+    "checkpoint_status_view", "disposal_request", "disposal_status_view",
 ]
 
 JOB_ID_HEX_LENGTH = 32  # Flink's JobID: 16 bytes, 32 hex digits
@@ -168,6 +169,9 @@ def _job_overview(job: JobView, now_ms: int) -> dict[str, Any]:
         "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),
         "last-modification": max([s.start_time_ms, s.end_time_ms, *job.timestamps.values()]),
         "tasks": tasks,
+        # Flink 2's count of operators not yet scheduled (adaptive batch jobs); its CLI needs it.
+        # Millstream schedules every operator at once.
+        "pending-operators": 0,
     }
 
 
@@ -543,3 +547,65 @@ def savepoint_status_view(op: SavepointOperation) -> dict[str, Any]:
         cause = {"class": op.failure_class, "stack-trace": f"{op.failure_class}: {op.failure}"}
         return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": cause}}
     return {"status": {"id": "COMPLETED"}, "operation": {"location": op.location}}
+
+
+# ---- checkpoints by hand and savepoint disposal (asynchronous operations too) ----------------
+
+CHECKPOINT_TYPES = ("CONFIGURED", "FULL", "INCREMENTAL")  # Flink's CheckpointType
+
+
+@dataclass
+class TriggeredOperation:
+    """A checkpoint triggered by hand or a savepoint disposal: in progress until ``done``, then
+    ``result`` (a checkpoint's id) or ``failure``."""
+
+    trigger_id: str
+    done: bool = False
+    result: Any = None
+    failure: str | None = None
+    failure_class: str = "CheckpointException"
+
+
+def _failure_cause(op: TriggeredOperation) -> dict[str, str]:
+    return {"class": op.failure_class, "stack-trace": f"{op.failure_class}: {op.failure}"}
+
+
+def checkpoint_trigger_request(body: Any) -> tuple[str, str | None]:
+    """``POST /jobs/:jobid/checkpoints``' body (Flink's CheckpointTriggerRequestBody): (checkpoint
+    type, CONFIGURED when left out; trigger id or None)."""
+    if not isinstance(body, dict):
+        raise BadRequest(f"The request body must be a JSON object, got {json_type(body)}.")
+    kind = _body_field(body, "checkpointType", str, "CONFIGURED")
+    if kind not in CHECKPOINT_TYPES:
+        raise BadRequest(f"checkpointType {kind!r} is not one of {', '.join(CHECKPOINT_TYPES)}.")
+    trigger = _body_field(body, "triggerId", str, None)
+    return kind, parse_trigger_id(trigger) if trigger is not None else None
+
+
+def checkpoint_status_view(op: TriggeredOperation) -> dict[str, Any]:
+    """``GET /jobs/:jobid/checkpoints/:triggerid``: Flink's AsynchronousOperationResult of a
+    CheckpointInfo (``checkpointId`` once COMPLETED, or ``failureCause``)."""
+    if not op.done:
+        return {"status": {"id": "IN_PROGRESS"}, "operation": None}
+    if op.failure is not None:
+        return {"status": {"id": "COMPLETED"}, "operation": {"failureCause": _failure_cause(op)}}
+    return {"status": {"id": "COMPLETED"}, "operation": {"checkpointId": op.result}}
+
+
+def disposal_request(body: Any) -> str:
+    """``POST /savepoint-disposal``' body (Flink's SavepointDisposalRequest): the savepoint's path."""
+    if not isinstance(body, dict):
+        raise BadRequest(f"The request body must be a JSON object, got {json_type(body)}.")
+    path = _body_field(body, "savepoint-path", str, "")
+    if not path:
+        raise BadRequest("The request body names no 'savepoint-path'.")
+    return str(path)
+
+
+def disposal_status_view(op: TriggeredOperation) -> dict[str, Any]:
+    """``GET /savepoint-disposal/:triggerid``: Flink's AsynchronousOperationResult of an
+    AsynchronousOperationInfo (empty once COMPLETED, or its ``failure-cause``)."""
+    if not op.done:
+        return {"status": {"id": "IN_PROGRESS"}, "operation": None}
+    return {"status": {"id": "COMPLETED"},
+            "operation": {"failure-cause": _failure_cause(op)} if op.failure is not None else {}}

@@ -248,3 +248,36 @@ def test_latest_checkpoints_take_what_the_history_knows() -> None:
     assert latest["completed"]["is_savepoint"] and latest["completed"]["checkpoint_type"] == "SAVEPOINT"
     assert latest["savepoint"]["id"] == 5
     assert (latest["failed"]["id"], latest["failed"]["failure_timestamp"], latest["failed"]["trigger_timestamp"]) == (4, 6_000, 5_000)
+
+
+def test_checkpoint_trigger_requests_read_flinks_body() -> None:
+    """Flink's CheckpointTriggerRequestBody: checkpointType (CONFIGURED when left out) and triggerId."""
+    assert views.checkpoint_trigger_request({}) == ("CONFIGURED", None)
+    assert views.checkpoint_trigger_request({"checkpointType": "FULL", "triggerId": "AB" * 16}) == ("FULL", "ab" * 16)
+    with pytest.raises(BadRequest, match="checkpointType 'SAVEPOINT' is not one of CONFIGURED, FULL, INCREMENTAL"):
+        views.checkpoint_trigger_request({"checkpointType": "SAVEPOINT"})
+    with pytest.raises(BadRequest, match="must be a JSON object"):
+        views.checkpoint_trigger_request([])
+
+
+def test_checkpoint_and_disposal_status_have_flinks_shapes() -> None:
+    op = views.TriggeredOperation("ab" * 16)
+    assert views.checkpoint_status_view(op) == {"status": {"id": "IN_PROGRESS"}, "operation": None}
+    op.done, op.result = True, 7
+    assert views.checkpoint_status_view(op) == {"status": {"id": "COMPLETED"}, "operation": {"checkpointId": 7}}
+    op.failure = "the job is CANCELED"
+    assert "the job is CANCELED" in views.checkpoint_status_view(op)["operation"]["failureCause"]["stack-trace"]
+    disposal = views.TriggeredOperation("cd" * 16, done=True)
+    assert views.disposal_status_view(disposal) == {"status": {"id": "COMPLETED"}, "operation": {}}
+    disposal.failure = "no _metadata"
+    assert "no _metadata" in views.disposal_status_view(disposal)["operation"]["failure-cause"]["stack-trace"]
+    assert views.disposal_request({"savepoint-path": "/sp"}) == "/sp"
+    with pytest.raises(BadRequest, match="names no 'savepoint-path'"):
+        views.disposal_request({})
+
+
+def test_jobs_overview_entries_carry_pending_operators() -> None:
+    """Flink 2's JobDetails needs `pending-operators` (an int): its CLI cannot parse an entry without it."""
+    summary = cpb.JobSummary(job_id=b"\x01" * 16, job_name="j", status=cpb.JobStatus.RUNNING, num_tasks=2)
+    [entry] = views.jobs_overview_view([JobView(summary)], 0)["jobs"]
+    assert entry["pending-operators"] == 0
