@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 from millstream.runtime.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.jobmaster.job_master_core import ExceptionHistoryEntry
 from millstream.jobmanager.resourcemanager.slot_manager import SlotState, TaskManagerInfo
+from millstream.jobmanager.rest.java_throwable import failure_cause
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 
@@ -544,7 +545,7 @@ def savepoint_status_view(op: SavepointOperation) -> dict[str, Any]:
     if not op.done:
         return {"status": {"id": "IN_PROGRESS"}, "operation": None}
     if op.failure is not None:
-        cause = {"class": op.failure_class, "stack-trace": f"{op.failure_class}: {op.failure}"}
+        cause = failure_cause(op.failure_class, op.failure)
         return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": cause}}
     return {"status": {"id": "COMPLETED"}, "operation": {"location": op.location}}
 
@@ -567,7 +568,7 @@ class TriggeredOperation:
 
 
 def _failure_cause(op: TriggeredOperation) -> dict[str, str]:
-    return {"class": op.failure_class, "stack-trace": f"{op.failure_class}: {op.failure}"}
+    return failure_cause(op.failure_class, op.failure or "")
 
 
 def checkpoint_trigger_request(body: Any) -> tuple[str, str | None]:

@@ -4,6 +4,7 @@ documentation of the CLI shows them. Skipped, saying how to install it, without 
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -108,6 +109,16 @@ def test_savepoint_then_dispose_it(cluster, tmp_path) -> None:  # noqa: ANN001
     disposed = cli.ok("savepoint", "-d", str(path))
     assert f"Savepoint '{path}' disposed." in disposed
     assert not path.exists() and (tmp_path / "savepoints").is_dir()
+    # A directory that is no savepoint: the disposal fails, its cause reaches the CLI (Flink's
+    # client reads only the Java-serialized throwable), and nothing is deleted.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "keep.txt").write_text("keep")
+    started = time.monotonic()
+    refused = cli.run("savepoint", "-d", str(plain))
+    assert refused.returncode != 0 and "has no _metadata" in refused.stdout + refused.stderr, refused
+    assert time.monotonic() - started < 45  # answered, not Flink's client timing out after 60 s
+    assert (plain / "keep.txt").read_text() == "keep"
     cli.ok("cancel", job)
     poll_for(lambda: rest.get(f"/jobs/{job}")["state"] == "CANCELED", 60, interval=0.3, what="CANCELED")
 
