@@ -339,6 +339,32 @@ class SavepointResponse(_message.Message):
     path: str
     def __init__(self, path: _Optional[str] = ...) -> None: ...
 
+class CheckpointRequest(_message.Message):
+    __slots__ = ("job_id", "full")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    full: bool
+    def __init__(self, job_id: _Optional[bytes] = ..., full: _Optional[bool] = ...) -> None: ...
+
+class CheckpointResponse(_message.Message):
+    __slots__ = ("checkpoint_id",)
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_id: int
+    def __init__(self, checkpoint_id: _Optional[int] = ...) -> None: ...
+
+class DisposeSavepointRequest(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
+class DisposeSavepointResponse(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
 class GetBlobRequest(_message.Message):
     __slots__ = ("blob_key",)
     BLOB_KEY_FIELD_NUMBER: _ClassVar[int]

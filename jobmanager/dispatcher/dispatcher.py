@@ -551,6 +551,20 @@ class DispatcherServicer(cpb_grpc.DispatcherServicer):
             await context.abort(grpc_status(exc), str(exc))
         return cpb.SavepointResponse(path=path)
 
+    async def TriggerCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
+        try:
+            checkpoint_id = await self.dispatcher.trigger_checkpoint(request.job_id)
+        except DispatcherError as exc:
+            await context.abort(grpc_status(exc), str(exc))
+        return cpb.CheckpointResponse(checkpoint_id=checkpoint_id)
+
+    async def DisposeSavepoint(self, request, context):  # noqa: N802, ANN001, ANN201
+        try:
+            path = await self.dispatcher.dispose_savepoint(request.path)
+        except DispatcherError as exc:
+            await context.abort(grpc_status(exc), str(exc))
+        return cpb.DisposeSavepointResponse(path=path)
+
     async def GetTaskOutputs(self, request, context):  # noqa: N802, ANN001, ANN201
         if self._task_logs is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this JobManager does not read task output")
