@@ -20,7 +20,9 @@ import collections
 import json
 import logging
 import os
+import platform
 import re
+import sys
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -31,6 +33,7 @@ from millstream.jobmanager.rest import views
 from millstream.jobmanager.dispatcher.dispatcher_core import DispatcherError, ErrorKind
 from millstream.jobmanager.dispatcher.gateway import DispatcherGateway
 from millstream.runtime.clock import wall_ms
+from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
 from millstream.runtime.execution_state import JobStatus
 from millstream.jobmanager.rest.guard import GuardedSite, allowed_hosts, host_refusal
 from millstream.jobmanager.rest.logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
@@ -76,6 +79,9 @@ class RestSource(Protocol):
         ...
     def vertex_views(self, job_id: bytes) -> dict[bytes, metrics_views.VertexView] | None:
         """The job's vertices with their current attempts (None: no such job)."""
+    def configuration(self) -> dict[str, str]:
+        """The JobManager's configuration: every key set, as text."""
+        ...
     def start_checkpoint(self, job_id: bytes) -> Awaitable[int]:
         """Checks now (NotFound, Conflict); the awaitable takes a checkpoint and gives its id."""
         ...
@@ -129,6 +135,22 @@ ROUTES: dict[str, dict[str, str]] = {
                                                "then operation.failure-cause if it failed."},
     "/jobs/{jobid}/stop": {"post": "Stops the job with a synchronous savepoint ({\"targetDirectory\", \"drain\"}): "
                                    "202 {\"request-id\"}, polled as a savepoint; COMPLETED once the job FINISHED."},
+    "/jobs/{jobid}/config": {"get": "The job's execution configuration: restart strategy, parallelism (Flink's JobConfigInfo)."},
+    "/jobs/{jobid}/yarn-cancel": {"get": "Cancels the job, as PATCH /jobs/{jobid} does (the path Flink's dashboard calls)."},
+    "/jobs/{jobid}/checkpoints/config": {"get": "The job's checkpoint configuration (Flink's CheckpointConfigInfo); "
+                                                "404 without checkpointing."},
+    "/jobs/{jobid}/checkpoints/details/{checkpointid}": {"get": "One checkpoint's statistics, while kept."},
+    "/jobs/{jobid}/vertices/{vertexid}/watermarks": {"get": "Each subtask's current input watermark."},
+    "/jobs/{jobid}/vertices/{vertexid}/taskmanagers": {"get": "The vertex's subtasks grouped by TaskManager."},
+    "/jobs/{jobid}/vertices/{vertexid}/accumulators": {"get": "The vertex's user accumulators (none in PyFlink's API)."},
+    "/jobs/{jobid}/vertices/{vertexid}/subtasks/accumulators": {"get": "Each subtask's user accumulators (none)."},
+    "/jobs/{jobid}/vertices/{vertexid}/flamegraph": {"get": "Flink's answer with flame graphs disabled "
+                                                            "(endTimestamp -2): they sample JVM stacks."},
+    "/applications/overview": {"get": "Flink 2.3's applications: one per job."},
+    "/jobmanager/config": {"get": "The JobManager's configuration: [{\"key\", \"value\"}], secrets hidden."},
+    "/jobmanager/environment": {"get": "The JobManager's interpreter: version, architecture, command line, path."},
+    "/jobmanager/metrics": {"get": "The JobManager's process metrics (ids; with get=a,b their values)."},
+    "/taskmanagers/{taskmanagerid}/metrics": {"get": "A TaskManager's process metrics, from its latest heartbeat."},
     "/taskmanagers": {"get": "Every registered TaskManager: address, slots, free slots, last heartbeat."},
     "/taskmanagers/{taskmanagerid}": {"get": "One TaskManager and its allocated slots."},
     OPENAPI_PATH: {"get": "This document."},
@@ -234,8 +256,22 @@ class RestServer:
             "/jobs/{jobid}/vertices/{vertexid}/metrics": self._vertex_metrics,
             "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics": self._subtasks_metrics,
             "/jobs/{jobid}/vertices/{vertexid}/backpressure": self._backpressure,
+            "/jobs/{jobid}/config": self._job_config,
+            "/jobs/{jobid}/yarn-cancel": self._cancel,
+            "/jobs/{jobid}/checkpoints/config": self._checkpoint_config,  # before .../checkpoints/{triggerid}
+            "/jobs/{jobid}/checkpoints/details/{checkpointid}": self._checkpoint_details,
+            "/jobs/{jobid}/vertices/{vertexid}/watermarks": self._watermarks,
+            "/jobs/{jobid}/vertices/{vertexid}/taskmanagers": self._vertex_taskmanagers,
+            "/jobs/{jobid}/vertices/{vertexid}/accumulators": self._accumulators,
+            "/jobs/{jobid}/vertices/{vertexid}/subtasks/accumulators": self._subtasks_accumulators,
+            "/jobs/{jobid}/vertices/{vertexid}/flamegraph": self._flame_graph,
+            "/applications/overview": self._applications,
+            "/jobmanager/config": self._jobmanager_config,
+            "/jobmanager/environment": self._jobmanager_environment,
+            "/jobmanager/metrics": self._jobmanager_metrics,
             "/taskmanagers": self._taskmanagers,
             "/taskmanagers/{taskmanagerid}": self._taskmanager,
+            "/taskmanagers/{taskmanagerid}/metrics": self._taskmanager_metrics,
             **self._log_handlers.routes(),
         }
         for prefix in ("", "/v1"):
@@ -384,12 +420,60 @@ class RestServer:
     async def _taskmanagers(self, request: web.Request) -> web.StreamResponse:
         return _json(views.taskmanagers_view(self._source.taskmanager_views()))
 
-    async def _taskmanager(self, request: web.Request) -> web.StreamResponse:
+    def _taskmanager_view(self, request: web.Request) -> TaskManagerView:
         wanted = request.match_info["taskmanagerid"]
         for tm in self._source.taskmanager_views():
             if tm.info.resource_id == wanted:
-                return _json(views.taskmanager_details_view(tm))
+                return tm
         raise NotFound(f"TaskManager {wanted} not found.")
+
+    async def _taskmanager(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.taskmanager_details_view(self._taskmanager_view(request)))
+
+    async def _taskmanager_metrics(self, request: web.Request) -> web.StreamResponse:
+        r = self._taskmanager_view(request).resources
+        values = {} if r is None else views.process_metrics(r.process_rss_bytes, r.process_tree_rss_bytes,
+                                                             r.physical_memory_bytes)
+        return _json(metrics_views.named_metrics_view(values, request.query.get("get")))
+
+    async def _job_config(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.job_config_view(self._job_view(request)))
+
+    async def _checkpoint_config(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.checkpoint_config_view(self._job_view(request)))
+
+    async def _checkpoint_details(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.checkpoint_details_view(self._job_view(request), request.match_info["checkpointid"]))
+
+    async def _watermarks(self, request: web.Request) -> web.StreamResponse:
+        return _json(metrics_views.watermarks_view(self._vertex_view(request)))
+
+    async def _vertex_taskmanagers(self, request: web.Request) -> web.StreamResponse:
+        return _json(metrics_views.vertex_taskmanagers_view(self._vertex_view(request), wall_ms()))
+
+    async def _accumulators(self, request: web.Request) -> web.StreamResponse:
+        return _json(metrics_views.accumulators_view(self._vertex_view(request)))
+
+    async def _subtasks_accumulators(self, request: web.Request) -> web.StreamResponse:
+        return _json(metrics_views.subtasks_accumulators_view(self._vertex_view(request)))
+
+    async def _flame_graph(self, request: web.Request) -> web.StreamResponse:
+        self._vertex_view(request)  # 404 for an unknown job or vertex, as Flink
+        return _json(metrics_views.flame_graph_view())
+
+    async def _applications(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.applications_overview_view(self._source.job_views(), wall_ms()))
+
+    async def _jobmanager_config(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.cluster_config_view(self._source.configuration()))
+
+    async def _jobmanager_environment(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.environment_view(f"Python {sys.version.split()[0]} ({platform.python_implementation()})",
+                                            platform.machine(), list(sys.argv), list(sys.path)))
+
+    async def _jobmanager_metrics(self, request: web.Request) -> web.StreamResponse:
+        values = views.process_metrics(process_rss_bytes(), process_tree_rss_bytes(), host_memory_bytes()[0])
+        return _json(metrics_views.named_metrics_view(values, request.query.get("get")))
 
     async def _cancel(self, request: web.Request) -> web.StreamResponse:
         mode = request.query.get("mode", "cancel")
@@ -580,7 +664,8 @@ class JobManagerSource:
                 view = vertices.get(v.vertex_id)
                 if view is not None:
                     v.metrics.update(metrics_views.vertex_io_summary(view))
-        return JobView(summary, dict(record.status_timestamps), record.plan, tuple(record.exception_history()))
+        return JobView(summary, dict(record.status_timestamps), record.plan, tuple(record.exception_history()),
+                       record.config, record.checkpoint_config)
 
     @staticmethod
     def _vertices(record: Any) -> dict[bytes, metrics_views.VertexView]:
@@ -607,6 +692,9 @@ class JobManagerSource:
             return self._dispatcher.trigger_savepoint(job_id, directory, stop, drain)
         except DispatcherError as exc:
             raise _rest_error(exc) from None
+
+    def configuration(self) -> dict[str, str]:
+        return dict(self._jm.config.to_dict(as_strings=True))
 
     def start_checkpoint(self, job_id: bytes) -> Awaitable[int]:
         try:

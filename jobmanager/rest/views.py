@@ -58,6 +58,8 @@ class JobView:
     timestamps: Mapping[str, int] = field(default_factory=dict)
     plan: Mapping[str, Any] = field(default_factory=dict)
     exceptions: tuple[ExceptionHistoryEntry, ...] = ()  # root causes of failed attempts, oldest first
+    config: Mapping[str, Any] = field(default_factory=dict)  # job_config's, kept from submission
+    checkpoint_config: Mapping[str, Any] | None = None  # checkpoint_config's; None without checkpointing
 
 
 @dataclass(frozen=True)
@@ -184,12 +186,16 @@ def jobs_overview_view(jobs: Iterable[JobView], now_ms: int) -> dict[str, Any]:
 def _vertex(v: cpb.VertexSummary, job: JobView, now_ms: int) -> dict[str, Any]:
     status = vertex_status(v.tasks_per_state, v.parallelism)
     started = job.timestamps.get(JobStatus.RUNNING.value, -1) if status != ExecutionState.CREATED.value else -1
-    complete = ExecutionState(status).is_terminal()
+    # Flink's *-complete: every subtask's figure is there (false only while some has not reported
+    # yet); once the vertex ended its figures are final.
+    reported = int(v.metrics.get("reported-subtasks", 0))
+    complete = ExecutionState(status).is_terminal() or reported >= v.parallelism > 0
     ended = job.summary.end_time_ms if complete and job.summary.end_time_ms else -1
     return {
         "id": v.vertex_id.hex(),
         "name": v.name,
         "parallelism": v.parallelism,
+        "maxParallelism": v.max_parallelism or -1,
         "status": status,
         "start-time": started,
         "end-time": ended,
@@ -209,7 +215,7 @@ def _io_fields(metrics: Mapping[str, float], complete: bool) -> dict[str, Any]:
     """A vertex's bytes, accumulated times (ms) and busy / backpressured ratios, when the REST
     source filled them in (rest_metrics_views.vertex_io_summary)."""
     fields: dict[str, Any] = {name: round(value, 3) if name.endswith("-ratio") else int(value)
-                              for name, value in metrics.items()}
+                              for name, value in metrics.items() if name != "reported-subtasks"}
     if "read-bytes" in fields:
         fields["read-bytes-complete"] = fields["write-bytes-complete"] = complete
     return fields
@@ -262,6 +268,54 @@ def job_plan(graph: pb.JobGraph) -> dict[str, Any]:
             node["inputs"] = inputs
         nodes.append(node)
     return {"jid": graph.job_id.hex(), "name": graph.job_name, "type": "BATCH" if batch else "STREAMING", "nodes": nodes}
+
+
+def job_config(graph: pb.JobGraph, restart_strategy: str) -> dict[str, Any]:
+    """A submitted job's ExecutionConfigInfo (``/jobs/:jobid/config``'s ``execution-config``):
+    its restart strategy as the Dispatcher resolved it, its parallelism, no object reuse (records
+    are Python objects handed on as they are) and no global job parameters (PyFlink's DataStream
+    API has none to set)."""
+    return {"restart-strategy": restart_strategy, "job-parallelism": graph.execution_config.parallelism or
+            max((v.parallelism for v in graph.vertices), default=1),
+            "object-reuse-mode": False, "user-config": {}}
+
+
+def checkpoint_config(checkpointing: Any) -> dict[str, Any]:
+    """A job's CheckpointConfigInfo (``/jobs/:jobid/checkpoints/config``) from its
+    JobCheckpointing: one checkpoint at a time, aligned barriers (unaligned ones are taken
+    aligned), state on the heap in Python dicts, written as files, no changelog."""
+    settings = checkpointing.settings
+    retention = str(checkpointing.retention)
+    return {
+        "mode": str(checkpointing.mode).lower(),  # Flink writes exactly_once / at_least_once
+        "interval": settings.interval_ms,
+        "timeout": settings.timeout_ms,
+        "min_pause": settings.min_pause_ms,
+        "max_concurrent": 1,
+        "externalization": {"enabled": retention != "NO_EXTERNALIZED_CHECKPOINTS",
+                            "delete_on_cancellation": retention == "DELETE_ON_CANCELLATION"},
+        "state_backend": "HashMapStateBackend",
+        "checkpoint_storage": "FileSystemCheckpointStorage",
+        "unaligned_checkpoints": False,
+        "tolerable_failed_checkpoints": settings.tolerable_failed_checkpoints,
+        "aligned_checkpoint_timeout": 0,
+        "checkpoints_after_tasks_finish": True,
+        "state_changelog_enabled": False,
+        "changelog_periodic_materialization_interval": 0,
+        "changelog_storage": "memory",
+    }
+
+
+def job_config_view(job: JobView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/config``: Flink's JobConfigInfo."""
+    return {"jid": job.summary.job_id.hex(), "name": job.summary.job_name, "execution-config": dict(job.config)}
+
+
+def checkpoint_config_view(job: JobView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/checkpoints/config``; 404 without checkpointing, as Flink answers."""
+    if job.checkpoint_config is None:
+        raise NotFound(f"Checkpointing is not enabled for job {job.summary.job_id.hex()}.")
+    return dict(job.checkpoint_config)
 
 
 def plan_view(job: JobView) -> dict[str, Any]:
@@ -369,15 +423,20 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
         kept = next((h for h in history if h.id == c.last_completed_id and h.status == "COMPLETED"), None)
         completed["is_savepoint"] = bool(kept and kept.is_savepoint)
         completed["checkpoint_type"] = "SAVEPOINT" if completed["is_savepoint"] else "CHECKPOINT"
-    savepoint = next((h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
+        if kept is not None:
+            completed.update(_checkpoint_history_entry(kept))
+    # latest.savepoint and latest.failed: kept by the JobMaster also once they left the history.
+    savepoint = c.latest_savepoint if c.HasField("latest_savepoint") else next(
+        (h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
     failed: dict[str, Any] | None = None
     if c.num_failed:
         failed = {"@class": "failed", "status": "FAILED",
                   "failure_message": f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")}
-        last_failed = next((h for h in history if h.status == "FAILED"), None)
+        last_failed = c.latest_failed if c.HasField("latest_failed") else next(
+            (h for h in history if h.status == "FAILED"), None)
         if last_failed is not None and last_failed.failure_message == c.last_failure_message:
-            failed.update(id=last_failed.id, trigger_timestamp=last_failed.trigger_timestamp_ms,
-                          failure_timestamp=last_failed.end_timestamp_ms or None, is_savepoint=last_failed.is_savepoint)
+            failed.update(_checkpoint_history_entry(last_failed))
+            failed["failure_message"] = f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")
     restored_view = None
     if c.latest_restored_id:
         restored_view = {"id": c.latest_restored_id, "restore_timestamp": c.latest_restored_at_ms,
@@ -402,24 +461,55 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
 
 
 def _checkpoint_history_entry(h: cpb.CheckpointHistoryEntry) -> dict[str, Any]:
-    """One of Flink's CheckpointStatistics in ``history`` (newest first, as Flink lists them)."""
+    """One of Flink's CheckpointStatistics in ``history`` (newest first, as Flink lists them).
+    Barriers are aligned and no in-flight data is persisted, so ``processed_data``,
+    ``persisted_data`` and ``alignment_buffered`` are 0; ``tasks`` (per vertex) is not kept."""
     ended = h.end_timestamp_ms or None
     entry: dict[str, Any] = {
         "@class": "completed" if h.status == "COMPLETED" else "failed",
         "id": h.id,
         "status": h.status,
         "is_savepoint": h.is_savepoint,
+        "savepointFormat": "CANONICAL" if h.is_savepoint else None,
         "checkpoint_type": "SAVEPOINT" if h.is_savepoint else "CHECKPOINT",
         "trigger_timestamp": h.trigger_timestamp_ms,
         "latest_ack_timestamp": ended if h.status == "COMPLETED" else None,
         "state_size": h.size_bytes,
         "checkpointed_size": h.size_bytes,
         "end_to_end_duration": ended - h.trigger_timestamp_ms if ended else None,
+        "alignment_buffered": 0,
+        "processed_data": 0,
+        "persisted_data": 0,
+        "num_subtasks": h.num_subtasks,
+        "num_acknowledged_subtasks": h.num_acknowledged_subtasks,
+        "tasks": {},
     }
-    if h.status != "COMPLETED":
+    if h.status == "COMPLETED":
+        entry["external_path"] = h.external_path or None
+        entry["discarded"] = False
+    else:
         entry["failure_timestamp"] = ended
         entry["failure_message"] = h.failure_message
     return entry
+
+
+def checkpoint_details_view(job: JobView, text: str) -> dict[str, Any]:
+    """``GET /jobs/:jobid/checkpoints/details/:checkpointid``: that checkpoint's CheckpointStatistics,
+    while it is in the history or is the latest failed checkpoint or savepoint (Flink: 404 once
+    it left its statistics)."""
+    try:
+        checkpoint_id = int(text)
+    except ValueError:
+        raise BadRequest(f"Invalid checkpoint id '{text}': a checkpoint id is a number.") from None
+    s = job.summary
+    if not s.HasField("checkpoints"):
+        raise NotFound(f"Checkpointing has not been enabled for job {s.job_id.hex()}.")
+    c = s.checkpoints
+    kept = [*c.history, *(e for e in (c.latest_failed, c.latest_savepoint) if e.id)]
+    entry = next((h for h in kept if h.id == checkpoint_id), None)
+    if entry is None:
+        raise NotFound(f"Could not find checkpointing statistics for checkpoint {checkpoint_id}.")
+    return _checkpoint_history_entry(entry)
 
 
 # ---- TaskManagers -----------------------------------------------------------------------------
@@ -468,8 +558,79 @@ def taskmanager_details_view(tm: TaskManagerView) -> dict[str, Any]:
         "processTreeRss": r.process_tree_rss_bytes,
         "heartbeatsReceived": r.heartbeats_received,
         "runningTasks": r.running_tasks,
+        # Flink's TaskManagerMetricsInfo, whose fields the dashboard reads: the "heap" is the
+        # process's resident memory (bounded by the host's); no JVM pools, buffers or collectors.
+        "heapUsed": r.process_rss_bytes, "heapCommitted": r.process_rss_bytes, "heapMax": r.physical_memory_bytes,
+        **{name: 0 for name in _NO_JVM_FIGURES}, "garbageCollectors": [],
     }
+    details["blocked"] = False
+    details["memoryConfiguration"] = memory_configuration(r)
     return details
+
+
+_NO_JVM_FIGURES = (
+    "nonHeapUsed", "nonHeapCommitted", "nonHeapMax", "directCount", "directUsed", "directMax", "mappedCount",
+    "mappedUsed", "mappedMax", "nettyShuffleMemorySegmentsAvailable", "nettyShuffleMemorySegmentsUsed",
+    "nettyShuffleMemorySegmentsTotal", "nettyShuffleMemoryAvailable", "nettyShuffleMemoryUsed",
+    "nettyShuffleMemoryTotal")
+_MEMORY_COMPONENTS = ("frameworkHeap", "taskHeap", "frameworkOffHeap", "taskOffHeap", "networkMemory",
+                      "managedMemory", "jvmMetaspace", "jvmOverhead")
+
+
+def memory_configuration(r: cpb.TaskManagerResources | None) -> dict[str, int]:
+    """Flink's TaskExecutorMemoryConfiguration. A Millstream TaskManager budgets no memory
+    pools: each component is 0 and both totals are the host's physical memory, the only bound
+    it has (0 before its first heartbeat)."""
+    total = r.physical_memory_bytes if r is not None else 0
+    return {**{name: 0 for name in _MEMORY_COMPONENTS}, "totalFlinkMemory": total, "totalProcessMemory": total}
+
+
+def process_metrics(rss: int, tree_rss: int, physical: int) -> dict[str, float]:
+    """A process's figures under Flink's metric names (``/jobmanager/metrics``,
+    ``/taskmanagers/:id/metrics``): the JVM heap's names for the resident memory (max: the host's
+    memory), and Millstream's own for the process tree (a TaskManager's Spark JVM and workers)."""
+    return {"Status.JVM.Memory.Heap.Used": rss, "Status.JVM.Memory.Heap.Committed": rss,
+            "Status.JVM.Memory.Heap.Max": physical, "Status.Process.Memory.RSS": rss,
+            "Status.ProcessTree.Memory.RSS": tree_rss}
+
+
+# Flink hides the values of these keys in /jobmanager/config (GlobalConfiguration.isSensitive).
+_SENSITIVE = ("password", "secret", "token", "apikey", "auth-params", "service-key", "basic-auth",
+              "jaas.config", "http-headers", "account.key")
+
+
+def cluster_config_view(values: Mapping[str, str]) -> list[dict[str, str]]:
+    """``GET /jobmanager/config``: Flink's ClusterConfigurationInfo, every key set with its value,
+    secrets hidden as Flink hides them."""
+    return [{"key": key, "value": "******" if any(word in key.lower() for word in _SENSITIVE) else value}
+            for key, value in sorted(values.items())]
+
+
+def environment_view(version: str, arch: str, options: list[str], path: list[str]) -> dict[str, Any]:
+    """``GET /jobmanager/environment``: Flink's EnvironmentInfo, of the Python interpreter (the
+    ``jvm`` field names Python's version, its command line and its import path)."""
+    return {"jvm": {"version": version, "arch": arch, "options": list(options)}, "classpath": list(path)}
+
+
+_APPLICATION_STATE = {"INITIALIZING": "CREATED", "CREATED": "CREATED", "RUNNING": "RUNNING", "RESTARTING": "RUNNING",
+                      "RECONCILING": "RUNNING", "FAILING": "FAILING", "FAILED": "FAILED", "CANCELLING": "CANCELING",
+                      "CANCELED": "CANCELED", "FINISHED": "FINISHED", "SUSPENDED": "CANCELED"}
+
+
+def applications_overview_view(jobs: Iterable[JobView], now_ms: int) -> dict[str, Any]:
+    """``GET /applications/overview``: Flink 2.3's MultipleApplicationsDetails. Every job is
+    submitted on its own (a session cluster's single-job applications): one application per job,
+    with the job's id, name, times and state, and its job counted under that state."""
+    applications = []
+    for j in jobs:
+        s = j.summary
+        state = _status(s).value
+        applications.append({
+            "id": s.job_id.hex(), "name": s.job_name, "start-time": s.start_time_ms, "end-time": _end_time(s),
+            "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),
+            "status": _APPLICATION_STATE.get(state, "RUNNING"), "jobs": {state: 1},
+        })
+    return {"applications": applications}
 
 
 # ---- savepoints (Flink's asynchronous operations) ---------------------------------------------

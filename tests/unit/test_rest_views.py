@@ -151,8 +151,13 @@ def test_a_taskmanager_shows_the_hardware_and_memory_its_heartbeat_reported() ->
     assert listed["hardware"] == {"cpuCores": 2, "physicalMemory": 24 << 30, "freeMemory": 20 << 30, "managedMemory": 0}
     details = views.taskmanager_details_view(tm)
     assert details["hardware"] == listed["hardware"]
-    assert details["metrics"] == {"processRss": 90 << 20, "processTreeRss": 700 << 20, "heartbeatsReceived": 42,
-                                  "runningTasks": 3}
+    assert {k: details["metrics"][k] for k in ("processRss", "processTreeRss", "heartbeatsReceived", "runningTasks")} == {
+        "processRss": 90 << 20, "processTreeRss": 700 << 20, "heartbeatsReceived": 42, "runningTasks": 3}
+    # Flink's TaskManagerMetricsInfo and TaskExecutorMemoryConfiguration, which its dashboard reads.
+    assert (details["metrics"]["heapUsed"], details["metrics"]["heapMax"]) == (90 << 20, 24 << 30)
+    assert details["metrics"]["garbageCollectors"] == [] and details["metrics"]["directUsed"] == 0
+    assert details["memoryConfiguration"]["totalProcessMemory"] == 24 << 30
+    assert details["memoryConfiguration"]["managedMemory"] == 0 and details["blocked"] is False
 
 
 @pytest.mark.parametrize("text", ["xyz", "00" * 15, "zz" * 16, ""])
@@ -281,3 +286,32 @@ def test_jobs_overview_entries_carry_pending_operators() -> None:
     summary = cpb.JobSummary(job_id=b"\x01" * 16, job_name="j", status=cpb.JobStatus.RUNNING, num_tasks=2)
     [entry] = views.jobs_overview_view([JobView(summary)], 0)["jobs"]
     assert entry["pending-operators"] == 0
+
+
+def test_latest_failed_and_savepoint_outlive_the_history() -> None:
+    """Flink keeps latest.failed and latest.savepoint whole once they left the 10-entry history."""
+    job = running_job()
+    job.summary.checkpoints.CopyFrom(cpb.CheckpointSummary(
+        num_completed=12, num_failed=1, last_completed_id=20, last_completed_at_ms=9_000, last_duration_ms=10,
+        last_failure_reason="CHECKPOINT_DECLINED", last_failure_message="declined",
+        history=[cpb.CheckpointHistoryEntry(id=20, status="COMPLETED", trigger_timestamp_ms=8_990, end_timestamp_ms=9_000,
+                                            num_subtasks=4, num_acknowledged_subtasks=4, external_path="/c/chk-20")],
+        latest_failed=cpb.CheckpointHistoryEntry(id=3, status="FAILED", trigger_timestamp_ms=1_000, end_timestamp_ms=1_500,
+                                                 failure_message="declined", num_subtasks=4, num_acknowledged_subtasks=1),
+        latest_savepoint=cpb.CheckpointHistoryEntry(id=2, status="COMPLETED", is_savepoint=True, trigger_timestamp_ms=500,
+                                                    end_timestamp_ms=700, external_path="/sp/savepoint-1")))
+    stats = views.checkpoints_view(job)
+    failed, savepoint = stats["latest"]["failed"], stats["latest"]["savepoint"]
+    assert (failed["id"], failed["trigger_timestamp"], failed["failure_timestamp"]) == (3, 1_000, 1_500)
+    assert (failed["num_subtasks"], failed["num_acknowledged_subtasks"]) == (4, 1)
+    assert (savepoint["id"], savepoint["external_path"], savepoint["is_savepoint"]) == (2, "/sp/savepoint-1", True)
+    [entry] = stats["history"]
+    assert (entry["num_subtasks"], entry["num_acknowledged_subtasks"], entry["external_path"]) == (4, 4, "/c/chk-20")
+    assert entry["processed_data"] == entry["persisted_data"] == 0
+    assert stats["latest"]["completed"]["external_path"] == "/c/chk-20"
+    assert views.checkpoint_details_view(job, "2")["external_path"] == "/sp/savepoint-1"
+    assert views.checkpoint_details_view(job, "20")["num_acknowledged_subtasks"] == 4
+    with pytest.raises(NotFound, match="Could not find checkpointing statistics for checkpoint 7"):
+        views.checkpoint_details_view(job, "7")
+    with pytest.raises(BadRequest, match="is a number"):
+        views.checkpoint_details_view(job, "x")
