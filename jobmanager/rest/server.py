@@ -35,6 +35,7 @@ from millstream.jobmanager.dispatcher.gateway import DispatcherGateway
 from millstream.runtime.clock import wall_ms
 from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
 from millstream.runtime.execution_state import JobStatus
+from millstream.jobmanager.rest.flink_dashboard import DASHBOARD_PREFIX, FlinkDashboard, find_flink_dist
 from millstream.jobmanager.rest.guard import GuardedSite, allowed_hosts, host_refusal
 from millstream.jobmanager.rest.logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
 from millstream.jobmanager.task_logs import TaskLogs
@@ -217,11 +218,13 @@ class RestServer:
                  authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None,
                  hosts: frozenset[str] | None = ALLOWED_BY_DEFAULT, max_connections: int = 512,
                  header_timeout_s: float = 10.0, idle_timeout_s: float = 60.0,
-                 refresh_interval_ms: int = 3000) -> None:
+                 refresh_interval_ms: int = 3000, flink_dashboard: bool = False) -> None:
         """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404);
         ``hosts``: the Host names served (:mod:`rest_guard`; None: any); the connection limits:
         rest.max-connections, rest.header-timeout, rest.idle-timeout; ``refresh_interval_ms``: how
-        often the web UI refreshes (``web.refresh-interval``)."""
+        often the web UI refreshes (``web.refresh-interval``); ``flink_dashboard``: serve Flink's
+        own dashboard at /flink/ (``rest.web.flink-dashboard``; DashboardNotFound without its jar)."""
+        self._dashboard = FlinkDashboard(find_flink_dist()) if flink_dashboard else None
         self._source = source
         self._hosts = hosts
         self._limits = (max_connections, header_timeout_s, idle_timeout_s)
@@ -274,7 +277,8 @@ class RestServer:
             "/taskmanagers/{taskmanagerid}/metrics": self._taskmanager_metrics,
             **self._log_handlers.routes(),
         }
-        for prefix in ("", "/v1"):
+        prefixes = ("", "/v1", DASHBOARD_PREFIX) if self._dashboard is not None else ("", "/v1")
+        for prefix in prefixes:
             for path, handler in get.items():
                 app.router.add_get(prefix + path, handler, allow_head=False)
             app.router.add_patch(prefix + "/jobs/{jobid}", self._cancel)
@@ -289,6 +293,9 @@ class RestServer:
         app.router.add_get(OPENAPI_PATH, self._openapi, allow_head=False)
         app.router.add_get("/", self._web, allow_head=False)
         app.router.add_get("/web/{name}", self._web, allow_head=False)
+        if self._dashboard is not None:  # after the REST paths under /flink: the files are the rest
+            app.router.add_get(DASHBOARD_PREFIX, self._to_dashboard, allow_head=False)
+            app.router.add_get(DASHBOARD_PREFIX + "/{name:.*}", self._flink_dashboard, allow_head=False)
         return app
 
     async def start(self, host: str, port: int) -> int:
@@ -324,7 +331,7 @@ class RestServer:
         misdirected = host_refusal(request.headers.get("Host"), self._hosts)
         if misdirected is not None:
             return _error(421, misdirected)
-        if request.path != OPENAPI_PATH and not is_web_path(request.path):
+        if request.path != OPENAPI_PATH and not is_web_path(request.path) and not self._is_dashboard_file(request.path):
             refused = self._refusal(request)
             if refused is not None:
                 return refused
@@ -622,6 +629,22 @@ class RestServer:
         if operation is None:
             raise NotFound(f"There is no savepoint disposal {trigger_id}.")
         return _json(views.disposal_status_view(operation))
+
+    def _is_dashboard_file(self, path: str) -> bool:
+        """Flink's dashboard's static files: served without a token and on a standby, as /web/ is."""
+        if self._dashboard is None or not (path == DASHBOARD_PREFIX or path.startswith(DASHBOARD_PREFIX + "/")):
+            return False
+        return path == DASHBOARD_PREFIX or self._dashboard.has(path[len(DASHBOARD_PREFIX) + 1:])
+
+    async def _to_dashboard(self, request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(DASHBOARD_PREFIX + "/")
+
+    async def _flink_dashboard(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if self._dashboard is None or not self._dashboard.has(name):
+            raise NotFound(f"Not found: {request.path}")
+        data, content_type = await asyncio.to_thread(self._dashboard.read, name)
+        return web.Response(body=data, content_type=content_type, headers={"Cache-Control": "no-cache"})
 
     async def _openapi(self, request: web.Request) -> web.StreamResponse:
         return _json(openapi_document(self._version))
