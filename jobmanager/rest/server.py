@@ -23,6 +23,8 @@ import os
 import platform
 import re
 import sys
+import threading
+import traceback
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -151,6 +153,8 @@ ROUTES: dict[str, dict[str, str]] = {
     "/jobmanager/config": {"get": "The JobManager's configuration: [{\"key\", \"value\"}], secrets hidden."},
     "/jobmanager/environment": {"get": "The JobManager's interpreter: version, architecture, command line, path."},
     "/jobmanager/metrics": {"get": "The JobManager's process metrics (ids; with get=a,b their values)."},
+    "/jobmanager/thread-dump": {"get": "The JobManager's Python threads, each with its stack."},
+    "/jobs/{jobid}/rescales/{what}": {"get": "404, as Flink answers for a job without the adaptive scheduler."},
     "/taskmanagers/{taskmanagerid}/metrics": {"get": "A TaskManager's process metrics, from its latest heartbeat."},
     "/taskmanagers": {"get": "Every registered TaskManager: address, slots, free slots, last heartbeat."},
     "/taskmanagers/{taskmanagerid}": {"get": "One TaskManager and its allocated slots."},
@@ -272,6 +276,8 @@ class RestServer:
             "/jobmanager/config": self._jobmanager_config,
             "/jobmanager/environment": self._jobmanager_environment,
             "/jobmanager/metrics": self._jobmanager_metrics,
+            "/jobmanager/thread-dump": self._jobmanager_thread_dump,
+            "/jobs/{jobid}/rescales/{what}": self._rescales,
             "/taskmanagers": self._taskmanagers,
             "/taskmanagers/{taskmanagerid}": self._taskmanager,
             "/taskmanagers/{taskmanagerid}/metrics": self._taskmanager_metrics,
@@ -477,6 +483,16 @@ class RestServer:
     async def _jobmanager_environment(self, request: web.Request) -> web.StreamResponse:
         return _json(views.environment_view(f"Python {sys.version.split()[0]} ({platform.python_implementation()})",
                                             platform.machine(), list(sys.argv), list(sys.path)))
+
+    async def _jobmanager_thread_dump(self, request: web.Request) -> web.StreamResponse:
+        frames = sys._current_frames()
+        threads = [(t.name, f'"{t.name}" {"daemon " if t.daemon else ""}Id={t.ident}\n'
+                    + "".join(traceback.format_stack(frames[t.ident])) if t.ident in frames else "")
+                   for t in threading.enumerate()]
+        return _json(views.thread_dump_view(threads))
+
+    async def _rescales(self, request: web.Request) -> web.StreamResponse:
+        raise views.rescales_unavailable(self._job_view(request))
 
     async def _jobmanager_metrics(self, request: web.Request) -> web.StreamResponse:
         values = views.process_metrics(process_rss_bytes(), process_tree_rss_bytes(), host_memory_bytes()[0])

@@ -424,7 +424,7 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
         completed["is_savepoint"] = bool(kept and kept.is_savepoint)
         completed["checkpoint_type"] = "SAVEPOINT" if completed["is_savepoint"] else "CHECKPOINT"
         if kept is not None:
-            completed.update(_checkpoint_history_entry(kept))
+            completed.update(_checkpoint_history_entry(kept, s.vertices))
     # latest.savepoint and latest.failed: kept by the JobMaster also once they left the history.
     savepoint = c.latest_savepoint if c.HasField("latest_savepoint") else next(
         (h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
@@ -435,7 +435,7 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
         last_failed = c.latest_failed if c.HasField("latest_failed") else next(
             (h for h in history if h.status == "FAILED"), None)
         if last_failed is not None and last_failed.failure_message == c.last_failure_message:
-            failed.update(_checkpoint_history_entry(last_failed))
+            failed.update(_checkpoint_history_entry(last_failed, s.vertices))
             failed["failure_message"] = f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")
     restored_view = None
     if c.latest_restored_id:
@@ -455,16 +455,20 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
             "end_to_end_duration": _stat(c.last_duration_ms),
         },
         "latest": {"completed": completed, "failed": failed, "restored": restored_view,
-                   "savepoint": _checkpoint_history_entry(savepoint) if savepoint is not None else None},
-        "history": [_checkpoint_history_entry(h) for h in c.history],
+                   "savepoint": _checkpoint_history_entry(savepoint, s.vertices) if savepoint is not None else None},
+        "history": [_checkpoint_history_entry(h, s.vertices) for h in c.history],
     }
 
 
-def _checkpoint_history_entry(h: cpb.CheckpointHistoryEntry) -> dict[str, Any]:
+def _checkpoint_history_entry(h: cpb.CheckpointHistoryEntry,
+                              vertices: Iterable[cpb.VertexSummary] = ()) -> dict[str, Any]:
     """One of Flink's CheckpointStatistics in ``history`` (newest first, as Flink lists them).
     Barriers are aligned and no in-flight data is persisted, so ``processed_data``,
-    ``persisted_data`` and ``alignment_buffered`` are 0; ``tasks`` (per vertex) is not kept."""
+    ``persisted_data`` and ``alignment_buffered`` are 0. ``tasks`` has an entry per job vertex
+    (Flink's TaskCheckpointStatistics): its subtasks, all acknowledged for a completed checkpoint
+    (per-vertex acknowledgements of a failed one and per-vertex sizes are not kept: 0)."""
     ended = h.end_timestamp_ms or None
+    completed = h.status == "COMPLETED"
     entry: dict[str, Any] = {
         "@class": "completed" if h.status == "COMPLETED" else "failed",
         "id": h.id,
@@ -482,7 +486,13 @@ def _checkpoint_history_entry(h: cpb.CheckpointHistoryEntry) -> dict[str, Any]:
         "persisted_data": 0,
         "num_subtasks": h.num_subtasks,
         "num_acknowledged_subtasks": h.num_acknowledged_subtasks,
-        "tasks": {},
+        "tasks": {v.vertex_id.hex(): {
+            "id": h.id, "status": h.status, "latest_ack_timestamp": ended if completed else None,
+            "checkpointed_size": 0, "state_size": 0,
+            "end_to_end_duration": ended - h.trigger_timestamp_ms if ended and completed else None,
+            "alignment_buffered": 0, "processed_data": 0, "persisted_data": 0,
+            "num_subtasks": v.parallelism, "num_acknowledged_subtasks": v.parallelism if completed else 0,
+        } for v in vertices},
     }
     if h.status == "COMPLETED":
         entry["external_path"] = h.external_path or None
@@ -509,7 +519,7 @@ def checkpoint_details_view(job: JobView, text: str) -> dict[str, Any]:
     entry = next((h for h in kept if h.id == checkpoint_id), None)
     if entry is None:
         raise NotFound(f"Could not find checkpointing statistics for checkpoint {checkpoint_id}.")
-    return _checkpoint_history_entry(entry)
+    return _checkpoint_history_entry(entry, s.vertices)
 
 
 # ---- TaskManagers -----------------------------------------------------------------------------
@@ -528,7 +538,17 @@ def _taskmanager(tm: TaskManagerView) -> dict[str, Any]:
         "slotsNumber": info.num_slots,
         "freeSlots": info.free_slots,
         **({"hardware": _hardware(tm.resources)} if tm.resources is not None else {}),
+        # Flink's ResourceProfileInfo: the TaskManager's cores (after its first heartbeat), shared
+        # evenly by its slots (free: those of its free slots); no memory is budgeted per slot.
+        "totalResource": _resource_profile(tm.resources.cpu_cores if tm.resources is not None else 0),
+        "freeResource": _resource_profile((tm.resources.cpu_cores if tm.resources is not None else 0)
+                                          * info.free_slots / max(1, info.num_slots)),
     }
+
+
+def _resource_profile(cpu_cores: float) -> dict[str, Any]:
+    return {"cpuCores": float(cpu_cores), "taskHeapMemory": 0, "taskOffHeapMemory": 0, "managedMemory": 0,
+            "networkMemory": 0, "extendedResources": {}}
 
 
 def _hardware(r: cpb.TaskManagerResources) -> dict[str, int]:
@@ -546,8 +566,12 @@ def taskmanagers_view(tms: Iterable[TaskManagerView]) -> dict[str, Any]:
 def taskmanager_details_view(tm: TaskManagerView) -> dict[str, Any]:
     """``GET /taskmanagers/:taskmanagerid``: the summary plus each slot's job."""
     details = _taskmanager(tm)
+    per_slot = _resource_profile((tm.resources.cpu_cores if tm.resources is not None else 0)
+                                 / max(1, tm.info.num_slots))
+    # Flink's SlotInfo adds the slot's resources and its task count (not kept per slot here: 0).
     details["allocatedSlots"] = [
-        {"index": s.slot_index, "jobId": s.job_id.hex() if s.job_id else None, "state": s.state.value}
+        {"index": s.slot_index, "jobId": s.job_id.hex() if s.job_id else None, "state": s.state.value,
+         "resource": per_slot, "assignedTasks": 0}
         for s in tm.info.slots if s.state is not SlotState.FREE
     ]
     r = tm.resources
@@ -771,3 +795,16 @@ def disposal_status_view(op: TriggeredOperation) -> dict[str, Any]:
         return {"status": {"id": "IN_PROGRESS"}, "operation": None}
     return {"status": {"id": "COMPLETED"},
             "operation": {"failure-cause": _failure_cause(op)} if op.failure is not None else {}}
+
+
+def thread_dump_view(threads: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """``GET /jobmanager/thread-dump``: Flink's ThreadDumpInfo, here a process's Python threads:
+    (name, its stack as text) each."""
+    return {"threadInfos": [{"threadName": name, "stringifiedThreadInfo": stack} for name, stack in threads]}
+
+
+def rescales_unavailable(job: JobView) -> NotFound:
+    """``/jobs/:jobid/rescales/*``: Flink answers 404 for a job without the adaptive scheduler's
+    rescale history; a Millstream job rescales through a savepoint and a new submission."""
+    return NotFound(f"The job `{job.summary.job_id.hex()}` has no rescale history: Millstream has no adaptive "
+                    "scheduler (a job is rescaled by stopping it with a savepoint and resuming it with another parallelism).")

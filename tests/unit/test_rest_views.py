@@ -135,10 +135,14 @@ def taskmanager() -> TaskManagerView:
 
 def test_taskmanagers() -> None:
     [tm] = views.taskmanagers_view([taskmanager()])["taskmanagers"]
+    total, free = tm.pop("totalResource"), tm.pop("freeResource")
     assert tm == {"id": "tm-1", "path": "10.0.0.5:41000", "dataPort": 41001, "jmxPort": -1,
                   "timeSinceLastHeartbeat": 7_000, "slotsNumber": 2, "freeSlots": 1}
+    assert total["cpuCores"] == free["cpuCores"] == 0.0 and total["extendedResources"] == {}  # no heartbeat yet
     details = views.taskmanager_details_view(taskmanager())
-    assert details["allocatedSlots"] == [{"index": 0, "jobId": JOB.hex(), "state": "ALLOCATED"}]
+    [slot] = details["allocatedSlots"]
+    assert {k: slot[k] for k in ("index", "jobId", "state")} == {"index": 0, "jobId": JOB.hex(), "state": "ALLOCATED"}
+    assert slot["resource"]["cpuCores"] == 0.0 and slot["assignedTasks"] == 0
     assert details["metrics"] == {}  # no heartbeat answered yet: nothing known about its memory
 
 
@@ -158,6 +162,8 @@ def test_a_taskmanager_shows_the_hardware_and_memory_its_heartbeat_reported() ->
     assert details["metrics"]["garbageCollectors"] == [] and details["metrics"]["directUsed"] == 0
     assert details["memoryConfiguration"]["totalProcessMemory"] == 24 << 30
     assert details["memoryConfiguration"]["managedMemory"] == 0 and details["blocked"] is False
+    # Flink's ResourceProfileInfo: the cores, shared by the slots (one of two is free).
+    assert (details["totalResource"]["cpuCores"], details["freeResource"]["cpuCores"]) == (2.0, 1.0)
 
 
 @pytest.mark.parametrize("text", ["xyz", "00" * 15, "zz" * 16, ""])
