@@ -14,6 +14,7 @@ import importlib.util
 import mimetypes
 import os
 import sys
+import threading
 import zipfile
 from pathlib import Path
 
@@ -52,24 +53,35 @@ def find_flink_dist() -> Path:
 
 
 class FlinkDashboard:
-    """The dashboard's files, read from the jar on request (the jar's index is read once)."""
+    """The dashboard's files (about 15 MB), read from the jar once each on first request: the jar
+    is large (its index alone takes a fifth of a second to read), so it is opened once and the
+    files read are kept."""
 
     def __init__(self, jar: Path) -> None:
         self.jar = jar
-        with zipfile.ZipFile(jar) as archive:
-            self._files = {info.filename[len(_WEB):]: info.filename for info in archive.infolist()
-                           if info.filename.startswith(_WEB) and not info.is_dir()}
+        self._archive = zipfile.ZipFile(jar)
+        self._files = {info.filename[len(_WEB):]: info for info in self._archive.infolist()
+                       if info.filename.startswith(_WEB) and not info.is_dir()}
         if "index.html" not in self._files:
+            self._archive.close()
             raise DashboardNotFound(f"{jar} holds no web/index.html: it is no Flink distribution with a dashboard")
+        self._read: dict[str, tuple[bytes, str]] = {}
+        self._lock = threading.Lock()
 
     def has(self, name: str) -> bool:
         """Whether ``name`` (a path below /flink/, "" for the index) is one of the dashboard's files."""
         return (name or "index.html") in self._files
 
     def read(self, name: str) -> tuple[bytes, str]:
-        """Blocking: a file's bytes and content type (KeyError if it is none of the dashboard's)."""
-        entry = self._files[name or "index.html"]
-        with zipfile.ZipFile(self.jar) as archive:
-            data = archive.read(entry)
-        content_type = mimetypes.guess_type(entry)[0] or "application/octet-stream"
-        return data, content_type
+        """Blocking the first time: a file's bytes and content type (KeyError if it is none of the
+        dashboard's)."""
+        name = name or "index.html"
+        with self._lock:  # one reader of the archive at a time; each file is read once
+            if name not in self._read:
+                info = self._files[name]
+                content_type = mimetypes.guess_type(info.filename)[0] or "application/octet-stream"
+                self._read[name] = (self._archive.read(info), content_type)
+            return self._read[name]
+
+    def close(self) -> None:
+        self._archive.close()

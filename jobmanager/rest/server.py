@@ -324,6 +324,8 @@ class RestServer:
         return self.port
 
     async def stop(self) -> None:
+        if self._dashboard is not None:
+            self._dashboard.close()
         for task in list(self._savepoint_tasks):
             task.cancel()
         if self._runner is not None:
@@ -660,7 +662,10 @@ class RestServer:
         if self._dashboard is None or not self._dashboard.has(name):
             raise NotFound(f"Not found: {request.path}")
         data, content_type = await asyncio.to_thread(self._dashboard.read, name)
-        return web.Response(body=data, content_type=content_type, headers={"Cache-Control": "no-cache"})
+        # The index names the current build's files (content-hashed names): it is checked each
+        # time, the files are kept by the browser.
+        caching = "no-cache" if name in ("", "index.html") else "max-age=86400"
+        return web.Response(body=data, content_type=content_type, headers={"Cache-Control": caching})
 
     async def _openapi(self, request: web.Request) -> web.StreamResponse:
         return _json(openapi_document(self._version))
