@@ -736,6 +736,19 @@ class TaskManagerResources(_message.Message):
     running_tasks: int
     def __init__(self, cpu_cores: _Optional[int] = ..., physical_memory_bytes: _Optional[int] = ..., available_memory_bytes: _Optional[int] = ..., process_rss_bytes: _Optional[int] = ..., process_tree_rss_bytes: _Optional[int] = ..., heartbeats_received: _Optional[int] = ..., running_tasks: _Optional[int] = ...) -> None: ...
 
+class ThreadDumpResponse(_message.Message):
+    __slots__ = ("threads",)
+    class Thread(_message.Message):
+        __slots__ = ("name", "stack")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        STACK_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        stack: str
+        def __init__(self, name: _Optional[str] = ..., stack: _Optional[str] = ...) -> None: ...
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    threads: _containers.RepeatedCompositeFieldContainer[ThreadDumpResponse.Thread]
+    def __init__(self, threads: _Optional[_Iterable[_Union[ThreadDumpResponse.Thread, _Mapping]]] = ...) -> None: ...
+
 class LookupPartitionRequest(_message.Message):
     __slots__ = ("producer_attempt_id",)
     PRODUCER_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]

@@ -1118,6 +1118,11 @@ class TaskExecutorStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.ReadLogRequest.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.ReadLogResponse.FromString,
                 _registered_method=True)
+        self.ThreadDump = channel.unary_unary(
+                '/millstream.v1.TaskExecutor/ThreadDump',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.ThreadDumpResponse.FromString,
+                _registered_method=True)
 
 
 class TaskExecutorServicer:
@@ -1194,6 +1199,13 @@ class TaskExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ThreadDump(self, request, context):
+        """The TaskManager process's Python threads and their stacks (the REST API's thread dump).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1251,6 +1263,11 @@ def add_TaskExecutorServicer_to_server(servicer, server):
                     servicer.ReadLogFile,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.ReadLogRequest.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.ReadLogResponse.SerializeToString,
+            ),
+            'ThreadDump': grpc.unary_unary_rpc_method_handler(
+                    servicer.ThreadDump,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.ThreadDumpResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1550,6 +1567,33 @@ class TaskExecutor:
             '/millstream.v1.TaskExecutor/ReadLogFile',
             millstream_dot_proto_dot_cluster__pb2.ReadLogRequest.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.ReadLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ThreadDump(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.TaskExecutor/ThreadDump',
+            millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.ThreadDumpResponse.FromString,
             options,
             channel_credentials,
             insecure,

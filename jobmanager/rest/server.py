@@ -23,8 +23,6 @@ import os
 import platform
 import re
 import sys
-import threading
-import traceback
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -35,6 +33,7 @@ from millstream.jobmanager.rest import views
 from millstream.jobmanager.dispatcher.dispatcher_core import DispatcherError, ErrorKind
 from millstream.jobmanager.dispatcher.gateway import DispatcherGateway
 from millstream.runtime.clock import wall_ms
+from millstream.runtime.thread_dump import python_threads
 from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
 from millstream.runtime.execution_state import JobStatus
 from millstream.jobmanager.rest.flink_dashboard import DASHBOARD_PREFIX, FlinkDashboard, find_flink_dist
@@ -487,11 +486,7 @@ class RestServer:
                                             platform.machine(), list(sys.argv), list(sys.path)))
 
     async def _jobmanager_thread_dump(self, request: web.Request) -> web.StreamResponse:
-        frames = sys._current_frames()
-        threads = [(t.name, f'"{t.name}" {"daemon " if t.daemon else ""}Id={t.ident}\n'
-                    + "".join(traceback.format_stack(frames[t.ident])) if t.ident in frames else "")
-                   for t in threading.enumerate()]
-        return _json(views.thread_dump_view(threads))
+        return _json(views.thread_dump_view(python_threads()))
 
     async def _rescales(self, request: web.Request) -> web.StreamResponse:
         raise views.rescales_unavailable(self._job_view(request))

@@ -5,7 +5,7 @@ failed REST request and no console error. Screenshots go to tmp_path (or MILLSTR
 
 Left out, as on a Flink cluster with these features off (Flink answers 404 there too): job
 submission (/jars, web.submit.enable: false), the profiler (rest.profiling.enabled: false) and
-rescale history (no adaptive scheduler); TaskManager thread dumps are not served yet."""
+rescale history (no adaptive scheduler)."""
 from __future__ import annotations
 
 import os
@@ -148,7 +148,7 @@ def test_the_cluster_pages(cluster, jobs, browser, tmp_path) -> None:  # noqa: A
     routes: list[tuple[str, str | None]] = [
         ("overview", "running job"), ("job/running", "running job"), ("job/completed", "stopped job"),
         ("application/running", "running job"), ("application/completed", "failing job"), ("task-manager", tm["id"]),
-        *((f"task-manager/{tm['id']}/{tab}", None) for tab in ("metrics", "logs", "stdout", "log-list")),
+        *((f"task-manager/{tm['id']}/{tab}", None) for tab in ("metrics", "logs", "stdout", "log-list", "thread-dump")),
         *((f"job-manager/{tab}", None) for tab in ("config", "metrics", "logs", "stdout", "log-list", "thread-dump",
                                                    "cluster_configuration")),
     ]

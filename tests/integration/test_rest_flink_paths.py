@@ -144,6 +144,12 @@ def test_cluster_paths(cluster, running) -> None:  # noqa: ANN001
     assert set(memory) == {"frameworkHeap", "taskHeap", "frameworkOffHeap", "taskOffHeap", "networkMemory", "managedMemory",
                            "jvmMetaspace", "jvmOverhead", "totalFlinkMemory", "totalProcessMemory"}
     assert details["metrics"]["heapUsed"] > 0 and details["metrics"]["garbageCollectors"] == []
+    # Thread dumps (Flink's ThreadDumpInfo): each process's Python threads with their stacks.
+    for path in ("/jobmanager/thread-dump", f"/taskmanagers/{tm['id']}/thread-dump"):
+        threads = rest.get(path)["threadInfos"]
+        main = next(t for t in threads if t["threadName"] == "MainThread")
+        assert main["stringifiedThreadInfo"].startswith('"MainThread" Id=') and 'File "' in main["stringifiedThreadInfo"]
+    assert rest.call("/taskmanagers/nope/thread-dump")[0] == 404
     # Jar upload is off, as on a Flink cluster with web.submit.enable: false: no /jars, and the
     # dashboard's feature flag says so.
     assert rest.call("/jars")[0] == 404 and rest.get("/config")["features"]["web-submit"] is False
