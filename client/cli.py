@@ -325,6 +325,11 @@ def _cancel(args: argparse.Namespace) -> int:
 
 
 def _savepoint(args: argparse.Namespace) -> int:
+    if getattr(args, "dispose", None) is not None:
+        return _dispose_savepoint(args)
+    if args.job_id is None:
+        print("millstream: savepoint needs JOB_ID (or --dispose PATH to delete a savepoint)", file=sys.stderr)
+        return 2
     job_id = _job_id(args.job_id)
     target = os.path.abspath(args.directory) if args.directory else ""
     with _client(args) as client:
@@ -339,6 +344,27 @@ def _savepoint(args: argparse.Namespace) -> int:
     print(f"Savepoint completed. Path: {path}")
     if args.command == "stop":
         print(f"Job {job_id.hex()} stopped; resume it with `millstream run -s {path} JOB.py`")
+    return 0
+
+
+def _dispose_savepoint(args: argparse.Namespace) -> int:
+    """``savepoint --dispose PATH`` (Flink's ``savepoint -d``): the JobManager deletes it."""
+    if args.job_id is not None or args.directory is not None:
+        print("millstream: savepoint --dispose PATH takes no JOB_ID or DIR", file=sys.stderr)
+        return 2
+    path = args.dispose if "://" in args.dispose else os.path.abspath(args.dispose)
+    with _client(args) as client:
+        deleted = client.dispose_savepoint(path, timeout_s=args.timeout)
+    print(f"Savepoint '{deleted}' disposed.")
+    return 0
+
+
+def _checkpoint(args: argparse.Namespace) -> int:
+    """``checkpoint JOB_ID [--full]`` (Flink's ``flink checkpoint``): a checkpoint now, its id printed."""
+    job_id = _job_id(args.job_id)
+    with _client(args) as client:
+        checkpoint_id = client.checkpoint(job_id, full=args.full, timeout_s=args.timeout)
+    print(f"Checkpoint{'(FULL)' if args.full else ''} {checkpoint_id} for job {job_id.hex()} completed.")
     return 0
 
 
@@ -486,8 +512,11 @@ def build_parser() -> argparse.ArgumentParser:
     savepoint = sub.add_parser("savepoint", help="take a savepoint of a running job",
                                description="Takes a savepoint of a running job (it needs checkpointing) into DIR "
                                            "(default: execution.checkpointing.savepoint-dir) and prints its path.")
-    savepoint.add_argument("job_id", metavar="JOB_ID", help="the job's id")
+    savepoint.add_argument("job_id", metavar="JOB_ID", nargs="?", help="the job's id")
     savepoint.add_argument("directory", metavar="DIR", nargs="?", help="the target directory, shared with the cluster")
+    savepoint.add_argument("--dispose", "-d", metavar="PATH",
+                           help="instead: delete the savepoint at PATH (its directory; the JobManager checks its "
+                                "metadata first and deletes nothing else)")
     stop = sub.add_parser("stop", help="take a savepoint of a running job, then stop it",
                           description="Stops the job with a synchronous savepoint: its sources stop after the "
                                       "savepoint's barrier, its sinks commit when the savepoint completes, its tasks "
@@ -500,6 +529,15 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (savepoint, stop):
         p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the savepoint (default: 600)")
         p.set_defaults(func=_savepoint)
+    checkpoint = sub.add_parser("checkpoint", help="take a checkpoint of a running job now",
+                                description="Takes a checkpoint of a running job (it needs checkpointing) now, "
+                                            "besides the periodic ones, and prints its id once it is complete.")
+    checkpoint.add_argument("job_id", metavar="JOB_ID", help="the job's id")
+    checkpoint.add_argument("--full", action="store_true",
+                            help="a full checkpoint (Flink's -full; Millstream's checkpoints are always full)")
+    checkpoint.add_argument("--timeout", type=float, default=600.0,
+                            help="seconds to wait for the checkpoint (default: 600)")
+    checkpoint.set_defaults(func=_checkpoint)
 
     cluster = sub.add_parser("cluster", help="start, stop or inspect a local session cluster",
                              description="A session cluster of local processes; state and logs in MILLSTREAM_CLUSTER_DIR "
@@ -519,14 +557,14 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"run {what} in the foreground (see `millstream {name} --help`)", add_help=False)
         p.set_defaults(func=None)
 
-    for p in (plan, run, listing, status, cancel, logs, savepoint, stop, cluster):
+    for p in (plan, run, listing, status, cancel, logs, savepoint, stop, checkpoint, cluster):
         p.add_argument("-v", "--verbose", action="count", default=0, help="show Millstream's log lines on stderr (-vv: debug)")
-    for p in (run, listing, status, cancel, logs, savepoint, stop, cluster):
+    for p in (run, listing, status, cancel, logs, savepoint, stop, checkpoint, cluster):
         p.add_argument("--jobmanager", metavar="HOST:PORT",
                        help="the JobManager, or several as HOST:PORT,HOST:PORT (the leader among them is used; default: "
                             "MILLSTREAM_JOBMANAGER, the local cluster, or the configuration); with "
                             "high-availability.type=zookeeper the leader is looked up in ZooKeeper instead")
-    for p in (run, listing, status, cancel, logs, savepoint, stop):
+    for p in (run, listing, status, cancel, logs, savepoint, stop, checkpoint):
         p.add_argument("--config", help="YAML configuration file (e.g. the cluster's, for its high-availability.* options)")
         p.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
                        help="a configuration option, e.g. -D high-availability.type=zookeeper "

@@ -521,6 +521,16 @@ class ClusterClient:
         request = cpb.SavepointRequest(job_id=job_id, target_directory=target_directory, stop=stop, drain=drain)
         return self._leader_call("TriggerSavepoint", request, timeout_s, idempotent=False).path
 
+    def checkpoint(self, job_id: bytes, full: bool = False, timeout_s: float = 600.0) -> int:
+        """Takes a checkpoint of a running job now (Flink's ``flink checkpoint``); returns its id."""
+        request = cpb.CheckpointRequest(job_id=job_id, full=full)
+        return int(self._leader_call("TriggerCheckpoint", request, timeout_s, idempotent=False).checkpoint_id)
+
+    def dispose_savepoint(self, path: str, timeout_s: float = 600.0) -> str:
+        """Deletes a savepoint (Flink's ``flink savepoint -d``); returns the directory deleted."""
+        request = cpb.DisposeSavepointRequest(path=path)
+        return str(self._leader_call("DisposeSavepoint", request, timeout_s, idempotent=False).path)
+
     def task_outputs(self, job_id: bytes, vertex: str = "", subtask: int | None = None) -> cpb.TaskOutputsResponse:
         """What a job's subtasks printed and logged (every vertex / subtask unless named)."""
         request = cpb.TaskOutputsRequest(job_id=job_id, vertex=vertex)

@@ -172,7 +172,8 @@ class JobManager:
                           task_logs=self.task_logs, hosts=hosts, refresh_interval_ms=c.get(cfg.WEB_REFRESH_INTERVAL),
                           max_connections=c.get(cfg.REST_MAX_CONNECTIONS),
                           header_timeout_s=c.get(cfg.REST_HEADER_TIMEOUT) / 1000,
-                          idle_timeout_s=c.get(cfg.REST_IDLE_TIMEOUT) / 1000)
+                          idle_timeout_s=c.get(cfg.REST_IDLE_TIMEOUT) / 1000,
+                          flink_dashboard=c.get(cfg.REST_WEB_FLINK_DASHBOARD))
         ports, chosen = rest_ports(c)  # rest.bind-port (the first free of them), else rest.port
         key = cfg.REST_BIND_PORT.key if cfg.REST_BIND_PORT in c else cfg.REST_PORT.key
         for port in ports:

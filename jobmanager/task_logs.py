@@ -148,6 +148,11 @@ class TaskLogs:
         request = cpb.ReadLogRequest(name=name, stdout=stdout, max_bytes=max_bytes)
         return await self._call(resource_id, self._gateway(address).read_log_file(request, timeout=self.timeout_s))
 
+    async def thread_dump(self, resource_id: str) -> cpb.ThreadDumpResponse:
+        """The TaskManager's Python threads and stacks."""
+        address = self._registered(resource_id)
+        return await self._call(resource_id, self._gateway(address).thread_dump(timeout=self.timeout_s))
+
     def _registered(self, resource_id: str) -> str:
         address = self._address(resource_id)
         if address is None:

@@ -156,7 +156,7 @@ class JobSummary(_message.Message):
     def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ..., num_restarts: _Optional[int] = ..., checkpoints: _Optional[_Union[CheckpointSummary, _Mapping]] = ...) -> None: ...
 
 class CheckpointSummary(_message.Message):
-    __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path", "history")
+    __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path", "history", "latest_failed", "latest_savepoint")
     INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     NUM_COMPLETED_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +172,8 @@ class CheckpointSummary(_message.Message):
     LATEST_RESTORED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     LATEST_RESTORED_PATH_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
+    LATEST_FAILED_FIELD_NUMBER: _ClassVar[int]
+    LATEST_SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
     interval_ms: int
     directory: str
     num_completed: int
@@ -187,10 +189,12 @@ class CheckpointSummary(_message.Message):
     latest_restored_at_ms: int
     latest_restored_path: str
     history: _containers.RepeatedCompositeFieldContainer[CheckpointHistoryEntry]
-    def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ..., history: _Optional[_Iterable[_Union[CheckpointHistoryEntry, _Mapping]]] = ...) -> None: ...
+    latest_failed: CheckpointHistoryEntry
+    latest_savepoint: CheckpointHistoryEntry
+    def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ..., history: _Optional[_Iterable[_Union[CheckpointHistoryEntry, _Mapping]]] = ..., latest_failed: _Optional[_Union[CheckpointHistoryEntry, _Mapping]] = ..., latest_savepoint: _Optional[_Union[CheckpointHistoryEntry, _Mapping]] = ...) -> None: ...
 
 class CheckpointHistoryEntry(_message.Message):
-    __slots__ = ("id", "status", "is_savepoint", "trigger_timestamp_ms", "end_timestamp_ms", "size_bytes", "failure_message")
+    __slots__ = ("id", "status", "is_savepoint", "trigger_timestamp_ms", "end_timestamp_ms", "size_bytes", "failure_message", "num_subtasks", "num_acknowledged_subtasks", "external_path")
     ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     IS_SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -198,6 +202,9 @@ class CheckpointHistoryEntry(_message.Message):
     END_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     FAILURE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NUM_SUBTASKS_FIELD_NUMBER: _ClassVar[int]
+    NUM_ACKNOWLEDGED_SUBTASKS_FIELD_NUMBER: _ClassVar[int]
+    EXTERNAL_PATH_FIELD_NUMBER: _ClassVar[int]
     id: int
     status: str
     is_savepoint: bool
@@ -205,10 +212,13 @@ class CheckpointHistoryEntry(_message.Message):
     end_timestamp_ms: int
     size_bytes: int
     failure_message: str
-    def __init__(self, id: _Optional[int] = ..., status: _Optional[str] = ..., is_savepoint: _Optional[bool] = ..., trigger_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure_message: _Optional[str] = ...) -> None: ...
+    num_subtasks: int
+    num_acknowledged_subtasks: int
+    external_path: str
+    def __init__(self, id: _Optional[int] = ..., status: _Optional[str] = ..., is_savepoint: _Optional[bool] = ..., trigger_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure_message: _Optional[str] = ..., num_subtasks: _Optional[int] = ..., num_acknowledged_subtasks: _Optional[int] = ..., external_path: _Optional[str] = ...) -> None: ...
 
 class VertexSummary(_message.Message):
-    __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out", "metrics")
+    __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out", "metrics", "max_parallelism")
     class TasksPerStateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +240,7 @@ class VertexSummary(_message.Message):
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     vertex_id: bytes
     name: str
     parallelism: int
@@ -237,7 +248,8 @@ class VertexSummary(_message.Message):
     records_in: int
     records_out: int
     metrics: _containers.ScalarMap[str, float]
-    def __init__(self, vertex_id: _Optional[bytes] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    max_parallelism: int
+    def __init__(self, vertex_id: _Optional[bytes] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., max_parallelism: _Optional[int] = ...) -> None: ...
 
 class SlotWait(_message.Message):
     __slots__ = ("slots_required", "slots_allocated", "timeout_at_ms")
@@ -334,6 +346,32 @@ class SavepointRequest(_message.Message):
     def __init__(self, job_id: _Optional[bytes] = ..., target_directory: _Optional[str] = ..., stop: _Optional[bool] = ..., drain: _Optional[bool] = ...) -> None: ...
 
 class SavepointResponse(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
+class CheckpointRequest(_message.Message):
+    __slots__ = ("job_id", "full")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    full: bool
+    def __init__(self, job_id: _Optional[bytes] = ..., full: _Optional[bool] = ...) -> None: ...
+
+class CheckpointResponse(_message.Message):
+    __slots__ = ("checkpoint_id",)
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_id: int
+    def __init__(self, checkpoint_id: _Optional[int] = ...) -> None: ...
+
+class DisposeSavepointRequest(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
+class DisposeSavepointResponse(_message.Message):
     __slots__ = ("path",)
     PATH_FIELD_NUMBER: _ClassVar[int]
     path: str
@@ -697,6 +735,19 @@ class TaskManagerResources(_message.Message):
     heartbeats_received: int
     running_tasks: int
     def __init__(self, cpu_cores: _Optional[int] = ..., physical_memory_bytes: _Optional[int] = ..., available_memory_bytes: _Optional[int] = ..., process_rss_bytes: _Optional[int] = ..., process_tree_rss_bytes: _Optional[int] = ..., heartbeats_received: _Optional[int] = ..., running_tasks: _Optional[int] = ...) -> None: ...
+
+class ThreadDumpResponse(_message.Message):
+    __slots__ = ("threads",)
+    class Thread(_message.Message):
+        __slots__ = ("name", "stack")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        STACK_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        stack: str
+        def __init__(self, name: _Optional[str] = ..., stack: _Optional[str] = ...) -> None: ...
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    threads: _containers.RepeatedCompositeFieldContainer[ThreadDumpResponse.Thread]
+    def __init__(self, threads: _Optional[_Iterable[_Union[ThreadDumpResponse.Thread, _Mapping]]] = ...) -> None: ...
 
 class LookupPartitionRequest(_message.Message):
     __slots__ = ("producer_attempt_id",)

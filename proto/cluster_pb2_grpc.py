@@ -74,6 +74,16 @@ class DispatcherStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.SavepointRequest.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.SavepointResponse.FromString,
                 _registered_method=True)
+        self.TriggerCheckpoint = channel.unary_unary(
+                '/millstream.v1.Dispatcher/TriggerCheckpoint',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.CheckpointRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.CheckpointResponse.FromString,
+                _registered_method=True)
+        self.DisposeSavepoint = channel.unary_unary(
+                '/millstream.v1.Dispatcher/DisposeSavepoint',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.DisposeSavepointRequest.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.DisposeSavepointResponse.FromString,
+                _registered_method=True)
         self.GetTaskOutputs = channel.unary_unary(
                 '/millstream.v1.Dispatcher/GetTaskOutputs',
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.TaskOutputsRequest.SerializeToString,
@@ -138,6 +148,21 @@ class DispatcherServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TriggerCheckpoint(self, request, context):
+        """Take a checkpoint of a running job now, besides the periodic ones (Flink's `flink checkpoint`);
+        answers once it is complete.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisposeSavepoint(self, request, context):
+        """Delete a savepoint (Flink's `flink savepoint -d`): only a directory whose metadata reads as one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTaskOutputs(self, request, context):
         """What a job's subtasks printed and logged (their current attempts), from the TaskManagers that ran them.
         """
@@ -187,6 +212,16 @@ def add_DispatcherServicer_to_server(servicer, server):
                     servicer.TriggerSavepoint,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.SavepointRequest.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.SavepointResponse.SerializeToString,
+            ),
+            'TriggerCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerCheckpoint,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.CheckpointRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.CheckpointResponse.SerializeToString,
+            ),
+            'DisposeSavepoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisposeSavepoint,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.DisposeSavepointRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.DisposeSavepointResponse.SerializeToString,
             ),
             'GetTaskOutputs': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTaskOutputs,
@@ -410,6 +445,60 @@ class Dispatcher:
             '/millstream.v1.Dispatcher/TriggerSavepoint',
             millstream_dot_proto_dot_cluster__pb2.SavepointRequest.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.SavepointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.Dispatcher/TriggerCheckpoint',
+            millstream_dot_proto_dot_cluster__pb2.CheckpointRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.CheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisposeSavepoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.Dispatcher/DisposeSavepoint',
+            millstream_dot_proto_dot_cluster__pb2.DisposeSavepointRequest.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.DisposeSavepointResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1029,6 +1118,11 @@ class TaskExecutorStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.ReadLogRequest.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.ReadLogResponse.FromString,
                 _registered_method=True)
+        self.ThreadDump = channel.unary_unary(
+                '/millstream.v1.TaskExecutor/ThreadDump',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.ThreadDumpResponse.FromString,
+                _registered_method=True)
 
 
 class TaskExecutorServicer:
@@ -1105,6 +1199,13 @@ class TaskExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ThreadDump(self, request, context):
+        """The TaskManager process's Python threads and their stacks (the REST API's thread dump).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1162,6 +1263,11 @@ def add_TaskExecutorServicer_to_server(servicer, server):
                     servicer.ReadLogFile,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.ReadLogRequest.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.ReadLogResponse.SerializeToString,
+            ),
+            'ThreadDump': grpc.unary_unary_rpc_method_handler(
+                    servicer.ThreadDump,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.ThreadDumpResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1461,6 +1567,33 @@ class TaskExecutor:
             '/millstream.v1.TaskExecutor/ReadLogFile',
             millstream_dot_proto_dot_cluster__pb2.ReadLogRequest.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.ReadLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ThreadDump(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.TaskExecutor/ThreadDump',
+            millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.ThreadDumpResponse.FromString,
             options,
             channel_credentials,
             insecure,

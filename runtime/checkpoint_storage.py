@@ -298,3 +298,23 @@ class CompletedCheckpointStore:
             log.warning("could not delete checkpoint directory %s: %s", directory, e)
         else:
             log.debug("deleted checkpoint directory %s", directory)
+
+
+def dispose_savepoint(value: str) -> Path:
+    """Deletes a savepoint (Flink's savepoint disposal: ``flink savepoint -d PATH``): ``value`` is
+    its directory (a path or a ``file://`` URI) or its ``_metadata`` file. The metadata must be
+    readable first, so a mistyped path never deletes a directory that is no savepoint. Blocking
+    (files). Raises CheckpointStorageError naming the problem. Answers the deleted directory."""
+    try:
+        directory = parse_checkpoint_dir(value)
+    except CheckpointStorageError as exc:
+        raise CheckpointStorageError(f"savepoint path {value!r}: {exc}") from None
+    if directory.name == METADATA_FILE:
+        directory = directory.parent
+    if not directory.exists():
+        raise CheckpointStorageError(f"savepoint {value!r}: {directory} does not exist")
+    if not directory.is_dir():
+        raise CheckpointStorageError(f"savepoint {value!r}: {directory} is not a directory")
+    CompletedCheckpointStore(directory.parent, directory.name).load(directory)  # a savepoint, whole
+    shutil.rmtree(directory)
+    return directory

@@ -281,6 +281,11 @@ WEB_REFRESH_INTERVAL: ConfigOption[int] = _option(
     "web.refresh-interval", _DURATION, 3 * _S,
     "How often the web UI's pages refresh; `GET /config` reports it as `refresh-interval` (ms), as "
     "Flink's dashboard reads it.")
+REST_WEB_FLINK_DASHBOARD: ConfigOption[bool] = _option(
+    "rest.web.flink-dashboard", _BOOL, False,
+    "Serve Flink's own web dashboard at /flink/ beside Millstream's page, from the flink-dist jar of "
+    "the apache-flink-libraries wheel (.venv/flink-tools, MILLSTREAM_FLINK_HOME or an installed pyflink); "
+    "the JobManager does not start when it is on and no jar is found.")
 JOBSTORE_EXPIRATION_TIME: ConfigOption[int] = _option(
     "jobstore.expiration-time", _INT, 3600,
     "Seconds (an integer, as in Flink) a finished job's summary stays listed by `millstream list` and "

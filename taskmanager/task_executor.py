@@ -30,6 +30,7 @@ from typing import Any
 import grpc
 
 from millstream.runtime.artifact_names import check_artifact_name
+from millstream.runtime.thread_dump import python_threads
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.runtime.entrypoint import log_files
@@ -700,3 +701,7 @@ class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
 
     async def ReadLogFile(self, request, context):  # noqa: N802, ANN001, ANN201
         return await asyncio.to_thread(read_log_file, request)
+
+    async def ThreadDump(self, request, context):  # noqa: N802, ANN001, ANN201
+        return cpb.ThreadDumpResponse(threads=[cpb.ThreadDumpResponse.Thread(name=name, stack=stack)
+                                               for name, stack in python_threads()])

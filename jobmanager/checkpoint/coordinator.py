@@ -282,6 +282,8 @@ class CheckpointRecord:
     end_ms: Optional[float]  # None: a failure reported without a time
     size_bytes: int = 0
     failure_message: str = ""
+    num_subtasks: int = 0  # the tasks that had to acknowledge it
+    num_acknowledged: int = 0  # those that did
 
 
 @dataclass
@@ -303,9 +305,19 @@ class CheckpointStats:
     latest_restored_path: Optional[str] = None
     # The latest completed and failed checkpoints, oldest first (the REST API's history).
     history: deque[CheckpointRecord] = field(default_factory=lambda: deque(maxlen=CHECKPOINT_HISTORY_SIZE))
+    # The latest failed checkpoint and completed savepoint, kept after they leave the history
+    # (Flink's latest.failed and latest.savepoint).
+    last_failed: Optional[CheckpointRecord] = None
+    last_savepoint: Optional[CheckpointRecord] = None
 
 
 # -- the pending checkpoint ----------------------------------------------------------------------
+
+
+def _record(pending: "PendingCheckpoint", status: str, now_ms: Optional[float], message: str = "") -> CheckpointRecord:
+    total = len(pending.to_wait_for)
+    return CheckpointRecord(pending.checkpoint_id, status, pending.forced, pending.timestamp_ms, now_ms,
+                            pending.size_bytes, message, total, total - len(pending.not_yet_acked))
 
 
 @dataclass(eq=False)
@@ -400,13 +412,15 @@ class CheckpointCoordinator:
         self._queued_periodic = False
 
     def trigger_now(self, now_ms: float, tasks: Iterable[TaskSnapshot], stop: bool = False,
-                    drain: bool = False) -> list[Command]:
+                    drain: bool = False, savepoint: bool = True) -> list[Command]:
         """A forced checkpoint (a savepoint): starts at once, ignoring the min pause, unless one is
         in flight (then nothing: ask again once it ended). The TriggerCheckpoint names its id.
-        ``stop``/``drain``: stop-with-savepoint's synchronous savepoint, carried to the tasks."""
+        ``stop``/``drain``: stop-with-savepoint's synchronous savepoint, carried to the tasks.
+        ``savepoint`` False: a checkpoint triggered by hand (Flink's ``POST /jobs/:id/checkpoints``),
+        counted and kept as a periodic one is."""
         if self._pending is not None:
             return []
-        commands = self._trigger(now_ms, list(tasks), forced=True)
+        commands = self._trigger(now_ms, list(tasks), forced=savepoint)
         return [dataclasses.replace(c, stop=stop, drain=drain) if isinstance(c, TriggerCheckpoint) else c
                 for c in commands]
 
@@ -535,8 +549,10 @@ class CheckpointCoordinator:
         s.last_completed_duration_ms = now_ms - pending.timestamp_ms
         s.last_completed_size_bytes = pending.size_bytes
         s.last_completed_at_ms = now_ms
-        s.history.append(CheckpointRecord(checkpoint_id, "COMPLETED", pending.forced, pending.timestamp_ms, now_ms,
-                                          pending.size_bytes))
+        record = _record(pending, "COMPLETED", now_ms)
+        s.history.append(record)
+        if record.is_savepoint:
+            s.last_savepoint = record
         if checkpoint_id > self._last_succeeded_id:
             self._last_succeeded_id = checkpoint_id
             self._continuous_failures = 0
@@ -560,7 +576,7 @@ class CheckpointCoordinator:
         pending, s = self._pending, self.stats
         if pending is None or pending.checkpoint_id != checkpoint_id:
             raise ValueError(f"checkpoint {checkpoint_id} is not the one being finalized")
-        record = CheckpointRecord(checkpoint_id, "COMPLETED", pending.forced, pending.timestamp_ms, now_ms, pending.size_bytes)
+        record = _record(pending, "COMPLETED", now_ms)
         history = [*s.history, record][-CHECKPOINT_HISTORY_SIZE:]
         return s.num_completed + 1, s.num_failed, history
 
@@ -571,6 +587,8 @@ class CheckpointCoordinator:
         s.num_completed, s.num_failed = max(0, num_completed), max(0, num_failed)
         s.history.clear()
         s.history.extend(history)
+        s.last_failed = next((r for r in reversed(s.history) if r.status == "FAILED"), None)
+        s.last_savepoint = next((r for r in reversed(s.history) if r.status == "COMPLETED" and r.is_savepoint), None)
         completed = [r for r in s.history if r.status == "COMPLETED"]
         if completed:
             last = completed[-1]
@@ -604,8 +622,8 @@ class CheckpointCoordinator:
         s.last_failed_id = cid
         s.last_failure_reason = reason.value
         s.last_failure_message = message
-        s.history.append(CheckpointRecord(cid, "FAILED", pending.forced, pending.timestamp_ms, now_ms,
-                                          pending.size_bytes, message))
+        s.last_failed = _record(pending, "FAILED", now_ms, message)
+        s.history.append(s.last_failed)
         log.warning("Checkpoint %d aborted (%s): %s", cid, reason.value, message)
         out: list[Command] = [NotifyCheckpointAborted(a, cid) for a in pending.to_commit]
         out.append(DiscardCheckpoint(cid))

@@ -85,11 +85,18 @@ def draw_checkpoint_id(counter: BlockingCheckpointIDCounter, min_next: Optional[
 
 @dataclass
 class _SavepointRequest:
-    target: Path
-    future: asyncio.Future[str]
+    """A savepoint being taken; ``target`` None: a checkpoint triggered by hand, whose future
+    resolves to its id instead of a path (nothing is copied)."""
+
+    target: Optional[Path]
+    future: asyncio.Future[Any]
     stop: bool = False
     checkpoint_id: Optional[int] = None
     drain: bool = False
+
+    @property
+    def what(self) -> str:
+        return "checkpoint" if self.target is None else "savepoint"
 
 
 class CheckpointDriver:
@@ -120,6 +127,8 @@ class CheckpointDriver:
         self._finished_at_trigger: dict[int, frozenset[str]] = {}
         self._wall_minus_monotonic_ms = int(time.time() * 1000) - now_ms()
         self._savepoint: Optional[_SavepointRequest] = None
+        # checkpoint id -> its directory (a savepoint's: its copy), for the history's external_path
+        self._external_paths: dict[int, str] = {}
 
     @property
     def blocking(self) -> bool:
@@ -175,14 +184,17 @@ class CheckpointDriver:
         return {"num_completed": completed, "num_failed": failed, "history": [
             {"id": r.checkpoint_id, "status": r.status, "savepoint": r.is_savepoint, "trigger_ms": r.trigger_ms + wall,
              "end_ms": r.end_ms + wall if r.end_ms is not None else None, "size": r.size_bytes,
-             "failure": r.failure_message} for r in history]}
+             "failure": r.failure_message, "subtasks": r.num_subtasks, "acked": r.num_acknowledged,
+             "path": self._external_paths.get(r.checkpoint_id, "")} for r in history]}
 
     def _restore_stats(self, stats: dict[str, Any], point: CompletedCheckpoint) -> None:
         wall = self._wall_minus_monotonic_ms
         try:
             history = [CheckpointRecord(int(r["id"]), str(r["status"]), bool(r["savepoint"]), float(r["trigger_ms"]) - wall,
                                         float(r["end_ms"]) - wall if r["end_ms"] is not None else None, int(r["size"]),
-                                        str(r["failure"])) for r in stats.get("history", [])]
+                                        str(r["failure"]), int(r.get("subtasks", 0)), int(r.get("acked", 0)))
+                       for r in stats.get("history", [])]
+            self._external_paths.update({int(r["id"]): str(r["path"]) for r in stats.get("history", []) if r.get("path")})
             self.coordinator.restore_stats(int(stats["num_completed"]), int(stats["num_failed"]), history)
         except (KeyError, TypeError, ValueError) as exc:  # figures only: the job recovers all the same
             log.warning("job %s: the checkpoint statistics in %s are unreadable (%r); counting from zero",
@@ -272,17 +284,31 @@ class CheckpointDriver:
         self._try_savepoint()
         return request.future
 
+    def trigger_checkpoint(self) -> asyncio.Future[int]:
+        """A checkpoint now, besides the periodic ones (Flink's manually triggered checkpoint); the
+        future resolves to its id once it completed (or fails with a SavepointError). Millstream's
+        snapshots are always full, so Flink's FULL, INCREMENTAL and CONFIGURED types take the same.
+        It waits for a checkpoint in flight, as a savepoint does."""
+        if not self._running:
+            raise SavepointError("the job's tasks are not all running yet; try again in a moment")
+        if self._savepoint is not None:
+            raise SavepointError(f"a {self._savepoint.what} of this job is in progress already")
+        request = self._savepoint = _SavepointRequest(None, asyncio.get_running_loop().create_future())
+        self._try_savepoint()
+        return request.future
+
     def _try_savepoint(self) -> None:
         request = self._savepoint
         if request is None or request.checkpoint_id is not None or self.coordinator.pending is not None:
             return
-        commands = self.coordinator.trigger_now(now_ms(), self.core.checkpoint_tasks(), request.stop, request.drain)
+        commands = self.coordinator.trigger_now(now_ms(), self.core.checkpoint_tasks(), request.stop, request.drain,
+                                                savepoint=request.target is not None)
         triggered = [c for c in commands if isinstance(c, TriggerCheckpoint)]
         if not triggered:
             self._savepoint_failed(self.coordinator.stats.last_failure_message or "the checkpoint could not start")
             return
         request.checkpoint_id = triggered[0].checkpoint_id
-        log.info("job %s: savepoint as checkpoint %d", self.core.job_id.hex(), request.checkpoint_id)
+        log.info("job %s: %s as checkpoint %d", self.core.job_id.hex(), request.what, request.checkpoint_id)
         self._run(commands)
 
     def _savepoint_failed(self, message: str) -> None:
@@ -291,7 +317,7 @@ class CheckpointDriver:
             if request.stop and self._running:  # the job goes on: so do its periodic checkpoints
                 self._run(self.coordinator.start(now_ms()))
             if not request.future.done():
-                request.future.set_exception(SavepointError(f"the savepoint failed: {message}"))
+                request.future.set_exception(SavepointError(f"the {request.what} failed: {message}"))
 
     def _copy_savepoint(self, source: Path, target: Path, checkpoint_id: int) -> str:
         """Copies a completed checkpoint out of the job's directory: its metadata names files
@@ -365,14 +391,20 @@ class CheckpointDriver:
             log.warning("checkpoint %d: writing its metadata failed: %s", command.checkpoint_id, exc)
             self._run(self.coordinator.checkpoint_finalize_failed(command.checkpoint_id, f"{type(exc).__name__}: {exc}"))
             return
+        self._remember_path(command.checkpoint_id, str(checkpoint.directory))
         request = self._savepoint
-        if request is not None and request.checkpoint_id == command.checkpoint_id:
+        if request is not None and request.checkpoint_id == command.checkpoint_id and request.target is None:
+            self._savepoint = None  # a checkpoint by hand: complete once its metadata is written
+            if not request.future.done():
+                request.future.set_result(command.checkpoint_id)
+        elif request is not None and request.checkpoint_id == command.checkpoint_id and request.target is not None:
             try:  # before the checkpoint is reported complete: nothing deletes it meanwhile
                 path = await asyncio.to_thread(self._copy_savepoint, checkpoint.directory, request.target, command.checkpoint_id)
             except Exception as exc:
                 self._savepoint_failed(f"copying checkpoint {command.checkpoint_id} to {request.target}: {exc}")
             else:
                 self._savepoint = None
+                self._remember_path(command.checkpoint_id, path)
                 if not request.future.done():
                     request.future.set_result(path)
         commands = self.coordinator.checkpoint_finalized(command.checkpoint_id, now_ms(), self.core.checkpoint_tasks())
@@ -381,6 +413,16 @@ class CheckpointDriver:
             return
         self.core.restore_point = checkpoint
         self._run(commands)
+
+    def _remember_path(self, checkpoint_id: int, path: str) -> None:
+        """Keeps the paths of the checkpoints the figures still show (history, latest savepoint)."""
+        self._external_paths[checkpoint_id] = path
+        s = self.coordinator.stats
+        shown = {r.checkpoint_id for r in s.history} | {checkpoint_id}
+        if s.last_savepoint is not None:
+            shown.add(s.last_savepoint.checkpoint_id)
+        for old in [k for k in self._external_paths if k not in shown]:
+            del self._external_paths[old]
 
     def _schedule(self) -> None:
         if self._timer is not None:
@@ -399,7 +441,7 @@ class CheckpointDriver:
     def summary(self) -> cpb.CheckpointSummary:
         s = self.coordinator.stats
         wall = self._wall_minus_monotonic_ms
-        return cpb.CheckpointSummary(
+        summary = cpb.CheckpointSummary(
             interval_ms=self.checkpointing.settings.interval_ms,
             directory=str(self.store.job_dir),
             num_completed=s.num_completed,
@@ -414,9 +456,19 @@ class CheckpointDriver:
             latest_restored_id=s.latest_restored_id or 0,
             latest_restored_at_ms=int(s.latest_restored_at_ms + wall) if s.latest_restored_at_ms is not None else 0,
             latest_restored_path=s.latest_restored_path or "",
-            history=[cpb.CheckpointHistoryEntry(
-                id=r.checkpoint_id, status=r.status, is_savepoint=r.is_savepoint,
-                trigger_timestamp_ms=int(r.trigger_ms + wall), end_timestamp_ms=int(r.end_ms + wall) if r.end_ms is not None else 0,
-                size_bytes=r.size_bytes, failure_message=r.failure_message) for r in reversed(s.history)],
+            history=[self._entry(r) for r in reversed(s.history)],
         )
+        if s.last_failed is not None:
+            summary.latest_failed.CopyFrom(self._entry(s.last_failed))
+        if s.last_savepoint is not None:
+            summary.latest_savepoint.CopyFrom(self._entry(s.last_savepoint))
+        return summary
+
+    def _entry(self, r: CheckpointRecord) -> cpb.CheckpointHistoryEntry:
+        wall = self._wall_minus_monotonic_ms
+        return cpb.CheckpointHistoryEntry(
+            id=r.checkpoint_id, status=r.status, is_savepoint=r.is_savepoint,
+            trigger_timestamp_ms=int(r.trigger_ms + wall), end_timestamp_ms=int(r.end_ms + wall) if r.end_ms is not None else 0,
+            size_bytes=r.size_bytes, failure_message=r.failure_message, num_subtasks=r.num_subtasks,
+            num_acknowledged_subtasks=r.num_acknowledged, external_path=self._external_paths.get(r.checkpoint_id, ""))
 

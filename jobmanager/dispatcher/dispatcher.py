@@ -69,7 +69,7 @@ from millstream.jobmanager.task_logs import SubtaskAttempt, TaskLogError, TaskLo
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import cluster_pb2_grpc as cpb_grpc
 from millstream.jobmanager.checkpoint.settings import unaligned_checkpoints_warning
-from millstream.runtime.checkpoint_storage import CheckpointStorageError
+from millstream.runtime.checkpoint_storage import CheckpointStorageError, dispose_savepoint
 from millstream.runtime.clock import wall_ms
 from millstream.runtime.execution_state import JobStatus
 from millstream.runtime.restart_strategy import NoRestart
@@ -449,6 +449,29 @@ class Dispatcher(DispatcherGateway):
 
         return run()
 
+    def trigger_checkpoint(self, job_id: bytes) -> Awaitable[int]:
+        """Checks the request now (a DispatcherError: NOT_FOUND, FAILED_PRECONDITION) and returns
+        the checkpoint being taken: it resolves to its id or raises a DispatcherError."""
+        job_master = self.core.checkpoint(job_id)
+
+        async def run() -> int:
+            try:
+                return await job_master.checkpoint()
+            except (SavepointError, CheckpointStorageError) as exc:
+                raise DispatcherError(ErrorKind.FAILED_PRECONDITION, f"Checkpoint of job {job_id.hex()}: {exc}") from exc
+
+        return run()
+
+    async def dispose_savepoint(self, path: str) -> str:
+        """Deletes a savepoint (Flink's Dispatcher.disposeSavepoint), off the loop; answers its
+        directory. A DispatcherError (INVALID_ARGUMENT) names why a path is no savepoint."""
+        try:
+            return str(await asyncio.to_thread(dispose_savepoint, path))
+        except CheckpointStorageError as exc:
+            raise DispatcherError(ErrorKind.INVALID_ARGUMENT, str(exc)) from exc
+        except OSError as exc:
+            raise DispatcherError(ErrorKind.INVALID_ARGUMENT, f"savepoint {path!r} not deleted: {exc}") from exc
+
 
     # -- printed lines and waiting for the result ----------------------------------------------
 
@@ -527,6 +550,20 @@ class DispatcherServicer(cpb_grpc.DispatcherServicer):
         except DispatcherError as exc:
             await context.abort(grpc_status(exc), str(exc))
         return cpb.SavepointResponse(path=path)
+
+    async def TriggerCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
+        try:
+            checkpoint_id = await self.dispatcher.trigger_checkpoint(request.job_id)
+        except DispatcherError as exc:
+            await context.abort(grpc_status(exc), str(exc))
+        return cpb.CheckpointResponse(checkpoint_id=checkpoint_id)
+
+    async def DisposeSavepoint(self, request, context):  # noqa: N802, ANN001, ANN201
+        try:
+            path = await self.dispatcher.dispose_savepoint(request.path)
+        except DispatcherError as exc:
+            await context.abort(grpc_status(exc), str(exc))
+        return cpb.DisposeSavepointResponse(path=path)
 
     async def GetTaskOutputs(self, request, context):  # noqa: N802, ANN001, ANN201
         if self._task_logs is None:

@@ -43,14 +43,14 @@ from millstream.jobmanager.dispatcher.collect_buffer import CollectBuffer, Colle
 from millstream.jobmanager.jobmaster.job_graph_validation import InvalidJobGraphError, validate_job_graph
 from millstream.jobmanager.jobmaster.job_master_core import ExceptionHistoryEntry, JobMasterCore, job_slot_request_timeout
 from millstream.jobmanager.rest.metrics_views import vertex_views
-from millstream.jobmanager.rest.views import job_plan
+from millstream.jobmanager.rest.views import checkpoint_config, job_config, job_plan
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 from millstream.runtime import config as cfg
 from millstream.runtime.bounded_lines import LineCursor, PrintedLines
 from millstream.runtime.checkpoint_storage import CheckpointStorageError, parse_checkpoint_dir
 from millstream.runtime.execution_state import JobStatus
-from millstream.runtime.restart_strategy import RestartStrategySpec, spec_for_job
+from millstream.runtime.restart_strategy import RestartStrategySpec, describe, spec_for_job
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,7 @@ class RunningJob(Protocol):
     def cancel(self) -> None: ...
     async def stop(self) -> None: ...
     async def savepoint(self, target: Any, stop: bool, drain: bool = False) -> str: ...
+    async def checkpoint(self) -> int: ...
 
 
 @dataclass(eq=False)
@@ -127,6 +128,10 @@ class JobRecord:
     # When the job entered each status (wall clock; Flink's job "timestamps", shown by the REST API).
     status_timestamps: dict[str, int] = field(default_factory=dict)
     plan: dict[str, object] = field(default_factory=dict)  # Flink's JSON plan (rest_views.job_plan)
+    # The job's execution and checkpoint configuration as Flink's REST API shows them (rest_views.job_config,
+    # checkpoint_config), kept from submission: a finished job still answers them.
+    config: dict[str, object] = field(default_factory=dict)
+    checkpoint_config: dict[str, object] | None = None
     # Each subtask's last attempt and its TaskManager, kept once the job ended (`millstream logs`; the shell fills it).
     final_attempts: list[Any] = field(default_factory=list)
 
@@ -326,6 +331,8 @@ class DispatcherCore:
         record = JobRecord(graph.job_id, graph.job_name, request.submission_id, num_tasks,
                            start_time_ms=request.accepted_at_ms if request.accepted_at_ms > 0 else now_ms)
         record.plan = job_plan(graph)
+        record.config = job_config(graph, describe(restart_spec))
+        record.checkpoint_config = checkpoint_config(checkpointing) if checkpointing is not None else None
         record.parallelism = max((v.parallelism for v in graph.vertices), default=0)
         record.slot_timeout_at_ms = self._slot_timeout_at_ms
         self.jobs[graph.job_id] = record
@@ -501,6 +508,20 @@ class DispatcherCore:
         except CheckpointStorageError as exc:
             raise DispatcherError(ErrorKind.INVALID_ARGUMENT, f"Savepoint directory {target}: {exc}") from exc
         return TakeSavepoint(job_master, directory, stop, drain)
+
+    def checkpoint(self, job_id: bytes) -> RunningJob:
+        """Checks a request for a checkpoint by hand: NOT_FOUND, FAILED_PRECONDITION for a job that
+        is not RUNNING or takes no checkpoints. Answers the JobMaster that takes it."""
+        record = self.record(job_id)
+        job_master = record.job_master
+        if job_master is None or record.status is not JobStatus.RUNNING:
+            raise DispatcherError(ErrorKind.FAILED_PRECONDITION,
+                                  f"Job {job_id.hex()} is {record.status.value}: only a RUNNING job takes a checkpoint")
+        if job_master.core.checkpointing is None:
+            raise DispatcherError(ErrorKind.FAILED_PRECONDITION,
+                                  f"Job {job_id.hex()} takes no checkpoints: enable checkpointing "
+                                  "(env.enable_checkpointing(ms), or execution.checkpointing.interval on the cluster)")
+        return job_master
 
     # -- printed lines and collected results ---------------------------------------------------
 

@@ -37,6 +37,15 @@ class DispatcherGateway(Protocol):
         which resolves to its path."""
         ...
 
+    def trigger_checkpoint(self, job_id: bytes) -> Awaitable[int]:
+        """Checks the request at once (raises if refused) and returns the checkpoint being taken,
+        which resolves to its id."""
+        ...
+
+    async def dispose_savepoint(self, path: str) -> str:
+        """Deletes the savepoint at ``path`` (raises if it is none); answers its directory."""
+        ...
+
     def request_job_result(self, job_id: bytes) -> AsyncIterator[cpb.JobStatusUpdate]:
         """The job's updates until it ends (the last one is terminal)."""
         ...

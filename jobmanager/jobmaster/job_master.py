@@ -219,6 +219,14 @@ class JobMaster:
                                      f"finishing{': ' + failure if failure else ''}")
         return path
 
+    async def checkpoint(self) -> int:
+        """Takes a checkpoint now (Flink's manually triggered one) and answers its id once it is
+        complete. Raises SavepointError (no checkpointing, tasks not running, one in progress)."""
+        if self.checkpoints is None:
+            raise SavepointError("the job takes no checkpoints: a checkpoint by hand needs checkpointing "
+                                 "(env.enable_checkpointing(ms) or execution.checkpointing.interval)")
+        return await self.checkpoints.trigger_checkpoint()
+
     def _job_end(self) -> Awaitable[JobStatus]:
         """The job's globally terminal status, once it has one."""
         waiter: asyncio.Future[JobStatus] = asyncio.get_running_loop().create_future()

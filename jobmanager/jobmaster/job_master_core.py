@@ -281,6 +281,7 @@ class JobMasterCore:
                     vertex_id=ejv.id,
                     name=ejv.name,
                     parallelism=ejv.parallelism,
+                    max_parallelism=ejv.max_parallelism,
                     tasks_per_state={s.value: n for s, n in self._vertex_state_counts[ejv.id].items() if n},
                     records_in=records_in,
                     records_out=records_out,

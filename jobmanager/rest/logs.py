@@ -30,10 +30,12 @@ LOG_ROUTES: dict[str, dict[str, str]] = {
     "/taskmanagers/{taskmanagerid}/stdout": {"get": "The end of a TaskManager's stdout (its tasks' prints and log lines), as text."},
     "/taskmanagers/{taskmanagerid}/logs": {"get": "A TaskManager's log files: {\"logs\": [{\"name\", \"size\"}]}."},
     "/taskmanagers/{taskmanagerid}/logs/{filename}": {"get": "The end of one of a TaskManager's log files, as text."},
+    "/taskmanagers/{taskmanagerid}/thread-dump": {"get": "A TaskManager's Python threads, each with its stack "
+                                                         "(Flink's ThreadDumpInfo)."},
     "/jobs/{jobid}/vertices/{vertexid}/subtasks/{subtaskindex}/output": {
         "get": "What a subtask's current (or last) attempt printed and logged: {\"lines\": [...], ...}."},
 }
-TEXT_PATHS = frozenset(p for p in LOG_ROUTES if not p.endswith(("/logs", "/output")))
+TEXT_PATHS = frozenset(p for p in LOG_ROUTES if not p.endswith(("/logs", "/output", "/thread-dump")))
 
 
 def _text(text: str) -> web.Response:
@@ -63,6 +65,7 @@ class LogHandlers:
             "/taskmanagers/{taskmanagerid}/log": self._tm_log,
             "/taskmanagers/{taskmanagerid}/stdout": self._tm_stdout,
             "/taskmanagers/{taskmanagerid}/logs": self._tm_logs,
+            "/taskmanagers/{taskmanagerid}/thread-dump": self._tm_thread_dump,
             "/taskmanagers/{taskmanagerid}/logs/{filename}": self._tm_file,
             "/jobs/{jobid}/vertices/{vertexid}/subtasks/{subtaskindex}/output": self._subtask_output,
         }
@@ -121,6 +124,14 @@ class LogHandlers:
         except TaskLogError as exc:
             _raise(exc)
         return web.json_response({"logs": [{"name": f.name, "size": f.size} for f in listed.files]})
+
+    async def _tm_thread_dump(self, request: web.Request) -> web.StreamResponse:
+        try:
+            dump = await self._logs().thread_dump(request.match_info["taskmanagerid"])
+        except TaskLogError as exc:
+            _raise(exc)
+        return web.json_response({"threadInfos": [{"threadName": t.name, "stringifiedThreadInfo": t.stack}
+                                                  for t in dump.threads]})
 
     # -- a subtask's captured output -----------------------------------------------------------
 

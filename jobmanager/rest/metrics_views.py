@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from millstream.runtime.execution_state import ExecutionState
-from millstream.jobmanager.rest.views import BadRequest, NotFound
+from millstream.jobmanager.rest.views import BadRequest, NotFound, vertex_status
 
 __all__ = [
     "SubtaskView", "VertexView", "vertex_views", "parse_vertex_id", "vertex_details_view", "vertex_metrics_view",
@@ -100,16 +100,21 @@ def _duration(start: int, end: int, now_ms: int) -> int:
 
 
 def _io_metrics(metrics: Mapping[str, float], complete: bool) -> dict[str, Any]:
-    """Flink's IOMetricsInfo of one subtask (or a vertex's sums)."""
+    """Flink's IOMetricsInfo of one subtask (or a vertex's sums). A ``*-complete`` flag is true
+    when the figure exists, as in Flink (false only while a subtask has not reported it yet); a
+    terminal subtask's figures are final (``complete``)."""
+    def known(name: str) -> bool:
+        return complete or name in metrics
+
     return {
         "read-bytes": int(metrics.get("numBytesIn", 0)),
-        "read-bytes-complete": complete,
+        "read-bytes-complete": known("numBytesIn"),
         "write-bytes": int(metrics.get("numBytesOut", 0)),
-        "write-bytes-complete": complete,
+        "write-bytes-complete": known("numBytesOut"),
         "read-records": int(metrics.get("numRecordsIn", 0)),
-        "read-records-complete": complete,
+        "read-records-complete": known("numRecordsIn"),
         "write-records": int(metrics.get("numRecordsOut", 0)),
-        "write-records-complete": complete,
+        "write-records-complete": known("numRecordsOut"),
         "accumulated-backpressured-time": int(metrics.get("accumulateBackPressuredTimeMs", 0)),
         "accumulated-idle-time": int(metrics.get("accumulateIdleTimeMs", 0)),
         "accumulated-busy-time": int(metrics.get("accumulateBusyTimeMs", 0)),
@@ -232,6 +237,8 @@ def vertex_io_summary(vertex: VertexView) -> dict[str, float]:
         return max((m[name] / 1000 for m in reported if name in m), default=0.0)
 
     return {
+        # how many of its subtasks reported figures: the entry's *-complete flags (views._io_fields)
+        "reported-subtasks": float(len(reported)),
         "read-bytes": total("numBytesIn"),
         "write-bytes": total("numBytesOut"),
         "accumulated-backpressured-time": total("accumulateBackPressuredTimeMs"),
@@ -240,3 +247,95 @@ def vertex_io_summary(vertex: VertexView) -> dict[str, float]:
         "busy-ratio": highest("busyTimeMsPerSecond"),
         "backpressured-ratio": highest("backPressuredTimeMsPerSecond"),
     }
+
+
+# ---- the dashboard's other vertex tabs -------------------------------------------------------
+
+def watermarks_view(vertex: VertexView) -> list[dict[str, str]]:
+    """``GET /jobs/:jobid/vertices/:vertexid/watermarks``: each subtask's current input watermark
+    (``<subtask>.currentInputWatermark``), for subtasks that have seen one, as Flink lists them."""
+    return [{"id": f"{s.subtask}.currentInputWatermark", "value": _format(s.metrics["currentInputWatermark"])}
+            for s in vertex.subtasks if "currentInputWatermark" in s.metrics]
+
+
+IO_FIELDS = ("read-bytes", "write-bytes", "read-records", "write-records", "accumulated-backpressured-time",
+             "accumulated-idle-time", "accumulated-busy-time")
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _aggregated(values: list[float]) -> dict[str, float]:
+    """Flink's AggregatedTaskDetailsInfo statistics of one figure over a TaskManager's subtasks."""
+    ordered = sorted(values) or [0.0]
+    return {"min": ordered[0], "max": ordered[-1], "avg": sum(ordered) / len(ordered), "sum": sum(ordered),
+            "median": _percentile(ordered, 0.5), "p25": _percentile(ordered, 0.25),
+            "p75": _percentile(ordered, 0.75), "p95": _percentile(ordered, 0.95)}
+
+
+def vertex_taskmanagers_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
+    """``GET /jobs/:jobid/vertices/:vertexid/taskmanagers``: Flink's JobVertexTaskManagersInfo,
+    the vertex's subtasks grouped by the TaskManager running them: its aggregate state, times,
+    summed I/O metrics, subtasks per state and each figure's statistics over them."""
+    groups: dict[str, list[SubtaskView]] = {}
+    for s in vertex.subtasks:
+        groups.setdefault(s.taskmanager_id, []).append(s)
+    taskmanagers = []
+    for tm_id, subtasks in groups.items():
+        counts: dict[str, int] = {state.value: 0 for state in ExecutionState}
+        for s in subtasks:
+            counts[s.status] = counts.get(s.status, 0) + 1
+        starts = [s.start_time for s in subtasks if s.start_time >= 0]
+        start = min(starts) if starts else -1
+        ended = all(ExecutionState(s.status).is_terminal() for s in subtasks)
+        end = max((s.end_time for s in subtasks), default=-1) if ended else -1
+        per_subtask = [_io_metrics(s.metrics, ExecutionState(s.status).is_terminal()) for s in subtasks]
+        metrics = {**per_subtask[0], **{name: all(m[name] for m in per_subtask)
+                                        for name in per_subtask[0] if name.endswith("-complete")}}
+        for field in IO_FIELDS:
+            metrics[field] = sum(m[field] for m in per_subtask)
+        taskmanagers.append({
+            "endpoint": subtasks[0].endpoint or "(unassigned)",
+            "status": vertex_status({k: v for k, v in counts.items() if v}, len(subtasks)),
+            "start-time": start, "end-time": end, "duration": _duration(start, end, now_ms),
+            "metrics": metrics,
+            "status-counts": {**counts, "RECONCILING": 0},
+            "taskmanager-id": tm_id or "(unassigned)",
+            "aggregated": {"metrics": {field: _aggregated([m[field] for m in per_subtask]) for field in IO_FIELDS},
+                           "status-duration": {}},
+        })
+    return {"id": vertex.vertex_id.hex(), "name": vertex.name, "now": now_ms, "taskmanagers": taskmanagers}
+
+
+def accumulators_view(vertex: VertexView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/vertices/:vertexid/accumulators``: Flink's JobVertexAccumulatorsInfo.
+    PyFlink's DataStream API has no user accumulators, so the list is empty."""
+    return {"id": vertex.vertex_id.hex(), "user-accumulators": []}
+
+
+def subtasks_accumulators_view(vertex: VertexView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/vertices/:vertexid/subtasks/accumulators``: Flink's
+    SubtasksAllAccumulatorsInfo, each subtask's attempt and endpoint with no user accumulators."""
+    return {"id": vertex.vertex_id.hex(), "parallelism": vertex.parallelism, "subtasks": [
+        {"subtask": s.subtask, "attempt": s.attempt, "endpoint": s.endpoint or "(unassigned)", "user-accumulators": []}
+        for s in vertex.subtasks]}
+
+
+FLAME_GRAPH_DISABLED = -2  # Flink's VertexFlameGraph.disabled(): what the dashboard reads as "disabled"
+
+
+def flame_graph_view() -> dict[str, Any]:
+    """``GET /jobs/:jobid/vertices/:vertexid/flamegraph``: Flink's answer when
+    ``rest.flamegraph.enabled`` is false. Flame graphs sample JVM thread stacks; a Millstream task
+    runs Python, so they are always disabled here."""
+    return {"endTimestamp": FLAME_GRAPH_DISABLED, "data": None}
+
+
+def named_metrics_view(values: Mapping[str, float], get: str | None) -> list[dict[str, str]]:
+    """A component's metrics (``/jobmanager/metrics``, ``/taskmanagers/:id/metrics``): without
+    ``get`` the ids, with ``get=a,b`` those that exist with their values (strings)."""
+    wanted = _requested(get)
+    if wanted is None:
+        return [{"id": name} for name in sorted(values)]
+    return [{"id": name, "value": _format(values[name])} for name in wanted if name in values]

@@ -20,7 +20,9 @@ import collections
 import json
 import logging
 import os
+import platform
 import re
+import sys
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -31,7 +33,10 @@ from millstream.jobmanager.rest import views
 from millstream.jobmanager.dispatcher.dispatcher_core import DispatcherError, ErrorKind
 from millstream.jobmanager.dispatcher.gateway import DispatcherGateway
 from millstream.runtime.clock import wall_ms
+from millstream.runtime.thread_dump import python_threads
+from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
 from millstream.runtime.execution_state import JobStatus
+from millstream.jobmanager.rest.flink_dashboard import DASHBOARD_PREFIX, FlinkDashboard, find_flink_dist
 from millstream.jobmanager.rest.guard import GuardedSite, allowed_hosts, host_refusal
 from millstream.jobmanager.rest.logs import LOG_ROUTES, TEXT_PATHS, LogHandlers
 from millstream.jobmanager.task_logs import TaskLogs
@@ -76,6 +81,15 @@ class RestSource(Protocol):
         ...
     def vertex_views(self, job_id: bytes) -> dict[bytes, metrics_views.VertexView] | None:
         """The job's vertices with their current attempts (None: no such job)."""
+    def configuration(self) -> dict[str, str]:
+        """The JobManager's configuration: every key set, as text."""
+        ...
+    def start_checkpoint(self, job_id: bytes) -> Awaitable[int]:
+        """Checks now (NotFound, Conflict); the awaitable takes a checkpoint and gives its id."""
+        ...
+    def dispose_savepoint(self, path: str) -> Awaitable[str]:
+        """Deletes the savepoint at ``path``; raises if it is none."""
+        ...
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -99,7 +113,9 @@ ROUTES: dict[str, dict[str, str]] = {
                       "patch": "Cancels the job (mode=cancel, the default): 202 once the cancellation started."},
     "/jobs/{jobid}/plan": {"get": "The job's dataflow plan: one node per operator chain, inputs with ship strategies."},
     "/jobs/{jobid}/exceptions": {"get": "The job's root exception (remote traceback) and exception history."},
-    "/jobs/{jobid}/checkpoints": {"get": "Checkpoint counts and the latest completed, failed and restored one."},
+    "/jobs/{jobid}/checkpoints": {"get": "Checkpoint counts and the latest completed, failed and restored one.",
+                                  "post": "Triggers a checkpoint ({\"checkpointType\": CONFIGURED, FULL or INCREMENTAL, "
+                                          "\"triggerId\"}): 202 {\"request-id\"}; poll /jobs/{jobid}/checkpoints/{triggerid}."},
     "/jobs/{jobid}/vertices/{vertexid}": {"get": "A vertex's subtasks: state, attempt, TaskManager, times, I/O metrics."},
     "/jobs/{jobid}/vertices/{vertexid}/metrics": {
         "get": "The vertex's metric ids (<subtask>.<metric>, user metrics <subtask>.<operator>.<group>.<name>); "
@@ -112,8 +128,33 @@ ROUTES: dict[str, dict[str, str]] = {
                                          "202 {\"request-id\"}; poll /jobs/{jobid}/savepoints/{triggerid}."},
     "/jobs/{jobid}/savepoints/{triggerid}": {"get": "A savepoint operation: status IN_PROGRESS or COMPLETED, "
                                                     "then operation.location or operation.failure-cause."},
+    "/jobs/{jobid}/checkpoints/{triggerid}": {
+        "get": "A checkpoint triggered by hand: status IN_PROGRESS or COMPLETED, then operation.checkpointId "
+               "or operation.failureCause."},
+    "/savepoint-disposal": {"post": "Deletes a savepoint ({\"savepoint-path\"}): 202 {\"request-id\"}; "
+                                    "poll /savepoint-disposal/{triggerid}."},
+    "/savepoint-disposal/{triggerid}": {"get": "A savepoint disposal: status IN_PROGRESS or COMPLETED, "
+                                               "then operation.failure-cause if it failed."},
     "/jobs/{jobid}/stop": {"post": "Stops the job with a synchronous savepoint ({\"targetDirectory\", \"drain\"}): "
                                    "202 {\"request-id\"}, polled as a savepoint; COMPLETED once the job FINISHED."},
+    "/jobs/{jobid}/config": {"get": "The job's execution configuration: restart strategy, parallelism (Flink's JobConfigInfo)."},
+    "/jobs/{jobid}/yarn-cancel": {"get": "Cancels the job, as PATCH /jobs/{jobid} does (the path Flink's dashboard calls)."},
+    "/jobs/{jobid}/checkpoints/config": {"get": "The job's checkpoint configuration (Flink's CheckpointConfigInfo); "
+                                                "404 without checkpointing."},
+    "/jobs/{jobid}/checkpoints/details/{checkpointid}": {"get": "One checkpoint's statistics, while kept."},
+    "/jobs/{jobid}/vertices/{vertexid}/watermarks": {"get": "Each subtask's current input watermark."},
+    "/jobs/{jobid}/vertices/{vertexid}/taskmanagers": {"get": "The vertex's subtasks grouped by TaskManager."},
+    "/jobs/{jobid}/vertices/{vertexid}/accumulators": {"get": "The vertex's user accumulators (none in PyFlink's API)."},
+    "/jobs/{jobid}/vertices/{vertexid}/subtasks/accumulators": {"get": "Each subtask's user accumulators (none)."},
+    "/jobs/{jobid}/vertices/{vertexid}/flamegraph": {"get": "Flink's answer with flame graphs disabled "
+                                                            "(endTimestamp -2): they sample JVM stacks."},
+    "/applications/overview": {"get": "Flink 2.3's applications: one per job."},
+    "/jobmanager/config": {"get": "The JobManager's configuration: [{\"key\", \"value\"}], secrets hidden."},
+    "/jobmanager/environment": {"get": "The JobManager's interpreter: version, architecture, command line, path."},
+    "/jobmanager/metrics": {"get": "The JobManager's process metrics (ids; with get=a,b their values)."},
+    "/jobmanager/thread-dump": {"get": "The JobManager's Python threads, each with its stack."},
+    "/jobs/{jobid}/rescales/{what}": {"get": "404, as Flink answers for a job without the adaptive scheduler."},
+    "/taskmanagers/{taskmanagerid}/metrics": {"get": "A TaskManager's process metrics, from its latest heartbeat."},
     "/taskmanagers": {"get": "Every registered TaskManager: address, slots, free slots, last heartbeat."},
     "/taskmanagers/{taskmanagerid}": {"get": "One TaskManager and its allocated slots."},
     OPENAPI_PATH: {"get": "This document."},
@@ -180,11 +221,13 @@ class RestServer:
                  authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None,
                  hosts: frozenset[str] | None = ALLOWED_BY_DEFAULT, max_connections: int = 512,
                  header_timeout_s: float = 10.0, idle_timeout_s: float = 60.0,
-                 refresh_interval_ms: int = 3000) -> None:
+                 refresh_interval_ms: int = 3000, flink_dashboard: bool = False) -> None:
         """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404);
         ``hosts``: the Host names served (:mod:`rest_guard`; None: any); the connection limits:
         rest.max-connections, rest.header-timeout, rest.idle-timeout; ``refresh_interval_ms``: how
-        often the web UI refreshes (``web.refresh-interval``)."""
+        often the web UI refreshes (``web.refresh-interval``); ``flink_dashboard``: serve Flink's
+        own dashboard at /flink/ (``rest.web.flink-dashboard``; DashboardNotFound without its jar)."""
+        self._dashboard = FlinkDashboard(find_flink_dist()) if flink_dashboard else None
         self._source = source
         self._hosts = hosts
         self._limits = (max_connections, header_timeout_s, idle_timeout_s)
@@ -198,6 +241,9 @@ class RestServer:
         # (job id hex, trigger id) -> its savepoint, insertion ordered; the tasks taking them.
         self._savepoints: collections.OrderedDict[tuple[str, str], SavepointOperation] = collections.OrderedDict()
         self._savepoint_tasks: set[asyncio.Task[None]] = set()
+        # Checkpoints by hand ((job id hex, trigger id) ->) and disposals (trigger id ->).
+        self._checkpoint_ops: collections.OrderedDict[tuple[str, str], views.TriggeredOperation] = collections.OrderedDict()
+        self._disposals: collections.OrderedDict[str, views.TriggeredOperation] = collections.OrderedDict()
         self.port = 0
         self.url = ""
 
@@ -216,20 +262,45 @@ class RestServer:
             "/jobs/{jobid}/vertices/{vertexid}/metrics": self._vertex_metrics,
             "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics": self._subtasks_metrics,
             "/jobs/{jobid}/vertices/{vertexid}/backpressure": self._backpressure,
+            "/jobs/{jobid}/config": self._job_config,
+            "/jobs/{jobid}/yarn-cancel": self._cancel,
+            "/jobs/{jobid}/checkpoints/config": self._checkpoint_config,  # before .../checkpoints/{triggerid}
+            "/jobs/{jobid}/checkpoints/details/{checkpointid}": self._checkpoint_details,
+            "/jobs/{jobid}/vertices/{vertexid}/watermarks": self._watermarks,
+            "/jobs/{jobid}/vertices/{vertexid}/taskmanagers": self._vertex_taskmanagers,
+            "/jobs/{jobid}/vertices/{vertexid}/accumulators": self._accumulators,
+            "/jobs/{jobid}/vertices/{vertexid}/subtasks/accumulators": self._subtasks_accumulators,
+            "/jobs/{jobid}/vertices/{vertexid}/flamegraph": self._flame_graph,
+            "/applications/overview": self._applications,
+            "/jobmanager/config": self._jobmanager_config,
+            "/jobmanager/environment": self._jobmanager_environment,
+            "/jobmanager/metrics": self._jobmanager_metrics,
+            "/jobmanager/thread-dump": self._jobmanager_thread_dump,
+            "/jobs/{jobid}/rescales/{what}": self._rescales,
             "/taskmanagers": self._taskmanagers,
             "/taskmanagers/{taskmanagerid}": self._taskmanager,
+            "/taskmanagers/{taskmanagerid}/metrics": self._taskmanager_metrics,
             **self._log_handlers.routes(),
         }
-        for prefix in ("", "/v1"):
+        prefixes = ("", "/v1", DASHBOARD_PREFIX) if self._dashboard is not None else ("", "/v1")
+        for prefix in prefixes:
             for path, handler in get.items():
                 app.router.add_get(prefix + path, handler, allow_head=False)
             app.router.add_patch(prefix + "/jobs/{jobid}", self._cancel)
             app.router.add_post(prefix + "/jobs/{jobid}/savepoints", self._trigger_savepoint)
             app.router.add_get(prefix + "/jobs/{jobid}/savepoints/{triggerid}", self._savepoint_status, allow_head=False)
             app.router.add_post(prefix + "/jobs/{jobid}/stop", self._stop_with_savepoint)
+            app.router.add_post(prefix + "/jobs/{jobid}/checkpoints", self._trigger_checkpoint)
+            app.router.add_get(prefix + "/jobs/{jobid}/checkpoints/{triggerid}", self._checkpoint_status,
+                               allow_head=False)
+            app.router.add_post(prefix + "/savepoint-disposal", self._dispose_savepoint)
+            app.router.add_get(prefix + "/savepoint-disposal/{triggerid}", self._disposal_status, allow_head=False)
         app.router.add_get(OPENAPI_PATH, self._openapi, allow_head=False)
         app.router.add_get("/", self._web, allow_head=False)
         app.router.add_get("/web/{name}", self._web, allow_head=False)
+        if self._dashboard is not None:  # after the REST paths under /flink: the files are the rest
+            app.router.add_get(DASHBOARD_PREFIX, self._to_dashboard, allow_head=False)
+            app.router.add_get(DASHBOARD_PREFIX + "/{name:.*}", self._flink_dashboard, allow_head=False)
         return app
 
     async def start(self, host: str, port: int) -> int:
@@ -252,6 +323,8 @@ class RestServer:
         return self.port
 
     async def stop(self) -> None:
+        if self._dashboard is not None:
+            self._dashboard.close()
         for task in list(self._savepoint_tasks):
             task.cancel()
         if self._runner is not None:
@@ -265,7 +338,7 @@ class RestServer:
         misdirected = host_refusal(request.headers.get("Host"), self._hosts)
         if misdirected is not None:
             return _error(421, misdirected)
-        if request.path != OPENAPI_PATH and not is_web_path(request.path):
+        if request.path != OPENAPI_PATH and not is_web_path(request.path) and not self._is_dashboard_file(request.path):
             refused = self._refusal(request)
             if refused is not None:
                 return refused
@@ -361,12 +434,66 @@ class RestServer:
     async def _taskmanagers(self, request: web.Request) -> web.StreamResponse:
         return _json(views.taskmanagers_view(self._source.taskmanager_views()))
 
-    async def _taskmanager(self, request: web.Request) -> web.StreamResponse:
+    def _taskmanager_view(self, request: web.Request) -> TaskManagerView:
         wanted = request.match_info["taskmanagerid"]
         for tm in self._source.taskmanager_views():
             if tm.info.resource_id == wanted:
-                return _json(views.taskmanager_details_view(tm))
+                return tm
         raise NotFound(f"TaskManager {wanted} not found.")
+
+    async def _taskmanager(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.taskmanager_details_view(self._taskmanager_view(request)))
+
+    async def _taskmanager_metrics(self, request: web.Request) -> web.StreamResponse:
+        r = self._taskmanager_view(request).resources
+        values = {} if r is None else views.process_metrics(r.process_rss_bytes, r.process_tree_rss_bytes,
+                                                             r.physical_memory_bytes)
+        return _json(metrics_views.named_metrics_view(values, request.query.get("get")))
+
+    async def _job_config(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.job_config_view(self._job_view(request)))
+
+    async def _checkpoint_config(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.checkpoint_config_view(self._job_view(request)))
+
+    async def _checkpoint_details(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.checkpoint_details_view(self._job_view(request), request.match_info["checkpointid"]))
+
+    async def _watermarks(self, request: web.Request) -> web.StreamResponse:
+        return _json(metrics_views.watermarks_view(self._vertex_view(request)))
+
+    async def _vertex_taskmanagers(self, request: web.Request) -> web.StreamResponse:
+        return _json(metrics_views.vertex_taskmanagers_view(self._vertex_view(request), wall_ms()))
+
+    async def _accumulators(self, request: web.Request) -> web.StreamResponse:
+        return _json(metrics_views.accumulators_view(self._vertex_view(request)))
+
+    async def _subtasks_accumulators(self, request: web.Request) -> web.StreamResponse:
+        return _json(metrics_views.subtasks_accumulators_view(self._vertex_view(request)))
+
+    async def _flame_graph(self, request: web.Request) -> web.StreamResponse:
+        self._vertex_view(request)  # 404 for an unknown job or vertex, as Flink
+        return _json(metrics_views.flame_graph_view())
+
+    async def _applications(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.applications_overview_view(self._source.job_views(), wall_ms()))
+
+    async def _jobmanager_config(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.cluster_config_view(self._source.configuration()))
+
+    async def _jobmanager_environment(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.environment_view(f"Python {sys.version.split()[0]} ({platform.python_implementation()})",
+                                            platform.machine(), list(sys.argv), list(sys.path)))
+
+    async def _jobmanager_thread_dump(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.thread_dump_view(python_threads()))
+
+    async def _rescales(self, request: web.Request) -> web.StreamResponse:
+        raise views.rescales_unavailable(self._job_view(request))
+
+    async def _jobmanager_metrics(self, request: web.Request) -> web.StreamResponse:
+        values = views.process_metrics(process_rss_bytes(), process_tree_rss_bytes(), host_memory_bytes()[0])
+        return _json(metrics_views.named_metrics_view(values, request.query.get("get")))
 
     async def _cancel(self, request: web.Request) -> web.StreamResponse:
         mode = request.query.get("mode", "cancel")
@@ -453,6 +580,88 @@ class RestServer:
             raise NotFound(f"There is no savepoint operation {trigger_id} of job {job.summary.job_id.hex()}.")
         return _json(views.savepoint_status_view(operation))
 
+    # -- checkpoints by hand, savepoint disposal ------------------------------------------------
+
+    def _run_operation(self, operation: views.TriggeredOperation, running: Awaitable[Any]) -> None:
+        """Runs ``running`` on this loop; its result or failure completes ``operation``."""
+        async def run() -> None:
+            try:
+                operation.result = await running
+            except asyncio.CancelledError:
+                operation.failure = "the REST server stopped before the operation completed"
+                raise
+            except Exception as exc:  # the operation's failure cause; the server keeps serving
+                operation.failure = str(exc) or type(exc).__name__
+            finally:
+                operation.done = True
+
+        task = asyncio.ensure_future(run())
+        self._savepoint_tasks.add(task)
+        task.add_done_callback(self._savepoint_tasks.discard)
+
+    @staticmethod
+    def _keep(operations: collections.OrderedDict[Any, views.TriggeredOperation], key: Any,
+              operation: views.TriggeredOperation) -> None:
+        operations[key] = operation
+        excess = len(operations) - MAX_SAVEPOINT_OPERATIONS
+        for old in [k for k, op in operations.items() if op.done][:max(0, excess)]:
+            del operations[old]
+
+    async def _trigger_checkpoint(self, request: web.Request) -> web.StreamResponse:
+        """Flink's CheckpointTriggerHandler: 202 with a trigger id at once; refusals known now (no
+        such job, not running, no checkpointing) are answered at once too."""
+        job = self._job_view(request)
+        _, trigger_id = views.checkpoint_trigger_request(await self._json_body(request))
+        key = (job.summary.job_id.hex(), trigger_id or "")
+        if trigger_id is not None and key in self._checkpoint_ops:  # a retry: the same operation
+            return _json({"request-id": trigger_id}, 202)
+        taking = self._source.start_checkpoint(job.summary.job_id)
+        operation = views.TriggeredOperation(trigger_id or os.urandom(16).hex())
+        self._keep(self._checkpoint_ops, (key[0], operation.trigger_id), operation)
+        self._run_operation(operation, taking)
+        return _json({"request-id": operation.trigger_id}, 202)
+
+    async def _checkpoint_status(self, request: web.Request) -> web.StreamResponse:
+        job = self._job_view(request)
+        trigger_id = views.parse_trigger_id(request.match_info["triggerid"])
+        operation = self._checkpoint_ops.get((job.summary.job_id.hex(), trigger_id))
+        if operation is None:
+            raise NotFound(f"There is no checkpoint operation {trigger_id} of job {job.summary.job_id.hex()}.")
+        return _json(views.checkpoint_status_view(operation))
+
+    async def _dispose_savepoint(self, request: web.Request) -> web.StreamResponse:
+        path = views.disposal_request(await self._json_body(request))
+        operation = views.TriggeredOperation(os.urandom(16).hex(), failure_class="FlinkException")
+        self._keep(self._disposals, operation.trigger_id, operation)
+        self._run_operation(operation, self._source.dispose_savepoint(path))
+        return _json({"request-id": operation.trigger_id}, 202)
+
+    async def _disposal_status(self, request: web.Request) -> web.StreamResponse:
+        trigger_id = views.parse_trigger_id(request.match_info["triggerid"])
+        operation = self._disposals.get(trigger_id)
+        if operation is None:
+            raise NotFound(f"There is no savepoint disposal {trigger_id}.")
+        return _json(views.disposal_status_view(operation))
+
+    def _is_dashboard_file(self, path: str) -> bool:
+        """Flink's dashboard's static files: served without a token and on a standby, as /web/ is."""
+        if self._dashboard is None or not (path == DASHBOARD_PREFIX or path.startswith(DASHBOARD_PREFIX + "/")):
+            return False
+        return path == DASHBOARD_PREFIX or self._dashboard.has(path[len(DASHBOARD_PREFIX) + 1:])
+
+    async def _to_dashboard(self, request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(DASHBOARD_PREFIX + "/")
+
+    async def _flink_dashboard(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if self._dashboard is None or not self._dashboard.has(name):
+            raise NotFound(f"Not found: {request.path}")
+        data, content_type = await asyncio.to_thread(self._dashboard.read, name)
+        # The index names the current build's files (content-hashed names): it is checked each
+        # time, the files are kept by the browser.
+        caching = "no-cache" if name in ("", "index.html") else "max-age=86400"
+        return web.Response(body=data, content_type=content_type, headers={"Cache-Control": caching})
+
     async def _openapi(self, request: web.Request) -> web.StreamResponse:
         return _json(openapi_document(self._version))
 
@@ -494,7 +703,8 @@ class JobManagerSource:
                 view = vertices.get(v.vertex_id)
                 if view is not None:
                     v.metrics.update(metrics_views.vertex_io_summary(view))
-        return JobView(summary, dict(record.status_timestamps), record.plan, tuple(record.exception_history()))
+        return JobView(summary, dict(record.status_timestamps), record.plan, tuple(record.exception_history()),
+                       record.config, record.checkpoint_config)
 
     @staticmethod
     def _vertices(record: Any) -> dict[bytes, metrics_views.VertexView]:
@@ -521,6 +731,18 @@ class JobManagerSource:
             return self._dispatcher.trigger_savepoint(job_id, directory, stop, drain)
         except DispatcherError as exc:
             raise _rest_error(exc) from None
+
+    def configuration(self) -> dict[str, str]:
+        return dict(self._jm.config.to_dict(as_strings=True))
+
+    def start_checkpoint(self, job_id: bytes) -> Awaitable[int]:
+        try:
+            return self._dispatcher.trigger_checkpoint(job_id)
+        except DispatcherError as exc:
+            raise _rest_error(exc) from None
+
+    def dispose_savepoint(self, path: str) -> Awaitable[str]:
+        return self._dispatcher.dispose_savepoint(path)
 
     def taskmanager_views(self) -> list[TaskManagerView]:
         rm = self._jm.resource_manager

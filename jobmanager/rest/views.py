@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 from millstream.runtime.execution_state import ExecutionState, JobStatus
 from millstream.jobmanager.jobmaster.job_master_core import ExceptionHistoryEntry
 from millstream.jobmanager.resourcemanager.slot_manager import SlotState, TaskManagerInfo
+from millstream.jobmanager.rest.java_throwable import failure_cause
 from millstream.proto import cluster_pb2 as cpb
 from millstream.proto import jobgraph_pb2 as pb
 
@@ -24,7 +25,8 @@ __all__ = [
     "jobs_view", "jobs_overview_view", "job_details_view", "plan_view", "job_plan", "exceptions_view",
     "checkpoints_view", "taskmanagers_view", "taskmanager_details_view", "error_body", "vertex_status",
     "Conflict", "parse_max_exceptions", "SavepointOperation", "savepoint_trigger_request", "stop_request",
-    "savepoint_status_view", "parse_trigger_id",
+    "savepoint_status_view", "parse_trigger_id", "TriggeredOperation", "checkpoint_trigger_request",
+    "checkpoint_status_view", "disposal_request", "disposal_status_view",
 ]
 
 JOB_ID_HEX_LENGTH = 32  # Flink's JobID: 16 bytes, 32 hex digits
@@ -56,6 +58,8 @@ class JobView:
     timestamps: Mapping[str, int] = field(default_factory=dict)
     plan: Mapping[str, Any] = field(default_factory=dict)
     exceptions: tuple[ExceptionHistoryEntry, ...] = ()  # root causes of failed attempts, oldest first
+    config: Mapping[str, Any] = field(default_factory=dict)  # job_config's, kept from submission
+    checkpoint_config: Mapping[str, Any] | None = None  # checkpoint_config's; None without checkpointing
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,9 @@ def _job_overview(job: JobView, now_ms: int) -> dict[str, Any]:
         "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),
         "last-modification": max([s.start_time_ms, s.end_time_ms, *job.timestamps.values()]),
         "tasks": tasks,
+        # Flink 2's count of operators not yet scheduled (adaptive batch jobs); its CLI needs it.
+        # Millstream schedules every operator at once.
+        "pending-operators": 0,
     }
 
 
@@ -179,12 +186,16 @@ def jobs_overview_view(jobs: Iterable[JobView], now_ms: int) -> dict[str, Any]:
 def _vertex(v: cpb.VertexSummary, job: JobView, now_ms: int) -> dict[str, Any]:
     status = vertex_status(v.tasks_per_state, v.parallelism)
     started = job.timestamps.get(JobStatus.RUNNING.value, -1) if status != ExecutionState.CREATED.value else -1
-    complete = ExecutionState(status).is_terminal()
+    # Flink's *-complete: every subtask's figure is there (false only while some has not reported
+    # yet); once the vertex ended its figures are final.
+    reported = int(v.metrics.get("reported-subtasks", 0))
+    complete = ExecutionState(status).is_terminal() or reported >= v.parallelism > 0
     ended = job.summary.end_time_ms if complete and job.summary.end_time_ms else -1
     return {
         "id": v.vertex_id.hex(),
         "name": v.name,
         "parallelism": v.parallelism,
+        "maxParallelism": v.max_parallelism or -1,
         "status": status,
         "start-time": started,
         "end-time": ended,
@@ -204,7 +215,7 @@ def _io_fields(metrics: Mapping[str, float], complete: bool) -> dict[str, Any]:
     """A vertex's bytes, accumulated times (ms) and busy / backpressured ratios, when the REST
     source filled them in (rest_metrics_views.vertex_io_summary)."""
     fields: dict[str, Any] = {name: round(value, 3) if name.endswith("-ratio") else int(value)
-                              for name, value in metrics.items()}
+                              for name, value in metrics.items() if name != "reported-subtasks"}
     if "read-bytes" in fields:
         fields["read-bytes-complete"] = fields["write-bytes-complete"] = complete
     return fields
@@ -257,6 +268,54 @@ def job_plan(graph: pb.JobGraph) -> dict[str, Any]:
             node["inputs"] = inputs
         nodes.append(node)
     return {"jid": graph.job_id.hex(), "name": graph.job_name, "type": "BATCH" if batch else "STREAMING", "nodes": nodes}
+
+
+def job_config(graph: pb.JobGraph, restart_strategy: str) -> dict[str, Any]:
+    """A submitted job's ExecutionConfigInfo (``/jobs/:jobid/config``'s ``execution-config``):
+    its restart strategy as the Dispatcher resolved it, its parallelism, no object reuse (records
+    are Python objects handed on as they are) and no global job parameters (PyFlink's DataStream
+    API has none to set)."""
+    return {"restart-strategy": restart_strategy, "job-parallelism": graph.execution_config.parallelism or
+            max((v.parallelism for v in graph.vertices), default=1),
+            "object-reuse-mode": False, "user-config": {}}
+
+
+def checkpoint_config(checkpointing: Any) -> dict[str, Any]:
+    """A job's CheckpointConfigInfo (``/jobs/:jobid/checkpoints/config``) from its
+    JobCheckpointing: one checkpoint at a time, aligned barriers (unaligned ones are taken
+    aligned), state on the heap in Python dicts, written as files, no changelog."""
+    settings = checkpointing.settings
+    retention = str(checkpointing.retention)
+    return {
+        "mode": str(checkpointing.mode).lower(),  # Flink writes exactly_once / at_least_once
+        "interval": settings.interval_ms,
+        "timeout": settings.timeout_ms,
+        "min_pause": settings.min_pause_ms,
+        "max_concurrent": 1,
+        "externalization": {"enabled": retention != "NO_EXTERNALIZED_CHECKPOINTS",
+                            "delete_on_cancellation": retention == "DELETE_ON_CANCELLATION"},
+        "state_backend": "HashMapStateBackend",
+        "checkpoint_storage": "FileSystemCheckpointStorage",
+        "unaligned_checkpoints": False,
+        "tolerable_failed_checkpoints": settings.tolerable_failed_checkpoints,
+        "aligned_checkpoint_timeout": 0,
+        "checkpoints_after_tasks_finish": True,
+        "state_changelog_enabled": False,
+        "changelog_periodic_materialization_interval": 0,
+        "changelog_storage": "memory",
+    }
+
+
+def job_config_view(job: JobView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/config``: Flink's JobConfigInfo."""
+    return {"jid": job.summary.job_id.hex(), "name": job.summary.job_name, "execution-config": dict(job.config)}
+
+
+def checkpoint_config_view(job: JobView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/checkpoints/config``; 404 without checkpointing, as Flink answers."""
+    if job.checkpoint_config is None:
+        raise NotFound(f"Checkpointing is not enabled for job {job.summary.job_id.hex()}.")
+    return dict(job.checkpoint_config)
 
 
 def plan_view(job: JobView) -> dict[str, Any]:
@@ -364,15 +423,20 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
         kept = next((h for h in history if h.id == c.last_completed_id and h.status == "COMPLETED"), None)
         completed["is_savepoint"] = bool(kept and kept.is_savepoint)
         completed["checkpoint_type"] = "SAVEPOINT" if completed["is_savepoint"] else "CHECKPOINT"
-    savepoint = next((h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
+        if kept is not None:
+            completed.update(_checkpoint_history_entry(kept, s.vertices))
+    # latest.savepoint and latest.failed: kept by the JobMaster also once they left the history.
+    savepoint = c.latest_savepoint if c.HasField("latest_savepoint") else next(
+        (h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
     failed: dict[str, Any] | None = None
     if c.num_failed:
         failed = {"@class": "failed", "status": "FAILED",
                   "failure_message": f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")}
-        last_failed = next((h for h in history if h.status == "FAILED"), None)
+        last_failed = c.latest_failed if c.HasField("latest_failed") else next(
+            (h for h in history if h.status == "FAILED"), None)
         if last_failed is not None and last_failed.failure_message == c.last_failure_message:
-            failed.update(id=last_failed.id, trigger_timestamp=last_failed.trigger_timestamp_ms,
-                          failure_timestamp=last_failed.end_timestamp_ms or None, is_savepoint=last_failed.is_savepoint)
+            failed.update(_checkpoint_history_entry(last_failed, s.vertices))
+            failed["failure_message"] = f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")
     restored_view = None
     if c.latest_restored_id:
         restored_view = {"id": c.latest_restored_id, "restore_timestamp": c.latest_restored_at_ms,
@@ -391,30 +455,71 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
             "end_to_end_duration": _stat(c.last_duration_ms),
         },
         "latest": {"completed": completed, "failed": failed, "restored": restored_view,
-                   "savepoint": _checkpoint_history_entry(savepoint) if savepoint is not None else None},
-        "history": [_checkpoint_history_entry(h) for h in c.history],
+                   "savepoint": _checkpoint_history_entry(savepoint, s.vertices) if savepoint is not None else None},
+        "history": [_checkpoint_history_entry(h, s.vertices) for h in c.history],
     }
 
 
-def _checkpoint_history_entry(h: cpb.CheckpointHistoryEntry) -> dict[str, Any]:
-    """One of Flink's CheckpointStatistics in ``history`` (newest first, as Flink lists them)."""
+def _checkpoint_history_entry(h: cpb.CheckpointHistoryEntry,
+                              vertices: Iterable[cpb.VertexSummary] = ()) -> dict[str, Any]:
+    """One of Flink's CheckpointStatistics in ``history`` (newest first, as Flink lists them).
+    Barriers are aligned and no in-flight data is persisted, so ``processed_data``,
+    ``persisted_data`` and ``alignment_buffered`` are 0. ``tasks`` has an entry per job vertex
+    (Flink's TaskCheckpointStatistics): its subtasks, all acknowledged for a completed checkpoint
+    (per-vertex acknowledgements of a failed one and per-vertex sizes are not kept: 0)."""
     ended = h.end_timestamp_ms or None
+    completed = h.status == "COMPLETED"
     entry: dict[str, Any] = {
         "@class": "completed" if h.status == "COMPLETED" else "failed",
         "id": h.id,
         "status": h.status,
         "is_savepoint": h.is_savepoint,
+        "savepointFormat": "CANONICAL" if h.is_savepoint else None,
         "checkpoint_type": "SAVEPOINT" if h.is_savepoint else "CHECKPOINT",
         "trigger_timestamp": h.trigger_timestamp_ms,
         "latest_ack_timestamp": ended if h.status == "COMPLETED" else None,
         "state_size": h.size_bytes,
         "checkpointed_size": h.size_bytes,
         "end_to_end_duration": ended - h.trigger_timestamp_ms if ended else None,
+        "alignment_buffered": 0,
+        "processed_data": 0,
+        "persisted_data": 0,
+        "num_subtasks": h.num_subtasks,
+        "num_acknowledged_subtasks": h.num_acknowledged_subtasks,
+        "tasks": {v.vertex_id.hex(): {
+            "id": h.id, "status": h.status, "latest_ack_timestamp": ended if completed else None,
+            "checkpointed_size": 0, "state_size": 0,
+            "end_to_end_duration": ended - h.trigger_timestamp_ms if ended and completed else None,
+            "alignment_buffered": 0, "processed_data": 0, "persisted_data": 0,
+            "num_subtasks": v.parallelism, "num_acknowledged_subtasks": v.parallelism if completed else 0,
+        } for v in vertices},
     }
-    if h.status != "COMPLETED":
+    if h.status == "COMPLETED":
+        entry["external_path"] = h.external_path or None
+        entry["discarded"] = False
+    else:
         entry["failure_timestamp"] = ended
         entry["failure_message"] = h.failure_message
     return entry
+
+
+def checkpoint_details_view(job: JobView, text: str) -> dict[str, Any]:
+    """``GET /jobs/:jobid/checkpoints/details/:checkpointid``: that checkpoint's CheckpointStatistics,
+    while it is in the history or is the latest failed checkpoint or savepoint (Flink: 404 once
+    it left its statistics)."""
+    try:
+        checkpoint_id = int(text)
+    except ValueError:
+        raise BadRequest(f"Invalid checkpoint id '{text}': a checkpoint id is a number.") from None
+    s = job.summary
+    if not s.HasField("checkpoints"):
+        raise NotFound(f"Checkpointing has not been enabled for job {s.job_id.hex()}.")
+    c = s.checkpoints
+    kept = [*c.history, *(e for e in (c.latest_failed, c.latest_savepoint) if e.id)]
+    entry = next((h for h in kept if h.id == checkpoint_id), None)
+    if entry is None:
+        raise NotFound(f"Could not find checkpointing statistics for checkpoint {checkpoint_id}.")
+    return _checkpoint_history_entry(entry, s.vertices)
 
 
 # ---- TaskManagers -----------------------------------------------------------------------------
@@ -433,7 +538,17 @@ def _taskmanager(tm: TaskManagerView) -> dict[str, Any]:
         "slotsNumber": info.num_slots,
         "freeSlots": info.free_slots,
         **({"hardware": _hardware(tm.resources)} if tm.resources is not None else {}),
+        # Flink's ResourceProfileInfo: the TaskManager's cores (after its first heartbeat), shared
+        # evenly by its slots (free: those of its free slots); no memory is budgeted per slot.
+        "totalResource": _resource_profile(tm.resources.cpu_cores if tm.resources is not None else 0),
+        "freeResource": _resource_profile((tm.resources.cpu_cores if tm.resources is not None else 0)
+                                          * info.free_slots / max(1, info.num_slots)),
     }
+
+
+def _resource_profile(cpu_cores: float) -> dict[str, Any]:
+    return {"cpuCores": float(cpu_cores), "taskHeapMemory": 0, "taskOffHeapMemory": 0, "managedMemory": 0,
+            "networkMemory": 0, "extendedResources": {}}
 
 
 def _hardware(r: cpb.TaskManagerResources) -> dict[str, int]:
@@ -451,8 +566,12 @@ def taskmanagers_view(tms: Iterable[TaskManagerView]) -> dict[str, Any]:
 def taskmanager_details_view(tm: TaskManagerView) -> dict[str, Any]:
     """``GET /taskmanagers/:taskmanagerid``: the summary plus each slot's job."""
     details = _taskmanager(tm)
+    per_slot = _resource_profile((tm.resources.cpu_cores if tm.resources is not None else 0)
+                                 / max(1, tm.info.num_slots))
+    # Flink's SlotInfo adds the slot's resources and its task count (not kept per slot here: 0).
     details["allocatedSlots"] = [
-        {"index": s.slot_index, "jobId": s.job_id.hex() if s.job_id else None, "state": s.state.value}
+        {"index": s.slot_index, "jobId": s.job_id.hex() if s.job_id else None, "state": s.state.value,
+         "resource": per_slot, "assignedTasks": 0}
         for s in tm.info.slots if s.state is not SlotState.FREE
     ]
     r = tm.resources
@@ -463,8 +582,79 @@ def taskmanager_details_view(tm: TaskManagerView) -> dict[str, Any]:
         "processTreeRss": r.process_tree_rss_bytes,
         "heartbeatsReceived": r.heartbeats_received,
         "runningTasks": r.running_tasks,
+        # Flink's TaskManagerMetricsInfo, whose fields the dashboard reads: the "heap" is the
+        # process's resident memory (bounded by the host's); no JVM pools, buffers or collectors.
+        "heapUsed": r.process_rss_bytes, "heapCommitted": r.process_rss_bytes, "heapMax": r.physical_memory_bytes,
+        **{name: 0 for name in _NO_JVM_FIGURES}, "garbageCollectors": [],
     }
+    details["blocked"] = False
+    details["memoryConfiguration"] = memory_configuration(r)
     return details
+
+
+_NO_JVM_FIGURES = (
+    "nonHeapUsed", "nonHeapCommitted", "nonHeapMax", "directCount", "directUsed", "directMax", "mappedCount",
+    "mappedUsed", "mappedMax", "nettyShuffleMemorySegmentsAvailable", "nettyShuffleMemorySegmentsUsed",
+    "nettyShuffleMemorySegmentsTotal", "nettyShuffleMemoryAvailable", "nettyShuffleMemoryUsed",
+    "nettyShuffleMemoryTotal")
+_MEMORY_COMPONENTS = ("frameworkHeap", "taskHeap", "frameworkOffHeap", "taskOffHeap", "networkMemory",
+                      "managedMemory", "jvmMetaspace", "jvmOverhead")
+
+
+def memory_configuration(r: cpb.TaskManagerResources | None) -> dict[str, int]:
+    """Flink's TaskExecutorMemoryConfiguration. A Millstream TaskManager budgets no memory
+    pools: each component is 0 and both totals are the host's physical memory, the only bound
+    it has (0 before its first heartbeat)."""
+    total = r.physical_memory_bytes if r is not None else 0
+    return {**{name: 0 for name in _MEMORY_COMPONENTS}, "totalFlinkMemory": total, "totalProcessMemory": total}
+
+
+def process_metrics(rss: int, tree_rss: int, physical: int) -> dict[str, float]:
+    """A process's figures under Flink's metric names (``/jobmanager/metrics``,
+    ``/taskmanagers/:id/metrics``): the JVM heap's names for the resident memory (max: the host's
+    memory), and Millstream's own for the process tree (a TaskManager's Spark JVM and workers)."""
+    return {"Status.JVM.Memory.Heap.Used": rss, "Status.JVM.Memory.Heap.Committed": rss,
+            "Status.JVM.Memory.Heap.Max": physical, "Status.Process.Memory.RSS": rss,
+            "Status.ProcessTree.Memory.RSS": tree_rss}
+
+
+# Flink hides the values of these keys in /jobmanager/config (GlobalConfiguration.isSensitive).
+_SENSITIVE = ("password", "secret", "token", "apikey", "auth-params", "service-key", "basic-auth",
+              "jaas.config", "http-headers", "account.key")
+
+
+def cluster_config_view(values: Mapping[str, str]) -> list[dict[str, str]]:
+    """``GET /jobmanager/config``: Flink's ClusterConfigurationInfo, every key set with its value,
+    secrets hidden as Flink hides them."""
+    return [{"key": key, "value": "******" if any(word in key.lower() for word in _SENSITIVE) else value}
+            for key, value in sorted(values.items())]
+
+
+def environment_view(version: str, arch: str, options: list[str], path: list[str]) -> dict[str, Any]:
+    """``GET /jobmanager/environment``: Flink's EnvironmentInfo, of the Python interpreter (the
+    ``jvm`` field names Python's version, its command line and its import path)."""
+    return {"jvm": {"version": version, "arch": arch, "options": list(options)}, "classpath": list(path)}
+
+
+_APPLICATION_STATE = {"INITIALIZING": "CREATED", "CREATED": "CREATED", "RUNNING": "RUNNING", "RESTARTING": "RUNNING",
+                      "RECONCILING": "RUNNING", "FAILING": "FAILING", "FAILED": "FAILED", "CANCELLING": "CANCELING",
+                      "CANCELED": "CANCELED", "FINISHED": "FINISHED", "SUSPENDED": "CANCELED"}
+
+
+def applications_overview_view(jobs: Iterable[JobView], now_ms: int) -> dict[str, Any]:
+    """``GET /applications/overview``: Flink 2.3's MultipleApplicationsDetails. Every job is
+    submitted on its own (a session cluster's single-job applications): one application per job,
+    with the job's id, name, times and state, and its job counted under that state."""
+    applications = []
+    for j in jobs:
+        s = j.summary
+        state = _status(s).value
+        applications.append({
+            "id": s.job_id.hex(), "name": s.job_name, "start-time": s.start_time_ms, "end-time": _end_time(s),
+            "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),
+            "status": _APPLICATION_STATE.get(state, "RUNNING"), "jobs": {state: 1},
+        })
+    return {"applications": applications}
 
 
 # ---- savepoints (Flink's asynchronous operations) ---------------------------------------------
@@ -540,6 +730,81 @@ def savepoint_status_view(op: SavepointOperation) -> dict[str, Any]:
     if not op.done:
         return {"status": {"id": "IN_PROGRESS"}, "operation": None}
     if op.failure is not None:
-        cause = {"class": op.failure_class, "stack-trace": f"{op.failure_class}: {op.failure}"}
+        cause = failure_cause(op.failure_class, op.failure)
         return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": cause}}
     return {"status": {"id": "COMPLETED"}, "operation": {"location": op.location}}
+
+
+# ---- checkpoints by hand and savepoint disposal (asynchronous operations too) ----------------
+
+CHECKPOINT_TYPES = ("CONFIGURED", "FULL", "INCREMENTAL")  # Flink's CheckpointType
+
+
+@dataclass
+class TriggeredOperation:
+    """A checkpoint triggered by hand or a savepoint disposal: in progress until ``done``, then
+    ``result`` (a checkpoint's id) or ``failure``."""
+
+    trigger_id: str
+    done: bool = False
+    result: Any = None
+    failure: str | None = None
+    failure_class: str = "CheckpointException"
+
+
+def _failure_cause(op: TriggeredOperation) -> dict[str, str]:
+    return failure_cause(op.failure_class, op.failure or "")
+
+
+def checkpoint_trigger_request(body: Any) -> tuple[str, str | None]:
+    """``POST /jobs/:jobid/checkpoints``' body (Flink's CheckpointTriggerRequestBody): (checkpoint
+    type, CONFIGURED when left out; trigger id or None)."""
+    if not isinstance(body, dict):
+        raise BadRequest(f"The request body must be a JSON object, got {json_type(body)}.")
+    kind = _body_field(body, "checkpointType", str, "CONFIGURED")
+    if kind not in CHECKPOINT_TYPES:
+        raise BadRequest(f"checkpointType {kind!r} is not one of {', '.join(CHECKPOINT_TYPES)}.")
+    trigger = _body_field(body, "triggerId", str, None)
+    return kind, parse_trigger_id(trigger) if trigger is not None else None
+
+
+def checkpoint_status_view(op: TriggeredOperation) -> dict[str, Any]:
+    """``GET /jobs/:jobid/checkpoints/:triggerid``: Flink's AsynchronousOperationResult of a
+    CheckpointInfo (``checkpointId`` once COMPLETED, or ``failureCause``)."""
+    if not op.done:
+        return {"status": {"id": "IN_PROGRESS"}, "operation": None}
+    if op.failure is not None:
+        return {"status": {"id": "COMPLETED"}, "operation": {"failureCause": _failure_cause(op)}}
+    return {"status": {"id": "COMPLETED"}, "operation": {"checkpointId": op.result}}
+
+
+def disposal_request(body: Any) -> str:
+    """``POST /savepoint-disposal``' body (Flink's SavepointDisposalRequest): the savepoint's path."""
+    if not isinstance(body, dict):
+        raise BadRequest(f"The request body must be a JSON object, got {json_type(body)}.")
+    path = _body_field(body, "savepoint-path", str, "")
+    if not path:
+        raise BadRequest("The request body names no 'savepoint-path'.")
+    return str(path)
+
+
+def disposal_status_view(op: TriggeredOperation) -> dict[str, Any]:
+    """``GET /savepoint-disposal/:triggerid``: Flink's AsynchronousOperationResult of an
+    AsynchronousOperationInfo (empty once COMPLETED, or its ``failure-cause``)."""
+    if not op.done:
+        return {"status": {"id": "IN_PROGRESS"}, "operation": None}
+    return {"status": {"id": "COMPLETED"},
+            "operation": {"failure-cause": _failure_cause(op)} if op.failure is not None else {}}
+
+
+def thread_dump_view(threads: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """``GET /jobmanager/thread-dump``: Flink's ThreadDumpInfo, here a process's Python threads:
+    (name, its stack as text) each."""
+    return {"threadInfos": [{"threadName": name, "stringifiedThreadInfo": stack} for name, stack in threads]}
+
+
+def rescales_unavailable(job: JobView) -> NotFound:
+    """``/jobs/:jobid/rescales/*``: Flink answers 404 for a job without the adaptive scheduler's
+    rescale history; a Millstream job rescales through a savepoint and a new submission."""
+    return NotFound(f"The job `{job.summary.job_id.hex()}` has no rescale history: Millstream has no adaptive "
+                    "scheduler (a job is rescaled by stopping it with a savepoint and resuming it with another parallelism).")

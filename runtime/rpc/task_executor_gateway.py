@@ -48,6 +48,8 @@ class TaskExecutorGateway(Protocol):
 
     async def read_log_file(self, request: cpb.ReadLogRequest, timeout: float) -> cpb.ReadLogResponse: ...
 
+    async def thread_dump(self, timeout: float) -> cpb.ThreadDumpResponse: ...
+
 
 class GrpcTaskExecutorGateway:
     """A :class:`TaskExecutorGateway` over a gRPC channel to the TaskManager."""
@@ -90,4 +92,8 @@ class GrpcTaskExecutorGateway:
 
     async def read_log_file(self, request: cpb.ReadLogRequest, timeout: float) -> cpb.ReadLogResponse:
         response: cpb.ReadLogResponse = await self._stub.ReadLogFile(request, timeout=timeout)
+        return response
+
+    async def thread_dump(self, timeout: float) -> cpb.ThreadDumpResponse:
+        response: cpb.ThreadDumpResponse = await self._stub.ThreadDump(cpb.Empty(), timeout=timeout)
         return response

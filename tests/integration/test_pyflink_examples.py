@@ -2,9 +2,9 @@
 ``millstream`` (their ``env.add_jars(...)`` lines included), against a Kafka-protocol broker on
 ``localhost:9092`` as they expect, and print what PyFlink prints.
 
-The programs are read from the apache-flink 2.3.0 wheel that ``make install`` downloads from PyPI
-(PyFlink's Python code only; not installed, only read), so the programs run are PyFlink's as
-released, not copies. Each one runs as a user runs it, ``python program.py``, on the embedded
+The programs are read from the apache-flink 2.3.0 wheel that ``make install`` puts in
+``.venv/flink-tools`` (beside Flink's CLI; not importable from Millstream's environment, only read),
+so the programs run are PyFlink's as released, not copies. Each one runs as a user runs it, ``python program.py``, on the embedded
 cluster. Their reading half is an unbounded Kafka source: the test waits until it has printed what
 the writing half wrote, then stops the program.
 """
@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import zipfile
 from pathlib import Path
 from typing import Iterator
 
@@ -28,18 +27,13 @@ import pytest
 from .kafka import KafkaBroker, kafka_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
-WHEEL_DIR = ROOT / ".venv" / "pyflink-wheel"
-EXAMPLES = "pyflink/examples/datastream/connectors/"
+FLINK_TOOLS = ROOT / ".venv" / "flink-tools"
+EXAMPLES = "pyflink/examples/datastream/connectors"
 RUN_TIMEOUT_S = 150.0
 
 pytestmark = pytest.mark.timeout(900)
 
 ROWS = ["+I[1, hi]", "+I[2, hello]", "+I[3, hi]", "+I[4, hello]", "+I[5, hi]", "+I[6, hello]", "+I[6, hello]"]
-
-
-def _wheel() -> Path | None:
-    found = sorted(Path(os.environ.get("MILLSTREAM_PYFLINK_WHEEL_DIR", WHEEL_DIR)).glob("apache_flink-2.3.0-*.whl"))
-    return found[-1] if found else None
 
 
 def ported(source: str) -> str:
@@ -49,14 +43,13 @@ def ported(source: str) -> str:
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    wheel = _wheel()
-    if wheel is None:
-        pytest.skip(f"no apache-flink 2.3.0 wheel in {WHEEL_DIR} (`make install` downloads it from PyPI)")
+    examples = FLINK_TOOLS / EXAMPLES
+    released = sorted(examples.glob("kafka*.py"))
+    if not released:
+        pytest.skip(f"no PyFlink examples in {examples} (`make install` installs apache-flink 2.3.0 there)")
     out = tmp_path_factory.mktemp("pyflink-examples")
-    with zipfile.ZipFile(wheel) as zf:
-        for name in zf.namelist():
-            if name.startswith(EXAMPLES) and name.endswith(".py") and "/kafka" in name:
-                (out / Path(name).name).write_text(ported(zf.read(name).decode()))
+    for program in released:
+        (out / program.name).write_text(ported(program.read_text()))
     return out
 
 

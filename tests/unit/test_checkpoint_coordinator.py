@@ -369,6 +369,9 @@ def test_history_keeps_the_latest_completed_and_failed_checkpoints_bounded() -> 
     for n in range(CHECKPOINT_HISTORY_SIZE):
         complete(c, due + 3000 + n * 1000)
     assert len(c.stats.history) == CHECKPOINT_HISTORY_SIZE and c.stats.history[0].checkpoint_id > forced.checkpoint_id
+    # Flink's latest.failed and latest.savepoint: still whole once they left the history.
+    assert c.stats.last_failed == failed and c.stats.last_savepoint is not None
+    assert (c.stats.last_savepoint.checkpoint_id, c.stats.last_savepoint.end_ms) == (forced.checkpoint_id, due + 1700)
 
 
 def test_a_stop_savepoint_tells_its_tasks_it_is_synchronous_and_whether_to_drain() -> None:
@@ -404,3 +407,26 @@ def test_a_recovered_coordinator_goes_on_from_the_counts_and_history_the_checkpo
     assert s.last_completed_duration_ms == 10 and list(s.history) == history
     complete(recovered, started(recovered, due + 3000))
     assert (recovered.stats.num_completed, recovered.stats.num_failed) == (3, 1)
+
+
+def test_records_count_the_subtasks_to_acknowledge_and_those_that_did() -> None:
+    c = coordinator(interval=1000, timeout=500, tolerable=100)
+    due = started(c)
+    complete(c, due)
+    assert (c.stats.history[-1].num_subtasks, c.stats.history[-1].num_acknowledged) == (3, 3)
+    expiring = trigger(c, due + 1000)
+    c.acknowledge(expiring.checkpoint_id, SRC, handle="h", state_size=1)
+    c.tick(due + 1500, job())
+    assert (c.stats.history[-1].status, c.stats.history[-1].num_subtasks, c.stats.history[-1].num_acknowledged) == (
+        "FAILED", 3, 1)
+
+
+def test_a_checkpoint_by_hand_is_no_savepoint() -> None:
+    """trigger_now(savepoint=False): Flink's POST /jobs/:id/checkpoints, recorded as a checkpoint."""
+    c = coordinator()
+    started(c)
+    [triggered] = of(c.trigger_now(5, job(), savepoint=False), TriggerCheckpoint)
+    ack_all(c, triggered.checkpoint_id)
+    c.checkpoint_finalized(triggered.checkpoint_id, 10)
+    assert c.stats.history[-1].is_savepoint is False and c.stats.last_savepoint is None
+    assert c.stats.last_completed_id == triggered.checkpoint_id

@@ -3,6 +3,7 @@ FsCheckpointStorage and completed-checkpoint store rules). Real files in a tempo
 from __future__ import annotations
 
 import os
+import shutil
 
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from millstream.runtime.checkpoint_storage import (
     FileStateHandle,
     checkpoint_directory,
     discard_state,
+    dispose_savepoint,
     parse_checkpoint_dir,
     write_task_state,
 )
@@ -176,3 +178,31 @@ def test_a_checkpoint_keeps_the_statistics_it_was_given_and_recovery_reads_them_
     assert store.add_checkpoint(4, 4000.0, handles, stats=stats).stats == stats
     assert CompletedCheckpointStore(tmp_path, JOB).recover().stats == stats
     assert write_checkpoint(store, 5, {"src_0": b"x"}).stats is None  # none given: none kept
+
+
+# -- savepoint disposal (flink savepoint -d) ---------------------------------------------------------
+
+def test_dispose_savepoint_deletes_a_savepoint_named_by_directory_metadata_file_or_uri(tmp_path: Path) -> None:
+    store = CompletedCheckpointStore(tmp_path, JOB)
+    for n, name in enumerate(("dir", "metadata", "uri"), start=1):
+        directory = write_checkpoint(store, n, {"a_0": b"state"}).directory
+        shutil.copytree(directory, tmp_path / name)
+    assert dispose_savepoint(str(tmp_path / "dir")) == tmp_path / "dir"
+    assert dispose_savepoint(str(tmp_path / "metadata" / METADATA_FILE)) == tmp_path / "metadata"
+    assert dispose_savepoint(f"file://{tmp_path / 'uri'}") == tmp_path / "uri"
+    assert not any((tmp_path / name).exists() for name in ("dir", "metadata", "uri"))
+
+
+def test_dispose_savepoint_refuses_what_is_no_savepoint_and_deletes_nothing(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "precious.txt").write_text("keep me")
+    with pytest.raises(CheckpointStorageError, match="has no _metadata"):
+        dispose_savepoint(str(plain))
+    assert (plain / "precious.txt").read_text() == "keep me"
+    with pytest.raises(CheckpointStorageError, match="does not exist"):
+        dispose_savepoint(str(tmp_path / "missing"))
+    with pytest.raises(CheckpointStorageError, match="not a directory"):
+        dispose_savepoint(str(plain / "precious.txt"))
+    with pytest.raises(CheckpointStorageError, match="savepoint path 'relative/sp'.*not absolute"):
+        dispose_savepoint("relative/sp")

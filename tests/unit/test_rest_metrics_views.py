@@ -41,7 +41,11 @@ def test_vertex_details_are_flinks_job_vertex_details_info() -> None:
     (subtask,) = body["subtasks"]
     assert subtask["host"] == "host-a" and subtask["endpoint"] == "host-a:6122" and subtask["duration"] == 2_000
     assert subtask["metrics"]["read-bytes"] == 300 and subtask["metrics"]["write-records"] == 5
-    assert subtask["metrics"]["read-records-complete"] is False and subtask["metrics"]["accumulated-busy-time"] == 70
+    # Flink's *-complete: true once the running subtask reported the figure (the dashboard shows
+    # "loading..." while it is false), false while it has not.
+    assert subtask["metrics"]["read-records-complete"] is True and subtask["metrics"]["accumulated-busy-time"] == 70
+    (silent,) = metrics_views.vertex_details_view(_vertex({}), now_ms=3_000)["subtasks"]
+    assert silent["metrics"]["read-records-complete"] is False and silent["metrics"]["write-bytes-complete"] is False
 
 
 def test_metric_ids_are_prefixed_with_the_subtask_and_values_are_strings() -> None:
@@ -104,5 +108,44 @@ def test_job_details_vertices_carry_bytes_times_and_ratios() -> None:
     summary.vertices.add(vertex_id=vertex.vertex_id, name="Map", parallelism=2, records_in=3).metrics.update(io)
     body = views.job_details_view(JobView(summary, {"RUNNING": 2}), now_ms=10)
     metrics = body["vertices"][0]["metrics"]
-    assert metrics["read-records"] == 3 and metrics["read-bytes"] == 150 and metrics["read-bytes-complete"] is False
+    # Both subtasks reported: the figures are complete (Flink's flag), though the vertex runs.
+    assert metrics["read-records"] == 3 and metrics["read-bytes"] == 150 and metrics["read-bytes-complete"] is True
+    assert metrics["read-records-complete"] is True and "reported-subtasks" not in metrics
     assert metrics["busy-ratio"] == 0.9 and metrics["backpressured-ratio"] == 0.7
+    # One of two subtasks reported: not complete yet.
+    half = metrics_views.vertex_io_summary(_vertex({"numBytesIn": 100}, {}))
+    summary.vertices[0].metrics.clear()
+    summary.vertices[0].metrics.update(half)
+    metrics = views.job_details_view(JobView(summary, {"RUNNING": 2}), now_ms=10)["vertices"][0]["metrics"]
+    assert metrics["read-records-complete"] is False and metrics["read-bytes-complete"] is False
+
+
+def test_watermarks_list_each_subtask_that_has_one() -> None:
+    vertex = _vertex({"currentInputWatermark": 1_700_000_000_000}, {"numRecordsIn": 3})
+    assert metrics_views.watermarks_view(vertex) == [{"id": "0.currentInputWatermark", "value": "1700000000000"}]
+
+
+def test_vertex_taskmanagers_group_subtasks_by_taskmanager() -> None:
+    subtasks = (
+        metrics_views.SubtaskView(0, "RUNNING", 0, "host-a:6122", "tm-a", 1_000, -1, {"numRecordsIn": 10}),
+        metrics_views.SubtaskView(1, "RUNNING", 0, "host-a:6122", "tm-a", 1_500, -1, {"numRecordsIn": 30}),
+        metrics_views.SubtaskView(2, "FINISHED", 0, "host-b:6122", "tm-b", 1_200, 2_200, {"numRecordsIn": 5}),
+    )
+    body = metrics_views.vertex_taskmanagers_view(metrics_views.VertexView(b"v" * 16, "Map", 3, 128, subtasks), 4_000)
+    a, b = body["taskmanagers"]
+    assert (a["taskmanager-id"], a["status"], a["start-time"], a["end-time"], a["duration"]) == ("tm-a", "RUNNING", 1_000, -1, 3_000)
+    assert a["metrics"]["read-records"] == 40 and a["metrics"]["read-records-complete"] is True
+    assert a["status-counts"]["RUNNING"] == 2 and a["aggregated"]["metrics"]["read-records"]["max"] == 30
+    assert (b["status"], b["end-time"], b["duration"]) == ("FINISHED", 2_200, 1_000)
+
+
+def test_accumulators_flame_graph_and_named_metrics() -> None:
+    vertex = _vertex({}, {})
+    assert metrics_views.accumulators_view(vertex) == {"id": vertex.vertex_id.hex(), "user-accumulators": []}
+    subtasks = metrics_views.subtasks_accumulators_view(vertex)
+    assert subtasks["parallelism"] == 2 and [s["subtask"] for s in subtasks["subtasks"]] == [0, 1]
+    assert metrics_views.flame_graph_view() == {"endTimestamp": -2, "data": None}  # Flink's "disabled"
+    values = {"Status.JVM.Memory.Heap.Used": 1024.0}
+    assert metrics_views.named_metrics_view(values, None) == [{"id": "Status.JVM.Memory.Heap.Used"}]
+    assert metrics_views.named_metrics_view(values, "Status.JVM.Memory.Heap.Used,nope") == [
+        {"id": "Status.JVM.Memory.Heap.Used", "value": "1024"}]

@@ -135,10 +135,14 @@ def taskmanager() -> TaskManagerView:
 
 def test_taskmanagers() -> None:
     [tm] = views.taskmanagers_view([taskmanager()])["taskmanagers"]
+    total, free = tm.pop("totalResource"), tm.pop("freeResource")
     assert tm == {"id": "tm-1", "path": "10.0.0.5:41000", "dataPort": 41001, "jmxPort": -1,
                   "timeSinceLastHeartbeat": 7_000, "slotsNumber": 2, "freeSlots": 1}
+    assert total["cpuCores"] == free["cpuCores"] == 0.0 and total["extendedResources"] == {}  # no heartbeat yet
     details = views.taskmanager_details_view(taskmanager())
-    assert details["allocatedSlots"] == [{"index": 0, "jobId": JOB.hex(), "state": "ALLOCATED"}]
+    [slot] = details["allocatedSlots"]
+    assert {k: slot[k] for k in ("index", "jobId", "state")} == {"index": 0, "jobId": JOB.hex(), "state": "ALLOCATED"}
+    assert slot["resource"]["cpuCores"] == 0.0 and slot["assignedTasks"] == 0
     assert details["metrics"] == {}  # no heartbeat answered yet: nothing known about its memory
 
 
@@ -151,8 +155,15 @@ def test_a_taskmanager_shows_the_hardware_and_memory_its_heartbeat_reported() ->
     assert listed["hardware"] == {"cpuCores": 2, "physicalMemory": 24 << 30, "freeMemory": 20 << 30, "managedMemory": 0}
     details = views.taskmanager_details_view(tm)
     assert details["hardware"] == listed["hardware"]
-    assert details["metrics"] == {"processRss": 90 << 20, "processTreeRss": 700 << 20, "heartbeatsReceived": 42,
-                                  "runningTasks": 3}
+    assert {k: details["metrics"][k] for k in ("processRss", "processTreeRss", "heartbeatsReceived", "runningTasks")} == {
+        "processRss": 90 << 20, "processTreeRss": 700 << 20, "heartbeatsReceived": 42, "runningTasks": 3}
+    # Flink's TaskManagerMetricsInfo and TaskExecutorMemoryConfiguration, which its dashboard reads.
+    assert (details["metrics"]["heapUsed"], details["metrics"]["heapMax"]) == (90 << 20, 24 << 30)
+    assert details["metrics"]["garbageCollectors"] == [] and details["metrics"]["directUsed"] == 0
+    assert details["memoryConfiguration"]["totalProcessMemory"] == 24 << 30
+    assert details["memoryConfiguration"]["managedMemory"] == 0 and details["blocked"] is False
+    # Flink's ResourceProfileInfo: the cores, shared by the slots (one of two is free).
+    assert (details["totalResource"]["cpuCores"], details["freeResource"]["cpuCores"]) == (2.0, 1.0)
 
 
 @pytest.mark.parametrize("text", ["xyz", "00" * 15, "zz" * 16, ""])
@@ -248,3 +259,65 @@ def test_latest_checkpoints_take_what_the_history_knows() -> None:
     assert latest["completed"]["is_savepoint"] and latest["completed"]["checkpoint_type"] == "SAVEPOINT"
     assert latest["savepoint"]["id"] == 5
     assert (latest["failed"]["id"], latest["failed"]["failure_timestamp"], latest["failed"]["trigger_timestamp"]) == (4, 6_000, 5_000)
+
+
+def test_checkpoint_trigger_requests_read_flinks_body() -> None:
+    """Flink's CheckpointTriggerRequestBody: checkpointType (CONFIGURED when left out) and triggerId."""
+    assert views.checkpoint_trigger_request({}) == ("CONFIGURED", None)
+    assert views.checkpoint_trigger_request({"checkpointType": "FULL", "triggerId": "AB" * 16}) == ("FULL", "ab" * 16)
+    with pytest.raises(BadRequest, match="checkpointType 'SAVEPOINT' is not one of CONFIGURED, FULL, INCREMENTAL"):
+        views.checkpoint_trigger_request({"checkpointType": "SAVEPOINT"})
+    with pytest.raises(BadRequest, match="must be a JSON object"):
+        views.checkpoint_trigger_request([])
+
+
+def test_checkpoint_and_disposal_status_have_flinks_shapes() -> None:
+    op = views.TriggeredOperation("ab" * 16)
+    assert views.checkpoint_status_view(op) == {"status": {"id": "IN_PROGRESS"}, "operation": None}
+    op.done, op.result = True, 7
+    assert views.checkpoint_status_view(op) == {"status": {"id": "COMPLETED"}, "operation": {"checkpointId": 7}}
+    op.failure = "the job is CANCELED"
+    assert "the job is CANCELED" in views.checkpoint_status_view(op)["operation"]["failureCause"]["stack-trace"]
+    disposal = views.TriggeredOperation("cd" * 16, done=True)
+    assert views.disposal_status_view(disposal) == {"status": {"id": "COMPLETED"}, "operation": {}}
+    disposal.failure = "no _metadata"
+    assert "no _metadata" in views.disposal_status_view(disposal)["operation"]["failure-cause"]["stack-trace"]
+    assert views.disposal_request({"savepoint-path": "/sp"}) == "/sp"
+    with pytest.raises(BadRequest, match="names no 'savepoint-path'"):
+        views.disposal_request({})
+
+
+def test_jobs_overview_entries_carry_pending_operators() -> None:
+    """Flink 2's JobDetails needs `pending-operators` (an int): its CLI cannot parse an entry without it."""
+    summary = cpb.JobSummary(job_id=b"\x01" * 16, job_name="j", status=cpb.JobStatus.RUNNING, num_tasks=2)
+    [entry] = views.jobs_overview_view([JobView(summary)], 0)["jobs"]
+    assert entry["pending-operators"] == 0
+
+
+def test_latest_failed_and_savepoint_outlive_the_history() -> None:
+    """Flink keeps latest.failed and latest.savepoint whole once they left the 10-entry history."""
+    job = running_job()
+    job.summary.checkpoints.CopyFrom(cpb.CheckpointSummary(
+        num_completed=12, num_failed=1, last_completed_id=20, last_completed_at_ms=9_000, last_duration_ms=10,
+        last_failure_reason="CHECKPOINT_DECLINED", last_failure_message="declined",
+        history=[cpb.CheckpointHistoryEntry(id=20, status="COMPLETED", trigger_timestamp_ms=8_990, end_timestamp_ms=9_000,
+                                            num_subtasks=4, num_acknowledged_subtasks=4, external_path="/c/chk-20")],
+        latest_failed=cpb.CheckpointHistoryEntry(id=3, status="FAILED", trigger_timestamp_ms=1_000, end_timestamp_ms=1_500,
+                                                 failure_message="declined", num_subtasks=4, num_acknowledged_subtasks=1),
+        latest_savepoint=cpb.CheckpointHistoryEntry(id=2, status="COMPLETED", is_savepoint=True, trigger_timestamp_ms=500,
+                                                    end_timestamp_ms=700, external_path="/sp/savepoint-1")))
+    stats = views.checkpoints_view(job)
+    failed, savepoint = stats["latest"]["failed"], stats["latest"]["savepoint"]
+    assert (failed["id"], failed["trigger_timestamp"], failed["failure_timestamp"]) == (3, 1_000, 1_500)
+    assert (failed["num_subtasks"], failed["num_acknowledged_subtasks"]) == (4, 1)
+    assert (savepoint["id"], savepoint["external_path"], savepoint["is_savepoint"]) == (2, "/sp/savepoint-1", True)
+    [entry] = stats["history"]
+    assert (entry["num_subtasks"], entry["num_acknowledged_subtasks"], entry["external_path"]) == (4, 4, "/c/chk-20")
+    assert entry["processed_data"] == entry["persisted_data"] == 0
+    assert stats["latest"]["completed"]["external_path"] == "/c/chk-20"
+    assert views.checkpoint_details_view(job, "2")["external_path"] == "/sp/savepoint-1"
+    assert views.checkpoint_details_view(job, "20")["num_acknowledged_subtasks"] == 4
+    with pytest.raises(NotFound, match="Could not find checkpointing statistics for checkpoint 7"):
+        views.checkpoint_details_view(job, "7")
+    with pytest.raises(BadRequest, match="is a number"):
+        views.checkpoint_details_view(job, "x")
