@@ -68,7 +68,7 @@ def test_kill_9_of_a_task_manager_mid_job_leaves_every_record_in_kafka_exactly_o
         poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, interval=0.1,
                  what="two completed checkpoints")
         committed_before = len(read_topic(kafka_broker, topic, lambda got: len(got) > 0, timeout_s=15, linger_s=0))
-        victim = host_of(int((marks / "open-0-0").read_text()), taskmanagers)
+        victim = host_of(int((marks / "pid-0-0").read_text()), taskmanagers)
         victim.kill()
         victim.wait(10)
         poll_for(lambda: client.status(job_id).num_restarts >= 1, 120, interval=0.1, what="the restart")
