@@ -135,7 +135,10 @@ def test_every_job_page_of_a_running_a_failed_and_a_stopped_job(cluster, jobs, b
     routes: list[tuple[str, str | None]] = []
     for name, (job, prefix) in jobs.items():
         routes += [(f"{prefix}/{job}/{tab}", name) for tab in JOB_TABS]
-        for vertex in [v["id"] for v in rest.get(f"/jobs/{job}")["vertices"]]:
+        vertices = [v["id"] for v in rest.get(f"/jobs/{job}")["vertices"]]
+        # every vertex of the running job; of an ended job its first (the others are answered by the
+        # same handlers from the same archived state: ~2 s a page is what CI's time allows)
+        for vertex in vertices if name == "running job" else vertices[:1]:
             routes += [(f"{prefix}/{job}/overview/{vertex}/{tab}", name) for tab in VERTEX_TABS]
     problems = _visit(browser, rest.url, routes, _shots(tmp_path))
     assert problems == [], "\n".join(problems)
