@@ -65,12 +65,20 @@ def broker_on_9092(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBr
         yield broker
 
 
+def user_shell_environment() -> dict[str, str]:
+    """This process's environment without what points a program at a session cluster: the examples
+    run as a user runs them, ``python program.py`` on the embedded cluster."""
+    env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 def run_until(program: Path, expected_lines: list[str], after: str | None = None) -> list[str]:
     """Runs ``python program`` until it exits, or (``expected_lines`` given) until it has printed
     them all after the line ``after``; then stops its whole process group. Returns its output lines."""
     proc = subprocess.Popen([sys.executable, str(program)], cwd=program.parent, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env=user_shell_environment())
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:

@@ -1,6 +1,8 @@
 """CLI papercuts a new user meets: output meant for a pipe, and -D typos on `cluster start`."""
 from __future__ import annotations
 
+import os
+
 import textwrap
 
 import grpc
@@ -102,9 +104,14 @@ def test_run_shows_a_misspelled_configuration_key_on_the_console(tmp_path, monke
 
     loggers = [logging.getLogger(name) for name in INTERNAL_LOGGERS]
     saved = [(lg.level, list(lg.handlers), lg.propagate) for lg in loggers]
+    environment = dict(os.environ)
     try:
         cli.main(["run", str(script)])
     finally:  # run routed Millstream's loggers for this process: give later tests theirs back
+        # run also sets MILLSTREAM_JOBMANAGER (and -D options) in os.environ for its script: left
+        # set, every later job of this pytest process would go to that address
+        os.environ.clear()
+        os.environ.update(environment)
         for lg, (level, handlers, propagate) in zip(loggers, saved):
             for handler in lg.handlers:
                 if handler not in handlers:
