@@ -84,7 +84,7 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 test: typecheck $(STAMP) zookeeper browser postgresql flink-tools
-	$(PY) -m pytest -q tests/unit tests/integration
+	$(PY) -m pytest -q --durations=30 tests/unit tests/integration
 
 # PyFlink's own DataStream tests on Millstream: per-module passed / failed / needs-Java counts.
 # They are not on PyPI: point MILLSTREAM_PYFLINK_TESTS at a Flink checkout's flink-python/pyflink.
