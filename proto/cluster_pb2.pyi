@@ -194,7 +194,7 @@ class CheckpointSummary(_message.Message):
     def __init__(self, interval_ms: _Optional[int] = ..., directory: _Optional[str] = ..., num_completed: _Optional[int] = ..., num_failed: _Optional[int] = ..., num_in_progress: _Optional[int] = ..., last_completed_id: _Optional[int] = ..., last_duration_ms: _Optional[int] = ..., last_size_bytes: _Optional[int] = ..., last_completed_at_ms: _Optional[int] = ..., last_failure_reason: _Optional[str] = ..., last_failure_message: _Optional[str] = ..., latest_restored_id: _Optional[int] = ..., latest_restored_at_ms: _Optional[int] = ..., latest_restored_path: _Optional[str] = ..., history: _Optional[_Iterable[_Union[CheckpointHistoryEntry, _Mapping]]] = ..., latest_failed: _Optional[_Union[CheckpointHistoryEntry, _Mapping]] = ..., latest_savepoint: _Optional[_Union[CheckpointHistoryEntry, _Mapping]] = ...) -> None: ...
 
 class CheckpointHistoryEntry(_message.Message):
-    __slots__ = ("id", "status", "is_savepoint", "trigger_timestamp_ms", "end_timestamp_ms", "size_bytes", "failure_message", "num_subtasks", "num_acknowledged_subtasks", "external_path")
+    __slots__ = ("id", "status", "is_savepoint", "trigger_timestamp_ms", "end_timestamp_ms", "size_bytes", "failure_message", "num_subtasks", "num_acknowledged_subtasks", "external_path", "subtasks")
     ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     IS_SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +205,7 @@ class CheckpointHistoryEntry(_message.Message):
     NUM_SUBTASKS_FIELD_NUMBER: _ClassVar[int]
     NUM_ACKNOWLEDGED_SUBTASKS_FIELD_NUMBER: _ClassVar[int]
     EXTERNAL_PATH_FIELD_NUMBER: _ClassVar[int]
+    SUBTASKS_FIELD_NUMBER: _ClassVar[int]
     id: int
     status: str
     is_savepoint: bool
@@ -215,7 +216,28 @@ class CheckpointHistoryEntry(_message.Message):
     num_subtasks: int
     num_acknowledged_subtasks: int
     external_path: str
-    def __init__(self, id: _Optional[int] = ..., status: _Optional[str] = ..., is_savepoint: _Optional[bool] = ..., trigger_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure_message: _Optional[str] = ..., num_subtasks: _Optional[int] = ..., num_acknowledged_subtasks: _Optional[int] = ..., external_path: _Optional[str] = ...) -> None: ...
+    subtasks: _containers.RepeatedCompositeFieldContainer[SubtaskCheckpointStats]
+    def __init__(self, id: _Optional[int] = ..., status: _Optional[str] = ..., is_savepoint: _Optional[bool] = ..., trigger_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., failure_message: _Optional[str] = ..., num_subtasks: _Optional[int] = ..., num_acknowledged_subtasks: _Optional[int] = ..., external_path: _Optional[str] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskCheckpointStats, _Mapping]]] = ...) -> None: ...
+
+class SubtaskCheckpointStats(_message.Message):
+    __slots__ = ("vertex_id", "subtask_index", "ack_timestamp_ms", "state_size", "sync_duration_ms", "async_duration_ms", "alignment_duration_ms", "start_delay_ms")
+    VERTEX_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ACK_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SYNC_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    ASYNC_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    START_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    vertex_id: bytes
+    subtask_index: int
+    ack_timestamp_ms: int
+    state_size: int
+    sync_duration_ms: int
+    async_duration_ms: int
+    alignment_duration_ms: int
+    start_delay_ms: int
+    def __init__(self, vertex_id: _Optional[bytes] = ..., subtask_index: _Optional[int] = ..., ack_timestamp_ms: _Optional[int] = ..., state_size: _Optional[int] = ..., sync_duration_ms: _Optional[int] = ..., async_duration_ms: _Optional[int] = ..., alignment_duration_ms: _Optional[int] = ..., start_delay_ms: _Optional[int] = ...) -> None: ...
 
 class VertexSummary(_message.Message):
     __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out", "metrics", "max_parallelism")
@@ -529,18 +551,26 @@ class CollectResponse(_message.Message):
     def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
 
 class AcknowledgeCheckpointRequest(_message.Message):
-    __slots__ = ("job_id", "execution_attempt_id", "checkpoint_id", "state_path", "state_size")
+    __slots__ = ("job_id", "execution_attempt_id", "checkpoint_id", "state_path", "state_size", "sync_duration_ms", "async_duration_ms", "alignment_duration_ms", "start_delay_ms")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_PATH_FIELD_NUMBER: _ClassVar[int]
     STATE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SYNC_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    ASYNC_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    START_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     job_id: bytes
     execution_attempt_id: bytes
     checkpoint_id: int
     state_path: str
     state_size: int
-    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., state_path: _Optional[str] = ..., state_size: _Optional[int] = ...) -> None: ...
+    sync_duration_ms: int
+    async_duration_ms: int
+    alignment_duration_ms: int
+    start_delay_ms: int
+    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., state_path: _Optional[str] = ..., state_size: _Optional[int] = ..., sync_duration_ms: _Optional[int] = ..., async_duration_ms: _Optional[int] = ..., alignment_duration_ms: _Optional[int] = ..., start_delay_ms: _Optional[int] = ...) -> None: ...
 
 class DeclineCheckpointRequest(_message.Message):
     __slots__ = ("job_id", "execution_attempt_id", "checkpoint_id", "reason", "message")

@@ -349,6 +349,8 @@ def _consume(chain: OperatorChain, gate: InputGate, env: SimpleTaskEnvironment,
                     time_event(index[spec], payload)
             else:
                 event = payload if kind == BUFFER or type(payload) is not EndOfPartition else END_OF_PARTITION
+                if type(event) is CheckpointBarrier:
+                    checkpointer.barrier_arrived(event)  # type: ignore[union-attr]
                 delivered = False
                 for action in handler.on_event(index[spec], event):
                     if isinstance(action, Deliver):

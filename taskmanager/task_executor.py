@@ -506,7 +506,9 @@ class TaskExecutor:
             job_master = self.job_master(command.jobmaster_address)
             await self._call(job_master.acknowledge_checkpoint, cpb.AcknowledgeCheckpointRequest(
                 job_id=command.job_id, execution_attempt_id=command.attempt_id, checkpoint_id=command.checkpoint_id,
-                state_path=command.state_path, state_size=command.state_size), command.attempt_id)
+                state_path=command.state_path, state_size=command.state_size, sync_duration_ms=command.sync_ms,
+                async_duration_ms=command.async_ms, alignment_duration_ms=command.alignment_ms,
+                start_delay_ms=command.start_delay_ms), command.attempt_id)
         elif isinstance(command, DeclineCheckpoint):
             job_master = self.job_master(command.jobmaster_address)
             await self._call(job_master.decline_checkpoint, cpb.DeclineCheckpointRequest(

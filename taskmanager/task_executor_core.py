@@ -136,6 +136,10 @@ class AcknowledgeCheckpoint:
     checkpoint_id: int
     state_path: str
     state_size: int
+    sync_ms: int = 0
+    async_ms: int = 0
+    alignment_ms: int = 0
+    start_delay_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -511,7 +515,8 @@ class TaskExecutorCore:
             return []
         if kind is CheckpointAcknowledged:  # in order: a task's ack reaches its JobMaster before its end
             return [AcknowledgeCheckpoint(attempt_id, task.tdd.job_id, task.jobmaster_address, event.checkpoint_id,  # type: ignore[union-attr]
-                                          event.state_path, event.state_size)]  # type: ignore[union-attr]
+                                          event.state_path, event.state_size, event.sync_ms, event.async_ms,  # type: ignore[union-attr]
+                                          event.alignment_ms, event.start_delay_ms)]  # type: ignore[union-attr]
         if kind is CheckpointDeclined:
             return [DeclineCheckpoint(attempt_id, task.tdd.job_id, task.jobmaster_address, event.checkpoint_id,  # type: ignore[union-attr]
                                       event.reason, event.message)]  # type: ignore[union-attr]

@@ -272,6 +272,20 @@ CHECKPOINT_HISTORY_SIZE = 10  # Flink's web.checkpoints.history default
 
 
 @dataclass(frozen=True)
+class SubtaskAck:
+    """One subtask's acknowledgement as the statistics keep it (Flink's SubtaskStateStats): when
+    it arrived (the coordinator's clock) and the figures the task sent with it."""
+
+    task_key: str
+    ack_ms: Optional[float]
+    state_size: int = 0
+    sync_ms: int = 0
+    async_ms: int = 0
+    alignment_ms: int = 0
+    start_delay_ms: int = 0
+
+
+@dataclass(frozen=True)
 class CheckpointRecord:
     """A completed or failed checkpoint in the recent history (times on the coordinator's clock)."""
 
@@ -284,6 +298,7 @@ class CheckpointRecord:
     failure_message: str = ""
     num_subtasks: int = 0  # the tasks that had to acknowledge it
     num_acknowledged: int = 0  # those that did
+    subtasks: tuple[SubtaskAck, ...] = ()  # the acknowledgements, in arrival order
 
 
 @dataclass
@@ -317,7 +332,8 @@ class CheckpointStats:
 def _record(pending: "PendingCheckpoint", status: str, now_ms: Optional[float], message: str = "") -> CheckpointRecord:
     total = len(pending.to_wait_for)
     return CheckpointRecord(pending.checkpoint_id, status, pending.forced, pending.timestamp_ms, now_ms,
-                            pending.size_bytes, message, total, total - len(pending.not_yet_acked))
+                            pending.size_bytes, message, total, total - len(pending.not_yet_acked),
+                            tuple(pending.acks.values()))
 
 
 @dataclass(eq=False)
@@ -329,6 +345,7 @@ class PendingCheckpoint:
     to_commit: tuple[bytes, ...]
     not_yet_acked: set[bytes] = field(default_factory=set)
     task_states: dict[str, object] = field(default_factory=dict)
+    acks: dict[str, SubtaskAck] = field(default_factory=dict)  # task key -> its ack's figures
     size_bytes: int = 0
     state: PendingState = PendingState.PENDING
     forced: bool = False  # a savepoint
@@ -475,8 +492,10 @@ class CheckpointCoordinator:
     # -- task messages ---------------------------------------------------------------------------
 
     def acknowledge(self, checkpoint_id: int, attempt_id: bytes, handle: object = None,
-                    state_size: int = 0) -> list[Command]:
-        """A task wrote its snapshot of ``checkpoint_id``; ``handle`` is opaque to the coordinator."""
+                    state_size: int = 0, now_ms: Optional[float] = None, sync_ms: int = 0, async_ms: int = 0,
+                    alignment_ms: int = 0, start_delay_ms: int = 0) -> list[Command]:
+        """A task wrote its snapshot of ``checkpoint_id``; ``handle`` is opaque to the coordinator.
+        ``now_ms`` (when the ack arrived) and the task's durations are kept for the statistics."""
         pending = self._pending
         if pending is None or pending.checkpoint_id != checkpoint_id or pending.state is not PendingState.PENDING:
             late = "late" if checkpoint_id in self._aborted_recently else "unknown"
@@ -490,8 +509,11 @@ class CheckpointCoordinator:
             log.debug("duplicate ack for checkpoint %d from %s", checkpoint_id, attempt_id.hex())
             return []
         pending.not_yet_acked.discard(attempt_id)
-        pending.task_states[pending.to_wait_for[attempt_id]] = handle
+        task_key = pending.to_wait_for[attempt_id]
+        pending.task_states[task_key] = handle
         pending.size_bytes += max(0, int(state_size))
+        pending.acks[task_key] = SubtaskAck(task_key, now_ms, max(0, int(state_size)), max(0, sync_ms), max(0, async_ms),
+                                            max(0, alignment_ms), max(0, start_delay_ms))
         if pending.not_yet_acked:
             return []
         pending.transition(PendingState.FINALIZING, "every task acknowledged")

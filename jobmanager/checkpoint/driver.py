@@ -35,6 +35,7 @@ from millstream.jobmanager.checkpoint.coordinator import (
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
     PrefetchedCheckpointIDCounter,
+    SubtaskAck,
     TriggerCheckpoint,
 )
 from millstream.jobmanager.checkpoint.settings import JobCheckpointing, deletes_checkpoints
@@ -254,8 +255,9 @@ class CheckpointDriver:
 
     def acknowledge(self, request: cpb.AcknowledgeCheckpointRequest) -> None:
         handle = FileStateHandle(request.state_path, request.state_size) if request.state_path else None
-        self._run(self.coordinator.acknowledge(request.checkpoint_id, request.execution_attempt_id, handle,
-                                               request.state_size))
+        self._run(self.coordinator.acknowledge(
+            request.checkpoint_id, request.execution_attempt_id, handle, request.state_size, now_ms(),
+            request.sync_duration_ms, request.async_duration_ms, request.alignment_duration_ms, request.start_delay_ms))
 
     def decline(self, request: cpb.DeclineCheckpointRequest) -> None:
         try:
@@ -470,5 +472,15 @@ class CheckpointDriver:
             id=r.checkpoint_id, status=r.status, is_savepoint=r.is_savepoint,
             trigger_timestamp_ms=int(r.trigger_ms + wall), end_timestamp_ms=int(r.end_ms + wall) if r.end_ms is not None else 0,
             size_bytes=r.size_bytes, failure_message=r.failure_message, num_subtasks=r.num_subtasks,
-            num_acknowledged_subtasks=r.num_acknowledged, external_path=self._external_paths.get(r.checkpoint_id, ""))
+            num_acknowledged_subtasks=r.num_acknowledged, external_path=self._external_paths.get(r.checkpoint_id, ""),
+            subtasks=[_subtask_stats(a, wall) for a in r.subtasks])
 
+
+def _subtask_stats(ack: SubtaskAck, wall_minus_monotonic_ms: int) -> cpb.SubtaskCheckpointStats:
+    """An ack's figures for the REST API; its task key is ``<job vertex id hex>_<subtask index>``."""
+    vertex, _, index = ack.task_key.rpartition("_")
+    return cpb.SubtaskCheckpointStats(
+        vertex_id=bytes.fromhex(vertex), subtask_index=int(index),
+        ack_timestamp_ms=int(ack.ack_ms + wall_minus_monotonic_ms) if ack.ack_ms is not None else 0,
+        state_size=ack.state_size, sync_duration_ms=ack.sync_ms, async_duration_ms=ack.async_ms,
+        alignment_duration_ms=ack.alignment_ms, start_delay_ms=ack.start_delay_ms)

@@ -142,6 +142,8 @@ ROUTES: dict[str, dict[str, str]] = {
     "/jobs/{jobid}/checkpoints/config": {"get": "The job's checkpoint configuration (Flink's CheckpointConfigInfo); "
                                                 "404 without checkpointing."},
     "/jobs/{jobid}/checkpoints/details/{checkpointid}": {"get": "One checkpoint's statistics, while kept."},
+    "/jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}": {
+        "get": "One vertex's part of a checkpoint: each subtask's acknowledgement, state size and durations."},
     "/jobs/{jobid}/vertices/{vertexid}/watermarks": {"get": "Each subtask's current input watermark."},
     "/jobs/{jobid}/vertices/{vertexid}/taskmanagers": {"get": "The vertex's subtasks grouped by TaskManager."},
     "/jobs/{jobid}/vertices/{vertexid}/accumulators": {"get": "The vertex's user accumulators (none in PyFlink's API)."},
@@ -266,6 +268,7 @@ class RestServer:
             "/jobs/{jobid}/yarn-cancel": self._cancel,
             "/jobs/{jobid}/checkpoints/config": self._checkpoint_config,  # before .../checkpoints/{triggerid}
             "/jobs/{jobid}/checkpoints/details/{checkpointid}": self._checkpoint_details,
+            "/jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}": self._checkpoint_subtasks,
             "/jobs/{jobid}/vertices/{vertexid}/watermarks": self._watermarks,
             "/jobs/{jobid}/vertices/{vertexid}/taskmanagers": self._vertex_taskmanagers,
             "/jobs/{jobid}/vertices/{vertexid}/accumulators": self._accumulators,
@@ -458,6 +461,11 @@ class RestServer:
 
     async def _checkpoint_details(self, request: web.Request) -> web.StreamResponse:
         return _json(views.checkpoint_details_view(self._job_view(request), request.match_info["checkpointid"]))
+
+    async def _checkpoint_subtasks(self, request: web.Request) -> web.StreamResponse:
+        job = self._job_view(request)
+        vertex_id = metrics_views.parse_vertex_id(request.match_info["vertexid"])
+        return _json(views.checkpoint_subtasks_view(job, request.match_info["checkpointid"], vertex_id))
 
     async def _watermarks(self, request: web.Request) -> web.StreamResponse:
         return _json(metrics_views.watermarks_view(self._vertex_view(request)))

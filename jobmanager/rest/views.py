@@ -393,54 +393,61 @@ def _stat(value: int) -> dict[str, int]:
             "p99": value, "p999": value}
 
 
+def stats_summary(values: Iterable[float]) -> dict[str, Any]:
+    """Flink's StatsSummaryDto of ``values``: min, max and average (integers) and quantiles
+    (linear interpolation between the nearest ranks); all 0 without values."""
+    ordered = sorted(values)
+    if not ordered:
+        return _stat(0)
+
+    def quantile(q: float) -> float:
+        position = q * (len(ordered) - 1)
+        low = int(position)
+        high = min(low + 1, len(ordered) - 1)
+        return float(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
+
+    return {"min": int(ordered[0]), "max": int(ordered[-1]), "avg": int(sum(ordered) / len(ordered)),
+            "p50": quantile(0.5), "p90": quantile(0.9), "p95": quantile(0.95), "p99": quantile(0.99),
+            "p999": quantile(0.999)}
+
+
 def checkpoints_view(job: JobView) -> dict[str, Any]:
     """``GET /jobs/:jobid/checkpoints``: Flink's CheckpointingStatistics, from the figures the
-    JobMaster keeps (counts, the latest completed / failed / restored checkpoint). A job without
+    JobMaster keeps (counts, the latest completed / failed / restored checkpoint, the recent
+    history, over whose completed checkpoints ``summary`` is taken). A job without
     checkpointing: NotFound, as Flink answers."""
     s = job.summary
     if not s.HasField("checkpoints"):
         raise NotFound(f"Checkpointing has not been enabled for job {s.job_id.hex()}.")
     c = s.checkpoints
     restored = 1 if c.latest_restored_id else 0
+    history = list(c.history)
     completed = None
     if c.last_completed_id:
-        completed = {
-            "@class": "completed",
-            "id": c.last_completed_id,
-            "status": "COMPLETED",
-            "is_savepoint": False,
-            "trigger_timestamp": c.last_completed_at_ms - c.last_duration_ms,
-            "latest_ack_timestamp": c.last_completed_at_ms,
-            "state_size": c.last_size_bytes,
-            "checkpointed_size": c.last_size_bytes,
-            "end_to_end_duration": c.last_duration_ms,
-            "external_path": c.directory,
-            "discarded": False,
-        }
-    # The history knows more of the latest ones: a savepoint or not, when a failed one ran.
-    history = list(c.history)
-    if completed is not None:
         kept = next((h for h in history if h.id == c.last_completed_id and h.status == "COMPLETED"), None)
-        completed["is_savepoint"] = bool(kept and kept.is_savepoint)
-        completed["checkpoint_type"] = "SAVEPOINT" if completed["is_savepoint"] else "CHECKPOINT"
-        if kept is not None:
-            completed.update(_checkpoint_history_entry(kept, s.vertices))
+        if kept is None:  # out of the history (a recovered job): what the summary keeps of it
+            kept = cpb.CheckpointHistoryEntry(
+                id=c.last_completed_id, status="COMPLETED", trigger_timestamp_ms=c.last_completed_at_ms - c.last_duration_ms,
+                end_timestamp_ms=c.last_completed_at_ms, size_bytes=c.last_size_bytes, external_path=c.directory)
+        completed = _checkpoint_history_entry(kept, s.vertices)
     # latest.savepoint and latest.failed: kept by the JobMaster also once they left the history.
     savepoint = c.latest_savepoint if c.HasField("latest_savepoint") else next(
         (h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
     failed: dict[str, Any] | None = None
     if c.num_failed:
-        failed = {"@class": "failed", "status": "FAILED",
-                  "failure_message": f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")}
+        message = f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")
         last_failed = c.latest_failed if c.HasField("latest_failed") else next(
             (h for h in history if h.status == "FAILED"), None)
-        if last_failed is not None and last_failed.failure_message == c.last_failure_message:
-            failed.update(_checkpoint_history_entry(last_failed, s.vertices))
-            failed["failure_message"] = f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")
+        if last_failed is None or last_failed.failure_message != c.last_failure_message:
+            # a trigger that failed before it drew an id: no checkpoint of its own
+            last_failed = cpb.CheckpointHistoryEntry(id=-1, status="FAILED", failure_message=message)
+        failed = _checkpoint_history_entry(last_failed, s.vertices)
+        failed["failure_message"] = message
     restored_view = None
     if c.latest_restored_id:
         restored_view = {"id": c.latest_restored_id, "restore_timestamp": c.latest_restored_at_ms,
                          "is_savepoint": False, "external_path": c.latest_restored_path}
+    done = [h for h in history if h.status == "COMPLETED"]
     return {
         "counts": {
             "restored": restored,
@@ -450,9 +457,13 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
             "failed": c.num_failed,
         },
         "summary": {
-            "checkpointed_size": _stat(c.last_size_bytes),
-            "state_size": _stat(c.last_size_bytes),
-            "end_to_end_duration": _stat(c.last_duration_ms),
+            "checkpointed_size": stats_summary(h.size_bytes for h in done),
+            "state_size": stats_summary(h.size_bytes for h in done),
+            "end_to_end_duration": stats_summary(_end_to_end(h) for h in done),
+            # aligned barriers, nothing in flight persisted (see _checkpoint_history_entry)
+            "alignment_buffered": stats_summary(0 for _ in done),
+            "processed_data": stats_summary(0 for _ in done),
+            "persisted_data": stats_summary(0 for _ in done),
         },
         "latest": {"completed": completed, "failed": failed, "restored": restored_view,
                    "savepoint": _checkpoint_history_entry(savepoint, s.vertices) if savepoint is not None else None},
@@ -460,53 +471,81 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
     }
 
 
+def _latest_ack(h: cpb.CheckpointHistoryEntry, acks: Iterable[cpb.SubtaskCheckpointStats] | None = None) -> int:
+    """When the last of ``acks`` (default: all of the checkpoint's) arrived; -1 with none (Flink's
+    value for "no acknowledgement"). A completed checkpoint from before acks were kept: its end."""
+    times = [a.ack_timestamp_ms for a in (h.subtasks if acks is None else acks) if a.ack_timestamp_ms]
+    if times:
+        return max(times)
+    return h.end_timestamp_ms if acks is None and h.status == "COMPLETED" and h.end_timestamp_ms else -1
+
+
+def _end_to_end(h: cpb.CheckpointHistoryEntry) -> int:
+    """Flink's end-to-end duration: to the last acknowledgement (a failed checkpoint: to its
+    failure); -1 when there is neither."""
+    if h.status == "FAILED":
+        return max(0, h.end_timestamp_ms - h.trigger_timestamp_ms) if h.end_timestamp_ms else -1
+    latest = _latest_ack(h)
+    return max(0, latest - h.trigger_timestamp_ms) if latest > 0 else -1
+
+
+def _vertex_acks(h: cpb.CheckpointHistoryEntry, vertex_id: bytes) -> list[cpb.SubtaskCheckpointStats]:
+    return [a for a in h.subtasks if a.vertex_id == vertex_id]
+
+
+def _task_statistics(h: cpb.CheckpointHistoryEntry, v: cpb.VertexSummary) -> dict[str, Any]:
+    """One vertex's part of a checkpoint (Flink's TaskCheckpointStatistics): the sizes its
+    subtasks acknowledged, summed, and its latest acknowledgement."""
+    acks = _vertex_acks(h, v.vertex_id)
+    latest = _latest_ack(h, acks)
+    size = sum(a.state_size for a in acks)
+    return {
+        "id": h.id, "status": h.status, "latest_ack_timestamp": latest,
+        "checkpointed_size": size, "state_size": size,
+        "end_to_end_duration": max(0, latest - h.trigger_timestamp_ms) if latest > 0 else -1,
+        "alignment_buffered": 0, "processed_data": 0, "persisted_data": 0,
+        "num_subtasks": v.parallelism, "num_acknowledged_subtasks": len(acks),
+    }
+
+
 def _checkpoint_history_entry(h: cpb.CheckpointHistoryEntry,
                               vertices: Iterable[cpb.VertexSummary] = ()) -> dict[str, Any]:
-    """One of Flink's CheckpointStatistics in ``history`` (newest first, as Flink lists them).
-    Barriers are aligned and no in-flight data is persisted, so ``processed_data``,
-    ``persisted_data`` and ``alignment_buffered`` are 0. ``tasks`` has an entry per job vertex
-    (Flink's TaskCheckpointStatistics): its subtasks, all acknowledged for a completed checkpoint
-    (per-vertex acknowledgements of a failed one and per-vertex sizes are not kept: 0)."""
-    ended = h.end_timestamp_ms or None
+    """One of Flink's CheckpointStatistics (in ``history``, newest first, ``latest`` and the
+    details path), with ``className`` naming its kind as Flink's polymorphic JSON does. Barriers
+    are aligned and no in-flight data is persisted, so ``processed_data``, ``persisted_data`` and
+    ``alignment_buffered`` are 0; the state of a task is stored whole each time (no incremental
+    checkpoints), so its checkpointed size is its state size. ``tasks`` has an entry per job
+    vertex (Flink's TaskCheckpointStatistics) from its subtasks' acknowledgements."""
     completed = h.status == "COMPLETED"
     entry: dict[str, Any] = {
-        "@class": "completed" if h.status == "COMPLETED" else "failed",
+        "className": "completed" if completed else "failed",
         "id": h.id,
         "status": h.status,
         "is_savepoint": h.is_savepoint,
         "savepointFormat": "CANONICAL" if h.is_savepoint else None,
         "checkpoint_type": "SAVEPOINT" if h.is_savepoint else "CHECKPOINT",
         "trigger_timestamp": h.trigger_timestamp_ms,
-        "latest_ack_timestamp": ended if h.status == "COMPLETED" else None,
+        "latest_ack_timestamp": _latest_ack(h),
         "state_size": h.size_bytes,
         "checkpointed_size": h.size_bytes,
-        "end_to_end_duration": ended - h.trigger_timestamp_ms if ended else None,
+        "end_to_end_duration": _end_to_end(h),
         "alignment_buffered": 0,
         "processed_data": 0,
         "persisted_data": 0,
         "num_subtasks": h.num_subtasks,
         "num_acknowledged_subtasks": h.num_acknowledged_subtasks,
-        "tasks": {v.vertex_id.hex(): {
-            "id": h.id, "status": h.status, "latest_ack_timestamp": ended if completed else None,
-            "checkpointed_size": 0, "state_size": 0,
-            "end_to_end_duration": ended - h.trigger_timestamp_ms if ended and completed else None,
-            "alignment_buffered": 0, "processed_data": 0, "persisted_data": 0,
-            "num_subtasks": v.parallelism, "num_acknowledged_subtasks": v.parallelism if completed else 0,
-        } for v in vertices},
+        "tasks": {v.vertex_id.hex(): _task_statistics(h, v) for v in vertices},
     }
-    if h.status == "COMPLETED":
+    if completed:
         entry["external_path"] = h.external_path or None
         entry["discarded"] = False
     else:
-        entry["failure_timestamp"] = ended
+        entry["failure_timestamp"] = h.end_timestamp_ms or -1
         entry["failure_message"] = h.failure_message
     return entry
 
 
-def checkpoint_details_view(job: JobView, text: str) -> dict[str, Any]:
-    """``GET /jobs/:jobid/checkpoints/details/:checkpointid``: that checkpoint's CheckpointStatistics,
-    while it is in the history or is the latest failed checkpoint or savepoint (Flink: 404 once
-    it left its statistics)."""
+def _find_checkpoint(job: JobView, text: str) -> cpb.CheckpointHistoryEntry:
     try:
         checkpoint_id = int(text)
     except ValueError:
@@ -519,7 +558,56 @@ def checkpoint_details_view(job: JobView, text: str) -> dict[str, Any]:
     entry = next((h for h in kept if h.id == checkpoint_id), None)
     if entry is None:
         raise NotFound(f"Could not find checkpointing statistics for checkpoint {checkpoint_id}.")
-    return _checkpoint_history_entry(entry, s.vertices)
+    return entry
+
+
+def checkpoint_details_view(job: JobView, text: str) -> dict[str, Any]:
+    """``GET /jobs/:jobid/checkpoints/details/:checkpointid``: that checkpoint's CheckpointStatistics,
+    while it is in the history or is the latest failed checkpoint or savepoint (Flink: 404 once
+    it left its statistics)."""
+    return _checkpoint_history_entry(_find_checkpoint(job, text), job.summary.vertices)
+
+
+def checkpoint_subtasks_view(job: JobView, text: str, vertex_id: bytes) -> dict[str, Any]:
+    """``GET /jobs/:jobid/checkpoints/details/:checkpointid/subtasks/:vertexid``: Flink's
+    TaskCheckpointStatisticsWithSubtaskDetails, each subtask's acknowledgement (when it arrived,
+    the state it wrote, how long its snapshot, write, alignment and start took) or, for one that
+    did not acknowledge, its index only; the summary is over the acknowledged ones."""
+    h = _find_checkpoint(job, text)
+    vertex = next((v for v in job.summary.vertices if v.vertex_id == vertex_id), None)
+    if vertex is None:
+        raise NotFound(f"There is no vertex {vertex_id.hex()} in job {job.summary.job_id.hex()}.")
+    acks = {a.subtask_index: a for a in _vertex_acks(h, vertex_id)}
+    subtasks: list[dict[str, Any]] = []
+    for index in range(vertex.parallelism):
+        a = acks.get(index)
+        if a is None:
+            subtasks.append({"className": "pending", "index": index, "status": "pending_or_failed"})
+            continue
+        subtasks.append({
+            "className": "completed", "index": index, "status": "completed", "ack_timestamp": a.ack_timestamp_ms,
+            "end_to_end_duration": max(0, a.ack_timestamp_ms - h.trigger_timestamp_ms),
+            "checkpointed_size": a.state_size, "state_size": a.state_size,
+            "checkpoint": {"sync": a.sync_duration_ms, "async": a.async_duration_ms},
+            "alignment": {"buffered": 0, "processed": 0, "persisted": 0, "duration": a.alignment_duration_ms},
+            "start_delay": a.start_delay_ms, "unaligned_checkpoint": False, "aborted": False,
+        })
+    done = list(acks.values())
+    zeros = stats_summary(0 for _ in done)
+    return {
+        **_task_statistics(h, vertex),
+        "summary": {
+            "checkpointed_size": stats_summary(a.state_size for a in done),
+            "state_size": stats_summary(a.state_size for a in done),
+            "end_to_end_duration": stats_summary(max(0, a.ack_timestamp_ms - h.trigger_timestamp_ms) for a in done),
+            "checkpoint_duration": {"sync": stats_summary(a.sync_duration_ms for a in done),
+                                    "async": stats_summary(a.async_duration_ms for a in done)},
+            "alignment": {"buffered": zeros, "processed": zeros, "persisted": zeros,
+                          "duration": stats_summary(a.alignment_duration_ms for a in done)},
+            "start_delay": stats_summary(a.start_delay_ms for a in done),
+        },
+        "subtasks": subtasks,
+    }
 
 
 # ---- TaskManagers -----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -54,6 +55,9 @@ class TaskCheckpointer:
         self.stop_savepoint: Optional[int] = None
         self.stopped = False
         self.input_ended = False
+        # checkpoint id -> (monotonic s, wall ms) its first barrier reached the task (alignment
+        # and start delay in the ack's figures)
+        self._first_barrier: dict[int, tuple[float, float]] = {}
 
     # -- restore ---------------------------------------------------------------------------------
 
@@ -113,6 +117,12 @@ class TaskCheckpointer:
 
     # -- barriers ---------------------------------------------------------------------------------
 
+    def barrier_arrived(self, barrier: CheckpointBarrier) -> None:
+        """A barrier reached one of the task's input channels: the first of each checkpoint
+        starts its alignment (the snapshot ends it)."""
+        if barrier.checkpoint_id > self.last_checkpoint_id and barrier.checkpoint_id not in self._first_barrier:
+            self._first_barrier[barrier.checkpoint_id] = (time.monotonic(), time.time() * 1000)
+
     def checkpoint(self, barrier: CheckpointBarrier, forward: bool = True, end_input_first: bool = False) -> None:
         """Barrier ``barrier.checkpoint_id`` reached this task (aligned, or injected at a source).
         A drain barrier (or ``end_input_first``: a stop savepoint deferred until the inputs ended)
@@ -121,6 +131,11 @@ class TaskCheckpointer:
         if checkpoint_id <= self.last_checkpoint_id:
             return  # an old barrier (restored past it): never snapshot an id twice
         self.last_checkpoint_id = checkpoint_id
+        started = time.monotonic()
+        first_mono, first_wall = self._first_barrier.pop(checkpoint_id, (started, time.time() * 1000))
+        for older in [c for c in self._first_barrier if c < checkpoint_id]:  # aborted during alignment
+            del self._first_barrier[older]
+        timing = [round((started - first_mono) * 1000), max(0, round(first_wall - barrier.timestamp))]
         try:
             if (barrier.drain or end_input_first) and not self.input_ended:
                 self.input_ended = True
@@ -128,14 +143,16 @@ class TaskCheckpointer:
             self.chain.flush()
             if forward:
                 self._broadcast(barrier)
+            snapshot_started = time.monotonic()
             blob = self._snapshot(checkpoint_id)
+            sync_ms = round((time.monotonic() - snapshot_started) * 1000)
         except Exception as exc:
             log.warning("checkpoint %d: snapshot of %r failed", checkpoint_id, self.chain, exc_info=True)
             self.decline(checkpoint_id, "CHECKPOINT_DECLINED", f"snapshot failed: {type(exc).__name__}: {exc}")
             return
         if barrier.stop:
             self.stop_savepoint = checkpoint_id
-        self._writer.submit(self._write_and_ack, checkpoint_id, blob)
+        self._writer.submit(self._write_and_ack, checkpoint_id, blob, sync_ms, *timing)
 
     def _snapshot(self, checkpoint_id: int) -> Optional[bytes]:
         chain = self.chain
@@ -152,10 +169,12 @@ class TaskCheckpointer:
             {"version": SNAPSHOT_VERSION, "max_parallelism": chain.env.max_parallelism, "positions": positions,
              "keyed": keyed, "operators": operators})
 
-    def _write_and_ack(self, checkpoint_id: int, blob: Optional[bytes]) -> None:
+    def _write_and_ack(self, checkpoint_id: int, blob: Optional[bytes], sync_ms: int = 0, alignment_ms: int = 0,
+                       start_delay_ms: int = 0) -> None:
+        started = time.monotonic()
         try:
             if blob is None:
-                self._send(CheckpointAcknowledged(checkpoint_id, "", 0))
+                self._send(CheckpointAcknowledged(checkpoint_id, "", 0, sync_ms, 0, alignment_ms, start_delay_ms))
                 return
             if self._dir is None:
                 raise RuntimeError("the task has no checkpoint directory")
@@ -164,7 +183,9 @@ class TaskCheckpointer:
             log.warning("checkpoint %d: writing the snapshot of %r failed: %s", checkpoint_id, self.chain, exc)
             self._send(CheckpointDeclined(checkpoint_id, "CHECKPOINT_ASYNC_EXCEPTION", f"{type(exc).__name__}: {exc}"))
             return
-        self._send(CheckpointAcknowledged(checkpoint_id, handle.path, handle.size))
+        async_ms = round((time.monotonic() - started) * 1000)
+        self._send(CheckpointAcknowledged(checkpoint_id, handle.path, handle.size, sync_ms, async_ms, alignment_ms,
+                                          start_delay_ms))
 
     def abort(self, checkpoint_id: int, reason: str, forward: bool = True) -> None:
         """Alignment gave up on ``checkpoint_id``: decline it and tell the tasks downstream."""

@@ -101,11 +101,18 @@ class Failing(_Wire):
 
 @dataclass(frozen=True, slots=True)
 class CheckpointAcknowledged(_Wire):
-    """The task's snapshot of a checkpoint is written (``state_path`` "" and size 0: no state)."""
+    """The task's snapshot of a checkpoint is written (``state_path`` "" and size 0: no state),
+    with how long its parts took (ms; Flink's CheckpointMetrics): the snapshot on the task thread,
+    the write off it, the alignment (first barrier to last) and the start delay (trigger to the
+    first barrier at the task)."""
 
     checkpoint_id: int
     state_path: str
     state_size: int
+    sync_ms: int = 0
+    async_ms: int = 0
+    alignment_ms: int = 0
+    start_delay_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

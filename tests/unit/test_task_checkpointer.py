@@ -68,8 +68,34 @@ def test_a_task_without_state_acks_without_a_file_and_old_barriers_are_ignored(t
     h.checkpointer.checkpoint(CheckpointBarrier(5, 0))
     h.checkpointer.checkpoint(CheckpointBarrier(4, 0))  # older than the last one: never snapshotted
     h.checkpointer.checkpoint(CheckpointBarrier(5, 0))  # the same id again: once only
-    assert h.acks() == [CheckpointAcknowledged(5, "", 0)]
+    [ack] = h.acks()
+    assert type(ack) is CheckpointAcknowledged and (ack.checkpoint_id, ack.state_path, ack.state_size) == (5, "", 0)
+    assert ack.async_ms == 0  # nothing written
     assert not any(tmp_path.iterdir())
+
+
+def test_an_ack_carries_the_alignment_the_start_delay_and_the_written_size(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """Flink's CheckpointMetrics in the ack: alignment from the first barrier to the snapshot, the
+    start delay from the trigger (the barrier's wall-clock timestamp) to the first barrier, and
+    the size of the state file the task wrote."""
+    from millstream.runtime.task import checkpointing
+
+    clock = {"mono": 100.0, "wall": 50_000.0}
+    monkeypatch.setattr(checkpointing.time, "monotonic", lambda: clock["mono"])
+    monkeypatch.setattr(checkpointing.time, "time", lambda: clock["wall"])
+    v = keyed_counts(StreamExecutionEnvironment.get_execution_environment())
+    h = Harness(make_chain(v), tmp_path)
+    h.run.chain.open()
+    h.run.chain.process_batch([("a", 1), ("b", 1)], h.run.chain.head.ctx.node_id)
+    barrier = CheckpointBarrier(7, 50_000_000 - 1_250)  # triggered 1.25 s before it arrives
+    h.checkpointer.barrier_arrived(barrier)
+    clock["mono"] += 0.4  # the other inputs' barriers come 400 ms later
+    h.checkpointer.barrier_arrived(barrier)  # not the first: changes nothing
+    h.checkpointer.checkpoint(barrier)
+    [ack] = h.acks()
+    assert (ack.alignment_ms, ack.start_delay_ms) == (400, 1_250)
+    assert ack.state_size == Path(ack.state_path).stat().st_size > 0
+    assert ack.sync_ms == ack.async_ms == 0  # the clock stood still while it snapshotted and wrote
 
 
 def test_a_failing_write_declines_and_an_abort_sends_a_cancel_marker(tmp_path: Path) -> None:

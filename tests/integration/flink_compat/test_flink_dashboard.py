@@ -19,9 +19,10 @@ import pytest
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import MapFunction, StreamExecutionEnvironment
 
-from .flink_tools import FLINK_HOME
-from .harness import ProcessCluster, Rest, poll_for
-from .jobs import Endless
+from ..flink_tools import FLINK_HOME
+from ..harness import Rest, poll_for
+from ..jobs import Endless
+from .conftest import SharedCluster, cancel_running
 
 CHROMIUM = os.environ.get("MILLSTREAM_CHROMIUM", "/usr/bin/chromium")
 if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
@@ -45,17 +46,12 @@ class FailsAtOnce(MapFunction):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[tuple[ClusterClient, Rest, Path]]:  # noqa: ANN001
-    directory = tmp_path_factory.mktemp("flink-dashboard")
-    options = {"execution.checkpointing.dir": str(directory / "checkpoints"), "rest.web.flink-dashboard": "true",
-               "restart-strategy.type": "none"}
-    with ProcessCluster(directory, rest=True, jobmanager_options=options, taskmanagers=1) as processes, \
-            ClusterClient(processes.address) as client:
-        yield client, Rest(processes.rest_url), directory
+def cluster(shared_cluster: SharedCluster) -> tuple[ClusterClient, Rest, Path]:
+    return shared_cluster.client, shared_cluster.rest, shared_cluster.directory
 
 
 @pytest.fixture(scope="module")
-def jobs(cluster) -> dict[str, tuple[str, str]]:  # noqa: ANN001
+def jobs(shared_cluster: SharedCluster, cluster) -> Iterator[dict[str, tuple[str, str]]]:  # noqa: ANN001
     """name -> (job id, the dashboard's route prefix): a running, a failed and a stopped job."""
     client, rest, directory = cluster
 
@@ -83,8 +79,9 @@ def jobs(cluster) -> dict[str, tuple[str, str]]:  # noqa: ANN001
     poll_for(lambda: rest.get(f"/jobs/{running}")["status-counts"]["RUNNING"] == 2, 90, interval=0.3, what="RUNNING")
     poll_for(lambda: rest.get(f"/jobs/{running}/checkpoints")["counts"]["completed"] >= 1, 60, interval=0.3,
              what="a checkpoint")
-    return {"running job": (running, "job/running"), "failing job": (failed, "job/completed"),
-            "stopped job": (stopped, "job/completed")}
+    yield {"running job": (running, "job/running"), "failing job": (failed, "job/completed"),
+           "stopped job": (stopped, "job/completed")}
+    cancel_running(shared_cluster, running)
 
 
 @pytest.fixture(scope="module")

@@ -6,26 +6,25 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import StreamExecutionEnvironment
 
-from .flink_tools import FlinkCli, flink_cli_or_skip
-from .harness import Rest, poll_for, rest_cluster
-from .jobs import Endless
+from ..flink_tools import FlinkCli, flink_cli_or_skip
+from ..harness import Rest, poll_for
+from ..jobs import Endless
+from .conftest import SharedCluster
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[tuple[ClusterClient, Rest, FlinkCli]]:  # noqa: ANN001
+def cluster(shared_cluster: SharedCluster, tmp_path_factory) -> tuple[ClusterClient, Rest, FlinkCli]:  # noqa: ANN001
     flink_cli_or_skip()
-    directory = tmp_path_factory.mktemp("flink-cli")
-    for client, rest in rest_cluster(directory):
-        yield client, rest, FlinkCli(rest.url, directory / "flink")
+    return shared_cluster.client, shared_cluster.rest, FlinkCli(shared_cluster.rest.url, tmp_path_factory.mktemp("flink-cli"))
 
 
 def _endless(client: ClusterClient, rest: Rest, name: str, parallelism: int = 1) -> str:

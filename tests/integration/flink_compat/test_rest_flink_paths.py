@@ -15,8 +15,9 @@ from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.datastream.connectors.datagen import DataGeneratorSource
 
-from .harness import Rest, poll_for, rest_cluster
-from .jobs import Endless
+from ..harness import Rest, poll_for
+from ..jobs import Endless
+from .conftest import SharedCluster, cancel_running
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -27,12 +28,12 @@ class NumberIsMillis(TimestampAssigner):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[tuple[ClusterClient, Rest]]:  # noqa: ANN001
-    yield from rest_cluster(tmp_path_factory.mktemp("rest-flink-paths"))
+def cluster(shared_cluster: SharedCluster) -> tuple[ClusterClient, Rest]:
+    return shared_cluster.client, shared_cluster.rest
 
 
 @pytest.fixture(scope="module")
-def running(cluster) -> tuple[str, list[str]]:  # noqa: ANN001
+def running(shared_cluster: SharedCluster, cluster) -> Iterator[tuple[str, list[str]]]:  # noqa: ANN001
     """A checkpointing job with event time: a generator source, then a keyed map (two vertices)."""
     client, rest = cluster
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -43,7 +44,8 @@ def running(cluster) -> tuple[str, list[str]]:  # noqa: ANN001
         .key_by(lambda i: i % 3).map(lambda i: i).add_sink(lambda x: None))
     job = client.submit(env.get_job_graph("dashboard paths").proto).hex()
     poll_for(lambda: rest.get(f"/jobs/{job}")["status-counts"]["RUNNING"] == 2, 90, interval=0.3, what="RUNNING")
-    return job, [v["id"] for v in rest.get(f"/jobs/{job}")["vertices"]]
+    yield job, [v["id"] for v in rest.get(f"/jobs/{job}")["vertices"]]
+    cancel_running(shared_cluster, job)
 
 
 def test_job_config_and_checkpoint_config(cluster, running) -> None:  # noqa: ANN001

@@ -5,26 +5,23 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
 from millstream.datastream import StreamExecutionEnvironment
 
-from .harness import ProcessCluster, Rest, cli, poll_for
-from .jobs import Endless
+from ..harness import Rest, cli, poll_for
+from ..jobs import Endless
+from .conftest import SharedCluster
 
 pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[tuple[ClusterClient, Rest, str]]:  # noqa: ANN001
-    directory = tmp_path_factory.mktemp("cli-checkpoint")
-    options = {"execution.checkpointing.dir": str(directory / "checkpoints")}
-    with ProcessCluster(directory, rest=True, jobmanager_options=options, taskmanagers=1) as processes, \
-            ClusterClient(processes.address) as client:
-        yield client, Rest(processes.rest_url), processes.address
+def cluster(shared_cluster: SharedCluster) -> tuple[ClusterClient, Rest, str]:
+    return shared_cluster.client, shared_cluster.rest, shared_cluster.address
 
 
 def _running(client: ClusterClient, rest: Rest, name: str, checkpointing: bool = True) -> str:
