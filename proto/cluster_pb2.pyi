@@ -240,7 +240,7 @@ class SubtaskCheckpointStats(_message.Message):
     def __init__(self, vertex_id: _Optional[bytes] = ..., subtask_index: _Optional[int] = ..., ack_timestamp_ms: _Optional[int] = ..., state_size: _Optional[int] = ..., sync_duration_ms: _Optional[int] = ..., async_duration_ms: _Optional[int] = ..., alignment_duration_ms: _Optional[int] = ..., start_delay_ms: _Optional[int] = ...) -> None: ...
 
 class VertexSummary(_message.Message):
-    __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out", "metrics", "max_parallelism")
+    __slots__ = ("vertex_id", "name", "parallelism", "tasks_per_state", "records_in", "records_out", "metrics", "max_parallelism", "slot_sharing_group")
     class TasksPerStateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +263,7 @@ class VertexSummary(_message.Message):
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     MAX_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    SLOT_SHARING_GROUP_FIELD_NUMBER: _ClassVar[int]
     vertex_id: bytes
     name: str
     parallelism: int
@@ -271,7 +272,8 @@ class VertexSummary(_message.Message):
     records_out: int
     metrics: _containers.ScalarMap[str, float]
     max_parallelism: int
-    def __init__(self, vertex_id: _Optional[bytes] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., max_parallelism: _Optional[int] = ...) -> None: ...
+    slot_sharing_group: str
+    def __init__(self, vertex_id: _Optional[bytes] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., max_parallelism: _Optional[int] = ..., slot_sharing_group: _Optional[str] = ...) -> None: ...
 
 class SlotWait(_message.Message):
     __slots__ = ("slots_required", "slots_allocated", "timeout_at_ms")
@@ -842,12 +844,14 @@ class TaskOutputResponse(_message.Message):
     def __init__(self, found: _Optional[bool] = ..., lines: _Optional[_Iterable[str]] = ..., dropped_lines: _Optional[int] = ...) -> None: ...
 
 class LogFileInfo(_message.Message):
-    __slots__ = ("name", "size")
+    __slots__ = ("name", "size", "mtime_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    MTIME_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     size: int
-    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+    mtime_ms: int
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., mtime_ms: _Optional[int] = ...) -> None: ...
 
 class LogFileList(_message.Message):
     __slots__ = ("files", "log_name", "stdout_name")

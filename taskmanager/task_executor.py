@@ -641,7 +641,7 @@ class TaskExecutor:
 
 def log_file_list() -> cpb.LogFileList:
     files, log_name, stdout_name = log_files.listed_files()
-    return cpb.LogFileList(files=[cpb.LogFileInfo(name=f.name, size=f.size) for f in files],
+    return cpb.LogFileList(files=[cpb.LogFileInfo(name=f.name, size=f.size, mtime_ms=f.mtime_ms) for f in files],
                            log_name=log_name, stdout_name=stdout_name)
 
 

@@ -282,6 +282,7 @@ class JobMasterCore:
                     name=ejv.name,
                     parallelism=ejv.parallelism,
                     max_parallelism=ejv.max_parallelism,
+                    slot_sharing_group=ejv.slot_sharing_group,
                     tasks_per_state={s.value: n for s, n in self._vertex_state_counts[ejv.id].items() if n},
                     records_in=records_in,
                     records_out=records_out,

@@ -90,7 +90,7 @@ class LogHandlers:
 
     async def _jm_logs(self, request: web.Request) -> web.StreamResponse:
         files, _, _ = await asyncio.to_thread(log_files.listed_files)
-        return web.json_response({"logs": [{"name": f.name, "size": f.size} for f in files]})
+        return web.json_response({"logs": [{"name": f.name, "size": f.size, "mtime": f.mtime_ms} for f in files]})
 
     # -- a TaskManager's, through gRPC -------------------------------------------------------
 
@@ -123,7 +123,7 @@ class LogHandlers:
             listed = await self._logs().list_files(request.match_info["taskmanagerid"])
         except TaskLogError as exc:
             _raise(exc)
-        return web.json_response({"logs": [{"name": f.name, "size": f.size} for f in listed.files]})
+        return web.json_response({"logs": [{"name": f.name, "size": f.size, "mtime": f.mtime_ms} for f in listed.files]})
 
     async def _tm_thread_dump(self, request: web.Request) -> web.StreamResponse:
         try:

@@ -16,7 +16,7 @@ behind, as in Flink); :func:`vertex_views` reads them from a JobMaster's core.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from millstream.runtime.execution_state import ExecutionState
@@ -44,6 +44,7 @@ class SubtaskView:
     start_time: int       # wall-clock ms it was deployed; -1: not yet
     end_time: int         # wall-clock ms it reached a terminal state; -1: not yet
     metrics: Mapping[str, float]
+    state_times: Mapping[str, int] = field(default_factory=dict)  # wall-clock ms it entered each state
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ def vertex_views(core: Any) -> dict[bytes, VertexView]:
             start_time=times.get("DEPLOYING", -1),
             end_time=times.get(execution.state.value, -1) if execution.state.is_terminal() else -1,
             metrics=dict(execution.metrics),
+            state_times=dict(times),
         ))
     return {
         v.id: VertexView(v.id, v.name, v.parallelism, v.max_parallelism,
@@ -121,22 +123,63 @@ def _io_metrics(metrics: Mapping[str, float], complete: bool) -> dict[str, Any]:
     }
 
 
+# The states whose durations Flink reports per attempt (its status-duration), in their order.
+DURATION_STATES = ("CREATED", "SCHEDULED", "DEPLOYING", "INITIALIZING", "RUNNING")
+# Flink's aggregated figures of a vertex's subtasks (AggregatedTaskDetailsInfo).
+_IO_AGGREGATED = ("read-bytes", "write-bytes", "read-records", "write-records", "accumulated-backpressured-time",
+                  "accumulated-idle-time", "accumulated-busy-time")
+
+
+def status_duration(subtask: SubtaskView, now_ms: int) -> dict[str, int]:
+    """How long the attempt spent in each of Flink's early states (ms): from entering it to
+    entering the next state it reached (the current one: to now); -1 for a state it never
+    entered."""
+    entered = sorted((t, state) for state, t in subtask.state_times.items() if t > 0)
+    durations = {}
+    for state in DURATION_STATES:
+        start = subtask.state_times.get(state, 0)
+        if start <= 0:
+            durations[state] = -1
+            continue
+        later = [t for t, other in entered if t >= start and other != state]
+        end = min(later) if later else now_ms
+        durations[state] = max(0, end - start)
+    return durations
+
+
+def _aggregate(values: list[float]) -> dict[str, int]:
+    """Flink's MetricsStatistics of one figure over a vertex's subtasks (its dashboard's
+    "aggregated" row): min, max, average, sum, median and the 25th, 75th and 95th percentiles."""
+    ordered = sorted(values) or [0.0]
+
+    def percentile(p: float) -> int:
+        position = p * (len(ordered) - 1)
+        low = int(position)
+        high = min(low + 1, len(ordered) - 1)
+        return round(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
+
+    return {"min": round(ordered[0]), "max": round(ordered[-1]), "avg": round(sum(ordered) / len(ordered)),
+            "sum": round(sum(ordered)), "median": percentile(0.5), "p25": percentile(0.25), "p75": percentile(0.75),
+            "p95": percentile(0.95)}
+
+
 def vertex_details_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
-    """``GET /jobs/:jobid/vertices/:vertexid``: Flink's JobVertexDetailsInfo."""
+    """``GET /jobs/:jobid/vertices/:vertexid``: Flink's JobVertexDetailsInfo, each current attempt
+    with its times, I/O figures and time per state, and their aggregates over the subtasks."""
     subtasks = []
     for s in vertex.subtasks:
-        host = s.endpoint.rpartition(":")[0] if s.endpoint else ""
         subtasks.append({
             "subtask": s.subtask,
             "status": s.status,
             "attempt": s.attempt,
             "endpoint": s.endpoint,
-            "host": host,
             "start-time": s.start_time,
+            "start_time": s.start_time,  # Flink writes it under both names (the older one kept)
             "end-time": s.end_time,
             "duration": _duration(s.start_time, s.end_time, now_ms),
             "metrics": _io_metrics(s.metrics, ExecutionState(s.status).is_terminal()),
             "taskmanager-id": s.taskmanager_id or "(unassigned)",
+            "status-duration": status_duration(s, now_ms),
         })
     return {
         "id": vertex.vertex_id.hex(),
@@ -145,6 +188,11 @@ def vertex_details_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
         "maxParallelism": vertex.max_parallelism,
         "now": now_ms,
         "subtasks": subtasks,
+        "aggregated": {
+            "metrics": {name: _aggregate([s["metrics"][name] for s in subtasks]) for name in _IO_AGGREGATED},
+            "status-duration": {state: _aggregate([s["status-duration"][state] for s in subtasks])
+                                for state in DURATION_STATES},
+        },
     }
 
 
@@ -211,6 +259,7 @@ def backpressure_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
             "subtask": s.subtask,
             "attempt-number": s.attempt,
             "backpressure-level": backpressure_level(ratio),
+            "backpressureLevel": backpressure_level(ratio),  # Flink 2 writes the level under both names
             "ratio": round(ratio, 3),
             "idleRatio": round(s.metrics.get("idleTimeMsPerSecond", 0.0) / 1000, 3),
             "busyRatio": round(s.metrics.get("busyTimeMsPerSecond", 0.0) / 1000, 3),
@@ -218,23 +267,23 @@ def backpressure_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
     if not subtasks:
         return {"status": "deprecated"}
     worst = max(entry["ratio"] for entry in subtasks)
-    return {"status": "ok", "backpressure-level": backpressure_level(worst), "end-timestamp": now_ms, "subtasks": subtasks}
+    level = backpressure_level(worst)
+    return {"status": "ok", "backpressure-level": level, "backpressureLevel": level, "end-timestamp": now_ms,
+            "subtasks": subtasks}
 
 
 def vertex_io_summary(vertex: VertexView) -> dict[str, float]:
     """A vertex's figures for its ``/jobs/:jobid`` entry, with the entry's field names (kept in
     VertexSummary.metrics): Flink's byte counts and accumulated times summed over its current
-    attempts, and (Millstream's, for the web UI) its busiest and most backpressured subtask's
-    ratios, 0..1. Empty while no attempt reported metrics."""
+    attempts (Flink's IOMetricsInfo has no other: its busiest subtask's busy and backpressured
+    time are asked of ``subtasks/metrics?agg=max``, as Flink's dashboard asks). Empty while no
+    attempt reported metrics."""
     reported = [s.metrics for s in vertex.subtasks if s.metrics]
     if not reported:
         return {}
 
     def total(name: str) -> float:
         return sum(m.get(name, 0.0) for m in reported)
-
-    def highest(name: str) -> float:
-        return max((m[name] / 1000 for m in reported if name in m), default=0.0)
 
     return {
         # how many of its subtasks reported figures: the entry's *-complete flags (views._io_fields)
@@ -244,8 +293,6 @@ def vertex_io_summary(vertex: VertexView) -> dict[str, float]:
         "accumulated-backpressured-time": total("accumulateBackPressuredTimeMs"),
         "accumulated-idle-time": total("accumulateIdleTimeMs"),
         "accumulated-busy-time": total("accumulateBusyTimeMs"),
-        "busy-ratio": highest("busyTimeMsPerSecond"),
-        "backpressured-ratio": highest("backPressuredTimeMsPerSecond"),
     }
 
 
@@ -328,8 +375,9 @@ FLAME_GRAPH_DISABLED = -2  # Flink's VertexFlameGraph.disabled(): what the dashb
 def flame_graph_view() -> dict[str, Any]:
     """``GET /jobs/:jobid/vertices/:vertexid/flamegraph``: Flink's answer when
     ``rest.flamegraph.enabled`` is false. Flame graphs sample JVM thread stacks; a Millstream task
-    runs Python, so they are always disabled here."""
-    return {"endTimestamp": FLAME_GRAPH_DISABLED, "data": None}
+    runs Python, so they are always disabled here. Flink leaves out the graph it does not have
+    (``data``), as it leaves out every null field of a VertexFlameGraph."""
+    return {"endTimestamp": FLAME_GRAPH_DISABLED}
 
 
 def named_metrics_view(values: Mapping[str, float], get: str | None) -> list[dict[str, str]]:

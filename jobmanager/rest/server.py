@@ -131,7 +131,7 @@ ROUTES: dict[str, dict[str, str]] = {
     "/jobs/{jobid}/checkpoints/{triggerid}": {
         "get": "A checkpoint triggered by hand: status IN_PROGRESS or COMPLETED, then operation.checkpointId "
                "or operation.failureCause."},
-    "/savepoint-disposal": {"post": "Deletes a savepoint ({\"savepoint-path\"}): 202 {\"request-id\"}; "
+    "/savepoint-disposal": {"post": "Deletes a savepoint ({\"savepoint-path\"}): 200 {\"request-id\"}; "
                                     "poll /savepoint-disposal/{triggerid}."},
     "/savepoint-disposal/{triggerid}": {"get": "A savepoint disposal: status IN_PROGRESS or COMPLETED, "
                                                "then operation.failure-cause if it failed."},
@@ -642,7 +642,7 @@ class RestServer:
         operation = views.TriggeredOperation(os.urandom(16).hex(), failure_class="FlinkException")
         self._keep(self._disposals, operation.trigger_id, operation)
         self._run_operation(operation, self._source.dispose_savepoint(path))
-        return _json({"request-id": operation.trigger_id}, 202)
+        return _json({"request-id": operation.trigger_id})  # 200, where Flink's other triggers answer 202
 
     async def _disposal_status(self, request: web.Request) -> web.StreamResponse:
         trigger_id = views.parse_trigger_id(request.match_info["triggerid"])
@@ -754,7 +754,15 @@ class JobManagerSource:
 
     def taskmanager_views(self) -> list[TaskManagerView]:
         rm = self._jm.resource_manager
-        return [TaskManagerView(info, rm.last_heartbeat_wall_ms(info.resource_id), rm.resources(info.resource_id))
+        tasks: collections.Counter[tuple[str, int]] = collections.Counter()
+        for record in self._dispatcher.list_jobs():  # the running jobs' deployed attempts, per slot
+            if record.job_master is None:
+                continue
+            for execution in record.job_master.core.current.values():
+                if execution.slot is not None and not execution.state.is_terminal():
+                    tasks[(execution.slot.resource_id, execution.slot.slot_index)] += 1
+        return [TaskManagerView(info, rm.last_heartbeat_wall_ms(info.resource_id), rm.resources(info.resource_id),
+                                {index: n for (tm, index), n in tasks.items() if tm == info.resource_id})
                 for info in rm.slots.task_managers()]
 
 

@@ -67,6 +67,11 @@ class TaskManagerView:
     info: TaskManagerInfo
     last_heartbeat_ms: int  # wall clock
     resources: cpb.TaskManagerResources | None = None  # from its latest heartbeat
+    slot_tasks: Mapping[int, int] = field(default_factory=dict)  # slot index -> the tasks deployed in it
+
+    @property
+    def assigned_tasks(self) -> int:
+        return sum(self.slot_tasks.values())
 
 
 def parse_job_id(text: str) -> bytes:
@@ -175,7 +180,21 @@ def _job_overview(job: JobView, now_ms: int) -> dict[str, Any]:
         # Flink 2's count of operators not yet scheduled (adaptive batch jobs); its CLI needs it.
         # Millstream schedules every operator at once.
         "pending-operators": 0,
+        "jobType": job.plan.get("type", "STREAMING"),
+        "schedulerType": SCHEDULER_TYPE,
     }
+
+
+# Flink's SchedulerType of every Millstream job: its default (pipelined region) scheduler's behaviour.
+SCHEDULER_TYPE = "Default"
+
+
+def slot_sharing_group_id(job_id: bytes, group: str) -> str:
+    """Flink's SlotSharingGroupId (32 hex digits) of a job's slot sharing group, which Millstream
+    names instead: the same name in the same job gives the same id."""
+    import hashlib
+
+    return hashlib.md5(job_id + b"/" + (group or "default").encode()).hexdigest()
 
 
 def jobs_overview_view(jobs: Iterable[JobView], now_ms: int) -> dict[str, Any]:
@@ -193,6 +212,7 @@ def _vertex(v: cpb.VertexSummary, job: JobView, now_ms: int) -> dict[str, Any]:
     ended = job.summary.end_time_ms if complete and job.summary.end_time_ms else -1
     return {
         "id": v.vertex_id.hex(),
+        "slotSharingGroupId": slot_sharing_group_id(job.summary.job_id, v.slot_sharing_group),
         "name": v.name,
         "parallelism": v.parallelism,
         "maxParallelism": v.max_parallelism or -1,
@@ -227,10 +247,14 @@ def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:
     status = _status(s)
     return {
         "jid": s.job_id.hex(),
+        # Flink 2.3's application: each Millstream job is submitted on its own (see
+        # applications_overview_view), its application id the job's.
+        "application-id": s.job_id.hex(),
         "name": s.job_name,
         "isStoppable": False,
         "state": status.value,
         "job-type": job.plan.get("type", "STREAMING"),
+        "schedulerType": SCHEDULER_TYPE,
         "start-time": s.start_time_ms,
         "end-time": _end_time(s),
         "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),
@@ -240,6 +264,7 @@ def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:
         "vertices": [_vertex(v, job, now_ms) for v in s.vertices],
         "status-counts": _all_states(s.tasks_per_state),
         "plan": dict(job.plan),
+        "pending-operators": 0,  # every operator is scheduled at once
     }
 
 
@@ -353,7 +378,6 @@ def _exception_entry(failure: cpb.JobFailure, timestamp: int, location: str, tas
         "timestamp": timestamp,
         "taskName": failure.task_name or None,
         "endpoint": location or None,
-        "location": location or None,  # Flink 1.x's name of endpoint, for older dashboards
         "taskManagerId": taskmanager_id or None,
         "failureLabels": {},
         "concurrentExceptions": [],
@@ -365,27 +389,16 @@ def exceptions_view(job: JobView, now_ms: int, max_exceptions: int = DEFAULT_MAX
     root cause of every failed attempt the JobMaster recorded (each restart's cause and the final
     failure; ``web.exception-history-size`` of them), newest first, at most ``max_exceptions``
     (``truncated`` when more were left out). A job that failed before its JobMaster ran (its graph
-    could not be built) has its failure as the only entry. The deprecated first-level fields
-    (``root-exception``, ``timestamp``) carry the job's root cause, else the latest failure."""
+    could not be built) has its failure as the only entry. Flink 2 dropped the deprecated
+    first-level fields (``root-exception``, ``timestamp``, ``all-exceptions``): its client
+    refuses them."""
     s = job.summary
     entries = [_exception_entry(e.failure, e.timestamp_ms, e.location, e.taskmanager_id) for e in reversed(job.exceptions)]
     has_failure = s.HasField("failure") and bool(s.failure.message or s.failure.traceback)
-    root: str | None = None
-    root_timestamp: int | None = None
-    if has_failure:
-        root = s.failure.traceback or s.failure.message
-        root_timestamp = s.end_time_ms or job.timestamps.get(JobStatus.RESTARTING.value) or now_ms
-        if not entries:
-            entries = [_exception_entry(s.failure, root_timestamp, "", "")]
-    elif entries:
-        root, root_timestamp = entries[0]["stacktrace"], entries[0]["timestamp"]
-    return {
-        "root-exception": root,
-        "timestamp": root_timestamp,
-        "all-exceptions": [],
-        "truncated": False,
-        "exceptionHistory": {"entries": entries[:max_exceptions], "truncated": len(entries) > max_exceptions},
-    }
+    if has_failure and not entries:
+        timestamp = s.end_time_ms or job.timestamps.get(JobStatus.RESTARTING.value) or now_ms
+        entries = [_exception_entry(s.failure, timestamp, "", "")]
+    return {"exceptionHistory": {"entries": entries[:max_exceptions], "truncated": len(entries) > max_exceptions}}
 
 
 def _stat(value: int) -> dict[str, int]:
@@ -625,12 +638,15 @@ def _taskmanager(tm: TaskManagerView) -> dict[str, Any]:
         "timeSinceLastHeartbeat": tm.last_heartbeat_ms,
         "slotsNumber": info.num_slots,
         "freeSlots": info.free_slots,
-        **({"hardware": _hardware(tm.resources)} if tm.resources is not None else {}),
+        "assignedTasks": tm.assigned_tasks,  # Flink's: the tasks its slots run (slot sharing: several a slot)
+        "hardware": _hardware(tm.resources),
         # Flink's ResourceProfileInfo: the TaskManager's cores (after its first heartbeat), shared
         # evenly by its slots (free: those of its free slots); no memory is budgeted per slot.
         "totalResource": _resource_profile(tm.resources.cpu_cores if tm.resources is not None else 0),
         "freeResource": _resource_profile((tm.resources.cpu_cores if tm.resources is not None else 0)
                                           * info.free_slots / max(1, info.num_slots)),
+        "memoryConfiguration": memory_configuration(tm.resources),
+        "blocked": False,
     }
 
 
@@ -639,9 +655,12 @@ def _resource_profile(cpu_cores: float) -> dict[str, Any]:
             "networkMemory": 0, "extendedResources": {}}
 
 
-def _hardware(r: cpb.TaskManagerResources) -> dict[str, int]:
+def _hardware(r: cpb.TaskManagerResources | None) -> dict[str, int]:
     """Flink's HardwareDescription. There ``freeMemory`` is the JVM's; here it is the host's
-    available memory. No memory is managed apart from the process's own."""
+    available memory. No memory is managed apart from the process's own. Before the first
+    heartbeat the figures are unknown: 0."""
+    if r is None:
+        return {"cpuCores": 0, "physicalMemory": 0, "freeMemory": 0, "managedMemory": 0}
     return {"cpuCores": r.cpu_cores, "physicalMemory": r.physical_memory_bytes,
             "freeMemory": r.available_memory_bytes, "managedMemory": 0}
 
@@ -656,27 +675,22 @@ def taskmanager_details_view(tm: TaskManagerView) -> dict[str, Any]:
     details = _taskmanager(tm)
     per_slot = _resource_profile((tm.resources.cpu_cores if tm.resources is not None else 0)
                                  / max(1, tm.info.num_slots))
-    # Flink's SlotInfo adds the slot's resources and its task count (not kept per slot here: 0).
+    # Flink's SlotInfo: the slot's job, resources and the tasks deployed in it.
     details["allocatedSlots"] = [
-        {"index": s.slot_index, "jobId": s.job_id.hex() if s.job_id else None, "state": s.state.value,
-         "resource": per_slot, "assignedTasks": 0}
+        {"jobId": s.job_id.hex() if s.job_id else None, "resource": per_slot,
+         "assignedTasks": tm.slot_tasks.get(s.slot_index, 0)}
         for s in tm.info.slots if s.state is not SlotState.FREE
     ]
     r = tm.resources
     # Flink's TaskManagerMetricsInfo describes a JVM (heap, non-heap, direct buffers); a Python
     # TaskManager reports its process memory instead, the Spark JVM and Python workers included.
-    details["metrics"] = {} if r is None else {
-        "processRss": r.process_rss_bytes,
-        "processTreeRss": r.process_tree_rss_bytes,
-        "heartbeatsReceived": r.heartbeats_received,
-        "runningTasks": r.running_tasks,
-        # Flink's TaskManagerMetricsInfo, whose fields the dashboard reads: the "heap" is the
-        # process's resident memory (bounded by the host's); no JVM pools, buffers or collectors.
-        "heapUsed": r.process_rss_bytes, "heapCommitted": r.process_rss_bytes, "heapMax": r.physical_memory_bytes,
-        **{name: 0 for name in _NO_JVM_FIGURES}, "garbageCollectors": [],
-    }
-    details["blocked"] = False
-    details["memoryConfiguration"] = memory_configuration(r)
+    # Flink's TaskManagerMetricsInfo, whose fields the dashboard reads: the "heap" is the
+    # process's resident memory (bounded by the host's); no JVM pools, buffers or collectors.
+    # Before the first heartbeat nothing is known: 0. (The process tree's memory, Spark's JVM and
+    # workers included, is the metric Status.ProcessTree.Memory.RSS of /taskmanagers/:id/metrics.)
+    rss, host = (r.process_rss_bytes, r.physical_memory_bytes) if r is not None else (0, 0)
+    details["metrics"] = {"heapUsed": rss, "heapCommitted": rss, "heapMax": host,
+                          **{name: 0 for name in _NO_JVM_FIGURES}, "garbageCollectors": []}
     return details
 
 

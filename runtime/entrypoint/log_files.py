@@ -33,6 +33,7 @@ DEFAULT_TAIL_BYTES = 1 << 20  # what a "tail" returns: the last MiB, from a line
 class LogFileInfo:
     name: str
     size: int
+    mtime_ms: int = 0  # last modified, wall clock (Flink's LogInfo mtime)
 
 
 def default_log_dir() -> str:
@@ -90,12 +91,12 @@ class ProcessLog:
                                         key=_backup_number)]:
             size = _size(os.path.join(self.directory, name))
             if size is not None and (name == self.name or _backup_number(name) > 0):
-                found.append(LogFileInfo(name, size))
+                found.append(LogFileInfo(name, size, _mtime_ms(os.path.join(self.directory, name))))
         stdout = stdout_file()
         if stdout is not None and os.path.basename(stdout) not in {f.name for f in found}:
             size = _size(stdout)
             if size is not None:
-                found.append(LogFileInfo(os.path.basename(stdout), size))
+                found.append(LogFileInfo(os.path.basename(stdout), size, _mtime_ms(stdout)))
         return found
 
     def resolve(self, name: str) -> str | None:
@@ -126,6 +127,13 @@ def _size(path: str) -> int | None:
         return os.path.getsize(path)
     except OSError:
         return None
+
+
+def _mtime_ms(path: str) -> int:
+    try:
+        return int(os.path.getmtime(path) * 1000)
+    except OSError:
+        return 0
 
 
 def _backup_number(name: str) -> int:
@@ -184,7 +192,8 @@ def listed_files() -> tuple[list[LogFileInfo], str, str]:
     process_log = current_process_log()
     stdout = stdout_file()
     if process_log is None:
-        files = [] if stdout is None or _size(stdout) is None else [LogFileInfo(os.path.basename(stdout), _size(stdout) or 0)]
+        files = [] if stdout is None or _size(stdout) is None else [
+            LogFileInfo(os.path.basename(stdout), _size(stdout) or 0, _mtime_ms(stdout))]
         return files, "", os.path.basename(stdout) if files and stdout else ""
     return process_log.files(), process_log.name, os.path.basename(stdout) if stdout else ""
 

@@ -39,13 +39,36 @@ def test_vertex_details_are_flinks_job_vertex_details_info() -> None:
     body = metrics_views.vertex_details_view(vertex, now_ms=3_000)
     assert body["id"] == vertex.vertex_id.hex() and body["parallelism"] == 1 and body["now"] == 3_000
     (subtask,) = body["subtasks"]
-    assert subtask["host"] == "host-a" and subtask["endpoint"] == "host-a:6122" and subtask["duration"] == 2_000
+    assert subtask["endpoint"] == "host-a:6122" and subtask["duration"] == 2_000
     assert subtask["metrics"]["read-bytes"] == 300 and subtask["metrics"]["write-records"] == 5
     # Flink's *-complete: true once the running subtask reported the figure (the dashboard shows
     # "loading..." while it is false), false while it has not.
     assert subtask["metrics"]["read-records-complete"] is True and subtask["metrics"]["accumulated-busy-time"] == 70
     (silent,) = metrics_views.vertex_details_view(_vertex({}), now_ms=3_000)["subtasks"]
     assert silent["metrics"]["read-records-complete"] is False and silent["metrics"]["write-bytes-complete"] is False
+
+
+def test_status_duration_is_the_time_in_each_state_and_aggregated_over_the_subtasks() -> None:
+    """Flink's status-duration: per attempt the ms from entering CREATED, SCHEDULED, DEPLOYING,
+    INITIALIZING and RUNNING to entering the next state (the current one: to now; -1 never
+    entered); the vertex's aggregated row has min/max/avg/sum/median/p25/p75/p95 of each."""
+    times = {"CREATED": 100, "SCHEDULED": 150, "DEPLOYING": 400, "INITIALIZING": 1_000, "RUNNING": 1_600}
+    running = metrics_views.SubtaskView(0, "RUNNING", 0, "a:1", "tm", 400, -1, {"numRecordsIn": 4}, times)
+    finished = metrics_views.SubtaskView(1, "FINISHED", 0, "a:1", "tm", 400, 2_000, {"numRecordsIn": 8},
+                                         {**times, "FINISHED": 2_000})
+    deploying = metrics_views.SubtaskView(2, "DEPLOYING", 0, "a:1", "tm", 400, -1, {},
+                                          {"CREATED": 100, "SCHEDULED": 150, "DEPLOYING": 400})
+    body = metrics_views.vertex_details_view(metrics_views.VertexView(b"v" * 16, "Map", 3, 128,
+                                                                      (running, finished, deploying)), now_ms=3_000)
+    first, second, third = (s["status-duration"] for s in body["subtasks"])
+    assert first == {"CREATED": 50, "SCHEDULED": 250, "DEPLOYING": 600, "INITIALIZING": 600, "RUNNING": 1_400}
+    assert second["RUNNING"] == 400  # until it finished
+    assert third == {"CREATED": 50, "SCHEDULED": 250, "DEPLOYING": 2_600, "INITIALIZING": -1, "RUNNING": -1}
+    assert body["subtasks"][0]["start_time"] == body["subtasks"][0]["start-time"] == 400
+    aggregated = body["aggregated"]
+    assert aggregated["status-duration"]["DEPLOYING"] == {"min": 600, "max": 2_600, "avg": 1_267, "sum": 3_800,
+                                                           "median": 600, "p25": 600, "p75": 1_600, "p95": 2_400}
+    assert aggregated["metrics"]["read-records"]["sum"] == 12 and aggregated["metrics"]["read-records"]["max"] == 8
 
 
 def test_metric_ids_are_prefixed_with_the_subtask_and_values_are_strings() -> None:
@@ -79,7 +102,7 @@ def test_backpressure_view() -> None:
     body = metrics_views.backpressure_view(vertex, now_ms=5)
     assert body["status"] == "ok" and body["backpressure-level"] == "high" and body["end-timestamp"] == 5
     assert body["subtasks"][0] == {"subtask": 0, "attempt-number": 0, "backpressure-level": "ok", "ratio": 0.05,
-                                   "idleRatio": 0.9, "busyRatio": 0.05}
+                                   "idleRatio": 0.9, "busyRatio": 0.05, "backpressureLevel": "ok"}
     assert body["subtasks"][1]["backpressure-level"] == "high"
     assert metrics_views.backpressure_view(_vertex({"numRecordsIn": 1}), now_ms=5) == {"status": "deprecated"}
 
@@ -93,7 +116,7 @@ def test_ids_and_unknown_vertices() -> None:
         metrics_views.find_vertex({}, b"\x01" * 16, "job")
 
 
-def test_job_details_vertices_carry_bytes_times_and_ratios() -> None:
+def test_job_details_vertices_carry_bytes_and_times_and_nothing_flink_does_not_know() -> None:
     vertex = _vertex(
         {"numBytesIn": 100, "numBytesOut": 10, "busyTimeMsPerSecond": 200, "backPressuredTimeMsPerSecond": 700,
          "accumulateBusyTimeMs": 5},
@@ -102,7 +125,6 @@ def test_job_details_vertices_carry_bytes_times_and_ratios() -> None:
     )
     io = metrics_views.vertex_io_summary(vertex)
     assert io["read-bytes"] == 150 and io["write-bytes"] == 30 and io["accumulated-busy-time"] == 12
-    assert io["busy-ratio"] == 0.9 and io["backpressured-ratio"] == 0.7
     assert metrics_views.vertex_io_summary(_vertex({})) == {}
     summary = cpb.JobSummary(job_id=b"j" * 16, job_name="job", status=cpb.RUNNING, start_time_ms=1)
     summary.vertices.add(vertex_id=vertex.vertex_id, name="Map", parallelism=2, records_in=3).metrics.update(io)
@@ -111,7 +133,10 @@ def test_job_details_vertices_carry_bytes_times_and_ratios() -> None:
     # Both subtasks reported: the figures are complete (Flink's flag), though the vertex runs.
     assert metrics["read-records"] == 3 and metrics["read-bytes"] == 150 and metrics["read-bytes-complete"] is True
     assert metrics["read-records-complete"] is True and "reported-subtasks" not in metrics
-    assert metrics["busy-ratio"] == 0.9 and metrics["backpressured-ratio"] == 0.7
+    # Flink's IOMetricsInfo has these fields only (its client refuses others)
+    assert set(metrics) == {"read-bytes", "read-bytes-complete", "write-bytes", "write-bytes-complete", "read-records",
+                            "read-records-complete", "write-records", "write-records-complete",
+                            "accumulated-backpressured-time", "accumulated-idle-time", "accumulated-busy-time"}
     # One of two subtasks reported: not complete yet.
     half = metrics_views.vertex_io_summary(_vertex({"numBytesIn": 100}, {}))
     summary.vertices[0].metrics.clear()
@@ -144,7 +169,7 @@ def test_accumulators_flame_graph_and_named_metrics() -> None:
     assert metrics_views.accumulators_view(vertex) == {"id": vertex.vertex_id.hex(), "user-accumulators": []}
     subtasks = metrics_views.subtasks_accumulators_view(vertex)
     assert subtasks["parallelism"] == 2 and [s["subtask"] for s in subtasks["subtasks"]] == [0, 1]
-    assert metrics_views.flame_graph_view() == {"endTimestamp": -2, "data": None}  # Flink's "disabled"
+    assert metrics_views.flame_graph_view() == {"endTimestamp": -2}  # Flink's "disabled": no data
     values = {"Status.JVM.Memory.Heap.Used": 1024.0}
     assert metrics_views.named_metrics_view(values, None) == [{"id": "Status.JVM.Memory.Heap.Used"}]
     assert metrics_views.named_metrics_view(values, "Status.JVM.Memory.Heap.Used,nope") == [

@@ -215,8 +215,21 @@ function jobGraph(details) {
   return svg;
 }
 
+// A vertex's busiest and most backpressured subtask's share of the last second, 0..1: the
+// subtasks' metrics aggregated by max, as Flink's dashboard asks for them.
+async function vertexLoad(jid, vertex) {
+  const ids = ["busyTimeMsPerSecond", "backPressuredTimeMsPerSecond"];
+  try {
+    const values = await api(`/jobs/${jid}/vertices/${vertex.id}/subtasks/metrics?get=${ids.join(",")}&agg=max`);
+    const max = (id) => { const m = values.find((x) => x.id === id); return m ? m.max / 1000 : undefined; };
+    vertex.metrics["busy-ratio"] = max(ids[0]);
+    vertex.metrics["backpressured-ratio"] = max(ids[1]);
+  } catch (err) { /* shown as unknown */ }
+}
+
 async function jobPage(jid) {
   const details = await api(`/jobs/${jid}`);
+  if (!TERMINAL.has(details.state)) await Promise.all(details.vertices.map((v) => vertexLoad(jid, v)));
   const [exceptions, checkpoints] = await Promise.all([
     api(`/jobs/${jid}/exceptions`).catch(() => null),
     api(`/jobs/${jid}/checkpoints`).catch(() => null),
@@ -321,12 +334,13 @@ const openExceptions = new Set();
 
 function exceptionsSection(exceptions) {
   const parts = [h("h3", {}, "Exceptions")];
-  if (!exceptions || !exceptions["root-exception"]) {
+  const history = (exceptions && exceptions.exceptionHistory) || { entries: [] };
+  if (!history.entries.length) {
     parts.push(h("p", { id: "no-exception" }, "No exceptions."));
     return parts;
   }
-  parts.push(h("p", {}, "Root exception:"), h("pre", { id: "root-exception" }, exceptions["root-exception"]));
-  const history = exceptions.exceptionHistory || { entries: [] };
+  // The newest entry: the job's root cause once it failed, else the latest restart's.
+  parts.push(h("p", {}, "Root exception:"), h("pre", { id: "root-exception" }, history.entries[0].stacktrace));
   const entries = history.entries.map((e, i) => {
     const key = `${e.timestamp}|${e.taskName}|${e.exceptionName}`;
     const item = h("details", { class: "exception-entry", "data-index": i, open: openExceptions.has(key) ? "" : null,
@@ -409,17 +423,25 @@ function editing() {
 
 async function taskManagersPage() {
   const tms = (await api("/taskmanagers")).taskmanagers;
-  const details = await Promise.all(tms.map((tm) => api(`/taskmanagers/${encodeURIComponent(tm.id)}`).catch(() => tm)));
+  // Each one's details (Flink's TaskManagerDetailsInfo) and its process tree's memory (the
+  // TaskManager, its Spark JVM and workers: the metric Status.ProcessTree.Memory.RSS).
+  const treeRss = "Status.ProcessTree.Memory.RSS";
+  const details = await Promise.all(tms.map(async (tm) => {
+    const id = encodeURIComponent(tm.id);
+    const [d, m] = await Promise.all([api(`/taskmanagers/${id}`).catch(() => tm),
+      api(`/taskmanagers/${id}/metrics?get=${treeRss}`).catch(() => [])]);
+    const tree = m.find((x) => x.id === treeRss);
+    return { ...d, treeRss: tree ? Number(tree.value) : null };
+  }));
   const rows = details.map((tm) => h("tr", { class: "taskmanager", "data-id": tm.id },
     h("td", {}, tm.id, " ", h("a", { class: "tm-log-link", href: `#/taskmanagers/${encodeURIComponent(tm.id)}/log` }, "log")),
     h("td", {}, tm.path), h("td", { class: "slots" }, tm.slotsNumber),
     h("td", { class: "free-slots" }, tm.freeSlots), h("td", {}, fmtTime(tm.timeSinceLastHeartbeat)),
     h("td", { class: "cpu-cores" }, tm.hardware ? tm.hardware.cpuCores : "–"),
-    h("td", { class: "memory", "data-bytes": tm.metrics ? tm.metrics.processTreeRss : "" },
-      tm.metrics && tm.metrics.processTreeRss ? fmtBytes(tm.metrics.processTreeRss) : "–"),
+    h("td", { class: "memory", "data-bytes": tm.treeRss ?? "" }, tm.treeRss ? fmtBytes(tm.treeRss) : "–"),
     h("td", {}, tm.hardware ? `${fmtBytes(tm.hardware.freeMemory)} of ${fmtBytes(tm.hardware.physicalMemory)}` : "–"),
-    h("td", {}, (tm.allocatedSlots || []).map((sl) => h("div", { class: "slot", "data-index": sl.index },
-      `slot ${sl.index}: ${sl.state} `, sl.jobId ? h("a", { href: `#/jobs/${sl.jobId}` }, sl.jobId.slice(0, 8)) : ""))))); 
+    h("td", {}, (tm.allocatedSlots || []).map((sl) => h("div", { class: "slot", "data-tasks": sl.assignedTasks },
+      `${sl.assignedTasks} task(s) of `, sl.jobId ? h("a", { href: `#/jobs/${sl.jobId}` }, sl.jobId.slice(0, 8)) : "–"))))); 
   return h("section", { id: "taskmanagers" }, h("h2", {}, "TaskManagers"),
     h("table", { id: "taskmanagers-table" },
       h("thead", {}, h("tr", {}, ["Id", "Address", "Slots", "Free slots", "Last heartbeat", "CPU cores", "Memory (with Spark)", "Host memory free", "Allocated slots"].map((t) => h("th", {}, t)))),

@@ -8,18 +8,25 @@
  *       Schema (2020-12) of its response body, derived with Jackson's own format visitors from
  *       the same ObjectMapper and classes Flink's REST handlers serialize with: each property
  *       Flink writes is required unless Flink leaves it out when null (@JsonInclude NON_NULL);
- *       null is allowed only where the member is @Nullable or a non-primitive Jackson may leave
- *       null; enums list Jackson's names; polymorphic types (@JsonTypeInfo) name their subtypes.
+ *       null is allowed for every non-primitive (Jackson writes a null reference as null; which
+ *       ones Flink's constructors refuse, the parse below finds); enums list Jackson's names;
+ *       polymorphic types (@JsonTypeInfo) list their subtypes under their type property.
  *   java -cp flink-dist.jar:. FlinkRestContract parse responses.json
- *       each {"method", "url", "body"} of the file parsed as Flink's RestClient parses a response
- *       (its strict ObjectMapper, the headers' response type); prints one line per failure.
+ *       each {"method", "url", "path", "body"} of the file parsed as Flink's RestClient parses a
+ *       response (its strict ObjectMapper, the headers' response type); prints a line for each
+ *       field Flink does not know (the strict mapper refuses them: all are listed, not only the
+ *       first) and for each response that fails to parse otherwise.
  */
 
 import org.apache.flink.runtime.rest.handler.RestHandlerSpecification;
 import org.apache.flink.runtime.rest.messages.MessageHeaders;
 import org.apache.flink.runtime.rest.util.RestMapperUtils;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.annotation.JsonTypeInfo;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonParser;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.BeanProperty;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.DeserializationContext;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonDeserializer;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.deser.DeserializationProblemHandler;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JavaType;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonMappingException;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
@@ -37,8 +44,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.Obje
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ser.BeanPropertyWriter;
 
 import java.io.File;
-import java.lang.annotation.Annotation;
-import java.lang.reflect.AnnotatedElement;
+import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.util.ArrayList;
@@ -94,18 +100,33 @@ public final class FlinkRestContract {
                             || Modifier.isAbstract(cls.getModifiers())) {
                         continue;
                     }
-                    try {
-                        Method instance = cls.getMethod("getInstance");
-                        if (Modifier.isStatic(instance.getModifiers())) {
-                            found.add((MessageHeaders<?, ?, ?>) instance.invoke(null));
-                        }
-                    } catch (NoSuchMethodException none) {
-                        // built per use (with arguments): not part of the fixed API
+                    MessageHeaders<?, ?, ?> singleton = singleton(cls);
+                    if (singleton != null) {
+                        found.add(singleton);
                     }
                 }
             }
         }
         return found;
+    }
+
+    /** The headers' instance: its static getInstance(), else a static field of its own type. */
+    private static MessageHeaders<?, ?, ?> singleton(Class<?> cls) throws Exception {
+        try {
+            Method instance = cls.getMethod("getInstance");
+            if (Modifier.isStatic(instance.getModifiers()) && instance.getParameterCount() == 0) {
+                return (MessageHeaders<?, ?, ?>) instance.invoke(null);
+            }
+        } catch (NoSuchMethodException none) {
+            // look for a field
+        }
+        for (Field field : cls.getDeclaredFields()) {
+            if (Modifier.isStatic(field.getModifiers()) && field.getType() == cls) {
+                field.setAccessible(true);
+                return (MessageHeaders<?, ?, ?>) field.get(null);
+            }
+        }
+        return null;  // built per use (with arguments): not part of the fixed API
     }
 
     private JavaType responseType(MessageHeaders<?, ?, ?> h) {
@@ -135,6 +156,17 @@ public final class FlinkRestContract {
     }
 
     private void parse(List<MessageHeaders<?, ?, ?>> headers, File file) throws Exception {
+        List<String> unknown = new ArrayList<>();
+        ObjectMapper lenient = mapper.copy();  // the strict mapper, but noting unknown fields and going on
+        lenient.addHandler(new DeserializationProblemHandler() {
+            @Override
+            public boolean handleUnknownProperty(DeserializationContext context, JsonParser parser,
+                    JsonDeserializer<?> deserializer, Object bean, String name) throws java.io.IOException {
+                unknown.add(name + " (" + (bean != null ? bean.getClass().getName() : "?") + ")");
+                parser.skipChildren();
+                return true;
+            }
+        });
         int failures = 0;
         for (JsonNode response : mapper.readTree(file)) {
             String method = response.get("method").asText();
@@ -150,8 +182,14 @@ public final class FlinkRestContract {
                 failures++;
                 continue;
             }
+            unknown.clear();
             try {
-                mapper.readerFor(responseType(match)).readValue(response.get("body"));
+                lenient.readerFor(responseType(match)).readValue(response.get("body"));
+                for (String field : unknown) {
+                    System.out.println(method + " " + url + " (" + response.get("path").asText()
+                            + "): a field Flink does not know: " + field);
+                    failures++;
+                }
             } catch (Exception e) {
                 System.out.println(method + " " + url + " (" + response.get("path").asText() + "): "
                         + e.getMessage().replace('\n', ' '));
@@ -206,19 +244,8 @@ public final class FlinkRestContract {
         if (property.getType().isPrimitive()) {
             return false;
         }
-        if (property instanceof BeanPropertyWriter && ((BeanPropertyWriter) property).willSuppressNulls()) {
-            return false;  // left out rather than null
-        }
-        if (property.getMember() == null) {
-            return true;
-        }
-        AnnotatedElement element = property.getMember().getAnnotated();
-        for (Annotation a : element.getAnnotations()) {
-            if (a.annotationType().getSimpleName().equals("Nullable")) {
-                return true;
-            }
-        }
-        return false;
+        // left out rather than written as null
+        return !(property instanceof BeanPropertyWriter && ((BeanPropertyWriter) property).willSuppressNulls());
     }
 
     private final class Visitor extends JsonFormatVisitorWrapper.Base {
