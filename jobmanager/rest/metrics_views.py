@@ -166,7 +166,7 @@ def _aggregate(values: list[float]) -> dict[str, int]:
 def vertex_details_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
     """``GET /jobs/:jobid/vertices/:vertexid``: Flink's JobVertexDetailsInfo, each current attempt
     with its times, I/O figures and time per state, and their aggregates over the subtasks."""
-    subtasks = []
+    subtasks: list[dict[str, Any]] = []
     for s in vertex.subtasks:
         subtasks.append({
             "subtask": s.subtask,

@@ -430,3 +430,26 @@ def test_a_checkpoint_by_hand_is_no_savepoint() -> None:
     c.checkpoint_finalized(triggered.checkpoint_id, 10)
     assert c.stats.history[-1].is_savepoint is False and c.stats.last_savepoint is None
     assert c.stats.last_completed_id == triggered.checkpoint_id
+
+
+def test_the_history_keeps_each_subtasks_ack_with_its_size_and_durations() -> None:
+    """Flink's SubtaskStateStats: when each ack arrived and what it reported (state size, sync and
+    async parts, alignment, start delay); a stale or duplicate ack adds nothing."""
+    from millstream.jobmanager.checkpoint.coordinator import SubtaskAck
+
+    c = coordinator()
+    t = trigger(c, started(c))
+    cid = t.checkpoint_id
+    c.acknowledge(cid, SRC, "h-src", 120, now_ms=t.timestamp_ms + 30, sync_ms=2, async_ms=5, start_delay_ms=1)
+    c.acknowledge(cid, b"stale-attempt", "h-old", 999, now_ms=t.timestamp_ms + 31)
+    c.acknowledge(cid, MAP, None, 0, now_ms=t.timestamp_ms + 40, alignment_ms=7)
+    c.acknowledge(cid, MAP, "h-dup", 50, now_ms=t.timestamp_ms + 41)  # a duplicate: ignored
+    c.acknowledge(cid, SINK, "h-sink", 300, now_ms=t.timestamp_ms + 55, sync_ms=1, async_ms=9, alignment_ms=3)
+    c.checkpoint_finalized(cid, t.timestamp_ms + 60)
+    [record] = c.stats.history
+    assert record.size_bytes == 420 == sum(a.state_size for a in record.subtasks)
+    assert record.subtasks == (
+        SubtaskAck("src_0", t.timestamp_ms + 30, 120, 2, 5, 0, 1),
+        SubtaskAck("map_0", t.timestamp_ms + 40, 0, 0, 0, 7, 0),
+        SubtaskAck("sink_0", t.timestamp_ms + 55, 300, 1, 9, 3, 0),
+    )

@@ -1,5 +1,5 @@
 """The Java serialization of Flink's SerializedThrowable that the REST API sends with a failure.
-(Flink's own client reading it back is tested in tests/integration/test_flink_cli.py.)"""
+(Flink's own client reading it back is tested in tests/integration/flink_compat/test_flink_cli.py.)"""
 from __future__ import annotations
 
 import base64

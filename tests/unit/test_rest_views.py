@@ -330,3 +330,63 @@ def test_latest_failed_and_savepoint_outlive_the_history() -> None:
         views.checkpoint_details_view(job, "7")
     with pytest.raises(BadRequest, match="is a number"):
         views.checkpoint_details_view(job, "x")
+
+
+def _acked_checkpoint() -> JobView:
+    """A completed checkpoint whose source's two subtasks and the sink acknowledged, and a failed
+    one only one source subtask acknowledged before it expired."""
+    job = running_job()
+    acks = [cpb.SubtaskCheckpointStats(vertex_id=SOURCE, subtask_index=1, ack_timestamp_ms=4_120, state_size=30,
+                                       sync_duration_ms=2, async_duration_ms=8, start_delay_ms=5),
+            cpb.SubtaskCheckpointStats(vertex_id=SOURCE, subtask_index=0, ack_timestamp_ms=4_100, state_size=20,
+                                       sync_duration_ms=1, async_duration_ms=4, start_delay_ms=3),
+            cpb.SubtaskCheckpointStats(vertex_id=SINK, subtask_index=0, ack_timestamp_ms=4_200, state_size=50,
+                                       alignment_duration_ms=70, sync_duration_ms=3, async_duration_ms=6)]
+    job.summary.checkpoints.CopyFrom(cpb.CheckpointSummary(num_completed=1, num_failed=1, last_completed_id=3, history=[
+        cpb.CheckpointHistoryEntry(id=4, status="FAILED", trigger_timestamp_ms=5_000, end_timestamp_ms=5_600,
+                                   num_subtasks=3, num_acknowledged_subtasks=1, subtasks=[
+                                       cpb.SubtaskCheckpointStats(vertex_id=SOURCE, subtask_index=0,
+                                                                  ack_timestamp_ms=5_050, state_size=20)]),
+        cpb.CheckpointHistoryEntry(id=3, status="COMPLETED", trigger_timestamp_ms=4_000, end_timestamp_ms=4_250,
+                                   size_bytes=100, num_subtasks=3, num_acknowledged_subtasks=3, subtasks=acks)]))
+    return job
+
+
+def test_a_checkpoints_vertices_have_the_sizes_their_subtasks_acknowledged() -> None:
+    job = _acked_checkpoint()
+    completed = views.checkpoint_details_view(job, "3")
+    source, sink = completed["tasks"][SOURCE.hex()], completed["tasks"][SINK.hex()]
+    assert (source["state_size"], source["checkpointed_size"], source["num_acknowledged_subtasks"]) == (50, 50, 2)
+    assert (source["latest_ack_timestamp"], source["end_to_end_duration"]) == (4_120, 120)
+    assert (sink["state_size"], sink["num_subtasks"], sink["latest_ack_timestamp"]) == (50, 1, 4_200)
+    assert completed["latest_ack_timestamp"] == 4_200 and completed["end_to_end_duration"] == 200
+    assert completed["className"] == "completed"  # Flink's type property of CheckpointStatistics
+    failed = views.checkpoint_details_view(job, "4")
+    assert failed["tasks"][SOURCE.hex()]["num_acknowledged_subtasks"] == 1
+    unacked = failed["tasks"][SINK.hex()]  # Flink's -1 for "no acknowledgement"
+    assert (unacked["latest_ack_timestamp"], unacked["end_to_end_duration"], unacked["state_size"]) == (-1, -1, 0)
+    assert (failed["end_to_end_duration"], failed["failure_timestamp"]) == (600, 5_600)
+
+
+def test_a_vertexs_subtasks_in_a_checkpoint() -> None:
+    job = _acked_checkpoint()
+    body = views.checkpoint_subtasks_view(job, "3", SOURCE)
+    assert (body["id"], body["state_size"], body["num_acknowledged_subtasks"]) == (3, 50, 2)
+    first, second = body["subtasks"]
+    assert first == {"className": "completed", "index": 0, "status": "completed", "ack_timestamp": 4_100,
+                     "end_to_end_duration": 100, "checkpointed_size": 20, "state_size": 20,
+                     "checkpoint": {"sync": 1, "async": 4},
+                     "alignment": {"buffered": 0, "processed": 0, "persisted": 0, "duration": 0},
+                     "start_delay": 3, "unaligned_checkpoint": False, "aborted": False}
+    assert second["index"] == 1 and second["state_size"] == 30
+    summary = body["summary"]
+    assert (summary["state_size"]["min"], summary["state_size"]["max"], summary["state_size"]["avg"]) == (20, 30, 25)
+    assert summary["checkpoint_duration"]["async"]["max"] == 8 and summary["start_delay"]["p50"] == 4.0
+    # the failed checkpoint: subtask 1 never acknowledged
+    pending = views.checkpoint_subtasks_view(job, "4", SOURCE)["subtasks"][1]
+    assert pending == {"className": "pending", "index": 1, "status": "pending_or_failed"}
+    assert views.checkpoint_subtasks_view(job, "3", SINK)["summary"]["alignment"]["duration"]["max"] == 70
+    with pytest.raises(NotFound):
+        views.checkpoint_subtasks_view(job, "3", b"x" * 16)
+    with pytest.raises(NotFound):
+        views.checkpoint_subtasks_view(job, "9", SOURCE)

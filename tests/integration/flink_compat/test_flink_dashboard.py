@@ -115,7 +115,9 @@ def _visit(browser: Any, base: str, routes: list[tuple[str, str | None]], shots:
         page.goto(f"{base}/flink/#/{route}")
         if text is not None:
             sync_api.expect(page.get_by_text(text).first).to_be_visible(timeout=30_000)
-        page.wait_for_timeout(1500)  # the page's follow-up requests (a refresh comes every 3 s)
+        # The page's follow-up requests: done once the network is quiet for 0.5 s (its refresh
+        # comes every 3 s), which takes less than a fixed wait.
+        page.wait_for_load_state("networkidle", timeout=10_000)
         page.screenshot(path=str(shots / (route.replace("/", "_")[:150] + ".png")))
     page.close()
     return problems

@@ -90,12 +90,34 @@ def test_checkpoint_details_history_fields_and_the_savepoint_kept(cluster, runni
     location = poll_for(savepoint, 60, interval=0.5, what="a savepoint")
     # Ten more checkpoints push the savepoint out of the history; latest.savepoint keeps it whole.
     savepoint_id = next(h["id"] for h in rest.get(f"/jobs/{job}/checkpoints")["history"] if h["is_savepoint"])
+    _sizes_are_the_state_the_subtasks_wrote(rest, job, savepoint_id, Path(location))
     poll_for(lambda: all(h["id"] != savepoint_id for h in rest.get(f"/jobs/{job}/checkpoints")["history"]), 90,
              interval=0.5, what="the savepoint leaving the history")
     latest = rest.get(f"/jobs/{job}/checkpoints")["latest"]["savepoint"]
     assert (latest["id"], latest["external_path"], latest["is_savepoint"]) == (savepoint_id, location, True)
     assert latest["trigger_timestamp"] > 0 and latest["num_acknowledged_subtasks"] == 2
     assert rest.get(f"/jobs/{job}/checkpoints/details/{savepoint_id}")["external_path"] == location
+
+
+def _sizes_are_the_state_the_subtasks_wrote(rest: Rest, job: str, checkpoint_id: int, directory: Path) -> None:
+    """Each vertex's sizes (Flink's TaskCheckpointStatistics) are those its subtasks acknowledged:
+    together the bytes of the state files in the savepoint, the source's position among them;
+    the subtask details name each subtask's ack, size and durations."""
+    details = rest.get(f"/jobs/{job}/checkpoints/details/{checkpoint_id}")
+    written = sum(f.stat().st_size for f in directory.iterdir() if f.name != "_metadata")
+    source, keyed = (details["tasks"][v["id"]] for v in rest.get(f"/jobs/{job}")["vertices"])
+    assert source["state_size"] > 0 and source["checkpointed_size"] == source["state_size"]  # the generator's position
+    assert source["state_size"] + keyed["state_size"] == details["state_size"] == written > 0
+    for vertex_id, task in details["tasks"].items():
+        assert task["num_acknowledged_subtasks"] == task["num_subtasks"] == 1 and task["processed_data"] == 0
+        assert details["trigger_timestamp"] <= task["latest_ack_timestamp"] <= details["latest_ack_timestamp"]
+        subtasks = rest.get(f"/jobs/{job}/checkpoints/details/{checkpoint_id}/subtasks/{vertex_id}")
+        [one] = subtasks["subtasks"]
+        assert (one["index"], one["status"], one["state_size"]) == (0, "completed", task["state_size"])
+        assert one["ack_timestamp"] == task["latest_ack_timestamp"] and one["end_to_end_duration"] >= 0
+        assert one["checkpoint"]["sync"] >= 0 and one["checkpoint"]["async"] >= 0 and one["alignment"]["duration"] >= 0
+        assert subtasks["summary"]["state_size"]["max"] == task["state_size"]
+    assert rest.call(f"/jobs/{job}/checkpoints/details/{checkpoint_id}/subtasks/{'cd' * 16}")[0] == 404
 
 
 def test_vertex_tabs(cluster, running) -> None:  # noqa: ANN001
@@ -142,6 +164,9 @@ def test_cluster_paths(cluster, running) -> None:  # noqa: ANN001
                                        "Status.ProcessTree.Memory.RSS"), 20, interval=0.5, what="TaskManager metrics")
     assert {v["id"] for v in values} == {"Status.JVM.Memory.Heap.Used", "Status.ProcessTree.Memory.RSS"}
     details = rest.get(f"/taskmanagers/{tm['id']}")
+    # Flink's assignedTasks: the running job's two tasks share one slot (slot sharing).
+    [slot] = [s for s in details["allocatedSlots"] if s["jobId"] == job]
+    assert slot["assignedTasks"] == 2 and details["assignedTasks"] == sum(s["assignedTasks"] for s in details["allocatedSlots"])
     memory = details["memoryConfiguration"]
     assert set(memory) == {"frameworkHeap", "taskHeap", "frameworkOffHeap", "taskOffHeap", "networkMemory", "managedMemory",
                            "jvmMetaspace", "jvmOverhead", "totalFlinkMemory", "totalProcessMemory"}
