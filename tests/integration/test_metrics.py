@@ -125,7 +125,7 @@ def test_user_and_task_metrics_in_prometheus_and_rest(cluster) -> None:  # noqa:
 
         details = poll_for(vertex_counted, 30, interval=0.5, what="the vertex's records over REST")
         (subtask,) = details["subtasks"]
-        assert subtask["status"] == "RUNNING" and subtask["host"] == "127.0.0.1" and subtask["start-time"] > 0
+        assert subtask["status"] == "RUNNING" and subtask["endpoint"].startswith("127.0.0.1:") and subtask["start-time"] > 0
         assert subtask["metrics"]["read-bytes"] > 0 and subtask["metrics"]["write-bytes"] > 0
         assert rest.get(f"{base}/metrics?get=0.counting_map.test.seen") == [{"id": "0.counting_map.test.seen", "value": str(RECORDS)}]
         assert {"id": "0.numRecordsIn"} in rest.get(f"{base}/metrics")
