@@ -58,9 +58,12 @@ class Scene:
 
 
 def _submit(cluster: SharedCluster, name: str, *, finite: bool = False, failing: bool = False) -> str:
+    """A job that checkpoints rarely (the checkpoints checked are the ones taken by hand: a
+    periodic one every few hundred ms would push them out of the ten-entry history while the
+    test reads them)."""
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
-    env.enable_checkpointing(400)
+    env.enable_checkpointing(600_000)
     source = env.from_collection(list(range(50))) if finite else env.add_source(Endless(every=10, pause_s=0.02))
     keyed = source.key_by(lambda x: x % 3)
     (keyed.map(FailsAtOnce()) if failing else keyed.map(lambda x: x)).add_sink(lambda x: None)
@@ -68,15 +71,18 @@ def _submit(cluster: SharedCluster, name: str, *, finite: bool = False, failing:
 
 
 def _operation(rest: Rest, scene: Scene, template: str, job: str, path: str, body: dict[str, Any],
-               status_path: str, done: Any) -> Any:
-    """POSTs ``body`` to ``path`` (recorded), then polls the operation's status until ``done(it)``."""
+               status_path: str) -> Any:
+    """POSTs ``body`` to ``path`` (the answer recorded), then polls the operation's status until it
+    completed (succeeded or failed); None when it is refused (409 while the job cannot take it yet)."""
     status, answer = rest.call(path, "POST", body)
+    if status == 409:
+        return None
     scene.posted.append(("POST", path, status, answer))
     assert status < 300, (path, status, answer)
     trigger = answer["request-id"]
     scene.triggers.setdefault(template, []).append((job, trigger))
-    return poll_for(lambda: (r := rest.get(status_path.format(trigger=trigger)))["status"]["id"] == "COMPLETED"
-                    and done(r["operation"]) and r, 90, interval=0.3, what=f"{path} completed")
+    return poll_for(lambda: (r := rest.get(status_path.format(trigger=trigger)))["status"]["id"] == "COMPLETED" and r,
+                    90, interval=0.3, what=f"{path} completed")
 
 
 @pytest.fixture(scope="module")
@@ -90,22 +96,25 @@ def scene(shared_cluster: SharedCluster, tmp_path_factory: pytest.TempPathFactor
     for job, state in ((failed, "FAILED"), (finished, "FINISHED")):
         poll_for(lambda: rest.get(f"/jobs/{job}")["state"] == state, 90, interval=0.3, what=state)
     for job in (running, stopped):
-        poll_for(lambda: rest.get(f"/jobs/{job}/checkpoints")["counts"]["completed"] >= 1, 90, interval=0.3,
-                 what="a completed checkpoint")
+        poll_for(lambda: rest.get(f"/jobs/{job}")["status-counts"]["RUNNING"] == 2, 90, interval=0.3, what="RUNNING")
     # A checkpoint and a savepoint by hand (retried while a periodic checkpoint is in flight).
-    poll_for(lambda: _operation(rest, scene, "/jobs/{jobid}/checkpoints/{triggerid}", running,
-                                f"/jobs/{running}/checkpoints", {"checkpointType": "FULL"},
-                                f"/jobs/{running}/checkpoints/{{trigger}}", lambda op: True)["operation"]
-             .get("checkpointId"), 90, interval=0.5, what="a checkpoint by hand")
-    location = poll_for(lambda: _operation(rest, scene, "/jobs/{jobid}/savepoints/{triggerid}", running,
-                                           f"/jobs/{running}/savepoints", {"target-directory": str(directory)},
-                                           f"/jobs/{running}/savepoints/{{trigger}}", lambda op: True)["operation"]
-                        .get("location"), 90, interval=0.5, what="a savepoint")
+    def succeeded(result: Any, key: str) -> Any:
+        return result and result["operation"].get(key)
+
+    poll_for(lambda: succeeded(_operation(rest, scene, "/jobs/{jobid}/checkpoints/{triggerid}", running,
+                                          f"/jobs/{running}/checkpoints", {"checkpointType": "FULL"},
+                                          f"/jobs/{running}/checkpoints/{{trigger}}"), "checkpointId"),
+             90, interval=0.5, what="a checkpoint by hand")
+    location = poll_for(lambda: succeeded(_operation(rest, scene, "/jobs/{jobid}/savepoints/{triggerid}", running,
+                                                     f"/jobs/{running}/savepoints", {"target-directory": str(directory)},
+                                                     f"/jobs/{running}/savepoints/{{trigger}}"),
+                                          "location"), 90, interval=0.5, what="a savepoint")
     _operation(rest, scene, "/savepoint-disposal/{triggerid}", "", "/savepoint-disposal", {"savepoint-path": location},
-               "/savepoint-disposal/{trigger}", lambda op: True)
-    poll_for(lambda: _operation(rest, scene, "/jobs/{jobid}/savepoints/{triggerid}", stopped, f"/jobs/{stopped}/stop",
-                                {"targetDirectory": str(directory)}, f"/jobs/{stopped}/savepoints/{{trigger}}",
-                                lambda op: True)["operation"].get("location"), 90, interval=0.5, what="a stop")
+               "/savepoint-disposal/{trigger}")
+    poll_for(lambda: succeeded(_operation(rest, scene, "/jobs/{jobid}/savepoints/{triggerid}", stopped,
+                                          f"/jobs/{stopped}/stop", {"targetDirectory": str(directory)},
+                                          f"/jobs/{stopped}/savepoints/{{trigger}}"), "location"),
+             90, interval=0.5, what="a stop")
     poll_for(lambda: rest.get(f"/jobs/{stopped}")["state"] == "FINISHED", 60, interval=0.3, what="FINISHED")
     yield scene
     cancel_running(cluster, running)
