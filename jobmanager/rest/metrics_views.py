@@ -125,9 +125,6 @@ def _io_metrics(metrics: Mapping[str, float], complete: bool) -> dict[str, Any]:
 
 # The states whose durations Flink reports per attempt (its status-duration), in their order.
 DURATION_STATES = ("CREATED", "SCHEDULED", "DEPLOYING", "INITIALIZING", "RUNNING")
-# Flink's aggregated figures of a vertex's subtasks (AggregatedTaskDetailsInfo).
-_IO_AGGREGATED = ("read-bytes", "write-bytes", "read-records", "write-records", "accumulated-backpressured-time",
-                  "accumulated-idle-time", "accumulated-busy-time")
 
 
 def status_duration(subtask: SubtaskView, now_ms: int) -> dict[str, int]:
@@ -148,8 +145,9 @@ def status_duration(subtask: SubtaskView, now_ms: int) -> dict[str, int]:
 
 
 def _aggregate(values: list[float]) -> dict[str, int]:
-    """Flink's MetricsStatistics of one figure over a vertex's subtasks (its dashboard's
-    "aggregated" row): min, max, average, sum, median and the 25th, 75th and 95th percentiles."""
+    """Flink's AggregatedTaskDetailsInfo statistics of one figure over subtasks (its dashboard's
+    "aggregated" rows): min, max, average, sum, median and the 25th, 75th and 95th percentiles,
+    as whole numbers (Flink's are longs)."""
     ordered = sorted(values) or [0.0]
 
     def percentile(p: float) -> int:
@@ -189,7 +187,7 @@ def vertex_details_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
         "now": now_ms,
         "subtasks": subtasks,
         "aggregated": {
-            "metrics": {name: _aggregate([s["metrics"][name] for s in subtasks]) for name in _IO_AGGREGATED},
+            "metrics": {name: _aggregate([s["metrics"][name] for s in subtasks]) for name in IO_FIELDS},
             "status-duration": {state: _aggregate([s["status-duration"][state] for s in subtasks])
                                 for state in DURATION_STATES},
         },
@@ -309,18 +307,6 @@ IO_FIELDS = ("read-bytes", "write-bytes", "read-records", "write-records", "accu
              "accumulated-idle-time", "accumulated-busy-time")
 
 
-def _percentile(ordered: list[float], q: float) -> float:
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def _aggregated(values: list[float]) -> dict[str, float]:
-    """Flink's AggregatedTaskDetailsInfo statistics of one figure over a TaskManager's subtasks."""
-    ordered = sorted(values) or [0.0]
-    return {"min": ordered[0], "max": ordered[-1], "avg": sum(ordered) / len(ordered), "sum": sum(ordered),
-            "median": _percentile(ordered, 0.5), "p25": _percentile(ordered, 0.25),
-            "p75": _percentile(ordered, 0.75), "p95": _percentile(ordered, 0.95)}
-
-
 def vertex_taskmanagers_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
     """``GET /jobs/:jobid/vertices/:vertexid/taskmanagers``: Flink's JobVertexTaskManagersInfo,
     the vertex's subtasks grouped by the TaskManager running them: its aggregate state, times,
@@ -349,8 +335,9 @@ def vertex_taskmanagers_view(vertex: VertexView, now_ms: int) -> dict[str, Any]:
             "metrics": metrics,
             "status-counts": {**counts, "RECONCILING": 0},
             "taskmanager-id": tm_id or "(unassigned)",
-            "aggregated": {"metrics": {field: _aggregated([m[field] for m in per_subtask]) for field in IO_FIELDS},
-                           "status-duration": {}},
+            "aggregated": {"metrics": {field: _aggregate([m[field] for m in per_subtask]) for field in IO_FIELDS},
+                           "status-duration": {state: _aggregate([status_duration(s, now_ms)[state] for s in subtasks])
+                                               for state in DURATION_STATES}},
         })
     return {"id": vertex.vertex_id.hex(), "name": vertex.name, "now": now_ms, "taskmanagers": taskmanagers}
 

@@ -58,8 +58,8 @@ def test_status_duration_is_the_time_in_each_state_and_aggregated_over_the_subta
                                          {**times, "FINISHED": 2_000})
     deploying = metrics_views.SubtaskView(2, "DEPLOYING", 0, "a:1", "tm", 400, -1, {},
                                           {"CREATED": 100, "SCHEDULED": 150, "DEPLOYING": 400})
-    body = metrics_views.vertex_details_view(metrics_views.VertexView(b"v" * 16, "Map", 3, 128,
-                                                                      (running, finished, deploying)), now_ms=3_000)
+    vertex = metrics_views.VertexView(b"v" * 16, "Map", 3, 128, (running, finished, deploying))
+    body = metrics_views.vertex_details_view(vertex, now_ms=3_000)
     first, second, third = (s["status-duration"] for s in body["subtasks"])
     assert first == {"CREATED": 50, "SCHEDULED": 250, "DEPLOYING": 600, "INITIALIZING": 600, "RUNNING": 1_400}
     assert second["RUNNING"] == 400  # until it finished
@@ -69,6 +69,9 @@ def test_status_duration_is_the_time_in_each_state_and_aggregated_over_the_subta
     assert aggregated["status-duration"]["DEPLOYING"] == {"min": 600, "max": 2_600, "avg": 1_267, "sum": 3_800,
                                                            "median": 600, "p25": 600, "p75": 1_600, "p95": 2_400}
     assert aggregated["metrics"]["read-records"]["sum"] == 12 and aggregated["metrics"]["read-records"]["max"] == 8
+    # the same per TaskManager (/vertices/:vid/taskmanagers: all three run on "tm")
+    [tm] = metrics_views.vertex_taskmanagers_view(vertex, now_ms=3_000)["taskmanagers"]
+    assert tm["aggregated"]["status-duration"]["DEPLOYING"] == aggregated["status-duration"]["DEPLOYING"]
 
 
 def test_metric_ids_are_prefixed_with_the_subtask_and_values_are_strings() -> None:
