@@ -137,6 +137,14 @@ def test_vertex_tabs(cluster, running) -> None:  # noqa: ANN001
     [entry] = by_tm["taskmanagers"]
     assert entry["taskmanager-id"] == tm["id"] and entry["status"] == "RUNNING" and entry["status-counts"]["RUNNING"] == 1
     assert entry["metrics"]["write-records"] >= 0 and "read-bytes" in entry["aggregated"]["metrics"]
+    # Time per state (Flink's status-duration): a running subtask went through DEPLOYING and
+    # INITIALIZING and has been RUNNING since; the job's timestamps say when it entered each status.
+    [subtask] = rest.get(f"/jobs/{job}/vertices/{source}")["subtasks"]
+    durations = subtask["status-duration"]
+    assert durations["RUNNING"] > 0 and durations["DEPLOYING"] >= 0 and durations["INITIALIZING"] >= 0, durations
+    assert entry["aggregated"]["status-duration"]["RUNNING"]["max"] > 0
+    timestamps = details["timestamps"]
+    assert 0 < timestamps["CREATED"] <= timestamps["RUNNING"] and timestamps["FINISHED"] == 0, timestamps
     assert rest.get(f"/jobs/{job}/vertices/{source}/accumulators") == {"id": source, "user-accumulators": []}
     accumulators = rest.get(f"/jobs/{job}/vertices/{source}/subtasks/accumulators")
     assert accumulators["parallelism"] == 1 and accumulators["subtasks"][0]["user-accumulators"] == []
