@@ -186,14 +186,20 @@ class CheckpointDriver:
             {"id": r.checkpoint_id, "status": r.status, "savepoint": r.is_savepoint, "trigger_ms": r.trigger_ms + wall,
              "end_ms": r.end_ms + wall if r.end_ms is not None else None, "size": r.size_bytes,
              "failure": r.failure_message, "subtasks": r.num_subtasks, "acked": r.num_acknowledged,
-             "path": self._external_paths.get(r.checkpoint_id, "")} for r in history]}
+             "path": self._external_paths.get(r.checkpoint_id, ""),
+             # each ack: [task key, when (wall clock), state size, sync, async, alignment, start delay]
+             "acks": [[a.task_key, a.ack_ms + wall if a.ack_ms is not None else None, a.state_size, a.sync_ms,
+                       a.async_ms, a.alignment_ms, a.start_delay_ms] for a in r.subtasks]} for r in history]}
 
     def _restore_stats(self, stats: dict[str, Any], point: CompletedCheckpoint) -> None:
         wall = self._wall_minus_monotonic_ms
         try:
             history = [CheckpointRecord(int(r["id"]), str(r["status"]), bool(r["savepoint"]), float(r["trigger_ms"]) - wall,
                                         float(r["end_ms"]) - wall if r["end_ms"] is not None else None, int(r["size"]),
-                                        str(r["failure"]), int(r.get("subtasks", 0)), int(r.get("acked", 0)))
+                                        str(r["failure"]), int(r.get("subtasks", 0)), int(r.get("acked", 0)),
+                                        tuple(SubtaskAck(str(key), float(at) - wall if at is not None else None,
+                                                         *(int(n) for n in figures))
+                                              for key, at, *figures in r.get("acks", [])))
                        for r in stats.get("history", [])]
             self._external_paths.update({int(r["id"]): str(r["path"]) for r in stats.get("history", []) if r.get("path")})
             self.coordinator.restore_stats(int(stats["num_completed"]), int(stats["num_failed"]), history)

@@ -453,3 +453,32 @@ def test_the_history_keeps_each_subtasks_ack_with_its_size_and_durations() -> No
         SubtaskAck("map_0", t.timestamp_ms + 40, 0, 0, 0, 7, 0),
         SubtaskAck("sink_0", t.timestamp_ms + 55, 300, 1, 9, 3, 0),
     )
+
+
+def test_the_acks_survive_a_jobmanager_failover_in_the_checkpoints_metadata(tmp_path) -> None:  # noqa: ANN001
+    """The statistics a completed checkpoint's metadata keeps (what a recovering JobManager goes
+    on from) hold each subtask's ack too, so per-vertex sizes are not lost with the JobManager."""
+    from millstream.jobmanager.checkpoint.driver import CheckpointDriver
+    from millstream.jobmanager.checkpoint.settings import JobCheckpointing
+    from millstream.runtime.checkpoint_storage import CompletedCheckpoint
+    from tests.unit.test_live_view import _core
+
+    def driver() -> CheckpointDriver:
+        checkpointing = JobCheckpointing(CheckpointSettings(1000), "EXACTLY_ONCE", tmp_path, 1)
+        return CheckpointDriver(_core(parallelism=1), checkpointing, lambda *a: None, lambda m: None, lambda c: None)
+
+    first = driver()
+    tasks = [TaskSnapshot(SRC, "aa" * 16 + "_0", S.RUNNING)]
+    [t] = of(first.coordinator.trigger_now(1_000, tasks), TriggerCheckpoint)
+    first.coordinator.acknowledge(t.checkpoint_id, SRC, None, 64, now_ms=1_020, sync_ms=3, async_ms=7,
+                                  alignment_ms=2, start_delay_ms=1)
+    stats = first._persisted_stats(t.checkpoint_id)
+    assert stats is not None
+    second = driver()
+    second._restore_stats(stats, CompletedCheckpoint(second.store.job_id, t.checkpoint_id, 1_000, tmp_path, {}))
+    [entry] = second.summary().history
+    [ack] = entry.subtasks
+    assert (ack.vertex_id, ack.subtask_index, ack.state_size) == (bytes.fromhex("aa" * 16), 0, 64)
+    assert (ack.sync_duration_ms, ack.async_duration_ms, ack.alignment_duration_ms, ack.start_delay_ms) == (3, 7, 2, 1)
+    # when it arrived, in wall-clock time, through both JobManagers' clocks (each its own monotonic one)
+    assert abs(ack.ack_timestamp_ms - (1_020 + first._wall_minus_monotonic_ms)) <= 1
