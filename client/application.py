@@ -28,7 +28,7 @@ import os
 import sys
 import threading
 from concurrent.futures import Future
-from typing import Any, Optional
+from typing import Any, Optional, TextIO, cast
 
 from millstream.client.application_core import (
     ApplicationError,
@@ -157,7 +157,7 @@ def _final(client: Any, job_id: bytes, view: Any = None) -> JobOutcome:
     return JobOutcome(job_id, summary.job_name, JobStatus.from_proto(summary.status).value, summary.failure.message)
 
 
-def run_application(args: argparse.Namespace, run_script: Any, program_error: type) -> int:
+def run_application(args: argparse.Namespace, run_script: Any, program_error: type[Exception]) -> int:
     """The command's body; client/cli.py parsed and checked its arguments and hands in how it runs
     a job script (``run_script(script, args)``, raising ``program_error`` with the user's traceback)."""
     configuration = cfg.load_configuration(args.config, dynamic_properties=args.dynamic)
@@ -196,7 +196,9 @@ def run_application(args: argparse.Namespace, run_script: Any, program_error: ty
         resolver = LeaderResolver.from_configuration(configuration, jm.address)
         stdout = sys.stdout
         live = stdout.isatty()
-        view = RunView(show_prints=not args.no_print, live=live, out=LineAtomicWriter(stdout) if not live else stdout)
+        # plain lines from two threads (the program's, the view's) never mix, as under `millstream run`
+        out = stdout if live else cast(TextIO, LineAtomicWriter(stdout))
+        view = RunView(show_prints=not args.no_print, live=live, out=out)
         with ClusterClient(resolver=resolver, credentials=client_credentials(configuration)) as client:
             if start.kind is StartKind.ENDED:
                 result = _ended(start, configuration)
@@ -229,7 +231,7 @@ def _ended(start: Start, configuration: cfg.Configuration) -> Outcome:
 
 
 def _run_program(args: argparse.Namespace, fixed_job_id: Optional[bytes], client: Any, view: Any, run_script: Any,
-                 user_program_error: type) -> Outcome:
+                 user_program_error: type[Exception]) -> Outcome:
     """Runs the program's ``main``, then waits for every job it submitted (``execute_async`` ones
     may still run); a program that failed has its running jobs cancelled (Flink: the application
     failed, its cluster shuts down)."""
@@ -243,7 +245,7 @@ def _run_program(args: argparse.Namespace, fixed_job_id: Optional[bytes], client
             run_script(args.script, args.script_args)
         view.finish()
     except user_program_error as exc:
-        program_error = exc.text  # type: ignore[attr-defined]
+        program_error = str(getattr(exc, "text", exc))
     except JobExecutionException as exc:
         job_failure = str(exc)  # the job's own outcome says how it ended; its traceback goes with it
     except ApplicationError as exc:

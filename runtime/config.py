@@ -311,6 +311,26 @@ BLOB_STORAGE_DIR: ConfigOption[str | None] = _option(
 SLOT_REQUEST_TIMEOUT: ConfigOption[int] = _option(
     "slot.request.timeout", _DURATION, 300 * _S,
     "How long a JobMaster waits for the slots it declared before the job fails.")
+RESOURCEMANAGER_TYPE: ConfigOption[str] = _option(
+    "resourcemanager.type", _STR, "standalone",
+    "How the ResourceManager gets TaskManagers: standalone (they are started by hand, by `cluster "
+    "start` or by compose, and register themselves) or process (Flink's active ResourceManager: it "
+    "starts local TaskManager processes of taskmanager.numberOfTaskSlots slots when jobs lack slots "
+    "and stops them after resourcemanager.taskmanager-timeout idle).",
+    choices=("standalone", "process"))
+RESOURCEMANAGER_TASKMANAGER_TIMEOUT: ConfigOption[int] = _option(
+    "resourcemanager.taskmanager-timeout", _DURATION, 30 * _S,
+    "resourcemanager.type process: how long a TaskManager it started may keep all its slots free "
+    "before it is stopped.")
+SLOTMANAGER_MAX_SLOTS: ConfigOption[int | None] = _option(
+    "slotmanager.number-of-slots.max", _INT, None,
+    "resourcemanager.type process: most slots the cluster may have (registered TaskManagers and "
+    "those starting); no TaskManager is started beyond it. Unset: no limit.")
+RESOURCEMANAGER_START_WORKER_RETRY_INTERVAL: ConfigOption[int] = _option(
+    "resourcemanager.start-worker.retry-interval", _DURATION, 3 * _S,
+    "resourcemanager.type process: the wait before starting TaskManagers again after one could not "
+    "start (it failed or exited before registering); it doubles with each further failure, up to "
+    "32 times this, and a registration resets it. The cause is logged once.")
 
 # ---- Restart strategies (Flink's RestartStrategyOptions; the job's own setting wins) ---------
 RESTART_STRATEGY_TYPE: ConfigOption[str | None] = _option(
@@ -424,6 +444,11 @@ SAVEPOINT_IGNORE_UNCLAIMED_STATE: ConfigOption[bool] = _option(
 TASKMANAGER_NUM_TASK_SLOTS: ConfigOption[int] = _option(
     "taskmanager.numberOfTaskSlots", _INT, 1,
     "Slots a TaskManager offers (at least 1); each runs one parallel pipeline of a job.")
+TASKMANAGER_RESOURCE_ID: ConfigOption[str | None] = _option(
+    "taskmanager.resource-id", _STR, None,
+    "The TaskManager's resource id, as the JobManager and the web UI name it; unset: a random "
+    "taskmanager-<12 hex>. A resourcemanager.type process ResourceManager names the TaskManagers it "
+    "starts with it.")
 TASKMANAGER_HOST: ConfigOption[str | None] = _option(
     "taskmanager.host", _STR, None,
     "Address a TaskManager advertises to the JobManager, the other TaskManagers and its Spark "
