@@ -73,7 +73,11 @@ class ApplicationJobManager:
 
     def start(self) -> "ApplicationJobManager":
         self._thread.start()
-        self.jm = self.call(JobManager(self.config, rest=True).start())
+        try:
+            self.jm = self.call(JobManager(self.config, rest=True).start())
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def wait_leading(self, timeout_s: float) -> bool:

@@ -233,11 +233,15 @@ def _run_application(args: argparse.Namespace) -> int:
     # lazy: the JobManager (the engine) loads for this command only
     from millstream.client.application import run_application
     from millstream.client.application_core import ApplicationError
+    from millstream.runtime.entrypoint.process import FATAL_ERRORS
 
     try:
         return run_application(args, _run_script, UserProgramError)
     except ApplicationError as exc:
         raise CliError(str(exc)) from None
+    except FATAL_ERRORS as exc:  # the JobManager cannot start as configured (a taken port): one line
+        print(f"millstream run-application: error: {exc}", file=sys.stderr)
+        return 1
 
 
 def _refuse_cluster_options(args: argparse.Namespace) -> None:

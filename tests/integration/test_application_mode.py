@@ -245,3 +245,19 @@ def test_ha_standby_recovers_the_job_without_running_the_program_again(tmp_path:
             if proc is not None and proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
         stop_processes([taskmanager])
+
+
+def test_a_taken_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    import socket
+
+    script = tmp_path / "words.py"
+    script.write_text(WORDS)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([*CLI, "run-application", *FAST, f"-Djobmanager.rpc.port={port}", str(script), "out"],
+                              env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"millstream run-application: error: JobManager cannot listen on 127.0.0.1:{port}: address already in use"]
