@@ -34,7 +34,7 @@ from millstream.jobmanager.rest.guard import allowed_hosts
 from millstream.jobmanager.rest.ports import describe as describe_ports, rest_ports
 from millstream.jobmanager.rest.server import JobManagerSource, RestServer
 from millstream.jobmanager.resourcemanager.resource_manager import ResourceManager, ResourceManagerServicer
-from millstream.jobmanager.resourcemanager.process_workers import ProcessWorkers
+from millstream.jobmanager.resourcemanager.process_workers import OnDemandWorkers, driver_for
 from millstream.jobmanager.resourcemanager.slot_manager import SlotManager
 from millstream.jobmanager.task_logs import TaskLogs
 from millstream.proto import cluster_pb2 as cpb
@@ -105,9 +105,10 @@ class JobManager:
             interval,
             timeout,
         )
-        # resourcemanager.type process: TaskManager processes started and stopped on demand
-        self.workers = (ProcessWorkers(c, lambda: self.address, lambda: self.resource_manager.slots)
-                        if c.get(cfg.RESOURCEMANAGER_TYPE) == "process" else None)
+        # resourcemanager.type process or docker: TaskManagers started and stopped on demand
+        driver = driver_for(c)
+        self.workers = (OnDemandWorkers(c, lambda: self.address, lambda: self.resource_manager.slots, driver)
+                        if driver is not None else None)
         self.dispatcher = Dispatcher(
             self.blobs,
             self._make_job_master,

@@ -316,8 +316,25 @@ RESOURCEMANAGER_TYPE: ConfigOption[str] = _option(
     "How the ResourceManager gets TaskManagers: standalone (they are started by hand, by `cluster "
     "start` or by compose, and register themselves) or process (Flink's active ResourceManager: it "
     "starts local TaskManager processes of taskmanager.numberOfTaskSlots slots when jobs lack slots "
-    "and stops them after resourcemanager.taskmanager-timeout idle).",
-    choices=("standalone", "process"))
+    "and stops them after resourcemanager.taskmanager-timeout idle) or docker (the same with "
+    "containers of resourcemanager.docker.image, through the Docker engine's API).",
+    choices=("standalone", "process", "docker"))
+RESOURCEMANAGER_DOCKER_IMAGE: ConfigOption[str] = _option(
+    "resourcemanager.docker.image", _STR, "millstream:latest",
+    "resourcemanager.type docker: the image of the TaskManager containers (deploy/Dockerfile's); "
+    "never pulled: a missing image is a failed start.")
+RESOURCEMANAGER_DOCKER_NETWORK: ConfigOption[str | None] = _option(
+    "resourcemanager.docker.network", _STR, None,
+    "resourcemanager.type docker: the Docker network the TaskManager containers join, the "
+    "JobManager's (docker compose: <project>_default); unset: the engine's default bridge.")
+RESOURCEMANAGER_DOCKER_VOLUMES: ConfigOption[tuple[str, ...]] = _option(
+    "resourcemanager.docker.volumes", _LIST, (),
+    "resourcemanager.type docker: mounts of the TaskManager containers, 'source:target' (a named "
+    "volume or a host path), e.g. 'checkpoints:/checkpoints;/srv/data:/data'.")
+RESOURCEMANAGER_DOCKER_HOST: ConfigOption[str] = _option(
+    "resourcemanager.docker.host", _STR, "unix:///var/run/docker.sock",
+    "resourcemanager.type docker: the Docker engine's socket (mount it into the JobManager's "
+    "container).")
 RESOURCEMANAGER_TASKMANAGER_TIMEOUT: ConfigOption[int] = _option(
     "resourcemanager.taskmanager-timeout", _DURATION, 30 * _S,
     "resourcemanager.type process: how long a TaskManager it started may keep all its slots free "

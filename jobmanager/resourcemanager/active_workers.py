@@ -52,6 +52,23 @@ class ReportFailure:
 Command = StartWorker | StopWorker | ReportFailure
 
 
+class WorkerStartError(Exception):
+    """A worker could not be started: ``cause`` (compared between failures) and ``where`` (its
+    output, named in the report)."""
+
+    def __init__(self, cause: str, where: str = "") -> None:
+        super().__init__(cause)
+        self.cause, self.where = cause, where
+
+
+def error_line(lines: list[str], error_prefix: str) -> str:
+    """A worker's one-line error (``error_prefix``: ``"millstream {name}: error: "``), else its last
+    line."""
+    prefix = error_prefix.format(name="taskmanager")
+    errors = [line for line in lines if line.startswith(prefix)]
+    return errors[-1][len(prefix):] if errors else (lines[-1] if lines else "it printed nothing")
+
+
 class WorkerState(enum.Enum):
     STARTING = "STARTING"      # process started, not registered yet
     REGISTERED = "REGISTERED"  # its TaskManager registered with the ResourceManager
