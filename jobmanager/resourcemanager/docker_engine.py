@@ -19,7 +19,11 @@ TIMEOUT_S = 30.0
 
 
 class DockerEngineError(RuntimeError):
-    pass
+    """``reason``: what failed, the same for the same problem; ``request``: the call that failed."""
+
+    def __init__(self, reason: str, request: str = "") -> None:
+        super().__init__(f"{reason} ({request})" if request else reason)
+        self.reason, self.request = reason, request
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -63,7 +67,7 @@ class DockerEngine:
                 message = json.loads(data).get("message", "")
             except ValueError:
                 message = data.decode(errors="replace")
-            raise DockerEngineError(f"{message or response.reason} (Docker engine: {method} {path} -> {response.status})")
+            raise DockerEngineError(message or response.reason, f"Docker engine: {method} {path} -> {response.status}")
         return response.status, data
 
     def create(self, name: str, image: str, entrypoint: list[str], env: list[str], network: Optional[str],
@@ -85,7 +89,7 @@ class DockerEngine:
         try:
             _, data = self._call("GET", f"/containers/{container}/json")
         except DockerEngineError as exc:
-            if "-> 404" in str(exc):
+            if exc.request.endswith("-> 404"):
                 return None
             raise
         return dict(json.loads(data).get("State") or {})

@@ -52,7 +52,8 @@ class DockerDriver:
         except DockerEngineError as exc:
             if container:
                 self._remove(container)
-            raise WorkerStartError(f"the TaskManager container ({self.image}) could not be started: {exc}") from exc
+            raise WorkerStartError(f"the TaskManager container ({self.image}) could not be started: {exc.reason}",
+                                   exc.request) from exc
         self.containers[worker_id] = container
         log.info("started TaskManager %s (container %s of %s) for jobs waiting for slots", worker_id, container[:12],
                  self.image)
