@@ -184,6 +184,9 @@ def run_application(args: argparse.Namespace, run_script: Any, program_error: ty
                 children.append(spawn_child(_taskmanager_args(args, jm.address, highly_available), path))
             print(f"Started {args.taskmanagers} local TaskManager(s) with {args.slots} slot(s) each (output: "
                   f"{directory}/application-{os.getpid()}-taskmanager-*.out)", file=sys.stderr, flush=True)
+        elif configuration.get(cfg.RESOURCEMANAGER_TYPE) != "standalone":
+            print(f"TaskManagers start on demand (resourcemanager.type: {configuration.get(cfg.RESOURCEMANAGER_TYPE)})",
+                  file=sys.stderr, flush=True)
         else:
             print(f"No TaskManagers of its own: start them with `millstream taskmanager --jobmanager {jm.address}`"
                   + (" (with the same high-availability options)" if highly_available else ""), file=sys.stderr, flush=True)
@@ -227,11 +230,11 @@ def run_application(args: argparse.Namespace, run_script: Any, program_error: ty
 
 def _ended(start: Start, configuration: cfg.Configuration) -> Outcome:
     assert start.job_id is not None
-    ended = outcome([JobOutcome(start.job_id, "", start.status, start.failure)])
+    code = outcome([JobOutcome(start.job_id, "", start.status)]).exit_code
     note = (f"job {start.job_id.hex()} of this application already ended {start.status} (recorded in "
             f"high-availability storage, cluster id {configuration.get(cfg.HA_CLUSTER_ID)!r}); it is not run again. "
             "To run the application anew, give it another high-availability.cluster-id or --job-id.")
-    return Outcome(ended.exit_code, [note, *ended.lines[1:]] if ended.exit_code == 0 else [note, *ended.lines])
+    return Outcome(code, [note, *([f"Its failure: {start.failure}"] if start.failure else [])])
 
 
 def _run_program(args: argparse.Namespace, fixed_job_id: Optional[bytes], client: Any, view: Any, run_script: Any,
