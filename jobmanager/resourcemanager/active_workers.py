@@ -149,7 +149,7 @@ class ActiveWorkers:
         registered TaskManager. Returns the workers to start and to stop now."""
         tms = {tm.resource_id: tm for tm in task_managers}
         commands: list[Command] = []
-        for worker in self._workers.values():  # our registered workers that are gone are no longer ours
+        for worker in self._workers.values():  # a starting worker seen registered: registered
             if worker.state is WorkerState.STARTING and worker.worker_id in tms:
                 self.registered(worker.worker_id, now)
         free = sum(tm.free for tm in tms.values())

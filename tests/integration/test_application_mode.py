@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import grpc
+
 from millstream.client.application_core import application_job_id
 from millstream.client.cluster_client import ClusterClient, LeaderResolver
 from millstream.runtime import config as cfg
@@ -220,7 +222,12 @@ def test_ha_standby_recovers_the_job_without_running_the_program_again(tmp_path:
         poll_for(lambda: runs.exists(), 90, 0.2, "the first application's main")
         with ClusterClient(resolver=LeaderResolver.from_configuration(conf, None)) as client:
             def checkpointed() -> bool:
-                summary = client.status(job_id)
+                try:
+                    summary = client.status(job_id)
+                except grpc.RpcError as exc:  # main runs, the job is not submitted yet
+                    if exc.code() is grpc.StatusCode.NOT_FOUND:
+                        return False
+                    raise
                 return JobStatus.from_proto(summary.status) is JobStatus.RUNNING and summary.checkpoints.num_completed >= 2
             poll_for(checkpointed, 180, 0.3, "two completed checkpoints of the application's job")
         second, second_log = _application(tmp_path, "second", options, args)
