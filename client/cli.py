@@ -222,6 +222,28 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_application(args: argparse.Namespace) -> int:
+    """``run-application``: this process becomes the application's JobManager (client/application.py)."""
+    if not os.path.isfile(args.script):
+        raise CliError(f"Job file not found: {args.script}")
+    if args.taskmanagers < 0:
+        raise CliError(f"--taskmanagers must be at least 0, got {args.taskmanagers}")
+    if args.slots < 1:
+        raise CliError(f"--slots must be at least 1, got {args.slots}")
+    # lazy: the JobManager (the engine) loads for this command only
+    from millstream.client.application import run_application
+    from millstream.client.application_core import ApplicationError
+    from millstream.runtime.entrypoint.process import FATAL_ERRORS
+
+    try:
+        return run_application(args, _run_script, UserProgramError)
+    except ApplicationError as exc:
+        raise CliError(str(exc)) from None
+    except FATAL_ERRORS as exc:  # the JobManager cannot start as configured (a taken port): one line
+        print(f"millstream run-application: error: {exc}", file=sys.stderr)
+        return 1
+
+
 def _refuse_cluster_options(args: argparse.Namespace) -> None:
     """`run -D` takes job-level options (they travel with the job) and client ones; a cluster's
     option (slots, ports, heartbeats, ...) would be silently ignored by a running cluster: refused.
@@ -486,6 +508,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the job script (after JOB.py, all go to it)")
     run.set_defaults(func=_run)
 
+    p = sub.add_parser(
+        "run-application", help="run a job script as an application: its own JobManager, exits with the job's status",
+        description="Starts a JobManager (Dispatcher, ResourceManager, REST API) in this process and runs JOB.py's "
+                    "main against it, as Flink's application mode: the process lives for the application and exits "
+                    "0 when its jobs FINISHED, 1 when one FAILED (or the program failed), 3 when one was CANCELED. "
+                    "TaskManagers join it as a session cluster's do (`millstream taskmanager --jobmanager HOST:PORT`); "
+                    "--taskmanagers N starts N local ones. With high-availability.type=zookeeper, start it on several "
+                    "hosts: a standby that takes over recovers the job and does not run the program again.")
+    p.add_argument("--taskmanagers", type=int, default=0, metavar="N",
+                   help="local TaskManager processes to start (default: 0, as Flink's standalone job cluster)")
+    p.add_argument("--slots", type=int, default=2, metavar="N", help="task slots of each local TaskManager (default: 2)")
+    p.add_argument("--job-id", metavar="HEX",
+                   help="the job's fixed id (32 hex characters); with HA it defaults to one derived from "
+                        "high-availability.cluster-id")
+    p.add_argument("-p", "--parallelism", type=int, metavar="N",
+                   help="the job's default parallelism (parallelism.default), for operators that set none")
+    p.add_argument("--no-print", action="store_true", help="do not show the lines the job's print sinks write")
+    p.add_argument("--config", help="YAML configuration file (the cluster's and the program's)")
+    p.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
+                   help="a configuration option of the cluster and the program, e.g. -D jobmanager.rpc.port=6123")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="show Millstream's log lines on stderr (-vv: debug)")
+    p.add_argument("script", metavar="JOB.py", help="the job script")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the job script")
+    p.set_defaults(func=_run_application)
+
     listing = sub.add_parser("list", help="list the cluster's jobs", description="Lists the cluster's jobs, oldest first.")
     listing.add_argument("--json", action="store_true", help="print the jobs as JSON")
     listing.set_defaults(func=_list)
@@ -625,7 +672,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
     try:
         level = console_level(args.verbose)
-        if args.command == "run":  # the program's client-side log lines: a file, not its console;
+        if args.command == "run-application":  # this process is the JobManager: its lines go to a file
+            route_internal_logs(new_log_file("application") if level is None else None,
+                                logging.ERROR if level is None else level)
+        elif args.command == "run":  # the program's client-side log lines: a file, not its console;
             # its warnings (a misspelled configuration key, a setting recorded but not acted on) are
             # the user's business and reach stderr too
             route_internal_logs(new_log_file("client") if level is None else None,

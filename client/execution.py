@@ -92,6 +92,21 @@ def observing(observer: JobObserver) -> Iterator[JobObserver]:
         _observer = saved
 
 
+_application: Any = None  # the ApplicationJobs of `millstream run-application`'s program
+
+
+@contextlib.contextmanager
+def running_application(jobs: Any) -> Iterator[Any]:
+    """Within the block the program's jobs are an application's (client/application_core.py's
+    ApplicationJobs): it may fix their id, and it records each one submitted."""
+    global _application
+    saved, _application = _application, jobs
+    try:
+        yield jobs
+    finally:
+        _application = saved
+
+
 _capturing: contextvars.ContextVar[bool] = contextvars.ContextVar("millstream_capture", default=False)
 
 
@@ -141,9 +156,15 @@ class _Session:
                                     resolver=resolver, failover_budget_s=budget_s, max_lookups=int(budget_s * 2))
 
     def submit(self, job_graph: Any, python_files: Sequence[PythonArtifact]) -> bytes:
-        """Submits, retrying while the JobManager is unreachable for ``client.submission-timeout``."""
+        """Submits, retrying while the JobManager is unreachable for ``client.submission-timeout``.
+        Under ``millstream run-application`` the application fixes the job's id (HA) and learns it."""
         timeout_s = self.config.get(cfg.CLIENT_SUBMISSION_TIMEOUT) / 1000
-        return self.client.submit(job_graph.proto, job_artifacts(python_files), give_up_after_s=timeout_s)
+        if _application is not None:
+            job_graph.proto.job_id = _application.job_id_for(job_graph.proto.job_id)
+        job_id = self.client.submit(job_graph.proto, job_artifacts(python_files), give_up_after_s=timeout_s)
+        if _application is not None:
+            _application.add(job_id)
+        return job_id
 
     def close(self) -> None:
         self.client.close()

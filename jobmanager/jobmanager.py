@@ -34,6 +34,7 @@ from millstream.jobmanager.rest.guard import allowed_hosts
 from millstream.jobmanager.rest.ports import describe as describe_ports, rest_ports
 from millstream.jobmanager.rest.server import JobManagerSource, RestServer
 from millstream.jobmanager.resourcemanager.resource_manager import ResourceManager, ResourceManagerServicer
+from millstream.jobmanager.resourcemanager.process_workers import OnDemandWorkers, driver_for
 from millstream.jobmanager.resourcemanager.slot_manager import SlotManager
 from millstream.jobmanager.task_logs import TaskLogs
 from millstream.proto import cluster_pb2 as cpb
@@ -104,6 +105,10 @@ class JobManager:
             interval,
             timeout,
         )
+        # resourcemanager.type process or docker: TaskManagers started and stopped on demand
+        driver = driver_for(c)
+        self.workers = (OnDemandWorkers(c, lambda: self.address, lambda: self.resource_manager.slots, driver)
+                        if driver is not None else None)
         self.dispatcher = Dispatcher(
             self.blobs,
             self._make_job_master,
@@ -144,6 +149,8 @@ class JobManager:
             self.prometheus = await start_reporter("JobManager", self._metric_families, host,
                                                    c.get(cfg.METRICS_PROMETHEUS_PORT))
             self.resource_manager.start()
+            if self.workers is not None:
+                self.workers.start()
             self.loop_monitor.start()
             self._cleanup_task = asyncio.ensure_future(self._expire_jobs())
             self._election = self.ha.jobmanager_leader_election()
@@ -353,6 +360,8 @@ class JobManager:
         for record in self.dispatcher.jobs.values():
             if record.job_master is not None:
                 await record.job_master.stop()
+        if self.workers is not None:
+            await self.workers.stop()
         await self.resource_manager.stop()
         await self.server.stop(grace)
         await self.task_executors.close()

@@ -311,6 +311,43 @@ BLOB_STORAGE_DIR: ConfigOption[str | None] = _option(
 SLOT_REQUEST_TIMEOUT: ConfigOption[int] = _option(
     "slot.request.timeout", _DURATION, 300 * _S,
     "How long a JobMaster waits for the slots it declared before the job fails.")
+RESOURCEMANAGER_TYPE: ConfigOption[str] = _option(
+    "resourcemanager.type", _STR, "standalone",
+    "How the ResourceManager gets TaskManagers: standalone (they are started by hand, by `cluster "
+    "start` or by compose, and register themselves) or process (Flink's active ResourceManager: it "
+    "starts local TaskManager processes of taskmanager.numberOfTaskSlots slots when jobs lack slots "
+    "and stops them after resourcemanager.taskmanager-timeout idle) or docker (the same with "
+    "containers of resourcemanager.docker.image, through the Docker engine's API).",
+    choices=("standalone", "process", "docker"))
+RESOURCEMANAGER_DOCKER_IMAGE: ConfigOption[str] = _option(
+    "resourcemanager.docker.image", _STR, "millstream:latest",
+    "resourcemanager.type docker: the image of the TaskManager containers (deploy/Dockerfile's); "
+    "never pulled: a missing image is a failed start.")
+RESOURCEMANAGER_DOCKER_NETWORK: ConfigOption[str | None] = _option(
+    "resourcemanager.docker.network", _STR, None,
+    "resourcemanager.type docker: the Docker network the TaskManager containers join, the "
+    "JobManager's (docker compose: <project>_default); unset: the engine's default bridge.")
+RESOURCEMANAGER_DOCKER_VOLUMES: ConfigOption[tuple[str, ...]] = _option(
+    "resourcemanager.docker.volumes", _LIST, (),
+    "resourcemanager.type docker: mounts of the TaskManager containers, 'source:target' (a named "
+    "volume or a host path), e.g. 'checkpoints:/checkpoints;/srv/data:/data'.")
+RESOURCEMANAGER_DOCKER_HOST: ConfigOption[str] = _option(
+    "resourcemanager.docker.host", _STR, "unix:///var/run/docker.sock",
+    "resourcemanager.type docker: the Docker engine's socket (mount it into the JobManager's "
+    "container).")
+RESOURCEMANAGER_TASKMANAGER_TIMEOUT: ConfigOption[int] = _option(
+    "resourcemanager.taskmanager-timeout", _DURATION, 30 * _S,
+    "resourcemanager.type process: how long a TaskManager it started may keep all its slots free "
+    "before it is stopped.")
+SLOTMANAGER_MAX_SLOTS: ConfigOption[int | None] = _option(
+    "slotmanager.number-of-slots.max", _INT, None,
+    "resourcemanager.type process: most slots the cluster may have (registered TaskManagers and "
+    "those starting); no TaskManager is started beyond it. Unset: no limit.")
+RESOURCEMANAGER_START_WORKER_RETRY_INTERVAL: ConfigOption[int] = _option(
+    "resourcemanager.start-worker.retry-interval", _DURATION, 3 * _S,
+    "resourcemanager.type process: the wait before starting TaskManagers again after one could not "
+    "start (it failed or exited before registering); it doubles with each further failure, up to "
+    "32 times this, and a registration resets it. The cause is logged once.")
 
 # ---- Restart strategies (Flink's RestartStrategyOptions; the job's own setting wins) ---------
 RESTART_STRATEGY_TYPE: ConfigOption[str | None] = _option(
@@ -424,6 +461,11 @@ SAVEPOINT_IGNORE_UNCLAIMED_STATE: ConfigOption[bool] = _option(
 TASKMANAGER_NUM_TASK_SLOTS: ConfigOption[int] = _option(
     "taskmanager.numberOfTaskSlots", _INT, 1,
     "Slots a TaskManager offers (at least 1); each runs one parallel pipeline of a job.")
+TASKMANAGER_RESOURCE_ID: ConfigOption[str | None] = _option(
+    "taskmanager.resource-id", _STR, None,
+    "The TaskManager's resource id, as the JobManager and the web UI name it; unset: a random "
+    "taskmanager-<12 hex>. A resourcemanager.type process ResourceManager names the TaskManagers it "
+    "starts with it.")
 TASKMANAGER_HOST: ConfigOption[str | None] = _option(
     "taskmanager.host", _STR, None,
     "Address a TaskManager advertises to the JobManager, the other TaskManagers and its Spark "

@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from millstream.runtime import config as cfg
+from millstream.runtime.entrypoint.children import end_with_parent
 from millstream.runtime.entrypoint.process import process_parser, run_process
 from millstream.runtime.rpc.service import check_bindable
 from millstream.taskmanager.spark.host_config import check_slots, start_spark_host, taskmanager_hosts
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> None:
+    end_with_parent()  # a TaskManager started on demand or by run-application ends with its JobManager
     parser = process_parser("millstream taskmanager")
     parser.add_argument("--jobmanager", help="host:port of the JobManager without HA (default: jobmanager.rpc.address/port); "
                                               "with high-availability.type: zookeeper the leader is looked up instead")

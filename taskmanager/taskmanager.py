@@ -93,7 +93,8 @@ class TaskManager:
         # Without HA the one JobManager; with HA the leader of the moment (see _follow_leader).
         self.jobmanager_address = jobmanager_address or (
             f"{self.config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{self.config.get(cfg.JOBMANAGER_RPC_PORT)}")
-        self.resource_id = resource_id or f"taskmanager-{uuid.uuid4().hex[:12]}"
+        self.resource_id = (resource_id or self.config.get(cfg.TASKMANAGER_RESOURCE_ID)
+                            or f"taskmanager-{uuid.uuid4().hex[:12]}")
         self.num_slots = self.config.get(cfg.TASKMANAGER_NUM_TASK_SLOTS)
         self._spark = spark
         self._owns_spark = spark is None or owns_spark

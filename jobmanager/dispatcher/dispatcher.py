@@ -354,6 +354,12 @@ class Dispatcher(DispatcherGateway):
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
 
+    async def cleanups_done(self, timeout_s: float) -> None:
+        """Waits (at most ``timeout_s``) for the HA cleanups under way: a JobManager about to stop
+        for good (application mode) leaves its ended jobs' results clean, not dirty."""
+        if self._cleanups:
+            await asyncio.wait(list(self._cleanups), timeout=timeout_s)
+
     def suspend_all(self) -> list[object]:
         """Leadership lost (HA): every job's JobMaster stops (its job SUSPENDED) and this Dispatcher
         forgets every job. Returns the suspended jobs' HA checkpoint services, whose locks the

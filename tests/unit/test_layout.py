@@ -68,6 +68,8 @@ ALSO_MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # env.execute() and get_job_graph(): the user API's way into the client
     "millstream.datastream.stream_execution_environment": (
         "millstream.client.execution", "millstream.client.job_graph", "millstream.client.stream_graph"),
+    # `millstream run-application`: the client's process is the application's JobManager
+    "millstream.client.application": ("millstream.jobmanager.jobmanager",),
     # the embedded mini-cluster starts a JobManager and a TaskManager in the client's process
     "millstream.client.minicluster": (
         "millstream.jobmanager.jobmanager",
