@@ -14,10 +14,7 @@ import collections
 import math
 from typing import Any
 
-try:
-    from .reference import Q5_SIZE_MS, Q12_WINDOW_MS, WINDOW_MS
-except ImportError:
-    from reference import Q5_SIZE_MS, Q12_WINDOW_MS, WINDOW_MS  # type: ignore[no-redef]
+from .reference import Q5_SIZE_MS, Q12_WINDOW_MS, WINDOW_MS
 
 
 def _same_rows(query: str, expected: list, got: list) -> None:

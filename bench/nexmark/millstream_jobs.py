@@ -34,10 +34,7 @@ from millstream.datastream.state import ListStateDescriptor, ValueStateDescripto
 from millstream.datastream.window import (EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows,
                                           TumblingProcessingTimeWindows)
 
-try:
-    from . import reference
-except ImportError:  # imported as a top-level module (bench/nexmark on sys.path)
-    import reference  # type: ignore[no-redef]
+from . import reference
 
 parse_person, parse_auction, parse_bid = reference.parse_person, reference.parse_auction, reference.parse_bid
 Q3_STATES, Q3_CATEGORY = reference.Q3_STATES, reference.Q3_CATEGORY

@@ -60,20 +60,28 @@ def parse_bid(line: str) -> tuple:
     return int(f[18]), int(f[19]), int(f[20]), f[21], f[22], int(f[1]), f[23]
 
 
-def read(paths: Iterable[str]) -> tuple[list[tuple], list[tuple], list[tuple]]:
+def read_lines(lines: Iterable[str]) -> tuple[list[tuple], list[tuple], list[tuple]]:
     """(persons, auctions, bids) in stream order."""
     persons, auctions, bids = [], [], []
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                kind = line[0]
-                if kind == "2":
-                    bids.append(parse_bid(line))
-                elif kind == "1":
-                    auctions.append(parse_auction(line))
-                else:
-                    persons.append(parse_person(line))
+    for line in lines:
+        kind = line[0]
+        if kind == "2":
+            bids.append(parse_bid(line))
+        elif kind == "1":
+            auctions.append(parse_auction(line))
+        else:
+            persons.append(parse_person(line))
     return persons, auctions, bids
+
+
+def read(paths: Iterable[str]) -> tuple[list[tuple], list[tuple], list[tuple]]:
+    """(persons, auctions, bids) of the files, in stream order."""
+    def lines() -> Iterable[str]:
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                yield from f
+
+    return read_lines(lines())
 
 
 def sliding_starts(ts: int, size: int, slide: int) -> range:
@@ -142,7 +150,7 @@ def answer(query: str, events: tuple[list[tuple], list[tuple], list[tuple]]):
             ts.sort()
             start, last, n = ts[0], ts[0], 0
             for t in ts:
-                if t >= last + WINDOW_MS:  # [t, t + gap) does not meet the session so far: a new one
+                if t > last + WINDOW_MS:  # [t, t + gap) does not even touch the session so far (Flink merges windows that touch): a new one
                     sessions[(bidder, start, last + WINDOW_MS)] = n
                     start, n = t, 0
                 last, n = t, n + 1

@@ -29,10 +29,7 @@ import tempfile
 from datetime import datetime
 from typing import Any
 
-try:
-    from . import reference
-except ImportError:
-    import reference  # type: ignore[no-redef]
+from . import reference
 
 SCHEMA = ("event_type INT, date_time LONG, "
           "p_id LONG, p_name STRING, p_email STRING, p_credit_card STRING, p_city STRING, p_state STRING, p_extra STRING, "
@@ -57,6 +54,7 @@ def session(name: str = "nexmark-structured-streaming") -> Any:
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.pyspark.python", sys.executable)
              .config("spark.sql.shuffle.partitions", "2")  # the default 200 state stores per batch on 2 cores is far slower
+             .config("spark.driver.memory", "4g")  # the memory sink holds q0 and q1's ~all bids in the driver: 1g dies in GC
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
