@@ -169,9 +169,11 @@ class MergingWindowSet(Generic[W]):
             # of them can only merge with that one, into it: the result is that window, unchanged,
             # as the full merge below would find. Most elements of a busy session come here (in
             # Nexmark's q11, four in five).
-            start, end = new_window.start, new_window.end
+            new: Any = new_window
+            start, end = new.start, new.end
             for window in self._mapping:
-                if window.start <= start and end <= window.end:
+                session: Any = window  # a TimeWindow, as every window of a session assigner
+                if session.start <= start and end <= session.end:
                     return window
         collector = _Collector()
         self._assigner.merge_windows([*self._mapping, new_window], collector)
