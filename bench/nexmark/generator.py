@@ -16,7 +16,8 @@ suites share), re-stated here in Python with ``random.Random(seed)`` in place of
   hot one (the first, or for bidders the second, person of the latest batch of 100), else one of
   the 1,000 most recent persons plus 10 "leads" (ids not issued yet). Bids go with probability 1/2
   (``hot_auction_ratio`` = 2) to the first auction of the latest batch of 100, else to one of the
-  100 auctions in flight plus 10 leads.
+  100 auctions in flight plus 10 leads. (nexmark/nexmark's Flink generator adds the first person
+  id to a bidder twice, so its bidders are never persons; Beam's adds it once, as here.)
 - Prices ``round(10^(6u) · 100)`` cents (u uniform in [0, 1)); an auction's reserve is its initial
   bid plus another price; it expires a uniform 1..2h ms after it opens, h the time until 100 more
   auctions have opened (~167 ms at 10,000 events/s).
