@@ -27,6 +27,9 @@
    time accounting (``metrics.task.io-timing``) on vs off, alternating runs: the throughput lost.
 11. Parquet read (bench/parquet_read.py, ~2 minutes): a FileSource job with
    ParquetColumnarRowInputFormat against pyarrow alone reading the same file, rows/s.
+12. Nexmark (bench/nexmark/bench.py, ~5 minutes): q0-q5, q7, q8, q11, q12 over 500 k generated
+   events, Millstream against PySpark Structured Streaming, job only, events/s and the ratio per
+   query; every result checked against a plain-Python answer.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 
@@ -326,7 +329,7 @@ def _run(kind: str, *args: str) -> dict:
 
 
 BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics",
-              "parquet", "kafka"]
+              "parquet", "kafka", "nexmark"]
 
 
 def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
@@ -488,6 +491,12 @@ def bench_parquet(a: argparse.Namespace) -> list[Figure]:
     return parquet_read.headline(parquet_read.report())
 
 
+def bench_nexmark(a: argparse.Namespace) -> list[Figure]:
+    from nexmark import bench as nexmark
+
+    return nexmark.headline(nexmark.report(events=a.nexmark_events))
+
+
 def _git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
@@ -530,6 +539,7 @@ def main() -> None:
     parser.add_argument("--collect-runs", type=int, default=5)  # 10 before: ~3.5 minutes more, same figures
     parser.add_argument("--only", choices=BENCHMARKS)
     parser.add_argument("--startup-runs", type=int, default=5)
+    parser.add_argument("--nexmark-events", type=int, default=500_000)
     parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"),
                         help="the README whose generated table holds the previous figures and gets the new ones")
     parser.add_argument("--no-readme", action="store_true", help="compare with the README's figures but do not rewrite them")
@@ -558,7 +568,8 @@ def main() -> None:
           f"from {a.readme}")
     runners = {"wordcount": bench_wordcount, "exchange": bench_exchange, "latency": bench_latency, "collect": bench_collect,
                "scale": bench_scale, "checkpoints": bench_checkpoints, "windows": bench_windows, "ha": bench_ha,
-               "startup": bench_startup, "metrics": bench_metrics, "parquet": bench_parquet, "kafka": bench_kafka}
+               "startup": bench_startup, "metrics": bench_metrics, "parquet": bench_parquet, "kafka": bench_kafka,
+               "nexmark": bench_nexmark}
     figures: list[Figure] = []
     measured: list[str] = []
     try:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Collection, Generic, Iterable, Protocol, TypeVar
 
-from millstream.datastream.window import MAX_LONG_VALUE, MergingWindowAssigner, Window, WindowAssigner
+from millstream.datastream.window import MAX_LONG_VALUE, MergingWindowAssigner, TimeWindow, Window, WindowAssigner
+from millstream.datastream.window import _SessionWindows
 
 W = TypeVar("W", bound=Window)
 W_contra = TypeVar("W_contra", bound=Window, contravariant=True)
@@ -123,6 +124,9 @@ class MergingWindowSet(Generic[W]):
         if not isinstance(assigner, MergingWindowAssigner):
             raise TypeError(f"MergingWindowSet needs a MergingWindowAssigner, got {type(assigner).__name__}")
         self._assigner = assigner
+        # Session windows merge as TimeWindow.merge_windows does (overlapping or touching windows),
+        # which lets add_window skip the merge when the new window lies inside an in-flight one.
+        self._time_window_merging = type(assigner).merge_windows is _SessionWindows.merge_windows
         self._state = state
         self._mapping: dict[W, W] = dict(state.items()) if state is not None else {}
         self._initial: dict[W, W] = dict(self._mapping)
@@ -160,6 +164,17 @@ class MergingWindowSet(Generic[W]):
         new one, the state window of the result, the other merged state windows to fold into it). A
         new window that falls inside one existing window merges nothing and calls nothing.
         """
+        if self._time_window_merging and type(new_window) is TimeWindow:
+            # In-flight windows never overlap (every add merged them), so a new window inside one
+            # of them can only merge with that one, into it: the result is that window, unchanged,
+            # as the full merge below would find. Most elements of a busy session come here (in
+            # Nexmark's q11, four in five).
+            new: Any = new_window
+            start, end = new.start, new.end
+            for window in self._mapping:
+                session: Any = window  # a TimeWindow, as every window of a session assigner
+                if session.start <= start and end <= session.end:
+                    return window
         collector = _Collector()
         self._assigner.merge_windows([*self._mapping, new_window], collector)
         result_window = new_window

@@ -257,3 +257,47 @@ def test_batch_assignment() -> None:
         TW(5, 15): [("b", 7), ("c", 12)],
         TW(10, 20): [("c", 12)],
     }
+
+
+class _SlowPathSessions(EventTimeSessionWindows):
+    """The same session merging, through an overriding merge_windows (which turns the containment
+    shortcut off: an assigner that overrides it may merge otherwise)."""
+
+    def merge_windows(self, windows: Any, callback: Any) -> None:
+        TimeWindow.merge_windows(windows, callback)
+
+
+def test_a_window_inside_a_session_skips_the_merge(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = TimeWindow.merge_windows
+    monkeypatch.setattr(TimeWindow, "merge_windows", staticmethod(lambda ws, cb: (calls.append(1), real(ws, cb))))
+    sessions = MergingWindowSet(EventTimeSessionWindows(10))
+    merge = Recording()
+    assert sessions.add_window(TW(0, 10), merge) == TW(0, 10)
+    assert sessions.add_window(TW(5, 15), merge) == TW(0, 15)
+    assert len(calls) == 2
+    assert sessions.add_window(TW(3, 13), merge) == TW(0, 15)  # inside the session: no merge to compute
+    assert sessions.add_window(TW(5, 15), merge) == TW(0, 15)
+    assert len(calls) == 2 and len(merge.calls) == 1
+    assert sessions.mapping() == {TW(0, 15): TW(0, 10)}
+    slow = MergingWindowSet(_SlowPathSessions(10))
+    for w in (TW(0, 10), TW(5, 15), TW(3, 13)):
+        slow.add_window(w, Recording())
+    assert len(calls) == 5  # an assigner that overrides merge_windows always merges through it
+
+
+def test_the_shortcut_gives_what_the_full_merge_gives() -> None:
+    rng = random.Random(29)
+    for _ in range(200):
+        fast, slow = MergingWindowSet(EventTimeSessionWindows(10)), MergingWindowSet(_SlowPathSessions(10))
+        for _ in range(30):
+            start = rng.randrange(0, 200)
+            window = TW(start, start + rng.choice((10, 10, 3, 25)))
+            fast_merge, slow_merge = Recording(), Recording()
+            assert fast.add_window(window, fast_merge) == slow.add_window(window, slow_merge)
+            assert fast_merge.calls == slow_merge.calls
+            assert fast.mapping() == slow.mapping()
+            if rng.random() < 0.1:
+                retired = rng.choice(fast.windows())
+                fast.retire_window(retired)
+                slow.retire_window(retired)

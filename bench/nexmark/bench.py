@@ -1,0 +1,246 @@
+"""Nexmark benchmark (issue 29): ``python bench/nexmark/bench.py`` (also ``bench/run.py --only nexmark``).
+
+One generated event file set (``generator.py``: ``--events`` events in ``--files`` CSV files,
+seeded), read by both engines, each in a fresh process of its own that runs every query in turn:
+
+1. Millstream: an embedded cluster (parallelism 2), each query a job (``millstream_jobs.py``) run
+   with ``execute_and_collect``;
+2. PySpark Structured Streaming, ``local[2]`` (``spark_jobs.py``): each query a streaming query
+   over the same directory, ``availableNow``, memory sink, its rows collected; by default every
+   file in one micro-batch (Spark's default, faster here than a batch per file), and the no-data
+   batch after it emits the windows the final watermark closed.
+
+Each query's time is job only (the cluster or session already up, as bench/windows.py measures):
+from submission to the last result row in the driver. events/s is the input's event count over it
+(every query reads the whole input). Every engine's rows are checked against the plain-Python
+answer (``reference.py``, ``check.py``) before any figure is printed: a wrong answer fails the
+benchmark, except Spark's q4, which has no correct formulation (``spark_jobs.KNOWN_WRONG``) and is
+reported as such. Spark emits a window only once its watermark passed the window's end, so its
+windowed queries are checked for the windows its final watermark closed (and what it emitted must
+all be right); the number it left open is printed.
+
+The input is read through before each engine's process starts, so both read it from the page cache.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # bench/: this directory is the package ``nexmark``
+
+from nexmark import check, generator, reference  # noqa: E402
+
+EVENTS, FILES, SEED = 500_000, 4, 29
+ENGINES = ("millstream", "spark")
+
+
+def warm(paths: list[str]) -> None:
+    for path in paths:
+        with open(path, "rb") as f:
+            while f.read(1 << 22):
+                pass
+
+
+# -- measurements (each engine in a process of its own) ----------------------------------------------
+
+
+def measure_millstream(queries: list[str], paths: list[str], disorder_ms: int, out: str) -> dict:
+    from millstream.client.execution import ENV_JOBMANAGER
+    from millstream.client.minicluster import MiniCluster
+    from millstream.datastream import StreamExecutionEnvironment
+    from millstream.runtime import config as cfg
+
+    from nexmark import millstream_jobs
+
+    warm(paths)
+    started = time.perf_counter()
+    times: dict[str, float] = {}
+    results: dict[str, list[tuple]] = {}
+    with MiniCluster(cfg.Configuration(), num_slots=2) as cluster:
+        ready = time.perf_counter()
+        os.environ[ENV_JOBMANAGER] = cluster.address
+        for query in queries:
+            env = StreamExecutionEnvironment.get_execution_environment()
+            env.set_parallelism(2)
+            submitted = time.perf_counter()
+            with millstream_jobs.build(env, query, paths, disorder_ms).execute_and_collect(f"nexmark {query}") as rows:
+                results[query] = list(rows)
+            times[query] = time.perf_counter() - submitted
+    with open(out, "wb") as f:
+        pickle.dump({"rows": results, "watermarks": {}}, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return {"job_s": times, "startup_s": ready - started}
+
+
+def measure_spark(queries: list[str], paths: list[str], disorder_ms: int, out: str, files_per_trigger: int) -> dict:
+    from nexmark import spark_jobs
+
+    warm(paths)
+    started = time.perf_counter()
+    spark = spark_jobs.session()
+    ready = time.perf_counter()
+    times: dict[str, float] = {}
+    results: dict[str, list[tuple]] = {}
+    watermarks: dict[str, int | None] = {}
+    unsupported: dict[str, str] = {}
+    try:
+        for query in queries:
+            submitted = time.perf_counter()
+            try:
+                results[query], watermarks[query] = spark_jobs.run(spark, query, os.path.dirname(paths[0]), disorder_ms,
+                                                                   files_per_trigger)
+            except spark_jobs.Unsupported as exc:
+                unsupported[query] = str(exc)
+                continue
+            times[query] = time.perf_counter() - submitted
+    finally:
+        spark.stop()
+    with open(out, "wb") as f:
+        pickle.dump({"rows": results, "watermarks": watermarks}, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return {"job_s": times, "startup_s": ready - started, "unsupported": unsupported}
+
+
+def _measure(kind: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--measure", kind, *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{kind} failed:\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# -- the report --------------------------------------------------------------------------------------
+
+
+def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, queries: tuple[str, ...] = reference.QUERIES,
+           engines: tuple[str, ...] = ENGINES, files_per_trigger: int = 0) -> dict:
+    """Runs, checks and prints; returns the figures for headline()."""
+    config = generator.Config()
+    t0 = time.perf_counter()
+    paths = generator.generate(events, files, seed, config)
+    made = time.perf_counter() - t0
+    size = sum(os.path.getsize(p) for p in paths)
+    disorder = config.max_disorder_ms() + 1  # the watermark lags the latest event by more than any event lags
+    load = os.getloadavg()
+    print(f"\nnexmark: {events:,} events ({size / 1e6:.0f} MB in {len(paths)} CSV files, seed {seed}, made in {made:.1f} s), "
+          f"{config.first_event_rate:,} events/s of event time, out of order by up to {config.max_disorder_ms()} ms; "
+          f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
+    t0 = time.perf_counter()
+    parsed = reference.read(paths)
+    answers = {q: reference.answer(q, parsed) for q in queries}
+    del parsed
+    print(f"plain-Python answers in {time.perf_counter() - t0:.1f} s")
+    work = tempfile.mkdtemp(prefix="millstream-bench-nexmark-")
+    runs: dict[str, dict] = {}
+    try:
+        for engine in engines:
+            out = os.path.join(work, f"{engine}.pickle")
+            runs[engine] = _measure(engine, "--files-per-trigger", str(files_per_trigger), ",".join(queries), str(disorder), out, *paths)
+            runs[engine]["load_after"] = os.getloadavg()[0]
+            with open(out, "rb") as f:
+                produced = pickle.load(f)
+            runs[engine]["checked"] = {}
+            runs[engine]["wrong"] = {}
+            for query, rows in produced["rows"].items():
+                closed = produced["watermarks"].get(query) if query not in ("q0", "q1", "q2", "q3", "q4") else None
+                try:
+                    check.check(query, answers[query], rows, closed_before=closed)
+                except AssertionError as exc:
+                    from nexmark import spark_jobs
+
+                    if engine == "spark" and query in spark_jobs.KNOWN_WRONG:
+                        runs[engine]["wrong"][query] = f"{spark_jobs.KNOWN_WRONG[query]} (check: {exc})"
+                        continue
+                    raise AssertionError(f"{engine} {query} is wrong: {exc}") from exc
+                runs[engine]["checked"][query] = len(rows)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    mill, spark = runs.get("millstream"), runs.get("spark")
+    print(f"{'query':<6}{'Millstream s':>13}{'events/s':>12}{'Spark s':>10}{'events/s':>12}{'ratio':>8}   rows (Millstream / Spark)")
+    ratios = {}
+    for query in queries:
+        m = mill["job_s"].get(query) if mill else None
+        s = spark["job_s"].get(query) if spark and query not in spark["wrong"] else None
+        line = f"{query:<6}"
+        line += f"{m:>13.2f}{events / m:>12,.0f}" if m else f"{'—':>13}{'':>12}"
+        line += f"{s:>10.2f}{events / s:>12,.0f}" if s else f"{'—':>10}{'':>12}"
+        if m and s:
+            ratios[query] = m / s
+            line += f"{m / s:>8.2f}"
+        else:
+            line += f"{'':>8}"
+        counts = [str(r["checked"].get(query, "—")) for r in (mill, spark) if r]
+        line += f"   {' / '.join(counts)}"
+        print(line)
+    if spark:
+        for query, why in {**spark.get("unsupported", {}), **spark["wrong"]}.items():
+            print(f"Spark {query}: {why[:400]}")
+    print("every Millstream result equals the plain-Python answer; every Spark result too, for the windows its last "
+          "watermark closed (q12: no bidder over-counted)" + (", but q4" if spark and spark["wrong"] else ""))
+    for engine, r in runs.items():
+        print(f"{engine}: start-up {r['startup_s']:.1f} s, load average after {r['load_after']:.2f}")
+    return {"events": events, "runs": runs, "ratios": ratios}
+
+
+def headline(result: dict) -> list:
+    """The README table's figures: events/s per query for both engines and the ratio of times."""
+    from table import Figure
+
+    figures = []
+    millions = result["events"] / 1e6
+    mill, spark = result["runs"].get("millstream"), result["runs"].get("spark")
+    for query in reference.QUERIES:
+        if mill and query in mill["job_s"]:
+            figures.append(Figure(f"nexmark.{query}_millstream_eps", f"Nexmark {query}, {millions:g} M events: Millstream p=2, job only",
+                                  result["events"] / mill["job_s"][query], "events/s", "higher"))
+        if spark and query in spark["job_s"] and query not in spark["wrong"]:
+            figures.append(Figure(f"nexmark.{query}_spark_eps", f"Nexmark {query}: PySpark Structured Streaming local[2], job only",
+                                  result["events"] / spark["job_s"][query], "events/s", "higher"))
+        if query in result["ratios"]:
+            figures.append(Figure(f"nexmark.{query}_vs_spark", f"Nexmark {query}: Millstream / Structured Streaming, job time",
+                                  result["ratios"][query], "x", "lower", "< 1x"))
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=EVENTS)
+    parser.add_argument("--files", type=int, default=FILES)
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--queries", default=",".join(reference.QUERIES))
+    parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument("--files-per-trigger", type=int, default=0,
+                        help="Spark's maxFilesPerTrigger; 0 (Spark's default): every file in one micro-batch, the faster "
+                             "(500 k events, load 8-14: q1 30 s against 72 s with 1, q5 19 s against 53 s)")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
+    a = parser.parse_args()
+    if a.measure:
+        queries, disorder, out, *paths = a.args
+        if a.measure == "millstream":
+            result = measure_millstream(queries.split(","), paths, int(disorder), out)
+        elif a.measure == "spark":
+            result = measure_spark(queries.split(","), paths, int(disorder), out, a.files_per_trigger)
+        else:
+            raise SystemExit(f"unknown measurement {a.measure!r}")
+        print(json.dumps(result))
+        return
+    queries = tuple(q.strip() for q in a.queries.split(",") if q.strip())
+    unknown = set(queries) - set(reference.QUERIES)
+    if unknown:
+        raise SystemExit(f"unknown queries: {', '.join(sorted(unknown))} (choose from {', '.join(reference.QUERIES)})")
+    engines = tuple(e.strip() for e in a.engines.split(",") if e.strip())
+    if set(engines) - set(ENGINES):
+        raise SystemExit(f"unknown engines: {', '.join(sorted(set(engines) - set(ENGINES)))} (choose from {', '.join(ENGINES)})")
+    report(a.events, a.files, a.seed, queries, engines, a.files_per_trigger)
+
+
+if __name__ == "__main__":
+    main()
