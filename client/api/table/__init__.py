@@ -32,9 +32,10 @@ from millstream.table.table_environment import (EnvironmentSettings, StatementSe
                                                 TableEnvironment)
 from millstream.table.table_result import ResultKind, TableResult
 from millstream.table.types import DataType, DataTypes, Schema
+from millstream.table.udf import FunctionContext, ScalarFunction, TableFunction
 
 __all__ = [
     "TableEnvironment", "StreamTableEnvironment", "EnvironmentSettings", "TableConfig", "Table", "GroupedTable",
     "TableSchema", "TableResult", "ResultKind", "StatementSet", "DataTypes", "DataType", "Schema", "TableDescriptor",
-    "FormatDescriptor", "Row", "RowKind", "Expression", "TableException", "ValidationException",
+    "FormatDescriptor", "Row", "RowKind", "ScalarFunction", "TableFunction", "FunctionContext", "Expression", "TableException", "ValidationException",
 ]

@@ -13,8 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from millstream.common.row import Row
 from millstream.table.expression import Expression, as_expression
-from millstream.table.type_parser import parse_type
-from millstream.table.types import DataType, DataTypes
+from millstream.table.types import DataType, DataTypes, parse_type
 
 __all__ = ["FunctionContext", "UserDefinedFunction", "ScalarFunction", "TableFunction", "udf", "udtf"]
 
