@@ -333,6 +333,18 @@ def builtin_names() -> frozenset[str]:
     return frozenset(_FUNCTIONS)
 
 
+def text_of(kind: str, value: Any, args: Sequence[Resolved], dtype: DataType | None) -> str:
+    """How Flink's plans print a resolved call (``id + 1``, ``CAST(tel AS BIGINT)``, ``UPPER(w)``)."""
+    if kind == "cast":
+        return f"CAST({args[0]} AS {dtype})"
+    if kind == "udf":
+        return f"{value.name}({', '.join(map(str, args))})"
+    op = _SQL_TEXT.get(value)
+    if op is not None and len(args) == 2:
+        return f"{args[0]} {op} {args[1]}" if op != "MOD" else f"MOD({args[0]}, {args[1]})"
+    return f"{str(value).upper()}({', '.join(map(str, args))})"
+
+
 def resolve(expr: Expression, columns: Sequence[tuple[str, DataType]], where: str = "expression") -> Resolved:
     """Binds ``expr`` to ``columns`` (name, type). Aggregates and aliases are not allowed here:
     the planner takes them apart first."""
@@ -348,11 +360,11 @@ def resolve(expr: Expression, columns: Sequence[tuple[str, DataType]], where: st
                         text=f"'{expr.value}'" if isinstance(expr.value, str) else repr(expr.value))
     if k == "cast":
         inner = resolve(expr.args[0], columns, where)
-        return Resolved("cast", expr.dtype, (inner,), text=f"CAST({inner} AS {expr.dtype})")  # type: ignore[arg-type]
+        return Resolved("cast", expr.dtype, (inner,), text=text_of("cast", None, (inner,), expr.dtype))  # type: ignore[arg-type]
     if k == "udf":
         args = tuple(resolve(a, columns, where) for a in expr.args)
         return Resolved("udf", expr.value.result_type(), args, value=expr.value,
-                        text=f"{expr.value.name}({', '.join(map(str, args))})")
+                        text=text_of("udf", expr.value, args, None))
     if k == "call":
         if expr.value not in _FUNCTIONS:
             raise ValidationException(f"No match found for function signature {expr.value}()")
@@ -364,10 +376,7 @@ def resolve(expr: Expression, columns: Sequence[tuple[str, DataType]], where: st
                 dtype = _FUNCTIONS[expr.value][1]([a.dtype for a in args])
             except TypeError as e:
                 raise ValidationException(f"Invalid arguments for {expr.value.upper()}: {e}") from None
-        op = _SQL_TEXT.get(expr.value)
-        text = (f"{args[0]} {op} {args[1]}" if op and len(args) == 2 and not op.isalpha() or op in ("AND", "OR")
-                else f"{expr.value.upper()}({', '.join(map(str, args))})")
-        return Resolved("call", dtype, args, value=expr.value, text=text)
+        return Resolved("call", dtype, args, value=expr.value, text=text_of("call", expr.value, args, dtype))
     if k == "agg":
         raise ValidationException(f"Aggregate {expr} is only allowed after group_by or in a global aggregation "
                                   f"(Table.select with only aggregates), not in {where}")

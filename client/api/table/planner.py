@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from millstream.common.row import Row
 from millstream.table import plan as p
 from millstream.table.types import DataTypes
-from millstream.table.expression import Resolved, TableException
+from millstream.table.expression import Resolved, TableException, text_of
 from millstream.table.runtime_functions import (CalcFunction, CorrelateFunction, GroupAggregateFunction, JoinFunction,
                                                 LimitFunction, MapRowFunction, SortLimitFunction, row_of)
 
@@ -42,13 +42,13 @@ def _substitute(e: Resolved, inner: Sequence[Resolved]) -> Resolved:
     if not e.args:
         return e
     args = tuple(_substitute(a, inner) for a in e.args)
-    return replace(e, args=args)
+    return replace(e, args=args, text=text_of(e.kind, e.value, args, e.dtype))
 
 
 def _and(a: Resolved | None, b: Resolved | None) -> Resolved | None:
     if a is None or b is None:
         return a or b
-    return Resolved("call", DataTypes.BOOLEAN(), (a, b), "and", f"AND({a}, {b})")
+    return Resolved("call", DataTypes.BOOLEAN(), (a, b), "and", text_of("call", "and", (a, b), None))
 
 
 def optimize(node: p.PlanNode) -> p.PlanNode:
