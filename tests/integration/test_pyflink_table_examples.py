@@ -1,0 +1,125 @@
+"""PyFlink 2.3's own table example programs run on Millstream with only their imports changed
+(``pyflink`` -> ``millstream``), as a user runs them (``python program.py``, embedded cluster), and
+print what PyFlink prints.
+
+The programs are read from the apache-flink 2.3.0 wheel that ``make install`` puts in
+``.venv/flink-tools`` (read, never imported). Only the import statements are ported: a data word
+such as streaming_word_count's ``"pyflink"`` stays as PyFlink prints it. The expected output is
+derived from Flink's semantics: a streaming GROUP BY through the print connector prints ``+I[w, 1]``
+for a word's first row, then ``-U[w, n-1]`` and ``+U[w, n]`` for each further one, in input order at
+parallelism 1, with ``N> `` in front when the sink runs at a parallelism above 1.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from .test_pyflink_examples import user_shell_environment
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / ".venv" / "flink-tools" / "pyflink" / "examples" / "table"
+RUN_TIMEOUT_S = 240.0
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def ported(source: str) -> str:
+    """The one change a PyFlink user makes: ``pyflink`` becomes ``millstream`` in the imports."""
+    return re.sub(r"^(\s*(?:from|import)\s+)pyflink\b", r"\1millstream", source, flags=re.M)
+
+
+def released(name: str) -> str:
+    program = EXAMPLES / name
+    if not program.is_file():
+        pytest.skip(f"no PyFlink table examples in {EXAMPLES} (`make install` installs apache-flink 2.3.0 there)")
+    return program.read_text()
+
+
+def constant(source: str, name: str) -> object:
+    """A module-level constant of the program (its input data), read from its source."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{name} not found")
+
+
+def run(program: Path, enough: "callable[[list[str]], bool] | None" = None) -> list[str]:  # type: ignore[valid-type]
+    """Runs ``python program`` until it exits, or until ``enough(lines)``; then stops its process group."""
+    proc = subprocess.Popen([sys.executable, str(program)], cwd=program.parent, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, env=user_shell_environment())
+    lines: list[str] = []
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if enough is not None and enough(lines):
+                return lines
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{program.name} did not end within {RUN_TIMEOUT_S} s:\n" + "\n".join(lines[-40:]))
+        proc.wait(30)
+        assert proc.returncode == 0, f"{program.name} exited with {proc.returncode}:\n" + "\n".join(lines[-60:])
+        return lines
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
+def count_changelog(words: list[str]) -> list[str]:
+    out, counts = [], Counter[str]()
+    for w in words:
+        counts[w] += 1
+        n = counts[w]
+        out += [f"+I[{w}, 1]"] if n == 1 else [f"-U[{w}, {n - 1}]", f"+U[{w}, {n}]"]
+    return out
+
+
+def test_word_count_prints_pyflinks_changelog(tmp_path: Path) -> None:
+    source = released("word_count.py")
+    (tmp_path / "word_count.py").write_text(ported(source))
+    data = constant(source, "word_count_data")
+    words = [w for line in data for w in line.split()]  # type: ignore[union-attr]
+    lines = run(tmp_path / "word_count.py")
+    assert lines == ["Executing word_count example with default input data set.",
+                     "Use --input to specify file input.",
+                     "Printing result to stdout. Use --output to specify output path."] + count_changelog(words)
+
+
+LINE = re.compile(r"^(?:(\d+)> )?([+-][IU])\[(\w+), (\d+)\]$")
+
+
+def test_streaming_word_count_prints_an_updating_count_per_word(tmp_path: Path) -> None:
+    source = released("streaming_word_count.py")
+    (tmp_path / "streaming_word_count.py").write_text(ported(source))
+    vocabulary = set(constant(source, "words"))  # type: ignore[arg-type]
+    lines = run(tmp_path / "streaming_word_count.py",
+                enough=lambda seen: sum(1 for x in seen if x.startswith(("-U", "+U")) or "> -U" in x) >= 10)
+    assert lines[0] == "Printing result to stdout. Use --output to specify output path."
+    counts: Counter[str] = Counter()
+    subtask_of: dict[str, str | None] = {}
+    pending: dict[str, int] = {}
+    for line in lines[1:]:
+        m = LINE.match(line)
+        assert m, f"not a changelog line of the print connector: {line!r}"
+        subtask, kind, word, n = m.group(1), m.group(2), m.group(3), int(m.group(4))
+        assert word in vocabulary
+        assert subtask_of.setdefault(word, subtask) == subtask, f"{word} printed by two subtasks"
+        if kind == "+I":
+            assert counts[word] == 0 and n == 1
+            counts[word] = 1
+        elif kind == "-U":
+            assert n == counts[word] and word not in pending
+            pending[word] = n
+        else:
+            assert pending.pop(word) + 1 == n
+            counts[word] = n
