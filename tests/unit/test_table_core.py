@@ -277,3 +277,40 @@ def test_insert_into_a_sink_of_another_width_is_rejected(t_env: TableEnvironment
         t_env.from_elements([(1, "a")], ["id", "data"]).execute_insert("sink")
     with pytest.raises(TableException, match="Could not find any factory for identifier 'kafkaa'"):
         t_env.create_temporary_table("k", TableDescriptor.for_connector("kafkaa").build())
+
+
+# -- SQL ------------------------------------------------------------------------------------------
+
+
+def test_sql_select_names_columns_as_calcite_and_groups(t_env: TableEnvironment) -> None:
+    t_env.create_temporary_view("T", t_env.from_elements([(1, "a", 10)], ["id", "w", "v"]))
+    q = t_env.sql_query("SELECT w, COUNT(*) AS c, SUM(v), MAX(id) FROM T WHERE v > 1 GROUP BY w")
+    assert q.get_schema().get_field_names() == ["w", "c", "EXPR$2", "EXPR$3"]
+    assert [str(t) for t in q.get_schema().get_field_data_types()] == ["STRING", "BIGINT NOT NULL", "BIGINT", "BIGINT"]
+    assert "GroupAggregate(groupBy=[w]" in t_env.explain_sql("SELECT w, COUNT(*) FROM T GROUP BY w")
+
+
+def test_sql_filters_and_projections_merge_into_one_calc(t_env: TableEnvironment) -> None:
+    t = t_env.from_elements([(1, "a", 10)], ["id", "w", "v"])
+    plan = t_env.explain_sql("SELECT UPPER(w) AS u, v * 2 FROM %s WHERE v > 5" % t)
+    optimized = plan.split("== Optimized Physical Plan ==\n")[1]
+    assert optimized.splitlines()[0] == "Calc(select=[UPPER(w) AS u, v * 2 AS EXPR$1], where=[v > 5])"
+
+
+def test_a_sql_syntax_error_names_line_column_and_token(t_env: TableEnvironment) -> None:
+    from millstream.table.sql import SqlParserException
+    with pytest.raises(SqlParserException, match=r'Encountered "WHERE" at line 2, column 6\.'):
+        t_env.sql_query("SELECT w\nFROM WHERE")
+    with pytest.raises(ValidationException, match="Object 'nope' not found"):
+        t_env.sql_query("SELECT * FROM nope")
+    t_env.create_temporary_view("T", t_env.from_elements([(1,)], ["id"]))
+    with pytest.raises(TableException, match="Unsupported join type LEFT JOIN"):
+        t_env.sql_query("SELECT * FROM T LEFT JOIN T AS u ON T.id = u.id")
+
+
+def test_create_table_registers_a_connector_table(t_env: TableEnvironment) -> None:
+    result = t_env.execute_sql("CREATE TABLE s (w STRING, `count` BIGINT) WITH ('connector' = 'blackhole')")
+    assert [tuple(r) for r in result.collect()] == [("OK",)]
+    assert t_env.from_path("s").get_schema().get_field_names() == ["w", "count"]
+    with pytest.raises(ValidationException, match="option key 'connector'"):
+        t_env.execute_sql("CREATE TABLE x (a INT) WITH ('format' = 'csv')")

@@ -9,6 +9,7 @@ from millstream.common.row import Row, RowKind
 from millstream.datastream.execution_mode import RuntimeExecutionMode
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
 from millstream.table import plan as p
+from millstream.table import sql
 from millstream.table.connectors import ConnectorTable
 from millstream.table.expression import Expression, TableException, ValidationException, builtin_names
 from millstream.table.planner import optimize, translate
@@ -243,6 +244,33 @@ class TableEnvironment:
     def create_statement_set(self) -> "StatementSet":
         return StatementSet(self)
 
+    # -- SQL ------------------------------------------------------------------------------------
+    def _parse(self, statement: str) -> Any:
+        return sql.parse(statement, list(self._tables))
+
+    def sql_query(self, query: str) -> Table:
+        """The Table of a SELECT statement."""
+        parsed = self._parse(query)
+        if isinstance(parsed, (sql.exp.Select, sql.exp.Union)):
+            return sql.query(parsed, self)
+        raise ValidationException(f"sql_query takes a SELECT statement, got {type(parsed).__name__}; "
+                                  "use execute_sql for DDL and INSERT")
+
+    def execute_sql(self, stmt: str) -> TableResult:
+        """Runs a SELECT (its rows), an INSERT INTO (a job) or a CREATE TABLE (OK)."""
+        parsed = self._parse(stmt)
+        if isinstance(parsed, (sql.exp.Select, sql.exp.Union)):
+            return sql.query(parsed, self).execute()
+        if isinstance(parsed, sql.exp.Create):
+            sql.create_table(parsed, self)
+            return TableResult([("result", DataTypes.STRING())], ResultKind.SUCCESS, streaming=self._streaming)
+        if isinstance(parsed, sql.exp.Insert):
+            return self._execute_inserts([(sql.insert_target(parsed), sql.query(parsed.expression, self))])
+        raise TableException(f"Unsupported SQL statement {type(parsed).__name__.upper()}: {stmt.strip()[:80]}")
+
+    def explain_sql(self, stmt: str, *extra_details: Any) -> str:
+        return self._explain(self.sql_query(stmt))
+
 
 class StatementSet:
     """Several INSERTs run as one job."""
@@ -253,6 +281,13 @@ class StatementSet:
 
     def add_insert(self, target_path_or_descriptor: Any, table: Table, overwrite: bool = False) -> "StatementSet":
         self._inserts.append((target_path_or_descriptor, table))
+        return self
+
+    def add_insert_sql(self, stmt: str) -> "StatementSet":
+        parsed = self._t_env._parse(stmt)
+        if not isinstance(parsed, sql.exp.Insert):
+            raise ValidationException(f"add_insert_sql takes an INSERT statement, got {type(parsed).__name__.upper()}")
+        self._inserts.append((sql.insert_target(parsed), sql.query(parsed.expression, self._t_env)))
         return self
 
     def execute(self) -> TableResult:
