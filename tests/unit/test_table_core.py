@@ -314,3 +314,16 @@ def test_create_table_registers_a_connector_table(t_env: TableEnvironment) -> No
     assert t_env.from_path("s").get_schema().get_field_names() == ["w", "count"]
     with pytest.raises(ValidationException, match="option key 'connector'"):
         t_env.execute_sql("CREATE TABLE x (a INT) WITH ('format' = 'csv')")
+
+
+def test_the_job_graph_shows_flinks_operator_names(t_env: TableEnvironment) -> None:
+    import json
+    t = t_env.from_elements([(1, "a")], ["id", "w"])
+    counts = t.where(col("id") > 0).group_by(col("w")).select(col("w"), col("id").count.alias("n"))
+    t_env.to_changelog_stream(counts)
+    plan = json.loads(t_env._env.get_execution_plan())
+    contents = [n["contents"] for n in plan["nodes"]]
+    assert "Calc(select=[w, id AS $f1], where=[id > 0])" in contents
+    assert "GroupAggregate(groupBy=[w], select=[w, COUNT($f1) AS $agg0])" in contents
+    assert "Calc(select=[w, $agg0 AS n])" in contents
+    assert any(c.startswith("Source: TableSourceScan(table=[[*anonymous_python-input-format$") for c in contents)
