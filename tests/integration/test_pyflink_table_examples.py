@@ -123,3 +123,58 @@ def test_streaming_word_count_prints_an_updating_count_per_word(tmp_path: Path) 
         else:
             assert pending.pop(word) + 1 == n
             counts[word] = n
+
+
+BORDER = re.compile(r"^\+(-+\+)+$")
+ROW = re.compile(r"^\|.*\|$")
+
+
+def tables(lines: list[str]) -> list[tuple[list[str], str | None]]:
+    """The tableau tables among ``lines`` (runs of border and row lines), each with the line after it."""
+    found: list[tuple[list[str], str | None]] = []
+    current: list[str] = []
+    for i, line in enumerate(lines + [""]):
+        if BORDER.match(line) or (current and ROW.match(line)):
+            current.append(line)
+            continue
+        if current:
+            found.append((current, line if i < len(lines) else None))
+            current = []
+    return found
+
+
+def documented_tables(source: str) -> list[list[str]]:
+    """The tables PyFlink's program shows in its comments after each ``print()``: its output."""
+    comments = [re.sub(r"^\s*# ?", "", x) if x.lstrip().startswith("#") else "" for x in source.splitlines()]
+    return [t for t, _ in tables(comments)]
+
+
+def by_key(rows: list[str]) -> dict[str, list[str]]:
+    """Rows grouped by their first column after ``op``, in order."""
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        out.setdefault(r.split("|")[2], []).append(r)
+    return out
+
+
+def test_basic_operations_prints_the_tables_pyflink_documents(tmp_path: Path) -> None:
+    source = released("basic_operations.py")
+    (tmp_path / "basic_operations.py").write_text(ported(source))
+    lines = run(tmp_path / "basic_operations.py")
+    expected, got = documented_tables(source), tables(lines)
+    assert len(got) == len(expected) == 17
+    for want, (have, after) in zip(expected, got):
+        assert have[:3] == want[:3] and have[-1] == want[-1], "\n".join(have)  # borders and header exactly
+        # rows as a multiset: rows of different keys interleave by subtask timing, in PyFlink too
+        assert Counter(have[3:-1]) == Counter(want[3:-1]), "\n".join(have)
+        # within one key the changelog keeps its order (-U before its +U)
+        assert by_key(have[3:-1]) == by_key(want[3:-1])
+        # Flink's TableauStyle ends a table with its row count (the comments leave it out)
+        assert after == f"{len(have) - 4} rows in set"
+    schema = lines.index("(")
+    assert lines[schema:schema + 6] == ["(", "  `id` BIGINT,", "  `name` STRING,", "  `tel` STRING,",
+                                        "  `country` STRING", ")"]
+    # explain: Flink's section headings (its plans name JVM classes by hash)
+    for heading in ("== Abstract Syntax Tree ==", "== Optimized Physical Plan ==", "== Optimized Execution Plan ==",
+                    "== Optimized Physical Plan With Advice ==", "No available advice..."):
+        assert heading in lines

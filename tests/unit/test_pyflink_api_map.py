@@ -332,12 +332,13 @@ MODULES: tuple[ModuleMap, ...] = (
         provided=_names(
             """TableEnvironment StreamTableEnvironment Table StatementSet EnvironmentSettings TableConfig
             GroupedTable TableDescriptor FormatDescriptor Schema DataTypes Expression TableSchema TableResult
-            Row RowKind ResultKind ScalarFunction TableFunction FunctionContext"""
+            Row RowKind ResultKind ScalarFunction TableFunction FunctionContext AggregateFunction
+            TableAggregateFunction ExplainDetail"""
         ),
         not_yet=_names(
-            """GroupWindowedTable OverWindowedTable WindowGroupedTable AggregateFunction TableAggregateFunction
+            """GroupWindowedTable OverWindowedTable WindowGroupedTable
             AsyncScalarFunction DataView ListView MapView Module ModuleEntry SqlDialect UserDefinedType
-            ChangelogMode ExplainDetail CompiledPlan PlanReference TablePipeline"""
+            ChangelogMode CompiledPlan PlanReference TablePipeline"""
         ),
     ),
     ModuleMap(
@@ -372,6 +373,10 @@ PYFLINK_ABSTRACT_METHODS = frozenset(
         "TimestampAssigner.extract_timestamp",
         "ScalarFunction.eval",
         "TableFunction.eval",
+        "ImperativeAggregateFunction.create_accumulator",
+        "ImperativeAggregateFunction.accumulate",
+        "AggregateFunction.get_value",
+        "TableAggregateFunction.emit_value",
     }
 )
 

@@ -25,6 +25,7 @@ Flink's tableau format (an ``op`` column in streaming mode); ``collect()`` yield
 their kinds.
 """
 from millstream.common.row import Row, RowKind
+from millstream.table.explain_detail import ExplainDetail
 from millstream.table.expression import Expression, TableException, ValidationException
 from millstream.table.table import GroupedTable, Table, TableSchema
 from millstream.table.table_descriptor import FormatDescriptor, TableDescriptor
@@ -32,10 +33,12 @@ from millstream.table.table_environment import (EnvironmentSettings, StatementSe
                                                 TableEnvironment)
 from millstream.table.table_result import ResultKind, TableResult
 from millstream.table.types import DataType, DataTypes, Schema
-from millstream.table.udf import FunctionContext, ScalarFunction, TableFunction
+from millstream.table.udf import (AggregateFunction, FunctionContext, ScalarFunction, TableAggregateFunction,
+                                  TableFunction)
 
 __all__ = [
     "TableEnvironment", "StreamTableEnvironment", "EnvironmentSettings", "TableConfig", "Table", "GroupedTable",
     "TableSchema", "TableResult", "ResultKind", "StatementSet", "DataTypes", "DataType", "Schema", "TableDescriptor",
-    "FormatDescriptor", "Row", "RowKind", "ScalarFunction", "TableFunction", "FunctionContext", "Expression", "TableException", "ValidationException",
+    "FormatDescriptor", "Row", "RowKind", "ScalarFunction", "TableFunction", "FunctionContext",
+    "AggregateFunction", "TableAggregateFunction", "ExplainDetail", "Expression", "TableException", "ValidationException",
 ]

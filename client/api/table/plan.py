@@ -15,7 +15,7 @@ from millstream.table.runtime_functions import AggCall
 from millstream.table.types import DataType
 
 __all__ = ["PlanNode", "Values", "StreamScan", "ConnectorScan", "Calc", "MapRow", "Correlate", "Aggregate",
-           "Join", "Union", "SortLimit", "Columns"]
+           "Join", "Union", "SortLimit", "Columns", "PythonAggregate"]
 
 Columns = tuple[tuple[str, DataType], ...]
 
@@ -162,6 +162,30 @@ class Aggregate(PlanNode):
             select.append(f"{call.func.upper()}({arg}) AS {name}")
         group = f"groupBy=[{', '.join(names[k] for k in self.keys)}], " if self.keys else ""
         return f"GroupAggregate({group}select=[{', '.join(select)}])"
+
+
+@dataclass(frozen=True, eq=False)
+class PythonAggregate(PlanNode):
+    """GROUP BY ``keys`` with one Python udaf/udtaf (``aggregate`` / ``flat_aggregate``)."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    func: Any = None
+    args: tuple[Resolved, ...] | None = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    @property
+    def updating(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        names = self.input.names
+        kind = "PythonGroupTableAggregate" if self.func.table_aggregate else "PythonGroupAggregate"
+        args = ", ".join(map(str, self.args)) if self.args is not None else ", ".join(names)
+        return f"{kind}(groupBy=[{', '.join(names[k] for k in self.keys)}], select=[{self.func.name}({args})])"
 
 
 @dataclass(frozen=True, eq=False)

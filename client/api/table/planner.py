@@ -21,7 +21,8 @@ from millstream.table import plan as p
 from millstream.table.types import DataTypes
 from millstream.table.expression import Resolved, TableException, text_of
 from millstream.table.runtime_functions import (CalcFunction, CorrelateFunction, GroupAggregateFunction, JoinFunction,
-                                                LimitFunction, MapRowFunction, SortLimitFunction, row_of)
+                                                LimitFunction, MapRowFunction, PythonGroupAggregateFunction,
+                                                SortLimitFunction, row_of)
 
 __all__ = ["optimize", "translate", "KeyOf"]
 
@@ -101,19 +102,26 @@ def _connector_scan(node: p.ConnectorScan, env: Any, batch: bool) -> Any:
     return node.connector.source(env).name(node.describe())
 
 
+def _forward(node: p.PlanNode, env: Any, batch: bool, f: Any) -> Any:
+    """A row-wise operator runs at its input's parallelism, forward-connected (as Flink's planner
+    places Calc and Correlate): no shuffle, so rows keep their order (a later limit sees the
+    source's order)."""
+    stream = translate(node.inputs[0], env, batch)
+    return stream.flat_map(f).name(node.describe()).set_parallelism(stream.get_transformation().parallelism)
+
+
 def _calc(node: p.Calc, env: Any, batch: bool) -> Any:
-    return translate(node.input, env, batch).flat_map(CalcFunction(node.projections, node.condition)).name(node.describe())
+    return _forward(node, env, batch, CalcFunction(node.projections, node.condition))
 
 
 def _map_row(node: p.MapRow, env: Any, batch: bool) -> Any:
-    f = MapRowFunction(node.func, node.input.names, len(node.columns))
-    return translate(node.input, env, batch).flat_map(f).name(node.describe())
+    return _forward(node, env, batch, MapRowFunction(node.func, node.input.names, len(node.columns)))
 
 
 def _correlate(node: p.Correlate, env: Any, batch: bool) -> Any:
     width = len(node.columns) - (len(node.input.columns) if node.keep_input else 0)
     f = CorrelateFunction(node.func, node.args, node.input.names, node.keep_input, node.left_outer, width)
-    return translate(node.input, env, batch).flat_map(f).name(node.describe())
+    return _forward(node, env, batch, f)
 
 
 def _aggregate(node: p.Aggregate, env: Any, batch: bool) -> Any:
@@ -122,6 +130,11 @@ def _aggregate(node: p.Aggregate, env: Any, batch: bool) -> Any:
     f = GroupAggregateFunction(keys, node.calls, batch)
     keyed = stream.key_by(KeyOf(keys))
     return keyed.process(f).name(node.describe())
+
+
+def _python_aggregate(node: p.PythonAggregate, env: Any, batch: bool) -> Any:
+    f = PythonGroupAggregateFunction(node.keys, node.func, node.args, node.input.names, node.func.table_aggregate)
+    return translate(node.input, env, batch).key_by(KeyOf(node.keys)).process(f).name(node.describe())
 
 
 def _join(node: p.Join, env: Any, batch: bool) -> Any:
@@ -157,5 +170,5 @@ def p_unsupported(message: str) -> Exception:
 _TRANSLATIONS: dict[type, Any] = {
     p.Values: _values, p.StreamScan: _stream_scan, p.ConnectorScan: _connector_scan, p.Calc: _calc,
     p.MapRow: _map_row, p.Correlate: _correlate, p.Aggregate: _aggregate, p.Join: _join, p.Union: _union,
-    p.SortLimit: _sort_limit,
+    p.SortLimit: _sort_limit, p.PythonAggregate: _python_aggregate,
 }

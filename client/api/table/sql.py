@@ -70,6 +70,8 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
     """The Table API expression of a SQL expression."""
     if isinstance(node, exp.Paren):
         return expression(node.this, t_env)
+    if isinstance(node, exp.Star):
+        return col("*")
     if isinstance(node, exp.Column):
         if isinstance(node.this, exp.Star):
             return col("*")

@@ -14,7 +14,8 @@ from millstream.table.expression import (AGGREGATES, Expression, Resolved, Valid
                                          contains_aggregate, output_name, resolve)
 from millstream.table.runtime_functions import AggCall
 from millstream.table.types import DataType, DataTypes, is_integer
-from millstream.table.udf import UserDefinedScalarFunctionWrapper, UserDefinedTableFunctionWrapper
+from millstream.table.udf import (UserDefinedAggregateFunctionWrapper, UserDefinedScalarFunctionWrapper,
+                                  UserDefinedTableFunctionWrapper)
 
 if TYPE_CHECKING:
     from millstream.table.table_environment import TableEnvironment
@@ -224,7 +225,7 @@ class Table:
         return self._t_env._execute_inserts([(table_path_or_descriptor, self)])
 
     def explain(self, *extra_details: Any) -> str:
-        return self._t_env._explain(self)
+        return self._t_env._explain(self, *extra_details)
 
     def to_pandas(self) -> Any:
         import pandas as pd  # lazy: pandas is optional
@@ -296,8 +297,45 @@ class GroupedTable:
                           tuple(calls))
         return Table(agg, t._t_env)._project(rewritten, "select", unnamed)
 
-    def aggregate(self, func: Any) -> Any:
-        raise ValidationException("GroupedTable.aggregate with a Python UDAF is not provided by Millstream yet")
+    def aggregate(self, func: Any) -> "AggregatedTable":
+        """A Python udaf per group: the keys, then the function's result columns (select next)."""
+        return AggregatedTable(self._python_aggregate(func, table_aggregate=False))
+
+    def flat_aggregate(self, func: Any) -> "AggregatedTable":
+        """A Python udtaf per group: the keys, then each row the function emits (select next)."""
+        return AggregatedTable(self._python_aggregate(func, table_aggregate=True))
+
+    def _python_aggregate(self, func: Any, table_aggregate: bool) -> Table:
+        t = self._table
+        args: tuple[Expression, ...] | None = None
+        if isinstance(func, Expression) and func.kind == "alias" and func.args[0].kind == "udf":
+            func, args = func.args[0].value.alias(*func.value), func.args[0].args
+        elif isinstance(func, Expression) and func.kind == "udf":
+            func, args = func.value, func.args
+        if not isinstance(func, UserDefinedAggregateFunctionWrapper) or func.table_aggregate != table_aggregate:
+            raise TypeError(f"{'flat_aggregate' if table_aggregate else 'aggregate'} takes a "
+                            f"{'udtaf' if table_aggregate else 'udaf'}, got {func!r}")
+        node = t._node
+        key_cols = []
+        for k in self._keys:
+            r = resolve(k, node.columns, "group_by")
+            if r.kind != "ref":
+                raise ValidationException(f"aggregate/flat_aggregate group by columns, got {k}")
+            key_cols.append(r.value)
+        resolved = None if args is None else tuple(resolve(a, node.columns, "aggregate") for a in args)
+        columns = tuple(node.columns[k] for k in key_cols) + tuple(func.result_columns())
+        _check_unique([c[0] for c in columns], "aggregate")
+        return Table(p.PythonAggregate(columns, node, tuple(key_cols), func, resolved), t._t_env)
+
+
+class AggregatedTable:
+    """The result of ``aggregate``/``flat_aggregate``: ``select`` its columns."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def select(self, *fields: Any) -> Table:
+        return self._table.select(*fields)
 
 
 def replace_node(node: p.PlanNode, **changes: Any) -> p.PlanNode:

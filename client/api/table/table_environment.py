@@ -11,6 +11,7 @@ from millstream.datastream.stream_execution_environment import StreamExecutionEn
 from millstream.table import plan as p
 from millstream.table import sql
 from millstream.table.connectors import ConnectorTable
+from millstream.table.explain_detail import ExplainDetail
 from millstream.table.expression import Expression, TableException, ValidationException, builtin_names
 from millstream.table.planner import optimize, translate
 from millstream.table.table import Table
@@ -236,10 +237,16 @@ class TableEnvironment:
             raise ValidationException(f"Table '{target}' not found or is not a connector table to insert into")
         return entry
 
-    def _explain(self, table: Table) -> str:
+    def _explain(self, table: Table, *extra_details: Any) -> str:
+        """Flink's three sections: the plan as written, the optimized plan, the plan that runs
+        (the same here: Millstream's physical plan is its execution plan)."""
         node = table._node
-        return ("== Abstract Syntax Tree ==\n" + node.explain() + "\n\n== Optimized Physical Plan ==\n"
-                + optimize(node).explain() + "\n")
+        optimized = optimize(node).explain()
+        advice = ExplainDetail.PLAN_ADVICE in extra_details
+        physical = ("== Optimized Physical Plan With Advice ==\n" + optimized + "\n\nNo available advice...\n"
+                    if advice else "== Optimized Physical Plan ==\n" + optimized + "\n")
+        return ("== Abstract Syntax Tree ==\n" + node.explain() + "\n\n" + physical
+                + "\n== Optimized Execution Plan ==\n" + optimized + "\n")
 
     def create_statement_set(self) -> "StatementSet":
         return StatementSet(self)
@@ -269,7 +276,7 @@ class TableEnvironment:
         raise TableException(f"Unsupported SQL statement {type(parsed).__name__.upper()}: {stmt.strip()[:80]}")
 
     def explain_sql(self, stmt: str, *extra_details: Any) -> str:
-        return self._explain(self.sql_query(stmt))
+        return self._explain(self.sql_query(stmt), *extra_details)
 
 
 class StatementSet:

@@ -12,10 +12,11 @@ import inspect
 from typing import Any, Callable, Iterable, Sequence
 
 from millstream.common.row import Row
-from millstream.table.expression import Expression, as_expression
+from millstream.table.expression import Expression, TableException, as_expression
 from millstream.table.types import DataType, DataTypes, parse_type
 
-__all__ = ["FunctionContext", "UserDefinedFunction", "ScalarFunction", "TableFunction", "udf", "udtf"]
+__all__ = ["FunctionContext", "UserDefinedFunction", "ScalarFunction", "TableFunction", "AggregateFunction",
+           "TableAggregateFunction", "udf", "udtf", "udaf", "udtaf"]
 
 
 class FunctionContext:
@@ -196,3 +197,87 @@ def udtf(f: Any = None, input_types: Any = None, result_types: Any = None, deter
     """A Python table function, as a decorator (``@udtf(result_types=[DataTypes.STRING()])``) or a call."""
     return _decorator(lambda g: UserDefinedTableFunctionWrapper(g, input_types, result_types, name, deterministic), f)
 
+
+
+class ImperativeAggregateFunction(UserDefinedFunction):
+    """Base of Python aggregate functions: an accumulator that rows are added to and taken from."""
+
+    def create_accumulator(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement create_accumulator()")
+
+    def accumulate(self, accumulator: Any, *args: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement accumulate(accumulator, *args)")
+
+    def retract(self, accumulator: Any, *args: Any) -> None:
+        raise TableException(f"{type(self).__name__} has no retract(): it cannot aggregate an updating input")
+
+    def merge(self, accumulator: Any, accumulators: Any) -> None:
+        raise TableException(f"{type(self).__name__} has no merge()")
+
+    def get_result_type(self) -> Any:
+        raise TypeError(f"{type(self).__name__}: give result_type to udaf/udtaf or implement get_result_type()")
+
+    def get_accumulator_type(self) -> Any:
+        return None
+
+
+class AggregateFunction(ImperativeAggregateFunction):
+    """A Python aggregate function (``udaf``): ``get_value(accumulator)`` is the group's result."""
+
+    def get_value(self, accumulator: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement get_value(accumulator)")
+
+
+class TableAggregateFunction(ImperativeAggregateFunction):
+    """A Python table aggregate function (``udtaf``): ``emit_value(accumulator)`` yields the group's rows."""
+
+    def emit_value(self, accumulator: Any) -> Iterable[Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement emit_value(accumulator)")
+
+
+class UserDefinedAggregateFunctionWrapper(_Wrapper):
+    """A ``udaf`` or ``udtaf``: the function object and its result columns."""
+
+    def __init__(self, func: Any, result_type: Any, accumulator_type: Any, name: str | None,
+                 deterministic: bool | None, table_aggregate: bool) -> None:
+        base = TableAggregateFunction if table_aggregate else AggregateFunction
+        if not isinstance(func, base):
+            raise TypeError(f"{'udtaf' if table_aggregate else 'udaf'} takes a {base.__name__} instance, got {func!r}")
+        super().__init__(func, name, deterministic)
+        self.table_aggregate = table_aggregate
+        self._result_type = _as_type(result_type if result_type is not None else func.get_result_type())
+
+    def result_type(self) -> DataType:
+        return self._result_type
+
+    def result_columns(self) -> list[tuple[str, DataType]]:
+        t = self._result_type
+        cols = [(f.name, f.data_type) for f in t.fields] if t.root == "ROW" else [("f0", t)]
+        if self._alias:
+            if len(self._alias) != len(cols):
+                raise ValueError(f"{self.name} makes {len(cols)} columns, aliased as {list(self._alias)}")
+            cols = [(a, c[1]) for a, c in zip(self._alias, cols)]
+        return cols
+
+    def function(self) -> Any:
+        f = self._func
+        if not self._opened:
+            f.open(FunctionContext())
+            self._opened = True
+        return f
+
+
+def udaf(f: Any = None, input_types: Any = None, result_type: Any = None, accumulator_type: Any = None,
+         deterministic: bool | None = None, name: str | None = None, func_type: str = "general") -> Any:
+    """A Python aggregate function from an :class:`AggregateFunction` instance."""
+    if func_type != "general":
+        raise NotImplementedError("pandas UDAFs are not provided by Millstream yet: use func_type='general'")
+    return _decorator(lambda g: UserDefinedAggregateFunctionWrapper(g, result_type, accumulator_type, name,
+                                                                    deterministic, False), f)
+
+
+def udtaf(f: Any = None, input_types: Any = None, result_type: Any = None, accumulator_type: Any = None,
+          deterministic: bool | None = None, name: str | None = None, func_type: str = "general") -> Any:
+    """A Python table aggregate function from a :class:`TableAggregateFunction` instance."""
+    return _decorator(lambda g: UserDefinedAggregateFunctionWrapper(g, result_type, accumulator_type, name,
+                                                                    deterministic, True), f)
