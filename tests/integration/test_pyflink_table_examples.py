@@ -178,3 +178,52 @@ def test_basic_operations_prints_the_tables_pyflink_documents(tmp_path: Path) ->
     for heading in ("== Abstract Syntax Tree ==", "== Optimized Physical Plan ==", "== Optimized Execution Plan ==",
                     "== Optimized Physical Plan With Advice ==", "No available advice..."):
         assert heading in lines
+
+
+JSON_ROWS = [
+    (1, '{"name": "Flink", "tel": 123, "addr": {"country": "Germany", "city": "Berlin"}}'),
+    (2, '{"name": "hello", "tel": 135, "addr": {"country": "China", "city": "Shanghai"}}'),
+    (3, '{"name": "world", "tel": 124, "addr": {"country": "USA", "city": "NewYork"}}'),
+    (4, '{"name": "PyFlink", "tel": 32, "addr": {"country": "China", "city": "Hangzhou"}}'),
+]  # the input of the process_json_data programs
+
+
+def _tel_plus_one(doc: str) -> str:
+    import json
+    data = json.loads(doc)
+    data["tel"] += 1
+    return json.dumps(data)
+
+
+def _country(doc: str) -> str:
+    import json
+    return json.loads(doc)["addr"]["country"]
+
+
+PRINTED = {
+    # first_sink: id <= 3 (SQL); second_sink: data containing "Flink" (a Python UDF)
+    "multi_sink.py": [f"+I[{i}, {d}]" for i, d in [(1, "Hello"), (2, "World"), (3, "Flink"), (4, "PyFlink")] if i <= 3]
+    + [f"+I[{i}, {d}]" for i, d in [(1, "Hello"), (2, "World"), (3, "Flink"), (4, "PyFlink")] if "Flink" in d],
+    "process_json_data.py": [f"+I[{i}, {_country(d)}]" for i, d in JSON_ROWS],
+    "process_json_data_with_udf.py": [f"+I[{i}, {_tel_plus_one(d)}]" for i, d in JSON_ROWS],
+}
+
+
+@pytest.mark.parametrize("example", sorted(PRINTED))
+def test_a_print_sink_example_prints_its_rows(tmp_path: Path, example: str) -> None:
+    source = released(example)
+    (tmp_path / example).write_text(ported(source))
+    lines = run(tmp_path / example)
+    printed = [re.sub(r"^\d+> ", "", x) for x in lines if re.match(r"^(\d+> )?[+-][IUD]\[", x)]
+    assert Counter(printed) == Counter(PRINTED[example]), "\n".join(lines[-30:])
+
+
+def test_mixing_datastream_and_table_prints_ten_generated_sums(tmp_path: Path) -> None:
+    """datagen makes 10 random (id BIGINT, data STRING of 100 chars) rows; the program prints
+    id + len(data) through a DataStream map and back into a table: ten BIGINTs."""
+    source = released("mixing_use_of_datastream_and_table.py")
+    (tmp_path / "mixing.py").write_text(ported(source))
+    lines = run(tmp_path / "mixing.py")
+    printed = [x for x in lines if re.match(r"^(\d+> )?\+I\[-?\d+\]$", x)]
+    assert len(printed) == 10, "\n".join(lines[-30:])
+    assert all(-2**63 + 100 <= int(re.search(r"\[(-?\d+)\]", x).group(1)) < 2**63 + 100 for x in printed)  # type: ignore[union-attr]

@@ -86,6 +86,9 @@ class CsvParser(FlatMapFunction):
                       for f, t in zip(fields, self.types)])
 
 
+_BITS = {"TINYINT": 8, "SMALLINT": 16, "INT": 32, "BIGINT": 64}
+
+
 class DataGenSource(SourceFunction):
     """Flink's datagen connector: ``rows-per-second`` (default 10000), ``number-of-rows`` (default
     unbounded), per field ``kind`` random (``min``/``max``, ``length``) or sequence (``start``/``end``)."""
@@ -99,8 +102,10 @@ class DataGenSource(SourceFunction):
         kind = o.get(f"fields.{name}.kind", "random")
         if kind == "sequence":
             return int(o[f"fields.{name}.start"]) + n
-        if t.root in ("TINYINT", "SMALLINT", "INT", "BIGINT"):
-            return rng.randint(int(o.get(f"fields.{name}.min", -2**31)), int(o.get(f"fields.{name}.max", 2**31 - 1)))
+        if t.root in _BITS:
+            bits = _BITS[t.root]  # Flink's default range: the type's whole range
+            return rng.randint(int(o.get(f"fields.{name}.min", -2**(bits - 1))),
+                               int(o.get(f"fields.{name}.max", 2**(bits - 1) - 1)))
         if t.root in ("FLOAT", "DOUBLE", "DECIMAL"):
             return rng.uniform(float(o.get(f"fields.{name}.min", 0)), float(o.get(f"fields.{name}.max", 1)))
         if t.root == "BOOLEAN":

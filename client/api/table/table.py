@@ -42,6 +42,12 @@ class Table:
     def print_schema(self) -> None:
         print(self.get_schema())
 
+    def __getattr__(self, name: str) -> Expression:
+        """``table.data`` is ``col('data')`` (PyFlink's column access by attribute)."""
+        if name.startswith("_") or name not in self._node.names:
+            raise AttributeError(f"'Table' object has no attribute '{name}'")
+        return Expression("col", value=name)
+
     def __str__(self) -> str:
         """PyFlink registers the table under a unique name, so ``"SELECT * FROM %s" % table`` works."""
         if self._registered is None:

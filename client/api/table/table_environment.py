@@ -17,7 +17,7 @@ from millstream.table.planner import optimize, translate
 from millstream.table.table import Table
 from millstream.table.table_descriptor import TableDescriptor
 from millstream.table.table_result import ResultKind, TableResult
-from millstream.table.types import DataType, DataTypes, infer_type, merge_inferred
+from millstream.table.types import DataType, DataTypes, Schema, infer_type, merge_inferred
 from millstream.table.udf import UserDefinedScalarFunctionWrapper, UserDefinedTableFunctionWrapper
 
 __all__ = ["EnvironmentSettings", "TableConfig", "TableEnvironment", "StreamTableEnvironment", "StatementSet"]
@@ -184,6 +184,9 @@ class TableEnvironment:
     # -- DataStream interplay ---------------------------------------------------------------------
     def from_data_stream(self, data_stream: Any, *fields: Any) -> Table:
         t = data_stream.get_type()
+        if len(fields) == 1 and isinstance(fields[0], Schema):
+            columns = fields[0].physical()
+            return Table(p.StreamScan(tuple(columns), data_stream, f"DataStream-{next(_anonymous)}"), self)
         names = [f.value if isinstance(f, Expression) else str(f) for f in fields]
         if t is not None and getattr(t, "name", None) == "ROW":
             field_names = list(t.field_names)
