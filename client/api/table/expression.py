@@ -11,7 +11,7 @@ follow SQL's null rule: a null argument gives null (``AND``/``OR`` use three-val
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from millstream.table.types import DataType, DataTypes, infer_type, is_integer, is_numeric, wider

@@ -62,9 +62,9 @@ def optimize(node: p.PlanNode) -> p.PlanNode:
             return p.Calc(node.columns, child.input, projections, condition)
         return replace(node, input=child)
     fields = {"input", "left", "right"}
-    changes = {f: optimize(getattr(node, f)) for f in fields if isinstance(getattr(node, f, None), p.PlanNode)}
+    changes: dict[str, Any] = {f: optimize(getattr(node, f)) for f in fields if isinstance(getattr(node, f, None), p.PlanNode)}
     if isinstance(node, p.Union):
-        changes["parts"] = tuple(optimize(x) for x in node.parts)  # type: ignore[assignment]
+        changes["parts"] = tuple(optimize(x) for x in node.parts)
     return replace(node, **changes) if changes else node
 
 

@@ -9,7 +9,7 @@ the end of input (a timer at the final watermark).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from millstream.common.row import Row, RowKind
@@ -394,13 +394,14 @@ class PythonGroupAggregateFunction(KeyedProcessFunction):
             return
         key = tuple(ctx.get_current_key())
         old = group[2]
+        new: Any
         if self.table_aggregate:
             for r in old or ():
-                yield row_of(key + r, RowKind.DELETE)
+                yield row_of(key + tuple(r), RowKind.DELETE)
             new = [tuple(r) if isinstance(r, (Row, tuple, list)) else (r,) for r in self.f.emit_value(group[0])] \
                 if group[1] > 0 else []
             for r in new:
-                yield row_of(key + r)
+                yield row_of(key + tuple(r))
         else:
             v = self.f.get_value(group[0]) if group[1] > 0 else None
             new = None if group[1] <= 0 else (tuple(v) if isinstance(v, (Row, tuple, list)) else (v,))

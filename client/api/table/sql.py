@@ -10,7 +10,7 @@ construct Millstream does not translate yet says which.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
@@ -33,7 +33,7 @@ class SqlParserException(TableException):
     """A statement that does not parse: names the line, column and token."""
 
 
-def parse(statement: str, known_names: list[str]) -> exp.Expression:
+def parse(statement: str, known_names: list[str]) -> Any:
     # PyFlink's names of unregistered tables (str(table)) contain '$': quote them for the parser.
     for name in known_names:
         if "$" in name:
@@ -58,11 +58,11 @@ def _unsupported(node: exp.Expression) -> TableException:
 
 # -- expressions ----------------------------------------------------------------------------------
 
-_BINARY = {exp.Add: "plus", exp.Sub: "minus", exp.Mul: "times", exp.Div: "divide", exp.Mod: "mod",
+_BINARY: dict[type, str] = {exp.Add: "plus", exp.Sub: "minus", exp.Mul: "times", exp.Div: "divide", exp.Mod: "mod",
            exp.EQ: "equals", exp.NEQ: "not_equals", exp.GT: "greater_than", exp.GTE: "greater_than_or_equal",
            exp.LT: "less_than", exp.LTE: "less_than_or_equal", exp.And: "and", exp.Or: "or", exp.Like: "like"}
-_AGGS = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
-_UNARY = {exp.Upper: "upper", exp.Lower: "lower", exp.Length: "char_length", exp.Trim: "trim", exp.Abs: "abs",
+_AGGS: dict[type, str] = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
+_UNARY: dict[type, str] = {exp.Upper: "upper", exp.Lower: "lower", exp.Length: "char_length", exp.Trim: "trim", exp.Abs: "abs",
           exp.Neg: "negate", exp.Not: "not"}
 
 
@@ -89,19 +89,19 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
         return expression(node.this, t_env).alias(node.alias)
     if isinstance(node, (exp.Cast, exp.TryCast)):
         return expression(node.this, t_env).cast(parse_type(node.to.sql(dialect=DIALECT)))
-    for cls, name in _BINARY.items():
-        if type(node) is cls:
-            return Expression("call", (expression(node.this, t_env), expression(node.expression, t_env)), name)
-    for cls, name in _UNARY.items():
-        if type(node) is cls:
-            return Expression("call", (expression(node.this, t_env),), name)
-    for cls, name in _AGGS.items():
-        if type(node) is cls:
-            arg = node.this
-            if isinstance(arg, exp.Distinct):
-                raise _unsupported(node)
-            inner = lit(1) if isinstance(arg, exp.Star) or arg is None else expression(arg, t_env)
-            return Expression("agg", (inner,), name)
+    name = _BINARY.get(type(node))
+    if name is not None:
+        return Expression("call", (expression(node.this, t_env), expression(node.expression, t_env)), name)
+    name = _UNARY.get(type(node))
+    if name is not None:
+        return Expression("call", (expression(node.this, t_env),), name)
+    name = _AGGS.get(type(node))
+    if name is not None:
+        arg = node.this
+        if isinstance(arg, exp.Distinct):
+            raise _unsupported(node)
+        inner = lit(1) if isinstance(arg, exp.Star) or arg is None else expression(arg, t_env)
+        return Expression("agg", (inner,), name)
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
         return Expression("call", (expression(node.this, t_env),), "is_null")
     if isinstance(node, exp.DPipe):

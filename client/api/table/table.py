@@ -233,11 +233,6 @@ class Table:
     def explain(self, *extra_details: Any) -> str:
         return self._t_env._explain(self, *extra_details)
 
-    def to_pandas(self) -> Any:
-        import pandas as pd  # lazy: pandas is optional
-        rows = [list(r) for r in self.execute().collect()]
-        return pd.DataFrame(rows, columns=self._node.names)
-
 
 class GroupedTable:
     """The result of ``group_by``: ``select`` with aggregates makes a GROUP BY."""
@@ -403,10 +398,12 @@ def _split_equi(cond: Resolved, left_width: int) -> tuple[list[int], list[int], 
         if c.kind == "call" and c.value == "equals" and all(a.kind == "ref" for a in c.args):
             a, b = c.args[0].value, c.args[1].value
             if a < left_width <= b:
-                lk.append(a), rk.append(b - left_width)
+                lk.append(a)
+                rk.append(b - left_width)
                 continue
             if b < left_width <= a:
-                lk.append(b), rk.append(a - left_width)
+                lk.append(b)
+                rk.append(a - left_width)
                 continue
         rest.append(c)
     remainder = None

@@ -2,7 +2,7 @@
 ``create_temporary_table`` takes it (the same options as SQL's ``CREATE TABLE ... WITH (...)``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from millstream.table.types import Schema

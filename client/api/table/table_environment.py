@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterable, Sequence
 
-from millstream.common.row import Row, RowKind
+from millstream.common.row import Row
 from millstream.datastream.execution_mode import RuntimeExecutionMode
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
 from millstream.table import plan as p

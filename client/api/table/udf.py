@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 from millstream.common.row import Row
 from millstream.table.expression import Expression, TableException, as_expression
@@ -89,8 +89,8 @@ class _Wrapper:
             if not self._opened:
                 f.open(FunctionContext())
                 self._opened = True
-            return f.eval
-        return f  # type: ignore[no-any-return]
+            return f.eval  # type: ignore[attr-defined]  # ScalarFunction / TableFunction
+        return f
 
     def _as_call(self, *args: Any) -> Expression:
         return Expression("udf", tuple(map(as_expression, args)), self)
