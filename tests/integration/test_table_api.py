@@ -95,8 +95,10 @@ def test_a_join_of_an_updating_table_retracts_what_it_joined(cluster: Any) -> No
     changelog = kinds_and_values(joined.execute().collect())
     # the final table: each word with a label, at its final count
     assert materialize(changelog) == Counter({("a", 3, "first"): 1, ("b", 2, "second"): 1})
-    # 'a' changed twice after it first joined: its old rows were taken back (-D) as Flink's inner join does
-    assert Counter(k for k, v in changelog if v[0] == "a") == Counter({I: 3, D: 2})
+    # 'a' joins once per count it had when its label was there; each older one is taken back (-D).
+    # How many depends on which source's rows arrive first, in Flink too (the unit test fixes the order).
+    kinds = Counter(k for k, v in changelog if v[0] == "a")
+    assert set(kinds) <= {I, D} and kinds[I] - kinds[D] == 1
 
 
 def test_udf_udtf_filter_and_column_operations(cluster: Any) -> None:

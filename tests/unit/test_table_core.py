@@ -327,3 +327,37 @@ def test_the_job_graph_shows_flinks_operator_names(t_env: TableEnvironment) -> N
     assert "GroupAggregate(groupBy=[w], select=[w, COUNT($f1) AS $agg0])" in contents
     assert "Calc(select=[w, $agg0 AS n])" in contents
     assert any(c.startswith("Source: TableSourceScan(table=[[*anonymous_python-input-format$") for c in contents)
+
+
+class _State:
+    """A keyed ValueState of one key (the join function's state, without a runtime)."""
+
+    def __init__(self) -> None:
+        self.v: object = None
+
+    def value(self) -> object:
+        return self.v
+
+    def update(self, v: object) -> None:
+        self.v = v
+
+    def clear(self) -> None:
+        self.v = None
+
+
+def test_an_inner_join_retracts_what_an_updated_row_had_joined() -> None:
+    from millstream.table.runtime_functions import JoinFunction
+    join = JoinFunction(None)
+    join.left, join.right = _State(), _State()
+    out = []
+    out += list(join.process_element2(Row("a", "first"), None))  # the right side first: nothing to join yet
+    out += list(join.process_element1(Row("a", 1), None))
+    out += list(join.process_element1(kinded(RowKind.UPDATE_BEFORE, "a", 1), None))
+    out += list(join.process_element1(kinded(RowKind.UPDATE_AFTER, "a", 2), None))
+    out += list(join.process_element1(kinded(RowKind.DELETE, "zz", 9), None))  # retracts nothing it had
+    assert [(r.get_row_kind(), tuple(r)) for r in out] == [
+        (RowKind.INSERT, ("a", 1, "a", "first")),
+        (RowKind.DELETE, ("a", 1, "a", "first")),
+        (RowKind.INSERT, ("a", 2, "a", "first")),
+    ]
+    assert join.left.v == {("a", 2): 1}
