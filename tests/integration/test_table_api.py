@@ -148,3 +148,13 @@ def test_tables_and_data_streams_convert_both_ways(cluster: Any) -> None:
     assert [(r.get_row_kind(), r.k, r.total) for r in changes] == [(I, "a", 1), (I, "b", 2), (UB, "a", 1), (UA, "a", 4)]
     plain = list(t_env.to_data_stream(t.where(col("v") > 1)).execute_and_collect())
     assert [(r.k, r.v) for r in plain] == [("b", 2), ("a", 3)]
+
+
+def test_a_streaming_left_outer_join_ends_as_the_left_join_of_the_final_tables(cluster: Any) -> None:
+    t_env = streaming()
+    left = t_env.from_elements([("a", 1), ("b", 2), ("c", 3)], ["k", "v"])
+    right = t_env.from_elements([("a", "x"), ("a", "y"), ("c", "z")], ["rk", "label"])
+    changelog = kinds_and_values(left.left_outer_join(right, col("k") == col("rk")).execute().collect())
+    assert set(k for k, _ in changelog) <= {I, D}
+    assert materialize(changelog) == Counter({("a", 1, "a", "x"): 1, ("a", 1, "a", "y"): 1,
+                                              ("b", 2, None, None): 1, ("c", 3, "c", "z"): 1})

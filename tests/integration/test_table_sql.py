@@ -86,3 +86,14 @@ def test_insert_into_print_and_blackhole_tables_from_datagen(cluster: Any, capfd
     statements.execute().wait()
     printed = [line for line in capfd.readouterr().out.splitlines() if line.startswith("+I[")]
     assert printed == [f"+I[{k}, 10]" for k in range(1, 21) if k % 5 == 0]
+
+
+def test_a_batch_left_join_keeps_unmatched_rows_with_nulls_and_retracts_nothing(cluster: Any) -> None:
+    t_env = env(streaming=False)
+    t_env.create_temporary_view("colors", t_env.from_elements([("apple", "red"), ("fig", "purple"), ("fig", "green")],
+                                                              ["fruit", "color"]))
+    rows = list(t_env.execute_sql("SELECT id, item, color FROM orders LEFT JOIN colors ON item = fruit").collect())
+    colors = {"apple": ["red"], "fig": ["purple", "green"]}
+    expected = Counter((i, item, c) for i, item, _ in ORDERS for c in colors.get(item, [None]))
+    assert all(r.get_row_kind() is I for r in rows)
+    assert Counter(tuple(r) for r in rows) == expected

@@ -304,8 +304,8 @@ def test_a_sql_syntax_error_names_line_column_and_token(t_env: TableEnvironment)
     with pytest.raises(ValidationException, match="Object 'nope' not found"):
         t_env.sql_query("SELECT * FROM nope")
     t_env.create_temporary_view("T", t_env.from_elements([(1,)], ["id"]))
-    with pytest.raises(TableException, match="Unsupported join type LEFT JOIN"):
-        t_env.sql_query("SELECT * FROM T LEFT JOIN T AS u ON T.id = u.id")
+    with pytest.raises(TableException, match="Unsupported join type RIGHT JOIN"):
+        t_env.sql_query("SELECT * FROM T RIGHT JOIN T AS u ON T.id = u.id")
 
 
 def test_create_table_registers_a_connector_table(t_env: TableEnvironment) -> None:
@@ -361,3 +361,24 @@ def test_an_inner_join_retracts_what_an_updated_row_had_joined() -> None:
         (RowKind.INSERT, ("a", 2, "a", "first")),
     ]
     assert join.left.v == {("a", 2): 1}
+
+
+def test_a_left_outer_join_pads_then_retracts_the_padding_and_restores_it() -> None:
+    from millstream.table.runtime_functions import LeftOuterJoinFunction
+    join = LeftOuterJoinFunction(None, right_width=2, batch=False)
+    join.left, join.right = _State(), _State()
+    out = []
+    out += list(join.process_element1(Row("a", 1), None))  # no match yet: padded
+    out += list(join.process_element2(Row("a", "x"), None))  # first match: padding retracted
+    out += list(join.process_element2(Row("a", "y"), None))  # a second match: one more joined row
+    out += list(join.process_element2(kinded(RowKind.DELETE, "a", "x"), None))
+    out += list(join.process_element2(kinded(RowKind.DELETE, "a", "y"), None))  # last match gone: padded again
+    assert [(r.get_row_kind(), tuple(r)) for r in out] == [
+        (RowKind.INSERT, ("a", 1, None, None)),
+        (RowKind.DELETE, ("a", 1, None, None)),
+        (RowKind.INSERT, ("a", 1, "a", "x")),
+        (RowKind.INSERT, ("a", 1, "a", "y")),
+        (RowKind.DELETE, ("a", 1, "a", "x")),
+        (RowKind.DELETE, ("a", 1, "a", "y")),
+        (RowKind.INSERT, ("a", 1, None, None)),
+    ]

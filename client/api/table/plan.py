@@ -195,6 +195,7 @@ class Join(PlanNode):
     left_keys: tuple[int, ...] = ()
     right_keys: tuple[int, ...] = ()
     condition: Resolved | None = None  # over the joined row: what is not an equality of keys
+    left_outer: bool = False
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
@@ -204,7 +205,7 @@ class Join(PlanNode):
         eqs = [f"{self.left.names[a]} = {self.right.names[b]}" for a, b in zip(self.left_keys, self.right_keys)]
         if self.condition is not None:
             eqs.append(str(self.condition))
-        return (f"Join(joinType=[InnerJoin], where=[{' AND '.join(eqs)}], select=[{', '.join(self.names)}], "
+        return (f"Join(joinType=[{'LeftOuterJoin' if self.left_outer else 'InnerJoin'}], where=[{' AND '.join(eqs)}], select=[{', '.join(self.names)}], "
                 "leftInputSpec=[NoUniqueKey], rightInputSpec=[NoUniqueKey])")
 
 

@@ -21,7 +21,7 @@ from millstream.table import plan as p
 from millstream.table.types import DataTypes
 from millstream.table.expression import Resolved, TableException, text_of
 from millstream.table.runtime_functions import (CalcFunction, CorrelateFunction, GroupAggregateFunction, JoinFunction,
-                                                LimitFunction, MapRowFunction, PythonGroupAggregateFunction,
+                                                LeftOuterJoinFunction, LimitFunction, MapRowFunction, PythonGroupAggregateFunction,
                                                 SortLimitFunction, row_of)
 
 __all__ = ["optimize", "translate", "KeyOf"]
@@ -141,7 +141,9 @@ def _join(node: p.Join, env: Any, batch: bool) -> Any:
     left = translate(node.left, env, batch)
     right = translate(node.right, env, batch)
     connected = left.connect(right).key_by(KeyOf(node.left_keys), KeyOf(node.right_keys))
-    return connected.process(JoinFunction(node.condition)).name(node.describe())
+    f = LeftOuterJoinFunction(node.condition, len(node.right.columns), batch) if node.left_outer else \
+        JoinFunction(node.condition)
+    return connected.process(f).name(node.describe())
 
 
 def _union(node: p.Union, env: Any, batch: bool) -> Any:

@@ -168,12 +168,15 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
         if isinstance(join.this, exp.Lateral):
             table = _lateral(table, join.this, t_env, outer=(join.side or "").upper() == "LEFT")
             continue
-        if (join.side or join.kind or "").upper() not in ("", "INNER"):
-            raise TableException(f"Unsupported join type {join.side or join.kind} JOIN: Millstream has inner joins")
+        side = (join.side or join.kind or "").upper()
+        if side not in ("", "INNER", "LEFT"):
+            raise TableException(f"Unsupported join type {side} JOIN: Millstream has inner and left outer joins")
         on = join.args.get("on")
         if on is None:
             raise TableException("A join needs an ON condition (cross joins are not supported)")
-        table = table.join(_table_of(join.this, t_env), expression(on, t_env))
+        other = _table_of(join.this, t_env)
+        table = table.left_outer_join(other, expression(on, t_env)) if side == "LEFT" else \
+            table.join(other, expression(on, t_env))
     where = select.args.get("where")
     if where is not None:
         table = table.where(expression(where.this, t_env))

@@ -152,13 +152,20 @@ class Table:
         return self._new(p.Union(a, (self._node, right._node)))
 
     def join(self, right: "Table", join_predicate: Any = None) -> "Table":
+        return self._join(right, join_predicate, left_outer=False)
+
+    def left_outer_join(self, right: "Table", join_predicate: Any = None) -> "Table":
+        """Every left row, joined with its matches or padded with nulls (an updating result)."""
+        return self._join(right, join_predicate, left_outer=True)
+
+    def _join(self, right: "Table", join_predicate: Any, left_outer: bool) -> "Table":
         _same_env(self, right)
         left_cols, right_cols = self._node.columns, right._node.columns
         both = set(self._node.names) & set(right._node.names)
         if both:
             raise ValidationException(f"join: both tables have the column(s) {sorted(both)}; rename one side "
                                       "(rename_columns) first, as Flink requires")
-        columns = tuple(left_cols) + tuple(right_cols)
+        columns = tuple(left_cols) + tuple((n, t.nullable_()) if left_outer else (n, t) for n, t in right_cols)
         if join_predicate is None:
             raise ValidationException("join without a predicate (a cross join) is not supported; pass an equality "
                                       "of a left and a right column, or use where() after join with one")
@@ -167,7 +174,7 @@ class Table:
         if not lk:
             raise ValidationException(f"join: the predicate {join_predicate} has no equality between a left and a "
                                       "right column; Millstream supports equi-joins only")
-        return self._new(p.Join(columns, self._node, right._node, tuple(lk), tuple(rk), rest))
+        return self._new(p.Join(columns, self._node, right._node, tuple(lk), tuple(rk), rest, left_outer))
 
     # -- rows and functions ---------------------------------------------------------------------
     def map(self, func: Any) -> "Table":
