@@ -29,7 +29,7 @@ def kinded(kind: RowKind, *values: object) -> Row:
 def test_streaming_tableau_has_an_op_column_and_widths_by_type() -> None:
     columns = [("id", DataTypes.BIGINT()), ("data", DataTypes.STRING())]
     rows = [Row(1, '{"name": "Flink", "tel": 123, "addr": {}}'), kinded(RowKind.UPDATE_BEFORE, 2, None)]
-    assert tableau(columns, rows, streaming=True) == [
+    assert list(tableau(columns, rows, streaming=True)) == [
         "+----+----------------------+--------------------------------+",
         "| op |                   id |                           data |",
         "+----+----------------------+--------------------------------+",
@@ -41,16 +41,16 @@ def test_streaming_tableau_has_an_op_column_and_widths_by_type() -> None:
 
 
 def test_int_column_is_eleven_wide_and_a_long_name_widens_its_column() -> None:
-    lines = tableau([("tel", DataTypes.INT()), ("a_very_long_column_name_here", DataTypes.BOOLEAN())],
-                    [Row(32, True)], streaming=True)
+    lines = list(tableau([("tel", DataTypes.INT()), ("a_very_long_column_name_here", DataTypes.BOOLEAN())],
+                    [Row(32, True)], streaming=True))
     assert lines[1] == "| op |         tel | a_very_long_column_name_here |"
     assert lines[3] == "| +I |          32 |                         TRUE |"
     assert lines[-1] == "1 row in set"
 
 
 def test_batch_tableau_has_no_op_column_and_widths_by_content() -> None:
-    assert tableau([("word", DataTypes.STRING()), ("cnt", DataTypes.BIGINT())], [Row("to", 2), Row("be", 10)],
-                   streaming=False) == [
+    assert list(tableau([("word", DataTypes.STRING()), ("cnt", DataTypes.BIGINT())], [Row("to", 2), Row("be", 10)],
+                        streaming=False)) == [
         "+------+-----+",
         "| word | cnt |",
         "+------+-----+",
@@ -62,7 +62,16 @@ def test_batch_tableau_has_no_op_column_and_widths_by_content() -> None:
 
 
 def test_no_rows_print_empty_set() -> None:
-    assert tableau([("a", DataTypes.INT())], [], streaming=True) == ["Empty set"]
+    assert list(tableau([("a", DataTypes.INT())], [], streaming=True)) == ["Empty set"]
+
+
+def test_a_streaming_tableau_writes_each_row_before_the_next_arrives() -> None:
+    def rows():  # type: ignore[no-untyped-def]
+        yield Row(1)
+        raise AssertionError("read past the first row before printing it")
+
+    lines = tableau([("a", DataTypes.INT())], rows(), streaming=True)
+    assert [next(lines) for _ in range(4)][-1] == "| +I |           1 |"
 
 
 def test_the_print_connector_writes_flinks_row_strings() -> None:

@@ -10,9 +10,10 @@ column and the widths come from the values (at most 30).
 from __future__ import annotations
 
 import datetime
+import itertools
 import decimal
 from enum import Enum
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from millstream.common.row import Row
 from millstream.table.table import TableSchema
@@ -70,24 +71,39 @@ def _fit(text: str, width: int) -> str:
     return text[:width - 3] + "..."
 
 
-def tableau(columns: Sequence[tuple[str, DataType]], rows: Sequence[Row], streaming: bool) -> list[str]:
-    """The lines ``TableResult.print()`` writes for ``rows``."""
-    if not rows:
-        return ["Empty set"]
+def tableau(columns: Sequence[tuple[str, DataType]], rows: Iterable[Row], streaming: bool) -> Iterator[str]:
+    """The lines ``TableResult.print()`` writes for ``rows``. In streaming mode the widths come
+    from the types, so each row's line is ready as soon as the row is (an unbounded query prints
+    as it runs); in batch mode every row is read first to size the columns."""
     names = (["op"] if streaming else []) + [n for n, _ in columns]
-    content = [([r.get_row_kind().short_string()] if streaming else []) + [cell(v) for v in r] for r in rows]
+
+    def cells(r: Row) -> list[str]:
+        return ([r.get_row_kind().short_string()] if streaming else []) + [cell(v) for v in r]
+
+    it = iter(rows)
+    first = next(it, None)
+    if first is None:
+        yield "Empty set"
+        return
     if streaming:
         widths = [2] + [max(len(n), max(type_width(t), len(NULL))) for n, t in columns]
+        content: Iterable[list[str]] = itertools.chain([cells(first)], map(cells, it))
     else:
-        widths = [min(max(len(x) for x in col), MAX_COLUMN_WIDTH) for col in zip(names, *content)]
+        buffered = [cells(first)] + [cells(r) for r in it]
+        widths = [min(max(len(x) for x in col), MAX_COLUMN_WIDTH) for col in zip(names, *buffered)]
+        content = buffered
     border = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
     def line(values: Sequence[str]) -> str:
         return "|" + "|".join(f" {_fit(v, w)} " for v, w in zip(values, widths)) + "|"
 
-    out = [border, line(names), border] + [line(c) for c in content] + [border]
-    out.append(f"{len(rows)} {'rows' if len(rows) > 1 else 'row'} in set")
-    return out
+    yield from (border, line(names), border)
+    count = 0
+    for c in content:
+        count += 1
+        yield line(c)
+    yield border
+    yield f"{count} {'rows' if count > 1 else 'row'} in set"
 
 
 class TableResult:
@@ -137,6 +153,6 @@ class TableResult:
         if self._rows is None and self._result_kind is ResultKind.SUCCESS:
             print("\n".join(tableau([("result", DataTypes.STRING())], [Row("OK")], False)))
             return
-        rows = list(self.collect())
-        print("\n".join(tableau(self._columns, rows, self._streaming)))
+        for line in tableau(self._columns, self.collect(), self._streaming):
+            print(line, flush=True)
 
