@@ -70,4 +70,6 @@ PYFLINK_MODULES: tuple[str, ...] = (
     # pyflink.metrics and the Table API
     "pyflink.metrics",
     "pyflink.table",
+    "pyflink.table.expressions",
+    "pyflink.table.udf",
 )

@@ -395,6 +395,7 @@ def test_a_function_level_import_dodging_a_cycle_through_a_package_init_is_seen(
         ("millstream.proto", "proto"),
         ("millstream.datastream", "client/api/datastream"),
         ("millstream.metrics", "client/api/metrics"),
+        ("millstream.table", "client/api/table"),
         ("millstream.runtime.metrics", "runtime/metrics"),
     ],
 )
@@ -408,6 +409,7 @@ def test_client_api_holds_only_the_user_api() -> None:
         "common",
         "datastream",
         "metrics",  # pyflink.metrics: the MetricGroup user functions register metrics in
+        "table",  # pyflink.table: the Table API and SQL over the DataStream API
     }
 
 

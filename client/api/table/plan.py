@@ -1,0 +1,239 @@
+"""The logical plan: immutable nodes a :class:`~millstream.table.Table` is made of.
+
+Each node knows its output ``columns`` (name, DataType) and whether it produces an *updating*
+changelog (rows that are later retracted: -U/+U/-D). Expressions in nodes are already resolved
+against their input's columns. :mod:`millstream.table.planner` rewrites a plan with a few rules
+and translates it to DataStream transformations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from millstream.table.expression import Resolved
+from millstream.table.runtime_functions import AggCall
+from millstream.table.types import DataType
+
+__all__ = ["PlanNode", "Values", "StreamScan", "ConnectorScan", "Calc", "MapRow", "Correlate", "Aggregate",
+           "Join", "Union", "SortLimit", "Columns", "PythonAggregate"]
+
+Columns = tuple[tuple[str, DataType], ...]
+
+
+@dataclass(frozen=True, eq=False)
+class PlanNode:
+    columns: Columns
+
+    @property
+    def inputs(self) -> tuple["PlanNode", ...]:
+        return ()
+
+    @property
+    def updating(self) -> bool:
+        return any(i.updating for i in self.inputs)
+
+    @property
+    def names(self) -> list[str]:
+        return [c[0] for c in self.columns]
+
+    def explain(self, indent: int = 0) -> str:
+        lines = [("   " * (indent - 1) + "+- " if indent else "") + self.describe()]
+        for i in self.inputs:
+            lines.append(i.explain(indent + 1))
+        return "\n".join(lines)
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True, eq=False)
+class Values(PlanNode):
+    """``from_elements``: rows known to the client."""
+
+    rows: tuple[tuple[Any, ...], ...] = ()
+    name: str = ""
+
+    def describe(self) -> str:
+        return f"TableSourceScan(table=[[{self.name}]], fields=[{', '.join(self.names)}])"
+
+
+@dataclass(frozen=True, eq=False)
+class StreamScan(PlanNode):
+    """``from_data_stream``: a DataStream of the same environment."""
+
+    stream: Any = None
+    name: str = ""
+
+    def describe(self) -> str:
+        return f"DataStreamScan(table=[[{self.name}]], fields=[{', '.join(self.names)}])"
+
+
+@dataclass(frozen=True, eq=False)
+class ConnectorScan(PlanNode):
+    """A table of a connector (``create_temporary_table`` / ``CREATE TABLE``)."""
+
+    path: str = ""
+    connector: Any = None  # millstream.table.connectors.ConnectorTable
+    is_bounded: bool = True
+
+    def describe(self) -> str:
+        return f"TableSourceScan(table=[[{self.path}]], fields=[{', '.join(self.names)}])"
+
+
+@dataclass(frozen=True, eq=False)
+class Calc(PlanNode):
+    input: PlanNode = None  # type: ignore[assignment]
+    projections: tuple[Resolved, ...] = ()
+    condition: Resolved | None = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    @property
+    def has_python(self) -> bool:
+        exprs = [*self.projections, *([self.condition] if self.condition else [])]
+        return any(_has_udf(e) for e in exprs)
+
+    def describe(self) -> str:
+        select = ", ".join(str(p) if str(p) == n else f"{p} AS {n}" for p, n in zip(self.projections, self.names))
+        where = f", where=[{self.condition}]" if self.condition is not None else ""
+        return f"{'PythonCalc' if self.has_python else 'Calc'}(select=[{select}]{where})"
+
+
+def _has_udf(e: Resolved) -> bool:
+    return e.kind == "udf" or any(_has_udf(a) for a in e.args)
+
+
+@dataclass(frozen=True, eq=False)
+class MapRow(PlanNode):
+    """``Table.map(udf)``: a scalar function of the whole row."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    func: Any = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"PythonCalc(select=[{self.func.name}({', '.join(self.input.names)})])"
+
+
+@dataclass(frozen=True, eq=False)
+class Correlate(PlanNode):
+    input: PlanNode = None  # type: ignore[assignment]
+    func: Any = None
+    args: tuple[Resolved, ...] | None = None  # None: the whole row
+    keep_input: bool = True
+    left_outer: bool = False
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    def describe(self) -> str:
+        args = ", ".join(map(str, self.args)) if self.args is not None else ", ".join(self.input.names)
+        return (f"PythonCorrelate(invocation=[{self.func.name}({args})], select=[{','.join(self.names)}], "
+                f"joinType=[{'LEFT' if self.left_outer else 'INNER'}])")
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregate(PlanNode):
+    """GROUP BY ``keys`` (input column indices) computing ``calls``; output: keys then aggregates."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    calls: tuple[AggCall, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    @property
+    def updating(self) -> bool:
+        return True  # in streaming mode; batch mode emits final values (the planner knows the mode)
+
+    def describe(self) -> str:
+        names = self.input.names
+        select = [names[k] for k in self.keys]
+        for call, name in zip(self.calls, self.names[len(self.keys):]):
+            arg = "*" if call.arg is None else names[call.arg]
+            select.append(f"{call.func.upper()}({arg}) AS {name}")
+        group = f"groupBy=[{', '.join(names[k] for k in self.keys)}], " if self.keys else ""
+        return f"GroupAggregate({group}select=[{', '.join(select)}])"
+
+
+@dataclass(frozen=True, eq=False)
+class PythonAggregate(PlanNode):
+    """GROUP BY ``keys`` with one Python udaf/udtaf (``aggregate`` / ``flat_aggregate``)."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    func: Any = None
+    args: tuple[Resolved, ...] | None = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    @property
+    def updating(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        names = self.input.names
+        kind = "PythonGroupTableAggregate" if self.func.table_aggregate else "PythonGroupAggregate"
+        args = ", ".join(map(str, self.args)) if self.args is not None else ", ".join(names)
+        return f"{kind}(groupBy=[{', '.join(names[k] for k in self.keys)}], select=[{self.func.name}({args})])"
+
+
+@dataclass(frozen=True, eq=False)
+class Join(PlanNode):
+    left: PlanNode = None  # type: ignore[assignment]
+    right: PlanNode = None  # type: ignore[assignment]
+    left_keys: tuple[int, ...] = ()
+    right_keys: tuple[int, ...] = ()
+    condition: Resolved | None = None  # over the joined row: what is not an equality of keys
+    left_outer: bool = False
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.left, self.right)
+
+    def describe(self) -> str:
+        eqs = [f"{self.left.names[a]} = {self.right.names[b]}" for a, b in zip(self.left_keys, self.right_keys)]
+        if self.condition is not None:
+            eqs.append(str(self.condition))
+        return (f"Join(joinType=[{'LeftOuterJoin' if self.left_outer else 'InnerJoin'}], where=[{' AND '.join(eqs)}], select=[{', '.join(self.names)}], "
+                "leftInputSpec=[NoUniqueKey], rightInputSpec=[NoUniqueKey])")
+
+
+@dataclass(frozen=True, eq=False)
+class Union(PlanNode):
+    parts: tuple[PlanNode, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return self.parts
+
+    def describe(self) -> str:
+        return f"Union(all=[true], union=[{', '.join(self.names)}])"
+
+
+@dataclass(frozen=True, eq=False)
+class SortLimit(PlanNode):
+    input: PlanNode = None  # type: ignore[assignment]
+    order: tuple[tuple[int, bool], ...] = ()
+    offset: int = 0
+    fetch: int | None = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    def describe(self) -> str:
+        order = ", ".join(f"{self.names[c]} {'ASC' if asc else 'DESC'}" for c, asc in self.order)
+        fetch = "unlimited" if self.fetch is None else self.fetch
+        kind = "SortLimit" if self.order else "Limit"
+        return f"{kind}(orderBy=[{order}], offset=[{self.offset}], fetch=[{fetch}])"

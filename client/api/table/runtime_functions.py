@@ -1,0 +1,502 @@
+"""The functions a table program's operators run in the tasks: pure cores (a group's accumulators,
+a join side's rows) and the DataStream functions that hold them in keyed state.
+
+Records are :class:`~millstream.common.Row` values, positional, carrying their
+:class:`~millstream.common.RowKind`: +I and +U add to a result, -U and -D take back. A streaming
+GROUP BY emits +I for a new group, -U/+U when its aggregates change, -D when its last row is
+retracted (Flink's GroupAggFunction); in batch mode it emits each group's final values once, at
+the end of input (a timer at the final watermark).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from millstream.common.row import Row, RowKind
+from millstream.common.typeinfo import Types
+from millstream.datastream.functions import FlatMapFunction, KeyedCoProcessFunction, KeyedProcessFunction, MapFunction
+from millstream.datastream.state import ValueStateDescriptor
+from millstream.table.expression import Resolved
+
+__all__ = ["CalcFunction", "CorrelateFunction", "GroupAggregateFunction", "JoinFunction", "LimitFunction",
+           "SortLimitFunction", "RowToText", "AggCall", "GroupState", "row_of", "is_accumulate", "END_OF_INPUT"]
+
+END_OF_INPUT = 2**63 - 2  # fires at the final watermark (Long.MAX_VALUE) a bounded input ends with
+
+
+def is_accumulate(kind: RowKind) -> bool:
+    return kind in (RowKind.INSERT, RowKind.UPDATE_AFTER)
+
+
+def row_of(values: Sequence[Any], kind: RowKind = RowKind.INSERT) -> Row:
+    r = Row(*values)
+    if kind is not RowKind.INSERT:
+        r.set_row_kind(kind)
+    return r
+
+
+class CalcFunction(FlatMapFunction):
+    """Flink's Calc: a filter and a projection in one pass; the row kind passes through."""
+
+    def __init__(self, projections: Sequence[Resolved], condition: Resolved | None) -> None:
+        self.projections = tuple(projections)
+        self.condition = condition
+
+    def flat_map(self, value: Row) -> Iterable[Row]:
+        values = list(value)
+        if self.condition is not None and self.condition.eval(values) is not True:
+            return
+        yield row_of([p.eval(values) for p in self.projections], value.get_row_kind())
+
+
+class MapRowFunction(FlatMapFunction):
+    """``Table.map(udf)``: the UDF takes the whole row (a named Row) and returns a row or a value."""
+
+    def __init__(self, func: Any, input_names: Sequence[str], width: int) -> None:
+        self.func, self.names, self.width = func, list(input_names), width
+
+    def flat_map(self, value: Row) -> Iterable[Row]:
+        out = self.func.eval(Row.of_names(self.names, list(value)))
+        values = list(out) if isinstance(out, (Row, tuple, list)) and self.width > 1 else [out]
+        if isinstance(out, Row) and self.width == 1 and len(out) == 1:
+            values = list(out)
+        yield row_of(values, value.get_row_kind())
+
+
+class CorrelateFunction(FlatMapFunction):
+    """A table function applied to each row (``flat_map``, ``join_lateral``, SQL ``LATERAL TABLE``):
+    ``args`` None passes the whole row as a named Row; ``keep_input`` prefixes the input's columns."""
+
+    def __init__(self, func: Any, args: Sequence[Resolved] | None, input_names: Sequence[str],
+                 keep_input: bool, left_outer: bool = False, width: int = 0) -> None:
+        self.func, self.args, self.names = func, None if args is None else tuple(args), list(input_names)
+        self.keep_input, self.left_outer, self.width = keep_input, left_outer, width
+
+    def flat_map(self, value: Row) -> Iterable[Row]:
+        values = list(value)
+        call_args = [Row.of_names(self.names, values)] if self.args is None else [a.eval(values) for a in self.args]
+        kind = value.get_row_kind()
+        produced = False
+        for out in self.func.eval_rows(*call_args):
+            produced = True
+            yield row_of((values + list(out)) if self.keep_input else list(out), kind)
+        if self.left_outer and not produced:
+            yield row_of(values + [None] * self.width, kind)
+
+
+# -- aggregation ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """One aggregate: ``COUNT``/``SUM``/``SUM0``/``MIN``/``MAX``/``AVG`` of input column ``arg``
+    (None: ``COUNT(*)``); ``integral`` makes AVG truncate as Flink's AVG of an integer type."""
+
+    func: str
+    arg: int | None
+    integral: bool = False
+
+    def create(self) -> Any:
+        if self.func in ("min", "max"):
+            return {}  # value -> count: retractable
+        if self.func == "avg":
+            return [0, 0]
+        return [0, 0]  # count: [n]; sum: [sum, non-null count]
+
+    def accumulate(self, acc: Any, row: Sequence[Any], sign: int) -> Any:
+        v = None if self.arg is None else row[self.arg]
+        if self.func == "count":
+            if self.arg is None or v is not None:
+                acc[0] += sign
+            return acc
+        if v is None:
+            return acc
+        if self.func in ("min", "max"):
+            n = acc.get(v, 0) + sign
+            if n:
+                acc[v] = n
+            else:
+                acc.pop(v, None)
+            return acc
+        acc[0] += sign * v
+        acc[1] += sign
+        return acc
+
+    def value(self, acc: Any) -> Any:
+        f = self.func
+        if f == "count":
+            return acc[0]
+        if f in ("min", "max"):
+            return (min if f == "min" else max)(acc) if acc else None
+        if f == "sum0":
+            return acc[0]
+        if acc[1] == 0:
+            return None
+        if f == "sum":
+            return acc[0]
+        total, n = acc
+        if self.integral:
+            q = abs(total) // n
+            return q if total >= 0 else -q
+        return total / n
+
+
+@dataclass
+class GroupState:
+    """A group's accumulators, its count of rows (Flink's record counter) and its last output."""
+
+    accs: list[Any]
+    rows: int = 0
+    emitted: tuple[Any, ...] | None = None
+
+    @staticmethod
+    def new(calls: Sequence[AggCall]) -> "GroupState":
+        return GroupState([c.create() for c in calls])
+
+    def apply(self, calls: Sequence[AggCall], row: Sequence[Any], accumulate: bool) -> None:
+        sign = 1 if accumulate else -1
+        self.rows += sign
+        for c, acc in zip(calls, self.accs):
+            c.accumulate(acc, row, sign)
+
+    def values(self, calls: Sequence[AggCall]) -> tuple[Any, ...]:
+        return tuple(c.value(a) for c, a in zip(calls, self.accs))
+
+    def changelog(self, key: tuple[Any, ...], calls: Sequence[AggCall]) -> tuple[list[Row], bool]:
+        """What a streaming GROUP BY emits after a row was applied, and whether the group is gone."""
+        if self.rows <= 0:
+            out = [row_of(key + self.emitted, RowKind.DELETE)] if self.emitted is not None else []
+            return out, True
+        new = self.values(calls)
+        if self.emitted is None:
+            self.emitted = new
+            return [row_of(key + new)], False
+        if new == self.emitted:
+            return [], False
+        old, self.emitted = self.emitted, new
+        return [row_of(key + old, RowKind.UPDATE_BEFORE), row_of(key + new, RowKind.UPDATE_AFTER)], False
+
+
+class GroupAggregateFunction(KeyedProcessFunction):
+    """Flink's GroupAggregate on a keyed stream: state per group (see the module docstring)."""
+
+    def __init__(self, keys: Sequence[int], calls: Sequence[AggCall], batch: bool) -> None:
+        self.keys, self.calls, self.batch = tuple(keys), tuple(calls), batch
+
+    def open(self, runtime_context: Any) -> None:
+        self.state = runtime_context.get_state(ValueStateDescriptor("group", Types.PICKLED_BYTE_ARRAY()))
+
+    def process_element(self, value: Row, ctx: Any) -> Iterable[Row]:
+        values = list(value)
+        group = self.state.value()
+        if group is None:
+            if not is_accumulate(value.get_row_kind()):
+                return  # a retraction of a group this task never saw: Flink ignores it too
+            group = GroupState.new(self.calls)
+            if self.batch:
+                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        group.apply(self.calls, values, is_accumulate(value.get_row_kind()))
+        if self.batch:
+            self.state.update(group)
+            return
+        out, gone = group.changelog(tuple(values[k] for k in self.keys), self.calls)
+        if gone:
+            self.state.clear()
+        else:
+            self.state.update(group)
+        yield from out
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Row]:
+        group = self.state.value()
+        if group is not None and group.rows > 0:
+            key = ctx.get_current_key()
+            yield row_of(tuple(key) + group.values(self.calls))
+        self.state.clear()
+
+
+# -- joins ------------------------------------------------------------------------------------
+
+
+def side_update(rows: dict[tuple[Any, ...], int], row: tuple[Any, ...], accumulate: bool) -> bool:
+    """Adds or takes back ``row`` in one join side's multiset; False when a retraction finds nothing."""
+    n = rows.get(row, 0)
+    if accumulate:
+        rows[row] = n + 1
+        return True
+    if n == 0:
+        return False
+    if n == 1:
+        del rows[row]
+    else:
+        rows[row] = n - 1
+    return True
+
+
+class JoinFunction(KeyedCoProcessFunction):
+    """A regular inner equi-join: each side's rows are kept in keyed state (a multiset per join
+    key); a row joins with every stored row of the other side and is emitted +I, a retraction
+    emits -D for what it had joined (Flink's StreamingJoinOperator for an inner join)."""
+
+    def __init__(self, condition: Resolved | None) -> None:
+        self.condition = condition
+
+    def open(self, runtime_context: Any) -> None:
+        self.left = runtime_context.get_state(ValueStateDescriptor("left-records", Types.PICKLED_BYTE_ARRAY()))
+        self.right = runtime_context.get_state(ValueStateDescriptor("right-records", Types.PICKLED_BYTE_ARRAY()))
+
+    def _process(self, value: Row, mine: Any, other: Any, left_side: bool) -> Iterable[Row]:
+        row = tuple(value)
+        accumulate = is_accumulate(value.get_row_kind())
+        rows = mine.value() or {}
+        if not side_update(rows, row, accumulate):
+            return
+        mine.update(rows) if rows else mine.clear()
+        kind = RowKind.INSERT if accumulate else RowKind.DELETE
+        for o, n in (other.value() or {}).items():
+            joined = list(row + o) if left_side else list(o + row)
+            if self.condition is None or self.condition.eval(joined) is True:
+                for _ in range(n):
+                    yield row_of(joined, kind)
+
+    def process_element1(self, value: Row, ctx: Any) -> Iterable[Row]:
+        yield from self._process(value, self.left, self.right, True)
+
+    def process_element2(self, value: Row, ctx: Any) -> Iterable[Row]:
+        yield from self._process(value, self.right, self.left, False)
+
+
+# -- limit and sort ---------------------------------------------------------------------------
+
+
+class LimitFunction(KeyedProcessFunction):
+    """``limit`` without an order on an insert-only stream: the first ``offset + fetch`` rows of
+    the single (constant-keyed) stream pass, less the first ``offset``."""
+
+    def __init__(self, offset: int, fetch: int | None) -> None:
+        self.offset, self.fetch = offset, fetch
+
+    def open(self, runtime_context: Any) -> None:
+        self.seen = runtime_context.get_state(ValueStateDescriptor("seen", Types.PICKLED_BYTE_ARRAY()))
+
+    def process_element(self, value: Row, ctx: Any) -> Iterable[Row]:
+        n = self.seen.value() or 0
+        self.seen.update(n + 1)
+        if n >= self.offset and (self.fetch is None or n < self.offset + self.fetch):
+            yield value
+
+
+class SortLimitFunction(KeyedProcessFunction):
+    """Batch ``order_by`` (with ``offset``/``fetch``): every row is kept until the end of input,
+    then emitted in order. ``order`` holds (column, ascending); nulls sort first ascending."""
+
+    def __init__(self, order: Sequence[tuple[int, bool]], offset: int, fetch: int | None) -> None:
+        self.order, self.offset, self.fetch = tuple(order), offset, fetch
+
+    def open(self, runtime_context: Any) -> None:
+        self.rows = runtime_context.get_state(ValueStateDescriptor("rows", Types.PICKLED_BYTE_ARRAY()))
+
+    def process_element(self, value: Row, ctx: Any) -> Iterable[Row]:
+        rows = self.rows.value()
+        if rows is None:
+            rows = []
+            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        rows.append(tuple(value))
+        self.rows.update(rows)
+        return ()
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Row]:
+        rows = sort_rows(self.rows.value() or [], self.order)
+        self.rows.clear()
+        end = None if self.fetch is None else self.offset + self.fetch
+        for r in rows[self.offset:end]:
+            yield row_of(r)
+
+
+def sort_rows(rows: list[tuple[Any, ...]], order: Sequence[tuple[int, bool]]) -> list[tuple[Any, ...]]:
+    out = list(rows)
+    for column, ascending in reversed(order):  # stable sorts, last key first
+        out.sort(key=lambda r: (r[column] is not None, r[column]) if r[column] is not None else (False, 0),
+                 reverse=not ascending)
+    return out
+
+
+class RowToText(MapFunction):
+    """The print connector's line: ``+I[a, 1]`` (Flink's Row.toString; null prints ``null``)."""
+
+    def map(self, value: Row) -> str:
+        return value.get_row_kind().short_string() + "[" + ", ".join(format_value(v) for v in value) + "]"
+
+
+def format_value(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, Row):
+        return "+I[" + ", ".join(format_value(x) for x in v) + "]"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(format_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{format_value(k)}={format_value(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+# -- Python aggregate functions (udaf / udtaf) --------------------------------------------------
+
+BUNDLE_MS = 1000  # PyFlink's python.fn-execution.bundle.time default: results leave once per bundle
+
+
+class PythonGroupAggregateFunction(KeyedProcessFunction):
+    """GROUP BY with a Python ``udaf`` or ``udtaf`` (PyFlink's PythonGroupAggregate /
+    PythonGroupTableAggregate). As in PyFlink, the Python function runs in bundles: a group's
+    changes within a bundle (at most :data:`BUNDLE_MS`, and the end of input) leave as one change —
+    a udaf's ``-U``/``+U`` (or ``+I`` for a new group), a udtaf's ``-D`` of the rows it emitted last
+    and ``+I`` of its new ones. ``args`` None passes the whole row (named) to ``accumulate``."""
+
+    def __init__(self, keys: Sequence[int], func: Any, args: Sequence[Resolved] | None,
+                 input_names: Sequence[str], table_aggregate: bool) -> None:
+        self.keys, self.func, self.args = tuple(keys), func, None if args is None else tuple(args)
+        self.names, self.table_aggregate = list(input_names), table_aggregate
+
+    def open(self, runtime_context: Any) -> None:
+        # [accumulator, row count, last emitted (values or rows) or None, dirty]
+        self.state = runtime_context.get_state(ValueStateDescriptor("group", Types.PICKLED_BYTE_ARRAY()))
+        self.f = self.func.function()
+
+    def _call_args(self, values: list[Any]) -> list[Any]:
+        return [Row.of_names(self.names, values)] if self.args is None else [a.eval(values) for a in self.args]
+
+    def process_element(self, value: Row, ctx: Any) -> Iterable[Row]:
+        values = list(value)
+        group = self.state.value()
+        accumulate = is_accumulate(value.get_row_kind())
+        if group is None:
+            if not accumulate:
+                return ()
+            group = [self.f.create_accumulator(), 0, None, False]
+        if accumulate:
+            self.f.accumulate(group[0], *self._call_args(values))
+            group[1] += 1
+        else:
+            self.f.retract(group[0], *self._call_args(values))
+            group[1] -= 1
+        if not group[3]:
+            group[3] = True
+            ts = ctx.timer_service()
+            ts.register_processing_time_timer(ts.current_processing_time() + BUNDLE_MS)
+            ts.register_event_time_timer(END_OF_INPUT)
+        self.state.update(group)
+        return ()
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Row]:
+        group = self.state.value()
+        if group is None or not group[3]:
+            return
+        key = tuple(ctx.get_current_key())
+        old = group[2]
+        new: Any
+        if self.table_aggregate:
+            for r in old or ():
+                yield row_of(key + tuple(r), RowKind.DELETE)
+            new = [tuple(r) if isinstance(r, (Row, tuple, list)) else (r,) for r in self.f.emit_value(group[0])] \
+                if group[1] > 0 else []
+            for r in new:
+                yield row_of(key + tuple(r))
+        else:
+            v = self.f.get_value(group[0]) if group[1] > 0 else None
+            new = None if group[1] <= 0 else (tuple(v) if isinstance(v, (Row, tuple, list)) else (v,))
+            if old is not None and new is None:
+                yield row_of(key + old, RowKind.DELETE)
+            elif old is None and new is not None:
+                yield row_of(key + new)
+            elif old is not None and new != old:
+                yield row_of(key + old, RowKind.UPDATE_BEFORE)
+                yield row_of(key + new, RowKind.UPDATE_AFTER)
+        if group[1] <= 0:
+            self.state.clear()
+            return
+        group[2], group[3] = (new, False)
+        self.state.update(group)
+
+
+class LeftOuterJoinFunction(KeyedCoProcessFunction):
+    """A regular LEFT OUTER equi-join (Flink's StreamingJoinOperator, no unique keys). Each left row
+    keeps how many right rows it matches: with none it is emitted padded with nulls; the first
+    match retracts that padded row (-D) before the joined +I, and when its last match is retracted
+    the padded row comes back (+I). In batch mode both sides are kept to the end of input and the
+    final result is emitted once (no retractions)."""
+
+    def __init__(self, condition: Resolved | None, right_width: int, batch: bool) -> None:
+        self.condition, self.right_width, self.batch = condition, right_width, batch
+
+    def open(self, runtime_context: Any) -> None:
+        self.left = runtime_context.get_state(ValueStateDescriptor("left-records", Types.PICKLED_BYTE_ARRAY()))
+        self.right = runtime_context.get_state(ValueStateDescriptor("right-records", Types.PICKLED_BYTE_ARRAY()))
+
+    def _matches(self, left: tuple[Any, ...], right: tuple[Any, ...]) -> bool:
+        return self.condition is None or self.condition.eval(list(left + right)) is True
+
+    def _padded(self, left: tuple[Any, ...], kind: RowKind) -> Row:
+        return row_of(list(left) + [None] * self.right_width, kind)
+
+    def _first_element(self, ctx: Any) -> None:
+        if self.batch and self.left.value() is None and self.right.value() is None:
+            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+
+    def process_element1(self, value: Row, ctx: Any) -> Iterable[Row]:
+        self._first_element(ctx)
+        row = tuple(value)
+        accumulate = is_accumulate(value.get_row_kind())
+        lefts = self.left.value() or {}
+        if not side_update(lefts, row, accumulate):
+            return
+        self.left.update(lefts) if lefts else self.left.clear()
+        if self.batch:
+            return
+        kind = RowKind.INSERT if accumulate else RowKind.DELETE
+        matched = False
+        for r, n in (self.right.value() or {}).items():
+            if self._matches(row, r):
+                matched = True
+                for _ in range(n):
+                    yield row_of(list(row + r), kind)
+        if not matched:
+            yield self._padded(row, kind)
+
+    def process_element2(self, value: Row, ctx: Any) -> Iterable[Row]:
+        self._first_element(ctx)
+        row = tuple(value)
+        accumulate = is_accumulate(value.get_row_kind())
+        rights = self.right.value() or {}
+        before = dict(rights)
+        if not side_update(rights, row, accumulate):
+            return
+        self.right.update(rights) if rights else self.right.clear()
+        if self.batch:
+            return
+        for left, n in (self.left.value() or {}).items():
+            if not self._matches(left, row):
+                continue
+            had = sum(c for r, c in before.items() if self._matches(left, r))
+            for _ in range(n):
+                if accumulate:
+                    if had == 0:
+                        yield self._padded(left, RowKind.DELETE)
+                    yield row_of(list(left + row), RowKind.INSERT)
+                else:
+                    yield row_of(list(left + row), RowKind.DELETE)
+                    if had == 1:
+                        yield self._padded(left, RowKind.INSERT)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Row]:
+        rights = self.right.value() or {}
+        for left, n in (self.left.value() or {}).items():
+            joined = [(r, c) for r, c in rights.items() if self._matches(left, r)]
+            for _ in range(n):
+                if not joined:
+                    yield self._padded(left, RowKind.INSERT)
+                for r, c in joined:
+                    for _ in range(c):
+                        yield row_of(list(left + r))
+        self.left.clear()
+        self.right.clear()

@@ -1,0 +1,229 @@
+"""PyFlink 2.3's own table example programs run on Millstream with only their imports changed
+(``pyflink`` -> ``millstream``), as a user runs them (``python program.py``, embedded cluster), and
+print what PyFlink prints.
+
+The programs are read from the apache-flink 2.3.0 wheel that ``make install`` puts in
+``.venv/flink-tools`` (read, never imported). Only the import statements are ported: a data word
+such as streaming_word_count's ``"pyflink"`` stays as PyFlink prints it. The expected output is
+derived from Flink's semantics: a streaming GROUP BY through the print connector prints ``+I[w, 1]``
+for a word's first row, then ``-U[w, n-1]`` and ``+U[w, n]`` for each further one, in input order at
+parallelism 1, with ``N> `` in front when the sink runs at a parallelism above 1.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from .test_pyflink_examples import user_shell_environment
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / ".venv" / "flink-tools" / "pyflink" / "examples" / "table"
+RUN_TIMEOUT_S = 240.0
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def ported(source: str) -> str:
+    """The one change a PyFlink user makes: ``pyflink`` becomes ``millstream`` in the imports."""
+    return re.sub(r"^(\s*(?:from|import)\s+)pyflink\b", r"\1millstream", source, flags=re.M)
+
+
+def released(name: str) -> str:
+    program = EXAMPLES / name
+    if not program.is_file():
+        pytest.skip(f"no PyFlink table examples in {EXAMPLES} (`make install` installs apache-flink 2.3.0 there)")
+    return program.read_text()
+
+
+def constant(source: str, name: str) -> object:
+    """A module-level constant of the program (its input data), read from its source."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{name} not found")
+
+
+def run(program: Path, enough: "callable[[list[str]], bool] | None" = None) -> list[str]:  # type: ignore[valid-type]
+    """Runs ``python program`` until it exits, or until ``enough(lines)``; then stops its process group."""
+    proc = subprocess.Popen([sys.executable, str(program)], cwd=program.parent, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, env=user_shell_environment())
+    lines: list[str] = []
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if enough is not None and enough(lines):
+                return lines
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{program.name} did not end within {RUN_TIMEOUT_S} s:\n" + "\n".join(lines[-40:]))
+        proc.wait(30)
+        assert proc.returncode == 0, f"{program.name} exited with {proc.returncode}:\n" + "\n".join(lines[-60:])
+        return lines
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
+def count_changelog(words: list[str]) -> list[str]:
+    out, counts = [], Counter[str]()
+    for w in words:
+        counts[w] += 1
+        n = counts[w]
+        out += [f"+I[{w}, 1]"] if n == 1 else [f"-U[{w}, {n - 1}]", f"+U[{w}, {n}]"]
+    return out
+
+
+def test_word_count_prints_pyflinks_changelog(tmp_path: Path) -> None:
+    source = released("word_count.py")
+    (tmp_path / "word_count.py").write_text(ported(source))
+    data = constant(source, "word_count_data")
+    words = [w for line in data for w in line.split()]  # type: ignore[union-attr]
+    lines = run(tmp_path / "word_count.py")
+    assert lines == ["Executing word_count example with default input data set.",
+                     "Use --input to specify file input.",
+                     "Printing result to stdout. Use --output to specify output path."] + count_changelog(words)
+
+
+LINE = re.compile(r"^(?:(\d+)> )?([+-][IU])\[(\w+), (\d+)\]$")
+
+
+def test_streaming_word_count_prints_an_updating_count_per_word(tmp_path: Path) -> None:
+    source = released("streaming_word_count.py")
+    (tmp_path / "streaming_word_count.py").write_text(ported(source))
+    vocabulary = set(constant(source, "words"))  # type: ignore[arg-type]
+    lines = run(tmp_path / "streaming_word_count.py",
+                enough=lambda seen: sum(1 for x in seen if x.startswith(("-U", "+U")) or "> -U" in x) >= 10)
+    assert lines[0] == "Printing result to stdout. Use --output to specify output path."
+    counts: Counter[str] = Counter()
+    subtask_of: dict[str, str | None] = {}
+    pending: dict[str, int] = {}
+    for line in lines[1:]:
+        m = LINE.match(line)
+        assert m, f"not a changelog line of the print connector: {line!r}"
+        subtask, kind, word, n = m.group(1), m.group(2), m.group(3), int(m.group(4))
+        assert word in vocabulary
+        assert subtask_of.setdefault(word, subtask) == subtask, f"{word} printed by two subtasks"
+        if kind == "+I":
+            assert counts[word] == 0 and n == 1
+            counts[word] = 1
+        elif kind == "-U":
+            assert n == counts[word] and word not in pending
+            pending[word] = n
+        else:
+            assert pending.pop(word) + 1 == n
+            counts[word] = n
+
+
+BORDER = re.compile(r"^\+(-+\+)+$")
+ROW = re.compile(r"^\|.*\|$")
+
+
+def tables(lines: list[str]) -> list[tuple[list[str], str | None]]:
+    """The tableau tables among ``lines`` (runs of border and row lines), each with the line after it."""
+    found: list[tuple[list[str], str | None]] = []
+    current: list[str] = []
+    for i, line in enumerate(lines + [""]):
+        if BORDER.match(line) or (current and ROW.match(line)):
+            current.append(line)
+            continue
+        if current:
+            found.append((current, line if i < len(lines) else None))
+            current = []
+    return found
+
+
+def documented_tables(source: str) -> list[list[str]]:
+    """The tables PyFlink's program shows in its comments after each ``print()``: its output."""
+    comments = [re.sub(r"^\s*# ?", "", x) if x.lstrip().startswith("#") else "" for x in source.splitlines()]
+    return [t for t, _ in tables(comments)]
+
+
+def by_key(rows: list[str]) -> dict[str, list[str]]:
+    """Rows grouped by their first column after ``op``, in order."""
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        out.setdefault(r.split("|")[2], []).append(r)
+    return out
+
+
+def test_basic_operations_prints_the_tables_pyflink_documents(tmp_path: Path) -> None:
+    source = released("basic_operations.py")
+    (tmp_path / "basic_operations.py").write_text(ported(source))
+    lines = run(tmp_path / "basic_operations.py")
+    expected, got = documented_tables(source), tables(lines)
+    assert len(got) == len(expected) == 17
+    for want, (have, after) in zip(expected, got):
+        assert have[:3] == want[:3] and have[-1] == want[-1], "\n".join(have)  # borders and header exactly
+        # rows as a multiset: rows of different keys interleave by subtask timing, in PyFlink too
+        assert Counter(have[3:-1]) == Counter(want[3:-1]), "\n".join(have)
+        # within one key the changelog keeps its order (-U before its +U)
+        assert by_key(have[3:-1]) == by_key(want[3:-1])
+        # Flink's TableauStyle ends a table with its row count (the comments leave it out)
+        assert after == f"{len(have) - 4} rows in set"
+    schema = lines.index("(")
+    assert lines[schema:schema + 6] == ["(", "  `id` BIGINT,", "  `name` STRING,", "  `tel` STRING,",
+                                        "  `country` STRING", ")"]
+    # explain: Flink's section headings (its plans name JVM classes by hash)
+    for heading in ("== Abstract Syntax Tree ==", "== Optimized Physical Plan ==", "== Optimized Execution Plan ==",
+                    "== Optimized Physical Plan With Advice ==", "No available advice..."):
+        assert heading in lines
+
+
+JSON_ROWS = [
+    (1, '{"name": "Flink", "tel": 123, "addr": {"country": "Germany", "city": "Berlin"}}'),
+    (2, '{"name": "hello", "tel": 135, "addr": {"country": "China", "city": "Shanghai"}}'),
+    (3, '{"name": "world", "tel": 124, "addr": {"country": "USA", "city": "NewYork"}}'),
+    (4, '{"name": "PyFlink", "tel": 32, "addr": {"country": "China", "city": "Hangzhou"}}'),
+]  # the input of the process_json_data programs
+
+
+def _tel_plus_one(doc: str) -> str:
+    import json
+    data = json.loads(doc)
+    data["tel"] += 1
+    return json.dumps(data)
+
+
+def _country(doc: str) -> str:
+    import json
+    return json.loads(doc)["addr"]["country"]
+
+
+PRINTED = {
+    # first_sink: id <= 3 (SQL); second_sink: data containing "Flink" (a Python UDF)
+    "multi_sink.py": [f"+I[{i}, {d}]" for i, d in [(1, "Hello"), (2, "World"), (3, "Flink"), (4, "PyFlink")] if i <= 3]
+    + [f"+I[{i}, {d}]" for i, d in [(1, "Hello"), (2, "World"), (3, "Flink"), (4, "PyFlink")] if "Flink" in d],
+    "process_json_data.py": [f"+I[{i}, {_country(d)}]" for i, d in JSON_ROWS],
+    "process_json_data_with_udf.py": [f"+I[{i}, {_tel_plus_one(d)}]" for i, d in JSON_ROWS],
+}
+
+
+@pytest.mark.parametrize("example", sorted(PRINTED))
+def test_a_print_sink_example_prints_its_rows(tmp_path: Path, example: str) -> None:
+    source = released(example)
+    (tmp_path / example).write_text(ported(source))
+    lines = run(tmp_path / example)
+    printed = [re.sub(r"^\d+> ", "", x) for x in lines if re.match(r"^(\d+> )?[+-][IUD]\[", x)]
+    assert Counter(printed) == Counter(PRINTED[example]), "\n".join(lines[-30:])
+
+
+def test_mixing_datastream_and_table_prints_ten_generated_sums(tmp_path: Path) -> None:
+    """datagen makes 10 random (id BIGINT, data STRING of 100 chars) rows; the program prints
+    id + len(data) through a DataStream map and back into a table: ten BIGINTs."""
+    source = released("mixing_use_of_datastream_and_table.py")
+    (tmp_path / "mixing.py").write_text(ported(source))
+    lines = run(tmp_path / "mixing.py")
+    printed = [x for x in lines if re.match(r"^(\d+> )?\+I\[-?\d+\]$", x)]
+    assert len(printed) == 10, "\n".join(lines[-30:])
+    assert all(-2**63 + 100 <= int(re.search(r"\[(-?\d+)\]", x).group(1)) < 2**63 + 100 for x in printed)  # type: ignore[union-attr]

@@ -1,0 +1,99 @@
+"""SQL on the runtime (a MiniCluster with real Spark): a streaming GROUP BY's changelog, a batch
+aggregate with HAVING and ORDER BY, a filesystem CSV table, datagen into print and blackhole tables
+through INSERT INTO and a statement set. Expected results are computed here from SQL's rules."""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from millstream.common import RowKind
+from millstream.table import EnvironmentSettings, TableEnvironment
+
+from .harness import ClusterSpec
+
+pytestmark = pytest.mark.timeout(600)
+CLUSTER = ClusterSpec(jobmanager_env=True, tasks_per_slot=8)
+
+I, UB, UA = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER
+ORDERS = [(1, "apple", 3), (2, "pear", 1), (3, "apple", 4), (4, "fig", 10), (5, "pear", 2), (6, "apple", 1)]
+
+
+def env(streaming: bool, parallelism: int = 2) -> TableEnvironment:
+    settings = EnvironmentSettings.in_streaming_mode() if streaming else EnvironmentSettings.in_batch_mode()
+    t_env = TableEnvironment.create(settings)
+    t_env.get_config().set("parallelism.default", str(parallelism))
+    t_env.create_temporary_view("orders", t_env.from_elements(ORDERS, ["id", "item", "qty"]))
+    return t_env
+
+
+def test_a_streaming_sql_group_by_updates_each_item(cluster: Any) -> None:
+    t_env = env(streaming=True)
+    result = t_env.execute_sql("SELECT item, SUM(qty) AS total, COUNT(*) AS n FROM orders WHERE qty > 1 GROUP BY item")
+    per_item: dict[str, list[tuple[RowKind, tuple[Any, ...]]]] = defaultdict(list)
+    for r in result.collect():
+        per_item[r[0]].append((r.get_row_kind(), tuple(r)))
+    expected: dict[str, list[tuple[RowKind, tuple[Any, ...]]]] = defaultdict(list)
+    totals: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    for _, item, qty in ORDERS:
+        if qty <= 1:
+            continue
+        before = (item, totals[item], counts[item])
+        totals[item] += qty
+        counts[item] += 1
+        after = (item, totals[item], counts[item])
+        expected[item] += [(I, after)] if counts[item] == 1 else [(UB, before), (UA, after)]
+    assert dict(per_item) == dict(expected)
+
+
+def test_a_batch_sql_aggregate_with_having_and_order_by(cluster: Any) -> None:
+    t_env = env(streaming=False)
+    rows = list(t_env.execute_sql(
+        "SELECT item, SUM(qty) AS total, AVG(qty) AS mean FROM orders GROUP BY item HAVING COUNT(*) > 1 "
+        "ORDER BY total DESC").collect())
+    by_item: dict[str, list[int]] = defaultdict(list)
+    for _, item, qty in ORDERS:
+        by_item[item].append(qty)
+    expected = sorted(((i, sum(q), int(sum(q) / len(q))) for i, q in by_item.items() if len(q) > 1), key=lambda r: -r[1])
+    assert [(r.get_row_kind(), tuple(r)) for r in rows] == [(I, e) for e in expected]
+
+
+def test_a_filesystem_csv_table_joins_and_filters(cluster: Any, tmp_path: Path) -> None:
+    t_env = env(streaming=False, parallelism=1)
+    (tmp_path / "prices.csv").write_text("apple,2\npear,5\nkiwi,9\n")
+    t_env.execute_sql(f"CREATE TABLE prices (name STRING, price INT) WITH ('connector' = 'filesystem', "
+                      f"'path' = '{tmp_path / 'prices.csv'}', 'format' = 'csv')")
+    rows = t_env.execute_sql("SELECT id, item, qty * price AS cost FROM orders JOIN prices ON item = name "
+                             "WHERE qty * price > 4 ORDER BY id").collect()
+    price = {"apple": 2, "pear": 5, "kiwi": 9}
+    expected = [(i, item, q * price[item]) for i, item, q in ORDERS if item in price and q * price[item] > 4]
+    assert [tuple(r) for r in rows] == expected
+
+
+def test_insert_into_print_and_blackhole_tables_from_datagen(cluster: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    t_env = env(streaming=True, parallelism=1)
+    t_env.execute_sql("CREATE TABLE gen (k INT, v BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '20', "
+                      "'rows-per-second' = '1000', 'fields.k.kind' = 'sequence', 'fields.k.start' = '1', "
+                      "'fields.k.end' = '20', 'fields.v.min' = '5', 'fields.v.max' = '5')")
+    t_env.execute_sql("CREATE TABLE out (k INT, doubled BIGINT) WITH ('connector' = 'print')")
+    t_env.execute_sql("CREATE TABLE nowhere (k INT) WITH ('connector' = 'blackhole')")
+    statements = t_env.create_statement_set()
+    statements.add_insert_sql("INSERT INTO out SELECT k, v * 2 FROM gen WHERE MOD(k, 5) = 0")
+    statements.add_insert_sql("INSERT INTO nowhere SELECT k FROM gen")
+    statements.execute().wait()
+    printed = [line for line in capfd.readouterr().out.splitlines() if line.startswith("+I[")]
+    assert printed == [f"+I[{k}, 10]" for k in range(1, 21) if k % 5 == 0]
+
+
+def test_a_batch_left_join_keeps_unmatched_rows_with_nulls_and_retracts_nothing(cluster: Any) -> None:
+    t_env = env(streaming=False)
+    t_env.create_temporary_view("colors", t_env.from_elements([("apple", "red"), ("fig", "purple"), ("fig", "green")],
+                                                              ["fruit", "color"]))
+    rows = list(t_env.execute_sql("SELECT id, item, color FROM orders LEFT JOIN colors ON item = fruit").collect())
+    colors = {"apple": ["red"], "fig": ["purple", "green"]}
+    expected = Counter((i, item, c) for i, item, _ in ORDERS for c in colors.get(item, [None]))
+    assert all(r.get_row_kind() is I for r in rows)
+    assert Counter(tuple(r) for r in rows) == expected
