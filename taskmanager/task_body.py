@@ -249,8 +249,8 @@ class CheckpointControl:
     """
 
     def __init__(self, channel: Any, checkpointer: checkpointing.TaskCheckpointer | None, is_source: bool,
-                 env: SimpleTaskEnvironment) -> None:
-        """``checkpointer`` None: the job takes no checkpoints; only operator events come."""
+                 env: SimpleTaskEnvironment | None = None) -> None:
+        """``checkpointer`` None: the job takes no checkpoints; only operator events come (to ``env``)."""
         self.channel = channel
         self.env = env
         self.checkpointer = checkpointer
@@ -261,7 +261,7 @@ class CheckpointControl:
     def poll(self) -> None:
         while (msg := self.channel.recv_nowait()) is not None:
             if type(msg) is OperatorEventDelivered:  # in order with the triggers: see OperatorEventDelivered
-                self.env.deliver_operator_event(msg.payload)
+                self._deliver(msg.payload)
             elif self.checkpointer is None:
                 continue
             elif type(msg) is TriggerCheckpoint:
@@ -286,11 +286,16 @@ class CheckpointControl:
             elif type(msg) is NotifyCheckpoint:
                 checkpointer.notify(msg.checkpoint_id, msg.aborted)
             elif type(msg) is OperatorEventDelivered:
-                self.env.deliver_operator_event(msg.payload)
+                self._deliver(msg.payload)
             elif type(msg) is TriggerCheckpoint:  # cannot come before the savepoint's outcome: refuse it
                 checkpointer.decline(msg.checkpoint_id, "CHECKPOINT_DECLINED_TASK_CLOSING", "the task is stopping with a savepoint")
         if checkpointer.stopped:
             raise StoppedWithSavepoint(checkpointer.last_completed_id)
+
+    def _deliver(self, payload: bytes) -> None:
+        if self.env is None:
+            raise RuntimeError("an operator event reached a task that takes none")
+        self.env.deliver_operator_event(payload)
 
     def _trigger(self, barrier: CheckpointBarrier) -> None:
         assert self.checkpointer is not None
@@ -673,7 +678,7 @@ def _restored_checkpointer(tdd: cpb.TaskDeploymentDescriptor, chain: OperatorCha
 
 
 def _await_final_checkpoint(chain: OperatorChain, checkpointer: checkpointing.TaskCheckpointer,
-                            env: SimpleTaskEnvironment) -> None:
+                            env: SimpleTaskEnvironment | None = None) -> None:
     """After the end of input, keeps taking part in checkpoints until one completed that covers
     everything the sinks hold back (Flink's final checkpoint, FLIP-147)."""
     while checkpointer.has_uncommitted_output() and not env.is_cancelled():

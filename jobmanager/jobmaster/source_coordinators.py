@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import grpc
@@ -45,8 +45,6 @@ class _Vertex:
     settings: bytes
     interval_ms: int
     timer: asyncio.TimerHandle | None = None
-    started: bool = False
-    attempts: set[bytes] = field(default_factory=set)
 
 
 class SourceCoordinators:
@@ -92,7 +90,6 @@ class SourceCoordinators:
         """The job is RUNNING (first or after a restart): start the enumerators, or discover again
         where a discovery failed (a one-time discovery that failed never ran)."""
         for vertex_hex, vertex in self._vertices.items():
-            vertex.started = True
             self._run(vertex_hex, vertex.enumerator.start())
 
     def stop(self) -> None:
@@ -138,7 +135,6 @@ class SourceCoordinators:
         if not isinstance(event, ReaderRegistration):
             raise ValueError(f"a source reader sent {event!r}; the enumerator takes registrations only")
         vertex = self._vertices[vertex_hex]
-        vertex.attempts.add(attempt_id)
         self._run(vertex_hex, vertex.enumerator.reader_registered(subtask, attempt_id, event.restored_checkpoint_id))
 
     def task_ended(self, attempt_id: bytes) -> None:
@@ -163,7 +159,8 @@ class SourceCoordinators:
     async def _discover(self, vertex_hex: str, vertex: _Vertex, command: Discover) -> None:
         try:
             if vertex.client is None:
-                from millstream.runtime.operators.kafka_metadata import KafkaMetadataClient  # confluent-kafka
+                # lazy: confluent-kafka loads only in JobManagers running a KafkaSource
+                from millstream.runtime.operators.kafka_metadata import KafkaMetadataClient
                 vertex.client = KafkaMetadataClient(factory_from_settings(vertex.settings))
             splits = await asyncio.to_thread(vertex.client.new_splits, command.known, command.initial)
         except Exception as exc:
