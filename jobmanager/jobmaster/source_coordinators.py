@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import grpc
@@ -45,6 +46,30 @@ class _Vertex:
     settings: bytes
     interval_ms: int
     timer: asyncio.TimerHandle | None = None
+    # The client is used and closed in threads only: a close waits for the discovery in flight
+    # (librdkafka's consumer must not be closed under another thread's call).
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+
+    def new_splits(self, command: Discover) -> list[Any]:
+        """Blocking: a thread's."""
+        with self.lock:
+            if self.closed:
+                return []
+            if self.client is None:
+                # lazy: confluent-kafka loads only in JobManagers running a KafkaSource
+                from millstream.runtime.operators.kafka_metadata import KafkaMetadataClient
+                self.client = KafkaMetadataClient(factory_from_settings(self.settings))
+            result: list[Any] = self.client.new_splits(command.known, command.initial)
+            return result
+
+    def close(self) -> None:
+        """Blocking: a thread's."""
+        with self.lock:
+            self.closed = True
+            client, self.client = self.client, None
+        if client is not None:
+            client.close()
 
 
 class SourceCoordinators:
@@ -98,9 +123,7 @@ class SourceCoordinators:
             if vertex.timer is not None:
                 vertex.timer.cancel()
                 vertex.timer = None
-            client, vertex.client = vertex.client, None
-            if client is not None:
-                asyncio.get_running_loop().run_in_executor(None, client.close)
+            asyncio.get_running_loop().run_in_executor(None, vertex.close)
 
     # -- checkpoints ------------------------------------------------------------------------------
 
@@ -158,11 +181,7 @@ class SourceCoordinators:
 
     async def _discover(self, vertex_hex: str, vertex: _Vertex, command: Discover) -> None:
         try:
-            if vertex.client is None:
-                # lazy: confluent-kafka loads only in JobManagers running a KafkaSource
-                from millstream.runtime.operators.kafka_metadata import KafkaMetadataClient
-                vertex.client = KafkaMetadataClient(factory_from_settings(vertex.settings))
-            splits = await asyncio.to_thread(vertex.client.new_splits, command.known, command.initial)
+            splits = await asyncio.to_thread(vertex.new_splits, command)
         except Exception as exc:
             vertex.enumerator.discovery_failed()
             if self._stopped:
