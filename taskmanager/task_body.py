@@ -678,7 +678,7 @@ def _restored_checkpointer(tdd: cpb.TaskDeploymentDescriptor, chain: OperatorCha
 
 
 def _await_final_checkpoint(chain: OperatorChain, checkpointer: checkpointing.TaskCheckpointer,
-                            env: SimpleTaskEnvironment | None = None) -> None:
+                            env: SimpleTaskEnvironment) -> None:
     """After the end of input, keeps taking part in checkpoints until one completed that covers
     everything the sinks hold back (Flink's final checkpoint, FLIP-147)."""
     while checkpointer.has_uncommitted_output() and not env.is_cancelled():

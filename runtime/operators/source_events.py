@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 __all__ = ["KafkaSplit", "ReaderRegistration", "AddSplits", "NoMoreSplits", "SourceEvent", "encode", "decode"]
 
@@ -29,9 +29,9 @@ class KafkaSplit:
         return [self.topic, self.partition, self.start, self.stop]
 
     @classmethod
-    def from_json(cls, value: list[object]) -> "KafkaSplit":
+    def from_json(cls, value: list[Any]) -> "KafkaSplit":
         topic, partition, start, stop = value
-        return cls(str(topic), int(partition), int(start), None if stop is None else int(stop))  # type: ignore[arg-type]
+        return cls(str(topic), int(partition), int(start), None if stop is None else int(stop))
 
 
 @dataclass(frozen=True)
