@@ -112,7 +112,11 @@ class KafkaSourceReader(SourceReader):
         """An event of the enumerator, on the task thread between two batches."""
         event = decode(payload)
         if isinstance(event, AddSplits):
-            new = [s for s in event.splits if s.tp not in self._offsets]
+            new = list(event.splits)
+            twice = [split_id(*s.tp) for s in new if s.tp in self._offsets]
+            if twice:  # the enumerator's bookkeeping broke: reading it again would duplicate records
+                raise RuntimeError(f"KafkaSource subtask {self._env.subtask_index}: splits {twice} were assigned "
+                                   "again while this reader has them")
             for split in new:
                 self._offsets[split.tp], self._stops[split.tp] = split.start, split.stop
                 if split.stop is not None and split.start >= split.stop:
