@@ -1,6 +1,7 @@
-"""The KafkaSource's pure logic: which subtask owns a partition, where a partition starts and stops,
-and what the builder's properties mean to librdkafka. No I/O: offsets come from an
-:class:`OffsetsClient` (the reader's consumer in production, a fake in unit tests).
+"""The KafkaSource's pure logic: which subtask owns a partition, which partitions it subscribes to,
+where a partition starts and stops, what the builder's properties mean to librdkafka, and the
+source's settings as its split enumerator on the JobManager gets them. No I/O: offsets come from
+an :class:`OffsetsClient` (the enumerator's consumer in production, a fake in unit tests).
 
 A split is one topic-partition, id ``"topic-partition"`` (Flink's KafkaPartitionSplit id).
 """
