@@ -19,7 +19,8 @@ from millstream.proto import jobgraph_pb2 as pb
 from millstream.datastream.functions import _ReduceWrapper
 from millstream.runtime import user_code
 from millstream.runtime.keygroups import compute_default_max_parallelism
-from millstream.runtime.operator_factories import AggregationFactory, ReduceFactory
+from millstream.runtime.operator_factories import AggregationFactory, KafkaSourceFactory, ReduceFactory
+from millstream.runtime.operators.kafka_splits import coordinator_settings
 from millstream.runtime.partitioners import ForwardPartitioner, KeyGroupStreamPartitioner
 
 DISTRIBUTION_NAMES = {pb.POINTWISE: "POINTWISE", pb.ALL_TO_ALL: "ALL_TO_ALL"}
@@ -104,6 +105,8 @@ class JobGraphGenerator:
             kind=node.factory.kind,
             factory=_pickle(node.factory, f"the function of operator '{node}'"),
         )
+        if isinstance(node.factory, KafkaSourceFactory):  # its split enumerator runs on the JobManager
+            operator.coordinator = coordinator_settings(node.factory)
         if node.state_key_selector is not None:
             operator.state_key_selector = _pickle(node.state_key_selector, f"the key selector of operator '{node}'")
         if node.state_key_selector2 is not None:

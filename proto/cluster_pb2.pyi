@@ -552,6 +552,16 @@ class CollectResponse(_message.Message):
     accepted: bool
     def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
 
+class OperatorEventToCoordinator(_message.Message):
+    __slots__ = ("job_id", "execution_attempt_id", "payload")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    job_id: bytes
+    execution_attempt_id: bytes
+    payload: bytes
+    def __init__(self, job_id: _Optional[bytes] = ..., execution_attempt_id: _Optional[bytes] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
 class AcknowledgeCheckpointRequest(_message.Message):
     __slots__ = ("job_id", "execution_attempt_id", "checkpoint_id", "state_path", "state_size", "sync_duration_ms", "async_duration_ms", "alignment_duration_ms", "start_delay_ms")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -816,6 +826,14 @@ class TriggerCheckpointRequest(_message.Message):
     stop: bool
     drain: bool
     def __init__(self, execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., stop: _Optional[bool] = ..., drain: _Optional[bool] = ...) -> None: ...
+
+class OperatorEventToTask(_message.Message):
+    __slots__ = ("execution_attempt_id", "payload")
+    EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    execution_attempt_id: bytes
+    payload: bytes
+    def __init__(self, execution_attempt_id: _Optional[bytes] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class CheckpointNotification(_message.Message):
     __slots__ = ("execution_attempt_id", "checkpoint_id", "aborted")

@@ -806,6 +806,11 @@ class JobMasterServiceStub:
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.DeclineCheckpointRequest.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
                 _registered_method=True)
+        self.SendOperatorEvent = channel.unary_unary(
+                '/millstream.v1.JobMasterService/SendOperatorEvent',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.OperatorEventToCoordinator.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class JobMasterServiceServicer:
@@ -847,6 +852,14 @@ class JobMasterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SendOperatorEvent(self, request, context):
+        """An event of a task's operator for its vertex's OperatorCoordinator (a source reader's
+        registration with the split enumerator).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobMasterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -878,6 +891,11 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
             'DeclineCheckpoint': grpc.unary_unary_rpc_method_handler(
                     servicer.DeclineCheckpoint,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.DeclineCheckpointRequest.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+            ),
+            'SendOperatorEvent': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendOperatorEvent,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.OperatorEventToCoordinator.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
             ),
     }
@@ -1053,6 +1071,33 @@ class JobMasterService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def SendOperatorEvent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.JobMasterService/SendOperatorEvent',
+            millstream_dot_proto_dot_cluster__pb2.OperatorEventToCoordinator.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class TaskExecutorStub:
     """Missing associated documentation comment in .proto file."""
@@ -1101,6 +1146,11 @@ class TaskExecutorStub:
         self.NotifyCheckpoint = channel.unary_unary(
                 '/millstream.v1.TaskExecutor/NotifyCheckpoint',
                 request_serializer=millstream_dot_proto_dot_cluster__pb2.CheckpointNotification.SerializeToString,
+                response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+                _registered_method=True)
+        self.SendOperatorEvent = channel.unary_unary(
+                '/millstream.v1.TaskExecutor/SendOperatorEvent',
+                request_serializer=millstream_dot_proto_dot_cluster__pb2.OperatorEventToTask.SerializeToString,
                 response_deserializer=millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
                 _registered_method=True)
         self.GetTaskOutput = channel.unary_unary(
@@ -1179,6 +1229,13 @@ class TaskExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SendOperatorEvent(self, request, context):
+        """An event of the vertex's OperatorCoordinator for the task's operator (split assignments).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTaskOutput(self, request, context):
         """A task attempt's captured output (prints, log records); its attempt may have ended.
         """
@@ -1247,6 +1304,11 @@ def add_TaskExecutorServicer_to_server(servicer, server):
             'NotifyCheckpoint': grpc.unary_unary_rpc_method_handler(
                     servicer.NotifyCheckpoint,
                     request_deserializer=millstream_dot_proto_dot_cluster__pb2.CheckpointNotification.FromString,
+                    response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
+            ),
+            'SendOperatorEvent': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendOperatorEvent,
+                    request_deserializer=millstream_dot_proto_dot_cluster__pb2.OperatorEventToTask.FromString,
                     response_serializer=millstream_dot_proto_dot_cluster__pb2.Empty.SerializeToString,
             ),
             'GetTaskOutput': grpc.unary_unary_rpc_method_handler(
@@ -1485,6 +1547,33 @@ class TaskExecutor:
             target,
             '/millstream.v1.TaskExecutor/NotifyCheckpoint',
             millstream_dot_proto_dot_cluster__pb2.CheckpointNotification.SerializeToString,
+            millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendOperatorEvent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/millstream.v1.TaskExecutor/SendOperatorEvent',
+            millstream_dot_proto_dot_cluster__pb2.OperatorEventToTask.SerializeToString,
             millstream_dot_proto_dot_cluster__pb2.Empty.FromString,
             options,
             channel_credentials,

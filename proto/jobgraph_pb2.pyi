@@ -144,7 +144,7 @@ class ChainedOutput(_message.Message):
     def __init__(self, target_node_id: _Optional[int] = ..., output_tag: _Optional[str] = ...) -> None: ...
 
 class StreamOperator(_message.Message):
-    __slots__ = ("node_id", "name", "operator_id", "uid", "uid_hash", "kind", "factory", "chained_outputs", "non_chained_outputs", "state_key_selector", "state_key_selector2")
+    __slots__ = ("node_id", "name", "operator_id", "uid", "uid_hash", "kind", "factory", "chained_outputs", "non_chained_outputs", "state_key_selector", "state_key_selector2", "coordinator")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_ID_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +156,7 @@ class StreamOperator(_message.Message):
     NON_CHAINED_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     STATE_KEY_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     STATE_KEY_SELECTOR2_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     name: str
     operator_id: bytes
@@ -167,7 +168,8 @@ class StreamOperator(_message.Message):
     non_chained_outputs: _containers.RepeatedScalarFieldContainer[bytes]
     state_key_selector: bytes
     state_key_selector2: bytes
-    def __init__(self, node_id: _Optional[int] = ..., name: _Optional[str] = ..., operator_id: _Optional[bytes] = ..., uid: _Optional[str] = ..., uid_hash: _Optional[str] = ..., kind: _Optional[str] = ..., factory: _Optional[bytes] = ..., chained_outputs: _Optional[_Iterable[_Union[ChainedOutput, _Mapping]]] = ..., non_chained_outputs: _Optional[_Iterable[bytes]] = ..., state_key_selector: _Optional[bytes] = ..., state_key_selector2: _Optional[bytes] = ...) -> None: ...
+    coordinator: bytes
+    def __init__(self, node_id: _Optional[int] = ..., name: _Optional[str] = ..., operator_id: _Optional[bytes] = ..., uid: _Optional[str] = ..., uid_hash: _Optional[str] = ..., kind: _Optional[str] = ..., factory: _Optional[bytes] = ..., chained_outputs: _Optional[_Iterable[_Union[ChainedOutput, _Mapping]]] = ..., non_chained_outputs: _Optional[_Iterable[bytes]] = ..., state_key_selector: _Optional[bytes] = ..., state_key_selector2: _Optional[bytes] = ..., coordinator: _Optional[bytes] = ...) -> None: ...
 
 class JobVertex(_message.Message):
     __slots__ = ("id", "name", "parallelism", "max_parallelism", "slot_sharing_group", "operators", "inputs", "produced", "is_source")

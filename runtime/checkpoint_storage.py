@@ -26,7 +26,7 @@ import os
 import re
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 from urllib.parse import unquote, urlparse
@@ -142,6 +142,8 @@ class CompletedCheckpoint:
     # The job's checkpoint statistics as of this checkpoint's completion (plain JSON: counts and the
     # recent history, wall-clock times), so a JobManager that recovers the job goes on counting.
     stats: Optional[dict[str, Any]] = None
+    # The OperatorCoordinators' states (a KafkaSource's split enumerator), per job vertex id (hex): JSON.
+    coordinator_states: dict[str, Any] = field(default_factory=dict)
 
     @property
     def size_bytes(self) -> int:
@@ -202,9 +204,12 @@ class CompletedCheckpointStore:
                 # File names are relative to the checkpoint directory, so a moved directory still works.
                 states[key] = None if entry is None else FileStateHandle(str(directory / entry["file"]), int(entry["size"]))
             stats = doc.get("stats")
+            coordinators = doc.get("coordinators", {})
+            if not isinstance(coordinators, dict):
+                raise TypeError(f"coordinators is a {type(coordinators).__name__}, not an object")
             checkpoint = CompletedCheckpoint(str(doc["job_id"]), int(doc["checkpoint_id"]), float(doc["timestamp_ms"]),
                                              directory, states, frozenset(doc.get("finished", ())),
-                                             stats if isinstance(stats, dict) else None)
+                                             stats if isinstance(stats, dict) else None, coordinators)
         except (KeyError, TypeError, ValueError) as e:
             raise CheckpointStorageError(f"checkpoint metadata {path} is malformed: {e!r}") from e
         for key, handle in states.items():
@@ -240,7 +245,8 @@ class CompletedCheckpointStore:
 
     def add_checkpoint(self, checkpoint_id: int, timestamp_ms: float, task_states: Mapping[str, object],
                        finished_tasks: frozenset[str] = frozenset(),
-                       stats: Optional[dict[str, Any]] = None) -> CompletedCheckpoint:
+                       stats: Optional[dict[str, Any]] = None,
+                       coordinator_states: Optional[dict[str, Any]] = None) -> CompletedCheckpoint:
         """Finalize: write ``_metadata`` atomically (the checkpoint is complete from the rename on),
         then drop the checkpoints beyond ``num_retained`` and the incomplete older directories."""
         directory = checkpoint_directory(self.base, self.job_id, checkpoint_id)
@@ -264,9 +270,11 @@ class CompletedCheckpointStore:
                "timestamp_ms": timestamp_ms, "tasks": tasks, "finished": sorted(finished_tasks)}
         if stats is not None:
             doc["stats"] = stats
+        if coordinator_states:
+            doc["coordinators"] = coordinator_states
         write_atomically(directory / METADATA_FILE, json.dumps(doc, sort_keys=True).encode("utf-8"))
         checkpoint = CompletedCheckpoint(self.job_id, checkpoint_id, timestamp_ms, directory, handles,
-                                         frozenset(finished_tasks), stats)
+                                         frozenset(finished_tasks), stats, dict(coordinator_states or {}))
         self._register_completed(checkpoint)  # before older ones are dropped: there is always a latest
         self._completed.append(checkpoint)
         while len(self._completed) > self.num_retained:

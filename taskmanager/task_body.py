@@ -44,6 +44,8 @@ from millstream.runtime.task.worker_events import (
     LinesPrinted,
     MetricsReported,
     NotifyCheckpoint,
+    OperatorEventDelivered,
+    OperatorEventSent,
     OutputCaptured,
     PartitionsServed,
     StateChanged,
@@ -134,6 +136,7 @@ def _task_environment(tdd: cpb.TaskDeploymentDescriptor, channel: Any) -> Simple
         print_sink=lambda lines, to_stderr: channel.send(LinesPrinted(lines, to_stderr)),
         collect_sink=collect,
         source_batch_size=SOURCE_BATCH_SIZE,
+        operator_event_sink=lambda payload: channel.send(OperatorEventSent(payload)),
     )
 
 
@@ -245,8 +248,11 @@ class CheckpointControl:
     declines: its consumers saw the end of its data already.
     """
 
-    def __init__(self, channel: Any, checkpointer: checkpointing.TaskCheckpointer, is_source: bool) -> None:
+    def __init__(self, channel: Any, checkpointer: checkpointing.TaskCheckpointer | None, is_source: bool,
+                 env: SimpleTaskEnvironment | None = None) -> None:
+        """``checkpointer`` None: the job takes no checkpoints; only operator events come (to ``env``)."""
         self.channel = channel
+        self.env = env
         self.checkpointer = checkpointer
         self.inputs_ended = is_source
         self.closing = False
@@ -254,11 +260,15 @@ class CheckpointControl:
 
     def poll(self) -> None:
         while (msg := self.channel.recv_nowait()) is not None:
-            if type(msg) is TriggerCheckpoint:
+            if type(msg) is OperatorEventDelivered:  # in order with the triggers: see OperatorEventDelivered
+                self._deliver(msg.payload)
+            elif self.checkpointer is None:
+                continue
+            elif type(msg) is TriggerCheckpoint:
                 self._trigger(CheckpointBarrier(msg.checkpoint_id, msg.timestamp_ms, stop=msg.stop, drain=msg.drain))
             elif type(msg) is NotifyCheckpoint:
                 self.checkpointer.notify(msg.checkpoint_id, msg.aborted)
-        if self.checkpointer.stop_savepoint is not None and not self.closing:
+        if self.checkpointer is not None and self.checkpointer.stop_savepoint is not None and not self.closing:
             self._await_stop_savepoint()
 
     def _await_stop_savepoint(self) -> None:
@@ -267,6 +277,7 @@ class CheckpointControl:
         (StoppedWithSavepoint), or it is aborted, then the task goes on (Flink's stop that failed).
         A cancel ends the wait; the task loops see it."""
         checkpointer = self.checkpointer
+        assert checkpointer is not None
         while checkpointer.stop_savepoint is not None:
             msg = self.channel.recv_nowait()
             if msg is None:
@@ -274,12 +285,20 @@ class CheckpointControl:
                     return
             elif type(msg) is NotifyCheckpoint:
                 checkpointer.notify(msg.checkpoint_id, msg.aborted)
+            elif type(msg) is OperatorEventDelivered:
+                self._deliver(msg.payload)
             elif type(msg) is TriggerCheckpoint:  # cannot come before the savepoint's outcome: refuse it
                 checkpointer.decline(msg.checkpoint_id, "CHECKPOINT_DECLINED_TASK_CLOSING", "the task is stopping with a savepoint")
         if checkpointer.stopped:
             raise StoppedWithSavepoint(checkpointer.last_completed_id)
 
+    def _deliver(self, payload: bytes) -> None:
+        if self.env is None:
+            raise RuntimeError("an operator event reached a task that takes none")
+        self.env.deliver_operator_event(payload)
+
     def _trigger(self, barrier: CheckpointBarrier) -> None:
+        assert self.checkpointer is not None
         if self.closing:
             self.checkpointer.decline(barrier.checkpoint_id, "CHECKPOINT_DECLINED_TASK_CLOSING", "the task is finishing")
         elif self.inputs_ended:
@@ -291,7 +310,7 @@ class CheckpointControl:
         """A trigger deferred to the end of the inputs snapshots now; a stop savepoint's after the
         chain's end of input (the input really ended: what that emits must be in the savepoint)."""
         self.inputs_ended = True
-        if self._deferred is not None:
+        if self._deferred is not None and self.checkpointer is not None:
             barrier, self._deferred = self._deferred, None
             self.checkpointer.checkpoint(barrier, end_input_first=barrier.stop)
 
@@ -461,7 +480,8 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
         finished_on_restore = tdd.HasField("restore") and tdd.restore.finished
         if tdd.checkpoint_dir:
             checkpointer = _restored_checkpointer(tdd, chain, partitions, channel)
-            control = CheckpointControl(channel, checkpointer, tdd.vertex.is_source)
+        if checkpointer is not None or tdd.vertex.is_source:  # a source may hear from its coordinator
+            control = CheckpointControl(channel, checkpointer, tdd.vertex.is_source, env)
             chain.housekeeping = control.poll
         if env.is_cancelled():
             return

@@ -46,13 +46,15 @@ from millstream.runtime.rpc.security import Credentials
 from millstream.taskmanager import task_body
 from millstream.taskmanager.print_forwarder import PrintForwarder
 from millstream.taskmanager.task_output import TaskOutputStore
-from millstream.runtime.task.worker_events import CollectedBatch, ControlMessage, NotifyCheckpoint, TriggerCheckpoint
+from millstream.runtime.task.worker_events import (
+    CollectedBatch, ControlMessage, NotifyCheckpoint, OperatorEventDelivered, TriggerCheckpoint)
 from millstream.taskmanager.slot_table import SlotTableError, TaskSlotTable
 from millstream.taskmanager.spark.host import SparkHost, TaskExit, TaskHandle, make_payload
 from millstream.taskmanager.task_executor_core import (
     COLLECT_IN_FLIGHT_BYTES,
     RESOURCE_MANAGER,
     AcknowledgeCheckpoint,
+    ForwardOperatorEvent,
     CancelTask,
     CollectBudget,
     Command,
@@ -80,7 +82,8 @@ _TASK_EXECUTOR_SERVICE = "/" + cpb.DESCRIPTOR.services_by_name["TaskExecutor"].f
 # The TaskExecutor's methods only the JobManager leader may call (LookupPartition, between
 # TaskManagers, is not fenced).
 FENCED_METHODS = frozenset(_TASK_EXECUTOR_SERVICE + name for name in (
-    "RequestSlot", "SubmitTask", "CancelTask", "FreeSlot", "Heartbeat", "TriggerCheckpoint", "NotifyCheckpoint"))
+    "RequestSlot", "SubmitTask", "CancelTask", "FreeSlot", "Heartbeat", "TriggerCheckpoint", "NotifyCheckpoint",
+    "SendOperatorEvent"))
 
 
 def fencing_refusal(method: str, token: str | None, leader: LeaderInformation | None, resource_id: str) -> Refusal | None:
@@ -509,6 +512,11 @@ class TaskExecutor:
                 state_path=command.state_path, state_size=command.state_size, sync_duration_ms=command.sync_ms,
                 async_duration_ms=command.async_ms, alignment_duration_ms=command.alignment_ms,
                 start_delay_ms=command.start_delay_ms), command.attempt_id)
+        elif isinstance(command, ForwardOperatorEvent):
+            job_master = self.job_master(command.jobmaster_address)
+            await self._call(job_master.send_operator_event, cpb.OperatorEventToCoordinator(
+                job_id=command.job_id, execution_attempt_id=command.attempt_id, payload=command.payload),
+                command.attempt_id)
         elif isinstance(command, DeclineCheckpoint):
             job_master = self.job_master(command.jobmaster_address)
             await self._call(job_master.decline_checkpoint, cpb.DeclineCheckpointRequest(
@@ -685,6 +693,11 @@ class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
     async def TriggerCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
         if not self.te.to_task(request.execution_attempt_id,
                                TriggerCheckpoint(request.checkpoint_id, request.timestamp_ms, request.stop, request.drain)):
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"task {request.execution_attempt_id.hex()} is not running here")
+        return cpb.Empty()
+
+    async def SendOperatorEvent(self, request, context):  # noqa: N802, ANN001, ANN201
+        if not self.te.to_task(request.execution_attempt_id, OperatorEventDelivered(request.payload)):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"task {request.execution_attempt_id.hex()} is not running here")
         return cpb.Empty()
 

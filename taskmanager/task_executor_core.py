@@ -40,6 +40,7 @@ from millstream.runtime.task.worker_events import (
     Failing,
     LinesPrinted,
     MetricsReported,
+    OperatorEventSent,
     OutputCaptured,
     PartitionsServed,
     StateChanged,
@@ -143,6 +144,16 @@ class AcknowledgeCheckpoint:
 
 
 @dataclass(frozen=True)
+class ForwardOperatorEvent:
+    """A source reader's event for its coordinator on the JobMaster, in order with the task's reports."""
+
+    attempt_id: bytes
+    job_id: bytes
+    jobmaster_address: str
+    payload: bytes
+
+
+@dataclass(frozen=True)
 class DeclineCheckpoint:
     attempt_id: bytes
     job_id: bytes
@@ -204,7 +215,7 @@ class ReportCollected:
 
 Command = Union[OfferSlot, SendSlotReport, ForgetJob, TaskAccepted, StartTask, CancelTask, ReportTaskState,
                 AcknowledgeCheckpoint, DeclineCheckpoint, PrintLines, ForwardPrintedLines, FlushPrintedLines,
-                KeepTaskOutput, TaskOutputEnded, ReportCollected]
+                KeepTaskOutput, TaskOutputEnded, ReportCollected, ForwardOperatorEvent]
 
 
 # -- state ---------------------------------------------------------------------------------------
@@ -517,6 +528,8 @@ class TaskExecutorCore:
             return [AcknowledgeCheckpoint(attempt_id, task.tdd.job_id, task.jobmaster_address, event.checkpoint_id,  # type: ignore[union-attr]
                                           event.state_path, event.state_size, event.sync_ms, event.async_ms,  # type: ignore[union-attr]
                                           event.alignment_ms, event.start_delay_ms)]  # type: ignore[union-attr]
+        if kind is OperatorEventSent:
+            return [ForwardOperatorEvent(attempt_id, task.tdd.job_id, task.jobmaster_address, event.payload)]  # type: ignore[union-attr]
         if kind is CheckpointDeclined:
             return [DeclineCheckpoint(attempt_id, task.tdd.job_id, task.jobmaster_address, event.checkpoint_id,  # type: ignore[union-attr]
                                       event.reason, event.message)]  # type: ignore[union-attr]

@@ -130,6 +130,11 @@ class CheckpointDriver:
         self._savepoint: Optional[_SavepointRequest] = None
         # checkpoint id -> its directory (a savepoint's: its copy), for the history's external_path
         self._external_paths: dict[int, str] = {}
+        # The job's OperatorCoordinators (source_coordinators.SourceCoordinators; None: it has none),
+        # snapshotted as a checkpoint is triggered, before its barriers (Flink's order), their
+        # states kept here until the checkpoint's metadata is written.
+        self.coordinators: Any = None
+        self._coordinator_states: dict[int, dict[str, Any]] = {}
 
     @property
     def blocking(self) -> bool:
@@ -348,6 +353,8 @@ class CheckpointDriver:
         for command in commands:
             if isinstance(command, TriggerCheckpoint):
                 self._finished_at_trigger[command.checkpoint_id] = self.core.finished_task_keys()
+                if self.coordinators is not None:
+                    self._coordinator_states[command.checkpoint_id] = self.coordinators.snapshot(command.checkpoint_id)
                 for attempt_id in command.attempt_ids:
                     self._to_task(attempt_id, "trigger_checkpoint", cpb.TriggerCheckpointRequest(
                         execution_attempt_id=attempt_id, checkpoint_id=command.checkpoint_id,
@@ -365,6 +372,7 @@ class CheckpointDriver:
             elif isinstance(command, DiscardState):
                 self._spawn(asyncio.to_thread(discard_state, command.handle))
             elif isinstance(command, DiscardCheckpoint):
+                self._coordinator_states.pop(command.checkpoint_id, None)
                 if self._savepoint is not None and self._savepoint.checkpoint_id == command.checkpoint_id:
                     self._savepoint_failed(self.coordinator.stats.last_failure_message or "aborted")
                 self._spawn(asyncio.to_thread(self._discard, command.checkpoint_id))
@@ -392,9 +400,10 @@ class CheckpointDriver:
     async def _finalize(self, command: FinalizeCheckpoint) -> None:
         finished = self._finished_at_trigger.pop(command.checkpoint_id, frozenset())
         stats = self._persisted_stats(command.checkpoint_id)
+        coordinator_states = self._coordinator_states.pop(command.checkpoint_id, None)
         try:
             checkpoint = await asyncio.to_thread(self.store.add_checkpoint, command.checkpoint_id, command.timestamp_ms,
-                                                 command.task_states, finished, stats)
+                                                 command.task_states, finished, stats, coordinator_states)
         except Exception as exc:
             log.warning("checkpoint %d: writing its metadata failed: %s", command.checkpoint_id, exc)
             self._run(self.coordinator.checkpoint_finalize_failed(command.checkpoint_id, f"{type(exc).__name__}: {exc}"))
@@ -420,6 +429,8 @@ class CheckpointDriver:
             self._run(commands)  # aborted while the metadata was written: not a restore point
             return
         self.core.restore_point = checkpoint
+        if self.coordinators is not None:
+            self.coordinators.checkpoint_complete(command.checkpoint_id)
         self._run(commands)
 
     def _remember_path(self, checkpoint_id: int, path: str) -> None:

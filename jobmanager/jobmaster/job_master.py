@@ -25,6 +25,7 @@ from millstream.jobmanager.jobmaster.job_master_core import (
     StartRestartTimer,
     job_slot_request_timeout,
 )
+from millstream.jobmanager.jobmaster.source_coordinators import SourceCoordinators
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime.rpc.fencing import FencingClientInterceptor
 from millstream.runtime.rpc.service import aio_channel
@@ -113,6 +114,11 @@ class JobMaster:
         if core.checkpointing is not None:
             self.checkpoints = CheckpointDriver(core, core.checkpointing, self._call_soon, self._global_failure, self._spawn,
                                                 checkpoint_services)
+        # The source vertices' split enumerators (Flink's OperatorCoordinators), None if none.
+        coordinators = SourceCoordinators(core, task_executors, self._global_failure, self._spawn)
+        self.coordinators = coordinators if coordinators else None
+        if self.checkpoints is not None:
+            self.checkpoints.coordinators = self.coordinators
         self._stopped = False
         self._awaiting_end: list[asyncio.Future[JobStatus]] = []  # stop-with-savepoint callers
 
@@ -131,6 +137,17 @@ class JobMaster:
             except Exception as exc:  # a corrupt checkpoint: fail loudly, never start empty
                 self._recovery_failed(self.checkpoints, exc)
                 return
+        self._start_core()
+
+    def _start_core(self) -> None:
+        """Schedules the job, its coordinators restored from its restore point first."""
+        if self.coordinators is not None:
+            try:
+                self.coordinators.restore(self.core.restore_point)
+            except Exception as exc:  # a corrupt enumerator state: fail loudly, never start empty
+                self._run(self.core.start() + self.core.resources_unavailable(
+                    f"Could not restore the source coordinators' state: {type(exc).__name__}: {exc}"))
+                return
         self._run(self.core.start())
 
     def _recovery_failed(self, checkpoints: CheckpointDriver, exc: Exception) -> None:
@@ -148,7 +165,7 @@ class JobMaster:
         if self._stopped:
             return  # suspended meanwhile (leadership lost)
         checkpoints.apply_restore_point(point, first_id)
-        self._run(self.core.start())
+        self._start_core()
 
     async def stop(self) -> None:
         """Stops this JobMaster's timers and calls; its job's checkpoints and HA data stay (the
@@ -162,6 +179,8 @@ class JobMaster:
             timer.cancel()
         if self.checkpoints is not None:
             self.checkpoints.stop()
+        if self.coordinators is not None:
+            self.coordinators.stop()
         for task in list(self._background):
             task.cancel()
         for waiter in self._awaiting_end:
@@ -188,9 +207,16 @@ class JobMaster:
         self._run(self.core.update_task_state(update.execution_attempt_id, state, failure))
         if self.checkpoints is not None:
             self.checkpoints.task_state_changed(update.execution_attempt_id, state, failure.message if failure else "")
+        if self.coordinators is not None and state.is_terminal():
+            self.coordinators.task_ended(update.execution_attempt_id)
         if failure is not None and failure.secondary and not self._probing:
             self._probing = True
             self._spawn(self._probe_task_managers())
+
+    def operator_event(self, attempt_id: bytes, payload: bytes) -> None:
+        """A task's event for its vertex's coordinator (a source reader's registration)."""
+        if self.coordinators is not None:
+            self.coordinators.operator_event(attempt_id, payload)
 
     def is_current_attempt(self, attempt_id: bytes) -> bool:
         execution = self.core.executions.get(attempt_id)
@@ -248,6 +274,11 @@ class JobMaster:
         self._run(self.core.global_failure(message))
 
     def _call_soon(self, address: str, method: str, request: Any) -> None:
+        if (method == "trigger_checkpoint" and self.coordinators is not None
+                and self.coordinators.is_coordinated(request.execution_attempt_id)):
+            # in order with the coordinator's events to the task (see source_coordinators)
+            self.coordinators.send_ordered(request.execution_attempt_id, address, method, request)
+            return
         self._spawn(self._call(address, method, request))
 
     def resources_unavailable(self, message: str) -> None:
@@ -295,6 +326,10 @@ class JobMaster:
                             waiter.set_result(command.status)
                 if self.checkpoints is not None:
                     self.checkpoints.job_status_changed(command.status)
+                if self.coordinators is not None and command.status is JobStatus.RUNNING:
+                    self.coordinators.job_running()
+                elif self.coordinators is not None and command.status.is_terminal():
+                    self.coordinators.stop()
                 self._on_status(command.status, command.failure)
                 if command.status.is_terminal() and self._heartbeat_task:
                     self._heartbeat_task.cancel()

@@ -54,3 +54,8 @@ class JobMasterServicer(cpb_grpc.JobMasterServiceServicer):
         job_master = await self._job_master(request.job_id, context)
         job_master.decline_checkpoint(request)
         return cpb.Empty()
+
+    async def SendOperatorEvent(self, request, context):  # noqa: N802, ANN001, ANN201
+        job_master = await self._job_master(request.job_id, context)
+        job_master.operator_event(request.execution_attempt_id, request.payload)
+        return cpb.Empty()

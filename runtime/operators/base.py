@@ -562,7 +562,6 @@ class SourceOperator(StreamOperator):
         self.reader: SourceReader | SourceFunctionReader | None = None
         self.start_positions: dict[str, Any] = {}  # set before open() when restoring
         self.assigned_splits = False  # a rescaled restore: read exactly the splits in start_positions
-        self.seen_positions: dict[str, Any] = {}  # a rescaled restore: the old snapshots' positions it did not take
         self._watermarking: Any = None
         strategy = factory.watermark_strategy
         # no_watermarks() without an assigner changes nothing per batch (the final watermark still comes)
@@ -607,7 +606,7 @@ class SourceOperator(StreamOperator):
         super().open()
         try:
             reader = create_source_reader(self.factory, self.ctx.env, self.ctx.runtime_context,  # type: ignore[arg-type]
-                                          self.start_positions, self.assigned_splits, self.seen_positions)
+                                          self.start_positions, self.assigned_splits)
             reader.open()
         except Exception as e:
             self.fail(e, "opening the source")

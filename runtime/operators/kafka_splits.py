@@ -1,28 +1,28 @@
-"""The KafkaSource's pure logic: which subtask owns a partition, where a partition starts and stops,
-and what the builder's properties mean to librdkafka. No I/O: offsets come from an
-:class:`OffsetsClient` (the reader's consumer in production, a fake in unit tests).
+"""The KafkaSource's pure logic: which subtask owns a partition, which partitions it subscribes to,
+where a partition starts and stops, what the builder's properties mean to librdkafka, and the
+source's settings as its split enumerator on the JobManager gets them. No I/O: offsets come from
+an :class:`OffsetsClient` (the enumerator's consumer in production, a fake in unit tests).
 
 A split is one topic-partition, id ``"topic-partition"`` (Flink's KafkaPartitionSplit id).
 """
 from __future__ import annotations
 
+import json
 import logging
+import re
 from typing import Any, Iterable, Mapping, Protocol
 
-from millstream.runtime.operator_factories import KafkaOffsetsSpec
+from millstream.runtime.operator_factories import KafkaOffsetsSpec, KafkaSourceFactory
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "Partition", "OffsetsClient", "java_string_hash", "split_owner", "split_id", "parse_split_id",
-    "resolve_offsets", "consumer_config", "SourceOptions", "source_options", "KNOWN_KEY", "restored_splits",
-    "partitions_to_adopt",
+    "resolve_offsets", "consumer_config", "SourceOptions", "source_options", "restored_splits",
+    "coordinator_settings", "factory_from_settings", "subscribed_partitions",
 ]
 
 Partition = tuple[str, int]  # (topic, partition)
-
-# The position entry that lists the partitions a reader knew of (see kafka_source's docstring).
-KNOWN_KEY = "#known"
 
 # Flink's KafkaSourceOptions: read by the source, never given to the client.
 _FLINK_OPTIONS = ("partition.discovery.interval.ms", "commit.offsets.on.checkpoint", "client.id.prefix",
@@ -76,28 +76,63 @@ def parse_split_id(sid: str) -> Partition:
     return topic, int(partition)
 
 
-def restored_splits(start_positions: Mapping[str, Any], seen_positions: Mapping[str, Any]
-                    ) -> tuple[dict[Partition, tuple[int, int | None]], set[Partition]]:
-    """From a restored ``position()`` (own, or a rescale's assigned splits) and the positions of
-    the other snapshots a rescale showed: the splits to read, ``partition -> (next offset, stop)``,
-    and every partition some snapshot knew of (those are never adopted by the owner function)."""
-    splits: dict[Partition, tuple[int, int | None]] = {}
-    known: set[Partition] = set()
-    for source in (start_positions, seen_positions):
-        for key, value in source.items():
-            if key.startswith(KNOWN_KEY):
-                known.update(parse_split_id(sid) for sid in value)
-    for key, value in start_positions.items():
-        if not key.startswith(KNOWN_KEY):
-            splits[parse_split_id(key)] = (int(value[0]), None if value[1] is None else int(value[1]))
-    known.update(splits)
-    return splits, known
+def restored_splits(start_positions: Mapping[str, Any]) -> dict[Partition, tuple[int, int | None]]:
+    """A reader's restored ``position()``: ``partition -> (next offset, stopping offset or None)``."""
+    return {parse_split_id(key): (int(value[0]), None if value[1] is None else int(value[1]))
+            for key, value in start_positions.items()}
 
 
-def partitions_to_adopt(discovered: Iterable[Partition], known: set[Partition], subtask: int,
-                        parallelism: int) -> list[Partition]:
-    """The discovered partitions no snapshot and no earlier discovery knew that this subtask owns."""
-    return sorted(p for p in discovered if p not in known and split_owner(p[0], p[1], parallelism) == subtask)
+def coordinator_settings(factory: KafkaSourceFactory) -> bytes:
+    """What the split enumerator on the JobManager needs of a KafkaSource, as JSON (the JobVertex's
+    coordinator field): everything but the deserializer, which is user code the JobManager never loads."""
+    def spec(s: KafkaOffsetsSpec | None) -> dict[str, Any] | None:
+        return None if s is None else {"kind": s.kind, "reset": s.reset, "timestamp": s.timestamp,
+                                       "offsets": [list(o) for o in s.offsets]}
+    return json.dumps({"kind": "kafka", "properties": dict(factory.properties), "topics": list(factory.topics),
+                       "topic_pattern": factory.topic_pattern, "partitions": [list(p) for p in factory.partitions],
+                       "starting": spec(factory.starting), "stopping": spec(factory.stopping),
+                       "bounded": factory.bounded_mode}).encode("utf-8")
+
+
+def factory_from_settings(settings: bytes) -> KafkaSourceFactory:
+    """The KafkaSource of :func:`coordinator_settings` (without its deserializer)."""
+    doc = json.loads(settings.decode("utf-8"))
+    if doc.get("kind") != "kafka":
+        raise ValueError(f"not a KafkaSource coordinator's settings: {settings[:200]!r}")
+
+    def spec(d: dict[str, Any] | None) -> KafkaOffsetsSpec | None:
+        return None if d is None else KafkaOffsetsSpec(d["kind"], d["reset"], d["timestamp"],
+                                                       tuple((str(t), int(p), int(o)) for t, p, o in d["offsets"]))
+    return KafkaSourceFactory(properties={str(k): str(v) for k, v in doc["properties"].items()},
+                              topics=tuple(doc["topics"]), topic_pattern=doc["topic_pattern"],
+                              partitions=tuple((str(t), int(p)) for t, p in doc["partitions"]),
+                              starting=spec(doc["starting"]) or KafkaOffsetsSpec(), stopping=spec(doc["stopping"]),
+                              bounded_mode=bool(doc["bounded"]))
+
+
+def subscribed_partitions(factory: KafkaSourceFactory, topics: Mapping[str, Iterable[int] | None],
+                          servers: str) -> set[Partition]:
+    """The partitions the source subscribes to among the broker's ``topics`` (name -> partition
+    numbers, None for a topic in error): a topic of ``set_topics`` or a partition of
+    ``set_partitions`` that does not exist is an error naming it; a pattern matches whole names."""
+    found: set[Partition] = set()
+    if factory.topic_pattern is not None:
+        pattern = re.compile(factory.topic_pattern)
+        for name, parts in topics.items():
+            if parts is not None and pattern.fullmatch(name):
+                found.update((name, p) for p in parts)
+        return found
+    for name in factory.topics or sorted({t for t, _ in factory.partitions}):
+        parts = topics.get(name)
+        if not parts:
+            raise ValueError(f"Kafka topic '{name}' does not exist on {servers}")
+        if factory.topics:
+            found.update((name, p) for p in parts)
+    for name, p in factory.partitions:
+        if p not in set(topics[name] or ()):
+            raise ValueError(f"Kafka partition '{split_id(name, p)}' does not exist on {servers}")
+        found.add((name, p))
+    return found
 
 
 class OffsetsClient(Protocol):

@@ -625,18 +625,17 @@ def create_source_reader(
     runtime_context: RuntimeContext,
     start_positions: Mapping[str, Any] | None = None,
     assigned: bool = False,
-    seen_positions: Mapping[str, Any] | None = None,
 ) -> SourceReader | SourceFunctionReader:
     """The reader of this subtask (``env.subtask_index`` of ``env.parallelism``) for ``factory``.
     ``assigned``: a restore at another parallelism handed this subtask exactly the splits in
-    ``start_positions`` (by id, with their positions), instead of its share of the plan;
-    ``seen_positions``: then, the positions of the other old snapshots it was shown (not its own)."""
+    ``start_positions`` (by id, with their positions), instead of its share of the plan (a
+    KafkaSource's reader reads its restored splits and what its enumerator sends it)."""
     positions = start_positions or {}
     batch_size = max(1, int(env.source_batch_size))
     if isinstance(factory, operator_factories.KafkaSourceFactory):
         # lazy: confluent-kafka loads only in tasks that read Kafka
         from millstream.runtime.operators.kafka_source import KafkaSourceReader
-        return KafkaSourceReader(factory, env, batch_size, positions, seen_positions if assigned else None)
+        return KafkaSourceReader(factory, env, batch_size, positions)
     if assigned:
         return _assigned_reader(factory, env, batch_size, positions)
     if isinstance(factory, operator_factories.CollectionSourceFactory):

@@ -36,6 +36,9 @@ class JobMasterGateway(Protocol):
 
     async def decline_checkpoint(self, request: cpb.DeclineCheckpointRequest, timeout: float) -> None: ...
 
+    async def send_operator_event(self, request: cpb.OperatorEventToCoordinator, timeout: float) -> None:
+        """A source reader's event for its vertex's coordinator (Flink's sendOperatorEventToCoordinator)."""
+
 
 class GrpcJobMasterGateway:
     """A :class:`JobMasterGateway` over a gRPC channel to the JobManager."""
@@ -62,3 +65,6 @@ class GrpcJobMasterGateway:
 
     async def decline_checkpoint(self, request: cpb.DeclineCheckpointRequest, timeout: float) -> None:
         await self._stub.DeclineCheckpoint(request, timeout=timeout)
+
+    async def send_operator_event(self, request: cpb.OperatorEventToCoordinator, timeout: float) -> None:
+        await self._stub.SendOperatorEvent(request, timeout=timeout)

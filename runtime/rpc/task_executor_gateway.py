@@ -41,6 +41,10 @@ class TaskExecutorGateway(Protocol):
 
     async def notify_checkpoint(self, request: cpb.CheckpointNotification, timeout: float) -> None: ...
 
+    async def send_operator_event(self, request: cpb.OperatorEventToTask, timeout: float) -> None:
+        """A coordinator's event for a running task (Flink's sendOperatorEventToTask); NOT_FOUND if
+        the task does not run there."""
+
     async def get_task_output(self, request: cpb.TaskOutputRequest, timeout: float) -> cpb.TaskOutputResponse:
         """What an attempt's user functions printed and logged, as far as the TaskManager keeps it."""
 
@@ -81,6 +85,9 @@ class GrpcTaskExecutorGateway:
 
     async def notify_checkpoint(self, request: cpb.CheckpointNotification, timeout: float) -> None:
         await self._stub.NotifyCheckpoint(request, timeout=timeout)
+
+    async def send_operator_event(self, request: cpb.OperatorEventToTask, timeout: float) -> None:
+        await self._stub.SendOperatorEvent(request, timeout=timeout)
 
     async def get_task_output(self, request: cpb.TaskOutputRequest, timeout: float) -> cpb.TaskOutputResponse:
         response: cpb.TaskOutputResponse = await self._stub.GetTaskOutput(request, timeout=timeout)

@@ -454,15 +454,12 @@ class OperatorChain:
 
     # -- positions and state, for checkpoints --------------------------------------------------
 
-    def restore_positions(self, positions: Mapping[str, Any], assigned: bool = False,
-                          seen: Mapping[str, Any] | None = None) -> None:
+    def restore_positions(self, positions: Mapping[str, Any], assigned: bool = False) -> None:
         """Before ``open()``: resume the source's splits at ``positions`` (from ``snapshot_positions``).
-        ``assigned``: at another parallelism, these are the splits to read, whatever the plan says;
-        ``seen``: then, the positions of the old snapshots this subtask was shown but does not take."""
+        ``assigned``: at another parallelism, these are the splits to read, whatever the plan says."""
         if isinstance(self.head, SourceOperator):
             self.head.start_positions = dict(positions)
             self.head.assigned_splits = assigned
-            self.head.seen_positions = dict(seen or {})
 
     def snapshot_positions(self) -> dict[str, Any]:
         """The source's read position per split id (empty for a non-source vertex)."""

@@ -81,14 +81,14 @@ class TaskCheckpointer:
         it is given (every subtask is given at least the snapshots of its key groups' old owners)."""
         self.last_checkpoint_id = self.last_completed_id = checkpoint_id
         splits: dict[str, Any] = {}
-        seen: dict[str, Any] = {}  # the positions of the snapshots not taken: a Kafka source's known partitions
         broadcast_restored: set[str] = set()
         for old_subtask, path, size, take_operator_state in states:
             snapshot = self._read(path, size)
             self.chain.restore_keyed_state(snapshot["keyed"])
-            (splits if take_operator_state else seen).update(snapshot["positions"])
+            if take_operator_state:
+                splits.update(snapshot["positions"])
             self._initialize_operators(snapshot, path, take_operator_state, broadcast_restored)
-        self.chain.restore_positions(splits, assigned=True, seen=seen)
+        self.chain.restore_positions(splits, assigned=True)
 
     def _read(self, path: str, size: int) -> dict[str, Any]:
         snapshot = deserialize(FileStateHandle(path, size).read())

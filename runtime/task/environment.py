@@ -63,6 +63,15 @@ class TaskEnvironment(Protocol):
     auto_watermark_interval_ms: int  # periodic watermarks of timestamp assigners; 0: none
     checkpointing_enabled: bool  # the job takes checkpoints: sinks hold output back until one completes
     metrics: TaskMetricGroup  # the task's metric groups (operators' groups for get_metrics_group)
+    restored_checkpoint_id: int  # the checkpoint the task's state came from (0: none)
+    # The source reader's handler of its coordinator's events (set by the reader when it opens).
+    operator_event_handler: Callable[[bytes], None] | None
+
+    def send_operator_event(self, payload: bytes) -> None:
+        """An event for the vertex's coordinator on the JobManager (a reader's registration)."""
+
+    def deliver_operator_event(self, payload: bytes) -> None:
+        """An event of the coordinator for this task, on the task thread (between two batches)."""
 
     def print_lines(self, lines: list[str], to_stderr: bool = False) -> None:
         """Print sink output, one call per batch of lines."""
@@ -157,6 +166,9 @@ class SimpleTaskEnvironment:
     collect_calls: int = 0
     serializer: RecordSerializer = field(default_factory=RecordSerializer, repr=False)
     metrics: TaskMetricGroup = field(default_factory=TaskMetricGroup, repr=False)
+    restored_checkpoint_id: int = 0
+    operator_event_sink: Callable[[bytes], None] | None = None  # the worker: to the TaskManager, on to the JobMaster
+    operator_event_handler: Callable[[bytes], None] | None = None
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def __post_init__(self) -> None:
@@ -188,6 +200,7 @@ class SimpleTaskEnvironment:
             buffer_timeout_ms=int(config.buffer_timeout_ms),
             auto_watermark_interval_ms=int(config.auto_watermark_interval_ms),
             checkpointing_enabled=bool(tdd.checkpoint_dir),  # set by the JobMaster only when the job checkpoints
+            restored_checkpoint_id=int(tdd.restore.checkpoint_id) if tdd.HasField("restore") else 0,
             **hooks,
         )
         return env
@@ -206,6 +219,16 @@ class SimpleTaskEnvironment:
                 self.collect_sink(collect_id, payload)
             else:
                 self.collected.setdefault(collect_id, []).extend(deserialize(payload))
+
+    def send_operator_event(self, payload: bytes) -> None:
+        if self.operator_event_sink is None:
+            raise RuntimeError(f"task {self.task_name} has no way to its coordinator (an operator event needs a cluster)")
+        self.operator_event_sink(payload)
+
+    def deliver_operator_event(self, payload: bytes) -> None:
+        if self.operator_event_handler is None:
+            raise RuntimeError(f"task {self.task_name} got an operator event but has no operator taking one")
+        self.operator_event_handler(payload)
 
     def cancel(self) -> None:
         self._cancelled.set()

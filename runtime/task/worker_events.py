@@ -124,8 +124,15 @@ class CheckpointDeclined(_Wire):
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class OperatorEventSent(_Wire):
+    """An event of the task's source reader for its coordinator on the JobMaster (source_events)."""
+
+    payload: bytes
+
+
 WorkerEvent = Union[StateChanged, PartitionsServed, LinesPrinted, OutputCaptured, CollectedBatch, MetricsReported,
-                    Failing, CheckpointAcknowledged, CheckpointDeclined]
+                    Failing, CheckpointAcknowledged, CheckpointDeclined, OperatorEventSent]
 
 
 # -- TaskManager -> worker ---------------------------------------------------------------------
@@ -149,4 +156,12 @@ class NotifyCheckpoint(_Wire):
     aborted: bool
 
 
-ControlMessage = Union[TriggerCheckpoint, NotifyCheckpoint]
+@dataclass(frozen=True, slots=True)
+class OperatorEventDelivered(_Wire):
+    """An event of the vertex's coordinator for the task's source reader (in order with the
+    checkpoint triggers: an event the coordinator sent before its snapshot comes before the barrier)."""
+
+    payload: bytes
+
+
+ControlMessage = Union[TriggerCheckpoint, NotifyCheckpoint, OperatorEventDelivered]

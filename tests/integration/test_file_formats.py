@@ -11,6 +11,7 @@ from pathlib import Path
 import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyarrow.orc as orc
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
@@ -25,6 +26,7 @@ from millstream.datastream.connectors.file_system import BucketAssigner, FileSin
 from millstream.datastream.connectors.number_seq import NumberSequenceSource
 from millstream.datastream.formats.avro import AvroBulkWriters, AvroInputFormat, AvroSchema
 from millstream.datastream.formats.csv import CsvBulkWriters, CsvReaderFormat, CsvSchema
+from millstream.datastream.formats.orc import OrcColumnarRowInputFormat
 from millstream.datastream.formats.parquet import (
     AvroParquetReaders,
     ParquetBulkWriters,
@@ -60,7 +62,7 @@ class Tag(MapFunction):
 
 
 def write_inputs(root: Path) -> dict[str, Path]:
-    dirs = {name: root / name for name in ("csv", "avro", "parquet", "avro_parquet")}
+    dirs = {name: root / name for name in ("csv", "avro", "parquet", "avro_parquet", "orc")}
     for d in dirs.values():
         d.mkdir()
     parsed = fastavro.parse_schema(json.loads(str(AVRO)))
@@ -72,12 +74,15 @@ def write_inputs(root: Path) -> dict[str, Path]:
         table = pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]})
         pq.write_table(table, dirs["parquet"] / f"{f}.parquet", row_group_size=100)
         pq.write_table(table, dirs["avro_parquet"] / f"{f}.parquet")
+        with orc.ORCWriter(dirs["orc"] / f"{f}.orc", stripe_size=1) as w:  # a stripe per write: splits
+            for start in range(0, PER_FILE, 100):
+                w.write(table.slice(start, 100))
     return dirs
 
 
 # two formats per job: a TaskManager's Spark runs 8 tasks at once (two sources at parallelism 2 and
 # the collect sink fit; four sources do not)
-@pytest.mark.parametrize("formats", [("csv", "avro"), ("parquet", "avro_parquet")])
+@pytest.mark.parametrize("formats", [("csv", "avro"), ("parquet", "avro_parquet"), ("orc",)])
 def test_a_file_source_with_each_format_at_parallelism_2_reads_every_record_once(cluster, tmp_path, formats) -> None:
     dirs = write_inputs(tmp_path)
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -89,6 +94,7 @@ def test_a_file_source_with_each_format_at_parallelism_2_reads_every_record_once
                                                    str(dirs["parquet"])),
         "avro_parquet": FileSource.for_record_stream_format(AvroParquetReaders.for_generic_record(AVRO),
                                                             str(dirs["avro_parquet"])),
+        "orc": FileSource.for_bulk_file_format(OrcColumnarRowInputFormat(ROW, batch_size=64), str(dirs["orc"])),
     }
     sources = {name: sources[name] for name in formats}
     streams = [env.from_source(s.build(), WatermarkStrategy.no_watermarks(), name).map(Tag(name))

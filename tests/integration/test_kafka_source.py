@@ -15,6 +15,7 @@ watermark after a multi-record batch (test_kafka_broker's xfail), and ``latest()
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 import uuid
@@ -328,6 +329,77 @@ def test_a_topic_pattern_picks_up_topics_created_later_at_the_discovery_interval
                 produce(kafka_broker, name, spread(list(values), 3))
             got += list(itertools.islice(rows, 6))
     assert sorted(int(v) for v in got) == list(range(10)) + list(range(100, 106))
+
+
+class FailOnNewRecords(MapFunction):
+    """Raises once (the subtask that removes ``marker``) on the first value from ``first`` on."""
+
+    def __init__(self, marker: str, first: int) -> None:
+        self.marker, self.first = marker, first
+
+    def map(self, value):
+        if value >= self.first and os.path.exists(self.marker):
+            try:
+                os.unlink(self.marker)
+            except FileNotFoundError:
+                return value
+            raise RuntimeError(f"injected failure on {value}")
+        return value
+
+
+def checkpoint_now(client: ClusterClient, job_id: bytes) -> int:
+    """A checkpoint by hand, once every task runs (after a restart: once they run again)."""
+    def attempt() -> int | None:
+        try:
+            return client.checkpoint(job_id, timeout_s=60)
+        except Exception as exc:  # the tasks are not all running yet
+            if "not all running" not in str(exc) and "could not start" not in str(exc):
+                raise
+            return None
+    return poll_for(attempt, 120, interval=0.3, what="a checkpoint by hand")
+
+
+def test_partitions_discovered_while_the_job_runs_are_read_once_across_a_failover(
+        cluster, kafka_broker, tmp_path) -> None:
+    """The enumerator discovers the partitions of a topic created while an unbounded job runs
+    (its pattern matches it; tansu cannot add partitions to a topic, so new partitions come as a
+    new topic) and assigns each to one reader. The only checkpoints are taken by hand: the last one
+    before the failure has not seen the new splits, and the first record of the new partitions
+    fails a task. The readers restart from that checkpoint, the enumerator gives the new splits
+    back to them (Flink's addSplitsBack), and the exactly-once FileSink holds every count once."""
+    prefix = f"grow-{uuid.uuid4().hex[:6]}"
+    out, fail = tmp_path / "out", tmp_path / "fail"
+    kafka_broker.create_topic(f"{prefix}-a", 2)
+    produce(kafka_broker, f"{prefix}-a", spread(list(range(600)), 2))
+    kafka = (KafkaSource.builder().set_bootstrap_servers(kafka_broker.bootstrap_servers)
+             .set_topic_pattern(prefix + "-[a-z]").set_value_only_deserializer(SimpleStringSchema())
+             .set_property("partition.discovery.interval.ms", "300").build())
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(3_600_000)  # periodic ones practically never: this test takes them
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    counting_job(env, kafka, out, FailOnNewRecords(str(fail), 600))
+    count = 1200
+    with ClusterClient(cluster.address) as client:
+        job_id = client.submit(env.get_job_graph("partitions discovered").proto)
+        try:
+            poll_for(lambda: sum(v.records_out for v in client.status(job_id).vertices[:1]) >= 600, 120,
+                     interval=0.2, what="the first topic read")
+            checkpoint_now(client, job_id)
+            fail.touch()
+            kafka_broker.create_topic(f"{prefix}-b", 3)
+            produce(kafka_broker, f"{prefix}-b", spread(list(range(600, count)), 3))
+            poll_for(lambda: client.status(job_id).num_restarts >= 1, 120, interval=0.1, what="the restart")
+            expected = sum(len(range(k, count, KEYS)) for k in range(KEYS))
+            poll_for(lambda: checkpoint_now(client, job_id) and len(visible_lines(out)) >= expected, 120, interval=0.5,
+                     what="every record's count committed")
+            checkpoint_now(client, job_id)  # a partition read twice would commit more lines now
+            summary = client.status(job_id)
+        finally:
+            client.cancel(job_id)
+    assert summary.num_restarts == 1 and not fail.exists()
+    assert summary.checkpoints.latest_restored_id >= 1
+    assert_exactly_once(out, count)
 
 
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])

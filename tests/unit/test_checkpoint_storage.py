@@ -206,3 +206,16 @@ def test_dispose_savepoint_refuses_what_is_no_savepoint_and_deletes_nothing(tmp_
         dispose_savepoint(str(plain / "precious.txt"))
     with pytest.raises(CheckpointStorageError, match="savepoint path 'relative/sp'.*not absolute"):
         dispose_savepoint("relative/sp")
+
+
+def test_the_coordinators_states_are_kept_in_the_metadata_and_recovered(tmp_path: Path) -> None:
+    # Flink keeps OperatorCoordinator state in the checkpoint's metadata, not in a task's state.
+    store = CompletedCheckpointStore(tmp_path, JOB)
+    state = {"version": 1, "assigned": [["t", 0, 5, None]], "unassigned": [], "initial_discovery_done": True}
+    handles = {"src_0": write_task_state(tmp_path, JOB, 1, b"offset=7")}
+    written = store.add_checkpoint(1, 1000.0, handles, coordinator_states={"ab12": state})
+    assert written.coordinator_states == {"ab12": state}
+    recovered = CompletedCheckpointStore(tmp_path, JOB).recover()
+    assert recovered is not None and recovered.coordinator_states == {"ab12": state}
+    plain = write_checkpoint(store, 2, {"src_0": b"x"})  # a job without coordinators: none, and older metadata reads
+    assert plain.coordinator_states == {} and store.load(plain.directory).coordinator_states == {}

@@ -270,3 +270,67 @@ def test_bulk_builder_takes_only_the_on_checkpoint_rolling_policy(tmp_path: Path
         builder.with_rolling_policy(RollingPolicy.default_rolling_policy())
     with pytest.raises(TypeError, match="needs a BulkWriterFactory"):
         FileSink.for_bulk_format(str(tmp_path), "parquet")  # type: ignore[arg-type]
+
+
+# -- ORC (Flink's OrcColumnarRowInputFormat) ---------------------------------------------------------
+
+
+def orc_file(path: Path, n: int, stripe_rows: int | None = None) -> None:
+    import pyarrow.orc as orc
+    table = pa.table({"id": pa.array(range(n), pa.int64()), "name": pa.array([f"n{i}" for i in range(n)]),
+                      "extra": pa.array([1.5] * n)})
+    if stripe_rows is None:
+        orc.write_table(table, path)
+        return
+    with orc.ORCWriter(path, stripe_size=1) as w:  # a tiny stripe size: each write_table ends a stripe
+        for start in range(0, n, stripe_rows):
+            w.write(table.slice(start, stripe_rows))
+
+
+def test_bulk_format_source_reads_orc_columns_by_name_as_rows(tmp_path: Path) -> None:
+    from millstream.datastream.formats.orc import OrcColumnarRowInputFormat
+    orc_file(tmp_path / "a.orc", 9)
+    fmt = OrcColumnarRowInputFormat(Types.ROW_NAMED(["name", "id"], [Types.STRING(), Types.INT()]), batch_size=4)
+    rows = drain(reader(FileSource.for_bulk_file_format(fmt, str(tmp_path / "a.orc")).build()))
+    assert [(r.name, r.id) for r in rows] == [(f"n{i}", i) for i in range(9)]  # LONG column read as INT
+    assert fmt.get_produced_type() == Types.ROW_NAMED(["name", "id"], [Types.STRING(), Types.INT()])
+
+
+def test_what_the_orc_bulk_writer_wrote_the_orc_format_reads_back(tmp_path: Path) -> None:
+    from millstream.datastream.formats.orc import OrcBulkWriters, OrcColumnarRowInputFormat
+    row = Types.ROW_NAMED(["id", "tags", "when"], [Types.LONG(), Types.LIST(Types.STRING()), Types.SQL_DATE()])
+    import datetime
+    records = [Row(id=i, tags=[f"t{i}"] * (i % 3), when=datetime.date(2024, 1, 1 + i)) for i in range(5)]
+    with open(tmp_path / "w.orc", "wb") as stream:
+        writer = OrcBulkWriters.for_row_type(row).create(stream)
+        writer.add_elements(records)
+        writer.finish()
+    rows = drain(reader(FileSource.for_bulk_file_format(OrcColumnarRowInputFormat(row), str(tmp_path / "w.orc")).build()))
+    assert [(r.id, r.tags, r.when) for r in rows] == [(r.id, r.tags, r.when) for r in records]
+
+
+def test_an_orc_file_is_split_by_stripes_among_the_subtasks(tmp_path: Path) -> None:
+    import pyarrow.orc as orc
+    from millstream.datastream.formats.orc import OrcColumnarRowInputFormat
+    orc_file(tmp_path / "s.orc", 100, stripe_rows=10)
+    assert orc.ORCFile(tmp_path / "s.orc").nstripes > 1
+    fmt = OrcColumnarRowInputFormat(Types.ROW_NAMED(["id"], [Types.LONG()]), batch_size=3)
+    source = FileSource.for_bulk_file_format(fmt, str(tmp_path / "s.orc")).build()
+    ids = [[r.id for r in drain(reader(source, 2, i))] for i in range(2)]
+    assert ids[0] and ids[1] and sorted(ids[0] + ids[1]) == list(range(100))
+
+
+def test_a_missing_orc_column_or_a_file_that_is_not_orc_fails_naming_the_file(tmp_path: Path) -> None:
+    from millstream.datastream.formats.orc import OrcColumnarRowInputFormat
+    orc_file(tmp_path / "a.orc", 3)
+    fmt = OrcColumnarRowInputFormat(Types.ROW_NAMED(["nope"], [Types.INT()]))
+    with pytest.raises(ValueError, match=rf"cannot read {tmp_path / 'a.orc'}: the file has no column 'nope'"):
+        drain(reader(FileSource.for_bulk_file_format(fmt, str(tmp_path / "a.orc")).build()))
+    insensitive = OrcColumnarRowInputFormat(Types.ROW_NAMED(["ID"], [Types.LONG()]), is_case_sensitive=False)
+    assert [r.ID for r in drain(reader(FileSource.for_bulk_file_format(insensitive, str(tmp_path / "a.orc")).build()))] == [0, 1, 2]
+    (tmp_path / "z.orc").write_bytes(b"ORC but not really")
+    with pytest.raises(ValueError, match=rf"cannot read {tmp_path / 'z.orc'}: not an ORC file"):
+        drain(reader(FileSource.for_bulk_file_format(OrcColumnarRowInputFormat(Types.ROW_NAMED(["id"], [Types.INT()])),
+                                                     str(tmp_path / "z.orc")).build()))
+    with pytest.raises(ValueError, match="batch_size must be a positive number"):
+        OrcColumnarRowInputFormat(Types.ROW_NAMED(["id"], [Types.INT()]), batch_size=0)

@@ -12,8 +12,7 @@ from millstream.datastream.connectors.kafka import (
     FlinkKafkaConsumer, KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource, KafkaTopicPartition)
 from millstream.runtime.operator_factories import KafkaOffsetsSpec
 from millstream.runtime.operators.kafka_splits import (
-    consumer_config, java_string_hash, parse_split_id, partitions_to_adopt, resolve_offsets, restored_splits,
-    source_options, split_id, split_owner)
+    consumer_config, java_string_hash, parse_split_id, resolve_offsets, source_options, split_id, split_owner)
 
 # -- the owner function ----------------------------------------------------------------------------
 
@@ -230,44 +229,3 @@ def test_an_assigned_split_holds_the_watermark_back_until_its_own_records_come()
     tw.process_batch(["a"], [1_000], split="t-0")
     assert tw.emit_periodic() == [999]  # the minimum over the partitions (monotonous: ts - 1)
     assert tw.release_split("t-0") == [99_999]  # a finished partition no longer holds it back
-
-
-# -- ownership across restores ---------------------------------------------------------------------
-
-
-def positions(subtask: int, owned: dict, known: list) -> dict:
-    """A reader's position(): its splits and the partitions it knew of."""
-    out = {split_id(t, p): [offset, None] for (t, p), offset in owned.items()}
-    out[f"#known@{subtask}"] = sorted(split_id(t, p) for t, p in known)
-    return out
-
-
-def test_a_rescale_reads_every_checkpointed_partition_once_and_new_ones_by_the_owner() -> None:
-    # Parallelism 2 -> 3 over topic "hello"'s 5 partitions (owners at 2: 0,1,0,1,0).
-    parts = [("hello", p) for p in range(5)]
-    old0 = positions(0, {parts[0]: 10, parts[2]: 12, parts[4]: 14}, parts)
-    old1 = positions(1, {parts[1]: 11, parts[3]: 13}, parts)
-    later = ("hello", 5)  # created after the savepoint: no snapshot knew it; owner at 3 is 1
-    discovered = parts + [later]
-    # As restore_rescaled hands them out: old j's splits to j mod 3; subtask 2 is only shown old 1's.
-    given = {0: ({**old0}, {}), 1: ({**old1}, {}), 2: ({}, {**old1})}
-    read: list = []
-    for subtask, (taken, shown) in given.items():
-        splits, known = restored_splits(taken, shown)
-        read += [(tp, offset) for tp, (offset, _) in splits.items()]
-        read += [(tp, "earliest") for tp in partitions_to_adopt(discovered, known, subtask, 3)]
-    assert sorted(read, key=str) == sorted([(parts[i], 10 + i) for i in range(5)] + [(later, "earliest")], key=str)
-    assert split_owner("hello", 5, 3) == 1
-
-
-def test_a_failover_keeps_ownership_a_partition_known_elsewhere_is_not_adopted() -> None:
-    # Subtask 0 discovered partition 3 (owner 1 at parallelism 2) before subtask 1 did and before
-    # the checkpoint; subtask 1 had not, so its snapshot neither reads nor knows it.
-    parts = [("hello", p) for p in range(4)]
-    snap0 = positions(0, {parts[0]: 1, parts[2]: 1}, parts)
-    snap1 = positions(1, {parts[1]: 1}, parts[:3])
-    splits0, known0 = restored_splits(snap0, {})
-    splits1, known1 = restored_splits(snap1, {})
-    assert partitions_to_adopt(parts, known0, 0, 2) == []
-    assert partitions_to_adopt(parts, known1, 1, 2) == [parts[3]]  # its owner adopts it, once
-    assert set(splits0) | set(splits1) == set(parts[:3])

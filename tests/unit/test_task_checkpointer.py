@@ -10,6 +10,7 @@ from millstream.datastream import StreamExecutionEnvironment
 from millstream.runtime.checkpoint_storage import checkpoint_directory
 from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
 from millstream.runtime.task.checkpointing import TaskCheckpointer
+from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.task.worker_events import CheckpointAcknowledged, CheckpointDeclined
 from tests.unit.test_runtime_chain import make_chain, vertex
 
@@ -224,3 +225,24 @@ def test_a_source_stops_emitting_at_a_stop_savepoint_until_its_outcome(tmp_path:
         control.poll()  # waited for the notification that came later
     assert h.checkpointer.stopped
     assert [e for e, _ in h.events] == [CheckpointBarrier(1, 0, stop=True), CheckpointBarrier(2, 0, stop=True)]
+
+
+def test_operator_events_reach_the_reader_in_order_with_the_checkpoint_triggers(tmp_path: Path) -> None:
+    """A split assigned before the coordinator's snapshot comes before the barrier: the control
+    delivers the channel's messages in order, and events without checkpointing too."""
+    from millstream.runtime.task.worker_events import OperatorEventDelivered, TriggerCheckpoint
+    from millstream.taskmanager.task_body import CheckpointControl
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.from_collection([1]).rebalance().map(lambda x: x + 1).map(str)
+    h = Harness(make_chain(vertex(env, "Map")), tmp_path)
+    h.run.chain.open()
+    seen: list[Any] = []
+    task_env = SimpleTaskEnvironment(operator_event_handler=lambda p: seen.append((p, len(h.events))))
+    inbox = Inbox(OperatorEventDelivered(b"before"), TriggerCheckpoint(1, 0, False, False), OperatorEventDelivered(b"after"))
+    CheckpointControl(inbox, h.checkpointer, True, task_env).poll()
+    assert seen == [(b"before", 0), (b"after", 1)]  # the barrier went out between the two
+    no_checkpoints = Inbox(OperatorEventDelivered(b"x"))
+    CheckpointControl(no_checkpoints, None, True, task_env).poll()
+    assert seen[-1][0] == b"x"

@@ -28,7 +28,7 @@ JOB = b"j" * 16
 def test_every_jobmanager_call_is_fenced_and_partition_lookups_are_not() -> None:
     names = {m.rsplit("/", 1)[1] for m in FENCED_METHODS}
     assert names == {"RequestSlot", "SubmitTask", "CancelTask", "FreeSlot", "Heartbeat", "TriggerCheckpoint",
-                     "NotifyCheckpoint"}
+                     "NotifyCheckpoint", "SendOperatorEvent"}
     leader = LeaderInformation("jm-a:6123", uuid.uuid4())
     assert fencing_refusal(SERVICE + "LookupPartition", None, leader, "tm") is None
     assert fencing_refusal(SERVICE + "LookupPartition", "stale", None, "tm") is None

@@ -11,10 +11,10 @@ builder signatures, ``pyflink.datastream.connectors.kafka``), and the deprecated
         .build()
     env.from_source(source, WatermarkStrategy.no_watermarks(), "Kafka Source")
 
-The reader runs in the tasks with confluent-kafka (librdkafka): see
-``millstream.runtime.operators.kafka_source`` for the design, among it the deviation from Flink
-(no JobManager-side split enumerator: each subtask discovers the partitions and reads those Flink's
-enumerator would assign it), checkpointed offsets, commits on checkpoint completion and rescaling.
+The reader runs in the tasks with confluent-kafka (librdkafka), its split enumerator in the
+JobMaster as Flink's (it discovers the partitions and assigns each to a reader): see
+``millstream.runtime.operators.kafka_source`` and ``millstream.jobmanager.jobmaster.source_coordinator``
+for the design, checkpointed offsets, commits on checkpoint completion and rescaling.
 Properties are Kafka's (Java) consumer names and Flink's KafkaSourceOptions; Java-only ones
 (``key.deserializer``, ...) are ignored with one warning, a few are renamed to librdkafka's.
 """
