@@ -429,6 +429,14 @@ STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO: ConfigOption[float] = _option(
     "state.backend.rocksdb.memory.write-buffer-ratio", _FLOAT, 0.5,
     "The share of the RocksDB memory budget that write buffers (memtables) may use.")
 
+CHECKPOINTING_INCREMENTAL: ConfigOption[bool] = _option(
+    "execution.checkpointing.incremental", _BOOL, False,
+    "Incremental checkpoints of the `rocksdb` state backend (`EmbeddedRocksDBStateBackend("
+    "enable_incremental_checkpointing=True)`): a checkpoint uploads only the RocksDB files new since "
+    "the last completed one, into the job's `shared/` checkpoint directory, and references the rest; "
+    "a shared file is deleted once no retained checkpoint references it. Savepoints stay in the "
+    "canonical format; the `hashmap` backend always writes full checkpoints.",
+    fallback_keys=("state.backend.incremental",))
 CHECKPOINTING_SAVEPOINT_DIR: ConfigOption[str | None] = _option(
     "execution.checkpointing.savepoint-dir", _STR, None,
     "Default target directory of savepoints (`millstream savepoint JOB` without a directory).",
@@ -683,7 +691,7 @@ JOBMANAGER_JOB_OPTIONS: tuple[ConfigOption[Any], ...] = (
     CHECKPOINTING_TOLERABLE_FAILURES, CHECKPOINTING_DIR, CHECKPOINTING_NUM_RETAINED, CHECKPOINTING_SAVEPOINT_DIR,
     CHECKPOINTING_MAX_CONCURRENT, CHECKPOINTING_UNALIGNED, CHECKPOINTING_EXTERNALIZED_RETENTION, STATE_BACKEND_TYPE,
     STATE_BACKEND_ROCKSDB_LOCALDIR, STATE_BACKEND_ROCKSDB_TIMER_SERVICE, STATE_BACKEND_ROCKSDB_MEMORY_MANAGED,
-    STATE_BACKEND_ROCKSDB_MEMORY_FIXED_PER_SLOT, STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO,
+    STATE_BACKEND_ROCKSDB_MEMORY_FIXED_PER_SLOT, STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO, CHECKPOINTING_INCREMENTAL,
     SAVEPOINT_PATH, SAVEPOINT_IGNORE_UNCLAIMED_STATE)
 CLIENT_OPTIONS: tuple[ConfigOption[Any], ...] = (
     JOBMANAGER_RPC_ADDRESS, JOBMANAGER_RPC_PORT, COLLECT_BATCH_SIZE_MAX, RPC_TIMEOUT, RPC_MAX_MESSAGE_SIZE,

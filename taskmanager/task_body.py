@@ -255,7 +255,8 @@ class CheckpointControl:
     def poll(self) -> None:
         while (msg := self.channel.recv_nowait()) is not None:
             if type(msg) is TriggerCheckpoint:
-                self._trigger(CheckpointBarrier(msg.checkpoint_id, msg.timestamp_ms, stop=msg.stop, drain=msg.drain))
+                self._trigger(CheckpointBarrier(msg.checkpoint_id, msg.timestamp_ms, stop=msg.stop, drain=msg.drain,
+                                                savepoint=msg.savepoint))
             elif type(msg) is NotifyCheckpoint:
                 self.checkpointer.notify(msg.checkpoint_id, msg.aborted)
         if self.checkpointer.stop_savepoint is not None and not self.closing:

@@ -344,7 +344,7 @@ class CheckpointDriver:
                     self._to_task(attempt_id, "trigger_checkpoint", cpb.TriggerCheckpointRequest(
                         execution_attempt_id=attempt_id, checkpoint_id=command.checkpoint_id,
                         timestamp_ms=int(command.timestamp_ms + self._wall_minus_monotonic_ms),
-                        stop=command.stop, drain=command.drain))
+                        stop=command.stop, drain=command.drain, savepoint=command.savepoint))
             elif isinstance(command, FinalizeCheckpoint):
                 self._spawn(self._finalize(command))
             elif isinstance(command, NotifyCheckpointComplete):

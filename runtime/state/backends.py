@@ -20,7 +20,7 @@ __all__ = ["KeyedBackendFactory"]
 
 _KEYS = (cfg.STATE_BACKEND_TYPE, cfg.STATE_BACKEND_ROCKSDB_LOCALDIR, cfg.STATE_BACKEND_ROCKSDB_TIMER_SERVICE,
          cfg.STATE_BACKEND_ROCKSDB_MEMORY_MANAGED, cfg.STATE_BACKEND_ROCKSDB_MEMORY_FIXED_PER_SLOT,
-         cfg.STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO)
+         cfg.STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO, cfg.CHECKPOINTING_INCREMENTAL)
 
 
 class KeyedBackendFactory:
@@ -32,14 +32,24 @@ class KeyedBackendFactory:
         self.settings = cfg.Configuration.from_dict(
             {o.key: params[o.key] for o in _KEYS if o.key in params}, source="the job's configuration")
         self.type = self.settings.get(cfg.STATE_BACKEND_TYPE)
+        self.incremental = self.type == "rocksdb" and self.settings.get(cfg.CHECKPOINTING_INCREMENTAL)
         self._db: Any = None
+        self._rocks: dict[str, Any] = {}  # operator id -> its RocksDB backend
+        # Incremental checkpoints: local SST name -> shared file name, of the last completed
+        # checkpoint (what the next one may reference) and of each checkpoint not yet confirmed.
+        self.reusable: dict[str, str] = {}
+        self._uploads: dict[int, dict[str, str]] = {}
+
+    def local_dir(self) -> str:
+        """Where this task's RocksDB files go (state.backend.rocksdb.localdir, else the working dir)."""
+        return self.settings.get(cfg.STATE_BACKEND_ROCKSDB_LOCALDIR) or os.getcwd()
 
     def _rocksdb(self) -> Any:
         if self._db is None:
             from millstream.runtime.state.rocksdb_backend import RocksDBOptions, TaskRocksDB
 
             s, env = self.settings, self._env
-            local_dir = s.get(cfg.STATE_BACKEND_ROCKSDB_LOCALDIR) or os.getcwd()
+            local_dir = self.local_dir()
             options = RocksDBOptions(
                 local_dir,
                 timer_service=s.get(cfg.STATE_BACKEND_ROCKSDB_TIMER_SERVICE),
@@ -58,14 +68,39 @@ class KeyedBackendFactory:
         if self.type == "rocksdb":
             from millstream.runtime.state.rocksdb_backend import RocksDBKeyedStateBackend
 
-            return RocksDBKeyedStateBackend(self._rocksdb(), operator_id, env.max_parallelism, env.parallelism,
-                                            env.key_group_range, clock=env.now_ms)
+            backend = RocksDBKeyedStateBackend(self._rocksdb(), operator_id, env.max_parallelism, env.parallelism,
+                                               env.key_group_range, clock=env.now_ms)
+            self._rocks[operator_id] = backend
+            return backend
         return KeyedStateBackend(env.max_parallelism, env.parallelism, env.key_group_range, clock=env.now_ms)
 
     @property
     def db(self) -> Any:
         """The task's RocksDB instance, None before the first rocksdb backend."""
         return self._db
+
+    # -- incremental checkpoints ----------------------------------------------------------------
+
+    def native_snapshot(self, checkpoint_id: int) -> Any:
+        """With incremental checkpoints: the task thread's part (a RocksDB checkpoint of hard
+        links); None when the task's keyed state is not snapshotted natively."""
+        if not self.incremental or self._db is None:
+            return None
+        from millstream.runtime.state.rocksdb_backend import take_native_snapshot
+
+        return take_native_snapshot(self._db, self._rocks, checkpoint_id)
+
+    def uploaded(self, checkpoint_id: int, shared: dict[str, str]) -> None:
+        """The writer thread uploaded checkpoint ``checkpoint_id``'s files (not yet confirmed)."""
+        self._uploads[checkpoint_id] = dict(shared)
+
+    def checkpoint_completed(self, checkpoint_id: int) -> None:
+        """Flink's notifyCheckpointComplete: its files may be referenced from now on."""
+        # A completed checkpoint without an upload of this task (a savepoint, canonical) may
+        # subsume the one whose files were reusable: the next checkpoint uploads everything.
+        self.reusable = self._uploads.pop(checkpoint_id, {})  # one assignment: the writer reads either map whole
+        for old in [c for c in self._uploads if c < checkpoint_id]:
+            del self._uploads[old]
 
     def close(self) -> None:
         if self._db is not None:

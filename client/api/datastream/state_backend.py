@@ -71,7 +71,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         return f"EmbeddedRocksDBStateBackend(enable_incremental_checkpointing={self._incremental!r})"
 
 
-INCREMENTAL_KEY = "execution.checkpointing.incremental"
+INCREMENTAL_KEY = cfg.CHECKPOINTING_INCREMENTAL.key
 
 
 def state_backend_of_type(type_name: str | None) -> StateBackend | None:
