@@ -336,7 +336,17 @@ class CompletedCheckpointStore:
         """An aborted checkpoint: delete its directory (never a completed checkpoint's)."""
         if any(c.checkpoint_id == checkpoint_id for c in self._completed):
             raise CheckpointStorageError(f"checkpoint {checkpoint_id} is completed; it is not discarded")
-        self._delete_dir(checkpoint_directory(self.base, self.job_id, checkpoint_id))
+        directory = checkpoint_directory(self.base, self.job_id, checkpoint_id)
+        try:  # the shared files it uploaded, unless a retained checkpoint references them too
+            mine = self.shared_references(directory)
+        except CheckpointStorageError:
+            mine = set()
+        if mine:
+            for c in self._completed:
+                mine -= self.shared_references(c.directory)
+            for name in mine:
+                (self.job_dir / SHARED_DIR / name).unlink(missing_ok=True)
+        self._delete_dir(directory)
 
     def _delete_dir(self, directory: Path) -> None:
         # _metadata first: a deletion interrupted halfway leaves an incomplete checkpoint, not a
