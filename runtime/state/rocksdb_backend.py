@@ -164,19 +164,36 @@ class TaskRocksDB:
         return cf
 
     def flush(self) -> None:
-        self.db.flush()
+        _guard(self.path, self.db.flush)
 
     def close(self, delete: bool = True) -> None:
         try:
-            self.db.close()
+            _guard(self.path, self.db.close)
         finally:
             if delete:
                 shutil.rmtree(self.path, ignore_errors=True)
 
 
+def _disk_full(path: str) -> bool:
+    """Whether the file system of ``path`` (or its nearest existing parent) has next to no room."""
+    p = path
+    while p and not os.path.exists(p):
+        p = os.path.dirname(p)
+    try:
+        st = os.statvfs(p or "/")
+    except OSError:
+        return False
+    free, size = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    return free < (64 << 20) or free < size // 50  # less than RocksDB needs to flush and compact
+
+
 def _disk_error(e: BaseException, path: str) -> BaseException:
+    """A full disk as :class:`StateBackendDiskFullError` naming the directory. RocksDB says "No space
+    left on device" once; later writes only say "Writer has previous error", so an IO error on a
+    file system with no room left is one too."""
     text = str(e)
-    if isinstance(e, OSError) and e.errno == 28 or "No space left" in text or "ENOSPC" in text:
+    if (isinstance(e, OSError) and e.errno == 28 or "No space left" in text or "ENOSPC" in text
+            or ("IO error" in text and _disk_full(path))):
         return StateBackendDiskFullError(28, f"RocksDB state backend: no space left on device in its local "
                                              f"directory {path} (state.backend.rocksdb.localdir): {text}")
     return e
@@ -217,10 +234,10 @@ class _Cf:
             raise err from e
 
     def delete(self, k: bytes) -> None:
-        self.cf.delete(k)
+        _guard(self.path, lambda: self.cf.delete(k))
 
     def delete_prefix(self, prefix: bytes) -> None:
-        self.cf.delete_range(prefix, _next_prefix(prefix))
+        _guard(self.path, lambda: self.cf.delete_range(prefix, _next_prefix(prefix)))
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Rows whose key starts with ``prefix``, in key order (a RocksDB iterator: the rows as of
