@@ -27,6 +27,8 @@
    time accounting (``metrics.task.io-timing``) on vs off, alternating runs: the throughput lost.
 11. Parquet read (bench/parquet_read.py, ~2 minutes): a FileSource job with
    ParquetColumnarRowInputFormat against pyarrow alone reading the same file, rows/s.
+12. keyed state (bench/keyed_state.py, ~2 minutes): keyed updates/s on the heap and on the RocksDB
+   backend, the memory 1 M keys take on each, a full against an incremental RocksDB checkpoint.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 
@@ -326,7 +328,7 @@ def _run(kind: str, *args: str) -> dict:
 
 
 BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics",
-              "parquet", "kafka"]
+              "parquet", "kafka", "keyed_state"]
 
 
 def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
@@ -488,6 +490,12 @@ def bench_parquet(a: argparse.Namespace) -> list[Figure]:
     return parquet_read.headline(parquet_read.report())
 
 
+def bench_keyed_state(a: argparse.Namespace) -> list[Figure]:
+    import keyed_state
+
+    return keyed_state.headline(keyed_state.report())
+
+
 def _git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
@@ -558,7 +566,8 @@ def main() -> None:
           f"from {a.readme}")
     runners = {"wordcount": bench_wordcount, "exchange": bench_exchange, "latency": bench_latency, "collect": bench_collect,
                "scale": bench_scale, "checkpoints": bench_checkpoints, "windows": bench_windows, "ha": bench_ha,
-               "startup": bench_startup, "metrics": bench_metrics, "parquet": bench_parquet, "kafka": bench_kafka}
+               "startup": bench_startup, "metrics": bench_metrics, "parquet": bench_parquet, "kafka": bench_kafka,
+               "keyed_state": bench_keyed_state}
     figures: list[Figure] = []
     measured: list[str] = []
     try:

@@ -65,10 +65,16 @@ class StateBackendDiskFullError(OSError):
     """The local RocksDB directory has no space left; the message names the directory."""
 
 
+_ATOMS = frozenset({str, int, bytes, float, bool, type(None)})
+_dumps = pickle.dumps
+
+
 def encode_key(key: Any) -> bytes:
     """Serialized key bytes, the same for equal keys of the same types: the pickle format of the
     records' serializer, without the memo (pickle's memo depends on object identity, so ``("a", "a")``
     would serialize differently depending on whether both strings are one object)."""
+    if type(key) in _ATOMS:  # one object: the memo never applies
+        return _dumps(key, PROTOCOL)
     buf = io.BytesIO()
     p = pickle.Pickler(buf, PROTOCOL)
     p.fast = True  # no memo: deterministic bytes for equal values
@@ -125,6 +131,11 @@ class TaskRocksDB:
             self.db = rd.Rdict(path, self._cf_options)
         except Exception as e:
             raise _disk_error(e, path) from e
+        # No write-ahead log, as Flink's RocksDB backend: a task's state is only ever recovered from
+        # a checkpoint, and a checkpoint flushes the memtables first.
+        write = rd.WriteOptions()
+        write.disable_wal = True
+        self.db.set_write_options(write)
         self._cfs: dict[str, Any] = {}
 
     def _make_options(self, rd: Any) -> Any:
@@ -368,15 +379,22 @@ class _RocksGroups:
 class _RocksGroup(MutableMapping):
     """One key group of a value/list/reducing/aggregating state: ``{key: value}`` over rows."""
 
-    __slots__ = ("_t", "_kg", "_prefix")
+    __slots__ = ("_t", "_kg", "_prefix", "_last_key", "_last_row")
 
     def __init__(self, table: RocksStateTable, kg: int) -> None:
         self._t = table
         self._kg = kg
         self._prefix = _kg_prefix(kg)
+        self._last_key: Any = _MISSING
+        self._last_row = b""
 
     def _row(self, key: Any) -> bytes:
-        return self._prefix + encode_key(key)
+        # A read-modify-write encodes the same key object twice: the second time is free.
+        if key is self._last_key:
+            return self._last_row
+        row = self._prefix + encode_key(key)
+        self._last_key, self._last_row = key, row
+        return row
 
     def get(self, key: Any, default: Any = None) -> Any:
         t = self._t
