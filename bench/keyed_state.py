@@ -119,14 +119,11 @@ def _rss_child(kind: str, keys: int) -> None:
         b = _backend(kind, local)
         state = b.get_value_state(ValueStateDescriptor("v", None))
         before = rss_mb()
-        value = "x" * 200
-        names = [f"key-{i}" for i in range(keys)]
         for i in range(0, keys, 10_000):
-            chunk = names[i:i + 10_000]
+            chunk = [f"key-{j}" for j in range(i, min(i + 10_000, keys))]
             for key, kg in zip(chunk, b.assign_key_groups(chunk)):
                 b.current_key, b.current_key_group = key, kg
-                state.update(value)
-        del names
+                state.update(f"{kg:04d}{key:>196}")  # 200 characters, a distinct object per key
         print(rss_mb() - before)
 
 

@@ -902,10 +902,12 @@ def shared_file_path(state_path: str, name: str) -> str:
 
 
 def restore_native(handle: dict[str, Any], state_path: str, key_group_range: KeyGroupRange,
-                   work_dir: str) -> dict[str, dict[int, bytes]]:
-    """A native handle as canonical key-group blobs ({operator id: {kg: blob}}) of the key groups
-    in ``key_group_range``: the files are copied into a temporary directory, opened read-only and
-    read key group by key group (Flink's key-group-range clipping when rescaling)."""
+                   work_dir: str, into: dict[str, "RocksDBKeyedStateBackend"] | None = None) -> dict[str, dict[int, bytes]]:
+    """A native handle's key groups in ``key_group_range`` (Flink's key-group-range clipping when
+    rescaling): the files are copied into a temporary directory and opened read-only. ``into``:
+    RocksDB backends per operator id, which get the rows as they are, one at a time (memory stays
+    bounded whatever the state's size); else the key groups come back as canonical blobs
+    ({operator id: {kg: blob}}) for any backend's ``restore``."""
     import rocksdict as rd
 
     if handle.get("format") != NATIVE_FORMAT:
@@ -934,6 +936,9 @@ def restore_native(handle: dict[str, Any], state_path: str, key_group_range: Key
         except Exception as e:
             raise ValueError(f"the RocksDB checkpoint of {state_path} cannot be opened (a corrupt file?): {e}") from e
         try:
+            if into is not None:
+                _copy_rows(db, handle, key_group_range, into)
+                return {}
             return _canonical_groups(db, handle, key_group_range)
         finally:
             db.close()
@@ -992,3 +997,42 @@ def _canonical_groups(db: Any, handle: dict[str, Any], r: KeyGroupRange) -> dict
                 p["event_timers"].extend(timers["event_timers"])
     ser = RecordSerializer()
     return {op_id: {kg: ser.serialize(p) for kg, p in groups.items()} for op_id, groups in payloads.items()}
+
+
+def _range_rows(db: Any, cf_name: str, r: KeyGroupRange) -> Iterator[tuple[bytes, bytes]]:
+    lo, hi = _KG.pack(r.start_key_group), _next_prefix(_KG.pack(r.end_key_group))
+    it = db.get_column_family(cf_name).iter()
+    it.seek(lo)
+    while it.valid() and it.key() < hi:
+        yield it.key(), it.value()
+        it.next()
+
+
+def _copy_rows(db: Any, handle: dict[str, Any], r: KeyGroupRange,
+               into: dict[str, "RocksDBKeyedStateBackend"]) -> None:
+    """RocksDB to RocksDB: the rows of the range copied byte for byte (same layout on both sides)."""
+    existing = set(type(db).list_cf(db.path()))
+
+    def backend(op_id: str) -> "RocksDBKeyedStateBackend":
+        b = into.get(op_id)
+        if b is None:
+            raise ValueError(f"Keyed state for operator {op_id}, which is not a keyed operator of this task")
+        return b
+
+    for cf_name, (op_id, name, kind, ttl) in handle["states"].items():
+        if cf_name in existing:
+            cf = backend(op_id).table(name, kind, ttl).cf  # type: ignore[attr-defined]
+            for row, value in _range_rows(db, cf_name, r):
+                cf.put(row, value)
+    for cf_name, (op_id, field) in handle["timer_cfs"].items():
+        if cf_name not in existing:
+            continue
+        queue = getattr(backend(op_id), field)
+        for row, _ in _range_rows(db, cf_name, r):
+            queue.register(_TS.unpack_from(row, 2)[0] - _TS_BIAS, pickle.loads(row[10:]), _KG.unpack_from(row)[0])
+    for op_id, groups in handle.get("heap_timers", {}).items():
+        b = backend(op_id)
+        for kg, timers in groups.items():
+            if r.contains(kg):
+                b.processing_timers.restore_group(kg, timers["processing_timers"])
+                b.event_timers.restore_group(kg, timers["event_timers"])

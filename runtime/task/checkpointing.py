@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional
 
 from millstream.runtime.checkpoint_storage import FileStateHandle, checkpoint_directory, write_task_state
 from millstream.runtime.durable_files import write_atomically
-from millstream.runtime.state.rocksdb_backend import SHARED_LIST_SUFFIX, restore_native
+from millstream.runtime.state.rocksdb_backend import SHARED_LIST_SUFFIX, RocksDBKeyedStateBackend, restore_native
 from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
 from millstream.runtime.task.chain import OperatorChain
@@ -105,7 +105,11 @@ class TaskCheckpointer:
         if rocks is not None:
             env = self.chain.env
             work = self.chain.backend_factory.local_dir()
-            self.chain.restore_keyed_state(restore_native(rocks, path, env.key_group_range, work))
+            backends = self.chain.keyed_state_backends()
+            if backends and all(isinstance(b, RocksDBKeyedStateBackend) for b in backends.values()):
+                restore_native(rocks, path, env.key_group_range, work, into=backends)  # type: ignore[arg-type]
+            else:
+                self.chain.restore_keyed_state(restore_native(rocks, path, env.key_group_range, work))
 
     def _read(self, path: str, size: int) -> dict[str, Any]:
         data = FileStateHandle(path, size).read()

@@ -163,3 +163,32 @@ def test_full_checkpoints_of_rocksdb_are_canonical(tmp_path: Path) -> None:
     heap.checkpointer.restore(1, ack.state_path, ack.state_size)
     heap.run.chain.open()
     assert heap.state() == {"a": ("a", 1)}
+
+
+def test_the_task_thread_only_hard_links_and_the_upload_runs_off_it(tmp_path: Path, monkeypatch: Any) -> None:
+    """Flink's asynchronous snapshot: the RocksDB checkpoint is taken on the task thread (hard
+    links of the same inodes as the live files), the copy into shared/ on the writer thread."""
+    import threading
+
+    from millstream.runtime.state import rocksdb_backend
+
+    seen: dict[str, Any] = {}
+    real_upload = rocksdb_backend.NativeSnapshot.upload
+
+    def upload(self: Any, *args: Any) -> Any:
+        seen["upload_thread"] = threading.current_thread().name
+        ssts = [n for n in os.listdir(self.local_dir) if n.endswith(".sst")]
+        live = Path(task.run.chain.backend_factory.db.path)
+        seen["hard_links"] = all(os.stat(Path(self.local_dir) / n).st_ino == os.stat(live / n).st_ino
+                                 for n in ssts if (live / n).exists())
+        seen["ssts"] = len(ssts)
+        return real_upload(self, *args)
+
+    monkeypatch.setattr(rocksdb_backend.NativeSnapshot, "upload", upload)
+    task = Task(reduce_vertex(), tmp_path)
+    task.run.chain.open()
+    task.feed([(f"k{i}", 1) for i in range(100)])
+    task.checkpoint(1)
+    assert seen["upload_thread"].startswith("millstream-checkpoint-writer")
+    assert seen["upload_thread"] != threading.current_thread().name
+    assert seen["ssts"] >= 1 and seen["hard_links"]
