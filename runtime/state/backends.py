@@ -82,9 +82,10 @@ class KeyedBackendFactory:
     # -- incremental checkpoints ----------------------------------------------------------------
 
     def native_snapshot(self, checkpoint_id: int) -> Any:
-        """With incremental checkpoints: the task thread's part (a RocksDB checkpoint of hard
-        links); None when the task's keyed state is not snapshotted natively."""
-        if not self.incremental or self._db is None:
+        """The task thread's part of a RocksDB snapshot (a RocksDB checkpoint of hard links), which
+        the writer thread uploads (incremental) or reads into canonical key groups (full); None for
+        heap state."""
+        if self._db is None:
             return None
         from millstream.runtime.state.rocksdb_backend import take_native_snapshot
 

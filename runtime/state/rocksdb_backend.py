@@ -47,6 +47,7 @@ import cloudpickle
 from millstream.datastream import state as api
 from millstream.runtime.keygroups import KeyGroupRange
 from millstream.runtime.serialization import PROTOCOL, RecordSerializer, deserialize
+from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.heap_backend import MAP, HeapMapState, KeyedStateBackend, TimerQueue
 from millstream.runtime.state.state_table import _MISSING, StateTable
 
@@ -804,6 +805,8 @@ class NativeSnapshot:
         self.timer_cfs = timer_cfs  # cf name -> (operator id, "processing" | "event")
         self.heap_timers = heap_timers  # operator id -> {kg: {"processing_timers": [...], "event_timers": [...]}}
         self.key_group_range = key_group_range
+        self.ttl_full: dict[str, int] = {}  # cf name -> ttl ms, states whose expired entries a full snapshot drops
+        self.now_ms = 0
 
     def upload(self, job_dir: str, checkpoint_dir: str, reusable: dict[str, str]) -> tuple[dict[str, Any], int]:
         """Copies what is new; returns the handle and the bytes uploaded. ``reusable``: local SST
@@ -838,6 +841,22 @@ class NativeSnapshot:
                   "states": self.states, "timer_cfs": self.timer_cfs, "heap_timers": self.heap_timers,
                   "key_group_range": self.key_group_range}
         return handle, uploaded
+
+    def canonical(self) -> dict[str, dict[int, bytes]]:
+        """Off the task thread: the checkpoint's key groups in the canonical format (a full
+        snapshot, Flink's RocksFullSnapshotStrategy), read from the hard-linked files."""
+        import rocksdict as rd
+
+        try:
+            db = rd.Rdict(self.local_dir, rd.Options(raw_mode=True), access_type=rd.AccessType.read_only())
+            try:
+                meta = {"states": self.states, "timer_cfs": self.timer_cfs, "heap_timers": self.heap_timers}
+                start, end = self.key_group_range
+                return _canonical_groups(db, meta, KeyGroupRange.of(start, end), self.ttl_full, self.now_ms)
+            finally:
+                db.close()
+        finally:
+            shutil.rmtree(self.local_dir, ignore_errors=True)
 
     def discard(self) -> None:
         shutil.rmtree(self.local_dir, ignore_errors=True)
@@ -882,13 +901,22 @@ def take_native_snapshot(db: TaskRocksDB, backends: dict[str, "RocksDBKeyedState
                      "event_timers": backend.event_timers.snapshot_group(kg)}
                 for kg in set(backend.processing_timers.key_groups()) | set(backend.event_timers.key_groups())}
     local_dir = f"{db.path}-chk-{checkpoint_id}-{uuid_hex()[:8]}"
+    ttl_full: dict[str, int] = {}
+    now = 0
+    for op_id, backend in backends.items():
+        for name, t in backend._tables.items():
+            if t.policy is not None and t.policy.full_snapshot:
+                ttl_full[f"{op_id}/{name}"] = t.policy.ttl_ms
+                now = backend.now_ms()
 
     def create() -> None:
         db.db.flush()
         db._rd.Checkpoint(db.db).create_checkpoint(local_dir)
 
     _guard(db.path, create)
-    return NativeSnapshot(checkpoint_id, local_dir, states, timer_cfs, heap_timers, key_group_range)
+    snap = NativeSnapshot(checkpoint_id, local_dir, states, timer_cfs, heap_timers, key_group_range)
+    snap.ttl_full, snap.now_ms = ttl_full, now
+    return snap
 
 
 def shared_file_path(state_path: str, name: str) -> str:
@@ -946,7 +974,8 @@ def restore_native(handle: dict[str, Any], state_path: str, key_group_range: Key
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _canonical_groups(db: Any, handle: dict[str, Any], r: KeyGroupRange) -> dict[str, dict[int, bytes]]:
+def _canonical_groups(db: Any, handle: dict[str, Any], r: KeyGroupRange, ttl_full: dict[str, int] | None = None,
+                      now_ms: int = 0) -> dict[str, dict[int, bytes]]:
     payloads: dict[str, dict[int, dict[str, Any]]] = {}
     lo, hi = _KG.pack(r.start_key_group), _next_prefix(_KG.pack(r.end_key_group))
 
@@ -983,6 +1012,16 @@ def _canonical_groups(db: Any, handle: dict[str, Any], r: KeyGroupRange) -> dict
                 entries.setdefault(key, {})[pickle.loads(row[6 + size:])] = deserialize(value)
             else:
                 entries[pickle.loads(row[2:])] = deserialize(value)
+    for cf_name, ttl_ms in (ttl_full or {}).items():  # cleanup_full_snapshot: expired entries left out
+        name, kind = handle["states"][cf_name][1], handle["states"][cf_name][2]
+        for p in payloads.get(handle["states"][cf_name][0], {}).values():
+            if name in p["states"]:
+                live = {}
+                for key, stored in p["states"][name][1].items():
+                    kept = _ttl.unexpired_or_none(kind, stored, ttl_ms, now_ms)
+                    if kept is not None:
+                        live[key] = kept
+                p["states"][name] = (kind, live)
     for cf_name, (op_id, field) in handle["timer_cfs"].items():
         if cf_name not in existing:
             continue

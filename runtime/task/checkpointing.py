@@ -20,7 +20,8 @@ task thread takes a RocksDB checkpoint (hard links) instead of serializing the k
 writer thread uploads the files new since the last completed checkpoint, and the state file holds
 the snapshot followed by the RocksDB handle (a second pickle), with the shared files it references
 listed next to it (``<state file>.shared.json``) for the JobManager's reference counting.
-Savepoints are always canonical (the keyed state serialized per key group).
+Full RocksDB snapshots and savepoints take the same hard links on the task thread; the writer
+thread reads them into the canonical key groups (a second pickle after the snapshot).
 """
 from __future__ import annotations
 
@@ -116,9 +117,13 @@ class TaskCheckpointer:
         stream = io.BytesIO(data)
         snapshot = deserialize(data)
         if isinstance(snapshot, dict):
-            pickle.load(stream)  # skip the snapshot: an incremental RocksDB handle may follow
+            pickle.load(stream)  # skip the snapshot: RocksDB's keyed state may follow (written off the task thread)
             if stream.tell() < len(data):
-                snapshot["rocksdb"] = pickle.load(stream)
+                rest = pickle.load(stream)
+                if isinstance(rest, dict) and "keyed" in rest:  # a full snapshot: canonical key groups
+                    snapshot["keyed"] = {**snapshot["keyed"], **rest["keyed"]}
+                else:
+                    snapshot["rocksdb"] = rest
         if not isinstance(snapshot, dict) or snapshot.get("version") != SNAPSHOT_VERSION:
             raise ValueError(f"{path}: not a task snapshot this Millstream reads")
         max_parallelism = self.chain.env.max_parallelism
@@ -159,7 +164,9 @@ class TaskCheckpointer:
             self.chain.flush()
             if forward:
                 self._broadcast(barrier)
-            native = None if barrier.savepoint else self.chain.backend_factory.native_snapshot(checkpoint_id)
+            factory = self.chain.backend_factory
+            native = factory.native_snapshot(checkpoint_id)  # RocksDB: hard links now, the rest off this thread
+            incremental = native is not None and factory.incremental and not barrier.savepoint
             blob = self._snapshot(checkpoint_id, keyed=native is None)
         except Exception as exc:
             log.warning("checkpoint %d: snapshot of %r failed", checkpoint_id, self.chain, exc_info=True)
@@ -167,7 +174,7 @@ class TaskCheckpointer:
             return
         if barrier.stop:
             self.stop_savepoint = checkpoint_id
-        self._writer.submit(self._write_and_ack, checkpoint_id, blob, native)
+        self._writer.submit(self._write_and_ack, checkpoint_id, blob, native, incremental)
 
     def _snapshot(self, checkpoint_id: int, keyed: bool = True) -> Optional[bytes]:
         chain = self.chain
@@ -184,7 +191,8 @@ class TaskCheckpointer:
             {"version": SNAPSHOT_VERSION, "max_parallelism": chain.env.max_parallelism, "positions": positions,
              "keyed": keyed_groups, "operators": operators})
 
-    def _write_and_ack(self, checkpoint_id: int, blob: Optional[bytes], native: Any = None) -> None:
+    def _write_and_ack(self, checkpoint_id: int, blob: Optional[bytes], native: Any = None,
+                       incremental: bool = False) -> None:
         try:
             if blob is None:
                 self._send(CheckpointAcknowledged(checkpoint_id, "", 0))
@@ -192,6 +200,9 @@ class TaskCheckpointer:
             if self._dir is None:
                 raise RuntimeError("the task has no checkpoint directory")
             shared: list[str] = []
+            if native is not None and not incremental:  # full: canonical key groups, read here
+                blob = blob + self._serializer.serialize({"keyed": native.canonical()})
+                native = None
             if native is not None:
                 factory = self.chain.backend_factory
                 chk_dir = checkpoint_directory(self._dir, self._job_id, checkpoint_id)

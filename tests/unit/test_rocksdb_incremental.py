@@ -153,12 +153,18 @@ def test_a_missing_shared_file_is_named_on_restore_and_at_completion(tmp_path: P
         other.checkpointer.restore(1, ack.state_path, ack.state_size)
 
 
-def test_full_checkpoints_of_rocksdb_are_canonical(tmp_path: Path) -> None:
+def test_full_checkpoints_of_rocksdb_are_canonical_and_read_off_the_task_thread(tmp_path: Path) -> None:
     task = Task(reduce_vertex(), tmp_path, incremental=False)
     task.run.chain.open()
     task.feed([("a", 1)])
     ack = task.checkpoint(1)
     assert not shared_files(tmp_path) and not os.path.exists(ack.state_path + ".shared.json")
+    import io
+    import pickle
+
+    stream = io.BytesIO(Path(ack.state_path).read_bytes())
+    first, second = pickle.load(stream), pickle.load(stream)
+    assert first["keyed"] == {} and list(second["keyed"].values())  # read off the task thread, canonical
     heap = Task(reduce_vertex(), tmp_path, backend="hashmap")
     heap.checkpointer.restore(1, ack.state_path, ack.state_size)
     heap.run.chain.open()
