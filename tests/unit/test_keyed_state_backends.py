@@ -377,3 +377,47 @@ def test_rocksdb_memory_stays_within_the_managed_budget() -> None:
     unmanaged.create("op")
     assert unmanaged.db.cache is None
     unmanaged.close()
+
+
+def test_rocksdb_full_snapshot_off_the_task_thread_equals_the_synchronous_one() -> None:
+    """The writer thread's canonical key groups (read from the hard-linked RocksDB checkpoint) hold
+    what the backend's own snapshot holds: every kind, timers, and with cleanup_full_snapshot no
+    expired entry."""
+    _rocksdb_only()
+    from millstream.common.time import Time
+    from millstream.datastream.state import StateTtlConfig
+    from millstream.runtime.serialization import deserialize
+    from millstream.runtime.state.rocksdb_backend import take_native_snapshot
+
+    clock = ManualClock(1_000)
+    kgr = compute_key_group_range_for_operator_index(MAX_P, 1, 0)
+    b = state_backends.keyed_backend(MAX_P, 1, kgr, clock=clock.now_ms)
+    h = handles(b)
+    plain = b.get_value_state(ValueStateDescriptor("plain", Types.INT()))
+    descriptor = ValueStateDescriptor("expiring", Types.INT())
+    descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.milliseconds(100)).cleanup_full_snapshot().build())
+    expiring = b.get_value_state(descriptor)
+    for i in range(40):
+        b.set_current_key(i)
+        h["value"].update(i)
+        h["list"].add_all([i, -i])
+        h["map"].put(str(i), [i])
+        h["reducing"].add(i)
+        h["aggregating"].add(i)
+        plain.update(i)
+        if i % 2:
+            expiring.update(i)
+        b.event_timers.register(500 + i, i, b.current_key_group)
+    clock.advance(50)
+    for i in range(0, 40, 4):
+        b.set_current_key(i)
+        expiring.update(i)  # these stay unexpired
+    clock.advance(60)  # the odd keys' values (written at 1000) expired at 1100
+    expected = {kg: deserialize(blob) for kg, blob in b.snapshot().items()}
+    native = take_native_snapshot(b.db, {"op": b}, 1)
+    got = {kg: deserialize(blob) for kg, blob in native.canonical()["op"].items()}
+    normalize = lambda groups: {kg: ({n: (k, dict(sorted(e.items(), key=repr))) for n, (k, e) in p["states"].items()},
+                                     sorted(p["event_timers"]), sorted(p.get("ttl", []))) for kg, p in groups.items()}
+    assert normalize(got) == normalize(expected)
+    kept = {k for p in got.values() for k in p["states"].get("expiring", (None, {}))[1]}
+    assert kept == set(range(0, 40, 4))
