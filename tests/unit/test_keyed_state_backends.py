@@ -343,6 +343,13 @@ def test_set_state_backend_names_pyflinks_classes() -> None:
     assert isinstance(env.get_state_backend(), EmbeddedRocksDBStateBackend)
     env.set_state_backend(HashMapStateBackend())
     assert isinstance(env.get_state_backend(), HashMapStateBackend)
+    rocks = EmbeddedRocksDBStateBackend()
+    rocks.set_db_storage_paths("/data/rocks")
+    assert rocks.get_db_storage_paths() == ["/data/rocks"]
+    env.set_state_backend(rocks)
+    assert env.get_configuration().to_dict()["state.backend.rocksdb.localdir"] == "/data/rocks"
+    with pytest.raises(ValueError, match="one directory"):
+        rocks.set_db_storage_paths("/a", "/b")
     with pytest.raises(TypeError, match="enable_incremental_checkpointing"):
         EmbeddedRocksDBStateBackend(enable_incremental_checkpointing="yes")  # type: ignore[arg-type]
 

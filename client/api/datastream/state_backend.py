@@ -52,14 +52,30 @@ class EmbeddedRocksDBStateBackend(StateBackend):
                             f"{enable_incremental_checkpointing!r}, the value of the parameter should be None or "
                             "True or False.")
         self._incremental = enable_incremental_checkpointing
+        self._paths: list[str] = []
 
     def is_incremental_checkpoints_enabled(self) -> bool:
         return bool(self._incremental)
 
+    def set_db_storage_paths(self, *paths: str) -> None:
+        """Where the tasks' RocksDB files go (``state.backend.rocksdb.localdir``); none: the task's
+        working directory. Millstream uses one directory: more than one is refused."""
+        if len(paths) > 1:
+            raise ValueError(f"set_db_storage_paths: Millstream keeps a task's RocksDB in one directory, got {len(paths)}")
+        if paths and (not isinstance(paths[0], str) or not paths[0]):
+            raise ValueError(f"set_db_storage_paths needs a directory, got {paths[0]!r}")
+        self._paths = list(paths)
+
+    def get_db_storage_paths(self) -> list[str]:
+        return list(self._paths)
+
     def _job_settings(self) -> dict[str, str]:
-        if self._incremental is None:
-            return {}
-        return {INCREMENTAL_KEY: "true" if self._incremental else "false"}
+        out = {}
+        if self._incremental is not None:
+            out[INCREMENTAL_KEY] = "true" if self._incremental else "false"
+        if self._paths:
+            out[cfg.STATE_BACKEND_ROCKSDB_LOCALDIR.key] = self._paths[0]
+        return out
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other._incremental == self._incremental  # type: ignore[attr-defined]
