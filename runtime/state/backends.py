@@ -15,6 +15,8 @@ from typing import Any, Mapping
 
 from millstream.runtime import config as cfg
 from millstream.runtime.state.heap_backend import KeyedStateBackend
+from millstream.runtime.state.rocksdb_backend import (RocksDBKeyedStateBackend, RocksDBOptions, TaskRocksDB,
+                                                      take_native_snapshot)
 
 __all__ = ["KeyedBackendFactory"]
 
@@ -46,8 +48,6 @@ class KeyedBackendFactory:
 
     def _rocksdb(self) -> Any:
         if self._db is None:
-            from millstream.runtime.state.rocksdb_backend import RocksDBOptions, TaskRocksDB
-
             s, env = self.settings, self._env
             local_dir = self.local_dir()
             options = RocksDBOptions(
@@ -66,8 +66,6 @@ class KeyedBackendFactory:
     def create(self, operator_id: str) -> KeyedStateBackend:
         env = self._env
         if self.type == "rocksdb":
-            from millstream.runtime.state.rocksdb_backend import RocksDBKeyedStateBackend
-
             backend = RocksDBKeyedStateBackend(self._rocksdb(), operator_id, env.max_parallelism, env.parallelism,
                                                env.key_group_range, clock=env.now_ms)
             self._rocks[operator_id] = backend
@@ -87,8 +85,6 @@ class KeyedBackendFactory:
         heap state."""
         if self._db is None:
             return None
-        from millstream.runtime.state.rocksdb_backend import take_native_snapshot
-
         return take_native_snapshot(self._db, self._rocks, checkpoint_id)
 
     def uploaded(self, checkpoint_id: int, shared: dict[str, str]) -> None:

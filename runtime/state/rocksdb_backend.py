@@ -49,7 +49,7 @@ from millstream.runtime.keygroups import KeyGroupRange
 from millstream.runtime.serialization import PROTOCOL, RecordSerializer, deserialize
 from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.heap_backend import MAP, HeapMapState, KeyedStateBackend, TimerQueue
-from millstream.runtime.state.state_table import _MISSING, StateTable
+from millstream.runtime.state.state_table import _MISSING, StateTable, _no_key
 
 __all__ = ["RocksDBOptions", "TaskRocksDB", "RocksDBKeyedStateBackend", "RocksMap", "RocksTimerQueue",
            "StateBackendDiskFullError", "encode_key"]
@@ -117,7 +117,7 @@ class TaskRocksDB:
     """The one RocksDB instance of a task: opened lazily, closed and deleted with the task."""
 
     def __init__(self, path: str, options: RocksDBOptions) -> None:
-        import rocksdict as rd  # imported here: heap-only processes never load the native library
+        import rocksdict as rd  # lazy: heap-only processes never load the native library
 
         self._rd = rd
         self.path = path
@@ -617,7 +617,6 @@ class RocksMapState(HeapMapState):
     def _live(self) -> RocksMap:
         b = self._backend
         if b.current_key_group < 0:
-            from millstream.runtime.state.state_table import _no_key
             raise _no_key(self._table.name)
         return self._table.view(b.current_key_group).live(b.current_key)  # type: ignore[attr-defined]
 
@@ -845,7 +844,7 @@ class NativeSnapshot:
     def canonical(self) -> dict[str, dict[int, bytes]]:
         """Off the task thread: the checkpoint's key groups in the canonical format (a full
         snapshot, Flink's RocksFullSnapshotStrategy), read from the hard-linked files."""
-        import rocksdict as rd
+        import rocksdict as rd  # lazy: heap-only processes never load the native library
 
         try:
             db = rd.Rdict(self.local_dir, rd.Options(raw_mode=True), access_type=rd.AccessType.read_only())
@@ -936,7 +935,7 @@ def restore_native(handle: dict[str, Any], state_path: str, key_group_range: Key
     RocksDB backends per operator id, which get the rows as they are, one at a time (memory stays
     bounded whatever the state's size); else the key groups come back as canonical blobs
     ({operator id: {kg: blob}}) for any backend's ``restore``."""
-    import rocksdict as rd
+    import rocksdict as rd  # lazy: heap-only processes never load the native library
 
     if handle.get("format") != NATIVE_FORMAT:
         raise ValueError(f"{state_path}: unknown RocksDB snapshot format {handle.get('format')!r}")
