@@ -428,3 +428,20 @@ def test_rocksdb_full_snapshot_off_the_task_thread_equals_the_synchronous_one() 
     assert normalize(got) == normalize(expected)
     kept = {k for p in got.values() for k in p["states"].get("expiring", (None, {}))[1]}
     assert kept == set(range(0, 40, 4))
+
+
+def test_the_rest_checkpoint_config_names_the_jobs_state_backend(tmp_path: Any) -> None:
+    """/jobs/:id/checkpoints/config says which backend the job runs on, as Flink's does."""
+    from millstream.jobmanager.checkpoint.settings import checkpointing_for_job
+    from millstream.jobmanager.rest.views import checkpoint_config
+
+    for backend, name in ((HashMapStateBackend(), "HashMapStateBackend"),
+                          (EmbeddedRocksDBStateBackend(), "EmbeddedRocksDBStateBackend")):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_state_backend(backend)
+        env.enable_checkpointing(1000)
+        env.from_collection([1]).print()
+        graph = env.get_job_graph("j").proto
+        checkpointing = checkpointing_for_job(graph, {"execution.checkpointing.dir": str(tmp_path)})
+        kind = graph.execution_config.configuration.get("state.backend.type", "hashmap")
+        assert checkpoint_config(checkpointing, kind)["state_backend"] == name
