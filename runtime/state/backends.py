@@ -15,8 +15,8 @@ from typing import Any, Mapping
 
 from millstream.runtime import config as cfg
 from millstream.runtime.state.heap_backend import KeyedStateBackend
-from millstream.runtime.state.rocksdb_backend import (RocksDBKeyedStateBackend, RocksDBOptions, TaskRocksDB,
-                                                      take_native_snapshot)
+from millstream.runtime.state.rocksdb_backend import RocksDBKeyedStateBackend, RocksDBOptions, TaskRocksDB
+from millstream.runtime.state.rocksdb_snapshot import take_native_snapshot
 
 __all__ = ["KeyedBackendFactory"]
 

@@ -35,7 +35,8 @@ from typing import Any, Callable, Optional
 
 from millstream.runtime.checkpoint_storage import FileStateHandle, checkpoint_directory, write_task_state
 from millstream.runtime.durable_files import write_atomically
-from millstream.runtime.state.rocksdb_backend import SHARED_LIST_SUFFIX, RocksDBKeyedStateBackend, restore_native
+from millstream.runtime.state.rocksdb_backend import RocksDBKeyedStateBackend
+from millstream.runtime.state.rocksdb_snapshot import SHARED_LIST_SUFFIX, restore_native
 from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
 from millstream.runtime.task.chain import OperatorChain

@@ -394,7 +394,7 @@ def test_rocksdb_full_snapshot_off_the_task_thread_equals_the_synchronous_one() 
     from millstream.common.time import Time
     from millstream.datastream.state import StateTtlConfig
     from millstream.runtime.serialization import deserialize
-    from millstream.runtime.state.rocksdb_backend import take_native_snapshot
+    from millstream.runtime.state.rocksdb_snapshot import take_native_snapshot
 
     clock = ManualClock(1_000)
     kgr = compute_key_group_range_for_operator_index(MAX_P, 1, 0)

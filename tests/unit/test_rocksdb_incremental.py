@@ -176,7 +176,7 @@ def test_the_task_thread_only_hard_links_and_the_upload_runs_off_it(tmp_path: Pa
     links of the same inodes as the live files), the copy into shared/ on the writer thread."""
     import threading
 
-    from millstream.runtime.state import rocksdb_backend
+    from millstream.runtime.state import rocksdb_snapshot as rocksdb_backend
 
     seen: dict[str, Any] = {}
     real_upload = rocksdb_backend.NativeSnapshot.upload

@@ -78,7 +78,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         return out
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._incremental == self._incremental  # type: ignore[attr-defined]
+        return type(other) is type(self) and other._incremental == self._incremental
 
     def __hash__(self) -> int:
         return hash((type(self), self._incremental))
