@@ -329,6 +329,13 @@ class RocksStateTable(StateTable):
         for row, (_, _, value) in self.loans.items():
             put(row, ser(value))
 
+    def flush_group(self, kg: int) -> None:
+        """Writes back the loaned values of one key group (before its rows are read)."""
+        ser, put = self.serializer.serialize, self.cf.put
+        for row, (loan_kg, _, value) in self.loans.items():
+            if loan_kg == kg:
+                put(row, ser(value))
+
     def flush_and_release(self) -> None:
         self.flush()
         self.loans.clear()
@@ -463,12 +470,11 @@ class _RocksGroup(MutableMapping):
             yield pickle.loads(k[n:]), deserialize(v)
 
     def __iter__(self) -> Iterator[Any]:
-        self._t.flush()
-        n = len(self._prefix)
+        n = len(self._prefix)  # keys only: a loaned value's row exists already
         return iter([pickle.loads(k[n:]) for k, _ in self._t.cf.scan(self._prefix)])
 
     def items(self) -> Any:
-        self._t.flush()
+        self._t.flush_group(self._kg)
         return list(self.materialized_items())
 
     def __len__(self) -> int:
