@@ -10,6 +10,7 @@ restores from the checkpoint, never from a local directory.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from typing import Any, Mapping
 
@@ -58,8 +59,9 @@ class KeyedBackendFactory:
                 write_buffer_ratio=s.get(cfg.STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO),
             )
             # Flink's layout: job, operator (here the task), subtask and a fresh id per attempt.
-            name = (f"job_{env.job_id or 'local'}_task_{_safe(env.task_name)}_{env.subtask_index}"
-                    f"_attempt_{env.attempt_number}_{uuid.uuid4().hex[:8]}")
+            stem = f"job_{env.job_id or 'local'}_task_{_safe(env.task_name)}_{env.subtask_index}_attempt_"
+            name = f"{stem}{env.attempt_number}_{uuid.uuid4().hex[:8]}"
+            _remove_earlier_attempts(os.path.join(local_dir, "millstream-rocksdb"), stem, env.attempt_number)
             self._db = TaskRocksDB(os.path.join(local_dir, "millstream-rocksdb", name), options)
         return self._db
 
@@ -103,6 +105,20 @@ class KeyedBackendFactory:
         if self._db is not None:
             db, self._db = self._db, None
             db.close()
+
+
+def _remove_earlier_attempts(parent: str, stem: str, attempt: int) -> None:
+    """Deletes what earlier attempts of this subtask left (a process killed before its task closed
+    its RocksDB): an earlier attempt of the same subtask has ended once a later one starts."""
+    try:
+        names = os.listdir(parent)
+    except FileNotFoundError:
+        return
+    for entry in names:
+        if entry.startswith(stem):
+            number = entry[len(stem):].split("_", 1)[0]
+            if number.isdigit() and int(number) < attempt:
+                shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
 
 
 def _safe(name: str) -> str:

@@ -445,3 +445,28 @@ def test_the_rest_checkpoint_config_names_the_jobs_state_backend(tmp_path: Any) 
         checkpointing = checkpointing_for_job(graph, {"execution.checkpointing.dir": str(tmp_path)})
         kind = graph.execution_config.configuration.get("state.backend.type", "hashmap")
         assert checkpoint_config(checkpointing, kind)["state_backend"] == name
+
+
+def test_a_later_attempt_deletes_what_earlier_attempts_of_its_subtask_left() -> None:
+    """A TaskManager killed with SIGKILL never closes its tasks' RocksDB: the subtask's next attempt
+    removes those directories, and leaves other subtasks' and other jobs' alone."""
+    _rocksdb_only()
+    from millstream.runtime.state.backends import KeyedBackendFactory
+    from millstream.runtime.task.environment import SimpleTaskEnvironment
+
+    def factory(subtask: int, attempt: int, job: str = "ab") -> KeyedBackendFactory:
+        f = KeyedBackendFactory(SimpleTaskEnvironment(job_id=job, task_name="Reduce", subtask_index=subtask,
+                                                      parallelism=2, attempt_number=attempt,
+                                                      job_parameters=state_backends.job_parameters()))
+        f.create("op")
+        return f
+
+    left = [factory(0, 0), factory(1, 0), factory(0, 1, job="cd")]  # never closed: killed
+    parent = os.path.dirname(left[0].db.path)
+    assert len(os.listdir(parent)) == 3
+    later = factory(0, 2)
+    remaining = sorted(os.listdir(parent))
+    assert os.path.basename(left[0].db.path) not in remaining
+    assert {os.path.basename(f.db.path) for f in (left[1], left[2], later)} == set(remaining)
+    for f in (*left, later):
+        f.close()
