@@ -30,6 +30,8 @@
 12. Nexmark (bench/nexmark/bench.py, ~5 minutes): q0-q5, q7, q8, q11, q12 over 500 k generated
    events, Millstream against PySpark Structured Streaming, job only, events/s and the ratio per
    query; every result checked against a plain-Python answer.
+13. keyed state (bench/keyed_state.py, ~2 minutes): keyed updates/s on the heap and on the RocksDB
+   backend, the memory 1 M keys take on each, a full against an incremental RocksDB checkpoint.
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 
@@ -329,7 +331,7 @@ def _run(kind: str, *args: str) -> dict:
 
 
 BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics",
-              "parquet", "kafka", "nexmark"]
+              "parquet", "kafka", "nexmark", "keyed_state"]
 
 
 def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
@@ -497,6 +499,12 @@ def bench_nexmark(a: argparse.Namespace) -> list[Figure]:
     return nexmark.headline(nexmark.report(events=a.nexmark_events))
 
 
+def bench_keyed_state(a: argparse.Namespace) -> list[Figure]:
+    import keyed_state
+
+    return keyed_state.headline(keyed_state.report())
+
+
 def _git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
@@ -569,7 +577,7 @@ def main() -> None:
     runners = {"wordcount": bench_wordcount, "exchange": bench_exchange, "latency": bench_latency, "collect": bench_collect,
                "scale": bench_scale, "checkpoints": bench_checkpoints, "windows": bench_windows, "ha": bench_ha,
                "startup": bench_startup, "metrics": bench_metrics, "parquet": bench_parquet, "kafka": bench_kafka,
-               "nexmark": bench_nexmark}
+               "nexmark": bench_nexmark, "keyed_state": bench_keyed_state}
     figures: list[Figure] = []
     measured: list[str] = []
     try:

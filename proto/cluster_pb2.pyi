@@ -814,18 +814,20 @@ class LookupPartitionResponse(_message.Message):
     def __init__(self, state: _Optional[_Union[LookupPartitionResponse.State, str]] = ..., address: _Optional[str] = ...) -> None: ...
 
 class TriggerCheckpointRequest(_message.Message):
-    __slots__ = ("execution_attempt_id", "checkpoint_id", "timestamp_ms", "stop", "drain")
+    __slots__ = ("execution_attempt_id", "checkpoint_id", "timestamp_ms", "stop", "drain", "savepoint")
     EXECUTION_ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     STOP_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
+    SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
     execution_attempt_id: bytes
     checkpoint_id: int
     timestamp_ms: int
     stop: bool
     drain: bool
-    def __init__(self, execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., stop: _Optional[bool] = ..., drain: _Optional[bool] = ...) -> None: ...
+    savepoint: bool
+    def __init__(self, execution_attempt_id: _Optional[bytes] = ..., checkpoint_id: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., stop: _Optional[bool] = ..., drain: _Optional[bool] = ..., savepoint: _Optional[bool] = ...) -> None: ...
 
 class OperatorEventToTask(_message.Message):
     __slots__ = ("execution_attempt_id", "payload")

@@ -39,6 +39,8 @@ METADATA_FILE = "_metadata"
 METADATA_VERSION = 1
 _CHK_DIR = re.compile(r"^chk-(\d+)$")
 _STATE_SUFFIX = ".state"
+SHARED_DIR = "shared"  # incremental RocksDB files of the job, referenced by its checkpoints
+SHARED_LIST_SUFFIX = ".shared.json"  # next to a task's state file: the shared files it references
 
 
 class CheckpointStorageError(Exception):
@@ -232,6 +234,7 @@ class CompletedCheckpointStore:
         for n, d in dirs:
             if n < latest_id and not (d / METADATA_FILE).is_file():
                 self._delete_dir(d)
+        self.delete_unreferenced_shared_state()
         return self.latest()
 
     def latest(self) -> Optional[CompletedCheckpoint]:
@@ -266,6 +269,10 @@ class CompletedCheckpointStore:
             if path.parent != directory:
                 raise CheckpointStorageError(f"task {key}'s state {path} is outside checkpoint directory {directory}")
             tasks[key], handles[key] = {"file": path.name, "size": handle.size}, handle
+        for name in sorted(self.shared_references(directory)):  # incremental RocksDB state: every file there
+            if not (self.job_dir / SHARED_DIR / name).is_file():
+                raise CheckpointStorageError(f"checkpoint {checkpoint_id}: shared state file "
+                                             f"{self.job_dir / SHARED_DIR / name} it references is missing")
         doc = {"version": METADATA_VERSION, "job_id": self.job_id, "checkpoint_id": checkpoint_id,
                "timestamp_ms": timestamp_ms, "tasks": tasks, "finished": sorted(finished_tasks)}
         if stats is not None:
@@ -282,7 +289,52 @@ class CompletedCheckpointStore:
         for n, d in self._chk_dirs():
             if n < checkpoint_id and not (d / METADATA_FILE).is_file():
                 self._delete_dir(d)
+        self.delete_unreferenced_shared_state()
         return checkpoint
+
+    # -- shared state (incremental checkpoints) ----------------------------------------------------
+
+    @staticmethod
+    def shared_references(directory: Path) -> set[str]:
+        """The files of ``shared/`` that the task states of a checkpoint directory reference (each
+        incremental RocksDB state file lists them in ``<file>.shared.json``)."""
+        refs: set[str] = set()
+        try:
+            lists = [p for p in directory.iterdir() if p.name.endswith(SHARED_LIST_SUFFIX)]
+        except FileNotFoundError:
+            return refs
+        for path in lists:
+            try:
+                refs.update(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError) as e:
+                raise CheckpointStorageError(f"shared state list {path} is unreadable or corrupt: {e}") from e
+        return refs
+
+    def delete_unreferenced_shared_state(self) -> list[str]:
+        """Flink's SharedStateRegistry: a file of ``shared/`` is deleted once no retained checkpoint
+        references it. Only files older than the oldest retained checkpoint go: a newer one may be
+        an upload of a checkpoint still in flight. Returns the names deleted."""
+        shared = self.job_dir / SHARED_DIR
+        if not self._completed or not shared.is_dir():
+            return []
+        live: set[str] = set()
+        for c in self._completed:
+            live |= self.shared_references(c.directory)
+        try:
+            oldest = (self._completed[0].directory / METADATA_FILE).stat().st_mtime
+        except FileNotFoundError:
+            return []
+        deleted = []
+        for path in shared.iterdir():
+            if path.name in live:
+                continue
+            try:
+                if path.stat().st_mtime < oldest:
+                    path.unlink()
+                    deleted.append(path.name)
+            except FileNotFoundError:
+                pass
+        return deleted
 
     def _register_completed(self, checkpoint: CompletedCheckpoint) -> None:
         """Hook of the HA store (runtime/ha/checkpoints.py): record the new checkpoint where a
@@ -292,7 +344,17 @@ class CompletedCheckpointStore:
         """An aborted checkpoint: delete its directory (never a completed checkpoint's)."""
         if any(c.checkpoint_id == checkpoint_id for c in self._completed):
             raise CheckpointStorageError(f"checkpoint {checkpoint_id} is completed; it is not discarded")
-        self._delete_dir(checkpoint_directory(self.base, self.job_id, checkpoint_id))
+        directory = checkpoint_directory(self.base, self.job_id, checkpoint_id)
+        try:  # the shared files it uploaded, unless a retained checkpoint references them too
+            mine = self.shared_references(directory)
+        except CheckpointStorageError:
+            mine = set()
+        if mine:
+            for c in self._completed:
+                mine -= self.shared_references(c.directory)
+            for name in mine:
+                (self.job_dir / SHARED_DIR / name).unlink(missing_ok=True)
+        self._delete_dir(directory)
 
     def _delete_dir(self, directory: Path) -> None:
         # _metadata first: a deletion interrupted halfway leaves an incomplete checkpoint, not a

@@ -439,11 +439,41 @@ CHECKPOINTING_EXTERNALIZED_RETENTION: ConfigOption[str] = _option(
 
 STATE_BACKEND_TYPE: ConfigOption[str] = _option(
     "state.backend.type", _STR, "hashmap",
-    "The keyed state backend (Flink's key; `env.set_state_backend`): `hashmap`, keyed state on the "
-    "heap of the task's Spark worker, is the one Millstream has; another value is refused when the "
-    "job is built or the JobManager starts.",
-    choices=("hashmap",))
+    "The keyed state backend (Flink's key; `env.set_state_backend`): `hashmap`, keyed state as objects "
+    "on the heap of the task's Spark worker, or `rocksdb`, keyed state in an embedded RocksDB per task "
+    "under `state.backend.rocksdb.localdir` (EmbeddedRocksDBStateBackend); another value is refused "
+    "when the job is built or the JobManager starts.",
+    choices=("hashmap", "rocksdb"))
+STATE_BACKEND_ROCKSDB_LOCALDIR: ConfigOption[str | None] = _option(
+    "state.backend.rocksdb.localdir", _STR, None,
+    "Directory under which each task of a `rocksdb` job keeps its RocksDB instance (deleted when the "
+    "task ends); default: the task's working directory on its Spark worker.")
+STATE_BACKEND_ROCKSDB_TIMER_SERVICE: ConfigOption[str] = _option(
+    "state.backend.rocksdb.timer-service.factory", _STR, "ROCKSDB",
+    "Where a `rocksdb` job keeps its timers: ROCKSDB (in RocksDB, only the earliest timer of each key "
+    "group in memory) or HEAP (in the task's memory, as the hashmap backend does).",
+    choices=("ROCKSDB", "HEAP"))
+STATE_BACKEND_ROCKSDB_MEMORY_MANAGED: ConfigOption[bool] = _option(
+    "state.backend.rocksdb.memory.managed", _BOOL, True,
+    "Bound each task's RocksDB memory: one block cache and one write-buffer budget of "
+    "`state.backend.rocksdb.memory.fixed-per-slot` shared by all its column families (false: "
+    "RocksDB's own per-column-family defaults, unbounded in the number of states).")
+STATE_BACKEND_ROCKSDB_MEMORY_FIXED_PER_SLOT: ConfigOption[int] = _option(
+    "state.backend.rocksdb.memory.fixed-per-slot", _MEMORY, 64 * _MB,
+    "The memory budget of one task's RocksDB (block cache plus write buffers) when "
+    "`state.backend.rocksdb.memory.managed` is true.")
+STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO: ConfigOption[float] = _option(
+    "state.backend.rocksdb.memory.write-buffer-ratio", _FLOAT, 0.5,
+    "The share of the RocksDB memory budget that write buffers (memtables) may use.")
 
+CHECKPOINTING_INCREMENTAL: ConfigOption[bool] = _option(
+    "execution.checkpointing.incremental", _BOOL, False,
+    "Incremental checkpoints of the `rocksdb` state backend (`EmbeddedRocksDBStateBackend("
+    "enable_incremental_checkpointing=True)`): a checkpoint uploads only the RocksDB files new since "
+    "the last completed one, into the job's `shared/` checkpoint directory, and references the rest; "
+    "a shared file is deleted once no retained checkpoint references it. Savepoints stay in the "
+    "canonical format; the `hashmap` backend always writes full checkpoints.",
+    fallback_keys=("state.backend.incremental",))
 CHECKPOINTING_SAVEPOINT_DIR: ConfigOption[str | None] = _option(
     "execution.checkpointing.savepoint-dir", _STR, None,
     "Default target directory of savepoints (`millstream savepoint JOB` without a directory).",
@@ -702,6 +732,8 @@ JOBMANAGER_JOB_OPTIONS: tuple[ConfigOption[Any], ...] = (
     CHECKPOINTING_INTERVAL, CHECKPOINTING_MODE, CHECKPOINTING_TIMEOUT, CHECKPOINTING_MIN_PAUSE,
     CHECKPOINTING_TOLERABLE_FAILURES, CHECKPOINTING_DIR, CHECKPOINTING_NUM_RETAINED, CHECKPOINTING_SAVEPOINT_DIR,
     CHECKPOINTING_MAX_CONCURRENT, CHECKPOINTING_UNALIGNED, CHECKPOINTING_EXTERNALIZED_RETENTION, STATE_BACKEND_TYPE,
+    STATE_BACKEND_ROCKSDB_LOCALDIR, STATE_BACKEND_ROCKSDB_TIMER_SERVICE, STATE_BACKEND_ROCKSDB_MEMORY_MANAGED,
+    STATE_BACKEND_ROCKSDB_MEMORY_FIXED_PER_SLOT, STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO, CHECKPOINTING_INCREMENTAL,
     SAVEPOINT_PATH, SAVEPOINT_IGNORE_UNCLAIMED_STATE)
 CLIENT_OPTIONS: tuple[ConfigOption[Any], ...] = (
     JOBMANAGER_RPC_ADDRESS, JOBMANAGER_RPC_PORT, COLLECT_BATCH_SIZE_MAX, RPC_TIMEOUT, RPC_MAX_MESSAGE_SIZE,

@@ -265,7 +265,8 @@ class CheckpointControl:
             elif self.checkpointer is None:
                 continue
             elif type(msg) is TriggerCheckpoint:
-                self._trigger(CheckpointBarrier(msg.checkpoint_id, msg.timestamp_ms, stop=msg.stop, drain=msg.drain))
+                self._trigger(CheckpointBarrier(msg.checkpoint_id, msg.timestamp_ms, stop=msg.stop, drain=msg.drain,
+                                                savepoint=msg.savepoint))
             elif type(msg) is NotifyCheckpoint:
                 self.checkpointer.notify(msg.checkpoint_id, msg.aborted)
         if self.checkpointer is not None and self.checkpointer.stop_savepoint is not None and not self.closing:

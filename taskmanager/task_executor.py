@@ -692,7 +692,8 @@ class TaskExecutorServicer(cpb_grpc.TaskExecutorServicer):
 
     async def TriggerCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
         if not self.te.to_task(request.execution_attempt_id,
-                               TriggerCheckpoint(request.checkpoint_id, request.timestamp_ms, request.stop, request.drain)):
+                               TriggerCheckpoint(request.checkpoint_id, request.timestamp_ms, request.stop, request.drain,
+                                                 request.savepoint)):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"task {request.execution_attempt_id.hex()} is not running here")
         return cpb.Empty()
 

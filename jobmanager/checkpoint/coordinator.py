@@ -216,6 +216,7 @@ class TriggerCheckpoint:
     attempt_ids: tuple[bytes, ...]
     stop: bool = False  # stop-with-savepoint's synchronous savepoint (the tasks end once it completes)
     drain: bool = False  # with stop: the tasks end their input first (MAX_WATERMARK)
+    savepoint: bool = False  # keyed state in the canonical format (RocksDB: not incremental)
 
 
 @dataclass(frozen=True)
@@ -438,7 +439,7 @@ class CheckpointCoordinator:
         if self._pending is not None:
             return []
         commands = self._trigger(now_ms, list(tasks), forced=savepoint)
-        return [dataclasses.replace(c, stop=stop, drain=drain) if isinstance(c, TriggerCheckpoint) else c
+        return [dataclasses.replace(c, stop=stop, drain=drain, savepoint=savepoint) if isinstance(c, TriggerCheckpoint) else c
                 for c in commands]
 
     def _run_queued(self, now_ms: float, tasks: Iterable[TaskSnapshot]) -> list[Command]:

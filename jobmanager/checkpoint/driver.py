@@ -299,8 +299,9 @@ class CheckpointDriver:
 
     def trigger_checkpoint(self) -> asyncio.Future[int]:
         """A checkpoint now, besides the periodic ones (Flink's manually triggered checkpoint); the
-        future resolves to its id once it completed (or fails with a SavepointError). Millstream's
-        snapshots are always full, so Flink's FULL, INCREMENTAL and CONFIGURED types take the same.
+        future resolves to its id once it completed (or fails with a SavepointError). Flink's FULL,
+        INCREMENTAL and CONFIGURED types all take the job's configured kind (incremental for a job
+        with incremental RocksDB checkpoints, full otherwise): FULL is not honoured yet.
         It waits for a checkpoint in flight, as a savepoint does."""
         if not self._running:
             raise SavepointError("the job's tasks are not all running yet; try again in a moment")
@@ -359,7 +360,7 @@ class CheckpointDriver:
                     self._to_task(attempt_id, "trigger_checkpoint", cpb.TriggerCheckpointRequest(
                         execution_attempt_id=attempt_id, checkpoint_id=command.checkpoint_id,
                         timestamp_ms=int(command.timestamp_ms + self._wall_minus_monotonic_ms),
-                        stop=command.stop, drain=command.drain))
+                        stop=command.stop, drain=command.drain, savepoint=command.savepoint))
             elif isinstance(command, FinalizeCheckpoint):
                 self._spawn(self._finalize(command))
             elif isinstance(command, NotifyCheckpointComplete):

@@ -332,7 +332,8 @@ class DispatcherCore:
                            start_time_ms=request.accepted_at_ms if request.accepted_at_ms > 0 else now_ms)
         record.plan = job_plan(graph)
         record.config = job_config(graph, describe(restart_spec))
-        record.checkpoint_config = checkpoint_config(checkpointing) if checkpointing is not None else None
+        backend = graph.execution_config.configuration.get(cfg.STATE_BACKEND_TYPE.key, "hashmap").strip().lower()
+        record.checkpoint_config = checkpoint_config(checkpointing, backend) if checkpointing is not None else None
         record.parallelism = max((v.parallelism for v in graph.vertices), default=0)
         record.slot_timeout_at_ms = self._slot_timeout_at_ms
         self.jobs[graph.job_id] = record

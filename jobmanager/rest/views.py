@@ -305,7 +305,7 @@ def job_config(graph: pb.JobGraph, restart_strategy: str) -> dict[str, Any]:
             "object-reuse-mode": False, "user-config": {}}
 
 
-def checkpoint_config(checkpointing: Any) -> dict[str, Any]:
+def checkpoint_config(checkpointing: Any, state_backend: str = "hashmap") -> dict[str, Any]:
     """A job's CheckpointConfigInfo (``/jobs/:jobid/checkpoints/config``) from its
     JobCheckpointing: one checkpoint at a time, aligned barriers (unaligned ones are taken
     aligned), state on the heap in Python dicts, written as files, no changelog."""
@@ -319,7 +319,7 @@ def checkpoint_config(checkpointing: Any) -> dict[str, Any]:
         "max_concurrent": 1,
         "externalization": {"enabled": retention != "NO_EXTERNALIZED_CHECKPOINTS",
                             "delete_on_cancellation": retention == "DELETE_ON_CANCELLATION"},
-        "state_backend": "HashMapStateBackend",
+        "state_backend": "EmbeddedRocksDBStateBackend" if state_backend == "rocksdb" else "HashMapStateBackend",
         "checkpoint_storage": "FileSystemCheckpointStorage",
         "unaligned_checkpoints": False,
         "tolerable_failed_checkpoints": settings.tolerable_failed_checkpoints,

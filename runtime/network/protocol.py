@@ -101,7 +101,7 @@ Event = EndOfPartition | CheckpointBarrier | CancelCheckpointMarker | Watermark 
 # stay local; its ``stop`` and ``drain`` flags travel: a stop's synchronous savepoint is told apart.)
 _EVENT_CODECS: dict[type, tuple[int, struct.Struct, tuple[str, ...]]] = {
     EndOfPartition: (0, struct.Struct("!"), ()),
-    CheckpointBarrier: (1, struct.Struct("!qq??"), ("checkpoint_id", "timestamp", "stop", "drain")),
+    CheckpointBarrier: (1, struct.Struct("!qq???"), ("checkpoint_id", "timestamp", "stop", "drain", "savepoint")),
     Watermark: (2, struct.Struct("!q"), ("timestamp",)),
     CancelCheckpointMarker: (3, struct.Struct("!q"), ("checkpoint_id",)),
     WatermarkStatus: (4, struct.Struct("!?"), ("idle",)),

@@ -456,9 +456,7 @@ class KeyedStateBackend:
         full_scan = [t for t in self._tables.values() if t.policy is not None and t.policy.full_snapshot]
         now = self.now_ms() if full_scan else 0
         for kg in self.key_groups():
-            states = {
-                name: (t.kind, dict(t.groups[kg])) for name, t in self._tables.items() if kg in t.groups
-            }
+            states = self.snapshot_states(kg)
             for t in full_scan:
                 if t.name in states:
                     states[t.name] = (t.kind, _unexpired_entries(t, states[t.name][1], now))
@@ -473,6 +471,10 @@ class KeyedStateBackend:
                 payload["ttl"] = ttl_names
             out[kg] = self._serializer.serialize(payload)
         return out
+
+    def snapshot_states(self, kg: int) -> dict[str, tuple[str, dict[Any, Any]]]:
+        """{state name: (kind, {key: value})} of one key group, plain objects (the snapshot format)."""
+        return {name: (t.kind, dict(t.groups[kg])) for name, t in self._tables.items() if kg in t.groups}
 
     def restore(self, key_group_states: Mapping[int, bytes]) -> list[int]:
         """Loads the blobs of the key groups in this subtask's range and ignores the others (they

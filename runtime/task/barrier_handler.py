@@ -72,6 +72,7 @@ class CheckpointBarrier:
     # every operator's end of input), so what that emits is in the savepoint.
     stop: bool = False
     drain: bool = False
+    savepoint: bool = False  # a savepoint: keyed state in the canonical format, never incremental
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from millstream.runtime.operators.base import (
 )
 from millstream.runtime.operators import create_operator
 from millstream.runtime.operators.sources import SourceFunctionReader
+from millstream.runtime.state.backends import KeyedBackendFactory
 from millstream.runtime.state.heap_backend import KeyedStateBackend
 from millstream.runtime.timestamps import LONG_MAX
 from millstream.runtime.task.environment import (
@@ -174,6 +175,7 @@ class OperatorChain:
         self.operators: list[StreamOperator] = []
         self._by_node: dict[int, StreamOperator] = {}
         self._backends: dict[str, KeyedStateBackend] = {}
+        self.backend_factory = KeyedBackendFactory(task_env)  # state.backend.type: heap or the task's RocksDB
         for op in vertex.operators:
             operator = self._build(op)
             self.operators.append(operator)
@@ -213,7 +215,7 @@ class OperatorChain:
             ) from e
         backend = None
         if key_selector is not None:
-            backend = KeyedStateBackend(env.max_parallelism, env.parallelism, env.key_group_range, clock=env.now_ms)
+            backend = self.backend_factory.create(op.operator_id.hex())
             self._backends[op.operator_id.hex()] = backend
         ctx = OperatorContext(
             name=op.name,
@@ -442,6 +444,10 @@ class OperatorChain:
                 operator.close()
             except Exception as e:
                 first = first or e
+        try:
+            self.backend_factory.close()  # the task's RocksDB, if any: closed and its directory deleted
+        except Exception as e:
+            first = first or e
         if first is not None:
             raise first
 

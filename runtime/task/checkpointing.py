@@ -14,16 +14,30 @@ sends the acknowledgement, in checkpoint order; a task with nothing to store ack
 ``close()`` waits for the writes in flight, so a task's last ack is sent before its end is
 reported. A snapshot or write that fails declines the checkpoint (the checkpoint aborts, the task
 goes on).
+
+With incremental checkpoints of the RocksDB backend (``execution.checkpointing.incremental``) the
+task thread takes a RocksDB checkpoint (hard links) instead of serializing the keyed state; the
+writer thread uploads the files new since the last completed checkpoint, and the state file holds
+the snapshot followed by the RocksDB handle (a second pickle), with the shared files it references
+listed next to it (``<state file>.shared.json``) for the JobManager's reference counting.
+Full RocksDB snapshots and savepoints take the same hard links on the task thread; the writer
+thread reads them into the canonical key groups (a second pickle after the snapshot).
 """
 from __future__ import annotations
 
 import concurrent.futures
+import io
+import json
 import logging
+import pickle
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from millstream.runtime.checkpoint_storage import FileStateHandle, write_task_state
+from millstream.runtime.checkpoint_storage import FileStateHandle, checkpoint_directory, write_task_state
+from millstream.runtime.durable_files import write_atomically
+from millstream.runtime.state.rocksdb_backend import RocksDBKeyedStateBackend
+from millstream.runtime.state.rocksdb_snapshot import SHARED_LIST_SUFFIX, restore_native
 from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
 from millstream.runtime.task.chain import OperatorChain
@@ -68,7 +82,7 @@ class TaskCheckpointer:
             return
         snapshot = self._read(state_path, state_size)
         self.chain.restore_positions(snapshot["positions"])
-        self.chain.restore_keyed_state(snapshot["keyed"])
+        self._restore_keyed(snapshot, state_path)
         self._initialize_operators(snapshot, state_path)
 
     def restore_rescaled(self, checkpoint_id: int, states: list[tuple[int, str, int, bool]]) -> None:
@@ -84,14 +98,37 @@ class TaskCheckpointer:
         broadcast_restored: set[str] = set()
         for old_subtask, path, size, take_operator_state in states:
             snapshot = self._read(path, size)
-            self.chain.restore_keyed_state(snapshot["keyed"])
+            self._restore_keyed(snapshot, path)
             if take_operator_state:
                 splits.update(snapshot["positions"])
             self._initialize_operators(snapshot, path, take_operator_state, broadcast_restored)
         self.chain.restore_positions(splits, assigned=True)
 
+    def _restore_keyed(self, snapshot: dict[str, Any], path: str) -> None:
+        """Canonical key groups, or a RocksDB handle read as key groups of this subtask's range."""
+        self.chain.restore_keyed_state(snapshot["keyed"])
+        rocks = snapshot.get("rocksdb")
+        if rocks is not None:
+            env = self.chain.env
+            work = self.chain.backend_factory.local_dir()
+            backends = self.chain.keyed_state_backends()
+            if backends and all(isinstance(b, RocksDBKeyedStateBackend) for b in backends.values()):
+                restore_native(rocks, path, env.key_group_range, work, into=backends)  # type: ignore[arg-type]
+            else:
+                self.chain.restore_keyed_state(restore_native(rocks, path, env.key_group_range, work))
+
     def _read(self, path: str, size: int) -> dict[str, Any]:
-        snapshot = deserialize(FileStateHandle(path, size).read())
+        data = FileStateHandle(path, size).read()
+        stream = io.BytesIO(data)
+        snapshot = deserialize(data)
+        if isinstance(snapshot, dict):
+            pickle.load(stream)  # skip the snapshot: RocksDB's keyed state may follow (written off the task thread)
+            if stream.tell() < len(data):
+                rest = pickle.load(stream)
+                if isinstance(rest, dict) and "keyed" in rest:  # a full snapshot: canonical key groups
+                    snapshot["keyed"] = {**snapshot["keyed"], **rest["keyed"]}
+                else:
+                    snapshot["rocksdb"] = rest
         if not isinstance(snapshot, dict) or snapshot.get("version") != SNAPSHOT_VERSION:
             raise ValueError(f"{path}: not a task snapshot this Millstream reads")
         max_parallelism = self.chain.env.max_parallelism
@@ -144,7 +181,10 @@ class TaskCheckpointer:
             if forward:
                 self._broadcast(barrier)
             snapshot_started = time.monotonic()
-            blob = self._snapshot(checkpoint_id)
+            factory = self.chain.backend_factory
+            native = factory.native_snapshot(checkpoint_id)  # RocksDB: hard links now, the rest off this thread
+            incremental = native is not None and factory.incremental and not barrier.savepoint
+            blob = self._snapshot(checkpoint_id, keyed=native is None)
             sync_ms = round((time.monotonic() - snapshot_started) * 1000)
         except Exception as exc:
             log.warning("checkpoint %d: snapshot of %r failed", checkpoint_id, self.chain, exc_info=True)
@@ -152,25 +192,25 @@ class TaskCheckpointer:
             return
         if barrier.stop:
             self.stop_savepoint = checkpoint_id
-        self._writer.submit(self._write_and_ack, checkpoint_id, blob, sync_ms, *timing)
+        self._writer.submit(self._write_and_ack, checkpoint_id, blob, native, incremental, sync_ms, *timing)
 
-    def _snapshot(self, checkpoint_id: int) -> Optional[bytes]:
+    def _snapshot(self, checkpoint_id: int, keyed: bool = True) -> Optional[bytes]:
         chain = self.chain
         operators = {}
         for operator in chain.operators:
             state = operator.snapshot_state(checkpoint_id)
             if state is not None:
                 operators[operator.ctx.operator_id] = state
-        keyed = {op_id: groups for op_id, groups in chain.snapshot_keyed_state().items() if groups}
+        keyed_groups = {op_id: groups for op_id, groups in chain.snapshot_keyed_state().items() if groups} if keyed else {}
         positions = chain.snapshot_positions()
-        if not (operators or keyed or positions):
+        if keyed and not (operators or keyed_groups or positions):
             return None
         return self._serializer.serialize(
             {"version": SNAPSHOT_VERSION, "max_parallelism": chain.env.max_parallelism, "positions": positions,
-             "keyed": keyed, "operators": operators})
+             "keyed": keyed_groups, "operators": operators})
 
-    def _write_and_ack(self, checkpoint_id: int, blob: Optional[bytes], sync_ms: int = 0, alignment_ms: int = 0,
-                       start_delay_ms: int = 0) -> None:
+    def _write_and_ack(self, checkpoint_id: int, blob: Optional[bytes], native: Any = None, incremental: bool = False,
+                       sync_ms: int = 0, alignment_ms: int = 0, start_delay_ms: int = 0) -> None:
         started = time.monotonic()
         try:
             if blob is None:
@@ -178,8 +218,23 @@ class TaskCheckpointer:
                 return
             if self._dir is None:
                 raise RuntimeError("the task has no checkpoint directory")
+            shared: list[str] = []
+            if native is not None and not incremental:  # full: canonical key groups, read here
+                blob = blob + self._serializer.serialize({"keyed": native.canonical()})
+                native = None
+            if native is not None:
+                factory = self.chain.backend_factory
+                chk_dir = checkpoint_directory(self._dir, self._job_id, checkpoint_id)
+                rocks, _ = native.upload(str(chk_dir.parent), str(chk_dir), factory.reusable)
+                factory.uploaded(checkpoint_id, rocks["shared"])
+                shared = sorted(rocks["shared"].values())
+                blob = blob + self._serializer.serialize(rocks)
             handle = write_task_state(self._dir, self._job_id, checkpoint_id, blob)
+            if native is not None:
+                write_atomically(Path(handle.path + SHARED_LIST_SUFFIX), json.dumps(shared).encode("utf-8"))
         except Exception as exc:
+            if native is not None:
+                native.discard()
             log.warning("checkpoint %d: writing the snapshot of %r failed: %s", checkpoint_id, self.chain, exc)
             self._send(CheckpointDeclined(checkpoint_id, "CHECKPOINT_ASYNC_EXCEPTION", f"{type(exc).__name__}: {exc}"))
             return
@@ -210,6 +265,7 @@ class TaskCheckpointer:
                 operator.notify_checkpoint_complete(checkpoint_id)
         if not aborted:
             self.last_completed_id = max(self.last_completed_id, checkpoint_id)
+            self.chain.backend_factory.checkpoint_completed(checkpoint_id)
         stop = self.stop_savepoint
         if stop is not None and (checkpoint_id == stop or (checkpoint_id > stop and not aborted)):
             self.stopped = not aborted  # aborted: the stop failed, the task goes on

@@ -146,6 +146,7 @@ class TriggerCheckpoint(_Wire):
     timestamp_ms: int
     stop: bool
     drain: bool
+    savepoint: bool = False  # keyed state in the canonical format (RocksDB: not incremental)
 
 
 @dataclass(frozen=True, slots=True)

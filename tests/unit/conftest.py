@@ -31,6 +31,20 @@ def internal_logs_propagate() -> None:
         logging.getLogger(name).propagate = True
 
 
+@pytest.fixture(params=["hashmap", "rocksdb", "rocksdb-heap-timers"])
+def state_backend(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    """Runs the test on each keyed state backend (tests/unit/state_backends.py): the heap, RocksDB
+    with its timers in RocksDB, RocksDB with heap timers (state.backend.rocksdb.timer-service.factory)."""
+    from tests.unit import state_backends
+
+    kind, _, timers = request.param.partition("-")
+    state_backends.selected.update(type=kind, dir=tmp_path, open=[], timers="HEAP" if timers else "ROCKSDB")
+    yield request.param
+    for db in state_backends.selected["open"]:
+        db.close()
+    state_backends.selected.update(type="hashmap", dir=None, open=[], timers="ROCKSDB")
+
+
 @pytest.fixture
 def env() -> StreamExecutionEnvironment:
     """A fresh environment per test: graph state must never leak between tests."""

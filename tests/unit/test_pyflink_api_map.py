@@ -122,10 +122,10 @@ MODULES: tuple[ModuleMap, ...] = (
             KeyedBroadcastProcessFunction TimeDomain WindowedStream WindowFunction ProcessWindowFunction
             AsyncDataStream AsyncFunction AsyncRetryPredicate AsyncRetryStrategy SlotSharingGroup MemorySize
             ExternalizedCheckpointRetention StateBackend HashMapStateBackend CheckpointStorage
-            JobManagerCheckpointStorage FileSystemCheckpointStorage"""
+            JobManagerCheckpointStorage FileSystemCheckpointStorage EmbeddedRocksDBStateBackend"""
         ),
         not_yet=_names(
-            """EmbeddedRocksDBStateBackend CustomStateBackend PredefinedOptions CustomCheckpointStorage"""
+            """CustomStateBackend PredefinedOptions CustomCheckpointStorage"""
         ),
     ),
     ModuleMap(

@@ -38,6 +38,7 @@ from millstream.runtime import operator_factories
 from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.task.chain import OperatorChain, OperatorError
 from millstream.runtime.task.environment import BATCH, STREAMING, ManualClock, SimpleTaskEnvironment
+from tests.unit import state_backends
 
 # -- harness -----------------------------------------------------------------------------------
 
@@ -99,6 +100,9 @@ def make_chain(v: Any, subtask: int = 0, clock: ManualClock | None = None, **env
     printed: list[str] = []
     env_kwargs.setdefault("parallelism", v.parallelism)
     env_kwargs.setdefault("max_parallelism", v.max_parallelism)
+    backend_params = state_backends.job_parameters()  # the state_backend fixture's backend, if any
+    if backend_params:
+        env_kwargs["job_parameters"] = {**backend_params, **env_kwargs.get("job_parameters", {})}
     env = SimpleTaskEnvironment(
         task_name=v.name,
         subtask_index=subtask,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from millstream.common import Configuration
-from millstream.datastream import (CheckpointStorage, FileSystemCheckpointStorage, HashMapStateBackend,
+from millstream.datastream import (CheckpointStorage, EmbeddedRocksDBStateBackend, FileSystemCheckpointStorage,
+                                   HashMapStateBackend,
                                    JobManagerCheckpointStorage, StateBackend, StreamExecutionEnvironment)
 
 
@@ -24,8 +25,11 @@ def test_state_backend_type_from_the_configuration() -> None:
     conf = Configuration()
     conf.set_string("state.backend.type", "hashmap")
     assert isinstance(StreamExecutionEnvironment.get_execution_environment(conf).get_state_backend(), HashMapStateBackend)
-    conf.set_string("state.backend.type", "rocksdb")  # refused when the environment is built, named
-    with pytest.raises(ValueError, match="state.backend.type: expected one of hashmap, got 'rocksdb'"):
+    conf.set_string("state.backend.type", "rocksdb")
+    assert isinstance(StreamExecutionEnvironment.get_execution_environment(conf).get_state_backend(),
+                      EmbeddedRocksDBStateBackend)
+    conf.set_string("state.backend.type", "forst")  # refused when the environment is built, named
+    with pytest.raises(ValueError, match="state.backend.type: expected one of hashmap, rocksdb, got 'forst'"):
         StreamExecutionEnvironment.get_execution_environment(conf)
     with pytest.raises(ValueError, match="state.backend.type"):
         StreamExecutionEnvironment.get_execution_environment().configure(conf)
@@ -35,15 +39,21 @@ def test_a_cluster_configured_with_a_backend_millstream_lacks_is_refused() -> No
     """What a JobManager or TaskManager loads (file, environment, -D) refuses it at once."""
     from millstream.runtime import config as cfg
 
-    with pytest.raises(cfg.ConfigurationError, match="state.backend.type: expected one of hashmap, got 'rocksdb'"):
-        cfg.Configuration.from_dict({"state.backend.type": "rocksdb"})
+    with pytest.raises(cfg.ConfigurationError, match="state.backend.type: expected one of hashmap, rocksdb, got 'forst'"):
+        cfg.Configuration.from_dict({"state.backend.type": "forst"})
     assert cfg.Configuration.from_dict({"state.backend.type": "HashMap"}).get(cfg.STATE_BACKEND_TYPE) == "hashmap"
+    assert cfg.Configuration.from_dict({"state.backend.type": "RocksDB"}).get(cfg.STATE_BACKEND_TYPE) == "rocksdb"
+    with pytest.raises(cfg.ConfigurationError, match="state.backend.rocksdb.timer-service.factory"):
+        cfg.Configuration.from_dict({"state.backend.rocksdb.timer-service.factory": "disk"})
 
 
-def test_embedded_rocksdb_is_not_provided() -> None:
+def test_embedded_rocksdb_is_at_pyflinks_path() -> None:
     import millstream.datastream as ds
+    from millstream.datastream.state_backend import EmbeddedRocksDBStateBackend as at_module_path
 
-    assert not hasattr(ds, "EmbeddedRocksDBStateBackend")
+    assert ds.EmbeddedRocksDBStateBackend is at_module_path
+    assert not at_module_path().is_incremental_checkpoints_enabled()
+    assert at_module_path(True).is_incremental_checkpoints_enabled()
 
 
 def test_filesystem_checkpoint_storage_sets_the_jobs_checkpoint_dir(tmp_path) -> None:

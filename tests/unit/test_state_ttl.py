@@ -22,6 +22,10 @@ from millstream.datastream.state import (
 from millstream.runtime.keygroups import compute_key_group_range_for_operator_index
 from millstream.runtime.state.heap_backend import KeyedStateBackend
 from millstream.runtime.task.environment import ManualClock
+from tests.unit import state_backends
+
+# Every test runs on each keyed state backend (heap, RocksDB, RocksDB with heap timers).
+pytestmark = pytest.mark.usefixtures("state_backend")
 
 MAX_P = 128
 TTL = 10_000
@@ -33,7 +37,7 @@ Visibility = StateTtlConfig.StateVisibility
 
 def backend(clock: ManualClock, parallelism: int = 1, index: int = 0) -> KeyedStateBackend:
     kgr = compute_key_group_range_for_operator_index(MAX_P, parallelism, index)
-    return KeyedStateBackend(MAX_P, parallelism, kgr, clock=clock.now_ms)
+    return state_backends.keyed_backend(MAX_P, parallelism, kgr, clock=clock.now_ms)
 
 
 def config(update: UpdateType = UpdateType.OnCreateAndWrite, visibility: Visibility = Visibility.NeverReturnExpired,

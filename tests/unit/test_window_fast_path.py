@@ -28,6 +28,9 @@ from millstream.runtime.serialization import deserialize
 from millstream.runtime.timestamps import LONG_MAX
 from tests.unit.window_harness import WindowHarness
 
+# Every test runs on each keyed state backend (heap, RocksDB, RocksDB with heap timers).
+pytestmark = pytest.mark.usefixtures("state_backend")
+
 
 class SameEventTimeTrigger(EventTimeTrigger):
     """EventTimeTrigger's rules, but not its exact type: the operator takes the generic path."""

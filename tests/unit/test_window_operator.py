@@ -42,6 +42,9 @@ from millstream.runtime.task.environment import BATCH
 from millstream.runtime.timestamps import LONG_MAX
 from tests.unit.window_harness import WindowHarness
 
+# Every test runs on each keyed state backend (heap, RocksDB, RocksDB with heap timers).
+pytestmark = pytest.mark.usefixtures("state_backend")
+
 
 def key0(r: Any) -> Any:
     return r[0]

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
         WindowFunction,
     )
     from millstream.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
-    from millstream.datastream.state_backend import HashMapStateBackend, StateBackend
+    from millstream.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend, StateBackend
     from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
     from millstream.datastream.time_domain import TimeDomain
     from millstream.datastream.window import (
@@ -117,6 +117,7 @@ _MODULE_OF = {
     "MemorySize": "slot_sharing_group",
     "SlotSharingGroup": "slot_sharing_group",
     "HashMapStateBackend": "state_backend",
+    "EmbeddedRocksDBStateBackend": "state_backend",
     "StateBackend": "state_backend",
     "StreamExecutionEnvironment": "stream_execution_environment",
     "TimeDomain": "time_domain",
@@ -154,6 +155,7 @@ __all__ = [
     "ExternalizedCheckpointRetention",
     "FileSystemCheckpointStorage",
     "HashMapStateBackend",
+    "EmbeddedRocksDBStateBackend",
     "JobManagerCheckpointStorage",
     "StateBackend",
     "FilterFunction",

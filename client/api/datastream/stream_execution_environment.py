@@ -312,11 +312,13 @@ class StreamExecutionEnvironment:
         return self._configuration.to_dict().get(cfg.CHECKPOINTING_SAVEPOINT_DIR.key)
 
     def set_state_backend(self, state_backend: "StateBackend") -> "StreamExecutionEnvironment":
-        """The job's state backend: ``HashMapStateBackend`` (heap keyed state, Millstream's), recorded
-        as ``state.backend.type: hashmap`` in the job's configuration."""
+        """The job's state backend: ``HashMapStateBackend`` (heap keyed state) or
+        ``EmbeddedRocksDBStateBackend``, recorded as ``state.backend.type`` in the job's configuration."""
         if not isinstance(state_backend, StateBackend) or not state_backend.type_name:
             raise TypeError(f"set_state_backend needs a StateBackend such as HashMapStateBackend(), got {state_backend!r}")
         self._configuration.set_string(STATE_BACKEND_TYPE_KEY, state_backend.type_name)
+        for key, value in getattr(state_backend, "_job_settings", dict)().items():  # RocksDB's incremental flag
+            self._configuration.set_string(key, value)
         return self
 
     def get_state_backend(self) -> "StateBackend | None":

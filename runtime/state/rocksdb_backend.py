@@ -1,0 +1,784 @@
+"""Keyed state in an embedded RocksDB (Flink's EmbeddedRocksDBStateBackend / RocksDBKeyedStateBackend).
+
+One RocksDB instance per task (:class:`TaskRocksDB`), under ``state.backend.rocksdb.localdir``; one
+column family per (keyed operator, state name). Every row key starts with its key group, two bytes
+big-endian, then the serialized key (which for per-window state is ``(key, window)``: key first,
+namespace after), so a key group is one contiguous key range: a snapshot reads it with one seek,
+and a rescaled subtask's range is a range of rows.
+
+The backend keeps the heap backend's interface (:class:`KeyedStateBackend`): a state is a table
+whose ``groups[kg]`` behaves as ``{key: value}``, so every operator, handle and TTL decorator runs
+unchanged on either backend. Here ``groups[kg]`` is a view over RocksDB rows:
+
+- value, list, reducing and aggregating state: one row per key, the value serialized with the
+  records' serializer. Python code mutates a list or an accumulator it got from the view in place
+  (``pane.append(x)``), which a serialized store does not see; so a mutable value read or written
+  stays in a small per-state write-back cache (``_LOANS`` entries, least recently used written back
+  first) and is written when it leaves the cache or at a snapshot. Immutable values (numbers,
+  strings, tuples) are written through at once;
+- map state: one row per map entry, ``kg | len(key) | key | user key``; the value of a key is a live
+  :class:`RocksMap` over its rows, so ``get``/``put`` touch one row and iteration walks the rows
+  with a RocksDB iterator instead of loading the map.
+
+Timers are in RocksDB too (``state.backend.rocksdb.timer-service.factory: ROCKSDB``, the default
+as in Flink): rows ``kg | timestamp | key`` per time domain, and in memory only the earliest
+timestamp of each key group (Flink's key-group-partitioned priority queue), so the number of timers
+is not bounded by memory. ``HEAP`` keeps them in the heap backend's queues.
+
+Snapshots are the heap backend's format, one self-describing blob per key group
+(:meth:`KeyedStateBackend.snapshot`): a savepoint of either backend restores on the other, and
+rescaling clips the key groups to the new range exactly as for the heap.
+"""
+from __future__ import annotations
+
+import heapq
+import io
+import os
+import pickle
+import shutil
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import MutableMapping
+from typing import Any, Callable, Iterator
+
+import cloudpickle
+
+from millstream.datastream import state as api
+from millstream.runtime.keygroups import KeyGroupRange
+from millstream.runtime.serialization import PROTOCOL, RecordSerializer, deserialize
+from millstream.runtime.state import ttl as _ttl
+from millstream.runtime.state.heap_backend import MAP, HeapMapState, KeyedStateBackend, TimerQueue
+from millstream.runtime.state.state_table import _MISSING, StateTable, _no_key
+
+__all__ = ["RocksDBOptions", "TaskRocksDB", "RocksDBKeyedStateBackend", "RocksMap", "RocksTimerQueue",
+           "StateBackendDiskFullError", "encode_key"]
+
+_KG = struct.Struct(">H")
+_LEN = struct.Struct(">I")
+_TS = struct.Struct(">Q")
+_TS_BIAS = 1 << 63  # timestamps are signed: biased so that byte order is numeric order
+_LOANS = 4096  # mutable values per state kept in the write-back cache
+_IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), tuple, frozenset})
+
+
+class StateBackendDiskFullError(OSError):
+    """The local RocksDB directory has no space left; the message names the directory."""
+
+
+_ATOMS = frozenset({str, int, bytes, float, bool, type(None)})
+_dumps = pickle.dumps
+
+
+def encode_key(key: Any) -> bytes:
+    """Serialized key bytes, the same for equal keys of the same types: the pickle format of the
+    records' serializer, without the memo (pickle's memo depends on object identity, so ``("a", "a")``
+    would serialize differently depending on whether both strings are one object)."""
+    if type(key) in _ATOMS:  # one object: the memo never applies
+        return _dumps(key, PROTOCOL)
+    buf = io.BytesIO()
+    p = pickle.Pickler(buf, PROTOCOL)
+    p.fast = True  # no memo: deterministic bytes for equal values
+    try:
+        p.dump(key)
+    except Exception:  # a class that travels by value (the job script's dataclass)
+        return cloudpickle.dumps(key, PROTOCOL)
+    return buf.getvalue()
+
+
+def _kg_prefix(kg: int) -> bytes:
+    return _KG.pack(kg)
+
+
+def _next_prefix(prefix: bytes) -> bytes:
+    """The smallest byte string greater than every string starting with ``prefix``."""
+    b = bytearray(prefix)
+    while b and b[-1] == 0xFF:
+        b.pop()
+    if not b:
+        return b"\xff" * (len(prefix) + 1)
+    b[-1] += 1
+    return bytes(b)
+
+
+class RocksDBOptions:
+    """What the task's RocksDB is opened with: where, and its memory budget."""
+
+    def __init__(self, local_dir: str, timer_service: str = "ROCKSDB", memory_managed: bool = True,
+                 fixed_memory_per_slot: int = 64 << 20, write_buffer_ratio: float = 0.5) -> None:
+        self.local_dir = local_dir
+        self.timer_service = timer_service.upper()
+        self.memory_managed = memory_managed
+        self.fixed_memory_per_slot = fixed_memory_per_slot
+        self.write_buffer_ratio = write_buffer_ratio
+
+
+class TaskRocksDB:
+    """The one RocksDB instance of a task: opened lazily, closed and deleted with the task."""
+
+    def __init__(self, path: str, options: RocksDBOptions) -> None:
+        import rocksdict as rd  # lazy: heap-only processes never load the native library
+
+        self._rd = rd
+        self.path = path
+        self.options = options
+        self._lock = threading.Lock()
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            raise _disk_error(e, path) from e
+        self._cf_options = self._make_options(rd)
+        try:
+            self.db = rd.Rdict(path, self._cf_options)
+        except Exception as e:
+            raise _disk_error(e, path) from e
+        # No write-ahead log, as Flink's RocksDB backend: a task's state is only ever recovered from
+        # a checkpoint, and a checkpoint flushes the memtables first.
+        write = rd.WriteOptions()
+        write.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at run time, a method in the stubs
+        self.db.set_write_options(write)
+        self._cfs: dict[str, Any] = {}
+
+    def _make_options(self, rd: Any) -> Any:
+        o = rd.Options(raw_mode=True)
+        o.create_if_missing(True)
+        o.create_missing_column_families(True)
+        self.cache: Any = None
+        self.write_buffer_manager: Any = None
+        if self.options.memory_managed:
+            # Flink's managed memory: one budget for block cache and write buffers, shared by every
+            # column family whatever the number of states; memtables are charged to the cache, so
+            # the cache's capacity bounds both.
+            budget = self.options.fixed_memory_per_slot
+            write = int(budget * self.options.write_buffer_ratio)
+            self.cache = rd.Cache(budget)
+            self.write_buffer_manager = rd.WriteBufferManager.new_write_buffer_manager_with_cache(write, False, self.cache)
+            o.set_write_buffer_manager(self.write_buffer_manager)
+            table = rd.BlockBasedOptions()
+            table.set_block_cache(self.cache)
+            table.set_cache_index_and_filter_blocks(True)
+            o.set_block_based_table_factory(table)
+            o.set_write_buffer_size(max(1 << 20, write // 4))
+            o.set_max_write_buffer_number(2)
+        return o
+
+    def column_family(self, name: str) -> Any:
+        cf = self._cfs.get(name)
+        if cf is None:
+            with self._lock:
+                cf = self._cfs.get(name)
+                if cf is None:
+                    try:
+                        cf = self.db.get_column_family(name)
+                    except Exception:
+                        cf = self.db.create_column_family(name, self._cf_options)
+                    self._cfs[name] = cf
+        return cf
+
+    def flush(self) -> None:
+        _guard(self.path, self.db.flush)
+
+    def close(self, delete: bool = True) -> None:
+        try:
+            _guard(self.path, self.db.close)
+        finally:
+            if delete:
+                shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _disk_full(path: str) -> bool:
+    """Whether the file system of ``path`` (or its nearest existing parent) has next to no room."""
+    p = path
+    while p and not os.path.exists(p):
+        p = os.path.dirname(p)
+    try:
+        st = os.statvfs(p or "/")
+    except OSError:
+        return False
+    free, size = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    return free < (64 << 20) or free < size // 50  # less than RocksDB needs to flush and compact
+
+
+def _disk_error(e: BaseException, path: str) -> BaseException:
+    """A full disk as :class:`StateBackendDiskFullError` naming the directory. RocksDB says "No space
+    left on device" once; later writes only say "Writer has previous error", so an IO error on a
+    file system with no room left is one too."""
+    text = str(e)
+    if (isinstance(e, OSError) and e.errno == 28 or "No space left" in text or "ENOSPC" in text
+            or ("IO error" in text and _disk_full(path))):
+        return StateBackendDiskFullError(28, f"RocksDB state backend: no space left on device in its local "
+                                             f"directory {path} (state.backend.rocksdb.localdir): {text}")
+    return e
+
+
+def _guard(path: str, f: Callable[[], Any]) -> Any:
+    try:
+        return f()
+    except Exception as e:
+        err = _disk_error(e, path)
+        if err is e:
+            raise
+        raise err from e
+
+
+# -- tables -------------------------------------------------------------------------------------
+
+
+class _Cf:
+    """A column family with the helpers every view needs."""
+
+    __slots__ = ("cf", "path")
+
+    def __init__(self, cf: Any, path: str) -> None:
+        self.cf = cf
+        self.path = path
+
+    def get(self, k: bytes) -> bytes | None:
+        return self.cf.get(k)
+
+    def put(self, k: bytes, v: bytes) -> None:
+        try:
+            self.cf.put(k, v)
+        except Exception as e:
+            err = _disk_error(e, self.path)
+            if err is e:
+                raise
+            raise err from e
+
+    def delete(self, k: bytes) -> None:
+        _guard(self.path, lambda: self.cf.delete(k))
+
+    def delete_prefix(self, prefix: bytes) -> None:
+        _guard(self.path, lambda: self.cf.delete_range(prefix, _next_prefix(prefix)))
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Rows whose key starts with ``prefix``, in key order (a RocksDB iterator: the rows as of
+        the first step, whatever is written meanwhile)."""
+        it = self.cf.iter()
+        it.seek(prefix)
+        n = len(prefix)
+        while it.valid():
+            k = it.key()
+            if k[:n] != prefix:
+                return
+            yield k, it.value()
+            it.next()
+
+    def has_prefix(self, prefix: bytes) -> bool:
+        it = self.cf.iter()
+        it.seek(prefix)
+        return bool(it.valid() and it.key()[: len(prefix)] == prefix)
+
+    def key_groups(self) -> list[int]:
+        """The key groups with rows, by seeking from group to group."""
+        out = []
+        it = self.cf.iter()
+        it.seek_to_first()
+        while it.valid():
+            kg = _KG.unpack_from(it.key())[0]
+            out.append(kg)
+            if kg >= 0xFFFF:
+                break
+            it.seek(_kg_prefix(kg + 1))
+        return out
+
+
+class RocksStateTable(StateTable):
+    """A state whose ``groups`` are views over RocksDB rows (see the module docstring)."""
+
+    __slots__ = ("cf", "serializer", "loans", "_views")
+
+    def __init__(self, name: str, kind: str, ttl: bool, cf: _Cf) -> None:
+        super().__init__(name, kind, ttl)
+        self.cf = cf
+        self.serializer = RecordSerializer()
+        # (row key) -> (key group, key, value): mutable values handed out, written back on eviction
+        self.loans: OrderedDict[bytes, tuple[int, Any, Any]] = OrderedDict()
+        self._views: dict[int, Any] = {}
+        self.groups = _RocksGroups(self)  # type: ignore[assignment]
+
+    def view(self, kg: int) -> "_RocksGroup":
+        v = self._views.get(kg)
+        if v is None:
+            v = self._views[kg] = (_RocksMapGroup if self.kind == MAP else _RocksGroup)(self, kg)
+        return v
+
+    def group(self, key_group: int) -> Any:
+        return self.view(key_group)
+
+    def remove(self, key_group: int, key: Any) -> None:
+        self.view(key_group).pop(key, None)
+
+    def items(self) -> Iterator[tuple[int, Any, Any]]:
+        self.flush()
+        for kg in self.cf.key_groups():
+            for key, value in self.view(kg).materialized_items():
+                yield kg, key, value
+
+    def loan(self, row: bytes, kg: int, key: Any, value: Any) -> None:
+        loans = self.loans
+        loans[row] = (kg, key, value)
+        loans.move_to_end(row)
+        if len(loans) > _LOANS:
+            old_row, (_, _, old) = loans.popitem(last=False)
+            self.cf.put(old_row, self.serializer.serialize(old))
+
+    def flush(self) -> None:
+        """Writes back every loaned mutable value (they stay loaned: still the live objects)."""
+        ser, put = self.serializer.serialize, self.cf.put
+        for row, (_, _, value) in self.loans.items():
+            put(row, ser(value))
+
+    def flush_group(self, kg: int) -> None:
+        """Writes back the loaned values of one key group (before its rows are read)."""
+        ser, put = self.serializer.serialize, self.cf.put
+        for row, (loan_kg, _, value) in self.loans.items():
+            if loan_kg == kg:
+                put(row, ser(value))
+
+    def flush_and_release(self) -> None:
+        self.flush()
+        self.loans.clear()
+
+
+class _RocksGroups:
+    """``table.groups``: key group -> view. Every group has a view (empty or not), so ``get`` never
+    returns None; ``in``, ``bool`` and iteration look at the rows."""
+
+    __slots__ = ("_t",)
+
+    def __init__(self, table: RocksStateTable) -> None:
+        self._t = table
+
+    def get(self, kg: int, default: Any = None) -> Any:
+        return self._t.view(kg)
+
+    def __getitem__(self, kg: int) -> Any:
+        return self._t.view(kg)
+
+    def __setitem__(self, kg: int, entries: Any) -> None:
+        view = self._t.view(kg)
+        if entries is not view:
+            view.clear()
+            for k, v in dict(entries).items():
+                view[k] = v
+
+    def __delitem__(self, kg: int) -> None:
+        self._t.view(kg).clear()
+
+    def __contains__(self, kg: int) -> bool:
+        return bool(self._t.view(kg))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.keys())
+
+    def keys(self) -> list[int]:
+        self._t.flush()
+        return self._t.cf.key_groups()
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def __bool__(self) -> bool:
+        t = self._t
+        return bool(t.loans) or bool(t.cf.key_groups())
+
+
+class _RocksGroup(MutableMapping):
+    """One key group of a value/list/reducing/aggregating state: ``{key: value}`` over rows."""
+
+    __slots__ = ("_t", "_kg", "_prefix", "_last_key", "_last_row")
+
+    def __init__(self, table: RocksStateTable, kg: int) -> None:
+        self._t = table
+        self._kg = kg
+        self._prefix = _kg_prefix(kg)
+        self._last_key: Any = _MISSING
+        self._last_row = b""
+
+    def _row(self, key: Any) -> bytes:
+        # A read-modify-write encodes the same key object twice: the second time is free.
+        if key is self._last_key:
+            return self._last_row
+        row = self._prefix + encode_key(key)
+        self._last_key, self._last_row = key, row
+        return row
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        t = self._t
+        row = self._row(key)
+        loaned = t.loans.get(row)
+        if loaned is not None:
+            t.loans.move_to_end(row)
+            return loaned[2]
+        data = t.cf.get(row)
+        if data is None:
+            return default
+        value = deserialize(data)
+        if type(value) not in _IMMUTABLE:
+            t.loan(row, self._kg, key, value)
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        v = self.get(key, _MISSING)
+        if v is _MISSING:
+            raise KeyError(key)
+        return v
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        t = self._t
+        row = self._row(key)
+        if type(value) in _IMMUTABLE:
+            t.loans.pop(row, None)
+            t.cf.put(row, t.serializer.serialize(value))
+        else:
+            # Written now (the row exists for scans) and loaned (later in-place changes are kept).
+            t.cf.put(row, t.serializer.serialize(value))
+            t.loan(row, self._kg, key, value)
+
+    def pop(self, key: Any, default: Any = _MISSING) -> Any:
+        t = self._t
+        row = self._row(key)
+        v = self.get(key, _MISSING)
+        if v is _MISSING:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        t.loans.pop(row, None)
+        t.cf.delete(row)
+        return v
+
+    def __delitem__(self, key: Any) -> None:
+        self.pop(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def __bool__(self) -> bool:
+        return self._t.cf.has_prefix(self._prefix)
+
+    def clear(self) -> None:
+        t = self._t
+        for row in [r for r in t.loans if r.startswith(self._prefix)]:
+            del t.loans[row]
+        t.cf.delete_prefix(self._prefix)
+
+    def materialized_items(self) -> Iterator[tuple[Any, Any]]:
+        """(key, value) of every row, read from RocksDB (flush first for loaned values)."""
+        n = len(self._prefix)
+        for k, v in self._t.cf.scan(self._prefix):
+            yield pickle.loads(k[n:]), deserialize(v)
+
+    def __iter__(self) -> Iterator[Any]:
+        n = len(self._prefix)  # keys only: a loaned value's row exists already
+        return iter([pickle.loads(k[n:]) for k, _ in self._t.cf.scan(self._prefix)])
+
+    def items(self) -> Any:
+        self._t.flush_group(self._kg)
+        return list(self.materialized_items())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._t.cf.scan(self._prefix))
+
+
+class RocksMap(MutableMapping):
+    """The map of one key of a map state: one row per entry, iterated with a RocksDB iterator."""
+
+    __slots__ = ("_cf", "_prefix", "_ser")
+
+    def __init__(self, cf: _Cf, prefix: bytes, serializer: RecordSerializer) -> None:
+        self._cf = cf
+        self._prefix = prefix
+        self._ser = serializer
+
+    def __getitem__(self, user_key: Any) -> Any:
+        data = self._cf.get(self._prefix + encode_key(user_key))
+        if data is None:
+            raise KeyError(user_key)
+        return deserialize(data)
+
+    def get(self, user_key: Any, default: Any = None) -> Any:
+        data = self._cf.get(self._prefix + encode_key(user_key))
+        return default if data is None else deserialize(data)
+
+    def __setitem__(self, user_key: Any, value: Any) -> None:
+        self._cf.put(self._prefix + encode_key(user_key), self._ser.serialize(value))
+
+    def __delitem__(self, user_key: Any) -> None:
+        row = self._prefix + encode_key(user_key)
+        if self._cf.get(row) is None:
+            raise KeyError(user_key)
+        self._cf.delete(row)
+
+    def pop(self, user_key: Any, default: Any = _MISSING) -> Any:
+        row = self._prefix + encode_key(user_key)
+        data = self._cf.get(row)
+        if data is None:
+            if default is _MISSING:
+                raise KeyError(user_key)
+            return default
+        self._cf.delete(row)
+        return deserialize(data)
+
+    def __contains__(self, user_key: Any) -> bool:
+        return self._cf.get(self._prefix + encode_key(user_key)) is not None
+
+    def iter_items(self) -> Iterator[tuple[Any, Any]]:
+        """Lazily, row by row."""
+        n = len(self._prefix)
+        for k, v in self._cf.scan(self._prefix):
+            yield pickle.loads(k[n:]), deserialize(v)
+
+    def __iter__(self) -> Iterator[Any]:
+        n = len(self._prefix)
+        return (pickle.loads(k[n:]) for k, _ in self._cf.scan(self._prefix))
+
+    def items(self) -> Any:
+        return self.iter_items()
+
+    def values(self) -> Any:
+        return (v for _, v in self.iter_items())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._cf.scan(self._prefix))
+
+    def __bool__(self) -> bool:
+        return self._cf.has_prefix(self._prefix)
+
+    def clear(self) -> None:
+        self._cf.delete_prefix(self._prefix)
+
+    def to_dict(self) -> dict[Any, Any]:
+        return dict(self.iter_items())
+
+
+class _RocksMapGroup(_RocksGroup):
+    """One key group of a map state: the value of a key is a live :class:`RocksMap`."""
+
+    __slots__ = ()
+
+    def _map_prefix(self, key: Any) -> bytes:
+        k = encode_key(key)
+        return self._prefix + _LEN.pack(len(k)) + k
+
+    def live(self, key: Any) -> RocksMap:
+        return RocksMap(self._t.cf, self._map_prefix(key), self._t.serializer)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        m = self.live(key)
+        return m if m else default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(value, RocksMap) and value._prefix == self._map_prefix(key):
+            return
+        m = self.live(key)
+        entries = dict(value)
+        m.clear()
+        for uk, uv in entries.items():
+            m[uk] = uv
+
+    def pop(self, key: Any, default: Any = _MISSING) -> Any:
+        m = self.live(key)
+        if not m:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        value = m.to_dict()
+        m.clear()
+        return value
+
+    def _keys(self) -> Iterator[tuple[Any, bytes]]:
+        """(key, its map prefix) per key with entries."""
+        n = len(self._prefix)
+        cf = self._t.cf
+        it = cf.cf.iter()
+        it.seek(self._prefix)
+        while it.valid():
+            row = it.key()
+            if row[:n] != self._prefix:
+                return
+            size = _LEN.unpack_from(row, n)[0]
+            prefix = row[: n + 4 + size]
+            yield pickle.loads(row[n + 4: n + 4 + size]), prefix
+            it.seek(_next_prefix(prefix))
+
+    def materialized_items(self) -> Iterator[tuple[Any, Any]]:
+        for key, prefix in list(self._keys()):
+            yield key, RocksMap(self._t.cf, prefix, self._t.serializer).to_dict()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([k for k, _ in self._keys()])
+
+    def items(self) -> Any:
+        return [(k, RocksMap(self._t.cf, p, self._t.serializer)) for k, p in self._keys()]
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._keys())
+
+
+class RocksMapState(HeapMapState):
+    """Map state over :class:`RocksMap`: writes touch one row, iteration walks rows lazily (a
+    RocksDB iterator sees the rows as of its start, so the function may change the map meanwhile)."""
+
+    def _live(self) -> RocksMap:
+        b = self._backend
+        if b.current_key_group < 0:
+            raise _no_key(self._table.name)
+        return self._table.view(b.current_key_group).live(b.current_key)  # type: ignore[attr-defined]
+
+    def _map(self) -> Any:
+        return self._live()
+
+    def _map_for_write(self) -> Any:
+        return self._live()
+
+    def remove(self, key: Any) -> None:
+        self._live().pop(key, None)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        return self._live().iter_items()
+
+    def keys(self) -> Iterator[Any]:
+        return iter(self._live())
+
+    def values(self) -> Iterator[Any]:
+        return iter(self._live().values())
+
+    def is_empty(self) -> bool:
+        return not self._live()
+
+
+# -- timers -------------------------------------------------------------------------------------
+
+
+class RocksTimerQueue(TimerQueue):
+    """Timers of one time domain in a column family, rows ``kg | timestamp | key``; in memory the
+    earliest timestamp per key group, in a heap (stale heap entries are skipped)."""
+
+    def __init__(self, cf: _Cf) -> None:
+        self._cf = cf
+        self._heads: dict[int, int] = {}  # kg -> earliest timestamp in that group
+        self._heap: list[Any] = []  # (timestamp, kg), possibly stale
+        for kg in cf.key_groups():  # a reopened instance (not used today: tasks start empty)
+            self._refresh(kg)
+
+    @staticmethod
+    def _row(ts: int, key: Any, kg: int) -> bytes:
+        return _KG.pack(kg) + _TS.pack(ts + _TS_BIAS) + encode_key(key)
+
+    def _first(self, kg: int) -> tuple[int, Any, bytes] | None:
+        for row, _ in self._cf.scan(_KG.pack(kg)):
+            return _TS.unpack_from(row, 2)[0] - _TS_BIAS, pickle.loads(row[10:]), row
+        return None
+
+    def _refresh(self, kg: int) -> None:
+        first = self._first(kg)
+        if first is None:
+            self._heads.pop(kg, None)
+        else:
+            self._heads[kg] = first[0]
+            heapq.heappush(self._heap, (first[0], kg))
+
+    def register(self, timestamp: int, key: Any, key_group: int) -> None:
+        self._cf.put(self._row(timestamp, key, key_group), b"")
+        head = self._heads.get(key_group)
+        if head is None or timestamp < head:
+            self._heads[key_group] = timestamp
+            heapq.heappush(self._heap, (timestamp, key_group))
+
+    def delete(self, timestamp: int, key: Any, key_group: int) -> None:
+        self._cf.delete(self._row(timestamp, key, key_group))
+        if self._heads.get(key_group) == timestamp:
+            self._refresh(key_group)
+
+    def peek(self) -> int | None:
+        heap, heads = self._heap, self._heads
+        while heap:
+            ts, kg = heap[0]
+            if heads.get(kg) == ts:
+                return ts
+            heapq.heappop(heap)
+        return None
+
+    def poll(self, up_to: float) -> tuple[int, Any, int] | None:
+        while True:
+            ts = self.peek()
+            if ts is None or ts > up_to:
+                return None
+            kg = self._heap[0][1]
+            first = self._first(kg)
+            if first is None:
+                self._heads.pop(kg, None)
+                continue
+            ts, key, row = first
+            self._cf.delete(row)
+            self._refresh(kg)
+            if ts <= up_to:
+                return ts, key, kg
+            self.register(ts, key, kg)  # not due after all (a stale head): put it back
+
+    def __len__(self) -> int:
+        return sum(1 for kg in self._heads for _ in self._cf.scan(_KG.pack(kg)))
+
+    def key_groups(self) -> list[int]:
+        return list(self._heads)
+
+    def snapshot_group(self, key_group: int) -> list[tuple[int, Any]]:
+        return [(_TS.unpack_from(row, 2)[0] - _TS_BIAS, pickle.loads(row[10:]))
+                for row, _ in self._cf.scan(_KG.pack(key_group))]
+
+
+# -- the backend --------------------------------------------------------------------------------
+
+
+class RocksDBKeyedStateBackend(KeyedStateBackend):
+    """:class:`KeyedStateBackend` with its tables (and, with the ROCKSDB timer service, its timers)
+    in the task's RocksDB; column families are named ``<operator id>/<state name>``."""
+
+    def __init__(self, db: TaskRocksDB, operator_id: str, max_parallelism: int, parallelism: int,
+                 key_group_range: KeyGroupRange, clock: Callable[[], int] | None = None) -> None:
+        super().__init__(max_parallelism, parallelism, key_group_range, clock=clock)
+        self.db = db
+        self.operator_id = operator_id
+        if db.options.timer_service == "ROCKSDB":
+            self.processing_timers = RocksTimerQueue(self._cf("_timer_state/processing_user-timers"))
+            self.event_timers = RocksTimerQueue(self._cf("_timer_state/event_user-timers"))
+        elif db.options.timer_service != "HEAP":
+            raise ValueError(f"state.backend.rocksdb.timer-service.factory: expected ROCKSDB or HEAP, "
+                             f"got {db.options.timer_service!r}")
+
+    def _cf(self, name: str) -> _Cf:
+        return _Cf(self.db.column_family(f"{self.operator_id}/{name}"), self.db.path)
+
+    def table(self, name: str, kind: str, ttl: bool = False) -> StateTable:
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = RocksStateTable(name, kind, ttl, self._cf(name))
+            return t
+        return super().table(name, kind, ttl)
+
+    def get_map_state(self, descriptor: api.MapStateDescriptor) -> Any:
+        return self._handle(descriptor, MAP, lambda t: RocksMapState(self, t))
+
+    def flush(self) -> None:
+        """Writes back every loaned value: RocksDB holds the whole state afterwards."""
+        for t in self._tables.values():
+            t.flush()  # type: ignore[attr-defined]
+
+    def snapshot(self) -> dict[int, bytes]:
+        self.flush()
+        return super().snapshot()
+
+    def snapshot_states(self, kg: int) -> dict[str, tuple[str, dict[Any, Any]]]:
+        return {name: (t.kind, dict(t.view(kg).materialized_items()))  # type: ignore[attr-defined]
+                for name, t in self._tables.items() if kg in t.groups}
+
+    def entries(self, name: str) -> dict[Any, Any]:
+        t = self._tables.get(name)
+        return {} if t is None else {k: v for _, k, v in t.items()}
+
+    def restore(self, key_group_states: Any) -> list[int]:
+        loaded = super().restore(key_group_states)
+        for t in self._tables.values():
+            t.flush_and_release()  # type: ignore[attr-defined]
+        return loaded

@@ -1,0 +1,472 @@
+"""Every keyed state kind, timers, snapshots and rescaling, on each keyed state backend.
+
+The ``state_backend`` fixture runs each test on the heap backend, on RocksDB (timers in RocksDB)
+and on RocksDB with heap timers; the expected results are Flink's documented behaviour, the same
+for every backend. Further per-backend suites: test_state_ttl, test_window_operator and
+test_window_fast_path run whole on each backend too. RocksDB-only tests (layout, memory of map
+iteration, the task's directory) are at the end.
+"""
+from __future__ import annotations
+
+import os
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from millstream.common import Types
+from millstream.datastream import (EmbeddedRocksDBStateBackend, HashMapStateBackend, KeyedProcessFunction,
+                                   RuntimeContext, StreamExecutionEnvironment)
+from millstream.datastream.functions import AggregateFunction, ReduceFunction
+from millstream.datastream.state import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
+                                         ReducingStateDescriptor, ValueStateDescriptor)
+from millstream.runtime.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
+from millstream.runtime.task.environment import ManualClock
+from tests.unit import state_backends
+from tests.unit.test_runtime_chain import collect, make_chain, run_job, vertex
+
+MAX_P = 128
+ALL = KeyGroupRange.of(0, MAX_P - 1)
+
+
+def backend(parallelism: int = 1, index: int = 0, kind: str | None = None) -> Any:
+    kgr = compute_key_group_range_for_operator_index(MAX_P, parallelism, index)
+    return state_backends.keyed_backend(MAX_P, parallelism, kgr, clock=ManualClock(0).now_ms, kind=kind)
+
+
+class Sum(ReduceFunction):
+    def reduce(self, a: int, b: int) -> int:
+        return a + b
+
+
+class Mean(AggregateFunction):
+    def create_accumulator(self) -> list[int]:
+        return [0, 0]
+
+    def add(self, value: int, acc: list[int]) -> list[int]:
+        acc[0] += value  # in place, as Python accumulators often are
+        acc[1] += 1
+        return acc
+
+    def get_result(self, acc: list[int]) -> float:
+        return acc[0] / acc[1]
+
+    def merge(self, a: list[int], b: list[int]) -> list[int]:
+        return [a[0] + b[0], a[1] + b[1]]
+
+
+def handles(b: Any) -> dict[str, Any]:
+    return {
+        "value": b.get_value_state(ValueStateDescriptor("value", Types.PICKLED_BYTE_ARRAY())),
+        "list": b.get_list_state(ListStateDescriptor("list", Types.PICKLED_BYTE_ARRAY())),
+        "map": b.get_map_state(MapStateDescriptor("map", Types.PICKLED_BYTE_ARRAY(), Types.PICKLED_BYTE_ARRAY())),
+        "reducing": b.get_reducing_state(ReducingStateDescriptor("reducing", Sum(), Types.LONG())),
+        "aggregating": b.get_aggregating_state(AggregatingStateDescriptor("aggregating", Mean(), Types.PICKLED_BYTE_ARRAY())),
+    }
+
+
+pytestmark = pytest.mark.usefixtures("state_backend")
+
+
+def test_value_state_per_key_and_none_clears() -> None:
+    b = backend()
+    s = handles(b)["value"]
+    b.set_current_key("a")
+    assert s.value() is None
+    s.update({"n": 1})
+    b.set_current_key(("b", 2))
+    s.update([1, 2])
+    b.set_current_key("a")
+    assert s.value() == {"n": 1}
+    s.update(None)  # Flink: updating to null clears the state
+    assert s.value() is None
+    b.set_current_key(("b", 2))
+    assert s.value() == [1, 2]
+    s.clear()
+    assert s.value() is None and b.entries("value") == {}
+
+
+def test_list_state_add_add_all_update_and_get_returns_a_copy() -> None:
+    b = backend()
+    s = handles(b)["list"]
+    b.set_current_key(7)
+    assert list(s.get()) == []
+    s.add(1)
+    s.add_all([2, 3])
+    got = s.get()
+    got.append(99)  # a copy: changing it leaves the state alone
+    assert list(s.get()) == [1, 2, 3]
+    s.update([5])
+    assert list(s.get()) == [5]
+    with pytest.raises(ValueError, match="None"):
+        s.add(None)
+    s.update([])
+    assert list(s.get()) == [] and b.entries("list") == {}
+
+
+def test_map_state_every_operation() -> None:
+    b = backend()
+    s = handles(b)["map"]
+    b.set_current_key("k")
+    assert s.is_empty() and s.get("x") is None and not s.contains("x")
+    s.put("x", 1)
+    s.put_all({"y": 2, ("t", 1): [3]})
+    assert s.get("x") == 1 and s.contains(("t", 1)) and s.get(("t", 1)) == [3]
+    assert sorted(map(str, s.keys())) == sorted(map(str, ["x", "y", ("t", 1)]))
+    assert sorted(s.values(), key=str) == sorted([1, 2, [3]], key=str)
+    for key, _ in s.items():  # the map may change while it is iterated
+        s.remove(key)
+    assert s.is_empty() and b.entries("map") == {}
+    b.set_current_key("other")
+    s.put("z", 0)
+    b.set_current_key("k")
+    assert s.is_empty()
+
+
+def test_reducing_and_aggregating_state() -> None:
+    b = backend()
+    h = handles(b)
+    for key, values in (("a", [1, 2, 3]), ("b", [10])):
+        b.set_current_key(key)
+        for v in values:
+            h["reducing"].add(v)
+            h["aggregating"].add(v)
+    b.set_current_key("a")
+    assert h["reducing"].get() == 6 and h["aggregating"].get() == 2.0
+    b.set_current_key("b")
+    assert h["reducing"].get() == 10 and h["aggregating"].get() == 10.0
+    h["aggregating"].clear()
+    assert h["aggregating"].get() is None
+
+
+def test_a_state_name_keeps_its_kind() -> None:
+    b = backend()
+    b.get_value_state(ValueStateDescriptor("s", Types.INT()))
+    with pytest.raises(ValueError, match="is a ValueState; it cannot also be used as a ListState"):
+        b.get_list_state(ListStateDescriptor("s", Types.INT()))
+
+
+def test_equal_keys_find_the_same_state_however_they_were_built() -> None:
+    b = backend()
+    s = handles(b)["value"]
+    word = "".join(["ab", "c"])
+    b.set_current_key((word, word))  # one string object twice
+    s.update(1)
+    b.set_current_key(("abc", "ab" + "c".upper().lower()))  # equal, distinct objects
+    assert s.value() == 1
+
+
+def test_in_place_changes_of_many_keys_are_kept() -> None:
+    """More keys than any cache a backend may keep, each appended to round-robin."""
+    b = backend()
+    s = handles(b)["list"]
+    keys = [f"k{i}" for i in range(6000)]
+    for round_ in range(3):
+        for k in keys:
+            b.set_current_key(k)
+            s.add(round_)
+    snap = b.snapshot()
+    h = backend(kind="hashmap")
+    h.restore(snap)
+    assert h.entries("list") == {k: [0, 1, 2] for k in keys}
+
+
+def test_timers_fire_in_order_deduplicated_and_deletable() -> None:
+    b = backend()
+    q = b.event_timers
+    for ts, key in [(30, "a"), (10, "b"), (20, "c"), (10, "b"), (15, "a"), (25, "d")]:
+        q.register(ts, key, b.key_group_of(key))
+    q.delete(20, "c", b.key_group_of("c"))
+    assert len(q) == 4 and q.peek() == 10
+    fired = []
+    while (t := q.poll(26)) is not None:
+        fired.append(t[:2])
+    assert fired == [(10, "b"), (15, "a"), (25, "d")]
+    assert q.peek() == 30 and q.poll(29) is None
+    q.register(5, "e", b.key_group_of("e"))
+    assert q.poll(100)[:2] == (5, "e") and q.poll(100)[:2] == (30, "a") and q.poll(100) is None
+
+
+@pytest.mark.parametrize("target", ["hashmap", "rocksdb"])
+def test_a_snapshot_restores_on_either_backend(target: str) -> None:
+    """The canonical savepoint format: what one backend snapshots, the other restores, timers too."""
+    b = backend()
+    h = handles(b)
+    for i in range(50):
+        b.set_current_key(i)
+        h["value"].update(f"v{i}")
+        h["list"].add_all([i, i + 1])
+        h["map"].put("m", i)
+        h["reducing"].add(i)
+        h["aggregating"].add(i)
+        b.event_timers.register(1000 + i, i, b.current_key_group)
+    snap = b.snapshot()
+    r = backend(kind=target)
+    r.restore(snap)
+    rh = handles(r)
+    for i in range(50):
+        r.set_current_key(i)
+        assert rh["value"].value() == f"v{i}" and list(rh["list"].get()) == [i, i + 1]
+        assert dict(rh["map"].items()) == {"m": i} and rh["reducing"].get() == i and rh["aggregating"].get() == i
+    fired = []
+    while (t := r.event_timers.poll(10_000)) is not None:
+        fired.append((t[0], t[1]))
+    assert fired == [(1000 + i, i) for i in range(50)]
+
+
+def test_rescale_restores_exactly_the_key_groups_of_the_new_range() -> None:
+    """Two subtasks' snapshots restored at parallelism 3: each new subtask takes the keys of its
+    key-group range (Flink's KeyGroupRangeAssignment), none lost, none twice."""
+    old = [backend(2, i) for i in range(2)]
+    for i in range(300):
+        kg_owner = next(b for b in old if b.key_group_range.contains(old[0].key_group_of(i)))
+        kg_owner.set_current_key(i)
+        handles(kg_owner)["reducing"].add(i)
+        kg_owner.processing_timers.register(i, i, kg_owner.current_key_group)
+    snapshots: dict[int, bytes] = {}
+    for b in old:
+        snapshots.update(b.snapshot())
+    seen: dict[Any, int] = {}
+    timers = 0
+    for index in range(3):
+        new = backend(3, index)
+        loaded = new.restore(snapshots)
+        assert all(new.key_group_range.contains(kg) for kg in loaded)
+        for key, value in new.entries("reducing").items():
+            assert new.key_group_range.contains(new.key_group_of(key))
+            seen[key] = value
+        while new.processing_timers.poll(10**9) is not None:
+            timers += 1
+    assert seen == {i: i for i in range(300)} and timers == 300
+
+
+class EveryKind(KeyedProcessFunction):
+    """Every state kind and an event-time timer per key: at the timer, all of them are emitted."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.h = {
+            "value": runtime_context.get_state(ValueStateDescriptor("v", Types.INT())),
+            "list": runtime_context.get_list_state(ListStateDescriptor("l", Types.INT())),
+            "map": runtime_context.get_map_state(MapStateDescriptor("m", Types.STRING(), Types.INT())),
+            "reducing": runtime_context.get_reducing_state(ReducingStateDescriptor("r", Sum(), Types.INT())),
+            "aggregating": runtime_context.get_aggregating_state(AggregatingStateDescriptor("a", Mean(), Types.INT())),
+        }
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Any:
+        key, n = value
+        h = self.h
+        h["value"].update(n)
+        h["list"].add(n)
+        h["map"].put(f"n{n % 3}", n)
+        h["reducing"].add(n)
+        h["aggregating"].add(n)
+        ctx.timer_service().register_event_time_timer(100)
+        return ()
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Any:
+        h = self.h
+        yield (ctx.get_current_key(), h["value"].value(), list(h["list"].get()), dict(h["map"].items()),
+               h["reducing"].get(), h["aggregating"].get())
+
+
+def test_a_keyed_process_function_with_every_state_kind_and_a_timer() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+    records = [(k, n) for n in range(1, 7) for k in ("a", "b", "c")]
+    ds = env.from_collection(records).key_by(lambda r: r[0]).process(EveryKind())
+    collect(ds)
+    out = run_job(env)["out"]
+    assert sorted(out) == sorted(
+        (k, 6, [1, 2, 3, 4, 5, 6], {"n1": 4, "n2": 5, "n0": 6}, 21, 3.5) for k in ("a", "b", "c"))
+
+
+# -- RocksDB only ---------------------------------------------------------------------------------
+
+
+def _rocksdb_only() -> None:
+    if state_backends.selected["type"] != "rocksdb":
+        pytest.skip("about the RocksDB backend's own layout")
+
+
+def test_rocksdb_rows_start_with_the_key_group() -> None:
+    """Flink's layout: 2-byte key group first, so a key group is one contiguous key range."""
+    _rocksdb_only()
+    from millstream.runtime.state.rocksdb_backend import encode_key
+
+    b = backend()
+    s = handles(b)["value"]
+    for key in ("x", "y", 42):
+        b.set_current_key(key)
+        s.update(key)
+    table = b.table("value", "value")
+    rows = [k for k, _ in table.cf.scan(b"")]
+    expected = sorted(b.key_group_of(k).to_bytes(2, "big") + encode_key(k) for k in ("x", "y", 42))
+    assert rows == expected
+
+
+def test_rocksdb_map_iteration_does_not_load_the_map() -> None:
+    _rocksdb_only()
+    b = backend()
+    s = handles(b)["map"]
+    b.set_current_key("big")
+    payload = "x" * 200
+    s.put_all({i: payload + str(i) for i in range(20_000)})  # ~4 MB of map entries
+    tracemalloc.start()
+    try:
+        it = s.items()
+        first = [next(it) for _ in range(10)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [k for k, _ in first] == sorted(k for k, _ in first) and len(first) == 10
+    assert peak < 500_000, f"iterating 10 entries took {peak} bytes: the map was loaded"
+
+
+def test_rocksdb_task_keeps_its_instance_under_the_localdir_and_deletes_it_at_the_end(tmp_path: Any) -> None:
+    _rocksdb_only()
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
+    collect(env.from_collection([("a", 1)]).key_by(lambda r: r[0]).reduce(lambda a, b: a))
+    v = vertex(env, "Reduce")
+    run = make_chain(v)
+    run.chain.open()
+    local = os.path.join(str(state_backends.selected["dir"]), "millstream-rocksdb")
+    (instance,) = os.listdir(local)
+    assert "attempt_0" in instance and os.path.exists(os.path.join(local, instance, "CURRENT"))
+    run.chain.close()
+    assert os.listdir(local) == []
+
+
+def test_set_state_backend_names_pyflinks_classes() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_state_backend(EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=True))
+    conf = env.get_configuration().to_dict()
+    assert conf["state.backend.type"] == "rocksdb" and conf["execution.checkpointing.incremental"] == "true"
+    assert isinstance(env.get_state_backend(), EmbeddedRocksDBStateBackend)
+    env.set_state_backend(HashMapStateBackend())
+    assert isinstance(env.get_state_backend(), HashMapStateBackend)
+    rocks = EmbeddedRocksDBStateBackend()
+    rocks.set_db_storage_paths("/data/rocks")
+    assert rocks.get_db_storage_paths() == ["/data/rocks"]
+    env.set_state_backend(rocks)
+    assert env.get_configuration().to_dict()["state.backend.rocksdb.localdir"] == "/data/rocks"
+    with pytest.raises(ValueError, match="one directory"):
+        rocks.set_db_storage_paths("/a", "/b")
+    with pytest.raises(TypeError, match="enable_incremental_checkpointing"):
+        EmbeddedRocksDBStateBackend(enable_incremental_checkpointing="yes")  # type: ignore[arg-type]
+
+
+def test_rocksdb_memory_stays_within_the_managed_budget() -> None:
+    """state.backend.rocksdb.memory.managed with memory.fixed-per-slot: block cache and memtables
+    share one budget, whatever is written (here ~5x the budget)."""
+    _rocksdb_only()
+    from millstream.runtime.state.backends import KeyedBackendFactory
+    from millstream.runtime.task.environment import SimpleTaskEnvironment
+
+    budget = 4 << 20
+    env = SimpleTaskEnvironment(job_parameters={
+        **state_backends.job_parameters(), "state.backend.rocksdb.memory.managed": "true",
+        "state.backend.rocksdb.memory.fixed-per-slot": "4 mb", "state.backend.rocksdb.memory.write-buffer-ratio": "0.5"})
+    factory = KeyedBackendFactory(env)
+    b = factory.create("op")
+    s = handles(b)["value"]
+    blob = os.urandom(1000)
+    peak_tables = 0
+    for i in range(20_000):  # ~20 MB
+        b.set_current_key(i)
+        s.update(blob)
+        if i % 1000 == 0:
+            peak_tables = max(peak_tables, factory.db.db.property_int_value("rocksdb.cur-size-all-mem-tables"))
+    assert factory.db.cache.get_usage() <= budget * 1.1
+    assert peak_tables <= budget  # memtables charged to the cache, bounded with it
+    assert factory.db.write_buffer_manager.get_buffer_size() == budget // 2
+    factory.close()
+    unmanaged = KeyedBackendFactory(SimpleTaskEnvironment(job_parameters={
+        **state_backends.job_parameters(), "state.backend.rocksdb.memory.managed": "false"}))
+    unmanaged.create("op")
+    assert unmanaged.db.cache is None
+    unmanaged.close()
+
+
+def test_rocksdb_full_snapshot_off_the_task_thread_equals_the_synchronous_one() -> None:
+    """The writer thread's canonical key groups (read from the hard-linked RocksDB checkpoint) hold
+    what the backend's own snapshot holds: every kind, timers, and with cleanup_full_snapshot no
+    expired entry."""
+    _rocksdb_only()
+    from millstream.common.time import Time
+    from millstream.datastream.state import StateTtlConfig
+    from millstream.runtime.serialization import deserialize
+    from millstream.runtime.state.rocksdb_snapshot import take_native_snapshot
+
+    clock = ManualClock(1_000)
+    kgr = compute_key_group_range_for_operator_index(MAX_P, 1, 0)
+    b = state_backends.keyed_backend(MAX_P, 1, kgr, clock=clock.now_ms)
+    h = handles(b)
+    plain = b.get_value_state(ValueStateDescriptor("plain", Types.INT()))
+    descriptor = ValueStateDescriptor("expiring", Types.INT())
+    descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.milliseconds(100)).cleanup_full_snapshot().build())
+    expiring = b.get_value_state(descriptor)
+    for i in range(40):
+        b.set_current_key(i)
+        h["value"].update(i)
+        h["list"].add_all([i, -i])
+        h["map"].put(str(i), [i])
+        h["reducing"].add(i)
+        h["aggregating"].add(i)
+        plain.update(i)
+        if i % 2:
+            expiring.update(i)
+        b.event_timers.register(500 + i, i, b.current_key_group)
+    clock.advance(50)
+    for i in range(0, 40, 4):
+        b.set_current_key(i)
+        expiring.update(i)  # these stay unexpired
+    clock.advance(60)  # the odd keys' values (written at 1000) expired at 1100
+    expected = {kg: deserialize(blob) for kg, blob in b.snapshot().items()}
+    native = take_native_snapshot(b.db, {"op": b}, 1)
+    got = {kg: deserialize(blob) for kg, blob in native.canonical()["op"].items()}
+    normalize = lambda groups: {kg: ({n: (k, dict(sorted(e.items(), key=repr))) for n, (k, e) in p["states"].items()},
+                                     sorted(p["event_timers"]), sorted(p.get("ttl", []))) for kg, p in groups.items()}
+    assert normalize(got) == normalize(expected)
+    kept = {k for p in got.values() for k in p["states"].get("expiring", (None, {}))[1]}
+    assert kept == set(range(0, 40, 4))
+
+
+def test_the_rest_checkpoint_config_names_the_jobs_state_backend(tmp_path: Any) -> None:
+    """/jobs/:id/checkpoints/config says which backend the job runs on, as Flink's does."""
+    from millstream.jobmanager.checkpoint.settings import checkpointing_for_job
+    from millstream.jobmanager.rest.views import checkpoint_config
+
+    for backend, name in ((HashMapStateBackend(), "HashMapStateBackend"),
+                          (EmbeddedRocksDBStateBackend(), "EmbeddedRocksDBStateBackend")):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_state_backend(backend)
+        env.enable_checkpointing(1000)
+        env.from_collection([1]).print()
+        graph = env.get_job_graph("j").proto
+        checkpointing = checkpointing_for_job(graph, {"execution.checkpointing.dir": str(tmp_path)})
+        kind = graph.execution_config.configuration.get("state.backend.type", "hashmap")
+        assert checkpoint_config(checkpointing, kind)["state_backend"] == name
+
+
+def test_a_later_attempt_deletes_what_earlier_attempts_of_its_subtask_left() -> None:
+    """A TaskManager killed with SIGKILL never closes its tasks' RocksDB: the subtask's next attempt
+    removes those directories, and leaves other subtasks' and other jobs' alone."""
+    _rocksdb_only()
+    from millstream.runtime.state.backends import KeyedBackendFactory
+    from millstream.runtime.task.environment import SimpleTaskEnvironment
+
+    def factory(subtask: int, attempt: int, job: str = "ab") -> KeyedBackendFactory:
+        f = KeyedBackendFactory(SimpleTaskEnvironment(job_id=job, task_name="Reduce", subtask_index=subtask,
+                                                      parallelism=2, attempt_number=attempt,
+                                                      job_parameters=state_backends.job_parameters()))
+        f.create("op")
+        return f
+
+    left = [factory(0, 0), factory(1, 0), factory(0, 1, job="cd")]  # never closed: killed
+    parent = os.path.dirname(left[0].db.path)
+    assert len(os.listdir(parent)) == 3
+    later = factory(0, 2)
+    remaining = sorted(os.listdir(parent))
+    assert os.path.basename(left[0].db.path) not in remaining
+    assert {os.path.basename(f.db.path) for f in (left[1], left[2], later)} == set(remaining)
+    for f in (*left, later):
+        f.close()
