@@ -2,7 +2,8 @@
 
 ``run(spark, query, directory, disorder_ms, files_per_trigger)`` runs one query as a streaming
 query (file stream source, ``trigger(availableNow=True)``, memory sink in append mode) and returns
-``(rows, final watermark in ms or None)``; rows have the shapes of ``millstream_jobs``. The event-time
+``(rows, final watermark in ms or None)``; the timed run writes to the ``noop`` sink instead
+(``collect=False``) and returns no rows. Rows have the shapes of ``millstream_jobs``. The event-time
 queries put a watermark of the generator's out-of-orderness on the event time. Written as a Spark
 user would: columns and built-in functions, no Python UDFs.
 
@@ -138,7 +139,11 @@ def _query(spark: Any, query: str, directory: str, disorder_ms: int, files_per_t
     raise ValueError(f"unknown Nexmark query {query!r} (known: {', '.join(reference.QUERIES)})")
 
 
-def run(spark: Any, query: str, directory: str, disorder_ms: int, files_per_trigger: int = 1) -> tuple[list[tuple], int | None]:
+def run(spark: Any, query: str, directory: str, disorder_ms: int, files_per_trigger: int = 1,
+        collect: bool = True) -> tuple[list[tuple], int | None]:
+    """Runs ``query`` to the end of the input. ``collect``: into the memory sink, returning its rows
+    and the final watermark (the checked run); else into Spark's ``noop`` sink, which discards every
+    row (Nexmark's blackhole sink, the timed run), returning no rows."""
     from pyspark.errors import AnalysisException
 
     checkpoint = tempfile.mkdtemp(prefix="millstream-bench-nexmark-spark-")
@@ -147,12 +152,14 @@ def run(spark: Any, query: str, directory: str, disorder_ms: int, files_per_trig
     spark.conf.set("spark.sql.streaming.statefulOperator.checkCorrectness.enabled", "false" if query == "q4" else "true")
     try:
         try:
-            stream = (_query(spark, query, directory, disorder_ms, files_per_trigger).writeStream.outputMode(mode)
-                      .format("memory").queryName(name).option("checkpointLocation", checkpoint)
-                      .trigger(availableNow=True).start())
+            writer = _query(spark, query, directory, disorder_ms, files_per_trigger).writeStream.outputMode(mode)
+            writer = writer.format("memory").queryName(name) if collect else writer.format("noop")
+            stream = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
         except AnalysisException as exc:
             raise Unsupported(str(exc).splitlines()[0]) from exc
         stream.awaitTermination()
+        if not collect:
+            return [], None
         rows = [tuple(r) for r in spark.sql(f"SELECT * FROM {name}").collect()]
         progress = stream.lastProgress
         watermark = (progress or {}).get("eventTime", {}).get("watermark")
