@@ -48,7 +48,7 @@ class Unsupported(Exception):
     """The query cannot run as a Structured Streaming query."""
 
 
-def session(name: str = "nexmark-structured-streaming") -> Any:
+def session(name: str = "nexmark-structured-streaming", shuffle_partitions: int = 2) -> Any:
     import sys
 
     from pyspark.sql import SparkSession
@@ -56,7 +56,8 @@ def session(name: str = "nexmark-structured-streaming") -> Any:
     spark = (SparkSession.builder.master("local[2]").appName(name)
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.pyspark.python", sys.executable)
-             .config("spark.sql.shuffle.partitions", "2")  # the default 200 state stores per batch on 2 cores is far slower
+             # one per core: the default 200 state stores per batch on 2 cores is far slower (bench.py --shuffle-partitions)
+             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
              .config("spark.driver.memory", "4g")  # the memory sink holds q0 and q1's ~all bids in the driver: 1g dies in GC
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
