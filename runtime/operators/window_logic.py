@@ -191,11 +191,11 @@ class MergingWindowSet(Generic[W]):
                     self._mapping[new_window] = new_window
                     return new_window
                 (session,) = touched
-                merged = TimeWindow(min(start, session.start), max(end, session.end))
+                merged: Any = TimeWindow(min(start, session.start), max(end, session.end))
                 state_window = self._mapping.pop(session)
                 self._mapping[merged] = state_window
                 _call(merge_function, merged, {session}, state_window, [])
-                return merged  # type: ignore[return-value]
+                return merged
         self._dirty = True  # the new window is added or merged (a custom assigner's no-op merge only costs a write)
         collector = _Collector()
         self._assigner.merge_windows([*self._mapping, new_window], collector)
