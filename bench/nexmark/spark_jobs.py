@@ -2,7 +2,8 @@
 
 ``run(spark, query, directory, disorder_ms, files_per_trigger)`` runs one query as a streaming
 query (file stream source, ``trigger(availableNow=True)``, memory sink in append mode) and returns
-``(rows, final watermark in ms or None)``; rows have the shapes of ``millstream_jobs``. The event-time
+``(rows, final watermark in ms or None)``; the timed run writes to the ``noop`` sink instead
+(``collect=False``) and returns no rows. Rows have the shapes of ``millstream_jobs``. The event-time
 queries put a watermark of the generator's out-of-orderness on the event time. Written as a Spark
 user would: columns and built-in functions, no Python UDFs.
 
@@ -47,7 +48,7 @@ class Unsupported(Exception):
     """The query cannot run as a Structured Streaming query."""
 
 
-def session(name: str = "nexmark-structured-streaming") -> Any:
+def session(name: str = "nexmark-structured-streaming", shuffle_partitions: int = 2) -> Any:
     import sys
 
     from pyspark.sql import SparkSession
@@ -55,7 +56,8 @@ def session(name: str = "nexmark-structured-streaming") -> Any:
     spark = (SparkSession.builder.master("local[2]").appName(name)
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.pyspark.python", sys.executable)
-             .config("spark.sql.shuffle.partitions", "2")  # the default 200 state stores per batch on 2 cores is far slower
+             # one per core: the default 200 state stores per batch on 2 cores is far slower (bench.py --shuffle-partitions)
+             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
              .config("spark.driver.memory", "4g")  # the memory sink holds q0 and q1's ~all bids in the driver: 1g dies in GC
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
@@ -138,7 +140,11 @@ def _query(spark: Any, query: str, directory: str, disorder_ms: int, files_per_t
     raise ValueError(f"unknown Nexmark query {query!r} (known: {', '.join(reference.QUERIES)})")
 
 
-def run(spark: Any, query: str, directory: str, disorder_ms: int, files_per_trigger: int = 1) -> tuple[list[tuple], int | None]:
+def run(spark: Any, query: str, directory: str, disorder_ms: int, files_per_trigger: int = 1,
+        collect: bool = True) -> tuple[list[tuple], int | None]:
+    """Runs ``query`` to the end of the input. ``collect``: into the memory sink, returning its rows
+    and the final watermark (the checked run); else into Spark's ``noop`` sink, which discards every
+    row (Nexmark's blackhole sink, the timed run), returning no rows."""
     from pyspark.errors import AnalysisException
 
     checkpoint = tempfile.mkdtemp(prefix="millstream-bench-nexmark-spark-")
@@ -147,12 +153,14 @@ def run(spark: Any, query: str, directory: str, disorder_ms: int, files_per_trig
     spark.conf.set("spark.sql.streaming.statefulOperator.checkCorrectness.enabled", "false" if query == "q4" else "true")
     try:
         try:
-            stream = (_query(spark, query, directory, disorder_ms, files_per_trigger).writeStream.outputMode(mode)
-                      .format("memory").queryName(name).option("checkpointLocation", checkpoint)
-                      .trigger(availableNow=True).start())
+            writer = _query(spark, query, directory, disorder_ms, files_per_trigger).writeStream.outputMode(mode)
+            writer = writer.format("memory").queryName(name) if collect else writer.format("noop")
+            stream = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
         except AnalysisException as exc:
             raise Unsupported(str(exc).splitlines()[0]) from exc
         stream.awaitTermination()
+        if not collect:
+            return [], None
         rows = [tuple(r) for r in spark.sql(f"SELECT * FROM {name}").collect()]
         progress = stream.lastProgress
         watermark = (progress or {}).get("eventTime", {}).get("watermark")

@@ -28,7 +28,7 @@ from millstream.datastream.state import (
     StateDescriptor,
     ValueStateDescriptor,
 )
-from millstream.datastream.window import MergingWindowAssigner, Trigger, TriggerResult, Window, WindowAssigner
+from millstream.datastream.window import MAX_LONG_VALUE, MergingWindowAssigner, Trigger, TriggerResult, Window, WindowAssigner
 from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator, discard
 from millstream.runtime.operators.window_batch_path import FastWindowPath, fast_path_for
@@ -376,6 +376,7 @@ class WindowOperator(StreamOperator):
         skipped = True
         trigger, tctx = self._trigger, self._trigger_ctx
         if self._merging:
+            event_timers = self.backend.event_timers
             merging: MergingWindowSet[Window] = MergingWindowSet(self._assigner, self._merging_sets)  # type: ignore[arg-type]
             for window in windows:
                 actual = merging.add_window(window, lambda *args: self._merge(key, kg, *args))
@@ -390,7 +391,15 @@ class WindowOperator(StreamOperator):
                 tctx.window = actual
                 # ts is None for a record without a timestamp (processing time), as PyFlink passes it
                 self._act(trigger.on_element(record, ts, actual, tctx), key, kg, actual, state_window)  # type: ignore[arg-type]
-                self._register_cleanup_timer(actual)
+                # The cleanup timer, registered again for every element as Flink does (the queue
+                # keeps one; a trigger may have deleted its own timer at the same time), straight
+                # into the queue: most elements of a session land in an unchanged window.
+                if event_time:
+                    cleanup = actual.max_timestamp() + lateness
+                    if cleanup < MAX_LONG_VALUE:  # else the window is kept forever (cleanup_timer: None)
+                        event_timers.register(cleanup, (key, actual), kg)
+                else:
+                    self._register_cleanup_timer(actual)
             merging.persist()
         else:
             for window in windows:

@@ -129,17 +129,19 @@ class MergingWindowSet(Generic[W]):
         self._time_window_merging = type(assigner).merge_windows is _SessionWindows.merge_windows
         self._state = state
         self._mapping: dict[W, W] = dict(state.items()) if state is not None else {}
-        self._initial: dict[W, W] = dict(self._mapping)
+        # Whether the mapping may differ from the state's: a flag rather than a copy of the mapping
+        # to compare with, since the set is read for every element and most elements change nothing.
+        self._dirty = False
 
     def persist(self) -> None:
         """Write the mapping to the state, only if it changed since it was read."""
         if self._state is None:
             raise ValueError("this MergingWindowSet has no state to persist to")
-        if self._mapping != self._initial:
+        if self._dirty:
             self._state.clear()
             for window, state_window in self._mapping.items():
                 self._state.put(window, state_window)
-            self._initial = dict(self._mapping)
+            self._dirty = False
 
     def mapping(self) -> dict[W, W]:
         """A copy of the window -> state window mapping."""
@@ -156,6 +158,7 @@ class MergingWindowSet(Generic[W]):
         if window not in self._mapping:
             raise KeyError(f"Window {window} is not in the in-flight window set")
         del self._mapping[window]
+        self._dirty = True
 
     def add_window(self, new_window: W, merge_function: MergeFunction[W] | Callable[..., None]) -> W:
         """Add ``new_window``; returns the window it ended up in (itself, or the merged window).
@@ -171,10 +174,29 @@ class MergingWindowSet(Generic[W]):
             # Nexmark's q11, four in five).
             new: Any = new_window
             start, end = new.start, new.end
+            touched: list[Any] = []
             for window in self._mapping:
                 session: Any = window  # a TimeWindow, as every window of a session assigner
                 if session.start <= start and end <= session.end:
                     return window
+                if session.start <= end and start <= session.end:  # TimeWindow.intersects: overlap or touch
+                    touched.append(session)
+            # A new window touching none or one in-flight window (a session growing by an element
+            # at its end, most of the others): the full merge below would find no merge, or just
+            # this one, since the cover of two intersecting windows reaches no third one that
+            # neither reaches. Two or more: the full merge.
+            if len(touched) <= 1:
+                self._dirty = True
+                if not touched:
+                    self._mapping[new_window] = new_window
+                    return new_window
+                (session,) = touched
+                merged: Any = TimeWindow(min(start, session.start), max(end, session.end))
+                state_window = self._mapping.pop(session)
+                self._mapping[merged] = state_window
+                _call(merge_function, merged, {session}, state_window, [])
+                return merged
+        self._dirty = True  # the new window is added or merged (a custom assigner's no-op merge only costs a write)
         collector = _Collector()
         self._assigner.merge_windows([*self._mapping, new_window], collector)
         result_window = new_window

@@ -274,16 +274,34 @@ def test_a_window_inside_a_session_skips_the_merge(monkeypatch: pytest.MonkeyPat
     sessions = MergingWindowSet(EventTimeSessionWindows(10))
     merge = Recording()
     assert sessions.add_window(TW(0, 10), merge) == TW(0, 10)
+    assert sessions.add_window(TW(3, 13), merge) == TW(0, 10).cover(TW(3, 13))
+    assert len(merge.calls) == 1
+    assert sessions.add_window(TW(3, 13), merge) == TW(0, 13)  # inside the session: no merge to compute
     assert sessions.add_window(TW(5, 15), merge) == TW(0, 15)
-    assert len(calls) == 2
-    assert sessions.add_window(TW(3, 13), merge) == TW(0, 15)  # inside the session: no merge to compute
-    assert sessions.add_window(TW(5, 15), merge) == TW(0, 15)
-    assert len(calls) == 2 and len(merge.calls) == 1
+    assert len(merge.calls) == 2
     assert sessions.mapping() == {TW(0, 15): TW(0, 10)}
     slow = MergingWindowSet(_SlowPathSessions(10))
+    before = len(calls)
     for w in (TW(0, 10), TW(5, 15), TW(3, 13)):
         slow.add_window(w, Recording())
-    assert len(calls) == 5  # an assigner that overrides merge_windows always merges through it
+    assert len(calls) == before + 3  # an assigner that overrides merge_windows always merges through it
+
+
+def test_a_window_touching_one_session_grows_it_without_the_full_merge(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = TimeWindow.merge_windows
+    monkeypatch.setattr(TimeWindow, "merge_windows", staticmethod(lambda ws, cb: (calls.append(1), real(ws, cb))))
+    sessions = MergingWindowSet(EventTimeSessionWindows(10))
+    merge = Recording()
+    assert sessions.add_window(TW(0, 10), merge) == TW(0, 10)  # touches nothing: in flight as it is
+    assert sessions.add_window(TW(30, 40), merge) == TW(30, 40)
+    assert sessions.add_window(TW(5, 15), merge) == TW(0, 15)  # grows the one session it overlaps
+    assert sessions.add_window(TW(15, 25), merge) == TW(0, 25)  # touching merges too, as TimeWindow.intersects
+    assert calls == [] and len(merge.calls) == 2
+    assert sessions.mapping() == {TW(0, 25): TW(0, 10), TW(30, 40): TW(30, 40)}
+    assert sessions.add_window(TW(24, 31), merge) == TW(0, 40)  # bridges two sessions: the full merge
+    assert calls == [1] and len(merge.calls) == 3
+    assert list(sessions.mapping()) == [TW(0, 40)]
 
 
 def test_the_shortcut_gives_what_the_full_merge_gives() -> None:
