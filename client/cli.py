@@ -581,8 +581,8 @@ def build_parser() -> argparse.ArgumentParser:
                                             "besides the periodic ones, and prints its id once it is complete.")
     checkpoint.add_argument("job_id", metavar="JOB_ID", help="the job's id")
     checkpoint.add_argument("--full", action="store_true",
-                            help="a full checkpoint (Flink's -full; not honoured yet by jobs with incremental "
-                                 "RocksDB checkpoints, whose checkpoints by hand are incremental too)")
+                            help="a full checkpoint (Flink's -full): keyed state written whole, also by a job "
+                                 "with incremental RocksDB checkpoints")
     checkpoint.add_argument("--timeout", type=float, default=600.0,
                             help="seconds to wait for the checkpoint (default: 600)")
     checkpoint.set_defaults(func=_checkpoint)

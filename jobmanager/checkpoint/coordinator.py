@@ -217,6 +217,7 @@ class TriggerCheckpoint:
     stop: bool = False  # stop-with-savepoint's synchronous savepoint (the tasks end once it completes)
     drain: bool = False  # with stop: the tasks end their input first (MAX_WATERMARK)
     savepoint: bool = False  # keyed state in the canonical format (RocksDB: not incremental)
+    full: bool = False  # a checkpoint of Flink's FULL type: canonical too, but kept as a checkpoint
 
 
 @dataclass(frozen=True)
@@ -430,16 +431,16 @@ class CheckpointCoordinator:
         self._queued_periodic = False
 
     def trigger_now(self, now_ms: float, tasks: Iterable[TaskSnapshot], stop: bool = False,
-                    drain: bool = False, savepoint: bool = True) -> list[Command]:
+                    drain: bool = False, savepoint: bool = True, full: bool = False) -> list[Command]:
         """A forced checkpoint (a savepoint): starts at once, ignoring the min pause, unless one is
         in flight (then nothing: ask again once it ended). The TriggerCheckpoint names its id.
         ``stop``/``drain``: stop-with-savepoint's synchronous savepoint, carried to the tasks.
         ``savepoint`` False: a checkpoint triggered by hand (Flink's ``POST /jobs/:id/checkpoints``),
-        counted and kept as a periodic one is."""
+        counted and kept as a periodic one is; ``full`` with it: Flink's FULL type (not incremental)."""
         if self._pending is not None:
             return []
         commands = self._trigger(now_ms, list(tasks), forced=savepoint)
-        return [dataclasses.replace(c, stop=stop, drain=drain, savepoint=savepoint) if isinstance(c, TriggerCheckpoint) else c
+        return [dataclasses.replace(c, stop=stop, drain=drain, savepoint=savepoint, full=full) if isinstance(c, TriggerCheckpoint) else c
                 for c in commands]
 
     def _run_queued(self, now_ms: float, tasks: Iterable[TaskSnapshot]) -> list[Command]:

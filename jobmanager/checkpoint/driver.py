@@ -94,6 +94,7 @@ class _SavepointRequest:
     stop: bool = False
     checkpoint_id: Optional[int] = None
     drain: bool = False
+    full: bool = False  # a checkpoint by hand of Flink's FULL type
 
     @property
     def what(self) -> str:
@@ -297,17 +298,18 @@ class CheckpointDriver:
         self._try_savepoint()
         return request.future
 
-    def trigger_checkpoint(self) -> asyncio.Future[int]:
+    def trigger_checkpoint(self, full: bool = False) -> asyncio.Future[int]:
         """A checkpoint now, besides the periodic ones (Flink's manually triggered checkpoint); the
-        future resolves to its id once it completed (or fails with a SavepointError). Flink's FULL,
-        INCREMENTAL and CONFIGURED types all take the job's configured kind (incremental for a job
-        with incremental RocksDB checkpoints, full otherwise): FULL is not honoured yet.
+        future resolves to its id once it completed (or fails with a SavepointError). ``full``:
+        Flink's FULL type, keyed state written whole in the canonical format even by a job with
+        incremental RocksDB checkpoints (whose next incremental checkpoint then uploads all its
+        files again); CONFIGURED and INCREMENTAL take the job's configured kind.
         It waits for a checkpoint in flight, as a savepoint does."""
         if not self._running:
             raise SavepointError("the job's tasks are not all running yet; try again in a moment")
         if self._savepoint is not None:
             raise SavepointError(f"a {self._savepoint.what} of this job is in progress already")
-        request = self._savepoint = _SavepointRequest(None, asyncio.get_running_loop().create_future())
+        request = self._savepoint = _SavepointRequest(None, asyncio.get_running_loop().create_future(), full=full)
         self._try_savepoint()
         return request.future
 
@@ -316,7 +318,7 @@ class CheckpointDriver:
         if request is None or request.checkpoint_id is not None or self.coordinator.pending is not None:
             return
         commands = self.coordinator.trigger_now(now_ms(), self.core.checkpoint_tasks(), request.stop, request.drain,
-                                                savepoint=request.target is not None)
+                                                savepoint=request.target is not None, full=request.full)
         triggered = [c for c in commands if isinstance(c, TriggerCheckpoint)]
         if not triggered:
             self._savepoint_failed(self.coordinator.stats.last_failure_message or "the checkpoint could not start")
@@ -360,7 +362,7 @@ class CheckpointDriver:
                     self._to_task(attempt_id, "trigger_checkpoint", cpb.TriggerCheckpointRequest(
                         execution_attempt_id=attempt_id, checkpoint_id=command.checkpoint_id,
                         timestamp_ms=int(command.timestamp_ms + self._wall_minus_monotonic_ms),
-                        stop=command.stop, drain=command.drain, savepoint=command.savepoint))
+                        stop=command.stop, drain=command.drain, savepoint=command.savepoint or command.full))
             elif isinstance(command, FinalizeCheckpoint):
                 self._spawn(self._finalize(command))
             elif isinstance(command, NotifyCheckpointComplete):

@@ -455,14 +455,14 @@ class Dispatcher(DispatcherGateway):
 
         return run()
 
-    def trigger_checkpoint(self, job_id: bytes) -> Awaitable[int]:
-        """Checks the request now (a DispatcherError: NOT_FOUND, FAILED_PRECONDITION) and returns
+    def trigger_checkpoint(self, job_id: bytes, full: bool = False) -> Awaitable[int]:
+        """``full``: Flink's FULL checkpoint type (RocksDB: not incremental). Checks the request now (a DispatcherError: NOT_FOUND, FAILED_PRECONDITION) and returns
         the checkpoint being taken: it resolves to its id or raises a DispatcherError."""
         job_master = self.core.checkpoint(job_id)
 
         async def run() -> int:
             try:
-                return await job_master.checkpoint()
+                return await job_master.checkpoint(full)
             except (SavepointError, CheckpointStorageError) as exc:
                 raise DispatcherError(ErrorKind.FAILED_PRECONDITION, f"Checkpoint of job {job_id.hex()}: {exc}") from exc
 
@@ -559,7 +559,7 @@ class DispatcherServicer(cpb_grpc.DispatcherServicer):
 
     async def TriggerCheckpoint(self, request, context):  # noqa: N802, ANN001, ANN201
         try:
-            checkpoint_id = await self.dispatcher.trigger_checkpoint(request.job_id)
+            checkpoint_id = await self.dispatcher.trigger_checkpoint(request.job_id, request.full)
         except DispatcherError as exc:
             await context.abort(grpc_status(exc), str(exc))
         return cpb.CheckpointResponse(checkpoint_id=checkpoint_id)

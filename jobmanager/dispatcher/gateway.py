@@ -37,7 +37,7 @@ class DispatcherGateway(Protocol):
         which resolves to its path."""
         ...
 
-    def trigger_checkpoint(self, job_id: bytes) -> Awaitable[int]:
+    def trigger_checkpoint(self, job_id: bytes, full: bool = False) -> Awaitable[int]:
         """Checks the request at once (raises if refused) and returns the checkpoint being taken,
         which resolves to its id."""
         ...

@@ -245,13 +245,13 @@ class JobMaster:
                                      f"finishing{': ' + failure if failure else ''}")
         return path
 
-    async def checkpoint(self) -> int:
+    async def checkpoint(self, full: bool = False) -> int:
         """Takes a checkpoint now (Flink's manually triggered one) and answers its id once it is
         complete. Raises SavepointError (no checkpointing, tasks not running, one in progress)."""
         if self.checkpoints is None:
             raise SavepointError("the job takes no checkpoints: a checkpoint by hand needs checkpointing "
                                  "(env.enable_checkpointing(ms) or execution.checkpointing.interval)")
-        return await self.checkpoints.trigger_checkpoint()
+        return await self.checkpoints.trigger_checkpoint(full)
 
     def _job_end(self) -> Awaitable[JobStatus]:
         """The job's globally terminal status, once it has one."""

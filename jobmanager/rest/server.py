@@ -84,7 +84,7 @@ class RestSource(Protocol):
     def configuration(self) -> dict[str, str]:
         """The JobManager's configuration: every key set, as text."""
         ...
-    def start_checkpoint(self, job_id: bytes) -> Awaitable[int]:
+    def start_checkpoint(self, job_id: bytes, full: bool = False) -> Awaitable[int]:
         """Checks now (NotFound, Conflict); the awaitable takes a checkpoint and gives its id."""
         ...
     def dispose_savepoint(self, path: str) -> Awaitable[str]:
@@ -619,11 +619,11 @@ class RestServer:
         """Flink's CheckpointTriggerHandler: 202 with a trigger id at once; refusals known now (no
         such job, not running, no checkpointing) are answered at once too."""
         job = self._job_view(request)
-        _, trigger_id = views.checkpoint_trigger_request(await self._json_body(request))
+        kind, trigger_id = views.checkpoint_trigger_request(await self._json_body(request))
         key = (job.summary.job_id.hex(), trigger_id or "")
         if trigger_id is not None and key in self._checkpoint_ops:  # a retry: the same operation
             return _json({"request-id": trigger_id}, 202)
-        taking = self._source.start_checkpoint(job.summary.job_id)
+        taking = self._source.start_checkpoint(job.summary.job_id, full=kind == "FULL")
         operation = views.TriggeredOperation(trigger_id or os.urandom(16).hex())
         self._keep(self._checkpoint_ops, (key[0], operation.trigger_id), operation)
         self._run_operation(operation, taking)
@@ -743,9 +743,9 @@ class JobManagerSource:
     def configuration(self) -> dict[str, str]:
         return dict(self._jm.config.to_dict(as_strings=True))
 
-    def start_checkpoint(self, job_id: bytes) -> Awaitable[int]:
+    def start_checkpoint(self, job_id: bytes, full: bool = False) -> Awaitable[int]:
         try:
-            return self._dispatcher.trigger_checkpoint(job_id)
+            return self._dispatcher.trigger_checkpoint(job_id, full)
         except DispatcherError as exc:
             raise _rest_error(exc) from None
 

@@ -118,6 +118,48 @@ def test_fifty_incremental_checkpoints_with_three_retained_leave_no_orphan_share
             poll_for(lambda: ended(client, job_id), 60, what="the cancelled job to end")
 
 
+def test_a_full_checkpoint_by_hand_writes_no_shared_files_in_an_incremental_job(cluster, checkpoint_dir,
+                                                                                tmp_path) -> None:
+    """Flink's FULL checkpoint type (``millstream checkpoint --full``, REST ``checkpointType: FULL``):
+    an incremental RocksDB job's checkpoint by hand references shared SST files, a FULL one writes
+    its keyed state whole and references none, and the next one is incremental again."""
+    from millstream.runtime.checkpoint_storage import METADATA_FILE, CompletedCheckpointStore
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.set_state_backend(EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=True))
+    env.enable_checkpointing(3_600_000)  # only the checkpoints taken by hand below
+    counting_job(env, tmp_path / "out", 10_000_000, 3000)
+    with ClusterClient(cluster.address) as client:
+        job_id = client.submit(env.get_job_graph("full checkpoint by hand").proto)
+        try:
+            def references(full: bool) -> set[str]:
+                checkpoint_id = poll_for(lambda: _checkpoint_or_none(client, job_id, full), 60, interval=0.5,
+                                         what="a checkpoint by hand")
+                directory = checkpoint_dir / job_id.hex() / f"chk-{checkpoint_id}"
+                assert (directory / METADATA_FILE).is_file()
+                return CompletedCheckpointStore.shared_references(directory)
+
+            assert references(full=False), "a CONFIGURED checkpoint of an incremental job references shared files"
+            assert references(full=True) == set(), "a FULL checkpoint references no shared file"
+            assert references(full=False), "the checkpoint after a FULL one is incremental again"
+        finally:
+            client.cancel(job_id)
+            poll_for(lambda: ended(client, job_id), 60, what="the cancelled job to end")
+
+
+def _checkpoint_or_none(client: ClusterClient, job_id: bytes, full: bool) -> int | None:
+    """A checkpoint by hand, or None while the job's tasks are not all running yet."""
+    import grpc
+
+    try:
+        return client.checkpoint(job_id, full=full, timeout_s=60)
+    except grpc.RpcError as exc:
+        if "not all running" in str(exc.details()):
+            return None
+        raise
+
+
 def test_kill_9_of_a_task_manager_under_incremental_rocksdb_checkpoints_gives_exact_state(tmp_path) -> None:
     """A TaskManager killed with SIGKILL after two incremental checkpoints: the job restarts on the
     others from the last completed checkpoint (its RocksDB files read back from shared/) and the
