@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping, Sequence, Union
+from typing import Any, Mapping, Sequence, Union
 
 from millstream.runtime.execution_state import JobStatus
 
@@ -394,3 +394,19 @@ class AdaptiveScheduler:
             self.state = State.EXECUTING
             return self.resources_changed(self.slots)
         return []
+
+
+def adaptive_settings(config: Any) -> AdaptiveSettings | None:
+    """The cluster's adaptive scheduler settings from its Configuration, or None for the default
+    scheduler. ``scheduler-mode: reactive`` implies the adaptive scheduler and waits for ever."""
+    from millstream.runtime import config as cfg
+
+    reactive = config.get(cfg.SCHEDULER_MODE) == "reactive"
+    if config.get(cfg.JOBMANAGER_SCHEDULER) != "adaptive" and not reactive:
+        return None
+    return AdaptiveSettings(
+        min_parallelism_increase=config.get(cfg.ADAPTIVE_MIN_PARALLELISM_INCREASE),
+        resource_stabilization_timeout_ms=config.get(cfg.ADAPTIVE_RESOURCE_STABILIZATION_TIMEOUT),
+        resource_wait_timeout_ms=-1 if reactive else config.get(cfg.ADAPTIVE_RESOURCE_WAIT_TIMEOUT),
+        reactive=reactive,
+    )
