@@ -254,6 +254,7 @@ class JobMasterCore:
         self._restarting_regions: dict[int, tuple[int, bool]] = {}  # region -> (restart number, backoff elapsed)
         self.adaptive: AdaptiveScheduler | None = None  # jobmanager.scheduler: adaptive (enable_adaptive)
         self._resources_lost = False  # the failure being handled is a lost TaskManager's
+        self._adaptive_deployed = False  # the adaptive scheduler created an execution graph already
 
     # -- the adaptive scheduler ----------------------------------------------------------------
 
@@ -310,7 +311,9 @@ class JobMasterCore:
         self._upstream, self._group_producers = {}, {}
         self.regions = pipelined_regions(self.graph)
         self._region_of = {ev.id: i for i, region in enumerate(self.regions) for ev in region}
-        attempt = 1 + max((e.attempt_number for e in old.values()), default=-1)
+        # the first graph's attempts are number 0; every later graph's come after the last ones
+        attempt = 1 + max((e.attempt_number for e in old.values()), default=-1) if self._adaptive_deployed else 0
+        self._adaptive_deployed = True
         for ev in self.graph.all_execution_vertices():
             self._new_attempt(ev, attempt)
         if self.status is not JobStatus.RUNNING:
@@ -786,10 +789,13 @@ class JobMasterCore:
             self._restarting_regions.clear()  # a whole-job restart or failure covers them
             self._stopping = False  # a failure while stopping: the stop failed, the job restarts or fails
             if self.adaptive is not None:
-                # Reactive mode scales down on a lost TaskManager without asking the strategy.
-                uncounted = self._resources_lost and self.adaptive.settings.reactive
+                # Reactive mode scales down on a lost TaskManager without asking the strategy. A
+                # secondary failure (an exchange broke) is never a root cause: it is what the other
+                # end's loss looks like first, before the heartbeats or the probes find it lost.
+                lost = self._resources_lost or failure.secondary
+                uncounted = lost and self.adaptive.settings.reactive
                 allowed = restartable and self.status is JobStatus.RUNNING and (uncounted or self._restart_allowed())
-                decision = self.adaptive.task_failed(allowed, self._resources_lost)
+                decision = self.adaptive.task_failed(allowed, lost)
                 restartable = allowed and any(isinstance(c, adaptive_scheduler.RestartTasks) for c in decision)
                 if uncounted and restartable:
                     log.info("job %s: %s", self.job_id.hex(), "a TaskManager was lost: scaling down")

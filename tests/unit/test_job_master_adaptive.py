@@ -44,7 +44,7 @@ def _offer(core: JobMasterCore, tm: str, n: int, first: int) -> list:
 
 
 def _fire(core: JobMasterCore, commands: list, kind: str = "stabilization") -> list:
-    [timer] = [c for c in commands if isinstance(c, StartAdaptiveTimer) and c.kind == kind]
+    timer = [c for c in commands if isinstance(c, StartAdaptiveTimer) and c.kind == kind][-1]  # the latest
     return _built(core, core.adaptive_timer_elapsed(timer.kind, timer.epoch))
 
 
@@ -148,3 +148,37 @@ def test_the_settings_come_from_the_cluster_configuration() -> None:
         adaptive_settings(bad)
     with pytest.raises(ValueError, match="jobmanager.scheduler"):
         cfg.Configuration.from_dict({cfg.JOBMANAGER_SCHEDULER.key: "fancy"})
+
+
+def test_the_first_graph_runs_attempt_0_and_a_rescaled_one_the_next_attempt() -> None:
+    core = _core(AdaptiveSettings(resource_stabilization_timeout_ms=500))
+    core.start()
+    _fire(core, _offer(core, "tm-1", 1, 0))
+    assert {e.attempt_number for e in core.current_executions()} == {0}
+    _run_all(core)
+    _fire(core, _offer(core, "tm-2", 1, 1))
+    _cancelled(core, _built(core, core.checkpoint_completed()))
+    assert {e.attempt_number for e in core.current_executions()} == {1}
+
+
+def test_in_reactive_mode_a_broken_exchange_seen_before_the_lost_task_manager_is_not_counted() -> None:
+    core = _core(AdaptiveSettings(resource_stabilization_timeout_ms=500, reactive=True, resource_wait_timeout_ms=-1))
+    core.start()
+    _fire(core, _offer(core, "tm-1", 1, 0) + _offer(core, "tm-2", 1, 1))
+    _run_all(core)
+    survivor = next(e for e in core.current_executions() if e.slot.resource_id == "tm-1")
+    commands = core.update_task_state(survivor.attempt_id, S.FAILED,
+                                      cpb.JobFailure(message="exchange broke", secondary=True))
+    assert core.status is JobStatus.RESTARTING  # NoRestart, yet not FAILING
+    commands += core.task_manager_lost("tm-2", "killed")
+    _cancelled(core, commands)
+    assert core.status is JobStatus.RUNNING and _parallelism(core) == {1}
+
+
+def test_cancel_while_waiting_for_resources_cancels_the_job_and_its_timers() -> None:
+    core = _core(AdaptiveSettings(resource_stabilization_timeout_ms=500))
+    core.start()
+    commands = _offer(core, "tm-1", 1, 0)
+    core.cancel()
+    assert core.status is JobStatus.CANCELED
+    assert _fire(core, commands) == []

@@ -1,0 +1,87 @@
+"""The adaptive scheduler and reactive mode on a real cluster (JobManager and TaskManager
+processes, gRPC, Spark, files), as Flink documents them: a job starts with the slots there are,
+a TaskManager that joins makes it rescale up from its latest checkpoint, and in reactive mode a
+TaskManager killed with -9 makes it scale down, not fail; its keyed counts stay exact and its
+FileSink output holds every record exactly once through every rescale."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from millstream.client.cluster_client import ClusterClient
+from millstream.datastream import StreamExecutionEnvironment
+from millstream.runtime.execution_state import JobStatus
+
+from .harness import ancestors, poll_for, ProcessCluster
+from .jobs import assert_exactly_once, ended, NotePid, visible_lines
+from .test_checkpoints import counting_job
+
+pytestmark = pytest.mark.timeout(480)
+
+
+def running_parallelism(client: ClusterClient, job_id: bytes) -> set[int] | None:
+    """Every vertex's parallelism while all its current tasks run (None before, or while restarting)."""
+    summary = client.status(job_id)
+    assert not JobStatus.from_proto(summary.status).is_terminal(), summary.failure.message
+    vertices = list(summary.vertices)
+    if not vertices or any(dict(v.tasks_per_state) != {"RUNNING": v.parallelism} for v in vertices):
+        return None
+    return {v.parallelism for v in vertices}
+
+
+def test_a_job_starts_below_its_parallelism_and_rescales_up_when_a_task_manager_joins(tmp_path: Path) -> None:
+    options = {"jobmanager.scheduler": "adaptive",
+               "jobmanager.adaptive-scheduler.resource-stabilization-timeout": "1 s",
+               "execution.checkpointing.dir": str(tmp_path / "checkpoints")}
+    with ProcessCluster(tmp_path, slots=1, tasks_per_slot=3, taskmanagers=1, jobmanager_options=options) as cluster:
+        out, count = tmp_path / "out", 9000
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)  # the wish: one 1-slot TaskManager gives it 1
+        env.enable_checkpointing(300)
+        counting_job(env, out, count, 120)
+        with ClusterClient(cluster.address) as client:
+            job_id = client.submit(env.get_job_graph("adaptive, 1 then 2 slots").proto)
+            assert poll_for(lambda: running_parallelism(client, job_id), 120, what="the job running") == {1}
+            poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1, 60, what="a checkpoint")
+            cluster.add_taskmanagers(1)
+            poll_for(lambda: running_parallelism(client, job_id) == {2}, 240, interval=0.5,
+                     what="the job running at parallelism 2")
+            assert len(visible_lines(out)) < count, "the job ended before it could rescale: slow it down"
+            summary = poll_for(lambda: ended(client, job_id), 240, interval=0.5, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.checkpoints.latest_restored_id >= 1  # the rescale resumed from a checkpoint
+    assert {v.parallelism for v in summary.vertices} == {2}
+    assert_exactly_once(out, count)
+
+
+def test_reactive_mode_scales_down_without_failing_when_a_task_manager_is_killed(tmp_path: Path) -> None:
+    options = {"scheduler-mode": "reactive",
+               "jobmanager.adaptive-scheduler.resource-stabilization-timeout": "1 s",
+               "execution.checkpointing.dir": str(tmp_path / "checkpoints")}
+    with ProcessCluster(tmp_path, slots=1, tasks_per_slot=3, taskmanagers=2, jobmanager_options=options) as cluster:
+        out, pids, count = tmp_path / "out", tmp_path / "pids", 9000
+        pids.mkdir()
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(1)  # reactive mode ignores it: every slot, up to the max parallelism
+        env.enable_checkpointing(300)
+        # the default scheduler would fail this job when a TaskManager is lost
+        from millstream.common.restart_strategy import RestartStrategies
+        env.set_restart_strategy(RestartStrategies.no_restart())
+        counting_job(env, out, count, 150, NotePid(str(pids)))
+        with ClusterClient(cluster.address) as client:
+            job_id = client.submit(env.get_job_graph("reactive, kill -9").proto)
+            assert poll_for(lambda: running_parallelism(client, job_id), 120, what="the job running") == {2}
+            poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two checkpoints")
+            pid = int((pids / "pid-1-0").read_text())  # subtask 1's first attempt
+            victims = [tm for tm in cluster.taskmanagers if tm.pid in ancestors(pid)]
+            assert len(victims) == 1
+            victims[0].kill()
+            victims[0].wait(10)
+            poll_for(lambda: running_parallelism(client, job_id) == {1}, 120, interval=0.5,
+                     what="the job running at parallelism 1")
+            assert len(visible_lines(out)) < count, "the job ended before it could rescale: slow it down"
+            summary = poll_for(lambda: ended(client, job_id), 240, interval=0.5, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.checkpoints.latest_restored_id >= 2
+    assert_exactly_once(out, count)
