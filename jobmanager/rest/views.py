@@ -263,9 +263,20 @@ def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:
         "timestamps": {state.value: job.timestamps.get(state.value, 0) for state in JobStatus},
         "vertices": [_vertex(v, job, now_ms) for v in s.vertices],
         "status-counts": _all_states(s.tasks_per_state),
-        "plan": dict(job.plan),
+        "plan": _current_plan(job.plan, s.vertices),
         "pending-operators": 0,  # every operator is scheduled at once
     }
+
+
+def _current_plan(plan: Mapping[str, Any], vertices: Iterable[cpb.VertexSummary]) -> dict[str, Any]:
+    """The submitted plan with each node's current parallelism: the adaptive scheduler rescales a
+    running job, and Flink's plan follows (a node the summary does not list keeps its own)."""
+    current = {v.vertex_id.hex(): v.parallelism for v in vertices}
+    out = dict(plan)
+    if "nodes" in plan:
+        out["nodes"] = [{**node, "parallelism": current.get(node.get("id", ""), node.get("parallelism"))}
+                        for node in plan["nodes"]]
+    return out
 
 
 def job_plan(graph: pb.JobGraph) -> dict[str, Any]:

@@ -21,11 +21,14 @@ pytestmark = pytest.mark.timeout(480)
 
 
 def running_parallelism(client: ClusterClient, job_id: bytes) -> set[int] | None:
-    """Every vertex's parallelism while all its current tasks run (None before, or while restarting)."""
+    """Every vertex's parallelism once all its current tasks are deployed and running (None before,
+    or while restarting). A source subtask may have finished: after a rescale the bounded
+    generator's splits stay with the subtasks that had them, as Flink's operator state does."""
     summary = client.status(job_id)
     assert not JobStatus.from_proto(summary.status).is_terminal(), summary.failure.message
     vertices = list(summary.vertices)
-    if not vertices or any(dict(v.tasks_per_state) != {"RUNNING": v.parallelism} for v in vertices):
+    if not vertices or any(set(v.tasks_per_state) - {"RUNNING", "FINISHED"} or "RUNNING" not in v.tasks_per_state
+                           or sum(v.tasks_per_state.values()) != v.parallelism for v in vertices):
         return None
     return {v.parallelism for v in vertices}
 
