@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Mapping, Sequence, Union
 
+from millstream.runtime import config as cfg
 from millstream.runtime.execution_state import JobStatus
 
 
@@ -399,8 +400,6 @@ class AdaptiveScheduler:
 def adaptive_settings(config: Any) -> AdaptiveSettings | None:
     """The cluster's adaptive scheduler settings from its Configuration, or None for the default
     scheduler. ``scheduler-mode: reactive`` implies the adaptive scheduler and waits for ever."""
-    from millstream.runtime import config as cfg
-
     reactive = config.get(cfg.SCHEDULER_MODE) == "reactive"
     if config.get(cfg.JOBMANAGER_SCHEDULER) != "adaptive" and not reactive:
         return None

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from millstream.client.cluster_client import ClusterClient
+from millstream.common.restart_strategy import RestartStrategies
 from millstream.datastream import StreamExecutionEnvironment
 from millstream.runtime.execution_state import JobStatus
 
@@ -58,33 +59,37 @@ def test_a_job_starts_below_its_parallelism_and_rescales_up_when_a_task_manager_
     assert_exactly_once(out, count)
 
 
-def test_reactive_mode_scales_down_without_failing_when_a_task_manager_is_killed(tmp_path: Path) -> None:
+def test_reactive_mode_scales_up_when_a_task_manager_joins_and_down_without_failing_when_one_is_killed(tmp_path: Path) -> None:
     options = {"scheduler-mode": "reactive",
                "jobmanager.adaptive-scheduler.resource-stabilization-timeout": "1 s",
                "execution.checkpointing.dir": str(tmp_path / "checkpoints")}
-    with ProcessCluster(tmp_path, slots=1, tasks_per_slot=3, taskmanagers=2, jobmanager_options=options) as cluster:
-        out, pids, count = tmp_path / "out", tmp_path / "pids", 9000
+    with ProcessCluster(tmp_path, slots=1, tasks_per_slot=3, taskmanagers=1, jobmanager_options=options) as cluster:
+        out, pids, count = tmp_path / "out", tmp_path / "pids", 12_000
         pids.mkdir()
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(1)  # reactive mode ignores it: every slot, up to the max parallelism
         env.enable_checkpointing(300)
         # the default scheduler would fail this job when a TaskManager is lost
-        from millstream.common.restart_strategy import RestartStrategies
         env.set_restart_strategy(RestartStrategies.no_restart())
         counting_job(env, out, count, 150, NotePid(str(pids)))
         with ClusterClient(cluster.address) as client:
-            job_id = client.submit(env.get_job_graph("reactive, kill -9").proto)
-            assert poll_for(lambda: running_parallelism(client, job_id), 120, what="the job running") == {2}
-            poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 60, what="two checkpoints")
-            pid = int((pids / "pid-1-0").read_text())  # subtask 1's first attempt
+            job_id = client.submit(env.get_job_graph("reactive, join then kill -9").proto)
+            assert poll_for(lambda: running_parallelism(client, job_id), 120, what="the job running") == {1}
+            cluster.add_taskmanagers(1)
+            poll_for(lambda: running_parallelism(client, job_id) == {2}, 240, interval=0.5,
+                     what="the job running at parallelism 2")
+            rescaled = client.status(job_id).checkpoints.num_completed
+            poll_for(lambda: client.status(job_id).checkpoints.num_completed >= rescaled + 2, 60, what="two checkpoints more")
+            pid = int((pids / "pid-1-1").read_text())  # subtask 1, in the rescaled graph (attempt 1)
             victims = [tm for tm in cluster.taskmanagers if tm.pid in ancestors(pid)]
             assert len(victims) == 1
             victims[0].kill()
             victims[0].wait(10)
             poll_for(lambda: running_parallelism(client, job_id) == {1}, 120, interval=0.5,
-                     what="the job running at parallelism 1")
+                     what="the job running at parallelism 1 again")
             assert len(visible_lines(out)) < count, "the job ended before it could rescale: slow it down"
-            summary = poll_for(lambda: ended(client, job_id), 240, interval=0.5, what="the job to end")
+            summary = poll_for(lambda: ended(client, job_id), 300, interval=0.5, what="the job to end")
     assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
-    assert summary.checkpoints.latest_restored_id >= 2
+    assert summary.num_restarts == 2  # two rescales; the restart strategy (none) was never asked
+    assert {v.parallelism for v in summary.vertices} == {1}
     assert_exactly_once(out, count)
