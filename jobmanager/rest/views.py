@@ -60,6 +60,7 @@ class JobView:
     exceptions: tuple[ExceptionHistoryEntry, ...] = ()  # root causes of failed attempts, oldest first
     config: Mapping[str, Any] = field(default_factory=dict)  # job_config's, kept from submission
     checkpoint_config: Mapping[str, Any] | None = None  # checkpoint_config's; None without checkpointing
+    scheduler_type: str = "Default"  # Flink's SchedulerType: Adaptive under jobmanager.scheduler adaptive
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:
         "isStoppable": False,
         "state": status.value,
         "job-type": job.plan.get("type", "STREAMING"),
-        "schedulerType": SCHEDULER_TYPE,
+        "schedulerType": job.scheduler_type,
         "start-time": s.start_time_ms,
         "end-time": _end_time(s),
         "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),

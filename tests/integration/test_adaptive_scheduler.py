@@ -5,6 +5,8 @@ TaskManager killed with -9 makes it scale down, not fail; its keyed counts stay 
 FileSink output holds every record exactly once through every rescale."""
 from __future__ import annotations
 
+import json
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -38,7 +40,8 @@ def test_a_job_starts_below_its_parallelism_and_rescales_up_when_a_task_manager_
     options = {"jobmanager.scheduler": "adaptive",
                "jobmanager.adaptive-scheduler.resource-stabilization-timeout": "1 s",
                "execution.checkpointing.dir": str(tmp_path / "checkpoints")}
-    with ProcessCluster(tmp_path, slots=1, tasks_per_slot=3, taskmanagers=1, jobmanager_options=options) as cluster:
+    with ProcessCluster(tmp_path, slots=1, tasks_per_slot=3, taskmanagers=1, jobmanager_options=options,
+                        rest=True) as cluster:
         out, count = tmp_path / "out", 9000
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_parallelism(2)  # the wish: one 1-slot TaskManager gives it 1
@@ -51,6 +54,10 @@ def test_a_job_starts_below_its_parallelism_and_rescales_up_when_a_task_manager_
             cluster.add_taskmanagers(1)
             poll_for(lambda: running_parallelism(client, job_id) == {2}, 240, interval=0.5,
                      what="the job running at parallelism 2")
+            details = json.loads(urllib.request.urlopen(f"{cluster.rest_url}/jobs/{job_id.hex()}", timeout=10).read())
+            assert details["schedulerType"] == "Adaptive"
+            assert {v["parallelism"] for v in details["vertices"]} == {2}  # /jobs/:id follows the rescale
+            assert {n["parallelism"] for n in details["plan"]["nodes"]} == {2}
             assert len(visible_lines(out)) < count, "the job ended before it could rescale: slow it down"
             summary = poll_for(lambda: ended(client, job_id), 240, interval=0.5, what="the job to end")
     assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message

@@ -403,3 +403,10 @@ def test_job_details_plan_shows_each_vertex_current_parallelism_after_a_rescale(
     nodes = {n["id"]: n["parallelism"] for n in details["plan"]["nodes"]}
     assert nodes[SOURCE.hex()] == 5 and submitted[SOURCE.hex()] != 5
     assert nodes[SINK.hex()] == submitted[SINK.hex()]  # not in the summary: as submitted
+
+
+def test_job_details_scheduler_type_says_adaptive_for_an_adaptive_job() -> None:
+    assert views.job_details_view(running_job(), now_ms=3_000)["schedulerType"] == "Default"
+    job = running_job()
+    adaptive = views.JobView(job.summary, job.timestamps, job.plan, scheduler_type="Adaptive")
+    assert views.job_details_view(adaptive, now_ms=3_000)["schedulerType"] == "Adaptive"
