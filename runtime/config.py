@@ -330,11 +330,11 @@ ADAPTIVE_MIN_PARALLELISM_INCREASE: ConfigOption[int] = _option(
 ADAPTIVE_RESOURCE_STABILIZATION_TIMEOUT: ConfigOption[int] = _option(
     "jobmanager.adaptive-scheduler.resource-stabilization-timeout", _DURATION, 10 * _S,
     "Adaptive scheduler: how long the slots must stay unchanged before a job starts below its "
-    "desired parallelism, or a running job rescales up.")
+    "desired parallelism, or a running job rescales up; reactive mode's default is 0.")
 ADAPTIVE_RESOURCE_WAIT_TIMEOUT: ConfigOption[int] = _option(
     "jobmanager.adaptive-scheduler.resource-wait-timeout", _DURATION, 5 * _MIN,
     "Adaptive scheduler: how long a job waits for its first slots (one per slot sharing group) "
-    "before it fails; reactive mode waits for ever.")
+    "before it fails (negative: for ever, reactive mode's default).")
 RESOURCEMANAGER_TYPE: ConfigOption[str] = _option(
     "resourcemanager.type", _STR, "standalone",
     "How the ResourceManager gets TaskManagers: standalone (they are started by hand, by `cluster "

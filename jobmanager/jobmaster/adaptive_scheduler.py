@@ -399,13 +399,16 @@ class AdaptiveScheduler:
 
 def adaptive_settings(config: Any) -> AdaptiveSettings | None:
     """The cluster's adaptive scheduler settings from its Configuration, or None for the default
-    scheduler. ``scheduler-mode: reactive`` implies the adaptive scheduler and waits for ever."""
+    scheduler. ``scheduler-mode: reactive`` implies the adaptive scheduler; as in Flink its
+    resource wait timeout then defaults to waiting for ever and its stabilization timeout to 0 (a
+    value set explicitly still counts)."""
     reactive = config.get(cfg.SCHEDULER_MODE) == "reactive"
     if config.get(cfg.JOBMANAGER_SCHEDULER) != "adaptive" and not reactive:
         return None
-    return AdaptiveSettings(
-        min_parallelism_increase=config.get(cfg.ADAPTIVE_MIN_PARALLELISM_INCREASE),
-        resource_stabilization_timeout_ms=config.get(cfg.ADAPTIVE_RESOURCE_STABILIZATION_TIMEOUT),
-        resource_wait_timeout_ms=-1 if reactive else config.get(cfg.ADAPTIVE_RESOURCE_WAIT_TIMEOUT),
-        reactive=reactive,
-    )
+    stabilization = config.get(cfg.ADAPTIVE_RESOURCE_STABILIZATION_TIMEOUT)
+    wait = config.get(cfg.ADAPTIVE_RESOURCE_WAIT_TIMEOUT)
+    if reactive and cfg.ADAPTIVE_RESOURCE_STABILIZATION_TIMEOUT not in config:
+        stabilization = 0
+    if reactive and cfg.ADAPTIVE_RESOURCE_WAIT_TIMEOUT not in config:
+        wait = -1
+    return AdaptiveSettings(config.get(cfg.ADAPTIVE_MIN_PARALLELISM_INCREASE), stabilization, wait, reactive)

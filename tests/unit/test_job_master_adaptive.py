@@ -140,8 +140,13 @@ def test_the_settings_come_from_the_cluster_configuration() -> None:
         cfg.ADAPTIVE_RESOURCE_STABILIZATION_TIMEOUT.key: "2 s",
         cfg.ADAPTIVE_RESOURCE_WAIT_TIMEOUT.key: "1 min"})
     assert adaptive_settings(c) == AdaptiveSettings(3, 2000, 60_000, reactive=False)
-    settings = adaptive_settings(cfg.Configuration.from_dict({cfg.SCHEDULER_MODE.key: "reactive"}))
-    assert settings is not None and settings.reactive and settings.resource_wait_timeout_ms < 0
+    # reactive mode: Flink's defaults there are "wait for ever" and "no stabilization wait"
+    assert adaptive_settings(cfg.Configuration.from_dict({cfg.SCHEDULER_MODE.key: "reactive"})) == AdaptiveSettings(
+        1, 0, -1, reactive=True)
+    set_explicitly = cfg.Configuration.from_dict({cfg.SCHEDULER_MODE.key: "REACTIVE",
+                                                  cfg.ADAPTIVE_RESOURCE_STABILIZATION_TIMEOUT.key: "3 s",
+                                                  cfg.ADAPTIVE_RESOURCE_WAIT_TIMEOUT.key: "1 min"})
+    assert adaptive_settings(set_explicitly) == AdaptiveSettings(1, 3000, 60_000, reactive=True)
     bad = cfg.Configuration.from_dict({cfg.JOBMANAGER_SCHEDULER.key: "adaptive",
                                        cfg.ADAPTIVE_MIN_PARALLELISM_INCREASE.key: "0"})
     with pytest.raises(ValueError, match="min-parallelism-increase must be at least 1"):
