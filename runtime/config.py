@@ -325,8 +325,8 @@ SCHEDULER_MODE: ConfigOption[str | None] = _option(
     choices=("reactive",))
 ADAPTIVE_MIN_PARALLELISM_INCREASE: ConfigOption[int] = _option(
     "jobmanager.adaptive-scheduler.min-parallelism-increase", _INT, 1,
-    "Adaptive scheduler: the least growth of a running job's cumulative parallelism (the sum over "
-    "its vertices) that makes it rescale up.")
+    "Adaptive scheduler: the least growth of some vertex's parallelism that makes a running job "
+    "rescale up.")
 ADAPTIVE_RESOURCE_STABILIZATION_TIMEOUT: ConfigOption[int] = _option(
     "jobmanager.adaptive-scheduler.resource-stabilization-timeout", _DURATION, 10 * _S,
     "Adaptive scheduler: how long the slots must stay unchanged before a job starts below its "

@@ -17,7 +17,7 @@ them out. Timers carry an epoch: a timer of an older wait is stale and ignored.
 The parallelism decision (Flink's SlotSharingSlotAllocator) is :func:`decide_parallelism`: every
 slot sharing group needs at least one slot, the free slots are spread over the groups (no group
 beyond its largest vertex's wish), and a vertex runs at min(its wish, its group's slots). A running
-job rescales up only when the cumulative parallelism grows by at least
+job rescales up only when some vertex's parallelism grows by at least
 ``jobmanager.adaptive-scheduler.min-parallelism-increase``, and only after the slots were stable
 for ``resource-stabilization-timeout`` (so a TaskManager starting up slot by slot, or several
 joining together, cost one restart, not several).
@@ -180,10 +180,6 @@ def decide_parallelism(vertices: Sequence[VertexRequirement], slots: int, reacti
     return {v.vertex_id: min(desired_parallelism(v, reactive), share[v.slot_sharing_group]) for v in vertices}
 
 
-def cumulative(parallelism: Mapping[bytes, int]) -> int:
-    return sum(parallelism.values())
-
-
 # -- the state machine ---------------------------------------------------------------------------
 
 
@@ -252,9 +248,11 @@ class AdaptiveScheduler:
 
     def _can_scale_up(self) -> dict[bytes, int] | None:
         decided = self._decide()
-        if decided is None or cumulative(decided) - cumulative(self.parallelism) < self.settings.min_parallelism_increase:
+        if decided is None:
             return None
-        return decided
+        # Flink's EnforceMinimalIncreaseRescalingController: some vertex grows by at least the minimum
+        grows = any(p - self.parallelism.get(v, 0) >= self.settings.min_parallelism_increase for v, p in decided.items())
+        return decided if grows else None
 
     # -- inputs --------------------------------------------------------------------------------
 

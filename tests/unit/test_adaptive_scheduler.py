@@ -149,12 +149,15 @@ def test_with_a_completed_checkpoint_the_rescale_restarts_at_once():
 
 
 def test_an_increase_below_min_parallelism_increase_does_not_rescale():
-    # cumulative parallelism 1+1+1 = 3; two more slots: 3+3+1 = 7, +4 < 5
-    s = executing(slots=1, min_parallelism_increase=5)
+    # Flink's rule is per vertex: some vertex must grow by at least the minimum (1 -> 6 here)
+    s = executing(desired=8, slots=1, min_parallelism_increase=5)
     s.checkpoint_completed()
-    assert s.resources_changed(3) == []
-    t = timer(s.resources_changed(4), STABILIZATION)  # 4+4+1 = 9: +6
+    assert s.resources_changed(3) == []  # +2 for source and map
+    assert s.resources_changed(5) == []  # +4 (the sink stays at its max parallelism 1)
+    t = timer(s.resources_changed(6), STABILIZATION)
     assert isinstance(s.stabilization_elapsed(t.epoch)[0], RestartTasks)
+    s.tasks_stopped()
+    assert s.parallelism == {SRC: 6, MAP: 6, SINK: 1}
 
 
 def test_slots_that_go_again_before_the_stabilization_timeout_do_not_rescale():
