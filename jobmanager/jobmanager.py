@@ -23,6 +23,7 @@ from millstream.jobmanager.checkpoint.settings import checkpoint_options_of
 from millstream.jobmanager.blob_server import BlobServerServicer, BlobStore
 from millstream.jobmanager.dispatcher.dispatcher import Dispatcher, DispatcherServicer
 from millstream.runtime.execution_state import JobStatus
+from millstream.jobmanager.jobmaster.adaptive_scheduler import adaptive_settings
 from millstream.jobmanager.jobmaster.job_master_core import JobMasterCore
 from millstream.jobmanager.jobmaster.job_master_endpoint import JobMasterServicer
 from millstream.jobmanager.jobmaster.job_master import JobMaster, TaskExecutorClients
@@ -288,6 +289,9 @@ class JobManager:
 
     def _make_job_master(self, core: JobMasterCore, on_status: Any, checkpoint_services: Any = None) -> JobMaster:
         c = self.config
+        settings = adaptive_settings(c)
+        if settings is not None:
+            core.enable_adaptive(settings)
         return JobMaster(
             core,
             self.address,

@@ -311,6 +311,30 @@ BLOB_STORAGE_DIR: ConfigOption[str | None] = _option(
 SLOT_REQUEST_TIMEOUT: ConfigOption[int] = _option(
     "slot.request.timeout", _DURATION, 300 * _S,
     "How long a JobMaster waits for the slots it declared before the job fails.")
+JOBMANAGER_SCHEDULER: ConfigOption[str] = _option(
+    "jobmanager.scheduler", _STR, "default",
+    "default: a job declares the slots of its parallelism and waits for them (slot.request.timeout); "
+    "adaptive (Flink's adaptive scheduler): a job runs with the slots there are and rescales from its "
+    "latest checkpoint when slots come or go.",
+    choices=("default", "adaptive"))
+SCHEDULER_MODE: ConfigOption[str | None] = _option(
+    "scheduler-mode", _STR, None,
+    "reactive (Flink's reactive mode, implies jobmanager.scheduler adaptive): every job uses every "
+    "slot of the cluster, each vertex up to its max parallelism, and waits for slots for ever; a lost "
+    "TaskManager scales the job down without counting against its restart strategy.",
+    choices=("reactive",))
+ADAPTIVE_MIN_PARALLELISM_INCREASE: ConfigOption[int] = _option(
+    "jobmanager.adaptive-scheduler.min-parallelism-increase", _INT, 1,
+    "Adaptive scheduler: the least growth of some vertex's parallelism that makes a running job "
+    "rescale up.")
+ADAPTIVE_RESOURCE_STABILIZATION_TIMEOUT: ConfigOption[int] = _option(
+    "jobmanager.adaptive-scheduler.resource-stabilization-timeout", _DURATION, 10 * _S,
+    "Adaptive scheduler: how long the slots must stay unchanged before a job starts below its "
+    "desired parallelism, or a running job rescales up; reactive mode's default is 0.")
+ADAPTIVE_RESOURCE_WAIT_TIMEOUT: ConfigOption[int] = _option(
+    "jobmanager.adaptive-scheduler.resource-wait-timeout", _DURATION, 5 * _MIN,
+    "Adaptive scheduler: how long a job waits for its first slots (one per slot sharing group) "
+    "before it fails (negative: for ever, reactive mode's default).")
 RESOURCEMANAGER_TYPE: ConfigOption[str] = _option(
     "resourcemanager.type", _STR, "standalone",
     "How the ResourceManager gets TaskManagers: standalone (they are started by hand, by `cluster "

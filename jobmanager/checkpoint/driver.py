@@ -135,6 +135,7 @@ class CheckpointDriver:
         # snapshotted as a checkpoint is triggered, before its barriers (Flink's order), their
         # states kept here until the checkpoint's metadata is written.
         self.coordinators: Any = None
+        self.on_completed: Any = None  # called after a checkpoint became the restore point (the adaptive scheduler's rescale)
         self._coordinator_states: dict[int, dict[str, Any]] = {}
 
     @property
@@ -435,6 +436,8 @@ class CheckpointDriver:
         if self.coordinators is not None:
             self.coordinators.checkpoint_complete(command.checkpoint_id)
         self._run(commands)
+        if self.on_completed is not None:
+            self.on_completed()
 
     def _remember_path(self, checkpoint_id: int, path: str) -> None:
         """Keeps the paths of the checkpoints the figures still show (history, latest savepoint)."""

@@ -22,7 +22,9 @@ from millstream.jobmanager.jobmaster.job_master_core import (
     FreeSlot,
     JobMasterCore,
     JobStatusChanged,
+    StartAdaptiveTimer,
     StartRestartTimer,
+    TriggerRescaleCheckpoint,
     job_slot_request_timeout,
 )
 from millstream.jobmanager.jobmaster.source_coordinators import SourceCoordinators
@@ -39,7 +41,8 @@ log = logging.getLogger(__name__)
 # gRPC call costs the event loop a fraction of a millisecond, so starting thousands in one turn
 # (all the tasks of a p = 1000 job) would block it for a quarter of a second or more.
 MAX_CONCURRENT_CALLS = 64
-PROBE_GAP_S = 0.2  # between the probes of the TaskManagers after a broken exchange
+PROBE_GAP_S = 0.2
+ADAPTIVE_DECLARATION_TIMEOUT_MS = 10 * 365 * 24 * 3600 * 1000  # between the probes of the TaskManagers after a broken exchange
 
 
 class SlotRequirementsReceiver(Protocol):
@@ -119,6 +122,8 @@ class JobMaster:
         self.coordinators = coordinators if coordinators else None
         if self.checkpoints is not None:
             self.checkpoints.coordinators = self.coordinators
+            self.checkpoints.on_completed = lambda: self._run(self.core.checkpoint_completed())
+        self._adaptive_timers: dict[str, asyncio.TimerHandle] = {}
         self._stopped = False
         self._awaiting_end: list[asyncio.Future[JobStatus]] = []  # stop-with-savepoint callers
 
@@ -176,6 +181,8 @@ class JobMaster:
         if self._restart_timer is not None:
             self._restart_timer.cancel()
         for timer in self._region_timers.values():
+            timer.cancel()
+        for timer in self._adaptive_timers.values():
             timer.cancel()
         if self.checkpoints is not None:
             self.checkpoints.stop()
@@ -295,7 +302,18 @@ class JobMaster:
     def _run(self, commands: list[Command]) -> None:
         for command in commands:
             if isinstance(command, DeclareRequirements):
-                self._rm.declare_requirements(self.job_id, self.address, command.slots, job_slot_request_timeout(self.core.job_graph))
+                # The adaptive scheduler declares its wish and runs with less: its own
+                # resource-wait-timeout, not the ResourceManager's, ends a wait for slots.
+                timeout = ADAPTIVE_DECLARATION_TIMEOUT_MS if self.core.adaptive is not None else job_slot_request_timeout(self.core.job_graph)
+                self._rm.declare_requirements(self.job_id, self.address, command.slots, timeout)
+            elif isinstance(command, StartAdaptiveTimer):
+                old = self._adaptive_timers.pop(command.kind, None)
+                if old is not None:
+                    old.cancel()
+                self._adaptive_timers[command.kind] = asyncio.get_running_loop().call_later(
+                    command.delay_ms / 1000, self._adaptive_timer_elapsed, command.kind, command.epoch)
+            elif isinstance(command, TriggerRescaleCheckpoint):
+                self._spawn(self._rescale_checkpoint())
             elif isinstance(command, BuildDeployments):
                 self._spawn(self._build_deployments(command))
             elif isinstance(command, DeployTask):
@@ -333,6 +351,23 @@ class JobMaster:
                 self._on_status(command.status, command.failure)
                 if command.status.is_terminal() and self._heartbeat_task:
                     self._heartbeat_task.cancel()
+
+    def _adaptive_timer_elapsed(self, kind: str, epoch: int) -> None:
+        self._adaptive_timers.pop(kind, None)
+        self._run(self.core.adaptive_timer_elapsed(kind, epoch))
+
+    async def _rescale_checkpoint(self) -> None:
+        """A checkpoint for a due rescale; its completion (``on_completed``) lets the rescale go on.
+        If it cannot be taken now (one in flight, tasks not all running), the next completed one,
+        periodic or not, does the same."""
+        if self.checkpoints is None:  # nothing to restore: rescale at once, the state starts empty
+            self.core.restore_point = None
+            self._run(self.core.checkpoint_completed())
+            return
+        try:
+            await self.checkpoints.trigger_checkpoint()
+        except SavepointError as exc:
+            log.info("job %s: rescale checkpoint not taken now (%s); the next one completes the rescale", self.job_id.hex(), exc)
 
     def _region_backoff_elapsed(self, region: int, restart: int) -> None:
         self._region_timers.pop(region, None)

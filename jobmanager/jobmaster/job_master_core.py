@@ -40,6 +40,9 @@ from millstream.jobmanager.jobmaster.deployment import (
     VertexKey,
 )
 from millstream.jobmanager.checkpoint.coordinator import TaskSnapshot
+from millstream.jobmanager.jobmaster import adaptive_scheduler
+from millstream.jobmanager.jobmaster.adaptive_scheduler import AdaptiveScheduler, AdaptiveSettings, VertexRequirement
+from millstream.jobmanager.jobmaster.adaptive_scheduler import State as AdaptiveState
 from millstream.jobmanager.checkpoint.settings import JobCheckpointing
 from millstream.jobmanager.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex, ExecutionVertexID, pipelined_regions
 from millstream.runtime.execution_state import (
@@ -127,8 +130,22 @@ class CheckpointRestored:
     path: str
 
 
+@dataclass(frozen=True)
+class StartAdaptiveTimer:
+    """Adaptive scheduler: call ``adaptive_timer_elapsed(kind, epoch)`` after ``delay_ms``."""
+
+    kind: str
+    delay_ms: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class TriggerRescaleCheckpoint:
+    """Adaptive scheduler: a rescale waits for a completed checkpoint; take one now."""
+
+
 Command = Union[DeclareRequirements, BuildDeployments, DeployTask, CancelTask, FreeSlot, JobStatusChanged,
-                StartRestartTimer, CheckpointRestored]
+                StartRestartTimer, CheckpointRestored, StartAdaptiveTimer, TriggerRescaleCheckpoint]
 
 
 def job_slot_request_timeout(graph: pb.JobGraph) -> int | None:
@@ -235,6 +252,96 @@ class JobMasterCore:
         self.regions = pipelined_regions(self.graph)
         self._region_of = {ev.id: i for i, region in enumerate(self.regions) for ev in region}
         self._restarting_regions: dict[int, tuple[int, bool]] = {}  # region -> (restart number, backoff elapsed)
+        self.adaptive: AdaptiveScheduler | None = None  # jobmanager.scheduler: adaptive (enable_adaptive)
+        self._resources_lost = False  # the failure being handled is a lost TaskManager's
+        self._adaptive_deployed = False  # the adaptive scheduler created an execution graph already
+
+    # -- the adaptive scheduler ----------------------------------------------------------------
+
+    def enable_adaptive(self, settings: AdaptiveSettings) -> None:
+        """Schedules this job with the adaptive scheduler: it runs with the slots there are (its
+        JobGraph's parallelism is the wish, each vertex's max parallelism the cap) and rescales
+        from its latest completed checkpoint when slots come or go."""
+        if self.status is not JobStatus.CREATED:
+            raise ValueError("the adaptive scheduler is chosen before the job starts")
+        self.adaptive = AdaptiveScheduler(
+            [VertexRequirement(v.id, v.name, v.parallelism, v.max_parallelism, v.slot_sharing_group)
+             for v in self.job_graph.vertices], settings)
+        self.required_slots = self.adaptive.desired_slots
+
+    def _run_adaptive(self, commands: list[adaptive_scheduler.Command]) -> list[Command]:
+        """Carries out the adaptive scheduler's commands on this core."""
+        out: list[Command] = []
+        for c in commands:
+            if isinstance(c, adaptive_scheduler.DeclareResources):
+                out.append(DeclareRequirements(c.slots))
+            elif isinstance(c, adaptive_scheduler.StartTimer):
+                out.append(StartAdaptiveTimer(c.kind, c.delay_ms, c.epoch))
+            elif isinstance(c, adaptive_scheduler.TriggerCheckpoint):
+                out.append(TriggerRescaleCheckpoint())
+            elif isinstance(c, adaptive_scheduler.CreateExecutionGraph):
+                out += self._create_execution_graph(c.parallelism)
+            elif isinstance(c, adaptive_scheduler.RestartTasks) and self.status is JobStatus.RUNNING:
+                # a rescale (a failure's restart goes through _fail_job)
+                log.info("job %s: %s", self.job_id.hex(), c.reason)
+                self._set_job_status(JobStatus.RESTARTING, c.reason, out)
+                self._backoff_elapsed = True
+                self._deployment_started = False
+                out += self._cancel_executions()
+                out += self._check_job_done()
+            elif isinstance(c, adaptive_scheduler.JobTerminated) and c.status is JobStatus.FAILED:
+                out += self._fail_job(cpb.JobFailure(message=c.message), restartable=False)
+                out += self._check_job_done()
+        return out
+
+    def _create_execution_graph(self, parallelism: Mapping[bytes, int]) -> list[Command]:
+        """A new ExecutionGraph at these parallelisms, deployed into the slots the job holds, from
+        the latest completed checkpoint (its key groups and operator state redistributed)."""
+        out: list[Command] = []
+        graph = pb.JobGraph()
+        graph.CopyFrom(self.job_graph)
+        for vertex in graph.vertices:
+            vertex.parallelism = parallelism[vertex.id]
+        old = self.current
+        self.graph = ExecutionGraph(graph)
+        self.current = {}
+        self._state_counts = {}
+        self._vertex_state_counts = {v.id: {} for v in self.graph.job_vertices}
+        self._vertex_records = {v.id: [0, 0] for v in self.graph.job_vertices}
+        self._upstream, self._group_producers = {}, {}
+        self.regions = pipelined_regions(self.graph)
+        self._region_of = {ev.id: i for i, region in enumerate(self.regions) for ev in region}
+        # the first graph's attempts are number 0; every later graph's come after the last ones
+        attempt = 1 + max((e.attempt_number for e in old.values()), default=-1) if self._adaptive_deployed else 0
+        self._adaptive_deployed = True
+        for ev in self.graph.all_execution_vertices():
+            self._new_attempt(ev, attempt)
+        if self.status is not JobStatus.RUNNING:
+            self._set_job_status(JobStatus.RUNNING, f"deploying at parallelism {max(parallelism.values())}", out)
+        log.info("job %s: execution graph at parallelism %s", self.job_id.hex(),
+                 {v.name: v.parallelism for v in self.graph.job_vertices})
+        if self.restore_point is not None:
+            out.append(CheckpointRestored(self.restore_point.checkpoint_id, str(self.restore_point.directory)))
+        for execution in self.current.values():
+            self._set_state(execution, ExecutionState.SCHEDULED, "slots assigned")
+        out.append(self._plan_deployment())
+        assert self.adaptive is not None
+        return out + self._run_adaptive(self.adaptive.execution_graph_created())
+
+    def adaptive_timer_elapsed(self, kind: str, epoch: int) -> list[Command]:
+        if self.adaptive is None or self.status.is_terminal() or self.status is JobStatus.CANCELLING:
+            return []
+        # a restore point may predate this JobMaster (recovered, or the savepoint the job started from)
+        self.adaptive.has_checkpoint = self.restore_point is not None
+        if kind == adaptive_scheduler.STABILIZATION:
+            return self._run_adaptive(self.adaptive.stabilization_elapsed(epoch))
+        return self._run_adaptive(self.adaptive.resource_wait_elapsed(epoch))
+
+    def checkpoint_completed(self) -> list[Command]:
+        """A checkpoint completed (the restore point moved): a rescale waiting for it goes on."""
+        if self.adaptive is None or self.status is not JobStatus.RUNNING:
+            return []
+        return self._run_adaptive(self.adaptive.checkpoint_completed())
 
     @property
     def job_id(self) -> bytes:
@@ -350,6 +457,8 @@ class JobMasterCore:
         self._set_job_status(JobStatus.RUNNING, "scheduling started", out)
         for execution in self.current.values():
             self._set_state(execution, ExecutionState.SCHEDULED, "waiting for slots")
+        if self.adaptive is not None:
+            return out + self._run_adaptive(self.adaptive.start())
         out.append(DeclareRequirements(self.required_slots))
         return out
 
@@ -362,11 +471,13 @@ class JobMasterCore:
         for offer in offers:
             if offer.allocation_id in self.slots:
                 accepted.append(offer.allocation_id)  # a retried offer
-            elif len(self.slots) < self.required_slots and not self._deployment_started:
+            elif len(self.slots) < self.required_slots and (not self._deployment_started or self.adaptive is not None):
                 self.slots[offer.allocation_id] = AllocatedSlot(
                     offer.allocation_id, resource_id, tm_address, data_address, offer.slot_index
                 )
                 accepted.append(offer.allocation_id)
+        if self.adaptive is not None:
+            return accepted, self._run_adaptive(self.adaptive.resources_changed(len(self.slots)))
         if len(self.slots) == self.required_slots and not self._deployment_started and self.status is JobStatus.RUNNING:
             out.append(self._plan_deployment())
         return accepted, out
@@ -523,6 +634,8 @@ class JobMasterCore:
     def _failover_region(self, execution: Execution) -> int | None:
         """The region to restart for this task's failure, or None for a whole-job failover: one
         region only, not deployed yet, or a slot of the region gone (a lost TaskManager)."""
+        if self.adaptive is not None:
+            return None  # the adaptive scheduler restarts the whole job, as Flink's
         if len(self.regions) < 2 or self._stopping or self.status is not JobStatus.RUNNING or not self._deployment_started:
             return None
         region = self._region_of[execution.vertex.id]
@@ -600,14 +713,20 @@ class JobMasterCore:
                 if e.slot and e.slot.resource_id == resource_id and not e.state.is_terminal()]
         for execution in lost:
             execution.slot = None  # nothing to cancel or free on a lost TaskManager
-        for execution in lost:
-            if execution.state.is_terminal():
-                continue  # cancelled by the failure (or restart) of a task lost before it
-            failure = cpb.JobFailure(
-                message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
-                task_name=execution.name,
-            )
-            out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
+        if self.adaptive is not None:
+            out += self._run_adaptive(self.adaptive.resources_changed(len(self.slots)))
+        self._resources_lost = True
+        try:
+            for execution in lost:
+                if execution.state.is_terminal():
+                    continue  # cancelled by the failure (or restart) of a task lost before it
+                failure = cpb.JobFailure(
+                    message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
+                    task_name=execution.name,
+                )
+                out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
+        finally:
+            self._resources_lost = False
         return out
 
     def resources_unavailable(self, message: str) -> list[Command]:
@@ -641,6 +760,8 @@ class JobMasterCore:
         if self.status is not JobStatus.RUNNING or self._stopping:
             return []
         self._stopping = True
+        if self.adaptive is not None and self.adaptive.state is AdaptiveState.EXECUTING:
+            self.adaptive.stop_with_savepoint()  # no rescale while the tasks end
         log.info("job %s: stopping after its savepoint", self.job_id.hex())
         return self._check_job_done()
 
@@ -650,6 +771,8 @@ class JobMasterCore:
             return out
         if not self._set_job_status(JobStatus.CANCELLING, "cancelled by the user", out):
             return out
+        if self.adaptive is not None:
+            self.adaptive.cancel()  # its timers are void now; the tasks are cancelled below
         out += self._cancel_executions()
         out += self._check_job_done()
         return out
@@ -665,7 +788,23 @@ class JobMasterCore:
                 self._record_root_cause(failure, source)
             self._restarting_regions.clear()  # a whole-job restart or failure covers them
             self._stopping = False  # a failure while stopping: the stop failed, the job restarts or fails
-            if restartable and self.status is JobStatus.RUNNING and self._restart_allowed():
+            if self.adaptive is not None:
+                # Reactive mode scales down on a lost TaskManager without asking the strategy. A
+                # secondary failure (an exchange broke) is never a root cause: it is what the other
+                # end's loss looks like first, before the heartbeats or the probes find it lost.
+                lost = self._resources_lost or failure.secondary
+                uncounted = lost and self.adaptive.settings.reactive
+                allowed = restartable and self.status is JobStatus.RUNNING and (uncounted or self._restart_allowed())
+                decision = self.adaptive.task_failed(allowed, lost)
+                restartable = allowed and any(isinstance(c, adaptive_scheduler.RestartTasks) for c in decision)
+                if uncounted and restartable:
+                    log.info("job %s: %s", self.job_id.hex(), "a TaskManager was lost: scaling down")
+                    self._set_job_status(JobStatus.RESTARTING, failure.message, out)
+                    self._backoff_elapsed = True
+                    self._deployment_started = False
+                    out += self._cancel_executions()
+                    return out
+            if restartable and self.status is JobStatus.RUNNING and (self.adaptive is not None or self._restart_allowed()):
                 self._set_job_status(JobStatus.RESTARTING, failure.message, out)
                 self._backoff_elapsed = False
                 self._deployment_started = False  # the next attempt is planned anew
@@ -685,6 +824,12 @@ class JobMasterCore:
     def _restart(self, out: list[Command]) -> None:
         """Every task stopped and the backoff passed: new attempts of every subtask, RUNNING again."""
         self.num_restarts += 1
+        if self.adaptive is not None:  # the adaptive scheduler sizes the new graph to the slots held
+            self._deployment_started = False
+            out += self._run_adaptive(self.adaptive.tasks_stopped())
+            if self.adaptive.state is AdaptiveState.WAITING_FOR_RESOURCES:
+                self._set_job_status(JobStatus.RUNNING, "waiting for resources", out)
+            return
         for ejv in self.graph.job_vertices:
             for ev in ejv.task_vertices:
                 previous = self.current[(ejv.id, ev.subtask_index)]
@@ -747,6 +892,8 @@ class JobMasterCore:
         if finished + counts.get(ExecutionState.CANCELED, 0) + counts.get(ExecutionState.FAILED, 0) < len(self.current):
             return out
         if self.status is JobStatus.RUNNING and finished == len(self.current):
+            if self.adaptive is not None:
+                self.adaptive.job_finished()
             self._set_job_status(JobStatus.FINISHED, "all tasks finished", out)
         elif self.status is JobStatus.RUNNING and self._stopping:
             self._set_job_status(JobStatus.FINISHED, "stopped with a savepoint", out)

@@ -711,8 +711,9 @@ class JobManagerSource:
                 view = vertices.get(v.vertex_id)
                 if view is not None:
                     v.metrics.update(metrics_views.vertex_io_summary(view))
+        adaptive = record.job_master is not None and record.job_master.core.adaptive is not None
         return JobView(summary, dict(record.status_timestamps), record.plan, tuple(record.exception_history()),
-                       record.config, record.checkpoint_config)
+                       record.config, record.checkpoint_config, "Adaptive" if adaptive else views.SCHEDULER_TYPE)
 
     @staticmethod
     def _vertices(record: Any) -> dict[bytes, metrics_views.VertexView]:

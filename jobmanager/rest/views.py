@@ -60,6 +60,7 @@ class JobView:
     exceptions: tuple[ExceptionHistoryEntry, ...] = ()  # root causes of failed attempts, oldest first
     config: Mapping[str, Any] = field(default_factory=dict)  # job_config's, kept from submission
     checkpoint_config: Mapping[str, Any] | None = None  # checkpoint_config's; None without checkpointing
+    scheduler_type: str = "Default"  # Flink's SchedulerType: Adaptive under jobmanager.scheduler adaptive
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:
         "isStoppable": False,
         "state": status.value,
         "job-type": job.plan.get("type", "STREAMING"),
-        "schedulerType": SCHEDULER_TYPE,
+        "schedulerType": job.scheduler_type,
         "start-time": s.start_time_ms,
         "end-time": _end_time(s),
         "duration": _duration(s.start_time_ms, s.end_time_ms, now_ms),
@@ -263,9 +264,20 @@ def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:
         "timestamps": {state.value: job.timestamps.get(state.value, 0) for state in JobStatus},
         "vertices": [_vertex(v, job, now_ms) for v in s.vertices],
         "status-counts": _all_states(s.tasks_per_state),
-        "plan": dict(job.plan),
+        "plan": _current_plan(job.plan, s.vertices),
         "pending-operators": 0,  # every operator is scheduled at once
     }
+
+
+def _current_plan(plan: Mapping[str, Any], vertices: Iterable[cpb.VertexSummary]) -> dict[str, Any]:
+    """The submitted plan with each node's current parallelism: the adaptive scheduler rescales a
+    running job, and Flink's plan follows (a node the summary does not list keeps its own)."""
+    current = {v.vertex_id.hex(): v.parallelism for v in vertices}
+    out = dict(plan)
+    if "nodes" in plan:
+        out["nodes"] = [{**node, "parallelism": current.get(node.get("id", ""), node.get("parallelism"))}
+                        for node in plan["nodes"]]
+    return out
 
 
 def job_plan(graph: pb.JobGraph) -> dict[str, Any]:

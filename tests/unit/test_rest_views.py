@@ -390,3 +390,23 @@ def test_a_vertexs_subtasks_in_a_checkpoint() -> None:
         views.checkpoint_subtasks_view(job, "3", b"x" * 16)
     with pytest.raises(NotFound):
         views.checkpoint_subtasks_view(job, "9", SOURCE)
+
+
+def test_job_details_plan_shows_each_vertex_current_parallelism_after_a_rescale() -> None:
+    """The adaptive scheduler rescaled the job: the vertices and the plan follow (Flink's too)."""
+    job = running_job()
+    submitted = {n["id"]: n["parallelism"] for n in job.plan["nodes"]}
+    del job.summary.vertices[:]
+    job.summary.vertices.add(vertex_id=SOURCE, name="Source: words -> Map", parallelism=5, tasks_per_state={"RUNNING": 5})
+    details = views.job_details_view(job, now_ms=3_000)
+    assert details["vertices"][0]["parallelism"] == 5
+    nodes = {n["id"]: n["parallelism"] for n in details["plan"]["nodes"]}
+    assert nodes[SOURCE.hex()] == 5 and submitted[SOURCE.hex()] != 5
+    assert nodes[SINK.hex()] == submitted[SINK.hex()]  # not in the summary: as submitted
+
+
+def test_job_details_scheduler_type_says_adaptive_for_an_adaptive_job() -> None:
+    assert views.job_details_view(running_job(), now_ms=3_000)["schedulerType"] == "Default"
+    job = running_job()
+    adaptive = views.JobView(job.summary, job.timestamps, job.plan, scheduler_type="Adaptive")
+    assert views.job_details_view(adaptive, now_ms=3_000)["schedulerType"] == "Adaptive"
