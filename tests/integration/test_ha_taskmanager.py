@@ -18,11 +18,10 @@ import pytest
 from millstream.client.cluster_client import ClusterClient
 from millstream.proto import cluster_pb2 as cpb
 from millstream.runtime import config as cfg
-from millstream.runtime.execution_state import JobStatus
 from millstream.runtime.ha import create_ha_services
 
 from .ha import HA_HEARTBEATS, fenced_call, taskmanager_address, timed_cli
-from .harness import job_status, poll_for, spawn_module, stop_processes
+from .harness import poll_for, spawn_module, stop_processes
 from .zookeeper import ZooKeeperServer, ha_config
 
 pytestmark = pytest.mark.timeout(300)
@@ -219,8 +218,9 @@ def test_a_leader_kill_cancels_the_old_leaders_tasks_and_the_taskmanager_serves_
         assert done.returncode == 0, done.stderr
         job_id = re.search(r"submitted: ([0-9a-f]{32})", done.stdout).group(1)  # type: ignore[union-attr]
         with ClusterClient(first.address) as client:
-            poll_for(lambda: job_status(client, bytes.fromhex(job_id)) is JobStatus.RUNNING, 120, interval=0.5,
-                     what="the job running")
+            # every task running on the TaskManager, not only the job (RUNNING while it deploys)
+            poll_for(lambda: (lambda s: s.tasks_per_state.get("RUNNING") == s.num_tasks > 0)(
+                client.status(bytes.fromhex(job_id))), 120, interval=0.5, what="the job's tasks running")
         leader_proc = next(p for p in procs.values() if getattr(p, "address", None) == first.address)
         leader_proc.kill()
         new = poll_for(lambda: (lambda l: l if l is not None and l.address != first.address else None)(retrieval.leader),
