@@ -149,13 +149,14 @@ def test_a_full_checkpoint_by_hand_writes_no_shared_files_in_an_incremental_job(
 
 
 def _checkpoint_or_none(client: ClusterClient, job_id: bytes, full: bool) -> int | None:
-    """A checkpoint by hand, or None while the job's tasks are not all running yet."""
+    """A checkpoint by hand, or None while the job or its tasks are not running yet."""
     import grpc
 
     try:
         return client.checkpoint(job_id, full=full, timeout_s=60)
     except grpc.RpcError as exc:
-        if "not all running" in str(exc.details()):
+        if exc.code() is grpc.StatusCode.FAILED_PRECONDITION and (
+                "not all running" in str(exc.details()) or "only a RUNNING job" in str(exc.details())):
             return None
         raise
 

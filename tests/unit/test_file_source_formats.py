@@ -143,7 +143,9 @@ def test_a_continuous_source_shares_a_new_parquet_files_row_groups(tmp_path: Pat
     fmt = ParquetColumnarRowInputFormat(Types.ROW_NAMED(["id"], [Types.INT()]))
     source = FileSource.for_bulk_file_format(fmt, str(tmp_path / "in")).monitor_continuously(Duration.of_seconds(1)).build()
     ids = [[r.id for r in drain(reader(source, 3, i))] for i in range(3)]
-    assert sorted(ids[0] + ids[1] + ids[2]) == list(range(60)) and all(ids)
+    # each row group read once; shared, not all read by one subtask (a split's owner is the CRC-32
+    # of its id, which holds the random tmp path: one of 3 subtasks owning none of 12 splits is ~2 %)
+    assert sorted(ids[0] + ids[1] + ids[2]) == list(range(60)) and sum(1 for part in ids if part) >= 2
 
 
 def test_create_input_reads_the_formats_own_path(env: StreamExecutionEnvironment, tmp_path: Path) -> None:
