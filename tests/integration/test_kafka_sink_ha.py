@@ -27,6 +27,31 @@ pytestmark = pytest.mark.timeout(600)
 HA_CLUSTER = {"taskmanagers": 1, "slots": 2}
 
 
+def run_and_kill_the_leader(ha_cluster: HaCluster, leader, env: StreamExecutionEnvironment, name: str,  # noqa: ANN001
+                            submission_id: str, broker, topic: str, count: int, slow) -> None:  # noqa: ANN001
+    """Submits the job to the leader, kills it with SIGKILL after two checkpoints (some records
+    committed already), lets the standby recover the job and finish it once ``slow`` is gone."""
+    graph = env.get_job_graph(name)
+    request = cpb.SubmitJobRequest(submission_id=submission_id, job_graph=graph.proto.SerializeToString())
+    job_id = bytes(leader.dispatcher.SubmitJob(request, timeout=30).job_id)
+
+    def checkpoints_at_leader() -> bool:
+        summary = summary_at(leader, job_id)
+        return summary is not None and summary.checkpoints.num_completed >= 2
+    poll_for(checkpoints_at_leader, 120, 0.2, "two checkpoints at the leader")
+    committed_before = len(read_topic(broker, topic, lambda got: len(got) > 0, timeout_s=15, linger_s=0))
+    leader.kill()
+    new_leader = poll_for(lambda: next((jm for jm in ha_cluster.jobmanagers if jm is not leader and jm.leads()), None),
+                          120, 0.2, "the standby to lead")
+    poll_for(lambda: checkpointing_since_restore(new_leader, job_id, restored=True), 240, 0.2,
+             "the recovered job to complete a checkpoint at the new leader")
+    slow.unlink()
+    summary = poll_for(lambda: finished(new_leader, job_id), 240, 0.5, "the job to end")
+    assert status_of(summary) is JobStatus.FINISHED, summary.failure.message
+    assert summary.checkpoints.latest_restored_id >= 2, summary
+    assert 0 < committed_before < count, committed_before
+
+
 def test_kill_9_of_the_leading_job_manager_leaves_every_record_in_kafka_exactly_once(
         ha_cluster: HaCluster, kafka_broker, tmp_path) -> None:
     topic = new_topic(kafka_broker)
@@ -43,25 +68,7 @@ def test_kill_9_of_the_leading_job_manager_leaves_every_record_in_kafka_exactly_
     (env.from_source(DataGeneratorSource(lambda i: f"r{i}", count), WatermarkStrategy.no_watermarks(), "records")
         .map(Throttle(str(slow), 0.002))
         .sink_to(string_sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE, prefix=f"eo-{topic}")))
-    graph = env.get_job_graph("kafka sink survives the leader's kill -9")
-    request = cpb.SubmitJobRequest(submission_id="kafka-ha", job_graph=graph.proto.SerializeToString())
-    job_id = bytes(leader.dispatcher.SubmitJob(request, timeout=30).job_id)
-
-    def checkpoints_at_leader() -> bool:
-        summary = summary_at(leader, job_id)
-        return summary is not None and summary.checkpoints.num_completed >= 2
-    poll_for(checkpoints_at_leader, 120, 0.2, "two checkpoints at the leader")
-    committed_before = len(read_topic(kafka_broker, topic, lambda got: len(got) > 0, timeout_s=15, linger_s=0))
-    leader.kill()
-    new_leader = poll_for(lambda: next((jm for jm in ha_cluster.jobmanagers if jm is not leader and jm.leads()), None),
-                          120, 0.2, "the standby to lead")
-    poll_for(lambda: checkpointing_since_restore(new_leader, job_id, restored=True), 240, 0.2,
-             "the recovered job to complete a checkpoint at the new leader")
-    slow.unlink()
-    summary = poll_for(lambda: finished(new_leader, job_id), 240, 0.5, "the job to end")
-    assert status_of(summary) is JobStatus.FINISHED, summary.failure.message
-    assert summary.checkpoints.latest_restored_id >= 2, summary
-    assert 0 < committed_before < count, committed_before
+    run_and_kill_the_leader(ha_cluster, leader, env, "kafka sink survives the leader's kill -9", "kafka-ha", kafka_broker, topic, count, slow)
     assert_each_once(read_topic(kafka_broker, topic, lambda got: len(got) >= count, timeout_s=60),
                      [f"r{i}" for i in range(count)])
 
@@ -88,24 +95,6 @@ def test_kill_9_of_the_leader_under_a_kafka_to_kafka_job_reads_and_writes_every_
                      WatermarkStrategy.no_watermarks(), "kafka")
         .map(Throttle(str(slow), 0.004))
         .sink_to(string_sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE, prefix=f"eo-{topic}")))
-    graph = env.get_job_graph("kafka to kafka survives the leader's kill -9")
-    request = cpb.SubmitJobRequest(submission_id="kafka-ha-source", job_graph=graph.proto.SerializeToString())
-    job_id = bytes(leader.dispatcher.SubmitJob(request, timeout=30).job_id)
-
-    def checkpoints_at_leader() -> bool:
-        summary = summary_at(leader, job_id)
-        return summary is not None and summary.checkpoints.num_completed >= 2
-    poll_for(checkpoints_at_leader, 120, 0.2, "two checkpoints at the leader")
-    committed_before = len(read_topic(kafka_broker, topic, lambda got: len(got) > 0, timeout_s=15, linger_s=0))
-    leader.kill()
-    new_leader = poll_for(lambda: next((jm for jm in ha_cluster.jobmanagers if jm is not leader and jm.leads()), None),
-                          120, 0.2, "the standby to lead")
-    poll_for(lambda: checkpointing_since_restore(new_leader, job_id, restored=True), 240, 0.2,
-             "the recovered job to complete a checkpoint at the new leader")
-    slow.unlink()
-    summary = poll_for(lambda: finished(new_leader, job_id), 240, 0.5, "the job to end")
-    assert status_of(summary) is JobStatus.FINISHED, summary.failure.message
-    assert summary.checkpoints.latest_restored_id >= 2, summary
-    assert 0 < committed_before < count, committed_before
+    run_and_kill_the_leader(ha_cluster, leader, env, "kafka to kafka survives the leader's kill -9", "kafka-ha-source", kafka_broker, topic, count, slow)
     assert_each_once(read_topic(kafka_broker, topic, lambda got: len(got) >= count, timeout_s=60),
                      [str(i) for i in range(count)])
