@@ -20,11 +20,10 @@ from typing import Any, BinaryIO, Iterator
 import pyarrow as pa
 import pyarrow.orc as orc
 
-from millstream.common.row import rows_of_names
 from millstream.common.serialization import BulkWriter, BulkWriterFactory
 from millstream.common.typeinfo import TypeInformation
 from millstream.datastream.connectors.file_system import BulkFormat
-from millstream.datastream.formats.parquet import _from_arrow, _needs_conversion, _ParquetWriter, _row_schema
+from millstream.datastream.formats.parquet import _needs_conversion, _ParquetWriter, _row_schema, _rows
 
 __all__ = ["OrcBulkWriters", "OrcColumnarRowInputFormat"]
 
@@ -71,23 +70,13 @@ class OrcColumnarRowInputFormat(BulkFormat):
     def _read_file(self, path: str, batch_size: int, part: tuple[int, int] | None = None) -> Iterator[list[Any]]:
         f = _open(path)
         columns = self._columns(f)
-        names, types = self.schema.names, self.schema.types
-        nested = [_needs_conversion(t) for t in types]
+        nested = [_needs_conversion(t) for t in self.schema.types]
         for stripe in range(f.nstripes) if part is None else range(*part):
             data = f.read_stripe(stripe, columns=columns)
             for offset in range(0, data.num_rows, self.batch_size):
                 batch = data.slice(offset, self.batch_size)
-                values = []
                 # by name: ORC hands the selected columns in the file's order, not the row type's
-                for name, t, column, conv in zip(names, types, (batch.column(c) for c in columns), nested):
-                    if column.type != t:
-                        try:
-                            column = column.cast(t)
-                        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                            raise ValueError(f"column {name!r} of type {column.type} cannot be read as {t}: {e}") from None
-                    py = column.to_pylist()
-                    values.append([_from_arrow(v, t) for v in py] if conv else py)
-                yield rows_of_names(names, zip(*values))
+                yield _rows(self.schema, (batch.column(c) for c in columns), nested)
 
     def __repr__(self) -> str:
         return f"OrcColumnarRowInputFormat({self.row_type})"

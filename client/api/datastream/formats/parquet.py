@@ -19,7 +19,7 @@ of either get the same instants). A writer buffers its rows and writes them as o
 from __future__ import annotations
 
 import json
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -104,6 +104,21 @@ def _row_group_splits(path: str) -> list[tuple[int, int]]:
     return [(i, i + 1) for i in range(_open(path).num_row_groups)]
 
 
+def _rows(schema: pa.Schema, columns: Iterable[Any], nested: list[bool]) -> list[Any]:
+    """Rows of a batch's columns (in the schema's order), each cast to the row type's column type;
+    ``nested[i]``: column i's values need converting from Arrow's Python values."""
+    values = []
+    for name, t, column, conv in zip(schema.names, schema.types, columns, nested):
+        if column.type != t:
+            try:
+                column = column.cast(t)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise ValueError(f"column {name!r} of type {column.type} cannot be read as {t}: {e}") from None
+        py = column.to_pylist()
+        values.append([_from_arrow(v, t) for v in py] if conv else py)
+    return rows_of_names(schema.names, zip(*values))
+
+
 def _row_groups(pf: pq.ParquetFile, part: tuple[int, int] | None) -> list[int]:
     return list(range(pf.num_row_groups) if part is None else range(*part))
 
@@ -162,20 +177,9 @@ class ParquetColumnarRowInputFormat(BulkFormat):
     def _read_file(self, path: str, batch_size: int, part: tuple[int, int] | None = None) -> Iterator[list[Any]]:
         pf = _open(path)
         columns = self._columns(pf)
-        names = self.schema.names
-        types = self.schema.types
-        nested = [_needs_conversion(t) for t in types]
+        nested = [_needs_conversion(t) for t in self.schema.types]
         for batch in pf.iter_batches(batch_size=self.batch_size, columns=columns, row_groups=_row_groups(pf, part)):
-            values = []
-            for name, t, column, conv in zip(names, types, batch.columns, nested):
-                if column.type != t:
-                    try:
-                        column = column.cast(t)
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                        raise ValueError(f"column {name!r} of type {column.type} cannot be read as {t}: {e}") from None
-                py = column.to_pylist()
-                values.append([_from_arrow(v, t) for v in py] if conv else py)
-            yield rows_of_names(names, zip(*values))
+            yield _rows(self.schema, batch.columns, nested)
 
     def __repr__(self) -> str:
         return f"ParquetColumnarRowInputFormat({self.row_type})"
