@@ -83,8 +83,12 @@ bench: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
+# Two pytest workers (TEST_WORKERS), each given whole modules (--dist loadfile keeps a module's
+# shared cluster in one process): an integration test mostly waits on processes, heartbeats and
+# checkpoints, so two run side by side on two cores. TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= 2
 test: typecheck $(STAMP) zookeeper browser postgresql flink-tools
-	$(PY) -m pytest -q --durations=30 tests/unit tests/integration
+	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration
 
 # PyFlink's own DataStream tests on Millstream: per-module passed / failed / needs-Java counts.
 # They are not on PyPI: point MILLSTREAM_PYFLINK_TESTS at a Flink checkout's flink-python/pyflink.
