@@ -52,7 +52,7 @@ from millstream.runtime.state.heap_backend import MAP, HeapMapState, KeyedStateB
 from millstream.runtime.state.state_table import _MISSING, StateTable, _no_key
 
 __all__ = ["RocksDBOptions", "TaskRocksDB", "RocksDBKeyedStateBackend", "RocksMap", "RocksTimerQueue",
-           "StateBackendDiskFullError", "encode_key"]
+           "RocksTtlCompactionCleanup", "StateBackendDiskFullError", "encode_key"]
 
 _KG = struct.Struct(">H")
 _LEN = struct.Struct(">I")
@@ -616,6 +616,78 @@ class _RocksMapGroup(_RocksGroup):
         return sum(1 for _ in self._keys())
 
 
+class RocksTtlCompactionCleanup:
+    """``cleanup_in_rocksdb_compact_filter`` without a compaction filter (the Python binding has no
+    hook for one): expired rows of one TTL state are found by a sweep over its column family, not
+    by reads, and deleted; once a sweep has gone round the column family and deleted something,
+    that column family is compacted, so the deleted rows leave the SST files as they would in
+    Flink's filtered compaction.
+
+    It runs on the task thread, driven by writes as compactions are: the keyed operators report
+    their records (``step``), and every ``CHUNK`` records the sweep looks at as many rows, from
+    where it stopped, reading the clock every ``query_time_after_num_entries`` rows (Flink's
+    setting). A list loses its expired elements (rewritten), a map its expired entries (one row
+    each); a value in the write-back cache is judged by its cached, newer copy.
+    """
+
+    CHUNK = 1000
+
+    def __init__(self, table: RocksStateTable, ttl_ms: int, query_every: int, clock: Callable[[], int]) -> None:
+        self._table = table
+        self._ttl = ttl_ms
+        self._every = max(1, query_every)
+        self._clock = clock
+        self._cursor = b""  # the next row to look at; b"": a new round
+        self._records = 0
+        self._deleted_this_round = 0
+        self.deleted = 0  # rows deleted in all
+        self.compactions = 0
+
+    def step(self, records: int) -> None:
+        self._records += records
+        if self._records >= self.CHUNK:
+            rows, self._records = self._records, 0
+            self.sweep(rows)
+
+    def sweep(self, rows: int) -> int:
+        """Looks at up to ``rows`` rows; returns how many it deleted."""
+        t, ttl = self._table, self._ttl
+        cf, ser, loans, kind = t.cf, t.serializer, t.loans, t.kind
+        it = cf.cf.iter()
+        it.seek(self._cursor)
+        now = self._clock()
+        seen = deleted = 0
+        while seen < rows and it.valid():
+            if seen and seen % self._every == 0:
+                now = self._clock()
+            seen += 1
+            row = it.key()
+            loaned = loans.get(row)  # a loaned value is newer than its row
+            stored = loaned[2] if loaned is not None else deserialize(it.value())
+            live = (stored if now < stored[1] + ttl else None) if kind == MAP else \
+                _ttl.unexpired_or_none(kind, stored, ttl, now)
+            if live is None:
+                loans.pop(row, None)
+                cf.delete(row)
+                deleted += 1
+            elif live is not stored:
+                if loaned is not None:
+                    loans[row] = (loaned[0], loaned[1], live)
+                cf.put(row, ser.serialize(live))
+            it.next()
+        self.deleted += deleted
+        self._deleted_this_round += deleted
+        if it.valid():
+            self._cursor = it.key()
+        else:  # round done: compact what it deleted out of the files
+            self._cursor = b""
+            if self._deleted_this_round:
+                _guard(cf.path, lambda: cf.cf.compact_range(None, None))
+                self.compactions += 1
+            self._deleted_this_round = 0
+        return deleted
+
+
 class RocksMapState(HeapMapState):
     """Map state over :class:`RocksMap`: writes touch one row, iteration walks rows lazily (a
     RocksDB iterator sees the rows as of its start, so the function may change the map meanwhile)."""
@@ -759,6 +831,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def get_map_state(self, descriptor: api.MapStateDescriptor) -> Any:
         return self._handle(descriptor, MAP, lambda t: RocksMapState(self, t))
+
+    def _ttl_handle(self, descriptor: api.StateDescriptor, kind: str, table: StateTable, policy: Any) -> Any:
+        handle = super()._ttl_handle(descriptor, kind, table, policy)
+        if policy.compaction_filter_query > 0 and isinstance(table, RocksStateTable):
+            self.record_cleanups.append(RocksTtlCompactionCleanup(table, policy.ttl_ms, policy.compaction_filter_query,
+                                                                  self.now_ms))
+        return handle
 
     def flush(self) -> None:
         """Writes back every loaned value: RocksDB holds the whole state afterwards."""
