@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 
 from checkpoints import HEARTBEATS, _poll, _records_in, _spawn  # noqa: E402
 
-KEYS, VALUE_BYTES, BUDGET_MB, INTERVAL_S, DRIVER_MEMORY = 20_000_000, 96, 64, 60, "256m"
+KEYS, VALUE_BYTES, BUDGET_MB, INTERVAL_S, DRIVER_MEMORY = 20_000_000, 96, 64, 60, "512m"  # Spark refuses < ~450 MB
 
 
 def _children() -> dict[int, list[int]]:
