@@ -278,8 +278,25 @@ def main() -> None:
     parser.add_argument("--interval", type=int, default=INTERVAL_S, help="checkpoint interval, seconds")
     parser.add_argument("--work-dir", default=None, help="where the cluster's files go (default: the temp dir)")
     parser.add_argument("--spark-driver-memory", default=DRIVER_MEMORY, help="the TaskManager's Spark JVM heap")
+    parser.add_argument("--readme", default=None, help="also rewrite this README's rows of this benchmark")
+    parser.add_argument("--from-json", default=None, help="take the result from this file (a run's JSON line)")
     a = parser.parse_args()
-    print(json.dumps(report(a.keys, a.value_bytes, a.budget_mb, a.interval, a.work_dir, a.spark_driver_memory)))
+    started, load_start = time.time(), os.getloadavg()[0]
+    if a.from_json:
+        result = json.loads(Path(a.from_json).read_text().strip().splitlines()[-1])
+    else:
+        result = report(a.keys, a.value_bytes, a.budget_mb, a.interval, a.work_dir, a.spark_driver_memory)
+        print(json.dumps(result))
+    if a.readme:
+        import run
+        import table
+
+        previous = table.parse_block(Path(a.readme).read_text(encoding="utf-8"))
+        command = (f"python bench/rocksdb_large_state.py --keys {result['keys']} --value-bytes {result['value_bytes']} "
+                   f"--budget-mb {result['budget_mb']} --interval {result['interval_s']} "
+                   f"--spark-driver-memory {result['spark_driver_memory']}")
+        run._write_readme(a.readme, previous, headline(result), ["rocksdb_large_state"],
+                          run._generated_text(started, load_start, command))
 
 
 if __name__ == "__main__":
