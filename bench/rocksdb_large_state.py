@@ -150,7 +150,8 @@ def report(keys: int = KEYS, value_bytes: int = VALUE_BYTES, budget_mb: int = BU
                      "-Djobmanager.rpc.address=127.0.0.1", f"-Dexecution.checkpointing.dir={work / 'checkpoints'}",
                      *HEARTBEATS], work / "jobmanager.log")]
     result: dict[str, Any] = {"keys": keys, "value_bytes": value_bytes, "budget_mb": budget_mb, "interval_s": interval_s,
-                              "spark_driver_memory": driver_memory}
+                              "spark_driver_memory": driver_memory, "started": time.time(),
+                              "load_start": os.getloadavg()[0]}
     local = work / "local"
     try:
         address = _poll(lambda: ready.exists() and ready.read_text().strip(), 60, "JobManager", 0.1)
@@ -234,6 +235,7 @@ def report(keys: int = KEYS, value_bytes: int = VALUE_BYTES, budget_mb: int = BU
                           restore_peak_tree_rss_parts=restore_sampler.peak_parts)
             if restored != result["checkpoint_id"]:
                 raise RuntimeError(f"restored checkpoint {restored}, expected {result['checkpoint_id']}")
+            result["load_end"] = os.getloadavg()[0]
             client.cancel(job_id)
             _poll(lambda: JobStatus.from_proto(client.status(job_id).status).is_terminal(), 120, "the job's end", 0.5)
     finally:
@@ -284,6 +286,7 @@ def main() -> None:
     started, load_start = time.time(), os.getloadavg()[0]
     if a.from_json:
         result = json.loads(Path(a.from_json).read_text().strip().splitlines()[-1])
+        started, load_start = result.get("started", started), result.get("load_start", load_start)
     else:
         result = report(a.keys, a.value_bytes, a.budget_mb, a.interval, a.work_dir, a.spark_driver_memory)
         print(json.dumps(result))
