@@ -16,7 +16,10 @@ half-deleted checkpoint is never taken for a complete one.
 
 Task side: ``write_task_state(base, job_id, checkpoint_id, data) -> FileStateHandle``.
 JobManager side: ``CompletedCheckpointStore.recover()`` at start, ``add_checkpoint(...)`` on
-``FinalizeCheckpoint``, ``latest()`` to restore, ``discard_checkpoint(n)`` on an abort.
+``FinalizeCheckpoint``, ``latest()`` to restore, ``discard_checkpoint(n)`` on an abort. The
+JobMaster adds with ``subsume=False`` and calls ``subsume(n)`` only once its coordinator confirmed
+``n`` (no failover came first): until then the older checkpoint, which tasks may be restoring
+from, stays; a checkpoint aborted after its metadata was written is discarded instead.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,6 +172,9 @@ class CompletedCheckpointStore:
         self.job_dir = base / self.job_id
         self.num_retained = num_retained
         self._completed: list[CompletedCheckpoint] = []  # oldest first
+        self._unconfirmed: set[int] = set()  # added with subsume=False, not yet subsume()d
+        # The JobMaster calls from threads (a finalization, a discard): one at a time.
+        self._lock = threading.RLock()
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -249,9 +256,19 @@ class CompletedCheckpointStore:
     def add_checkpoint(self, checkpoint_id: int, timestamp_ms: float, task_states: Mapping[str, object],
                        finished_tasks: frozenset[str] = frozenset(),
                        stats: Optional[dict[str, Any]] = None,
-                       coordinator_states: Optional[dict[str, Any]] = None) -> CompletedCheckpoint:
+                       coordinator_states: Optional[dict[str, Any]] = None,
+                       subsume: bool = True) -> CompletedCheckpoint:
         """Finalize: write ``_metadata`` atomically (the checkpoint is complete from the rename on),
-        then drop the checkpoints beyond ``num_retained`` and the incomplete older directories."""
+        then drop the checkpoints beyond ``num_retained`` and the incomplete older directories.
+        ``subsume`` False: nothing older is dropped until :meth:`subsume` (or the new checkpoint
+        is discarded with :meth:`discard_checkpoint`)."""
+        with self._lock:
+            return self._add_checkpoint(checkpoint_id, timestamp_ms, task_states, finished_tasks, stats,
+                                        coordinator_states, subsume)
+
+    def _add_checkpoint(self, checkpoint_id: int, timestamp_ms: float, task_states: Mapping[str, object],
+                        finished_tasks: frozenset[str], stats: Optional[dict[str, Any]],
+                        coordinator_states: Optional[dict[str, Any]], subsume: bool) -> CompletedCheckpoint:
         directory = checkpoint_directory(self.base, self.job_id, checkpoint_id)
         if self._completed and checkpoint_id <= self._completed[-1].checkpoint_id:
             raise CheckpointStorageError(f"checkpoint {checkpoint_id} is not newer than the latest completed "
@@ -284,13 +301,32 @@ class CompletedCheckpointStore:
                                          frozenset(finished_tasks), stats, dict(coordinator_states or {}))
         self._register_completed(checkpoint)  # before older ones are dropped: there is always a latest
         self._completed.append(checkpoint)
-        while len(self._completed) > self.num_retained:
-            self._delete_dir(self._completed.pop(0).directory)
+        if subsume:
+            self._subsume(checkpoint_id)
+        else:
+            self._unconfirmed.add(checkpoint_id)
+        return checkpoint
+
+    def subsume(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` (added with ``subsume=False``) is confirmed: drop the
+        checkpoints it subsumes (beyond ``num_retained``), older incomplete directories and the
+        shared files no retained checkpoint references."""
+        with self._lock:
+            if not any(c.checkpoint_id == checkpoint_id for c in self._completed):
+                return  # discarded meanwhile
+            self._unconfirmed.discard(checkpoint_id)
+            self._subsume(checkpoint_id)
+
+    def _subsume(self, checkpoint_id: int) -> None:
+        confirmed = [c for c in self._completed if c.checkpoint_id not in self._unconfirmed]
+        for old in confirmed[:-self.num_retained]:
+            if old.checkpoint_id < checkpoint_id:
+                self._completed.remove(old)
+                self._delete_dir(old.directory)
         for n, d in self._chk_dirs():
             if n < checkpoint_id and not (d / METADATA_FILE).is_file():
                 self._delete_dir(d)
         self.delete_unreferenced_shared_state()
-        return checkpoint
 
     # -- shared state (incremental checkpoints) ----------------------------------------------------
 
@@ -341,7 +377,15 @@ class CompletedCheckpointStore:
         new leader finds it. Raising makes ``add_checkpoint`` fail: the checkpoint is not complete."""
 
     def discard_checkpoint(self, checkpoint_id: int) -> None:
-        """An aborted checkpoint: delete its directory (never a completed checkpoint's)."""
+        """An aborted checkpoint: delete its directory (never a completed checkpoint's, unless it
+        was added with ``subsume=False`` and not confirmed: aborted while its metadata was written)."""
+        with self._lock:
+            self._discard_checkpoint(checkpoint_id)
+
+    def _discard_checkpoint(self, checkpoint_id: int) -> None:
+        if checkpoint_id in self._unconfirmed:
+            self._unconfirmed.discard(checkpoint_id)
+            self._completed = [c for c in self._completed if c.checkpoint_id != checkpoint_id]
         if any(c.checkpoint_id == checkpoint_id for c in self._completed):
             raise CheckpointStorageError(f"checkpoint {checkpoint_id} is completed; it is not discarded")
         directory = checkpoint_directory(self.base, self.job_id, checkpoint_id)

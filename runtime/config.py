@@ -490,6 +490,19 @@ STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO: ConfigOption[float] = _option(
     "state.backend.rocksdb.memory.write-buffer-ratio", _FLOAT, 0.5,
     "The share of the RocksDB memory budget that write buffers (memtables) may use.")
 
+STATE_BACKEND_ROCKSDB_PREDEFINED_OPTIONS: ConfigOption[str] = _option(
+    "state.backend.rocksdb.predefined-options", _STR, "DEFAULT",
+    "A profile of RocksDB options (`EmbeddedRocksDBStateBackend.set_predefined_options`): DEFAULT, "
+    "SPINNING_DISK_OPTIMIZED, SPINNING_DISK_OPTIMIZED_HIGH_MEM or FLASH_SSD_OPTIMIZED, Flink's settings "
+    "each; with `memory.managed` the shared block cache replaces the profile's own.",
+    choices=("DEFAULT", "SPINNING_DISK_OPTIMIZED", "SPINNING_DISK_OPTIMIZED_HIGH_MEM", "FLASH_SSD_OPTIMIZED"))
+STATE_BACKEND_ROCKSDB_OPTIONS_FACTORY: ConfigOption[str | None] = _option(
+    "state.backend.rocksdb.options-factory", _STR, None,
+    "The fully-qualified name (`package.module.Class`) of a `RocksDBOptionsFactory` "
+    "(`EmbeddedRocksDBStateBackend.set_options`), importable on the workers: its "
+    "`create_db_options`/`create_column_options` change the rocksdict Options each task's RocksDB "
+    "opens with, after the predefined profile.")
+
 CHECKPOINTING_INCREMENTAL: ConfigOption[bool] = _option(
     "execution.checkpointing.incremental", _BOOL, False,
     "Incremental checkpoints of the `rocksdb` state backend (`EmbeddedRocksDBStateBackend("

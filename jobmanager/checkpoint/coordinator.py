@@ -28,6 +28,10 @@ the JobMaster's shell. Time is passed in (milliseconds, any monotonic origin); t
   (a stale or unknown attempt) or for a checkpoint no longer pending is ignored and its state is
   discarded; a duplicate ack is ignored. Declines from attempts outside the plan are ignored too
   (Flink trusts them; we fence zombie attempts).
+* Failover: a stop (the job restarts) or ``abort_pending`` (a region is redeployed) aborts the
+  checkpoint in flight even if every task acked and its metadata is being written (Flink's
+  ``abortPendingCheckpoints`` in ``restoreState``): only a checkpoint acked by the new attempts may
+  replace the one they restore. A finalizing checkpoint is discarded once its write reports back.
 
 A pending checkpoint's states::
 
@@ -76,6 +80,7 @@ class CheckpointFailureReason(str, enum.Enum):
     FINALIZE_CHECKPOINT_FAILURE = "FINALIZE_CHECKPOINT_FAILURE"
     CHECKPOINT_COORDINATOR_SUSPEND = "CHECKPOINT_COORDINATOR_SUSPEND"
     CHECKPOINT_COORDINATOR_SHUTDOWN = "CHECKPOINT_COORDINATOR_SHUTDOWN"
+    JOB_FAILOVER_REGION = "JOB_FAILOVER_REGION"
     TRIGGER_CHECKPOINT_FAILURE = "TRIGGER_CHECKPOINT_FAILURE"
 
     @property
@@ -374,6 +379,9 @@ class CheckpointCoordinator:
         self._pending: Optional[PendingCheckpoint] = None
         self._last_completion_ms: Optional[float] = None
         self._aborted_recently: set[int] = set()
+        # Aborted while their metadata was being written: discarded once the write reports back,
+        # never while it runs (the two would race on the same directory).
+        self._aborted_finalizing: set[int] = set()
         # CheckpointFailureManager's bookkeeping
         self._continuous_failures = 0
         self._counted_ids: set[int] = set()
@@ -402,6 +410,15 @@ class CheckpointCoordinator:
         if self._pending is None:
             return []
         return self._abort(self._pending, reason, "the job stopped running (failing, restarting, cancelled or finished)", None)
+
+    def abort_pending(self, reason: CheckpointFailureReason = _R.JOB_FAILOVER_REGION) -> list[Command]:
+        """Tasks are being restored (Flink's ``restoreState``: a region failover): the checkpoint in
+        flight, pending or finalizing, aborts, since acks of the failed attempts must never make
+        a checkpoint complete after the new attempts restored an older one (it would subsume the
+        checkpoint they read). Periodic checkpoints go on; not counted against tolerance."""
+        if self._pending is None:
+            return []
+        return self._abort(self._pending, reason, "tasks are being restored (a failover)", None)
 
     def next_deadline(self) -> Optional[float]:
         """When ``tick`` next has something to do (a trigger or a timeout), or None."""
@@ -562,6 +579,7 @@ class CheckpointCoordinator:
         if pending is None or pending.checkpoint_id != checkpoint_id or pending.state is not PendingState.FINALIZING:
             # Expired or stopped while the metadata was written: it must not survive as completed.
             log.warning("checkpoint %d finalized after it was aborted: discarding it", checkpoint_id)
+            self._aborted_finalizing.discard(checkpoint_id)
             return [DiscardCheckpoint(checkpoint_id)]
         pending.transition(PendingState.COMPLETED, "metadata written")
         self._pending = None
@@ -589,9 +607,12 @@ class CheckpointCoordinator:
     def checkpoint_finalize_failed(self, checkpoint_id: int, message: str) -> list[Command]:
         pending = self._pending
         if pending is None or pending.checkpoint_id != checkpoint_id or pending.state is not PendingState.FINALIZING:
+            if checkpoint_id in self._aborted_finalizing:  # aborted meanwhile: its discard waited for this
+                self._aborted_finalizing.discard(checkpoint_id)
+                return [DiscardCheckpoint(checkpoint_id)]
             return []
         return self._abort(pending, _R.FINALIZE_CHECKPOINT_FAILURE,
-                           f"Could not complete checkpoint {checkpoint_id}: {message}", None)
+                           f"Could not complete checkpoint {checkpoint_id}: {message}", None, finalization_ended=True)
 
     def stats_at_completion(self, checkpoint_id: int, now_ms: float) -> tuple[int, int, list[CheckpointRecord]]:
         """(completed, failed, history oldest first) as they will be once the finalizing
@@ -633,7 +654,11 @@ class CheckpointCoordinator:
     # -- aborting --------------------------------------------------------------------------------
 
     def _abort(self, pending: PendingCheckpoint, reason: CheckpointFailureReason, message: str,
-               attempt_id: Optional[bytes], now_ms: Optional[float] = None) -> list[Command]:
+               attempt_id: Optional[bytes], now_ms: Optional[float] = None,
+               finalization_ended: bool = False) -> list[Command]:
+        """``finalization_ended``: the metadata write of a FINALIZING checkpoint already reported
+        (it failed); otherwise a FINALIZING checkpoint's directory is discarded only once it does."""
+        writing = pending.state is PendingState.FINALIZING and not finalization_ended
         pending.transition(PendingState.ABORTED, reason.value)
         self._pending = None
         cid = pending.checkpoint_id
@@ -650,7 +675,10 @@ class CheckpointCoordinator:
         s.history.append(s.last_failed)
         log.warning("Checkpoint %d aborted (%s): %s", cid, reason.value, message)
         out: list[Command] = [NotifyCheckpointAborted(a, cid) for a in pending.to_commit]
-        out.append(DiscardCheckpoint(cid))
+        if writing:
+            self._aborted_finalizing.add(cid)
+        else:
+            out.append(DiscardCheckpoint(cid))
         out += self._count_failure(cid, reason)
         return out
 

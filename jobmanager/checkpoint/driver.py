@@ -263,6 +263,11 @@ class CheckpointDriver:
             self._run(self.coordinator.task_failed(attempt_id, message))
         self.maybe_start()
 
+    def abort_pending(self) -> None:
+        """Tasks of a running job are being redeployed (a region failover): Flink's
+        ``abortPendingCheckpoints(JOB_FAILOVER_REGION)`` at ``restoreState``."""
+        self._run(self.coordinator.abort_pending())
+
     def restored(self, checkpoint_id: int, path: str) -> None:
         self.coordinator.restored(checkpoint_id, now_ms(), path)
 
@@ -406,8 +411,10 @@ class CheckpointDriver:
         stats = self._persisted_stats(command.checkpoint_id)
         coordinator_states = self._coordinator_states.pop(command.checkpoint_id, None)
         try:
+            # Not subsuming yet: a failover may abort this checkpoint while its metadata is written,
+            # and the tasks then restore the previous one, which must survive until this is confirmed.
             checkpoint = await asyncio.to_thread(self.store.add_checkpoint, command.checkpoint_id, command.timestamp_ms,
-                                                 command.task_states, finished, stats, coordinator_states)
+                                                 command.task_states, finished, stats, coordinator_states, False)
         except Exception as exc:
             log.warning("checkpoint %d: writing its metadata failed: %s", command.checkpoint_id, exc)
             self._run(self.coordinator.checkpoint_finalize_failed(command.checkpoint_id, f"{type(exc).__name__}: {exc}"))
@@ -432,7 +439,8 @@ class CheckpointDriver:
         if any(isinstance(c, DiscardCheckpoint) for c in commands):
             self._run(commands)  # aborted while the metadata was written: not a restore point
             return
-        self.core.restore_point = checkpoint
+        self.core.restore_point = checkpoint  # from here on every restart restores this one...
+        self._spawn(asyncio.to_thread(self.store.subsume, command.checkpoint_id))  # ...so older ones may go
         if self.coordinators is not None:
             self.coordinators.checkpoint_complete(command.checkpoint_id)
         self._run(commands)

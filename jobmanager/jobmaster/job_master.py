@@ -13,6 +13,7 @@ from millstream.runtime.execution_state import ExecutionState, JobStatus
 from millstream.runtime.clock import now_ms
 from millstream.runtime.heartbeat import HeartbeatMonitor
 from millstream.jobmanager.jobmaster.job_master_core import (
+    AbortPendingCheckpoints,
     BuildDeployments,
     CancelTask,
     CheckpointRestored,
@@ -333,6 +334,9 @@ class JobMaster:
                 self._restart_timer = asyncio.get_running_loop().call_later(
                     command.delay_ms / 1000, self._restart_backoff_elapsed, command.restart
                 )
+            elif isinstance(command, AbortPendingCheckpoints):
+                if self.checkpoints is not None:
+                    self.checkpoints.abort_pending()
             elif isinstance(command, CheckpointRestored):
                 if self.checkpoints is not None:
                     self.checkpoints.restored(command.checkpoint_id, command.path)

@@ -131,6 +131,12 @@ class CheckpointRestored:
 
 
 @dataclass(frozen=True)
+class AbortPendingCheckpoints:
+    """Tasks of the running job are about to be redeployed from the restore point (a region
+    failover): the checkpoint in flight must not complete with its failed attempts' acks."""
+
+
+@dataclass(frozen=True)
 class StartAdaptiveTimer:
     """Adaptive scheduler: call ``adaptive_timer_elapsed(kind, epoch)`` after ``delay_ms``."""
 
@@ -145,7 +151,8 @@ class TriggerRescaleCheckpoint:
 
 
 Command = Union[DeclareRequirements, BuildDeployments, DeployTask, CancelTask, FreeSlot, JobStatusChanged,
-                StartRestartTimer, CheckpointRestored, StartAdaptiveTimer, TriggerRescaleCheckpoint]
+                StartRestartTimer, CheckpointRestored, StartAdaptiveTimer, TriggerRescaleCheckpoint,
+                AbortPendingCheckpoints]
 
 
 def job_slot_request_timeout(graph: pb.JobGraph) -> int | None:
@@ -681,6 +688,7 @@ class JobMasterCore:
                 continue
             del self._restarting_regions[region]
             self.num_restarts += 1
+            out.append(AbortPendingCheckpoints())
             tasks: list[PlannedTask] = []
             producers: dict[VertexKey, ProducerLocation] = {}
             for ev, previous in zip(members, old):

@@ -23,7 +23,8 @@ __all__ = ["KeyedBackendFactory"]
 
 _KEYS = (cfg.STATE_BACKEND_TYPE, cfg.STATE_BACKEND_ROCKSDB_LOCALDIR, cfg.STATE_BACKEND_ROCKSDB_TIMER_SERVICE,
          cfg.STATE_BACKEND_ROCKSDB_MEMORY_MANAGED, cfg.STATE_BACKEND_ROCKSDB_MEMORY_FIXED_PER_SLOT,
-         cfg.STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO, cfg.CHECKPOINTING_INCREMENTAL)
+         cfg.STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO, cfg.CHECKPOINTING_INCREMENTAL,
+         cfg.STATE_BACKEND_ROCKSDB_PREDEFINED_OPTIONS, cfg.STATE_BACKEND_ROCKSDB_OPTIONS_FACTORY)
 
 
 class KeyedBackendFactory:
@@ -57,6 +58,8 @@ class KeyedBackendFactory:
                 memory_managed=s.get(cfg.STATE_BACKEND_ROCKSDB_MEMORY_MANAGED),
                 fixed_memory_per_slot=s.get(cfg.STATE_BACKEND_ROCKSDB_MEMORY_FIXED_PER_SLOT),
                 write_buffer_ratio=s.get(cfg.STATE_BACKEND_ROCKSDB_WRITE_BUFFER_RATIO),
+                predefined=s.get(cfg.STATE_BACKEND_ROCKSDB_PREDEFINED_OPTIONS),
+                options_factory=s.get(cfg.STATE_BACKEND_ROCKSDB_OPTIONS_FACTORY),
             )
             # Flink's layout: job, operator (here the task), subtask and a fresh id per attempt.
             stem = f"job_{env.job_id or 'local'}_task_{_safe(env.task_name)}_{env.subtask_index}_attempt_"

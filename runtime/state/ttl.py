@@ -34,6 +34,9 @@ class TtlPolicy:
     cleanup_size: int  # incremental cleanup: entries checked per state access (0: none)
     cleanup_every_record: bool  # ...and per record processed
     full_snapshot: bool  # leave expired entries out of checkpoints
+    # RocksDB backend, cleanup_in_rocksdb_compact_filter: entries swept between two reads of the
+    # clock (query_time_after_num_entries); 0: no such cleanup
+    compaction_filter_query: int = 0
 
 
 def ttl_policy(descriptor: api.StateDescriptor) -> TtlPolicy | None:
@@ -50,7 +53,13 @@ def ttl_policy(descriptor: api.StateDescriptor) -> TtlPolicy | None:
         cleanup_size=incremental.get_cleanup_size() if incremental is not None else 0,
         cleanup_every_record=incremental is not None and incremental.run_cleanup_for_every_record(),
         full_snapshot=strategies.in_full_snapshot(),
+        compaction_filter_query=_compaction_filter_query(strategies),
     )
+
+
+def _compaction_filter_query(strategies: Any) -> int:
+    compact = strategies.get_rocksdb_compact_filter_cleanup_strategy()
+    return 0 if compact is None else max(1, compact.get_query_time_after_num_entries())
 
 
 def unexpired_or_none(kind: str, stored: Any, ttl_ms: int, now: int) -> Any:

@@ -122,10 +122,10 @@ MODULES: tuple[ModuleMap, ...] = (
             KeyedBroadcastProcessFunction TimeDomain WindowedStream WindowFunction ProcessWindowFunction
             AsyncDataStream AsyncFunction AsyncRetryPredicate AsyncRetryStrategy SlotSharingGroup MemorySize
             ExternalizedCheckpointRetention StateBackend HashMapStateBackend CheckpointStorage
-            JobManagerCheckpointStorage FileSystemCheckpointStorage EmbeddedRocksDBStateBackend"""
+            JobManagerCheckpointStorage FileSystemCheckpointStorage EmbeddedRocksDBStateBackend PredefinedOptions"""
         ),
         not_yet=_names(
-            """CustomStateBackend PredefinedOptions CustomCheckpointStorage"""
+            """CustomStateBackend CustomCheckpointStorage"""
         ),
     ),
     ModuleMap(

@@ -58,7 +58,8 @@ if TYPE_CHECKING:
         WindowFunction,
     )
     from millstream.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
-    from millstream.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend, StateBackend
+    from millstream.datastream.state_backend import (EmbeddedRocksDBStateBackend, HashMapStateBackend, PredefinedOptions,
+                                                     StateBackend)
     from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
     from millstream.datastream.time_domain import TimeDomain
     from millstream.datastream.window import (
@@ -118,6 +119,7 @@ _MODULE_OF = {
     "SlotSharingGroup": "slot_sharing_group",
     "HashMapStateBackend": "state_backend",
     "EmbeddedRocksDBStateBackend": "state_backend",
+    "PredefinedOptions": "state_backend",
     "StateBackend": "state_backend",
     "StreamExecutionEnvironment": "stream_execution_environment",
     "TimeDomain": "time_domain",
@@ -156,6 +158,7 @@ __all__ = [
     "FileSystemCheckpointStorage",
     "HashMapStateBackend",
     "EmbeddedRocksDBStateBackend",
+    "PredefinedOptions",
     "JobManagerCheckpointStorage",
     "StateBackend",
     "FilterFunction",

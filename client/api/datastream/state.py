@@ -273,8 +273,10 @@ class StateTtlConfig:
     set on creation and every write and, with ``OnReadAndWrite``, on every read. Time is processing
     time. Expired values are removed when read, by incremental cleanup (a few entries checked per
     state access, or per record), and left out of checkpoints with ``cleanup_full_snapshot``.
-    Millstream keeps keyed state on the heap (Flink's HashMapStateBackend), so, as there,
-    ``cleanup_in_rocksdb_compact_filter`` is accepted and has no effect.
+    ``cleanup_in_rocksdb_compact_filter`` (on by default with cleanup in background, as Flink's) acts
+    on the RocksDB backend only: a sweep over the state's rows, driven by the records processed,
+    deletes expired entries and compacts them out of the files (the binding has no compaction
+    filter hook); on the heap backend it has no effect, as in Flink.
     """
 
     class UpdateType(Enum):
