@@ -253,7 +253,6 @@ class JobMasterCore:
         self._region_of = {ev.id: i for i, region in enumerate(self.regions) for ev in region}
         self._restarting_regions: dict[int, tuple[int, bool]] = {}  # region -> (restart number, backoff elapsed)
         self.adaptive: AdaptiveScheduler | None = None  # jobmanager.scheduler: adaptive (enable_adaptive)
-        self._resources_lost = False  # the failure being handled is a lost TaskManager's
         self._adaptive_deployed = False  # the adaptive scheduler created an execution graph already
 
     # -- the adaptive scheduler ----------------------------------------------------------------
@@ -715,18 +714,14 @@ class JobMasterCore:
             execution.slot = None  # nothing to cancel or free on a lost TaskManager
         if self.adaptive is not None:
             out += self._run_adaptive(self.adaptive.resources_changed(len(self.slots)))
-        self._resources_lost = True
-        try:
-            for execution in lost:
-                if execution.state.is_terminal():
-                    continue  # cancelled by the failure (or restart) of a task lost before it
-                failure = cpb.JobFailure(
-                    message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
-                    task_name=execution.name,
-                )
-                out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
-        finally:
-            self._resources_lost = False
+        for execution in lost:
+            if execution.state.is_terminal():
+                continue  # cancelled by the failure (or restart) of a task lost before it
+            failure = cpb.JobFailure(
+                message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
+                task_name=execution.name,
+            )
+            out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
         return out
 
     def resources_unavailable(self, message: str) -> list[Command]:
@@ -789,21 +784,14 @@ class JobMasterCore:
             self._restarting_regions.clear()  # a whole-job restart or failure covers them
             self._stopping = False  # a failure while stopping: the stop failed, the job restarts or fails
             if self.adaptive is not None:
-                # Reactive mode scales down on a lost TaskManager without asking the strategy. A
-                # secondary failure (an exchange broke) is never a root cause: it is what the other
-                # end's loss looks like first, before the heartbeats or the probes find it lost.
-                lost = self._resources_lost or failure.secondary
-                uncounted = lost and self.adaptive.settings.reactive
-                allowed = restartable and self.status is JobStatus.RUNNING and (uncounted or self._restart_allowed())
-                decision = self.adaptive.task_failed(allowed, lost)
+                # Every failure of the running graph asks the restart strategy, as in Flink's
+                # adaptive scheduler: a lost TaskManager's and a broken exchange's too, in reactive
+                # mode as well (else a job whose exchanges keep breaking restarts for ever); only
+                # the scheduler's own rescales are free (see _run_adaptive). The strategy's backoff
+                # applies; its limit fails the job.
+                allowed = restartable and self.status is JobStatus.RUNNING and self._restart_allowed()
+                decision = self.adaptive.task_failed(allowed)
                 restartable = allowed and any(isinstance(c, adaptive_scheduler.RestartTasks) for c in decision)
-                if uncounted and restartable:
-                    log.info("job %s: %s", self.job_id.hex(), "a TaskManager was lost: scaling down")
-                    self._set_job_status(JobStatus.RESTARTING, failure.message, out)
-                    self._backoff_elapsed = True
-                    self._deployment_started = False
-                    out += self._cancel_executions()
-                    return out
             if restartable and self.status is JobStatus.RUNNING and (self.adaptive is not None or self._restart_allowed()):
                 self._set_job_status(JobStatus.RESTARTING, failure.message, out)
                 self._backoff_elapsed = False
