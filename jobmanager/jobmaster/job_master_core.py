@@ -544,7 +544,10 @@ class JobMasterCore:
     def _rescaled_restore(self, point: CompletedCheckpoint, ev: ExecutionVertex, old_parallelism: int) -> cpb.TaskRestore:
         """Another parallelism than in the checkpoint (a savepoint resumed with a new -p): keyed
         state moves with its key groups, operator state of old subtask j goes to j mod the new
-        parallelism (Flink's round-robin redistribution of list state)."""
+        parallelism (Flink's round-robin redistribution of list state). A source subtask is given
+        every old subtask's snapshot (only its round-robin ones with their operator state): a
+        sequence or generator source cuts the indices all of them left unread into new shares, so
+        the subtasks a scale-up adds read too (see sources.rescaled_positions)."""
         vertex_hex, new_parallelism = ev.job_vertex.id.hex(), ev.job_vertex.parallelism
         keys = [f"{vertex_hex}_{j}" for j in range(old_parallelism)]
         restore = cpb.TaskRestore(checkpoint_id=point.checkpoint_id, is_rescaled=True)
@@ -559,7 +562,7 @@ class JobMasterCore:
             theirs = compute_key_group_range_for_operator_index(ev.job_vertex.max_parallelism, old_parallelism, j)
             takes_operator_state = j % new_parallelism == ev.subtask_index
             overlaps = theirs.start_key_group <= mine.end_key_group and mine.start_key_group <= theirs.end_key_group
-            if overlaps or takes_operator_state:
+            if overlaps or takes_operator_state or ev.job_vertex.proto.is_source:
                 restore.rescaled.add(old_subtask_index=j, state_path=handle.path, state_size=handle.size,
                                      take_operator_state=takes_operator_state)
         return restore

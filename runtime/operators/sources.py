@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SourceReader", "CollectionReader", "SequenceReader", "TextFileReader", "GeneratorReader",
     "SourceFunctionReader", "FileSplit", "SourceCancelled", "sequence_splits", "text_file_splits",
-    "create_source_reader", "FormatFileReader", "subtask_of_path", "DONE", "LISTED",
+    "create_source_reader", "rescaled_positions", "FormatFileReader", "subtask_of_path", "DONE", "LISTED",
 ]
 
 Emit = Callable[[list[Any]], None]
@@ -89,6 +89,46 @@ def range_split(split_id: str) -> tuple[str, int, int]:
         return split_id, int(low), int(high)
     except ValueError:
         raise ValueError(f"not a sequence split id: {split_id!r}") from None
+
+
+def respread_ranges(every: Mapping[str, Any], parallelism: int, subtask_index: int) -> dict[str, int]:
+    """This subtask's share of the indices that range splits ``every`` (split id -> next index,
+    from every old subtask) left unread: all of them in index order, cut into ``parallelism``
+    contiguous shares as :func:`sequence_splits` cuts a fresh sequence, as splits ``"a..b"`` to
+    read from ``a``. Every new subtask cuts the same positions the same way, so each index is
+    read by exactly one of them, and a subtask that a scale-up added gets its share."""
+    if parallelism < 1 or not 0 <= subtask_index < parallelism:
+        raise ValueError(f"subtask {subtask_index} of parallelism {parallelism} does not exist")
+    unread = sorted((int(nxt), high) for sid, nxt in every.items()
+                    for _, _, high in [range_split(sid)] if int(nxt) <= high)
+    per, extra = divmod(sum(high - nxt + 1 for nxt, high in unread), parallelism)
+    skip = subtask_index * per + min(subtask_index, extra)
+    want = per + (1 if subtask_index < extra else 0)
+    mine: dict[str, int] = {}
+    for nxt, high in unread:
+        if want <= 0:
+            break
+        size = high - nxt + 1
+        if skip >= size:
+            skip -= size
+            continue
+        low = nxt + skip
+        last = min(high, low + want - 1)
+        mine[f"{low}..{last}"] = low
+        want -= last - low + 1
+        skip = 0
+    return mine
+
+
+def rescaled_positions(factory: operator_factories.SourceFactory, assigned: Mapping[str, Any],
+                       every: Mapping[str, Any], parallelism: int, subtask_index: int) -> dict[str, Any]:
+    """The splits a source subtask reads after a restore at another parallelism: for a sequence
+    or a generator (whose splits are index ranges, cut anew at will) its share of every old
+    subtask's unread indices; for other sources the splits ``assigned`` to it (the round-robin
+    share of the old subtasks' splits, as Flink redistributes a source reader's list state)."""
+    if isinstance(factory, (operator_factories.SequenceSourceFactory, operator_factories.GeneratorSourceFactory)):
+        return respread_ranges(every, parallelism, subtask_index)
+    return dict(assigned)
 
 
 class _Ranges:

@@ -98,6 +98,23 @@ def test_new_slots_rescale_a_running_job_from_its_latest_checkpoint_with_key_gro
     assert {c.resource_id for c in deploys} == {"tm-1", "tm-2"}
 
 
+def test_a_source_subtask_of_a_rescaled_graph_is_given_every_old_source_snapshot(tmp_path: Path) -> None:
+    # so that a sequence or generator source can cut the unread indices anew and a subtask the
+    # scale-up added reads too; operator state still goes round-robin (take_operator_state)
+    core = _core(AdaptiveSettings(resource_stabilization_timeout_ms=500))
+    core.start()
+    _fire(core, _offer(core, "tm-1", 2, 0))
+    _run_all(core)
+    assert _parallelism(core) == {2}
+    states = {task_key(e.vertex): FileStateHandle(str(tmp_path / f"{i}"), 1) for i, e in enumerate(core.current_executions())}
+    core.restore_point = CompletedCheckpoint(core.job_id.hex(), 7, 0, tmp_path, states)
+    deploys = [c.tdd for c in _cancelled(core, _fire(core, _offer(core, "tm-2", 1, 2))) if isinstance(c, DeployTask)]
+    assert _parallelism(core) == {3}
+    sources = sorted((d for d in deploys if d.vertex.is_source), key=lambda d: d.subtask_index)
+    assert [[(r.old_subtask_index, r.take_operator_state) for r in d.restore.rescaled] for d in sources] == [
+        [(0, True), (1, False)], [(0, False), (1, True)], [(0, False), (1, False)]]
+
+
 def test_without_a_completed_checkpoint_the_rescale_takes_one_first() -> None:
     core = _core(AdaptiveSettings(resource_stabilization_timeout_ms=500))
     core.start()
