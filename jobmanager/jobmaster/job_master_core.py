@@ -254,6 +254,8 @@ class JobMasterCore:
         self._restarting_regions: dict[int, tuple[int, bool]] = {}  # region -> (restart number, backoff elapsed)
         self.adaptive: AdaptiveScheduler | None = None  # jobmanager.scheduler: adaptive (enable_adaptive)
         self._adaptive_deployed = False  # the adaptive scheduler created an execution graph already
+        self.rescales: list[cpb.RescaleEvent] = []  # each graph at another parallelism (the REST timeline)
+        self._restart_reason = ""  # why the current graph stops: a rescale's reason or a failure's message
 
     # -- the adaptive scheduler ----------------------------------------------------------------
 
@@ -283,6 +285,7 @@ class JobMasterCore:
             elif isinstance(c, adaptive_scheduler.RestartTasks) and self.status is JobStatus.RUNNING:
                 # a rescale (a failure's restart goes through _fail_job)
                 log.info("job %s: %s", self.job_id.hex(), c.reason)
+                self._restart_reason = c.reason
                 self._set_job_status(JobStatus.RESTARTING, c.reason, out)
                 self._backoff_elapsed = True
                 self._deployment_started = False
@@ -302,6 +305,11 @@ class JobMasterCore:
         for vertex in graph.vertices:
             vertex.parallelism = parallelism[vertex.id]
         old = self.current
+        before = max((v.parallelism for v in self.graph.job_vertices), default=0)
+        if self._adaptive_deployed and before != max(parallelism.values()):
+            self.rescales.append(cpb.RescaleEvent(timestamp_ms=self.wall_clock(), old_parallelism=before,
+                                                  new_parallelism=max(parallelism.values()),
+                                                  reason=self._restart_reason))
         self.graph = ExecutionGraph(graph)
         self.current = {}
         self._state_counts = {}
@@ -792,6 +800,7 @@ class JobMasterCore:
                 # mode as well (else a job whose exchanges keep breaking restarts for ever); only
                 # the scheduler's own rescales are free (see _run_adaptive). The strategy's backoff
                 # applies; its limit fails the job.
+                self._restart_reason = failure.message
                 allowed = restartable and self.status is JobStatus.RUNNING and self._restart_allowed()
                 decision = self.adaptive.task_failed(allowed)
                 restartable = allowed and any(isinstance(c, adaptive_scheduler.RestartTasks) for c in decision)

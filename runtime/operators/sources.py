@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SourceReader", "CollectionReader", "SequenceReader", "TextFileReader", "GeneratorReader",
     "SourceFunctionReader", "FileSplit", "SourceCancelled", "sequence_splits", "text_file_splits",
-    "create_source_reader", "rescaled_positions", "FormatFileReader", "subtask_of_path", "DONE", "LISTED",
+    "create_source_reader", "rescaled_positions", "reads_index_ranges", "FormatFileReader", "subtask_of_path", "DONE", "LISTED",
 ]
 
 Emit = Callable[[list[Any]], None]
@@ -126,9 +126,16 @@ def rescaled_positions(factory: operator_factories.SourceFactory, assigned: Mapp
     or a generator (whose splits are index ranges, cut anew at will) its share of every old
     subtask's unread indices; for other sources the splits ``assigned`` to it (the round-robin
     share of the old subtasks' splits, as Flink redistributes a source reader's list state)."""
-    if isinstance(factory, (operator_factories.SequenceSourceFactory, operator_factories.GeneratorSourceFactory)):
+    if reads_index_ranges(factory):
         return respread_ranges(every, parallelism, subtask_index)
     return dict(assigned)
+
+
+def reads_index_ranges(factory: operator_factories.SourceFactory) -> bool:
+    """A sequence or generator source: its splits are index ranges named by their bounds, and a
+    restored subtask reads the ranges of its snapshot, not its share of the plan (after a rescale
+    cut them anew, the plan's shares are not what the subtasks read)."""
+    return isinstance(factory, (operator_factories.SequenceSourceFactory, operator_factories.GeneratorSourceFactory))
 
 
 class _Ranges:

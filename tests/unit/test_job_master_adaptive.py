@@ -147,6 +147,7 @@ def test_reactive_mode_uses_every_slot_and_scales_down_on_a_lost_task_manager_th
     assert _fire(core, commands) == [TriggerRescaleCheckpoint()]  # no checkpointing: the shell answers at once
     _cancelled(core, _built(core, core.checkpoint_completed()))
     assert _parallelism(core) == {4} and core.num_restarts == 1  # the rescale: the strategy was not asked
+    assert [(r.old_parallelism, r.new_parallelism) for r in core.rescales] == [(2, 4)]
     _run_all(core)
     lost = core.task_manager_lost("tm-2", "killed")
     assert core.status is JobStatus.RESTARTING
@@ -154,6 +155,8 @@ def test_reactive_mode_uses_every_slot_and_scales_down_on_a_lost_task_manager_th
     _restarted(core, lost)
     assert core.status is JobStatus.RUNNING and _parallelism(core) == {2}
     assert {e.slot.resource_id for e in core.current_executions()} == {"tm-1"}
+    assert [(r.old_parallelism, r.new_parallelism) for r in core.rescales] == [(2, 4), (4, 2)]
+    assert "rescaling" in core.rescales[0].reason and "tm-2 was lost" in core.rescales[1].reason
     _run_all(core)
     boom = core.current_executions()[0]
     core.update_task_state(boom.attempt_id, S.FAILED, cpb.JobFailure(message="boom"))
