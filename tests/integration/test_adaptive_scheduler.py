@@ -12,6 +12,7 @@ speed to its end, so each test lasts as long as its rescales, not as long as a s
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.request
 from pathlib import Path
@@ -117,9 +118,40 @@ def test_a_job_starts_below_its_parallelism_rescales_up_when_a_task_manager_join
         assert {n["parallelism"] for n in details["plan"]["nodes"]} == {2}
         stopped = stop_and_finish(client, job_id, out, tmp_path,
                                   lambda savepoint: counting_graph("resumed", out, 2, None, savepoint))
+        events = json.loads(urllib.request.urlopen(f"{cluster.rest_url}/jobs/{job_id.hex()}/rescale-events",
+                                                   timeout=10).read())
+        assert [(r["from"], r["to"]) for r in events["rescales"]] == [(1, 2)]
+        assert "rescaling" in events["rescales"][0]["reason"]
+        web_ui_timeline_marks(cluster.rest_url, job_id, ["1 → 2"], tmp_path)
     assert stopped.checkpoints.latest_restored_id >= 1  # the rescale resumed from a checkpoint
     assert {v.parallelism for v in stopped.vertices} == {2}
+    assert [(r.old_parallelism, r.new_parallelism) for r in stopped.rescales] == [(1, 2)]
     assert_exactly_once(out, COUNT)
+
+
+def web_ui_timeline_marks(rest_url: str, job_id: bytes, marks: list[str], tmp_path: Path) -> None:
+    """The web UI's job page shows each rescale as a mark on its timeline (checked in Debian's
+    headless Chromium when it and Playwright are installed, as test_web_ui does)."""
+    chromium = os.environ.get("MILLSTREAM_CHROMIUM", "/usr/bin/chromium")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        sync_api = None
+    if sync_api is None or not os.access(chromium, os.X_OK):
+        print(f"web UI timeline not checked: no Chromium at {chromium} or no Playwright")
+        return
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True,
+                                             args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page()
+            page.goto(f"{rest_url}/#/jobs/{job_id.hex()}")
+            rescale_marks = page.locator('#timeline-bar .timeline-mark[data-kind="rescale"]')
+            sync_api.expect(rescale_marks).to_have_text(marks, timeout=15_000)
+            sync_api.expect(page.locator('#timeline li[data-kind="rescale"]')).to_have_count(len(marks))
+            page.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
+        finally:
+            browser.close()
 
 
 def test_reactive_mode_scales_up_when_a_task_manager_joins_and_down_when_one_is_killed(tmp_path: Path) -> None:
@@ -149,5 +181,6 @@ def test_reactive_mode_scales_up_when_a_task_manager_joins_and_down_when_one_is_
         stopped = stop_and_finish(client, job_id, out, tmp_path,
                                   lambda savepoint: counting_graph("resumed", out, 1, None, savepoint, NotePid(str(pids))))
     assert stopped.num_restarts == 2  # the rescale and the scale-down
+    assert [(r.old_parallelism, r.new_parallelism) for r in stopped.rescales] == [(1, 2), (2, 1)]
     assert {v.parallelism for v in stopped.vertices} == {1}
     assert_exactly_once(out, COUNT)
