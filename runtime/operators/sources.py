@@ -120,7 +120,7 @@ def respread_ranges(every: Mapping[str, Any], parallelism: int, subtask_index: i
     return mine
 
 
-def rescaled_positions(factory: operator_factories.SourceFactory, assigned: Mapping[str, Any],
+def rescaled_positions(factory: operator_factories.OperatorFactory, assigned: Mapping[str, Any],
                        every: Mapping[str, Any], parallelism: int, subtask_index: int) -> dict[str, Any]:
     """The splits a source subtask reads after a restore at another parallelism: for a sequence
     or a generator (whose splits are index ranges, cut anew at will) its share of every old
@@ -131,7 +131,7 @@ def rescaled_positions(factory: operator_factories.SourceFactory, assigned: Mapp
     return dict(assigned)
 
 
-def reads_index_ranges(factory: operator_factories.SourceFactory) -> bool:
+def reads_index_ranges(factory: operator_factories.OperatorFactory) -> bool:
     """A sequence or generator source: its splits are index ranges named by their bounds, and a
     restored subtask reads the ranges of its snapshot, not its share of the plan (after a rescale
     cut them anew, the plan's shares are not what the subtasks read)."""
