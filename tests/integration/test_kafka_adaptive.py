@@ -1,0 +1,54 @@
+"""A KafkaSource under the adaptive scheduler (reactive mode) on a real cluster and a real broker
+(tansu): records keep arriving in a 4-partition topic while the job runs at parallelism 1; a
+TaskManager joins, the job rescales to 2 from its latest checkpoint, its split enumerator reset to
+that checkpoint at the new parallelism (Flink's resetToCheckpoint): the readers' splits move with
+their state, unassigned ones go to their owners at parallelism 2, and the second reader registers.
+The bounded source then reads every partition to its stopping offset: the exactly-once FileSink
+holds every record's count once."""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from millstream.client.cluster_client import ClusterClient
+from millstream.datastream import StreamExecutionEnvironment
+from millstream.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaTopicPartition
+from millstream.runtime.execution_state import JobStatus
+
+from .harness import ProcessCluster, poll_for
+from .jobs import assert_exactly_once, ended
+from .kafka import KafkaBroker, kafka_broker  # noqa: F401  (the module-scoped fixture)
+from .test_adaptive_scheduler import running_parallelism
+from .test_kafka_source import counting_job, new_topic, source, spread, trickle
+
+pytestmark = pytest.mark.timeout(400)
+
+
+def test_a_kafka_source_rescales_up_when_a_task_manager_joins_and_reads_every_record_once(
+        kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    partitions, count = 4, 2400
+    topic, group = new_topic(kafka_broker, partitions), f"g-{uuid.uuid4().hex[:6]}"
+    stop = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, p): count // partitions for p in range(partitions)})
+    options = {"scheduler-mode": "reactive", "jobmanager.adaptive-scheduler.resource-stabilization-timeout": "1 s",
+               "execution.checkpointing.dir": str(tmp_path / "checkpoints")}
+    with ProcessCluster(tmp_path, slots=1, tasks_per_slot=3, taskmanagers=1, jobmanager_options=options) as cluster, \
+            ClusterClient(cluster.address) as client:
+        out = tmp_path / "out"
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.enable_checkpointing(300)
+        counting_job(env, source(kafka_broker, topic, set_group_id=group, set_bounded=stop), out)
+        job_id = client.submit(env.get_job_graph("kafka, 1 then 2 slots").proto)
+        assert poll_for(lambda: running_parallelism(client, job_id), 120, what="the job running") == {1}
+        # slow enough that the job is still reading when the second TaskManager has started
+        producer = trickle(kafka_broker, topic, spread(list(range(count)), partitions), per_s=20)
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1, 60, what="a checkpoint")
+        cluster.add_taskmanagers(1)
+        poll_for(lambda: running_parallelism(client, job_id) == {2}, 120, interval=0.2, what="the job at parallelism 2")
+        producer.join(180)
+        summary = poll_for(lambda: ended(client, job_id), 180, interval=0.5, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert [(r.old_parallelism, r.new_parallelism) for r in summary.rescales] == [(1, 2)]
+    assert summary.checkpoints.latest_restored_id >= 1
+    assert_exactly_once(out, count)
