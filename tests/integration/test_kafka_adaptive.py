@@ -4,7 +4,7 @@ TaskManager joins, the job rescales to 2 from its latest checkpoint, its split e
 that checkpoint at the new parallelism (Flink's resetToCheckpoint): the readers' splits move with
 their state, unassigned ones go to their owners at parallelism 2, and the second reader registers.
 The bounded source then reads every partition to its stopping offset: the exactly-once FileSink
-holds every record's count once."""
+holds every record's count once. Before the rescale, the one reader reads every partition."""
 from __future__ import annotations
 
 import uuid
@@ -18,12 +18,22 @@ from millstream.datastream.connectors.kafka import KafkaOffsetsInitializer, Kafk
 from millstream.runtime.execution_state import JobStatus
 
 from .harness import ProcessCluster, poll_for
-from .jobs import assert_exactly_once, ended
+from .jobs import KEYS, assert_exactly_once, ended, visible_lines
 from .kafka import KafkaBroker, kafka_broker  # noqa: F401  (the module-scoped fixture)
 from .test_adaptive_scheduler import running_parallelism
-from .test_kafka_source import counting_job, new_topic, source, spread, trickle
+
+from .test_kafka_source import counting_job, new_topic, produce, source, spread, trickle
 
 pytestmark = pytest.mark.timeout(400)
+
+
+def counted(out: Path) -> dict[int, int]:
+    """Each key's count in the FileSink's committed output."""
+    counts: dict[int, int] = {}
+    for line in visible_lines(out):
+        key, count = map(int, line.split(","))
+        counts[key] = max(counts.get(key, 0), count)
+    return counts
 
 
 def test_a_kafka_source_rescales_up_when_a_task_manager_joins_and_reads_every_record_once(
@@ -41,9 +51,15 @@ def test_a_kafka_source_rescales_up_when_a_task_manager_joins_and_reads_every_re
         counting_job(env, source(kafka_broker, topic, set_group_id=group, set_bounded=stop), out)
         job_id = client.submit(env.get_job_graph("kafka, 1 then 2 slots").proto)
         assert poll_for(lambda: running_parallelism(client, job_id), 120, what="the job running") == {1}
-        # slow enough that the job is still reading when the second TaskManager has started
-        producer = trickle(kafka_broker, topic, spread(list(range(count)), partitions), per_s=20)
-        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1, 60, what="a checkpoint")
+        # The first half at once: the one reader at parallelism 1 owns every partition (the bug:
+        # the enumerator was sized by the JobGraph's parallelism, and at 1 half the partitions
+        # waited for a reader that did not exist) ...
+        half = count // 2
+        produce(kafka_broker, topic, spread(list(range(half)), partitions))
+        poll_for(lambda: counted(out) == {k: len(range(k, half, KEYS)) for k in range(KEYS)}, 120, interval=0.5,
+                 what="every record of the first half counted at parallelism 1")
+        # ... the rest slow enough that the job is still reading when the second TaskManager started
+        producer = trickle(kafka_broker, topic, spread(list(range(half, count)), partitions), per_s=20)
         cluster.add_taskmanagers(1)
         poll_for(lambda: running_parallelism(client, job_id) == {2}, 120, interval=0.2, what="the job at parallelism 2")
         producer.join(180)

@@ -84,10 +84,10 @@ def test_a_rescaled_source_vertex_gets_its_enumerator_reset_to_the_restored_chec
     spawned: list[Any] = []
     c = SourceCoordinators(core, FakeGateways({}), lambda message: None, spawned.append)  # type: ignore[arg-type]
     enumerator = c._vertices[vertex.id.hex()].enumerator
-    c.job_running()  # same parallelism: the enumerator goes on as it is
+    c.follow_parallelism()  # same parallelism: the enumerator goes on as it is
     assert enumerator.parallelism == 2 and not enumerator.unassigned
     vertex.parallelism = 3  # the adaptive scheduler rescaled the job
-    c.job_running()
+    c.follow_parallelism()
     assert enumerator.parallelism == 3 and set(enumerator.unassigned) == {("hello", p) for p in range(3)}
     for coroutine in spawned:
         coroutine.close()  # the discoveries would ask a broker
