@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from millstream.datastream.functions import RuntimeContext, SourceFunction
 from millstream.runtime import operator_factories
+from millstream.runtime.operators.kafka_splits import parse_split_id
 from millstream.runtime.operators.source_reader import SourceReader
 from millstream.runtime.timestamps import stamped
 
@@ -124,11 +125,24 @@ def rescaled_positions(factory: operator_factories.OperatorFactory, assigned: Ma
                        every: Mapping[str, Any], parallelism: int, subtask_index: int) -> dict[str, Any]:
     """The splits a source subtask reads after a restore at another parallelism: for a sequence
     or a generator (whose splits are index ranges, cut anew at will) its share of every old
-    subtask's unread indices; for other sources the splits ``assigned`` to it (the round-robin
-    share of the old subtasks' splits, as Flink redistributes a source reader's list state)."""
+    subtask's unread indices; for a KafkaSource every old reader's splits spread one by one
+    (:func:`spread_splits`); for other sources the splits ``assigned`` to it (old subtask j's
+    to j mod the new parallelism)."""
     if reads_index_ranges(factory):
         return respread_ranges(every, parallelism, subtask_index)
+    if isinstance(factory, operator_factories.KafkaSourceFactory):
+        return spread_splits(every, parallelism, subtask_index)
     return dict(assigned)
+
+
+def spread_splits(every: Mapping[str, Any], parallelism: int, subtask_index: int) -> dict[str, Any]:
+    """A KafkaSource reader's splits after a rescale: every old reader's splits in the order of
+    their ids, the i-th to subtask i mod ``parallelism``, as Flink redistributes the readers'
+    split list state element by element (so a reader a scale-up added reads too)."""
+    if parallelism < 1 or not 0 <= subtask_index < parallelism:
+        raise ValueError(f"subtask {subtask_index} of parallelism {parallelism} does not exist")
+    ordered = sorted(every, key=parse_split_id)
+    return {sid: every[sid] for i, sid in enumerate(ordered) if i % parallelism == subtask_index}
 
 
 def reads_index_ranges(factory: operator_factories.OperatorFactory) -> bool:

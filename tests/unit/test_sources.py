@@ -352,6 +352,19 @@ def test_respread_ranges_cuts_the_unread_indices_of_every_old_split_into_contigu
         respread_ranges(every, 2, 2)
 
 
+def test_a_kafka_source_spreads_every_old_reader_s_splits_one_by_one_over_the_new_readers() -> None:
+    """The bug: after 1 -> 2 every partition stayed with the reader of old subtask 0 (its whole
+    state went to new subtask 0) and the added reader read nothing; Flink redistributes the
+    readers' split list state element by element."""
+    factory = operator_factories.KafkaSourceFactory(properties={"bootstrap.servers": "h:1"}, topics=("t",))
+    old = {f"t-{p}": [10 * p, None] for p in (3, 0, 2, 1, 10)}  # one old reader held them all
+    shares = [rescaled_positions(factory, old if i == 0 else {}, old, 2, i) for i in range(2)]
+    assert shares == [{"t-0": [0, None], "t-2": [20, None], "t-10": [100, None]}, {"t-1": [10, None], "t-3": [30, None]}]
+    assert respread_ranges({}, 1, 0) == {}
+    with pytest.raises(ValueError, match="subtask 3 of parallelism 2"):
+        rescaled_positions(factory, {}, old, 2, 3)
+
+
 def test_sources_whose_splits_cannot_be_cut_keep_their_round_robin_share(tmp_path: Path) -> None:
     factory = operator_factories.TextFileSourceFactory(paths=(str(tmp_path / "x"),), charset="utf-8")
     assert rescaled_positions(factory, {"a@0-5": 2}, {"a@0-5": 2, "b@0-5": 0}, 2, 0) == {"a@0-5": 2}
