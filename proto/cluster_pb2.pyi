@@ -119,7 +119,7 @@ class JobFailure(_message.Message):
     def __init__(self, message: _Optional[str] = ..., task_name: _Optional[str] = ..., traceback: _Optional[str] = ..., secondary: _Optional[bool] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job_id", "job_name", "status", "start_time_ms", "end_time_ms", "num_tasks", "tasks_per_state", "failure", "parallelism", "vertices", "slot_wait", "num_restarts", "checkpoints")
+    __slots__ = ("job_id", "job_name", "status", "start_time_ms", "end_time_ms", "num_tasks", "tasks_per_state", "failure", "parallelism", "vertices", "slot_wait", "num_restarts", "checkpoints", "rescales")
     class TasksPerStateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +140,7 @@ class JobSummary(_message.Message):
     SLOT_WAIT_FIELD_NUMBER: _ClassVar[int]
     NUM_RESTARTS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    RESCALES_FIELD_NUMBER: _ClassVar[int]
     job_id: bytes
     job_name: str
     status: JobStatus
@@ -153,7 +154,20 @@ class JobSummary(_message.Message):
     slot_wait: SlotWait
     num_restarts: int
     checkpoints: CheckpointSummary
-    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ..., num_restarts: _Optional[int] = ..., checkpoints: _Optional[_Union[CheckpointSummary, _Mapping]] = ...) -> None: ...
+    rescales: _containers.RepeatedCompositeFieldContainer[RescaleEvent]
+    def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ..., num_restarts: _Optional[int] = ..., checkpoints: _Optional[_Union[CheckpointSummary, _Mapping]] = ..., rescales: _Optional[_Iterable[_Union[RescaleEvent, _Mapping]]] = ...) -> None: ...
+
+class RescaleEvent(_message.Message):
+    __slots__ = ("timestamp_ms", "old_parallelism", "new_parallelism", "reason")
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    OLD_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    NEW_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    timestamp_ms: int
+    old_parallelism: int
+    new_parallelism: int
+    reason: str
+    def __init__(self, timestamp_ms: _Optional[int] = ..., old_parallelism: _Optional[int] = ..., new_parallelism: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class CheckpointSummary(_message.Message):
     __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path", "history", "latest_failed", "latest_savepoint")

@@ -121,6 +121,7 @@ class JobRecord:
     waiters: int = 0  # attached WaitJobResult streams
     slot_timeout_at_ms: Callable[[bytes], int | None] = lambda job_id: None
     final_num_restarts: int = 0
+    final_rescales: list[cpb.RescaleEvent] = field(default_factory=list)
     final_checkpoints: cpb.CheckpointSummary | None = None
     final_exception_history: list[ExceptionHistoryEntry] = field(default_factory=list)
     collect_restarted: str | None = None  # the cause of a restart while its results were collected
@@ -157,6 +158,7 @@ class JobRecord:
             summary.tasks_per_state.update(core.tasks_per_state())
             summary.vertices.extend(core.vertex_summaries())
             summary.num_restarts = core.num_restarts
+            summary.rescales.extend(core.rescales)
             if self.job_master.checkpoints is not None:
                 summary.checkpoints.CopyFrom(self.job_master.checkpoints.summary())
             if core.status is JobStatus.RESTARTING and self.failure is None and core.failure is not None:
@@ -169,6 +171,7 @@ class JobRecord:
             summary.tasks_per_state.update(self.final_tasks_per_state)
             summary.vertices.extend(self.final_vertices)
             summary.num_restarts = self.final_num_restarts
+            summary.rescales.extend(self.final_rescales)
             if self.final_checkpoints is not None:
                 summary.checkpoints.CopyFrom(self.final_checkpoints)
         if self.failure is not None:
@@ -408,6 +411,7 @@ class DispatcherCore:
             record.final_vertices = core.vertex_summaries()  # one small message per vertex
             record.final_vertex_views = vertex_views(core)
             record.final_num_restarts = core.num_restarts
+            record.final_rescales = list(core.rescales)
             record.final_exception_history = list(core.exception_history)
             if job_master.checkpoints is not None:
                 record.final_checkpoints = job_master.checkpoints.summary()

@@ -5,7 +5,7 @@ or fail: it declares what it would like (each vertex's parallelism; in reactive 
 max parallelism) and runs with what the cluster has. The states are Flink's:
 
     Created -> WaitingForResources -> CreatingExecutionGraph -> Executing
-    Executing -> Restarting (a failure the restart strategy allows, a lost TaskManager, a rescale)
+    Executing -> Restarting (a failure the restart strategy allows, a rescale)
     Restarting -> CreatingExecutionGraph (enough slots) | WaitingForResources
     Executing -> StopWithSavepoint -> Finished | Executing (the savepoint failed)
     Executing | Restarting -> Failing -> Finished;  any -> Canceling -> Finished
@@ -109,7 +109,7 @@ class TriggerCheckpoint:
 @dataclass(frozen=True)
 class RestartTasks:
     """Cancel every task; once all stopped, call ``tasks_stopped``. ``counted``: the restart
-    strategy allowed it (a failure); a rescale or a lost TaskManager in reactive mode is not one."""
+    strategy allowed it (a failure, a lost TaskManager's too); a rescale is not one."""
 
     reason: str
     counted: bool
@@ -328,15 +328,16 @@ class AdaptiveScheduler:
             return self._rescale()
         return []
 
-    def task_failed(self, restart_allowed: bool, resources_lost: bool = False) -> list[Command]:
-        """A task failed. ``resources_lost``: its TaskManager went (reactive mode scales down
-        without asking the restart strategy); ``restart_allowed``: the strategy's answer otherwise."""
+    def task_failed(self, restart_allowed: bool) -> list[Command]:
+        """A task failed while the graph ran: ``restart_allowed`` is the restart strategy's answer,
+        which every such failure asks, as Flink's Executing state does, whatever its cause: a
+        task's own error, a TaskManager that went (in reactive mode too: a scale-down forced by a
+        lost TaskManager is a failure; only a restart this scheduler decides, a rescale onto new
+        slots, is not one) or an exchange broken by either. Failures while already restarting
+        or failing are consequences of the first and are not seen here (Restarting ignores them)."""
         if self.state in (State.EXECUTING, State.STOP_WITH_SAVEPOINT, State.CREATING_EXECUTION_GRAPH):
             self._rescale_pending = False
             self._cancel_timer(STABILIZATION)
-            if resources_lost and self.settings.reactive:
-                self.state = State.RESTARTING
-                return [RestartTasks("a TaskManager was lost: scaling down", counted=False)]
             if restart_allowed:
                 self.state = State.RESTARTING
                 return [RestartTasks("a task failed", counted=True)]

@@ -316,6 +316,8 @@ class JobMaster:
             elif isinstance(command, TriggerRescaleCheckpoint):
                 self._spawn(self._rescale_checkpoint())
             elif isinstance(command, BuildDeployments):
+                if self.coordinators is not None:  # the adaptive scheduler may have sized the graph anew
+                    self.coordinators.follow_parallelism()
                 self._spawn(self._build_deployments(command))
             elif isinstance(command, DeployTask):
                 self._spawn(self._deploy(command))

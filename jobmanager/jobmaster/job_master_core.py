@@ -260,8 +260,9 @@ class JobMasterCore:
         self._region_of = {ev.id: i for i, region in enumerate(self.regions) for ev in region}
         self._restarting_regions: dict[int, tuple[int, bool]] = {}  # region -> (restart number, backoff elapsed)
         self.adaptive: AdaptiveScheduler | None = None  # jobmanager.scheduler: adaptive (enable_adaptive)
-        self._resources_lost = False  # the failure being handled is a lost TaskManager's
         self._adaptive_deployed = False  # the adaptive scheduler created an execution graph already
+        self.rescales: list[cpb.RescaleEvent] = []  # each graph at another parallelism (the REST timeline)
+        self._restart_reason = ""  # why the current graph stops: a rescale's reason or a failure's message
 
     # -- the adaptive scheduler ----------------------------------------------------------------
 
@@ -291,6 +292,7 @@ class JobMasterCore:
             elif isinstance(c, adaptive_scheduler.RestartTasks) and self.status is JobStatus.RUNNING:
                 # a rescale (a failure's restart goes through _fail_job)
                 log.info("job %s: %s", self.job_id.hex(), c.reason)
+                self._restart_reason = c.reason
                 self._set_job_status(JobStatus.RESTARTING, c.reason, out)
                 self._backoff_elapsed = True
                 self._deployment_started = False
@@ -310,6 +312,11 @@ class JobMasterCore:
         for vertex in graph.vertices:
             vertex.parallelism = parallelism[vertex.id]
         old = self.current
+        before = max((v.parallelism for v in self.graph.job_vertices), default=0)
+        if self._adaptive_deployed and before != max(parallelism.values()):
+            self.rescales.append(cpb.RescaleEvent(timestamp_ms=self.wall_clock(), old_parallelism=before,
+                                                  new_parallelism=max(parallelism.values()),
+                                                  reason=self._restart_reason))
         self.graph = ExecutionGraph(graph)
         self.current = {}
         self._state_counts = {}
@@ -552,7 +559,10 @@ class JobMasterCore:
     def _rescaled_restore(self, point: CompletedCheckpoint, ev: ExecutionVertex, old_parallelism: int) -> cpb.TaskRestore:
         """Another parallelism than in the checkpoint (a savepoint resumed with a new -p): keyed
         state moves with its key groups, operator state of old subtask j goes to j mod the new
-        parallelism (Flink's round-robin redistribution of list state)."""
+        parallelism (Flink's round-robin redistribution of list state). A source subtask is given
+        every old subtask's snapshot (only its round-robin ones with their operator state): a
+        sequence or generator source cuts the indices all of them left unread into new shares, so
+        the subtasks a scale-up adds read too (see sources.rescaled_positions)."""
         vertex_hex, new_parallelism = ev.job_vertex.id.hex(), ev.job_vertex.parallelism
         keys = [f"{vertex_hex}_{j}" for j in range(old_parallelism)]
         restore = cpb.TaskRestore(checkpoint_id=point.checkpoint_id, is_rescaled=True)
@@ -567,7 +577,7 @@ class JobMasterCore:
             theirs = compute_key_group_range_for_operator_index(ev.job_vertex.max_parallelism, old_parallelism, j)
             takes_operator_state = j % new_parallelism == ev.subtask_index
             overlaps = theirs.start_key_group <= mine.end_key_group and mine.start_key_group <= theirs.end_key_group
-            if overlaps or takes_operator_state:
+            if overlaps or takes_operator_state or ev.job_vertex.proto.is_source:
                 restore.rescaled.add(old_subtask_index=j, state_path=handle.path, state_size=handle.size,
                                      take_operator_state=takes_operator_state)
         return restore
@@ -723,18 +733,14 @@ class JobMasterCore:
             execution.slot = None  # nothing to cancel or free on a lost TaskManager
         if self.adaptive is not None:
             out += self._run_adaptive(self.adaptive.resources_changed(len(self.slots)))
-        self._resources_lost = True
-        try:
-            for execution in lost:
-                if execution.state.is_terminal():
-                    continue  # cancelled by the failure (or restart) of a task lost before it
-                failure = cpb.JobFailure(
-                    message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
-                    task_name=execution.name,
-                )
-                out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
-        finally:
-            self._resources_lost = False
+        for execution in lost:
+            if execution.state.is_terminal():
+                continue  # cancelled by the failure (or restart) of a task lost before it
+            failure = cpb.JobFailure(
+                message=f"TaskManager {resource_id} was lost ({reason}); task {execution.name} failed with it.",
+                task_name=execution.name,
+            )
+            out += self.update_task_state(execution.attempt_id, ExecutionState.FAILED, failure)
         return out
 
     def resources_unavailable(self, message: str) -> list[Command]:
@@ -797,21 +803,15 @@ class JobMasterCore:
             self._restarting_regions.clear()  # a whole-job restart or failure covers them
             self._stopping = False  # a failure while stopping: the stop failed, the job restarts or fails
             if self.adaptive is not None:
-                # Reactive mode scales down on a lost TaskManager without asking the strategy. A
-                # secondary failure (an exchange broke) is never a root cause: it is what the other
-                # end's loss looks like first, before the heartbeats or the probes find it lost.
-                lost = self._resources_lost or failure.secondary
-                uncounted = lost and self.adaptive.settings.reactive
-                allowed = restartable and self.status is JobStatus.RUNNING and (uncounted or self._restart_allowed())
-                decision = self.adaptive.task_failed(allowed, lost)
+                # Every failure of the running graph asks the restart strategy, as in Flink's
+                # adaptive scheduler: a lost TaskManager's and a broken exchange's too, in reactive
+                # mode as well (else a job whose exchanges keep breaking restarts for ever); only
+                # the scheduler's own rescales are free (see _run_adaptive). The strategy's backoff
+                # applies; its limit fails the job.
+                self._restart_reason = failure.message
+                allowed = restartable and self.status is JobStatus.RUNNING and self._restart_allowed()
+                decision = self.adaptive.task_failed(allowed)
                 restartable = allowed and any(isinstance(c, adaptive_scheduler.RestartTasks) for c in decision)
-                if uncounted and restartable:
-                    log.info("job %s: %s", self.job_id.hex(), "a TaskManager was lost: scaling down")
-                    self._set_job_status(JobStatus.RESTARTING, failure.message, out)
-                    self._backoff_elapsed = True
-                    self._deployment_started = False
-                    out += self._cancel_executions()
-                    return out
             if restartable and self.status is JobStatus.RUNNING and (self.adaptive is not None or self._restart_allowed()):
                 self._set_job_status(JobStatus.RESTARTING, failure.message, out)
                 self._backoff_elapsed = False

@@ -22,7 +22,8 @@ The rules are Flink's:
   the reader restored, so it is read from its starting offset again, exactly once.
 * Restore (failover of the JobManager, a savepoint, another parallelism): the snapshot's splits;
   unassigned ones go to their owner at the *new* parallelism (the assigned ones are in the readers'
-  state, redistributed with it).
+  state, redistributed with it). A rescale of the running job (the adaptive scheduler) resets the
+  enumerator to the restored checkpoint's state at the new parallelism (``reset_to_checkpoint``).
 
 Ordering (the shell's part, Flink's event valve): events sent before a snapshot reach the task
 before that checkpoint's barrier, events after it after the barrier, so a split is either in the
@@ -191,6 +192,26 @@ class KafkaSplitEnumerator:
         self._by_checkpoint.clear()
         self._no_more_sent.clear()
         self._discovering = False
+
+    def reset_to_checkpoint(self, parallelism: int, state: dict[str, Any] | None) -> None:
+        """The job restarts at another ``parallelism`` (the adaptive scheduler rescaled it): the
+        enumerator starts over from the state of the checkpoint the tasks restore (None: no
+        checkpoint, a fresh enumerator that discovers anew), as Flink resets an OperatorCoordinator
+        to the checkpoint on a global restart. Its unassigned splits then go to their owner at the
+        new parallelism as the readers register; the assigned ones are in the readers' state,
+        redistributed with it. What was assigned after that checkpoint was unassigned in its
+        state, so it is assigned again."""
+        if parallelism < 1:
+            raise ValueError(f"a source's parallelism must be at least 1, got {parallelism}")
+        self.parallelism = parallelism
+        if state is not None:
+            self.restore(state)
+            return
+        self.assigned, self.unassigned = {}, {}
+        self.initial_discovery_done = self.no_more_new_splits = self._discovering = False
+        self.readers.clear()
+        self._by_checkpoint.clear()
+        self._no_more_sent.clear()
 
     def _assignments_after(self, subtask: int, checkpoint_id: int) -> list[KafkaSplit]:
         out: list[KafkaSplit] = []

@@ -114,7 +114,27 @@ class SourceCoordinators:
     def job_running(self) -> None:
         """The job is RUNNING (first or after a restart): start the enumerators, or discover again
         where a discovery failed (a one-time discovery that failed never ran)."""
+        self.follow_parallelism()
         for vertex_hex, vertex in self._vertices.items():
+            self._run(vertex_hex, vertex.enumerator.start())
+
+    def follow_parallelism(self) -> None:
+        """Before tasks deploy: an enumerator whose vertex the adaptive scheduler sized anew (its
+        first graph at the slots there are, or a rescale) is reset to the restored checkpoint at
+        the vertex's parallelism (fresh without one) and discovers again, so every partition has
+        its owner among the readers that will register."""
+        if self._stopped:
+            return
+        point = self._core.restore_point
+        parallelism = {jv.id.hex(): jv.parallelism for jv in self._core.graph.job_vertices}
+        for vertex_hex, vertex in self._vertices.items():
+            if parallelism[vertex_hex] == vertex.enumerator.parallelism:
+                continue
+            state = point.coordinator_states.get(vertex_hex) if point is not None else None
+            log.info("%s: split enumerator reset to %s at parallelism %d", vertex.name,
+                     f"checkpoint {point.checkpoint_id}" if state is not None else "its start",  # type: ignore[union-attr]
+                     parallelism[vertex_hex])
+            vertex.enumerator.reset_to_checkpoint(parallelism[vertex_hex], state)
             self._run(vertex_hex, vertex.enumerator.start())
 
     def stop(self) -> None:

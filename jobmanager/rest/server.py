@@ -156,6 +156,8 @@ ROUTES: dict[str, dict[str, str]] = {
     "/jobmanager/metrics": {"get": "The JobManager's process metrics (ids; with get=a,b their values)."},
     "/jobmanager/thread-dump": {"get": "The JobManager's Python threads, each with its stack."},
     "/jobs/{jobid}/rescales/{what}": {"get": "404, as Flink answers for a job without the adaptive scheduler."},
+    "/jobs/{jobid}/rescale-events": {"get": "Millstream's: each rescale of the adaptive scheduler (time, old and "
+                                            "new parallelism, reason), oldest first; the web UI's timeline."},
     "/taskmanagers/{taskmanagerid}/metrics": {"get": "A TaskManager's process metrics, from its latest heartbeat."},
     "/taskmanagers": {"get": "Every registered TaskManager: address, slots, free slots, last heartbeat."},
     "/taskmanagers/{taskmanagerid}": {"get": "One TaskManager and its allocated slots."},
@@ -280,6 +282,7 @@ class RestServer:
             "/jobmanager/metrics": self._jobmanager_metrics,
             "/jobmanager/thread-dump": self._jobmanager_thread_dump,
             "/jobs/{jobid}/rescales/{what}": self._rescales,
+            "/jobs/{jobid}/rescale-events": self._rescale_events,
             "/taskmanagers": self._taskmanagers,
             "/taskmanagers/{taskmanagerid}": self._taskmanager,
             "/taskmanagers/{taskmanagerid}/metrics": self._taskmanager_metrics,
@@ -498,6 +501,9 @@ class RestServer:
 
     async def _rescales(self, request: web.Request) -> web.StreamResponse:
         raise views.rescales_unavailable(self._job_view(request))
+
+    async def _rescale_events(self, request: web.Request) -> web.StreamResponse:
+        return _json(views.rescale_events_view(self._job_view(request)))
 
     async def _jobmanager_metrics(self, request: web.Request) -> web.StreamResponse:
         values = views.process_metrics(process_rss_bytes(), process_tree_rss_bytes(), host_memory_bytes()[0])

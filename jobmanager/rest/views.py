@@ -269,6 +269,16 @@ def job_details_view(job: JobView, now_ms: int) -> dict[str, Any]:
     }
 
 
+def rescale_events_view(job: JobView) -> dict[str, Any]:
+    """``GET /jobs/:jobid/rescale-events`` (Millstream's own path): each rescale of the adaptive
+    scheduler, oldest first, with its time, the job's parallelism before and after, and why (the
+    web UI's timeline marks). Kept off ``/jobs/:jobid``, whose body is Flink's JobDetailsInfo
+    exactly (Flink's strict REST mapper refuses a field it does not know)."""
+    return {"schedulerType": job.scheduler_type,
+            "rescales": [{"timestamp": r.timestamp_ms, "from": r.old_parallelism, "to": r.new_parallelism,
+                          "reason": r.reason} for r in job.summary.rescales]}
+
+
 def _current_plan(plan: Mapping[str, Any], vertices: Iterable[cpb.VertexSummary]) -> dict[str, Any]:
     """The submitted plan with each node's current parallelism: the adaptive scheduler rescales a
     running job, and Flink's plan follows (a node the summary does not list keeps its own)."""
@@ -919,6 +929,7 @@ def thread_dump_view(threads: Iterable[tuple[str, str]]) -> dict[str, Any]:
 
 def rescales_unavailable(job: JobView) -> NotFound:
     """``/jobs/:jobid/rescales/*``: Flink answers 404 for a job without the adaptive scheduler's
-    rescale history; a Millstream job rescales through a savepoint and a new submission."""
-    return NotFound(f"The job `{job.summary.job_id.hex()}` has no rescale history: Millstream has no adaptive "
-                    "scheduler (a job is rescaled by stopping it with a savepoint and resuming it with another parallelism).")
+    rescale history; Millstream does not serve Flink's rescale history (its adaptive scheduler's
+    rescales are listed at ``/jobs/:jobid/rescale-events``)."""
+    return NotFound(f"The job `{job.summary.job_id.hex()}` has no Flink rescale history here: Millstream lists "
+                    f"the adaptive scheduler's rescales at /jobs/{job.summary.job_id.hex()}/rescale-events.")

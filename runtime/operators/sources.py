@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from millstream.datastream.functions import RuntimeContext, SourceFunction
 from millstream.runtime import operator_factories
+from millstream.runtime.operators.kafka_splits import parse_split_id
 from millstream.runtime.operators.source_reader import SourceReader
 from millstream.runtime.timestamps import stamped
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SourceReader", "CollectionReader", "SequenceReader", "TextFileReader", "GeneratorReader",
     "SourceFunctionReader", "FileSplit", "SourceCancelled", "sequence_splits", "text_file_splits",
-    "create_source_reader", "FormatFileReader", "subtask_of_path", "DONE", "LISTED",
+    "create_source_reader", "rescaled_positions", "reads_index_ranges", "FormatFileReader", "subtask_of_path", "DONE", "LISTED",
 ]
 
 Emit = Callable[[list[Any]], None]
@@ -89,6 +90,66 @@ def range_split(split_id: str) -> tuple[str, int, int]:
         return split_id, int(low), int(high)
     except ValueError:
         raise ValueError(f"not a sequence split id: {split_id!r}") from None
+
+
+def respread_ranges(every: Mapping[str, Any], parallelism: int, subtask_index: int) -> dict[str, int]:
+    """This subtask's share of the indices that range splits ``every`` (split id -> next index,
+    from every old subtask) left unread: all of them in index order, cut into ``parallelism``
+    contiguous shares as :func:`sequence_splits` cuts a fresh sequence, as splits ``"a..b"`` to
+    read from ``a``. Every new subtask cuts the same positions the same way, so each index is
+    read by exactly one of them, and a subtask that a scale-up added gets its share."""
+    if parallelism < 1 or not 0 <= subtask_index < parallelism:
+        raise ValueError(f"subtask {subtask_index} of parallelism {parallelism} does not exist")
+    unread = sorted((int(nxt), high) for sid, nxt in every.items()
+                    for _, _, high in [range_split(sid)] if int(nxt) <= high)
+    per, extra = divmod(sum(high - nxt + 1 for nxt, high in unread), parallelism)
+    skip = subtask_index * per + min(subtask_index, extra)
+    want = per + (1 if subtask_index < extra else 0)
+    mine: dict[str, int] = {}
+    for nxt, high in unread:
+        if want <= 0:
+            break
+        size = high - nxt + 1
+        if skip >= size:
+            skip -= size
+            continue
+        low = nxt + skip
+        last = min(high, low + want - 1)
+        mine[f"{low}..{last}"] = low
+        want -= last - low + 1
+        skip = 0
+    return mine
+
+
+def rescaled_positions(factory: operator_factories.OperatorFactory, assigned: Mapping[str, Any],
+                       every: Mapping[str, Any], parallelism: int, subtask_index: int) -> dict[str, Any]:
+    """The splits a source subtask reads after a restore at another parallelism: for a sequence
+    or a generator (whose splits are index ranges, cut anew at will) its share of every old
+    subtask's unread indices; for a KafkaSource every old reader's splits spread one by one
+    (:func:`spread_splits`); for other sources the splits ``assigned`` to it (old subtask j's
+    to j mod the new parallelism)."""
+    if reads_index_ranges(factory):
+        return respread_ranges(every, parallelism, subtask_index)
+    if isinstance(factory, operator_factories.KafkaSourceFactory):
+        return spread_splits(every, parallelism, subtask_index)
+    return dict(assigned)
+
+
+def spread_splits(every: Mapping[str, Any], parallelism: int, subtask_index: int) -> dict[str, Any]:
+    """A KafkaSource reader's splits after a rescale: every old reader's splits in the order of
+    their ids, the i-th to subtask i mod ``parallelism``, as Flink redistributes the readers'
+    split list state element by element (so a reader a scale-up added reads too)."""
+    if parallelism < 1 or not 0 <= subtask_index < parallelism:
+        raise ValueError(f"subtask {subtask_index} of parallelism {parallelism} does not exist")
+    ordered = sorted(every, key=parse_split_id)
+    return {sid: every[sid] for i, sid in enumerate(ordered) if i % parallelism == subtask_index}
+
+
+def reads_index_ranges(factory: operator_factories.OperatorFactory) -> bool:
+    """A sequence or generator source: its splits are index ranges named by their bounds, and a
+    restored subtask reads the ranges of its snapshot, not its share of the plan (after a rescale
+    cut them anew, the plan's shares are not what the subtasks read)."""
+    return isinstance(factory, (operator_factories.SequenceSourceFactory, operator_factories.GeneratorSourceFactory))
 
 
 class _Ranges:

@@ -38,7 +38,7 @@ from millstream.runtime.operators.base import (
     discard,
 )
 from millstream.runtime.operators import create_operator
-from millstream.runtime.operators.sources import SourceFunctionReader
+from millstream.runtime.operators.sources import SourceFunctionReader, reads_index_ranges, rescaled_positions
 from millstream.runtime.state.backends import KeyedBackendFactory
 from millstream.runtime.state.heap_backend import KeyedStateBackend
 from millstream.runtime.timestamps import LONG_MAX
@@ -460,10 +460,19 @@ class OperatorChain:
 
     # -- positions and state, for checkpoints --------------------------------------------------
 
-    def restore_positions(self, positions: Mapping[str, Any], assigned: bool = False) -> None:
+    def restore_positions(self, positions: Mapping[str, Any], assigned: bool = False,
+                          every: Mapping[str, Any] | None = None) -> None:
         """Before ``open()``: resume the source's splits at ``positions`` (from ``snapshot_positions``).
-        ``assigned``: at another parallelism, these are the splits to read, whatever the plan says."""
+        ``assigned``: at another parallelism, these are the splits to read, whatever the plan says;
+        ``every``: then the positions of every old subtask (a sequence or generator source takes
+        its share of all of their unread indices instead, see sources.rescaled_positions). A
+        sequence or generator source always reads the ranges it restored: since a rescale they
+        are not the plan's."""
         if isinstance(self.head, SourceOperator):
+            assigned = assigned or reads_index_ranges(self.head.factory)
+            if assigned and every is not None:
+                positions = rescaled_positions(self.head.factory, positions, every, self.env.parallelism,
+                                               self.env.subtask_index)
             self.head.start_positions = dict(positions)
             self.head.assigned_splits = assigned
 

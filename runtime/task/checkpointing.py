@@ -95,14 +95,16 @@ class TaskCheckpointer:
         it is given (every subtask is given at least the snapshots of its key groups' old owners)."""
         self.last_checkpoint_id = self.last_completed_id = checkpoint_id
         splits: dict[str, Any] = {}
+        every: dict[str, Any] = {}  # a source subtask is given every old one's positions
         broadcast_restored: set[str] = set()
         for old_subtask, path, size, take_operator_state in states:
             snapshot = self._read(path, size)
             self._restore_keyed(snapshot, path)
+            every.update(snapshot["positions"])
             if take_operator_state:
                 splits.update(snapshot["positions"])
             self._initialize_operators(snapshot, path, take_operator_state, broadcast_restored)
-        self.chain.restore_positions(splits, assigned=True)
+        self.chain.restore_positions(splits, assigned=True, every=every)
 
     def _restore_keyed(self, snapshot: dict[str, Any], path: str) -> None:
         """Canonical key groups, or a RocksDB handle read as key groups of this subtask's range."""

@@ -187,27 +187,50 @@ def test_a_failure_restarts_counted_when_the_strategy_allows_else_the_job_fails(
     assert s.tasks_stopped() == [JobTerminated(JobStatus.FAILED)]
 
 
-def test_reactive_mode_scales_down_on_a_lost_task_manager_without_the_restart_strategy():
+def test_reactive_mode_scales_down_on_a_lost_task_manager_as_a_counted_restart():
+    # Flink: the lost TaskManager's tasks fail; Executing asks the restart strategy like for any
+    # failure, and the restart creates the graph at the slots that are left
     s = executing(desired=2, slots=4, reactive=True)  # reactive: all 4 slots (max parallelism 128)
     assert s.parallelism == {SRC: 4, MAP: 4, SINK: 1}
     s.resources_changed(2)
-    [restart] = s.task_failed(restart_allowed=False, resources_lost=True)
-    assert isinstance(restart, RestartTasks) and not restart.counted
+    [restart] = s.task_failed(restart_allowed=True)
+    assert isinstance(restart, RestartTasks) and restart.counted
     assert s.tasks_stopped() == [CreateExecutionGraph({SRC: 2, MAP: 2, SINK: 1})]
+
+
+def test_in_reactive_mode_the_restart_strategy_limit_fails_the_job_too():
+    s = executing(desired=2, slots=4, reactive=True)
+    s.resources_changed(2)
+    assert s.task_failed(restart_allowed=False) == [CancelTasks("the job fails")]
+    assert s.state is State.FAILING
+    assert s.tasks_stopped() == [JobTerminated(JobStatus.FAILED)]
+
+
+def test_a_rescale_is_not_counted_but_a_failure_after_it_is():
+    s = executing(desired=4, slots=2)
+    s.has_checkpoint = True
+    [timer] = s.resources_changed(4)
+    [rescale] = s.stabilization_elapsed(timer.epoch)
+    assert isinstance(rescale, RestartTasks) and not rescale.counted
+    s.tasks_stopped()
+    s.execution_graph_created()
+    [restart] = s.task_failed(restart_allowed=True)
+    assert restart.counted
 
 
 def test_a_restart_without_any_slot_waits_for_resources():
     s = executing(desired=2, slots=2, reactive=True)
     s.resources_changed(0)
-    s.task_failed(restart_allowed=False, resources_lost=True)
+    s.task_failed(restart_allowed=True)
     out = s.tasks_stopped()
     assert s.state is State.WAITING_FOR_RESOURCES and not any(isinstance(c, CreateExecutionGraph) for c in out)
     assert isinstance(s.resources_changed(1)[0], StartTimer)
 
 
-def test_outside_reactive_mode_a_lost_task_manager_is_a_counted_failure():
-    s = executing(desired=2, slots=2)
-    assert s.task_failed(restart_allowed=False, resources_lost=True) == [CancelTasks("the job fails")]
+def test_failures_while_restarting_are_consequences_and_change_nothing():
+    s = executing(desired=2, slots=2, reactive=True)
+    s.task_failed(restart_allowed=True)
+    assert s.task_failed(restart_allowed=False) == [] and s.state is State.RESTARTING
 
 
 # -- cancel, stop with savepoint, finish ---------------------------------------------------------

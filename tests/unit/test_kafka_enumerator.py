@@ -140,6 +140,37 @@ def test_a_rescaled_restore_assigns_the_unassigned_splits_by_the_new_parallelism
     assert got == {0: [1, 4], 1: [2], 2: [0, 3]}
 
 
+def test_a_rescale_resets_the_enumerator_to_the_checkpoint_at_the_new_parallelism() -> None:
+    """Under the adaptive scheduler the running job's enumerator is reset (Flink's
+    resetToCheckpoint): the readers of the new parallelism register, the checkpoint's unassigned
+    splits go to their owners at it, and a split assigned after the checkpoint is found again."""
+    e = started(parallelism=2)
+    e.discovered([split(p) for p in range(3)])  # no reader yet: unassigned
+    state = e.snapshot(1)
+    for subtask, attempt in ((0, A), (1, B)):
+        e.reader_registered(subtask, attempt, 0)
+    e.discover()
+    assert added(e.discovered([split(3)])) == {1: [3]}  # after checkpoint 1
+    e.reset_to_checkpoint(3, state)
+    assert e.start() == [Discover(frozenset(split(p).tp for p in range(3)), initial=False)]
+    got: dict[int, list[int]] = {}
+    for subtask, attempt in ((0, A), (1, B), (2, C)):  # subtask 2: beyond the old parallelism
+        got.update(added(e.reader_registered(subtask, attempt, 1)))
+    assert got == {0: [1], 1: [2], 2: [0]}  # owners at 3
+    assert added(e.discovered([split(3)])) == {2: [3]}
+
+
+def test_a_rescale_without_a_checkpoint_starts_the_enumerator_afresh() -> None:
+    e = started(parallelism=1)
+    e.reader_registered(0, A, 0)
+    e.discovered([split(p) for p in range(2)])
+    e.reset_to_checkpoint(2, None)
+    assert e.start() == [Discover(frozenset(), initial=True)]
+    assert added(e.discovered([split(p) for p in range(2)]) + e.reader_registered(1, B, 0)) == {1: [1]}
+    with pytest.raises(ValueError, match="at least 1, got 0"):
+        e.reset_to_checkpoint(0, None)
+
+
 def test_a_restored_state_of_another_version_is_refused() -> None:
     with pytest.raises(ValueError, match="enumerator state"):
         KafkaSplitEnumerator(1, False, True).restore({"version": 99})

@@ -410,3 +410,14 @@ def test_job_details_scheduler_type_says_adaptive_for_an_adaptive_job() -> None:
     job = running_job()
     adaptive = views.JobView(job.summary, job.timestamps, job.plan, scheduler_type="Adaptive")
     assert views.job_details_view(adaptive, now_ms=3_000)["schedulerType"] == "Adaptive"
+
+
+def test_rescale_events_list_each_rescale_with_its_time_and_old_and_new_parallelism() -> None:
+    job = running_job()
+    assert views.rescale_events_view(job) == {"schedulerType": "Default", "rescales": []}
+    job.summary.rescales.add(timestamp_ms=2_000, old_parallelism=1, new_parallelism=2, reason="rescaling: 2 slots available")
+    job.summary.rescales.add(timestamp_ms=2_500, old_parallelism=2, new_parallelism=1, reason="TaskManager tm-2 was lost")
+    assert views.rescale_events_view(job)["rescales"] == [
+        {"timestamp": 2_000, "from": 1, "to": 2, "reason": "rescaling: 2 slots available"},
+        {"timestamp": 2_500, "from": 2, "to": 1, "reason": "TaskManager tm-2 was lost"}]
+    assert "rescales" not in views.job_details_view(job, now_ms=3_000)  # Flink's JobDetailsInfo has no such field

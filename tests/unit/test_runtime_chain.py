@@ -904,6 +904,25 @@ def test_positions_restore_resumes_a_sequence(env: StreamExecutionEnvironment) -
     assert run.chain.snapshot_positions() == {"1..100": 101}
 
 
+@pytest.mark.parametrize("restored, expected", [
+    ({"1..30": 21, "71..75": 71}, [*range(21, 31), *range(71, 76)]),  # ranges a rescale cut anew
+    ({}, []),  # a subtask a rescale left without ranges
+])
+def test_a_restored_sequence_reads_the_ranges_it_restored_not_its_share_of_the_plan(
+        env: StreamExecutionEnvironment, restored: dict[str, int], expected: list[int]) -> None:
+    """The bug: at the same parallelism after a rescale (a failover, a resumed savepoint) a
+    generator or sequence subtask read its plan's range from the start again, ignoring the
+    ranges in its snapshot: records were read twice."""
+    env.set_parallelism(2)
+    collect(env.from_sequence(1, 100))
+    run = make_chain(vertex(env, "Sequence"), subtask=0, source_batch_size=30)
+    run.chain.restore_positions(restored)
+    run.chain.open()
+    run.chain.run_source()
+    run.chain.end_input()
+    assert run.collected() == expected
+
+
 def test_keyed_state_snapshot_and_restore_through_the_chain(env: StreamExecutionEnvironment) -> None:
     collect(env.from_collection([("a", 1)]).key_by(lambda r: r[0]).sum(1))
     v = vertex(env, index=1)

@@ -64,3 +64,30 @@ def test_calls_to_one_task_go_out_one_at_a_time_in_order_and_other_tasks_do_not_
 def test_a_coordinator_less_job_has_no_coordinators() -> None:
     c, _ = coordinators(FakeGateways({}))
     assert not c and not c.is_coordinated(b"any") and c.snapshot(1) == {}
+
+
+def test_a_rescaled_source_vertex_gets_its_enumerator_reset_to_the_restored_checkpoint_at_its_new_parallelism() -> None:
+    from millstream.jobmanager.jobmaster.source_coordinator import KafkaSplitEnumerator
+    from millstream.runtime.operator_factories import KafkaSourceFactory
+    from millstream.runtime.operators.kafka_splits import coordinator_settings
+    from millstream.runtime.operators.source_events import KafkaSplit
+
+    settings = coordinator_settings(KafkaSourceFactory(properties={"bootstrap.servers": "h:1", "group.id": "g"},
+                                                       topics=("hello",)))
+    vertex = SimpleNamespace(id=b"v" * 16, name="Source: kafka", parallelism=2,
+                             proto=SimpleNamespace(operators=[SimpleNamespace(coordinator=settings)]))
+    old = KafkaSplitEnumerator(2, False, True)
+    old.start()
+    old.discovered([KafkaSplit("hello", p, 0, None) for p in range(3)])
+    core = SimpleNamespace(graph=SimpleNamespace(job_vertices=[vertex]), executions={},
+                           restore_point=SimpleNamespace(checkpoint_id=4, coordinator_states={vertex.id.hex(): old.snapshot(4)}))
+    spawned: list[Any] = []
+    c = SourceCoordinators(core, FakeGateways({}), lambda message: None, spawned.append)  # type: ignore[arg-type]
+    enumerator = c._vertices[vertex.id.hex()].enumerator
+    c.follow_parallelism()  # same parallelism: the enumerator goes on as it is
+    assert enumerator.parallelism == 2 and not enumerator.unassigned
+    vertex.parallelism = 3  # the adaptive scheduler rescaled the job
+    c.follow_parallelism()
+    assert enumerator.parallelism == 3 and set(enumerator.unassigned) == {("hello", p) for p in range(3)}
+    for coroutine in spawned:
+        coroutine.close()  # the discoveries would ask a broker

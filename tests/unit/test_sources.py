@@ -16,6 +16,8 @@ from millstream.runtime.operators.sources import (
     SourceFunctionReader,
     TextFileReader,
     create_source_reader,
+    rescaled_positions,
+    respread_ranges,
     sequence_splits,
     text_file_splits,
 )
@@ -305,6 +307,67 @@ def test_splits_checkpointed_at_one_parallelism_are_read_exactly_at_another(kind
         resumed.append(drain(_assigned(factory, task_env(new_parallelism, i, source_batch_size=7), positions)))
     assert resumed[2] == []
     assert sorted(read + resumed[0] + resumed[1]) == list(range(100))
+
+
+def _rescaled(factory: operator_factories.SourceFactory, snapshots: list[dict[str, Any]], parallelism: int,
+              batch: int = 7) -> list[Any]:
+    """New readers as a rescaled restore makes them: each given every old snapshot (its round-robin
+    ones as ``assigned``), its splits from rescaled_positions."""
+    every = {sid: pos for snap in snapshots for sid, pos in snap.items()}
+    readers = []
+    for i in range(parallelism):
+        assigned = {sid: pos for j, snap in enumerate(snapshots) if j % parallelism == i for sid, pos in snap.items()}
+        positions = rescaled_positions(factory, assigned, every, parallelism, i)
+        readers.append(_assigned(factory, task_env(parallelism, i, source_batch_size=batch), positions))
+    return readers
+
+
+@pytest.mark.parametrize("kind", ["sequence", "generator"])
+def test_after_a_scale_up_the_added_subtasks_share_the_unread_indices(kind: str) -> None:
+    """The bug: a generator at parallelism 1 rescaled to 2 kept its one split on subtask 0; the
+    added subtask read nothing. Now the unread indices are cut anew, evenly, over every subtask,
+    through several rescales, each index read exactly once."""
+    factory: operator_factories.SourceFactory = (operator_factories.SequenceSourceFactory(start=0, end=999) if kind == "sequence"
+                                  else operator_factories.GeneratorSourceFactory(lambda i: i, records_per_second=None, count=1000))
+    readers = [reader_for(factory, task_env(1, 0, source_batch_size=7))]
+    read: list[int] = []
+    for parallelism in (2, 3, 1, 4):
+        read += [r for reader in readers for _ in range(5) for r in (reader.poll() or [])]
+        readers = _rescaled(factory, [reader.position() for reader in readers], parallelism)
+        shares = [sum(high - pos + 1 for sid, pos in r.position().items() for high in [int(sid.split("..")[1])])
+                  for r in readers]
+        assert max(shares) - min(shares) <= 1, shares  # every subtask, the added ones too, has its share
+    rest = [drain(r) for r in readers]
+    assert all(rest)
+    assert sorted(read + [x for part in rest for x in part]) == list(range(1000))
+
+
+def test_respread_ranges_cuts_the_unread_indices_of_every_old_split_into_contiguous_shares() -> None:
+    every = {"0..9": 4, "10..19": 20, "20..29": 28}  # 4..9 and 28..29 unread; 10..19 read to its end
+    assert [respread_ranges(every, 3, i) for i in range(3)] == [{"4..6": 4}, {"7..9": 7}, {"28..29": 28}]
+    assert [respread_ranges(every, 2, i) for i in range(2)] == [{"4..7": 4}, {"8..9": 8, "28..29": 28}]
+    assert respread_ranges(every, 1, 0) == {"4..9": 4, "28..29": 28}
+    assert respread_ranges({"0..1": 2}, 2, 1) == {}  # all read: nothing for anyone
+    with pytest.raises(ValueError, match="subtask 2 of parallelism 2"):
+        respread_ranges(every, 2, 2)
+
+
+def test_a_kafka_source_spreads_every_old_reader_s_splits_one_by_one_over_the_new_readers() -> None:
+    """The bug: after 1 -> 2 every partition stayed with the reader of old subtask 0 (its whole
+    state went to new subtask 0) and the added reader read nothing; Flink redistributes the
+    readers' split list state element by element."""
+    factory = operator_factories.KafkaSourceFactory(properties={"bootstrap.servers": "h:1"}, topics=("t",))
+    old = {f"t-{p}": [10 * p, None] for p in (3, 0, 2, 1, 10)}  # one old reader held them all
+    shares = [rescaled_positions(factory, old if i == 0 else {}, old, 2, i) for i in range(2)]
+    assert shares == [{"t-0": [0, None], "t-2": [20, None], "t-10": [100, None]}, {"t-1": [10, None], "t-3": [30, None]}]
+    assert respread_ranges({}, 1, 0) == {}
+    with pytest.raises(ValueError, match="subtask 3 of parallelism 2"):
+        rescaled_positions(factory, {}, old, 2, 3)
+
+
+def test_sources_whose_splits_cannot_be_cut_keep_their_round_robin_share(tmp_path: Path) -> None:
+    factory = operator_factories.TextFileSourceFactory(paths=(str(tmp_path / "x"),), charset="utf-8")
+    assert rescaled_positions(factory, {"a@0-5": 2}, {"a@0-5": 2, "b@0-5": 0}, 2, 0) == {"a@0-5": 2}
 
 
 def test_text_file_splits_move_to_another_parallelism(tmp_path: Path) -> None:

@@ -230,9 +230,10 @@ async function vertexLoad(jid, vertex) {
 async function jobPage(jid) {
   const details = await api(`/jobs/${jid}`);
   if (!TERMINAL.has(details.state)) await Promise.all(details.vertices.map((v) => vertexLoad(jid, v)));
-  const [exceptions, checkpoints] = await Promise.all([
+  const [exceptions, checkpoints, rescales] = await Promise.all([
     api(`/jobs/${jid}/exceptions`).catch(() => null),
     api(`/jobs/${jid}/checkpoints`).catch(() => null),
+    api(`/jobs/${jid}/rescale-events`).catch(() => null),
   ]);
   const cancel = TERMINAL.has(details.state) ? null : h("button", { id: "cancel-job", onclick: async (e) => {
     e.target.disabled = true;
@@ -246,10 +247,40 @@ async function jobPage(jid) {
       " · Started: ", fmtTime(details["start-time"]), " · ", details["job-type"], " ", cancel),
     h("h3", {}, "Job graph"), jobGraph(details),
     h("h3", {}, "Subtask output"), subtaskLinks(jid, details));
+  section.append(...timelineSection(details, rescales));
   section.append(...savepointSection(jid, savepointPossible(details, checkpoints)));
   if (checkpoints) section.append(...checkpointsSection(checkpoints));
   section.append(...exceptionsSection(exceptions));
   return section;
+}
+
+// ---- a job's timeline: when it entered each status, and each rescale -------------------------
+
+// Events oldest first: the job's status timestamps (Flink's `timestamps` of /jobs/:id, 0 = never)
+// and the adaptive scheduler's rescales (/jobs/:id/rescale-events, each with old and new parallelism).
+function timelineEvents(details, rescales) {
+  const events = Object.entries(details.timestamps || {}).filter(([, t]) => t > 0)
+    .map(([state, t]) => ({ t, kind: "status", label: state }));
+  for (const r of (rescales && rescales.rescales) || []) {
+    events.push({ t: r.timestamp, kind: "rescale", label: `${r.from} → ${r.to}`, title: r.reason });
+  }
+  return events.sort((a, b) => a.t - b.t || (a.kind === "status" ? -1 : 1));
+}
+
+function timelineSection(details, rescales) {
+  const events = timelineEvents(details, rescales);
+  if (!events.length) return [];
+  const start = events[0].t;
+  const end = Math.max(details["end-time"] > 0 ? details["end-time"] : details.now || 0, events[events.length - 1].t);
+  const span = Math.max(1, end - start);
+  const bar = h("div", { id: "timeline-bar", class: "timeline-bar" },
+    events.map((e) => h("span", { class: `timeline-mark timeline-${e.kind}`, "data-kind": e.kind,
+      style: `left: ${(100 * (e.t - start) / span).toFixed(2)}%`, title: `${fmtTime(e.t)} ${e.label}${e.title ? ": " + e.title : ""}` },
+      e.kind === "rescale" ? e.label : "")));
+  const list = h("ol", { id: "timeline" }, events.map((e) => h("li", {
+    class: `timeline-${e.kind}`, "data-kind": e.kind, title: e.title || null },
+    `+${fmtDuration(e.t - start)} `, e.kind === "rescale" ? h("b", {}, `rescaled ${e.label}`) : e.label)));
+  return [h("h3", {}, "Timeline"), bar, list];
 }
 
 // ---- a job's checkpoints, exceptions and savepoints ----------------------------------------

@@ -32,7 +32,7 @@ NOT_FLINK_JSON = {
     "/v1/openapi.json", "/jobmanager/log", "/jobmanager/stdout", "/jobmanager/logs/{filename}",
     "/taskmanagers/{taskmanagerid}/log", "/taskmanagers/{taskmanagerid}/stdout",
     "/taskmanagers/{taskmanagerid}/logs/{filename}", "/jobs/{jobid}/vertices/{vertexid}/subtasks/{subtaskindex}/output",
-    "/jobs/{jobid}/yarn-cancel",
+    "/jobs/{jobid}/yarn-cancel", "/jobs/{jobid}/rescale-events",
 }
 # Answered 404 as Flink answers with the feature off (no adaptive scheduler: no rescale history).
 FEATURE_OFF = {"/jobs/{jobid}/rescales/{what}"}
