@@ -49,6 +49,7 @@ from millstream.runtime.keygroups import KeyGroupRange
 from millstream.runtime.serialization import PROTOCOL, RecordSerializer, deserialize
 from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.heap_backend import MAP, HeapMapState, KeyedStateBackend, TimerQueue
+from millstream.runtime.state.options_factory import load_options_factory
 from millstream.runtime.state.state_table import _MISSING, StateTable, _no_key
 
 __all__ = ["RocksDBOptions", "TaskRocksDB", "RocksDBKeyedStateBackend", "RocksMap", "RocksTimerQueue",
@@ -157,26 +158,6 @@ _PREDEFINED: dict[str, Callable[[Any, Any, bool], None]] = {
     "SPINNING_DISK_OPTIMIZED_HIGH_MEM": _spinning_disk_high_mem,
     "FLASH_SSD_OPTIMIZED": _flash_ssd,
 }
-
-
-def load_options_factory(name: str) -> Any:
-    """An instance of the options factory class ``package.module.Class``; a clear error when it
-    cannot be imported or is no options factory."""
-    import importlib
-
-    module, _, cls = name.rpartition(".")
-    if not module or not cls:
-        raise ValueError(f"state.backend.rocksdb.options-factory: {name!r} is not a fully-qualified class name "
-                         "(package.module.Class)")
-    try:
-        factory = getattr(importlib.import_module(module), cls)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"state.backend.rocksdb.options-factory: cannot load {name!r}: {e}") from e
-    if not isinstance(factory, type) or not all(callable(getattr(factory, m, None))
-                                                for m in ("create_db_options", "create_column_options")):
-        raise ValueError(f"state.backend.rocksdb.options-factory: {name!r} is not a RocksDBOptionsFactory "
-                         "(it needs create_db_options and create_column_options)")
-    return factory()
 
 
 class TaskRocksDB:

@@ -53,6 +53,7 @@ RUNTIME_SHARED_WITH_API = (
     "millstream.runtime.operator_factories",
     "millstream.runtime.output_tag",
     "millstream.runtime.partitioners",
+    "millstream.runtime.state.options_factory",
     "millstream.runtime.python_requirements",
 )
 MAY_IMPORT: dict[str, tuple[str, ...]] = {

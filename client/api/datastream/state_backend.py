@@ -11,6 +11,7 @@ import enum
 from typing import Any
 
 from millstream.runtime import config as cfg
+from millstream.runtime.state.options_factory import load_options_factory
 
 __all__ = ["StateBackend", "HashMapStateBackend", "EmbeddedRocksDBStateBackend", "PredefinedOptions",
            "RocksDBOptionsFactory"]
@@ -75,8 +76,6 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         (``state.backend.rocksdb.options-factory``; PyFlink names a Java class, here a Python one,
         importable where the tasks run). Each task's RocksDB opens with the options it returns,
         applied on top of the predefined profile. The class is checked here, as PyFlink does."""
-        from millstream.runtime.state.rocksdb_backend import load_options_factory
-
         if not isinstance(options_factory_class_name, str):
             raise TypeError(f"set_options needs the factory's fully-qualified class name, got {options_factory_class_name!r}")
         load_options_factory(options_factory_class_name)  # raises ValueError naming the problem
