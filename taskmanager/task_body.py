@@ -414,7 +414,9 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
     if isinstance(artifact_paths, ShippedArtifacts):
         artifact_paths = artifact_paths.paths()
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
-    with OutputCapture(lambda lines, dropped: channel.send(OutputCaptured(lines, dropped))), TaskProcesses():
+    # a slot's subtasks share their worker: the slot ends the processes its user code started
+    processes = contextlib.nullcontext() if getattr(channel, "shared_process", False) else TaskProcesses()
+    with OutputCapture(lambda lines, dropped: channel.send(OutputCaptured(lines, dropped))), processes:
         # add_python_archive's zips: extracted, and the task runs in their working directory;
         # processes the task starts end with it
         with task_working_directory(tdd, artifact_paths) as importable:
