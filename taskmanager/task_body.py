@@ -466,8 +466,10 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
     checkpointer: checkpointing.TaskCheckpointer | None = None
     try:
         partitions, writers = _result_partitions(tdd, env.is_cancelled, network)
-        server = (PartitionServer(data_host, tls=network.tls) if data_host
-                  else PartitionServer("0.0.0.0", advertised_host=channel.local_host, tls=network.tls))
+        # a slot's subtasks share this process: those consuming from this one read through memory
+        in_slot = bool(getattr(channel, "shared_process", False))
+        server = (PartitionServer(data_host, tls=network.tls, local=in_slot) if data_host
+                  else PartitionServer("0.0.0.0", advertised_host=channel.local_host, tls=network.tls, local=in_slot))
         gate = _input_gate(tdd, resolver, env.is_cancelled, network) if tdd.input_gates else None
         for partition in partitions.values():
             server.register(partition)
