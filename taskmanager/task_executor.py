@@ -402,9 +402,8 @@ class TaskExecutor:
         local = self.spark.master.startswith("local")
         cores = self.spark.max_concurrent_tasks if local else await asyncio.to_thread(self.spark.capacity)
         # From here to the core's decision nothing awaits: a retry meanwhile is seen by the core.
-        if self.spark.placement == "slot":  # a slot's subtasks share its core: count the other slots'
-            running = len(set(self.spark.slots_in_use()) - {tdd.allocation_id.hex()})
-            self._execute(self.core.submit_task(tdd, cores, running, self.spark.master, slot_placement=True))
+        if self.spark.placement == "slot":  # a slot's subtasks share its core: the core counts slots
+            self._execute(self.core.submit_task(tdd, cores, 0, self.spark.master, slot_placement=True))
         else:
             self._execute(self.core.submit_task(tdd, cores, len(self.spark.running_task_ids()), self.spark.master))
 
