@@ -724,8 +724,8 @@ class SparkHost:
             booting.set_exception(exc)
             return
         self.timings = SparkHostTimings(session_start_s=t1 - t0, warmup_s=time.monotonic() - t1)
-        log.info("Spark %s started in %.1f s, warmed in %.1f s (warm-up: %s)", self.master,
-                 self.timings.session_start_s, self.timings.warmup_s, warm_up)
+        log.info("Spark %s started in %.1f s, warmed in %.1f s (warm-up: %s, task placement: %s)", self.master,
+                 self.timings.session_start_s, self.timings.warmup_s, warm_up, self.placement)
         booting.set_result(self.timings)
         if warm_up == "background":
             try:

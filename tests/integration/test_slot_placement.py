@@ -72,3 +72,13 @@ def test_a_slots_subtasks_share_one_python_worker(cluster) -> None:
     downstream = {p for _, _, p in got}
     assert len(upstream | downstream) == 2, (upstream, downstream)  # 4 subtasks, 2 workers
     assert upstream == downstream
+
+
+def test_a_slot_with_no_task_left_holds_no_spark_core(cluster, spark) -> None:
+    from .harness import poll_for
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    with env.from_collection(list(range(10))).map(lambda x: x + 1).execute_and_collect("short job") as results:
+        assert sorted(results) == list(range(1, 11))
+    poll_for(lambda: not spark.slots_in_use(), 30, what="the slots' Spark tasks to end")
