@@ -326,7 +326,7 @@ def _slot_main(spec: _WorkerSpec, rows: Iterable[Any]) -> Iterator[Any]:
     stay its own. CANCEL on the slot's channel means "no subtask left": the worker waits a moment
     for bodies still ending, and ends itself if one does not (Spark must not reuse a worker that
     still runs user code, and the core must come free)."""
-    from millstream.taskmanager.user_processes import TaskProcesses
+    from millstream.taskmanager.user_processes import TaskProcesses  # lazy: only a slot's worker needs it
 
     for _ in rows:
         pass
@@ -529,7 +529,7 @@ class _SlotRunner:
         return True
 
     def start(self, spec: _WorkerSpec) -> None:
-        from pyspark import InheritableThread
+        from pyspark import InheritableThread  # lazy: pyspark is heavy (see submit)
 
         InheritableThread(target=self._run_job, args=(spec,), name=f"ms-slot-{self.key}", daemon=True).start()
 
