@@ -645,7 +645,8 @@ SPARK_TASKS_PER_SLOT: ConfigOption[int] = _option(
     "millstream.spark.tasks-per-slot", _INT, 8,
     "Tasks one slot may run at once (slot sharing puts one task per vertex of a group in a slot); "
     "the embedded Spark is local[slots x this] so that every deployed task holds a core, and a "
-    "TaskManager refuses tasks beyond slots x this.")
+    "TaskManager refuses tasks beyond slots x this. Unused with millstream.spark.task-placement=slot "
+    "(a slot's subtasks share one Spark task: local[slots]).")
 SPARK_TASK_PLACEMENT: ConfigOption[str] = _option(
     "millstream.spark.task-placement", _STR, "task",
     "How a TaskManager's subtasks hold Spark cores. task: every subtask (operator chain) is a "

@@ -34,7 +34,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from millstream.runtime.serialization import DeserializationError, deserialize
 from millstream.runtime.timestamps import stamped
@@ -351,7 +351,7 @@ class InputGate:
                 in_process = local.connect_local(address)
                 try:
                     if in_process is not None:
-                        sock = in_process  # type: ignore[assignment]  # the socket methods used here
+                        sock = cast(socket.socket, in_process)  # it has the socket methods used here
                     else:
                         sock = socket.create_connection(address, timeout=max(0.05, min(deadline - time.monotonic(), 5.0)))
                         if self._tls_context is not None:

@@ -19,7 +19,7 @@ from collections import deque
 from typing import Any, Callable
 
 _lock = threading.Lock()
-_servers: dict[tuple[str, int], Callable[[LocalConnection], None]] = {}
+_servers: dict[tuple[str, int], Callable[[LocalConnection], object]] = {}
 
 
 class _Direction:
@@ -97,7 +97,7 @@ def pair() -> tuple[LocalConnection, LocalConnection]:
     return LocalConnection(b_to_a, a_to_b), LocalConnection(a_to_b, b_to_a)
 
 
-def register(address: tuple[str, int], accept: Callable[[LocalConnection], None]) -> None:
+def register(address: tuple[str, int], accept: Callable[[LocalConnection], object]) -> None:
     """``accept(server_end)`` takes each local connection made to ``address``."""
     with _lock:
         _servers[address] = accept

@@ -572,6 +572,10 @@ class _SlotRunner:
 class SparkHost:
     """Owns the TaskManager's SparkSession and control listener; runs task bodies in workers.
 
+    ``placement="slot"``: bodies submitted with the same ``slot`` key run as threads of one Spark
+    task (:class:`_SlotRunner`), so Spark needs one core per slot: the embedded master is
+    ``local[slots]`` and an external one is asked for ``slots`` cores.
+
     ``slots`` is the TaskManager's slots; with slot sharing each may run ``tasks_per_slot`` tasks at
     once. The embedded master is ``local[slots x tasks_per_slot]`` so all of them hold a core at the
     same time (a pipelined consumer waiting for a core its producer holds would deadlock). An
