@@ -142,7 +142,7 @@ def measure_millstream(path: str) -> dict:
     from millstream.runtime import config as cfg
 
     started = time.perf_counter()
-    with MiniCluster(cfg.Configuration(), num_slots=2) as cluster:
+    with MiniCluster(cfg.Configuration.from_dict(cfg.env_overrides(os.environ)), num_slots=2) as cluster:  # MILLSTREAM_CONF_* apply (e.g. the task placement)
         ready = time.perf_counter()
         os.environ[ENV_JOBMANAGER] = cluster.address
         env = StreamExecutionEnvironment.get_execution_environment()

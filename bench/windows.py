@@ -224,7 +224,7 @@ def measure_millstream(paths: list[str], out: str) -> dict:
 
     warm(paths)
     started = time.perf_counter()
-    with MiniCluster(cfg.Configuration(), num_slots=2) as cluster:  # what env.execute() starts when no cluster is named
+    with MiniCluster(cfg.Configuration.from_dict(cfg.env_overrides(os.environ)), num_slots=2) as cluster:  # what env.execute() starts when no cluster is named
         ready = time.perf_counter()
         os.environ[ENV_JOBMANAGER] = cluster.address
         env = StreamExecutionEnvironment.get_execution_environment()

@@ -658,7 +658,16 @@ SPARK_TASKS_PER_SLOT: ConfigOption[int] = _option(
     "millstream.spark.tasks-per-slot", _INT, 8,
     "Tasks one slot may run at once (slot sharing puts one task per vertex of a group in a slot); "
     "the embedded Spark is local[slots x this] so that every deployed task holds a core, and a "
-    "TaskManager refuses tasks beyond slots x this.")
+    "TaskManager refuses tasks beyond slots x this. Unused with millstream.spark.task-placement=slot "
+    "(a slot's subtasks share one Spark task: local[slots]).")
+SPARK_TASK_PLACEMENT: ConfigOption[str] = _option(
+    "millstream.spark.task-placement", _STR, "task",
+    "How a TaskManager's subtasks hold Spark cores. task: every subtask (operator chain) is a "
+    "Spark task of its own, holding a core for its life (Spark cores: slots x "
+    "millstream.spark.tasks-per-slot). slot: all subtasks deployed into one slot (one per vertex "
+    "of its slot sharing group) run as threads of one Spark task and one Python worker, so a slot "
+    "costs one core (Spark cores: slots).",
+    choices=("task", "slot"))
 SPARK_CONTROL_PORT: ConfigOption[str] = _option(
     "millstream.spark.control.port", _STR, "0",
     "Port, or range like 50100-50200, of the channel a TaskManager's tasks in Spark executors "

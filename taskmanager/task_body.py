@@ -414,7 +414,9 @@ def run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, dat
     if isinstance(artifact_paths, ShippedArtifacts):
         artifact_paths = artifact_paths.paths()
     tdd = cpb.TaskDeploymentDescriptor.FromString(tdd_bytes)
-    with OutputCapture(lambda lines, dropped: channel.send(OutputCaptured(lines, dropped))), TaskProcesses():
+    # a slot's subtasks share their worker: the slot ends the processes its user code started
+    processes = contextlib.nullcontext() if getattr(channel, "shared_process", False) else TaskProcesses()
+    with OutputCapture(lambda lines, dropped: channel.send(OutputCaptured(lines, dropped))), processes:
         # add_python_archive's zips: extracted, and the task runs in their working directory;
         # processes the task starts end with it
         with task_working_directory(tdd, artifact_paths) as importable:
@@ -464,8 +466,10 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
     checkpointer: checkpointing.TaskCheckpointer | None = None
     try:
         partitions, writers = _result_partitions(tdd, env.is_cancelled, network)
-        server = (PartitionServer(data_host, tls=network.tls) if data_host
-                  else PartitionServer("0.0.0.0", advertised_host=channel.local_host, tls=network.tls))
+        # a slot's subtasks share this process: those consuming from this one read through memory
+        in_slot = bool(getattr(channel, "shared_process", False))
+        server = (PartitionServer(data_host, tls=network.tls, local=in_slot) if data_host
+                  else PartitionServer("0.0.0.0", advertised_host=channel.local_host, tls=network.tls, local=in_slot))
         gate = _input_gate(tdd, resolver, env.is_cancelled, network) if tdd.input_gates else None
         for partition in partitions.values():
             server.register(partition)

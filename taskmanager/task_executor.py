@@ -402,7 +402,10 @@ class TaskExecutor:
         local = self.spark.master.startswith("local")
         cores = self.spark.max_concurrent_tasks if local else await asyncio.to_thread(self.spark.capacity)
         # From here to the core's decision nothing awaits: a retry meanwhile is seen by the core.
-        self._execute(self.core.submit_task(tdd, cores, len(self.spark.running_task_ids()), self.spark.master))
+        if self.spark.placement == "slot":  # a slot's subtasks share its core: the core counts slots
+            self._execute(self.core.submit_task(tdd, cores, 0, self.spark.master, slot_placement=True))
+        else:
+            self._execute(self.core.submit_task(tdd, cores, len(self.spark.running_task_ids()), self.spark.master))
 
     async def _start(self, attempt_id: bytes) -> None:
         task, runtime = self.core.tasks.get(attempt_id), self._runtimes.get(attempt_id)
@@ -427,7 +430,8 @@ class TaskExecutor:
                     gate.acquire(len(msg.payload))  # blocks the channel while too much waits
                 loop.call_soon_threadsafe(events.put_nowait, msg)
 
-            runtime.handle = self.spark.submit(attempt_id.hex(), payload, on_event, self._task_secrets(attempt_id))
+            runtime.handle = self.spark.submit(attempt_id.hex(), payload, on_event, self._task_secrets(attempt_id),
+                                               slot=task.tdd.allocation_id.hex())
             submitted = True
         except Exception as exc:
             log.exception("task %s could not start", task.name)

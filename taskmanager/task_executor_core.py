@@ -413,19 +413,31 @@ class TaskExecutorCore:
         return attempt_id in self.tasks
 
     def submit_task(self, tdd: cpb.TaskDeploymentDescriptor, spark_cores: int, spark_running: int,
-                    spark_master: str) -> list[Command]:
+                    spark_master: str, slot_placement: bool = False) -> list[Command]:
         """Accept a task into its job's slot, or raise SlotTableError naming why not.
 
         Every task holds a Spark core for its whole life: one more than Spark runs at once would
         wait for a core forever. ``spark_running``: the tasks Spark runs for this TaskManager;
         accepted tasks still fetching their artifacts hold none yet but will, so they count too
-        (else a burst of submissions is accepted whole and its last tasks never start)."""
+        (else a burst of submissions is accepted whole and its last tasks never start).
+        ``slot_placement``: a slot's subtasks share one Spark task, so what holds cores is the
+        slots: those allocated here with tasks, other than this task's (which needs no new core if
+        it runs already); a freed slot's Spark task is ending and its core comes free (Spark queues
+        the new one meanwhile). ``spark_running`` is then ignored."""
         if tdd.execution_attempt_id in self.tasks:
             return []  # a repeated SubmitTask
         self.check_usable()
         record = TaskRecord(tdd, "")
         local = spark_master.startswith("local")
-        busy = spark_running + sum(1 for t in self.tasks.values() if t.starting and not t.cancelled)
+        if slot_placement:
+            busy = len({t.tdd.allocation_id for t in self.tasks.values()
+                        if self.slots.slot_of(t.tdd.allocation_id) is not None} - {tdd.allocation_id})
+        else:
+            busy = spark_running + sum(1 for t in self.tasks.values() if t.starting and not t.cancelled)
+        if busy >= spark_cores and local and slot_placement:
+            raise SlotTableError(
+                f"this TaskManager's Spark has {spark_cores} cores and {busy} other slots hold them "
+                "(millstream.spark.task-placement=slot: a slot holds one core while it has tasks)")
         if busy >= spark_cores and local:
             raise SlotTableError(
                 f"this TaskManager's Spark runs at most {spark_cores} tasks at once and all are busy; "

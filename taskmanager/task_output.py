@@ -2,8 +2,10 @@
 ``.out`` and ``.log``, per attempt here).
 
 In the Spark worker, :class:`OutputCapture` stands in for ``sys.stdout`` / ``sys.stderr`` and adds
-a handler on the root logger for the task's whole life (a Python worker runs one task at a time,
-so the process-wide swap is the task's alone). Each line is tagged with its time and level
+a handler on the root logger for the task's whole life. The swap is process-wide and routes each
+write by thread: a worker that runs one task gives it everything; a worker that runs a slot's
+subtasks on threads of their own (placement ``slot``) gives each what its own thread prints and
+logs (a line from another thread goes to the worker's own stream). Each line is tagged with its time and level
 (``stdout``: INFO, ``stderr``: ERROR, a logging record: its own level and logger name) and sent to
 the TaskManager in batches, at most every ``FLUSH_INTERVAL_S``. The print sink is not captured:
 its lines travel to the client on their own path.
@@ -114,6 +116,85 @@ class _RecordHandler(logging.Handler):
             self._pending.add(format_line(record.created, record.levelname, record.name if i == 0 else "  ", line))
 
 
+class _Router:
+    """The process's one stdout/stderr swap and root-logger handler while any capture is active."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: list[OutputCapture] = []
+        self.saved: tuple[Any, Any, int] | None = None
+        self.handler = _RoutedHandler(self)
+
+    def owner(self, thread: int | None) -> OutputCapture | None:
+        active = self.active  # replaced, never mutated: safe to read without the lock
+        for capture in active:
+            if capture._thread == thread:
+                return capture
+        return active[0] if len(active) == 1 else None
+
+    def enter(self, capture: OutputCapture) -> None:
+        with self.lock:
+            if not self.active:
+                root = logging.getLogger()
+                self.saved = (sys.stdout, sys.stderr, root.level)
+                sys.stdout = _RoutedStream(self, 0, sys.stdout)
+                sys.stderr = _RoutedStream(self, 1, sys.stderr)
+                root.addHandler(self.handler)
+                if root.level == logging.NOTSET or root.level > logging.INFO:
+                    root.setLevel(logging.INFO)  # Flink's default: a user's logger.info() is kept
+            self.active = [*self.active, capture]
+
+    def exit(self, capture: OutputCapture) -> None:
+        with self.lock:
+            self.active = [c for c in self.active if c is not capture]
+            if not self.active and self.saved is not None:
+                root = logging.getLogger()
+                sys.stdout, sys.stderr, level = self.saved
+                root.removeHandler(self.handler)
+                root.setLevel(level)
+                self.saved = None
+
+
+class _RoutedStream(io.TextIOBase):
+    def __init__(self, router: _Router, index: int, original: Any) -> None:
+        self._router, self._index, self._original = router, index, original
+        self._encoding = getattr(original, "encoding", None) or "utf-8"
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._encoding
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        capture = self._router.owner(threading.get_ident())
+        if capture is None:
+            return int(self._original.write(text))
+        return capture._writers[self._index].write(text)
+
+    def flush(self) -> None:
+        if self._router.owner(threading.get_ident()) is None:
+            self._original.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+class _RoutedHandler(logging.Handler):
+    def __init__(self, router: _Router) -> None:
+        super().__init__(logging.INFO)
+        self._router = router
+
+    def emit(self, record: logging.LogRecord) -> None:
+        capture = self._router.owner(record.thread)
+        if capture is not None:
+            capture._handler.emit(record)
+
+
+_ROUTER = _Router()
+
+
 class OutputCapture:
     """``with OutputCapture(send): ...`` captures the task's prints and log records; ``send(lines,
     dropped)`` gets them in batches, from a thread of its own and once more at the end."""
@@ -124,20 +205,15 @@ class OutputCapture:
         self._pending = _Pending()
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
-        self._saved: tuple[Any, Any, int] | None = None
+        self._thread: int | None = None
         self._handler = _RecordHandler(self._pending)
         self._writers: list[_LineWriter] = []
 
     def __enter__(self) -> OutputCapture:
-        root = logging.getLogger()
-        self._saved = (sys.stdout, sys.stderr, root.level)
-        out = _LineWriter(self._pending, "INFO", "stdout", sys.stdout)
-        err = _LineWriter(self._pending, "ERROR", "stderr", sys.stderr)
-        self._writers = [out, err]
-        sys.stdout, sys.stderr = out, err
-        root.addHandler(self._handler)
-        if root.level == logging.NOTSET or root.level > logging.INFO:
-            root.setLevel(logging.INFO)  # Flink's default: a user's logger.info() is kept
+        self._thread = threading.get_ident()
+        self._writers = [_LineWriter(self._pending, "INFO", "stdout", sys.stdout),
+                         _LineWriter(self._pending, "ERROR", "stderr", sys.stderr)]
+        _ROUTER.enter(self)
         self._flusher = threading.Thread(target=self._flush_loop, name="millstream-task-output", daemon=True)
         self._flusher.start()
         return self
@@ -158,11 +234,7 @@ class OutputCapture:
         self._stop.set()
         if self._flusher is not None:
             self._flusher.join()
-        assert self._saved is not None
-        root = logging.getLogger()
-        sys.stdout, sys.stderr, level = self._saved
-        root.removeHandler(self._handler)
-        root.setLevel(level)
+        _ROUTER.exit(self)
         for writer in self._writers:
             writer.end()
         self.flush()

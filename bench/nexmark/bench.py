@@ -94,7 +94,7 @@ def measure_millstream(queries: list[str], paths: list[str], check_paths: list[s
     started = time.perf_counter()
     times: dict[str, float] = {}
     results: dict[str, list[tuple]] = {}
-    with MiniCluster(cfg.Configuration(), num_slots=2) as cluster:
+    with MiniCluster(cfg.Configuration.from_dict(cfg.env_overrides(os.environ)), num_slots=2) as cluster:  # MILLSTREAM_CONF_* apply (e.g. the task placement)
         ready = time.perf_counter()
         os.environ[ENV_JOBMANAGER] = cluster.address
         for query in queries:

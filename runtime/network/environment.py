@@ -34,11 +34,12 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from millstream.runtime.serialization import DeserializationError, deserialize
 from millstream.runtime.timestamps import stamped
 from millstream.runtime.rpc.tls import TlsSettings
+from millstream.runtime.network import local
 from millstream.runtime.network.partition import PartitionServer, ResultPartition
 from millstream.runtime.network.protocol import (
     BUFFER,
@@ -169,6 +170,7 @@ class InputGate:
         self.buffers_in = 0
         self.bytes_in = 0
         self.max_in_flight_seen = 0
+        self.local_channels = 0  # channels connected through memory (their producer in this process)
         # Seconds poll() waited for input (Flink's idle time), measured when ``time_waits``.
         self.time_waits = time_waits
         self.idle_s = 0.0
@@ -345,10 +347,15 @@ class InputGate:
             if address is None:
                 reason = "the producer does not serve its partition yet"
             else:
+                # a producer serving from this process (a subtask of the same slot): through memory
+                in_process = local.connect_local(address)
                 try:
-                    sock = socket.create_connection(address, timeout=max(0.05, min(deadline - time.monotonic(), 5.0)))
-                    if self._tls_context is not None:
-                        sock = self._tls(sock, address)
+                    if in_process is not None:
+                        sock = cast(socket.socket, in_process)  # it has the socket methods used here
+                    else:
+                        sock = socket.create_connection(address, timeout=max(0.05, min(deadline - time.monotonic(), 5.0)))
+                        if self._tls_context is not None:
+                            sock = self._tls(sock, address)
                 except ssl.SSLCertVerificationError as e:  # no retry can fix a certificate
                     raise ChannelError(ch.spec, f"TLS handshake with {address[0]}:{address[1]} failed: {e}") from e
                 except OSError as e:
@@ -356,6 +363,8 @@ class InputGate:
                 else:
                     tune_socket(sock)
                     sock.settimeout(None)  # close() and TCP keepalive bound every wait from here on
+                    if in_process is not None:
+                        self.local_channels += 1
                     with ch.lock:
                         if self._closing.is_set():
                             sock.close()

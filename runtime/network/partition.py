@@ -17,6 +17,7 @@ from millstream.runtime.partitioners import StreamPartitioner
 from millstream.runtime.serialization import RecordSerializer
 from millstream.runtime.timestamps import timestamps_of
 from millstream.runtime.rpc.tls import TlsSettings
+from millstream.runtime.network import local
 from millstream.runtime.network.protocol import (
     BUFFER,
     CREDIT,
@@ -464,7 +465,9 @@ class PartitionServer:
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, handshake_timeout_s: float = 10.0,
-                 advertised_host: str | None = None, tls: TlsSettings | None = None) -> None:
+                 advertised_host: str | None = None, tls: TlsSettings | None = None, local: bool = False) -> None:
+        """``local``: consumers in this process connect through memory (:mod:`.local`), not a socket."""
+        self._local = local
         self._tls_context = tls.server_context() if tls is not None else None
         self._listener = socket.create_server((host, port), backlog=128)
         # ``address`` is what consumers are told: the bound host, or the advertised one when it
@@ -488,6 +491,8 @@ class PartitionServer:
     def start(self) -> PartitionServer:
         if self._thread is None:
             self._thread = start_thread(self._accept_loop, f"accept-{self.address[1]}")
+            if self._local:
+                local.register(self.address, lambda conn: start_thread(self._handshake, "handshake", conn))
         return self
 
     def __enter__(self) -> PartitionServer:
@@ -518,7 +523,7 @@ class PartitionServer:
         try:
             tune_socket(conn)
             conn.settimeout(self._handshake_timeout_s)  # a consumer sends HELLO right after connecting
-            if self._tls_context is not None:
+            if self._tls_context is not None and not isinstance(conn, local.LocalConnection):  # memory: no wire
                 conn = self._tls_accept(conn)
             reader = FrameReader(conn, wire_bounds.MAX_HELLO_BYTES)  # an unknown peer: a HELLO is small
             kind, payload = reader.read()
@@ -581,6 +586,8 @@ class PartitionServer:
             self._closed = True
             partitions = list(self._partitions.values())
             pending = list(self._handshaking)
+        if self._local:
+            local.unregister(self.address)
         close_socket(self._listener)  # shutdown wakes accept() on Linux; close alone does not
         for conn in pending:
             close_socket(conn)

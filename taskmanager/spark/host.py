@@ -65,6 +65,9 @@ _MAX_ERROR_LINES = 12
 _JVM_NOISE = re.compile(r"\s*(at |\.\.\. \d+ more|Driver stacktrace:)")
 _BOOT_TIMEOUT_S = 120.0  # stop() waits this long for a session still booting
 _FENCED_EXIT_CODE = 75  # worker exit code when the TaskManager dropped the channel mid-body
+_SLOT_LINGER_S = 5.0  # a slot with no subtask left waits this long for bodies still ending
+_SLOT_CANCEL_GRACE_S = 10.0  # a cancelled subtask of a slot that has not ended by then counts as CANCELED
+Placement = Literal["task", "slot"]
 
 # Spark must not retry or duplicate a task: the JobMaster's restart strategy owns recovery.
 _REQUIRED_CONF = {"spark.task.maxFailures": "1", "spark.speculation": "false"}
@@ -186,8 +189,11 @@ class WorkerChannel:
     """
 
     def __init__(self, task_id: str, sock: socket.socket, rfile: Any = None,
-                 secrets: Mapping[str, str] | None = None, payload: bytes = b"") -> None:
+                 secrets: Mapping[str, str] | None = None, payload: bytes = b"", shared_process: bool = False) -> None:
         self.task_id = task_id
+        # slot placement: this body is one thread of a worker its slot's other subtasks share, so
+        # process-wide cleanup (ending the worker, its child processes) is the slot's, not the body's
+        self.shared_process = shared_process
         self.secrets: Mapping[str, str] = dict(secrets or {})
         self.payload = payload
         self._sock = sock
@@ -199,7 +205,7 @@ class WorkerChannel:
         threading.Thread(target=self._read_loop, name=f"ms-channel-{task_id}", daemon=True).start()
 
     @classmethod
-    def _connect(cls, spec: _WorkerSpec) -> WorkerChannel:
+    def _connect(cls, spec: _WorkerSpec, shared_process: bool = False) -> WorkerChannel:
         sock = socket.create_connection(spec.address, timeout=_HELLO_TIMEOUT_S)
         tune_socket(sock)  # a TaskManager host that vanished ends this worker within ~30 s
         if spec.tls is not None:
@@ -213,7 +219,7 @@ class WorkerChannel:
         secrets = json.loads(_recv_frame(rfile, limit=_GREETING_LIMIT))
         payload = _recv_frame(rfile)
         sock.settimeout(None)
-        return cls(spec.task_id, sock, rfile, secrets, payload)
+        return cls(spec.task_id, sock, rfile, secrets, payload, shared_process)
 
     @property
     def cancelled(self) -> bool:
@@ -228,6 +234,13 @@ class WorkerChannel:
     def wait_cancelled(self, timeout: float) -> bool:
         """Sleep up to ``timeout`` seconds, waking at once on cancel; return ``cancelled``."""
         return self._cancelled.wait(timeout)
+
+    def recv(self, timeout: float) -> Any | None:
+        """The next control message other than CANCEL, waiting up to ``timeout``; None if none came."""
+        try:
+            return self._inbox.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     def recv_nowait(self) -> Any | None:
         """The next control message other than CANCEL, or None when none is waiting."""
@@ -260,7 +273,10 @@ class WorkerChannel:
             else:
                 self._inbox.put(msg)
         if not self._body_done.is_set():
-            os._exit(_FENCED_EXIT_CODE)
+            if self.shared_process:  # the slot's other subtasks live on: this body is told to stop
+                self._cancelled.set()
+            else:
+                os._exit(_FENCED_EXIT_CODE)
 
     def _finish(self, outcome: TaskExit) -> None:
         self._body_done.set()  # first: from now on a closed channel is expected, not a fence
@@ -277,7 +293,12 @@ def _worker_main(spec: _WorkerSpec, rows: Iterable[Any]) -> Iterator[Any]:
     Spark logs stay quiet, and the worker stays reusable. Only a broken channel fails the job."""
     for _ in rows:  # the one dummy element
         pass
-    channel = WorkerChannel._connect(spec)
+    _run_body(WorkerChannel._connect(spec))
+    return iter(())
+
+
+def _run_body(channel: WorkerChannel) -> None:
+    """Run the channel's payload to its end and send the one TaskExit."""
     outcome = TaskExit("FAILED", "internal error: no outcome")
     try:
         try:
@@ -294,7 +315,49 @@ def _worker_main(spec: _WorkerSpec, rows: Iterable[Any]) -> Iterator[Any]:
                 outcome = TaskExit("CANCELED") if channel.cancelled else TaskExit("FAILED", _format_exc(exc))
     finally:
         channel._finish(outcome)
+
+
+def _slot_main(spec: _WorkerSpec, rows: Iterable[Any]) -> Iterator[Any]:
+    """The partition function of a slot (placement ``slot``): one Spark task, one Python worker,
+    running every subtask the TaskManager deploys into the slot on a thread of its own.
+
+    The slot's channel carries one ``_WorkerSpec`` per subtask; each subtask then connects its own
+    control channel, exactly as a task of its own would, so its events, cancellation and outcome
+    stay its own. CANCEL on the slot's channel means "no subtask left": the worker waits a moment
+    for bodies still ending, and ends itself if one does not (Spark must not reuse a worker that
+    still runs user code, and the core must come free)."""
+    from millstream.taskmanager.user_processes import TaskProcesses  # lazy: only a slot's worker needs it
+
+    for _ in rows:
+        pass
+    channel = WorkerChannel._connect(spec)
+    threads: list[threading.Thread] = []
+    try:
+        with TaskProcesses():  # processes the slot's user code started end with the slot
+            while not channel.cancelled:
+                msg = channel.recv(0.2)
+                if isinstance(msg, _WorkerSpec):
+                    thread = threading.Thread(target=_run_in_slot, args=(msg,), name=f"ms-subtask-{msg.task_id}",
+                                              daemon=True)
+                    thread.start()
+                    threads.append(thread)
+                threads = [t for t in threads if t.is_alive()]
+            deadline = time.monotonic() + _SLOT_LINGER_S
+            for thread in threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        channel._finish(TaskExit("FINISHED"))
+    if any(t.is_alive() for t in threads):  # a body that ignored its cancel: end it with the worker
+        os._exit(_FENCED_EXIT_CODE)
     return iter(())
+
+
+def _run_in_slot(spec: _WorkerSpec) -> None:
+    try:
+        channel = WorkerChannel._connect(spec, shared_process=True)
+    except (OSError, EOFError, ValueError):
+        return  # fenced: the attempt ended (cancelled) before its thread connected
+    _run_body(channel)
 
 
 def _format_exc(exc: BaseException) -> str:
@@ -339,6 +402,7 @@ class TaskHandle:
         # The worker's connection ended with no TaskExit before anyone asked it to stop: it died,
         # and a cancel sent afterwards (say, because its consumers saw it die) must not hide that.
         self._died_uncancelled = False
+        self._runner: _SlotRunner | None = None  # placement "slot": the slot's Spark task it runs in
 
     def wait(self, timeout: float | None = None) -> TaskExit | None:
         """The TaskExit, or None if the task has not ended within ``timeout`` seconds."""
@@ -368,7 +432,12 @@ class TaskHandle:
                 return
             self._cancel_requested = True
         self.send(CANCEL)
-        self._host._cancel_job_group(self.task_id)
+        if self._runner is None:
+            self._host._cancel_job_group(self.task_id)
+        else:  # a thread cannot be killed: a body deaf to its cancel is let go, and dies with its slot
+            timer = threading.Timer(_SLOT_CANCEL_GRACE_S, self._deliver, args=(TaskExit("CANCELED"),))
+            timer.daemon = True
+            timer.start()
 
     def _attach(self, conn: socket.socket) -> bool:
         with self._ctl_lock:
@@ -383,7 +452,7 @@ class TaskHandle:
                 _send_frame(conn, payload)
                 for data in pending:
                     _send_frame(conn, data)
-        if self._cancel_requested:  # cancel() may have run before the job existed: repeat it
+        if self._cancel_requested and self._runner is None:  # cancel() may have run before the job existed
             self._host._cancel_job_group(self.task_id)
         return True
 
@@ -406,8 +475,106 @@ class TaskHandle:
             self._done.set()  # last: whoever waits sees the host's books already settled
 
 
+class _SlotRunner:
+    """The TaskManager's side of one slot's Spark task (placement ``slot``): a one-partition job
+    running :func:`_slot_main`, and the channel that hands it the subtasks deployed into the slot.
+
+    It lives while the slot has subtasks: when the last one ends it is told to stop (its core comes
+    free) and the next subtask deployed into the slot starts a new one. If its Spark task ends
+    while subtasks still run (the worker died, Spark failed it), they fail with the reason."""
+
+    def __init__(self, host: SparkHost, key: str) -> None:
+        self.host = host
+        self.key = key
+        self.token = secrets.token_bytes(_TOKEN_BYTES)
+        self.group = f"millstream-slot-{key}-{self.token.hex()[:8]}"
+        self.handles: dict[str, TaskHandle] = {}  # guarded by the host's lock
+        self.stopping = False  # guarded by the host's lock
+        self._lock = threading.Lock()  # _conn, _pending; orders sends
+        self._conn: socket.socket | None = None
+        self._pending: list[bytes] = []
+
+    def run(self, handle: TaskHandle, spec: _WorkerSpec) -> None:
+        """Called under the host's lock: the slot's worker starts ``spec``'s subtask."""
+        self.handles[handle.task_id] = handle
+        handle._runner = self
+        self._send(pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def task_ended(self, task_id: str) -> None:
+        """Called under the host's lock: the last subtask gone stops the slot's Spark task."""
+        if self.handles.pop(task_id, None) is not None and not self.handles and not self.stopping:
+            self.stopping = True
+            if self.host._runners.get(self.key) is self:
+                del self.host._runners[self.key]
+            self._send(pickle.dumps(CANCEL, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _send(self, data: bytes) -> None:
+        with self._lock:
+            if self._conn is None:
+                self._pending.append(data)
+                return
+            with contextlib.suppress(OSError):  # worker gone: the job thread reports it
+                _send_frame(self._conn, data)
+
+    def attach(self, conn: socket.socket) -> bool:
+        with self._lock:
+            if self._conn is not None:
+                return False
+            self._conn, pending, self._pending = conn, self._pending, []
+            with contextlib.suppress(OSError):
+                _send_frame(conn, b"{}")  # greeting: no secrets (each subtask's channel has its own)
+                _send_frame(conn, b"")  # payload: none, the subtasks come as messages
+                for data in pending:
+                    _send_frame(conn, data)
+        return True
+
+    def start(self, spec: _WorkerSpec) -> None:
+        from pyspark import InheritableThread  # lazy: pyspark is heavy (see submit)
+
+        InheritableThread(target=self._run_job, args=(spec,), name=f"ms-slot-{self.key}", daemon=True).start()
+
+    def _run_job(self, spec: _WorkerSpec) -> None:
+        host = self.host
+        error: str | None = None
+        try:
+            if host._spark is None:
+                raise RuntimeError("SparkHost stopped before the slot's job started")
+            sc = host._spark.sparkContext
+            sc.setJobGroup(self.group, f"millstream slot {self.key}", interruptOnCancel=True)
+            sc.parallelize([0], 1).mapPartitions(partial(_slot_main, spec)).collect()
+        except Exception as exc:
+            error = _spark_error_summary(exc)
+        with host._lock:
+            self.stopping = True
+            if host._runners.get(self.key) is self:
+                del host._runners[self.key]
+            host._runners_by_token.pop(self.token, None)
+            orphans = list(self.handles.values())
+        with self._lock:
+            if self._conn is not None:
+                _close(self._conn)
+        for handle in orphans:
+            if handle._attached.is_set():  # a TaskExit in flight beats the slot's summary
+                handle._reader_done.wait(_EOF_GRACE_S)
+            if handle._cancel_requested and not handle._died_uncancelled:
+                handle._deliver(TaskExit("CANCELED"))
+                continue
+            reason = error or "the slot's Spark task ended while the subtask ran"
+            died = host._death(wait_s=1.0)
+            reason = f"{reason}\n{died}" if died is not None else (
+                f"{reason}\nPython worker crashed: it ended without reporting the task's outcome")
+            handle._deliver(TaskExit("FAILED", reason))
+
+    def cancel(self) -> None:
+        self.host._cancel_job_group(self.group)
+
+
 class SparkHost:
     """Owns the TaskManager's SparkSession and control listener; runs task bodies in workers.
+
+    ``placement="slot"``: bodies submitted with the same ``slot`` key run as threads of one Spark
+    task (:class:`_SlotRunner`), so Spark needs one core per slot: the embedded master is
+    ``local[slots]`` and an external one is asked for ``slots`` cores.
 
     ``slots`` is the TaskManager's slots; with slot sharing each may run ``tasks_per_slot`` tasks at
     once. The embedded master is ``local[slots x tasks_per_slot]`` so all of them hold a core at the
@@ -421,15 +588,20 @@ class SparkHost:
                  conf: Mapping[str, str] | None = None, control_host: str = "127.0.0.1",
                  log_level: str = "WARN", tasks_per_slot: int = 1, bind_host: str | None = None,
                  control_ports: range = range(0, 1), executor_wait_s: float = 60.0, tls: TlsSettings | None = None,
-                 worker_secrets: Mapping[str, str] | None = None) -> None:
+                 worker_secrets: Mapping[str, str] | None = None, placement: Placement = "task") -> None:
         """``tls``: the control channel's (None: plaintext); ``worker_secrets``: given to every
-        body on its channel (``WorkerChannel.secrets``)."""
+        body on its channel (``WorkerChannel.secrets``). ``placement``: "task", every body a Spark
+        task of its own; "slot", the bodies submitted with one ``slot`` key share one Spark task."""
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
+        if placement not in ("task", "slot"):
+            raise ValueError(f"millstream.spark.task-placement: expected task or slot, got {placement!r}")
         self.slots = slots
+        self.placement = placement
         # Every task the TaskManager hosts runs at once (a pipelined consumer waiting for a core its
-        # producer holds would deadlock): with slot sharing that is slots x tasks per slot.
-        self.max_concurrent_tasks = slots * tasks_per_slot
+        # producer holds would deadlock): with slot sharing that is slots x tasks per slot, or one
+        # Spark task per slot when the slot's subtasks share it.
+        self.max_concurrent_tasks = slots if placement == "slot" else slots * tasks_per_slot
         self.master = master or f"local[{self.max_concurrent_tasks}]"
         self.app_name = app_name
         self.conf = dict(conf or {})
@@ -447,6 +619,8 @@ class SparkHost:
         self._lock = threading.Lock()  # the two dicts: touched by caller, job and reader threads
         self._tasks: dict[str, TaskHandle] = {}
         self._by_token: dict[bytes, TaskHandle] = {}
+        self._runners: dict[str, _SlotRunner] = {}  # placement "slot": the live runner per slot key
+        self._runners_by_token: dict[bytes, _SlotRunner] = {}
         self._jvm: subprocess.Popen | None = None  # the Spark driver's JVM, when this process launched it
         self._stopping = False
         self.died: str | None = None  # "Spark died: ..." once the JVM exited under us
@@ -488,9 +662,22 @@ class SparkHost:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         if self._local:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # silences the hostname probe
+        conf = self.session_conf()
+        self._stopping = False
+        self.died = None
+        t0 = time.monotonic()
+        jvm = launch_driver_jvm(conf)
+        booting: Future[SparkHostTimings] = Future()
+        self._booting = booting
+        threading.Thread(target=self._boot, args=(booting, jvm, conf, warm_up, t0), name="ms-spark-boot",
+                         daemon=True).start()
+
+    def session_conf(self) -> dict[str, str]:
+        """The Spark conf the session starts with."""
         # External: executors reach the driver where the TaskManager is reached, and the
         # application asks for no more cores than its slots can use (standalone would grant every
-        # free core of the cluster to the first TaskManager and none to the next).
+        # free core of the cluster to the first TaskManager and none to the next): slots x
+        # tasks-per-slot, or slots when a slot's subtasks share one Spark task.
         placement = _LOCAL_CONF if self._local else {
             "spark.driver.host": self.control_host, "spark.driver.bindAddress": self.bind_host,
             "spark.cores.max": str(self.max_concurrent_tasks)}
@@ -500,14 +687,7 @@ class SparkHost:
             if conf.get(key, value) != value:
                 log.warning("ignoring %s=%s: Millstream needs %s", key, conf[key], value)
             conf[key] = value
-        self._stopping = False
-        self.died = None
-        t0 = time.monotonic()
-        jvm = launch_driver_jvm(conf)
-        booting: Future[SparkHostTimings] = Future()
-        self._booting = booting
-        threading.Thread(target=self._boot, args=(booting, jvm, conf, warm_up, t0), name="ms-spark-boot",
-                         daemon=True).start()
+        return conf
 
     def wait_started(self, timeout: float | None = None) -> SparkHostTimings:
         """The timings once :meth:`start_in_background`'s boot is done; raises what failed it."""
@@ -548,8 +728,8 @@ class SparkHost:
             booting.set_exception(exc)
             return
         self.timings = SparkHostTimings(session_start_s=t1 - t0, warmup_s=time.monotonic() - t1)
-        log.info("Spark %s started in %.1f s, warmed in %.1f s (warm-up: %s)", self.master,
-                 self.timings.session_start_s, self.timings.warmup_s, warm_up)
+        log.info("Spark %s started in %.1f s, warmed in %.1f s (warm-up: %s, task placement: %s)", self.master,
+                 self.timings.session_start_s, self.timings.warmup_s, warm_up, self.placement)
         booting.set_result(self.timings)
         if warm_up == "background":
             try:
@@ -616,6 +796,11 @@ class SparkHost:
             handle.cancel()
         for handle in running:
             handle.wait(timeout)
+        with self._lock:
+            runners = list(self._runners_by_token.values())
+        for runner in runners:
+            with contextlib.suppress(Exception):
+                runner.cancel()
         if self._listener is not None:
             _close(self._listener)
             self._listener = None
@@ -655,9 +840,10 @@ class SparkHost:
             return sorted(self._tasks)
 
     def submit(self, task_id: str, payload: bytes, on_event: OnEvent,
-               secrets: Mapping[str, str] | None = None) -> TaskHandle:
+               secrets: Mapping[str, str] | None = None, slot: str | None = None) -> TaskHandle:
         """Start a one-partition job running the payload's body (see ``make_payload``); ``secrets``
-        (this attempt's, e.g. its task credential) replace the host's ``worker_secrets`` in its greeting."""
+        (this attempt's, e.g. its task credential) replace the host's ``worker_secrets`` in its greeting.
+        Placement "slot": the body runs on a thread of ``slot``'s Spark task (started if none runs)."""
         from pyspark import InheritableThread  # pinned-thread mode: cleans up its JVM thread
 
         if self.died is not None:
@@ -671,10 +857,30 @@ class SparkHost:
                 raise ValueError(f"task {task_id} is still running on this host")
             self._tasks[task_id] = handle
             self._by_token[handle._token] = handle
-        spec = _WorkerSpec(task_id, (self.control_host, self._listener.getsockname()[1]), handle._token, self.tls)
+        address = (self.control_host, self._listener.getsockname()[1])
+        spec = _WorkerSpec(task_id, address, handle._token, self.tls)
+        if self.placement == "slot":
+            self._run_in_slot(handle, spec, slot or task_id)
+            return handle
         InheritableThread(target=self._run_job, args=(handle, spec), name=f"ms-job-{task_id}",
                           daemon=True).start()
         return handle
+
+    def _run_in_slot(self, handle: TaskHandle, spec: _WorkerSpec, key: str) -> None:
+        started: _SlotRunner | None = None
+        with self._lock:
+            runner = self._runners.get(key)
+            if runner is None:
+                runner = started = self._runners[key] = _SlotRunner(self, key)
+                self._runners_by_token[runner.token] = runner
+            runner.run(handle, spec)
+        if started is not None:
+            started.start(_WorkerSpec(f"slot-{key}", spec.address, started.token, self.tls))
+
+    def slots_in_use(self) -> list[str]:
+        """Placement "slot": the slots whose Spark task runs (each holds a core)."""
+        with self._lock:
+            return sorted(self._runners)
 
     def _run_job(self, handle: TaskHandle, spec: _WorkerSpec) -> None:
         error: str | None = None
@@ -727,6 +933,8 @@ class SparkHost:
             if self._tasks.get(handle.task_id) is handle:
                 del self._tasks[handle.task_id]
             self._by_token.pop(handle._token, None)
+            if handle._runner is not None:
+                handle._runner.task_ended(handle.task_id)
 
     def _listen(self) -> None:
         self._listener = listener = bind_in_range(self.bind_host, self.control_ports, "the Spark control channel")
@@ -753,6 +961,13 @@ class SparkHost:
             token = _recv_frame(rfile, limit=_TOKEN_BYTES)  # unauthenticated: read no more
             with self._lock:
                 handle = self._by_token.get(token)
+                runner = self._runners_by_token.get(token)
+            if runner is not None:
+                if runner.attach(conn):
+                    conn.settimeout(None)
+                    while True:  # the slot sends only its end; EOF: it ended or died
+                        _recv_frame(rfile)
+                return
             if handle is None or not handle._attach(conn):
                 handle = None
                 return

@@ -59,6 +59,7 @@ def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
             configuration.get(cfg.SPARK_MASTER) or None,
             conf=spark_conf(configuration),
             tasks_per_slot=configuration.get(cfg.SPARK_TASKS_PER_SLOT),
+            placement=configuration.get(cfg.SPARK_TASK_PLACEMENT),  # type: ignore[arg-type]  # choices checked
             control_host=advertised,
             bind_host=bind,
             control_ports=control_ports,

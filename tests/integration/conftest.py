@@ -28,7 +28,8 @@ def spark(cluster_spec: ClusterSpec) -> Iterator[Any]:
     """The module's started SparkHost (one per process at a time: Spark allows one session)."""
     from millstream.taskmanager.spark.host import SparkHost
 
-    with SparkHost(slots=cluster_spec.spark_host_slots, tasks_per_slot=cluster_spec.tasks_per_slot) as host:
+    with SparkHost(slots=cluster_spec.spark_host_slots, tasks_per_slot=cluster_spec.tasks_per_slot,
+                   placement=cluster_spec.placement) as host:  # type: ignore[arg-type]
         yield host
 
 

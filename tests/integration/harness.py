@@ -33,6 +33,11 @@ def fast_config(**overrides: str) -> cfg.Configuration:
     return cfg.Configuration.from_dict(values)
 
 
+def test_placement() -> str | None:
+    """The task placement a test run asks for (MILLSTREAM_TEST_TASK_PLACEMENT), None: the default."""
+    return os.environ.get("MILLSTREAM_TEST_TASK_PLACEMENT") or None
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """The embedded cluster of a test module: ``CLUSTER = ClusterSpec(...)`` at module level (or an
@@ -46,6 +51,9 @@ class ClusterSpec:
     options: Mapping[str, str] = field(default_factory=dict)  # on top of FAST
     checkpoints: bool = False  # execution.checkpointing.dir: the module's ``checkpoint_dir``
     jobmanager_env: bool = False  # env.execute() in the module's tests runs on this cluster
+    # millstream.spark.task-placement of the SparkHost; MILLSTREAM_TEST_TASK_PLACEMENT=slot runs a
+    # module's tests with every slot in one Spark task
+    placement: str = field(default_factory=lambda: test_placement() or "task")
 
     @property
     def spark_host_slots(self) -> int:
@@ -181,7 +189,10 @@ class ProcessCluster:
         self.slots, self.tasks_per_slot, self.rest = slots, tasks_per_slot, rest
         self.initial_taskmanagers = taskmanagers
         self.heartbeats = HEARTBEATS if heartbeats is None else heartbeats
-        common = [f"-D{k}={v}" for k, v in (options or {}).items()]
+        options = dict(options or {})
+        if test_placement():
+            options.setdefault("millstream.spark.task-placement", str(test_placement()))
+        common = [f"-D{k}={v}" for k, v in options.items()]
         self.jobmanager_flags = [*common, *(f"-D{k}={v}" for k, v in (jobmanager_options or {}).items())]
         self.taskmanager_flags = [*common, *(f"-D{k}={v}" for k, v in (taskmanager_options or {}).items())]
         self.jobmanager_log = directory / "jobmanager.log"

@@ -62,11 +62,12 @@ pytestmark = pytest.mark.timeout(30)
 class Net:
     """Builds servers, partitions and gates, and closes them all at the end of a test."""
 
-    def __init__(self) -> None:
+    def __init__(self, local: bool = False) -> None:
         self._closers: list[Callable[[], None]] = []
+        self.local = local  # consumers reach the servers through memory (placement slot), not sockets
 
     def server(self) -> PartitionServer:
-        server = PartitionServer().start()
+        server = PartitionServer(local=self.local).start()
         self._closers.append(server.close)
         return server
 
@@ -99,9 +100,10 @@ def _network_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("millstream-net-")]
 
 
-@pytest.fixture
-def net() -> Iterator[Net]:
-    net = Net()
+@pytest.fixture(params=["socket", "memory"])
+def net(request: pytest.FixtureRequest) -> Iterator[Net]:
+    """Every exchange test runs over sockets and over in-process connections (a slot's subtasks)."""
+    net = Net(local=request.param == "memory")
     try:
         yield net
     finally:
@@ -179,6 +181,25 @@ def test_forward_delivers_every_record_in_order(net: Net) -> None:
     assert partition.records_out == gate.records_in == 10_000
     assert partition.buffers_out == gate.buffers_in == 10_000 // 256 + 1
     assert gate.max_in_flight_seen <= 4
+    assert gate.local_channels == (1 if net.local else 0)  # through memory exactly when served so
+
+
+def test_a_local_server_is_reached_through_memory_only_while_it_serves() -> None:
+    from millstream.runtime.network import local
+
+    server = PartitionServer(local=True).start()
+    try:
+        conn = local.connect_local(server.address)
+        assert isinstance(conn, local.LocalConnection)
+        conn.close()
+    finally:
+        server.close()
+    assert local.connect_local(server.address) is None  # closed: a consumer falls back to a socket
+    plain = PartitionServer().start()
+    try:
+        assert local.connect_local(plain.address) is None  # not local: consumers use the socket
+    finally:
+        plain.close()
 
 
 class FirstField:

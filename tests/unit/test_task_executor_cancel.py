@@ -16,6 +16,7 @@ JOB, ALLOCATION = b"j" * 16, b"a" * 16
 
 class FakeSpark:
     master = "local[2]"
+    placement = "task"
     max_concurrent_tasks = 4
 
     def __init__(self) -> None:
@@ -24,7 +25,7 @@ class FakeSpark:
     def running_task_ids(self) -> list[str]:
         return []
 
-    def submit(self, task_id: str, payload: bytes, on_event: Any, secrets: Any = None) -> Any:
+    def submit(self, task_id: str, payload: bytes, on_event: Any, secrets: Any = None, slot: Any = None) -> Any:
         self.submitted.append(task_id)
         raise AssertionError("a cancelled task must not start")
 

@@ -355,3 +355,24 @@ def test_leaving_the_leader_cancels_every_task_reports_nothing_more_and_frees_ev
     core.request_slot(0, JOB, b"alloc-3", JM, "registration-2", now_ms=0)
     # ... but forgotten with the old leader: a new leader's attempt of that id starts.
     assert core.submit_task(_tdd(b"early", b"alloc-3"), 8, 0, "local[8]")[-1] == StartTask(b"early")
+
+
+def test_slot_placement_counts_slots_not_subtasks_against_the_spark_cores() -> None:
+    """millstream.spark.task-placement=slot: a slot's subtasks share one Spark task, so 2 cores run
+    any number of subtasks in 2 slots; a third slot with tasks has no core; a freed slot's ending
+    Spark task does not count (the next job's slots take its core)."""
+    core = _core(slots=3)
+    for index, allocation in enumerate((b"alloc-1", b"alloc-2", b"alloc-3")):
+        _allocate(core, index, allocation)
+        core.offer_answered(allocation, accepted=True)
+
+    def submit(attempt: bytes, allocation: bytes) -> list:
+        return core.submit_task(_tdd(attempt, allocation), 2, 0, "local[2]", slot_placement=True)
+
+    for n in range(4):  # four chains in each of two slots: 8 subtasks on 2 cores
+        assert submit(b"a1-%d" % n, b"alloc-1")[-1] == StartTask(b"a1-%d" % n)
+        assert submit(b"a2-%d" % n, b"alloc-2")[-1] == StartTask(b"a2-%d" % n)
+    with pytest.raises(SlotTableError, match="Spark has 2 cores and 2 other slots hold them"):
+        submit(b"a3-0", b"alloc-3")
+    core.free_slot(b"alloc-1", "job finished")
+    assert submit(b"a3-0", b"alloc-3")[-1] == StartTask(b"a3-0")

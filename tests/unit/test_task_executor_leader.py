@@ -76,6 +76,7 @@ class FakeHandle:
 
 class FakeSpark:
     master = "local[4]"
+    placement = "task"
     max_concurrent_tasks = 8
 
     def __init__(self, stops: bool = True) -> None:
@@ -85,7 +86,7 @@ class FakeSpark:
     def running_task_ids(self) -> list[str]:
         return [h.task_id for h in self.handles]
 
-    def submit(self, task_id: str, payload: bytes, on_event: Any, secrets: Any = None) -> FakeHandle:
+    def submit(self, task_id: str, payload: bytes, on_event: Any, secrets: Any = None, slot: Any = None) -> FakeHandle:
         handle = FakeHandle(task_id, on_event, self.stops)
         self.handles.append(handle)
         return handle

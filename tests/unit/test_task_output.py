@@ -58,3 +58,30 @@ def test_the_store_bounds_come_from_the_configuration() -> None:
     assert (store.max_chars, store.retained_ended) == (64 << 10, 7)
     with pytest.raises(cfg.ConfigurationError, match="taskmanager.task-output.retained-attempts"):
         task_output_store(cfg.load_configuration(None, dynamic_properties=["taskmanager.task-output.retained-attempts=0"]))
+
+
+def test_captures_on_two_threads_each_get_their_own_threads_lines() -> None:
+    """A slot's subtasks share one worker (placement slot), each on its thread: the process-wide
+    swap routes every print and log record to the capture of the thread that made it."""
+    import threading
+
+    saved_out, saved_err = sys.stdout, sys.stderr
+    sent: dict[str, list[str]] = {"a": [], "b": []}
+    inside, leave = threading.Barrier(2), threading.Barrier(2)
+
+    def subtask(name: str) -> None:
+        with OutputCapture(lambda lines, dropped: sent[name].extend(lines), interval_s=60):
+            inside.wait(10)  # both captures active at once
+            print(f"print of {name}")
+            logging.getLogger("user").warning("log of %s", name)
+            leave.wait(10)
+
+    threads = [threading.Thread(target=subtask, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert sys.stdout is saved_out and sys.stderr is saved_err
+    for name, other in (("a", "b"), ("b", "a")):
+        assert [line.split(" ", 3)[3] for line in sent[name]] == [f"stdout: print of {name}", f"user: log of {name}"]
+        assert not any(other in line.rsplit(" ", 1)[1] for line in sent[name])

@@ -85,3 +85,20 @@ def test_control_ports_are_a_port_or_an_inclusive_range() -> None:
     conf = cfg.Configuration.from_dict({"millstream.spark.control.port": "a-b"})
     with pytest.raises(cfg.ConfigurationError, match="millstream.spark.control.port"):
         spark_host_for(conf)
+
+
+def test_slot_placement_asks_spark_for_one_core_per_slot() -> None:
+    """millstream.spark.task-placement=slot: a slot's subtasks share one Spark task, so the
+    embedded Spark has a core per slot and an external cluster is asked for slots cores."""
+    key = cfg.SPARK_TASK_PLACEMENT.key
+    assert cfg.SPARK_TASK_PLACEMENT.default == "task"
+    slot = cfg.Configuration.from_dict({"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 8, key: "slot"})
+    host = spark_host_for(slot)
+    assert (host.placement, host.master, host.max_concurrent_tasks) == ("slot", "local[2]", 2)
+    task = cfg.Configuration.from_dict({"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 8, key: "task"})
+    assert (spark_host_for(task).placement, spark_host_for(task).master) == ("task", "local[16]")
+    external = {"taskmanager.numberOfTaskSlots": 3, "millstream.spark.master": "spark://m:7077", "taskmanager.host": "tm1"}
+    assert spark_host_for(cfg.Configuration.from_dict({**external, key: "slot"})).session_conf()["spark.cores.max"] == "3"
+    assert spark_host_for(cfg.Configuration.from_dict(external)).session_conf()["spark.cores.max"] == "24"
+    with pytest.raises(cfg.ConfigurationError, match=f"{key}.*one of task, slot"):
+        spark_host_for(cfg.Configuration.from_dict({key: "chain"}))
