@@ -346,8 +346,9 @@ class WindowOperator(StreamOperator):
         fast = self.fast_path
         if fast is not None:
             if not fast.event_time:
-                now = self.ctx.env.now_ms
-                times: list[Any] | None = [int(now()) for _ in records]
+                # One reading of the clock for the batch: its records are processed together, and
+                # timers fire only between batches, so none could see a time in between.
+                times: list[Any] | None = [int(self.ctx.env.now_ms())] * len(records)
             else:
                 # A record without a timestamp fails in the generic path, with its error.
                 times = stamps if stamps is not None and None not in stamps else None
