@@ -10,6 +10,7 @@ import random
 from typing import Any, Callable, ClassVar
 
 from millstream.runtime import keygroups
+from millstream.runtime.narrowing import NarrowedKey
 
 _CACHEABLE_KEYS = frozenset({str, bytes, int})  # no key of another type equals one of these yet hashes otherwise in Java
 _MINUS_ONE = itertools.repeat(-1)
@@ -199,7 +200,8 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         # As ``route``: each str/bytes/int key's channel is remembered. The cache holds only such
         # keys, so a batch of only such keys may look all of them up at once (an int never equals
         # a cached str, and True or 1.0, which equal 1 but hash otherwise in Java, are never cached).
-        keys = list(map(key_function(self.key_selector), records))
+        get_key = key_function(self.key_selector)
+        keys = get_key.keys_of(records) if type(get_key) is NarrowedKey else list(map(get_key, records))
         assign, max_p, n = keygroups.assign_key_to_parallel_operator, self.max_parallelism, self.num_channels
         cache = self._channel_of
         if len(cache) > 1_000_000:

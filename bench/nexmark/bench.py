@@ -24,6 +24,13 @@ reported as such. Spark emits a window only once its watermark passed the window
 windowed queries are checked for the windows its final watermark closed (and what it emitted must
 all be right); the number it left open is printed.
 
+Checkpointed throughput (``--checkpointed``, q5 and q7 by default): Millstream also runs the query on
+RocksDB state (``state.backend.type: rocksdb``) without and with ``enable_checkpointing(1000)``
+over the checked input (RocksDB makes these queries several times slower than the heap: 500 k
+events took minutes a run at load 30), one pair in the same cluster, and reports the share of events/s the checkpoints
+cost (medians), the checkpoints completed in each run, and the heap-state time for reference; the
+checkpointed configuration's rows (over the checked input) are checked like every other.
+
 Spark runs with ``spark.sql.shuffle.partitions`` 2, one per core (``NEXMARK_SPARK_SHUFFLE_PARTITIONS``
 to change it): with Spark's default 200, 500 k events at load 9, q3 took 60.9 s against 3.1 s, q5
 54.8 s against 7.4 s, q11 20.1 s against 3.9 s.
@@ -37,6 +44,7 @@ import json
 import os
 import pickle
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +57,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # bench/: this directory is the packa
 from nexmark import check, generator, reference  # noqa: E402
 
 EVENTS, FILES, SEED = 500_000, 4, 29
+CHECKPOINTED_QUERIES = ("q5", "q7")  # also timed with RocksDB state and 1 s checkpoints (issue 29)
 CHECK_EVENTS = 100_000  # the checked runs' input: smaller, since collecting every row is not what is timed
 ENGINES = ("millstream", "spark")
 
@@ -82,10 +91,17 @@ class Blackhole:
         return cls._cls()
 
 
-def measure_millstream(queries: list[str], paths: list[str], check_paths: list[str], disorder_ms: int, out: str) -> dict:
+CHECKPOINTED = "1 s checkpoints on RocksDB state"  # the checkpointed measurement, against RocksDB without
+
+
+def measure_millstream(queries: list[str], paths: list[str], check_paths: list[str], disorder_ms: int, out: str,
+                       checkpointed: list[str] = (), repeats: int = 1) -> dict:
+    """Each query's job time (heap state, no checkpoints), its checked rows, and for the
+    ``checkpointed`` queries pairs of timed runs on RocksDB state without and with 1 s checkpoints."""
+    from millstream.client.cluster_client import ClusterClient
     from millstream.client.execution import ENV_JOBMANAGER
     from millstream.client.minicluster import MiniCluster
-    from millstream.datastream import StreamExecutionEnvironment
+    from millstream.datastream import EmbeddedRocksDBStateBackend, StreamExecutionEnvironment
     from millstream.runtime import config as cfg
 
     from nexmark import millstream_jobs
@@ -94,9 +110,46 @@ def measure_millstream(queries: list[str], paths: list[str], check_paths: list[s
     started = time.perf_counter()
     times: dict[str, float] = {}
     results: dict[str, list[tuple]] = {}
-    with MiniCluster(cfg.Configuration.from_dict(cfg.env_overrides(os.environ)), num_slots=2) as cluster:  # MILLSTREAM_CONF_* apply (e.g. the task placement)
+    pairs: dict[str, dict[str, list]] = {}
+    work = tempfile.mkdtemp(prefix="millstream-bench-nexmark-checkpoints-")
+    config = cfg.Configuration.from_dict({**cfg.env_overrides(os.environ),  # MILLSTREAM_CONF_* apply (e.g. the task placement)
+                                          "execution.checkpointing.dir": os.path.join(work, "checkpoints")})
+    with MiniCluster(config, num_slots=2) as cluster, ClusterClient(cluster.address) as client:
         ready = time.perf_counter()
         os.environ[ENV_JOBMANAGER] = cluster.address
+
+        def environment(with_checkpoints: bool, rocksdb: bool = True) -> Any:
+            env = StreamExecutionEnvironment.get_execution_environment()
+            env.set_parallelism(2)
+            if rocksdb:
+                env.set_state_backend(EmbeddedRocksDBStateBackend())
+            if with_checkpoints:
+                env.enable_checkpointing(1000)
+            return env
+
+        def timed(query: str, with_checkpoints: bool) -> tuple[float, int]:
+            env = environment(with_checkpoints)  # RocksDB state, with or without checkpoints
+            # over the checked input: on RocksDB a query runs several times longer than on the heap
+            millstream_jobs.build(env, query, check_paths, disorder_ms).add_sink(Blackhole.make())
+            submitted = time.perf_counter()
+            result = env.execute(f"nexmark {query} (timed, blackhole sink, rocksdb{', 1 s checkpoints' if with_checkpoints else ''})")
+            took = time.perf_counter() - submitted
+            completed = client.status(bytes.fromhex(str(result.get_job_id()))).checkpoints.num_completed
+            return took, completed
+
+        # Checkpointed throughput: the same query on RocksDB state without and with a checkpoint a
+        # second, in pairs, alternating which goes first; the checked run with checkpoints first.
+        for query in checkpointed:
+            env = environment(True)
+            with millstream_jobs.build(env, query, check_paths, disorder_ms).execute_and_collect(f"nexmark {query} (checked, {CHECKPOINTED})") as rows:
+                results[f"{query}@checkpointed"] = list(rows)
+            pair = pairs[query] = {"plain_s": [], "checkpointed_s": [], "checkpoints": []}
+            for i in range(repeats):
+                for with_checkpoints in ((False, True) if i % 2 == 0 else (True, False)):
+                    took, completed = timed(query, with_checkpoints)
+                    pair["checkpointed_s" if with_checkpoints else "plain_s"].append(took)
+                    if with_checkpoints:
+                        pair["checkpoints"].append(completed)
         for query in queries:
             env = StreamExecutionEnvironment.get_execution_environment()
             env.set_parallelism(2)
@@ -108,9 +161,10 @@ def measure_millstream(queries: list[str], paths: list[str], check_paths: list[s
             submitted = time.perf_counter()
             env.execute(f"nexmark {query} (timed, blackhole sink)")
             times[query] = time.perf_counter() - submitted
+    shutil.rmtree(work, ignore_errors=True)
     with open(out, "wb") as f:
         pickle.dump({"rows": results, "watermarks": {}}, f, protocol=pickle.HIGHEST_PROTOCOL)
-    return {"job_s": times, "startup_s": ready - started}
+    return {"job_s": times, "startup_s": ready - started, "checkpointed": pairs}
 
 
 def measure_spark(queries: list[str], paths: list[str], check_paths: list[str], disorder_ms: int, out: str,
@@ -154,7 +208,8 @@ def _measure(kind: str, *args: str) -> dict:
 
 
 def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, queries: tuple[str, ...] = reference.QUERIES,
-           engines: tuple[str, ...] = ENGINES, files_per_trigger: int = 0, check_events: int = CHECK_EVENTS) -> dict:
+           engines: tuple[str, ...] = ENGINES, files_per_trigger: int = 0, check_events: int = CHECK_EVENTS,
+           checkpointed: tuple[str, ...] = CHECKPOINTED_QUERIES) -> dict:
     """Runs, checks and prints; returns the figures for headline()."""
     config = generator.Config()
     t0 = time.perf_counter()
@@ -170,7 +225,8 @@ def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, queries: 
           f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
     t0 = time.perf_counter()
     parsed = reference.read(check_paths)
-    answers = {q: reference.answer(q, parsed) for q in queries}
+    checkpointed = tuple(q for q in checkpointed if "millstream" in engines)
+    answers = {q: reference.answer(q, parsed) for q in dict.fromkeys(queries + checkpointed)}
     del parsed
     print(f"plain-Python answers for the checked runs ({check_events:,} events, same seed) in "
           f"{time.perf_counter() - t0:.1f} s; timed runs write into a blackhole sink (Millstream: a discarding "
@@ -181,7 +237,8 @@ def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, queries: 
         for engine in engines:
             out = os.path.join(work, f"{engine}.pickle")
             runs[engine] = _measure(engine, "--files-per-trigger", str(files_per_trigger), "--check-paths", ",".join(check_paths),
-                                    ",".join(queries), str(disorder), out, *paths)
+                                    "--checkpointed", ",".join(checkpointed), ",".join(queries), str(disorder), out, *paths)
+            runs[engine]["check_events"] = check_events
             runs[engine]["load_after"] = os.getloadavg()[0]
             with open(out, "rb") as f:
                 produced = pickle.load(f)
@@ -190,7 +247,8 @@ def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, queries: 
             for query, rows in produced["rows"].items():
                 closed = produced["watermarks"].get(query) if query not in ("q0", "q1", "q2", "q3", "q4") else None
                 try:
-                    check.check(query, answers[query], rows, closed_before=closed)
+                    base = query.split("@")[0]  # "q5@checkpointed": q5 with RocksDB state and checkpoints
+                    check.check(base, answers[base], rows, closed_before=closed)
                 except AssertionError as exc:
                     from nexmark import spark_jobs
 
@@ -226,7 +284,18 @@ def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, queries: 
           "watermark closed (q12: no bidder over-counted)" + (", but q4" if spark and spark["wrong"] else ""))
     for engine, r in runs.items():
         print(f"{engine}: start-up {r['startup_s']:.1f} s, load average after {r['load_after']:.2f}")
-    return {"events": events, "runs": runs, "ratios": ratios}
+    losses = {}
+    for query, pair in (mill or {}).get("checkpointed", {}).items():
+        plain, with_checkpoints = statistics.median(pair["plain_s"]), statistics.median(pair["checkpointed_s"])
+        losses[query] = 1 - plain / with_checkpoints  # the share of events/s lost
+        heap = mill["job_s"].get(query)
+        print(f"Millstream {query} on RocksDB with 1 s checkpoints (result checked): "
+              f"{' '.join(f'{t:.2f}' for t in pair['checkpointed_s'])} s ({pair['checkpoints']} checkpoints completed) "
+              f"against {' '.join(f'{t:.2f}' for t in pair['plain_s'])} s without checkpoints, in alternating pairs: "
+              f"{check_events:,} events, medians {check_events / with_checkpoints:,.0f} against {check_events / plain:,.0f} "
+              f"events/s, {losses[query]:.1%} lost"
+              + (f"; heap state without checkpoints, {events:,} events: {heap:.2f} s ({events / heap:,.0f} events/s)" if heap else ""))
+    return {"events": events, "runs": runs, "ratios": ratios, "losses": losses}
 
 
 def headline(result: dict) -> list:
@@ -246,6 +315,9 @@ def headline(result: dict) -> list:
         if query in result["ratios"]:
             figures.append(Figure(f"nexmark.{query}_vs_spark", f"Nexmark {query}: Millstream / Structured Streaming, job time",
                                   result["ratios"][query], "x", "lower", "< 1x"))
+        if query in result.get("losses", {}):
+            figures.append(Figure(f"nexmark.{query}_checkpointed_loss", f"Nexmark {query}: events/s lost to {CHECKPOINTED} (vs RocksDB without)",
+                                  100 * result["losses"][query], "%", "lower", "<= 10 %", signed=True))
     return figures
 
 
@@ -261,6 +333,9 @@ def main() -> None:
                              "(500 k events, load 8-14: q1 30 s against 72 s with 1, q5 19 s against 53 s)")
     parser.add_argument("--check-events", type=int, default=CHECK_EVENTS,
                         help="events of the checked runs (the results compared with the plain-Python answer)")
+    parser.add_argument("--checkpointed", default=",".join(CHECKPOINTED_QUERIES),
+                        help="queries Millstream also runs with RocksDB state and 1 s checkpoints, paired with runs "
+                             "without ('' for none)")
     parser.add_argument("--check-paths", help=argparse.SUPPRESS)
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
@@ -268,7 +343,8 @@ def main() -> None:
     if a.measure:
         queries, disorder, out, *paths = a.args
         if a.measure == "millstream":
-            result = measure_millstream(queries.split(","), paths, a.check_paths.split(","), int(disorder), out)
+            result = measure_millstream(queries.split(","), paths, a.check_paths.split(","), int(disorder), out,
+                                        [q for q in a.checkpointed.split(",") if q])
         elif a.measure == "spark":
             result = measure_spark(queries.split(","), paths, a.check_paths.split(","), int(disorder), out, a.files_per_trigger)
         else:
@@ -282,9 +358,12 @@ def main() -> None:
     engines = tuple(e.strip() for e in a.engines.split(",") if e.strip())
     if set(engines) - set(ENGINES):
         raise SystemExit(f"unknown engines: {', '.join(sorted(set(engines) - set(ENGINES)))} (choose from {', '.join(ENGINES)})")
+    checkpointed = tuple(q.strip() for q in a.checkpointed.split(",") if q.strip())
+    if set(checkpointed) - set(reference.QUERIES):
+        raise SystemExit(f"unknown --checkpointed queries: {', '.join(sorted(set(checkpointed) - set(reference.QUERIES)))}")
     if a.check_events < 1:
         raise SystemExit(f"--check-events must be positive, got {a.check_events}")
-    report(a.events, a.files, a.seed, queries, engines, a.files_per_trigger, a.check_events)
+    report(a.events, a.files, a.seed, queries, engines, a.files_per_trigger, a.check_events, checkpointed)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from millstream.common.row import Row
 from millstream.datastream import functions as fn
 from millstream.runtime import operator_factories
 from millstream.runtime.keys import hashable_keys
+from millstream.runtime.narrowing import NarrowedKey
 from millstream.runtime.operators.sources import SourceCancelled, SourceFunctionReader, SourceReader, create_source_reader
 from millstream.runtime.operators.watermarking import Watermarking
 from millstream.runtime.state.heap_backend import VALUE, KeyedStateBackend
@@ -207,7 +208,7 @@ class StreamOperator:
         backend = self.ctx.backend
         assert selector is not None and backend is not None
         try:
-            keys = list(map(selector, records))
+            keys = selector.keys_of(records) if type(selector) is NarrowedKey else list(map(selector, records))
             try:
                 key_groups = backend.assign_key_groups(keys)  # hashes every key: fails on an unhashable one
             except TypeError:

@@ -64,18 +64,20 @@ class SinkFunctionOperator(StreamOperator):
     def __init__(self, factory: operator_factories.SinkFunctionFactory, ctx: OperatorContext) -> None:
         super().__init__(factory, ctx)
         function = factory.function
-        if type(function) is fn._SinkWrapper:
-            f = function.fn
-            self._invoke: Callable[[Any], Any] = f
-        else:
-            invoke, sink_ctx = function.invoke, _SinkContext(ctx.env)
-            self._invoke = lambda value: invoke(value, sink_ctx)
+        # A wrapped plain function is called with the value alone; a SinkFunction's invoke with the
+        # value and the context, directly (no lambda in between: one Python call per record, not two).
+        self._invoke: Callable[..., Any] = function.fn if type(function) is fn._SinkWrapper else function.invoke
+        self._sink_ctx = None if type(function) is fn._SinkWrapper else _SinkContext(ctx.env)
 
     def process_batch(self, records: list[Any]) -> None:
-        invoke = self._invoke
+        invoke, sink_ctx = self._invoke, self._sink_ctx
         try:
-            for r in records:
-                invoke(r)
+            if sink_ctx is None:
+                for r in records:
+                    invoke(r)
+            else:
+                for r in records:
+                    invoke(r, sink_ctx)
         except Exception as e:
             self.fail(e, "invoke")
 

@@ -31,7 +31,7 @@ from millstream.datastream.state import (
 from millstream.datastream.window import MAX_LONG_VALUE, MergingWindowAssigner, Trigger, TriggerResult, Window, WindowAssigner
 from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator, discard
-from millstream.runtime.operators.window_batch_path import FastWindowPath, fast_path_for
+from millstream.runtime.operators.window_batch_path import FastWindowPath, SessionWindowPath, fast_path_for
 from millstream.runtime.output_tag import OutputTag
 from millstream.runtime.state.heap_backend import (
     AGGREGATING,
@@ -301,7 +301,7 @@ class WindowOperator(StreamOperator):
         self._side: dict[str, tuple[list[Any], list[int | None]]] = {}
         # Tumbling/sliding windows with the default trigger and no evictor take the batch path
         # (window_fast.py), with the same results and state; None: every record goes one by one.
-        self.fast_path: FastWindowPath | None = fast_path_for(self)
+        self.fast_path: FastWindowPath | SessionWindowPath | None = fast_path_for(self)
 
     def user_functions(self) -> list[Any]:
         f = self.factory
@@ -346,8 +346,9 @@ class WindowOperator(StreamOperator):
         fast = self.fast_path
         if fast is not None:
             if not fast.event_time:
-                now = self.ctx.env.now_ms
-                times: list[Any] | None = [int(now()) for _ in records]
+                # One reading of the clock for the batch: its records are processed together, and
+                # timers fire only between batches, so none could see a time in between.
+                times: list[Any] | None = [int(self.ctx.env.now_ms())] * len(records)
             else:
                 # A record without a timestamp fails in the generic path, with its error.
                 times = stamps if stamps is not None and None not in stamps else None

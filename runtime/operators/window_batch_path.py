@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 from millstream.datastream import functions as fn
 from millstream.datastream.window import (
+    EventTimeSessionWindows,
     EventTimeTrigger,
     ProcessingTimeTrigger,
     SlidingEventTimeWindows,
@@ -37,13 +38,14 @@ from millstream.datastream.window import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from millstream.runtime.state.heap_backend import TimerQueue
+from millstream.runtime.operators.window_logic import MergingWindowSet
+from millstream.runtime.state.heap_backend import HeapMapState, TimerQueue
 from millstream.runtime.timestamps import LONG_MAX
 
 if TYPE_CHECKING:
     from millstream.runtime.operators.window import WindowOperator
 
-__all__ = ["FastWindowPath", "fast_path_for"]
+__all__ = ["FastWindowPath", "SessionWindowPath", "fast_path_for"]
 
 _MISSING: Any = object()
 _TUMBLING = (TumblingEventTimeWindows, TumblingProcessingTimeWindows)
@@ -52,10 +54,12 @@ _EVENT_TIME = (TumblingEventTimeWindows, SlidingEventTimeWindows)
 _WINDOW_CACHE_SIZE = 4096  # distinct window starts kept for reuse (live windows are far fewer)
 
 
-def fast_path_for(op: "WindowOperator") -> "FastWindowPath | None":
+def fast_path_for(op: "WindowOperator") -> "FastWindowPath | SessionWindowPath | None":
     """The batch path when ``op``'s job is one it serves exactly, else None. Exact types: a subclass
     may override what the batch path inlines (assign_windows, on_element...)."""
     assigner, trigger = type(op._assigner), type(op._trigger)
+    if assigner is EventTimeSessionWindows and trigger is EventTimeTrigger and op._evictor is None:
+        return SessionWindowPath(op)
     if op._evictor is not None or op._merging or assigner not in _TUMBLING + _SLIDING:
         return None
     if trigger is not (EventTimeTrigger if assigner in _EVENT_TIME else ProcessingTimeTrigger):
@@ -262,3 +266,144 @@ class FastWindowPath:
                 if clears:
                     window_ctx.store.ns.window = window
                     function.clear(window, window_ctx)
+
+
+class SessionWindowPath:
+    """The batch path of event-time sessions with a static gap, EventTimeTrigger and no evictor.
+
+    The generic path copies the key's merging window set out of its map state for every element
+    and writes it back after, and goes through the trigger and its context for every timer. Here,
+    on the heap the set is the state's own dict, changed in place; on RocksDB a batch reads each
+    key's set once and writes the changed ones back at its end, before anything else (a timer, a
+    snapshot) can read them. An element that starts a session or extends one (most of them) is
+    handled inline, doing what ``MergingWindowSet.add_window``, ``WindowOperator._merge``,
+    EventTimeTrigger and the cleanup timer do, in the same order: the same panes, timers and sets,
+    hence the same results and snapshots. An element whose window the watermark has reached (the
+    trigger would fire at once, or lateness applies) goes through the generic path, after its key's
+    set is written back; so does a window joining two or more sessions (the set's full merge, with
+    the operator's merge function). Timers fire in the generic loop.
+    """
+
+    event_time = True
+
+    def __init__(self, op: "WindowOperator") -> None:
+        self.op = op
+        self.gap: int = cast(Any, op._assigner)._session_gap
+        self.lateness = op._lateness
+        self.kind = op._pane_kind  # "reduce", "aggregate" or "list" (no evictor here)
+        handle = op._merging_sets
+        # The heap's map state keeps each key's set as a plain dict: changed in place, nothing to write back.
+        self.in_place = type(handle) is HeapMapState
+        self._set_groups: Any = handle._table.groups if self.in_place else None
+
+    def _fold(self) -> Callable[[Any, Any], Any] | None:
+        return FastWindowPath._fold(cast(FastWindowPath, self))
+
+    def process(self, keys: list[Any], key_groups: list[int], records: list[Any], times: list[int]) -> None:
+        op = self.op
+        b = op.backend
+        sets: dict[Any, tuple[MergingWindowSet, int]] = {}  # RocksDB: the batch's sets, written back at its end
+        try:
+            self._process(sets, keys, key_groups, records, times)
+        finally:
+            for key, (merging, kg) in sets.items():  # written back even when an element failed, as the generic path does
+                b.current_key, b.current_key_group = key, kg
+                merging.persist()
+
+    def _process(self, sets: dict[Any, tuple[MergingWindowSet, int]], keys: list[Any], key_groups: list[int],
+                 records: list[Any], times: list[int]) -> None:
+        op = self.op
+        b = op.backend
+        gap, lateness, kind = self.gap, self.lateness, self.kind
+        assigner, handle = op._assigner, op._merging_sets
+        set_groups = self._set_groups
+        watermark = op.current_watermark
+        generic, merge = op._process_element, op._merge
+        groups = op._panes.groups
+        fold = self._fold()
+        timers = b.event_timers
+        register, delete = timers.register, timers.delete
+        agg = op._agg
+        for key, kg, record, t in zip(keys, key_groups, records, times):
+            b.current_key, b.current_key_group = key, kg
+            if t + gap - 1 <= watermark:  # the new window's end is behind the watermark: lateness rules
+                cached = sets.pop(key, None)
+                if cached is not None:
+                    cached[0].persist()
+                generic(key, kg, record, t)
+                continue
+            merging: Any = None
+            if set_groups is not None:
+                set_group = set_groups.get(kg)
+                if set_group is None:
+                    set_group = set_groups[kg] = {}
+                mapping = set_group.get(key)
+                if mapping is None:
+                    mapping = set_group[key] = {}
+            else:
+                cached = sets.get(key)
+                if cached is None:
+                    merging = MergingWindowSet(assigner, handle)
+                    sets[key] = (merging, kg)
+                else:
+                    merging = cached[0]
+                mapping = merging._mapping
+            start, end = t, t + gap
+            actual: Any = None
+            touched: Any = None
+            count = 0
+            for w in mapping:  # in-flight sessions never overlap: inside one, or touching some
+                if w.start <= start and end <= w.end:
+                    actual = w
+                    break
+                if w.start <= end and start <= w.end:
+                    touched = w
+                    count += 1
+            if actual is None:
+                if merging is not None:
+                    merging._dirty = True
+                if count == 0:
+                    actual = TimeWindow(start, end)
+                    mapping[actual] = actual
+                elif count == 1:
+                    actual = TimeWindow(min(start, touched.start), max(end, touched.end))
+                    mapping[actual] = mapping.pop(touched)
+                    # _merge: EventTimeTrigger.on_merge registers the merged window's timer (its end is
+                    # past the watermark: it holds the new window); the merged-away window's trigger
+                    # timer and cleanup timer go; its pane is the state window's already.
+                    register(actual.end - 1, (key, actual), kg)
+                    old = (key, touched)
+                    delete(touched.end - 1, old, kg)
+                    if lateness and touched.end - 1 + lateness < LONG_MAX:
+                        delete(touched.end - 1 + lateness, old, kg)
+                else:
+                    if merging is None:  # the full merge of the set's class, on the state's dict
+                        merging = MergingWindowSet(assigner)
+                        merging._mapping = mapping
+                    actual = merging.add_window(TimeWindow(start, end), lambda *args: merge(key, kg, *args))
+            group = groups.get(kg)
+            if group is None:
+                group = groups[kg] = {}
+            pane_slot = (key, mapping[actual])
+            current = group.get(pane_slot, _MISSING)
+            if current is _MISSING:
+                if kind == "reduce":
+                    group[pane_slot] = record
+                elif kind == "aggregate":
+                    group[pane_slot] = agg.add(record, agg.create_accumulator())
+                else:
+                    group[pane_slot] = [record]
+            elif fold is None:
+                current.append(record)
+            else:
+                group[pane_slot] = fold(current, record)
+            # EventTimeTrigger.on_element (the window's end is past the watermark), then the cleanup timer
+            # (the same timer without lateness); both deduplicated by the queue
+            slot = (key, actual)
+            end_ts = actual.end - 1
+            register(end_ts, slot, kg)
+            if lateness and end_ts + lateness < LONG_MAX:
+                register(end_ts + lateness, slot, kg)
+
+    def fire(self, queue: TimerQueue, up_to: int) -> None:
+        """Session timers fire in the operator's generic loop (a timer there reads the key's set)."""

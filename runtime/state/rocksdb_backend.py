@@ -12,10 +12,11 @@ unchanged on either backend. Here ``groups[kg]`` is a view over RocksDB rows:
 
 - value, list, reducing and aggregating state: one row per key, the value serialized with the
   records' serializer. Python code mutates a list or an accumulator it got from the view in place
-  (``pane.append(x)``), which a serialized store does not see; so a mutable value read or written
-  stays in a small per-state write-back cache (``_LOANS`` entries, least recently used written back
-  first) and is written when it leaves the cache or at a snapshot. Immutable values (numbers,
-  strings, tuples) are written through at once;
+  (``pane.append(x)``), which a serialized store does not see; so a value read or written stays in
+  a small per-state write-back cache (``_LOANS`` entries, least recently used written back first)
+  and is written when it leaves the cache or at a snapshot. A key's first write goes through at
+  once (its row then exists for scans); later writes of a cached key, immutable values too (a
+  count, a sum: the read-modify-write of every aggregation), only replace the cached value;
 - map state: one row per map entry, ``kg | len(key) | key | user key``; the value of a key is a live
   :class:`RocksMap` over its rows, so ``get``/``put`` touch one row and iteration walks the rows
   with a RocksDB iterator instead of loading the map.
@@ -59,8 +60,7 @@ _KG = struct.Struct(">H")
 _LEN = struct.Struct(">I")
 _TS = struct.Struct(">Q")
 _TS_BIAS = 1 << 63  # timestamps are signed: biased so that byte order is numeric order
-_LOANS = 4096  # mutable values per state kept in the write-back cache
-_IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), tuple, frozenset})
+_LOANS = 4096  # values per state kept in the write-back cache
 
 
 class StateBackendDiskFullError(OSError):
@@ -385,7 +385,7 @@ class RocksStateTable(StateTable):
             self.cf.put(old_row, self.serializer.serialize(old))
 
     def flush(self) -> None:
-        """Writes back every loaned mutable value (they stay loaned: still the live objects)."""
+        """Writes back every loaned value (they stay loaned: still the live objects)."""
         ser, put = self.serializer.serialize, self.cf.put
         for row, (_, _, value) in self.loans.items():
             put(row, ser(value))
@@ -476,8 +476,7 @@ class _RocksGroup(MutableMapping):
         if data is None:
             return default
         value = deserialize(data)
-        if type(value) not in _IMMUTABLE:
-            t.loan(row, self._kg, key, value)
+        t.loan(row, self._kg, key, value)  # a read is mostly followed by a write of the same key
         return value
 
     def __getitem__(self, key: Any) -> Any:
@@ -489,11 +488,13 @@ class _RocksGroup(MutableMapping):
     def __setitem__(self, key: Any, value: Any) -> None:
         t = self._t
         row = self._row(key)
-        if type(value) in _IMMUTABLE:
-            t.loans.pop(row, None)
-            t.cf.put(row, t.serializer.serialize(value))
+        loans = t.loans
+        if row in loans:  # its row exists: the new value is written back with the loan
+            loans[row] = (self._kg, key, value)
+            loans.move_to_end(row)
         else:
-            # Written now (the row exists for scans) and loaned (later in-place changes are kept).
+            # Written now (the row exists for scans) and loaned (later changes, in place or by
+            # another write, reach RocksDB when the loan is written back).
             t.cf.put(row, t.serializer.serialize(value))
             t.loan(row, self._kg, key, value)
 

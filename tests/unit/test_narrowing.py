@@ -124,3 +124,16 @@ def test_the_batch_check_leaves_values_that_are_not_ints_as_they_are() -> None:
     assert narrow([]) == []
     short_record = [("a",), ("b", 70000)]  # a record of the wrong arity: the converter leaves it
     assert narrow(short_record) == [("a",), ("b", 4464)]
+
+
+@pytest.mark.parametrize("type_info, bits", [(Types.SHORT(), 16), (Types.INT(), 32), (Types.LONG(), 64)])
+def test_a_batch_of_keys_narrows_as_the_key_selector_does_record_by_record(type_info, bits) -> None:
+    """NarrowedKey.keys_of (the keyed operators' and the key partitioner's batch path) gives the
+    keys its per-record call gives: as they are when all are in range, wrapped when one is not."""
+    from millstream.runtime.narrowing import NarrowedKey
+
+    key = NarrowedKey(lambda r: r[0], value_narrower(type_info))
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    for batch in ([(lo,), (hi,), (0,)], [(hi + 1,), (1,)], [(lo - 1,), (5,)], [("a",), (hi + 1,), (None,), (2.5,)], []):
+        assert key.keys_of(batch) == [key(r) for r in batch]
+    assert key.keys_of([(hi + 1,)]) == [lo]

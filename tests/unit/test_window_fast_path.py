@@ -1,7 +1,7 @@
 """The window operator's batch path (runtime/operators/window_batch_path.py) against its generic path.
 
-Tumbling and sliding time windows with the assigner's default trigger and no evictor take the batch
-path; the same job with a trigger that only subclasses the default one (the same rules, but not the
+Tumbling and sliding time windows and event-time sessions with the assigner's default trigger and
+no evictor take a batch path; the same job with a trigger that only subclasses the default one (the same rules, but not the
 exact type) takes the generic per-record path. Both must give the same results in the same order,
 with the same timestamps, late data and state, and each must restore the other's checkpoints.
 """
@@ -17,6 +17,7 @@ from millstream.datastream import OutputTag
 from millstream.datastream.functions import AggregateFunction, AllWindowFunction, ProcessWindowFunction, WindowFunction
 from millstream.datastream.state import ValueStateDescriptor
 from millstream.datastream.window import (
+    EventTimeSessionWindows,
     EventTimeTrigger,
     ProcessingTimeTrigger,
     SlidingEventTimeWindows,
@@ -120,6 +121,9 @@ def event_time_jobs() -> dict[str, Callable[[Any, Callable[[Any], Any]], Any]]:
     def sliding(size: int, slide: int, offset: int = 0) -> Any:
         return SlidingEventTimeWindows.of(Time.milliseconds(size), Time.milliseconds(slide), Time.milliseconds(offset))
 
+    def sessions(gap: int) -> Any:
+        return EventTimeSessionWindows.with_gap(Time.milliseconds(gap))
+
     return {
         "tumbling reduce, offset": lambda s, t: t(s.key_by(key0).window(tumbling(10, 3))).reduce(add),
         "tumbling reduce + window function, lateness, late output": lambda s, t: t(
@@ -135,6 +139,13 @@ def event_time_jobs() -> dict[str, Callable[[Any, Callable[[Any], Any]], Any]]:
         "sliding with gaps between windows, late output": lambda s, t: t(
             s.key_by(key0).window(sliding(3, 5))).side_output_late_data(LATE).reduce(add),
         "tumbling window_all apply": lambda s, t: t(s.window_all(tumbling(10))).apply(Everything()),
+        "sessions reduce": lambda s, t: t(s.key_by(key0).window(sessions(4))).reduce(add),
+        "sessions reduce + window function, lateness, late output": lambda s, t: t(
+            s.key_by(key0).window(sessions(3))).allowed_lateness(6).side_output_late_data(LATE).reduce(add, WithStart()),
+        "sessions aggregate, lateness": lambda s, t: t(s.key_by(key0).window(sessions(2))).allowed_lateness(3)
+        .aggregate(CountSum()),
+        "sessions apply, late output": lambda s, t: t(s.key_by(key0).window(sessions(5)))
+        .side_output_late_data(LATE).apply(Contents()),
     }
 
 
@@ -212,7 +223,7 @@ def test_the_batch_path_gives_the_generic_paths_results_late_data_and_state(job:
 
 
 @pytest.mark.parametrize("seed", [4, 5])
-@pytest.mark.parametrize("job", [j for j in event_time_jobs() if "lateness" in j or "sliding" in j])
+@pytest.mark.parametrize("job", [j for j in event_time_jobs() if "lateness" in j or "sliding" in j or "sessions" in j])
 def test_each_path_restores_the_others_checkpoint_mid_window(job: str, seed: int) -> None:
     fast, generic = harnesses(event_time_jobs()[job], SameEventTimeTrigger())
     script = event_time_script(seed)
@@ -281,13 +292,16 @@ def test_processing_time_windows_on_the_batch_path_match_the_generic_path(job: s
 
 
 def test_jobs_the_batch_path_does_not_serve_stay_on_the_generic_path() -> None:
-    from millstream.datastream.window import CountEvictor, CountTrigger, EventTimeSessionWindows, GlobalWindows
+    from millstream.datastream.window import (CountEvictor, CountTrigger, DynamicEventTimeSessionWindows, GlobalWindows,
+                                              ProcessingTimeSessionWindows)
 
     tumbling = TumblingEventTimeWindows.of(Time.milliseconds(10))
     for build in [
         lambda s: s.key_by(key0).window(tumbling).trigger(CountTrigger.of(2)).reduce(add),
         lambda s: s.key_by(key0).window(tumbling).evictor(CountEvictor.of(2)).reduce(add),
-        lambda s: s.key_by(key0).window(EventTimeSessionWindows.with_gap(Time.milliseconds(5))).reduce(add),
+        lambda s: s.key_by(key0).window(EventTimeSessionWindows.with_gap(Time.milliseconds(5))).evictor(CountEvictor.of(2)).reduce(add),
+        lambda s: s.key_by(key0).window(DynamicEventTimeSessionWindows.with_dynamic_gap(lambda r: 5)).reduce(add),
+        lambda s: s.key_by(key0).window(ProcessingTimeSessionWindows.with_gap(Time.milliseconds(5))).reduce(add),
         lambda s: s.key_by(key0).window(GlobalWindows.create()).trigger(CountTrigger.of(2)).reduce(add),
         lambda s: s.key_by(key0).window(tumbling).trigger(ProcessingTimeTrigger.create()).reduce(add),
     ]:
