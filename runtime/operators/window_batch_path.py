@@ -31,6 +31,7 @@ from millstream.datastream import functions as fn
 from millstream.datastream.window import (
     EventTimeSessionWindows,
     EventTimeTrigger,
+    MergingWindowAssigner,
     ProcessingTimeTrigger,
     SlidingEventTimeWindows,
     SlidingProcessingTimeWindows,
@@ -315,7 +316,8 @@ class SessionWindowPath:
         op = self.op
         b = op.backend
         gap, lateness, kind = self.gap, self.lateness, self.kind
-        assigner, handle = op._assigner, op._merging_sets
+        # this path runs only for EventTimeSessionWindows (a merging assigner)
+        assigner, handle = cast(MergingWindowAssigner, op._assigner), op._merging_sets
         set_groups = self._set_groups
         watermark = op.current_watermark
         generic, merge = op._process_element, op._merge
