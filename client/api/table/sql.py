@@ -9,6 +9,7 @@ construct Millstream does not translate yet says which.
 """
 from __future__ import annotations
 
+import datetime
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ def parse(statement: str, known_names: list[str]) -> Any:
     for name in known_names:
         if "$" in name:
             statement = re.sub(r"(?<![`\w$])" + re.escape(name) + r"(?![\w$`])", f"`{name}`", statement)
+    statement, watermarks = _take_watermarks(statement)
     try:
         parsed = sqlglot.parse(statement, read=DIALECT)
     except sqlglot.errors.ParseError as e:
@@ -49,7 +51,36 @@ def parse(statement: str, known_names: list[str]) -> Any:
     statements = [s for s in parsed if s is not None]
     if len(statements) != 1:
         raise SqlParserException(f"expected one SQL statement, got {len(statements)}")
+    statements[0].meta["watermarks"] = watermarks
     return statements[0]
+
+
+_WATERMARK = re.compile(r",\s*WATERMARK\s+FOR\s+`?(\w+)`?\s+AS\s+", re.I)
+
+
+def _take_watermarks(statement: str) -> tuple[str, list[tuple[str, str]]]:
+    """CREATE TABLE's ``WATERMARK FOR col AS expr`` clauses (sqlglot does not read them): blanked
+    out of the statement (so the parser's line and column numbers stay right), returned as
+    (column, expression text)."""
+    found = []
+    while True:
+        m = _WATERMARK.search(statement)
+        if m is None:
+            return statement, found
+        depth, end, quoted = 0, m.end(), False
+        while end < len(statement):
+            ch = statement[end]
+            if ch == "'":
+                quoted = not quoted
+            elif not quoted and ch == "(":
+                depth += 1
+            elif not quoted and ch in "),":
+                if depth == 0:
+                    break
+                depth -= ch == ")"
+            end += 1
+        found.append((m.group(1), statement[m.end():end].strip()))
+        statement = statement[:m.start()] + re.sub(r"[^\n]", " ", statement[m.start():end]) + statement[end:]
 
 
 def _unsupported(node: exp.Expression) -> TableException:
@@ -88,7 +119,9 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
     if isinstance(node, exp.Alias):
         return expression(node.this, t_env).alias(node.alias)
     if isinstance(node, (exp.Cast, exp.TryCast)):
-        return expression(node.this, t_env).cast(parse_type(node.to.sql(dialect=DIALECT)))
+        return expression(node.this, t_env).cast(_cast_type(node.to))
+    if isinstance(node, exp.Interval):
+        return lit(interval_of(node))
     name = _BINARY.get(type(node))
     if name is not None:
         return Expression("call", (expression(node.this, t_env), expression(node.expression, t_env)), name)
@@ -123,8 +156,62 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
         args = [expression(a, t_env) for a in node.expressions]
         if name.upper() == "JSON_VALUE":
             return args[0].json_value(args[1].value)
+        if name.upper() in ("TUMBLE", "HOP", "CUMULATE", "SESSION", "DESCRIPTOR"):
+            raise TableException(f"{name.upper()} is a window table function: use it in FROM as "
+                                 f"TABLE({name.upper()}(TABLE t, DESCRIPTOR(time_col), ...))")
         return t_env._bind(Expression("call_by_name", tuple(args), name))
     raise _unsupported(node)
+
+
+_TIMESTAMP_TYPES = {exp.DataType.Type.TIMESTAMP: "TIMESTAMP", exp.DataType.Type.TIMESTAMPLTZ: "TIMESTAMP_LTZ",
+                    exp.DataType.Type.TIMESTAMPTZ: "TIMESTAMP_LTZ"}
+
+
+def _cast_type(to: exp.DataType) -> Any:
+    """The DataType of a CAST's target (sqlglot's Hive dialect prints TIMESTAMP without its precision)."""
+    name = _TIMESTAMP_TYPES.get(to.this)
+    if name is not None:
+        params = [e.this.this for e in to.expressions if isinstance(e, exp.DataTypeParam)]
+        return parse_type(f"{name}({params[0]})" if params else name)
+    return parse_type(to.sql(dialect=DIALECT))
+
+
+_UNIT_MS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
+
+
+def interval_of(node: exp.Interval) -> datetime.timedelta:
+    """``INTERVAL '5' SECOND`` (or MINUTES, HOUR, ...) as a timedelta."""
+    unit = (node.unit.name if node.unit is not None else "").upper()
+    unit = unit[:-1] if unit.endswith("S") else unit
+    if unit not in _UNIT_MS:
+        raise TableException(f"Unsupported interval unit {unit or '(none)'} in {node.sql(dialect=DIALECT)}: "
+                             f"Millstream has {', '.join(_UNIT_MS)}")
+    try:
+        amount = int(str(node.this.this).strip())
+    except ValueError:
+        raise TableException(f"An interval needs a whole number, got {node.sql(dialect=DIALECT)}") from None
+    return datetime.timedelta(milliseconds=amount * _UNIT_MS[unit])
+
+
+def parse_expression(text: str, t_env: "TableEnvironment") -> Expression:
+    """A SQL expression's text (a computed column, a watermark) as a Table API expression."""
+    try:
+        node = sqlglot.parse_one(text, read=DIALECT)
+    except sqlglot.errors.ParseError as e:
+        raise SqlParserException(f"SQL parse failed in the expression {text!r}: {str(e).splitlines()[0]}") from None
+    return expression(node, t_env)
+
+
+def watermark_delay(text: str, column: str, t_env: "TableEnvironment") -> int:
+    """The delay (ms) of a watermark expression ``column`` or ``column - INTERVAL 'n' unit``."""
+    e = parse_expression(text, t_env)
+    if e.kind == "col" and e.value == column:
+        return 0
+    if (e.kind == "call" and e.value == "minus" and e.args[0].kind == "col" and e.args[0].value == column
+            and e.args[1].kind == "lit" and isinstance(e.args[1].value, datetime.timedelta)):
+        return e.args[1].value // datetime.timedelta(milliseconds=1)
+    raise TableException(f"Unsupported watermark expression {text!r}: Millstream supports `{column}` and "
+                         f"`{column} - INTERVAL 'n' unit` (bounded out-of-orderness)")
 
 
 # -- queries --------------------------------------------------------------------------------------
@@ -225,10 +312,16 @@ def create_table(create: exp.Create, t_env: "TableEnvironment") -> None:
     name = schema_node.this.name
     builder = Schema.new_builder()
     for c in schema_node.expressions:
-        if isinstance(c, exp.ColumnDef):
-            builder.column(c.name, parse_type(c.args["kind"].sql(dialect=DIALECT)))
+        computed = [k.kind for k in c.args.get("constraints") or [] if isinstance(k.kind, exp.ComputedColumnConstraint)] \
+            if isinstance(c, exp.ColumnDef) else []
+        if computed:
+            builder.column_by_expression(c.name, expression(computed[0].this, t_env))
+        elif isinstance(c, exp.ColumnDef) and c.args.get("kind") is not None:
+            builder.column(c.name, _cast_type(c.args["kind"]))
         else:
             raise _unsupported(c)
+    for column, text in create.meta.get("watermarks", []):
+        builder.watermark(column, text)
     options: dict[str, str] = {}
     props = create.args.get("properties")
     for prop in (props.expressions if props is not None else []):
