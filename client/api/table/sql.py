@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any
 import sqlglot
 from sqlglot import exp
 
+from millstream.table import plan as p
 from millstream.table.expression import Expression, TableException, ValidationException
 from millstream.table.expressions import col, lit
+from millstream.table.table import Table
 from millstream.table.table_descriptor import TableDescriptor
-from millstream.table.types import Schema, parse_type
+from millstream.table.types import DataTypes, Schema, parse_type
+from millstream.table.window import WindowSpec
 
 if TYPE_CHECKING:
-    from millstream.table.table import Table
     from millstream.table.table_environment import TableEnvironment
 
 __all__ = ["SqlParserException", "parse", "query", "create_table", "insert_target"]
@@ -40,6 +42,7 @@ def parse(statement: str, known_names: list[str]) -> Any:
         if "$" in name:
             statement = re.sub(r"(?<![`\w$])" + re.escape(name) + r"(?![\w$`])", f"`{name}`", statement)
     statement, watermarks = _take_watermarks(statement)
+    statement, tvfs = _take_window_tvfs(statement)
     try:
         parsed = sqlglot.parse(statement, read=DIALECT)
     except sqlglot.errors.ParseError as e:
@@ -52,7 +55,85 @@ def parse(statement: str, known_names: list[str]) -> Any:
     if len(statements) != 1:
         raise SqlParserException(f"expected one SQL statement, got {len(statements)}")
     statements[0].meta["watermarks"] = watermarks
+    for node in statements[0].find_all(exp.Table):
+        if node.name in tvfs:
+            node.meta["window_tvf"] = tvfs[node.name]
     return statements[0]
+
+
+_TVF = re.compile(r"\bTABLE\s*\(\s*(TUMBLE|HOP|CUMULATE|SESSION)\s*\(", re.I)
+
+
+def _closing(text: str, i: int) -> int:
+    """The index of the parenthesis closing the one opened just before ``i``."""
+    depth, quoted = 1, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise SqlParserException("SQL parse failed. Encountered \"<EOF>\": a window table function is not closed")
+
+
+def _split_args(text: str) -> list[str]:
+    args, depth, quoted, start = [], 0, False, 0
+    for i, ch in enumerate(text):
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+        elif not quoted and ch == "," and depth == 0:
+            args.append(text[start:i].strip())
+            start = i + 1
+    args.append(text[start:].strip())
+    return args
+
+
+def _take_window_tvfs(statement: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND))`` (and HOP, CUMULATE,
+    SESSION; positional or named ``DATA =>`` arguments) replaced by a placeholder table name the
+    parser reads, padded to the same length (error positions stay right); returns what each one says."""
+    found: dict[str, dict[str, Any]] = {}
+    while True:
+        m = _TVF.search(statement)
+        if m is None:
+            return statement, found
+        inner_end = _closing(statement, m.end())
+        outer_end = _closing(statement, inner_end + 1)
+        args = _split_args(statement[m.end():inner_end])
+        named = {}
+        positional = []
+        for a in args:
+            nm = re.match(r"^(\w+)\s*=>\s*(.*)$", a, re.S)
+            if nm:
+                named[nm.group(1).upper()] = nm.group(2).strip()
+            else:
+                positional.append(a)
+        kind = m.group(1).upper()
+        order = {"TUMBLE": ["DATA", "TIMECOL", "SIZE", "OFFSET"], "HOP": ["DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"],
+                 "CUMULATE": ["DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"], "SESSION": ["DATA", "TIMECOL", "GAP"]}[kind]
+        values = dict(zip(order, positional))
+        values.update(named)
+        data = re.match(r"^TABLE\s+`?([\w$]+)`?(?:\s+PARTITION\s+BY\s+(.+))?$", values.get("DATA", ""), re.I | re.S)
+        timecol = re.match(r"^DESCRIPTOR\s*\(\s*`?(\w+)`?\s*\)$", values.get("TIMECOL", ""), re.I)
+        if data is None or timecol is None:
+            raise SqlParserException(f"SQL parse failed in {kind}: expected {kind}(TABLE t, DESCRIPTOR(time_col), ...), "
+                                     f"got {kind}({', '.join(args)})")
+        if "OFFSET" in values:
+            raise TableException(f"{kind} with an OFFSET is not supported yet")
+        placeholder = f"__window_tvf_{len(found)}__"
+        found[placeholder] = {"kind": kind, "table": data.group(1), "time_col": timecol.group(1),
+                              "intervals": {k: values[k] for k in ("SIZE", "SLIDE", "STEP", "GAP") if k in values}}
+        span = outer_end + 1 - m.start()
+        statement = statement[:m.start()] + placeholder.ljust(span) + statement[outer_end + 1:]
 
 
 _WATERMARK = re.compile(r",\s*WATERMARK\s+FOR\s+`?(\w+)`?\s+AS\s+", re.I)
@@ -214,10 +295,33 @@ def watermark_delay(text: str, column: str, t_env: "TableEnvironment") -> int:
                          f"`{column} - INTERVAL 'n' unit` (bounded out-of-orderness)")
 
 
+def window_tvf(spec: dict[str, Any], t_env: "TableEnvironment") -> "Table":
+    """The Table of a window table function (see :func:`_take_window_tvfs`)."""
+    table = t_env.from_path(spec["table"])
+    kind = spec["kind"]
+    column, event_time = table._time_attribute(col(spec["time_col"]), f"{kind}'s DESCRIPTOR")
+    ms = {k: interval_of(sqlglot.parse_one(v, read=DIALECT)) // datetime.timedelta(milliseconds=1)
+          for k, v in spec["intervals"].items()}
+    need = {"TUMBLE": ["SIZE"], "HOP": ["SLIDE", "SIZE"], "CUMULATE": ["STEP", "SIZE"], "SESSION": ["GAP"]}[kind]
+    missing = [k for k in need if k not in ms]
+    if missing:
+        raise ValidationException(f"{kind} needs {', '.join(need)}; missing {', '.join(missing)}")
+    window = WindowSpec({"TUMBLE": "tumble", "HOP": "hop", "CUMULATE": "cumulate", "SESSION": "session"}[kind], column,
+                        table._node.names[column], ms.get("SIZE", 0), ms.get("SLIDE", ms.get("STEP", 0)), ms.get("GAP", 0),
+                        event_time)
+    time_type = table._node.columns[column][1]
+    columns = tuple((n, t.as_time_attr(None) if t.time_attr == "ROWTIME" else t) for n, t in table._node.columns) + (
+        ("window_start", DataTypes.TIMESTAMP(3, False)), ("window_end", DataTypes.TIMESTAMP(3, False)),
+        ("window_time", time_type.not_null() if event_time else DataTypes.TIMESTAMP_LTZ(3, False)))
+    return Table(p.WindowTVF(columns, table._node, window), t_env)
+
+
 # -- queries --------------------------------------------------------------------------------------
 
 
 def _table_of(source: exp.Expression, t_env: "TableEnvironment") -> "Table":
+    if isinstance(source, exp.Table) and "window_tvf" in source.meta:
+        return window_tvf(source.meta["window_tvf"], t_env)
     if isinstance(source, exp.Table):
         return t_env.from_path(source.name)
     if isinstance(source, exp.Subquery):
