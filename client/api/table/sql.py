@@ -18,11 +18,11 @@ from sqlglot import exp
 
 from millstream.table import plan as p
 from millstream.table.expression import Expression, TableException, ValidationException
-from millstream.table.expressions import col, lit
+from millstream.table.expressions import UNBOUNDED_RANGE, UNBOUNDED_ROW, col, lit, row_interval
 from millstream.table.table import Table
 from millstream.table.table_descriptor import TableDescriptor
 from millstream.table.types import DataTypes, Schema, parse_type
-from millstream.table.window import WindowSpec
+from millstream.table.window import Over, WindowSpec
 
 if TYPE_CHECKING:
     from millstream.table.table_environment import TableEnvironment
@@ -354,7 +354,11 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
         raise TableException("SELECT without FROM is not supported yet")
-    table = _table_of(from_.this, t_env)
+    where = select.args.get("where")
+    if isinstance(from_.this, exp.Subquery) and _row_number_alias(from_.this.this) is not None:
+        table, where = _ranked(from_.this.this, select, t_env)
+    else:
+        table = _table_of(from_.this, t_env)
     for join in select.args.get("joins") or []:
         if isinstance(join.this, exp.Lateral):
             table = _lateral(table, join.this, t_env, outer=(join.side or "").upper() == "LEFT")
@@ -368,9 +372,16 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
         other = _table_of(join.this, t_env)
         table = table.left_outer_join(other, expression(on, t_env)) if side == "LEFT" else \
             table.join(other, expression(on, t_env))
-    where = select.args.get("where")
     if where is not None:
         table = table.where(expression(where.this, t_env))
+    windows = [w for e in select.expressions for w in e.find_all(exp.Window)]
+    if windows:
+        if any(isinstance(w.this, exp.RowNumber) for w in windows):
+            raise TableException("ROW_NUMBER() OVER (...) is supported as Top-N or deduplication: in a subquery, "
+                                 "with WHERE rn <= N (or rn = 1) outside it")
+        over = _over_window(windows, t_env)
+        items = [_over_item(e, i, over.alias_name, t_env) for i, e in enumerate(select.expressions)]
+        return table.over_window(over).select(*items)
     items: list[Expression] = []
     for i, e in enumerate(select.expressions):
         x = expression(e, t_env)
@@ -402,6 +413,133 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
     if limit is not None:
         table = table.limit(int(limit.expression.this))
     return table
+
+
+# -- OVER, Top-N and deduplication ----------------------------------------------------------------
+
+
+def _frame(spec: exp.WindowSpec | None) -> Any:
+    """An over frame's ``preceding`` as the Table API has it (None: RANGE UNBOUNDED PRECEDING)."""
+    if spec is None:
+        return None
+    end = str(spec.args.get("end") or "CURRENT ROW").upper()
+    if end != "CURRENT ROW":
+        raise TableException(f"OVER frames end at CURRENT ROW in Flink, got {end}")
+    rows = str(spec.args.get("kind")).upper() == "ROWS"
+    start = spec.args.get("start")
+    if str(start).upper() == "UNBOUNDED":
+        return UNBOUNDED_ROW if rows else UNBOUNDED_RANGE
+    if rows and isinstance(start, exp.Literal) and not start.is_string:
+        return row_interval(int(start.this))
+    if not rows and isinstance(start, exp.Interval):
+        return Expression("interval", (lit(interval_of(start) // datetime.timedelta(milliseconds=1)),), "MILLISECOND")
+    raise TableException(f"Unsupported OVER frame {spec.sql(dialect=DIALECT)}: ROWS BETWEEN n PRECEDING, RANGE BETWEEN "
+                         "INTERVAL ... PRECEDING or UNBOUNDED PRECEDING, AND CURRENT ROW")
+
+
+def _over_window(windows: list[exp.Window], t_env: "TableEnvironment") -> Any:
+    shapes = {(tuple(p.sql() for p in w.args.get("partition_by") or []), (w.args.get("order") or exp.Order()).sql(),
+               (w.args.get("spec") or exp.WindowSpec()).sql()) for w in windows}
+    if len(shapes) != 1:
+        raise TableException("OVER aggregates of one SELECT must use the same window (Flink supports one)")
+    w = windows[0]
+    order = w.args.get("order")
+    if order is None or len(order.expressions) != 1 or order.expressions[0].args.get("desc"):
+        raise TableException("OVER needs ORDER BY one time attribute, ascending")
+    over = Over.partition_by(*[expression(e, t_env) for e in w.args.get("partition_by") or []]) \
+        .order_by(expression(order.expressions[0].this, t_env))
+    preceding = _frame(w.args.get("spec"))
+    return (over.preceding(preceding) if preceding is not None else over).alias("$over")
+
+
+def _over_item(e: exp.Expression, i: int, alias: str, t_env: "TableEnvironment") -> Expression:
+    """A select item with its OVER aggregates as ``agg.over(col(alias))``; unnamed ones named EXPR$i."""
+    def convert(node: exp.Expression) -> Expression:
+        if isinstance(node, exp.Window):
+            return Expression("over", (expression(node.this, t_env), col(alias)))
+        if isinstance(node, exp.Alias):
+            return convert(node.this).alias(node.alias)
+        if any(isinstance(x, exp.Window) for x in node.find_all(exp.Window)):
+            raise TableException(f"Millstream supports OVER aggregates as whole select items, got {node.sql(dialect=DIALECT)}")
+        return expression(node, t_env)
+
+    x = convert(e)
+    return x if x.kind in ("alias", "col") else x.alias(f"EXPR${i}")
+
+
+def _row_number_alias(select: exp.Expression) -> str | None:
+    if not isinstance(select, exp.Select):
+        return None
+    for e in select.expressions:
+        if isinstance(e, exp.Alias) and isinstance(e.this, exp.Window) and isinstance(e.this.this, exp.RowNumber):
+            return e.alias
+    return None
+
+
+def _conjuncts(where: exp.Expression | None) -> list[exp.Expression]:
+    if where is None:
+        return []
+    return list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+
+
+def _is_rank_filter(c: exp.Expression, rn: str) -> bool:
+    return (isinstance(c, (exp.LTE, exp.LT, exp.EQ)) and isinstance(c.this, exp.Column) and c.this.name == rn
+            and isinstance(c.expression, exp.Literal) and not c.expression.is_string)
+
+
+def _rank_bound(where: exp.Expression | None, rn: str) -> int:
+    """N of the outer ``WHERE rn <= N`` (``rn < N``, ``rn = 1``) of a Top-N."""
+    for c in _conjuncts(where):
+        if _is_rank_filter(c, rn):
+            n = int(c.expression.this)
+            if isinstance(c, exp.EQ) and n != 1:
+                raise TableException(f"Top-N takes {rn} <= N (or {rn} = 1 for deduplication), got {c.sql()}")
+            return n - 1 if isinstance(c, exp.LT) else n
+    raise TableException(f"ROW_NUMBER() needs a filter on {rn} outside its subquery ({rn} <= N or {rn} = 1): an "
+                         "unbounded ranking is not supported")
+
+
+def _ranked(inner: exp.Select, outer: exp.Select, t_env: "TableEnvironment") -> tuple["Table", Any]:
+    """``SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY x) AS rn FROM t`` filtered by ``rn <= N``
+    outside: a Deduplicate when N is 1 and the order is a time attribute, else a Rank (Top-N).
+    The rank column is output only when the outer query uses it beyond its filter (as Flink,
+    whose changelog differs: -U/+U per shifted rank with it, +I/-D without). Returns the table and
+    the outer WHERE left to apply."""
+    rn = _row_number_alias(inner)
+    window = next(e.this for e in inner.expressions if isinstance(e, exp.Alias) and e.alias == rn)
+    where = outer.args.get("where")
+    n = _rank_bound(where, rn)
+    rest = [c for c in _conjuncts(where) if not _is_rank_filter(c, rn)]
+    with_rank = any(isinstance(c, exp.Star) or (isinstance(c, exp.Column) and c.name in (rn, "*"))
+                    for e in [*outer.expressions, *rest] for c in e.find_all(exp.Column, exp.Star))
+    if with_rank:
+        rest = _conjuncts(where)
+    remaining = exp.Where(this=exp.and_(*rest)) if rest else None
+    inner = inner.copy()
+    inner.set("expressions", [e for e in inner.expressions if not (isinstance(e, exp.Alias) and e.alias == rn)])
+    table = query(inner, t_env)
+    node = table._node
+    partition = []
+    for k in window.args.get("partition_by") or []:
+        r = table._resolve(expression(k, t_env), "PARTITION BY")
+        if r.kind != "ref":
+            raise TableException(f"PARTITION BY takes columns, got {k.sql(dialect=DIALECT)}")
+        partition.append(r.value)
+    order = []
+    for o in (window.args.get("order") or exp.Order()).expressions:
+        r = table._resolve(expression(o.this, t_env), "ORDER BY")
+        if r.kind != "ref":
+            raise TableException(f"ORDER BY of ROW_NUMBER takes columns, got {o.sql(dialect=DIALECT)}")
+        order.append((r.value, not o.args.get("desc")))
+    if not order:
+        raise TableException("ROW_NUMBER() OVER needs an ORDER BY")
+    columns = tuple(node.columns) + (((rn, DataTypes.BIGINT(False)),) if with_rank else ())
+    time_attr = node.columns[order[0][0]][1].time_attr
+    if n == 1 and len(order) == 1 and time_attr in ("ROWTIME", "PROCTIME"):
+        dedup = p.Deduplicate(columns, node, tuple(partition), keep_last=not order[0][1], order=order[0][0],
+                              rowtime=time_attr == "ROWTIME", with_rank=with_rank)
+        return Table(dedup, t_env), remaining
+    return Table(p.Rank(columns, node, tuple(partition), tuple(order), n, with_rank=with_rank), t_env), remaining
 
 
 # -- DDL and DML ----------------------------------------------------------------------------------

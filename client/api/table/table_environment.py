@@ -3,6 +3,7 @@ StreamExecutionEnvironment, and where a table's plan is optimized, translated an
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Iterable, Sequence
 
 from millstream.common.row import Row
@@ -326,6 +327,9 @@ class TableEnvironment:
 
     def execute_sql(self, stmt: str) -> TableResult:
         """Runs a SELECT (its rows), an INSERT INTO (a job) or a CREATE TABLE (OK)."""
+        explain = re.match(r"^\s*EXPLAIN\b(.*)$", stmt, re.I | re.S)
+        if explain is not None:  # read here: sqlglot would log that it falls back to a Command
+            return self._explain_statement(explain.group(1))
         parsed = self._parse(stmt)
         if isinstance(parsed, (sql.exp.Select, sql.exp.Union)):
             return sql.query(parsed, self).execute()
@@ -335,6 +339,20 @@ class TableEnvironment:
         if isinstance(parsed, sql.exp.Insert):
             return self._execute_inserts([(sql.insert_target(parsed), sql.query(parsed.expression, self))])
         raise TableException(f"Unsupported SQL statement {type(parsed).__name__.upper()}: {stmt.strip()[:80]}")
+
+    def _explain_statement(self, text: str) -> TableResult:
+        """``EXPLAIN [PLAN FOR] [ESTIMATED_COST, CHANGELOG_MODE, PLAN_ADVICE, ...] <query or INSERT>``:
+        one row, the plan; ``print()`` writes it as it is (Flink's raw print style)."""
+        words = r"ESTIMATED_COST|CHANGELOG_MODE|PLAN_ADVICE|JSON_EXECUTION_PLAN"
+        m = re.match(rf"^\s*(?:PLAN\s+FOR\s+)?((?:(?:{words})\s*,?\s*)*)(.*)$", text, re.I | re.S)
+        assert m is not None
+        details = [ExplainDetail.PLAN_ADVICE] if "PLAN_ADVICE" in m.group(1).upper() else []
+        body = m.group(2)
+        parsed = self._parse(body)
+        table = sql.query(parsed.expression if isinstance(parsed, sql.exp.Insert) else parsed, self)
+        plan = self._explain(table, *details)
+        return TableResult([("result", DataTypes.STRING())], ResultKind.SUCCESS_WITH_CONTENT, lambda: iter([Row(plan)]),
+                           streaming=self._streaming, raw=True)
 
     def explain_sql(self, stmt: str, *extra_details: Any) -> str:
         return self._explain(self.sql_query(stmt), *extra_details)

@@ -123,7 +123,8 @@ class TableResult:
 
     def __init__(self, columns: Sequence[tuple[str, DataType]], result_kind: ResultKind,
                  rows: Callable[[], Iterator[Row]] | None = None, job_client: Any = None,
-                 streaming: bool = True) -> None:
+                 streaming: bool = True, raw: bool = False) -> None:
+        self._raw = raw  # print() writes the values as they are (EXPLAIN's plan), not a table
         self._columns = list(columns)
         self._result_kind = result_kind
         self._rows = rows
@@ -164,6 +165,10 @@ class TableResult:
     def print(self) -> None:
         if self._rows is None and self._result_kind is ResultKind.SUCCESS:
             print("\n".join(tableau([("result", DataTypes.STRING())], [Row("OK")], False)))
+            return
+        if self._raw:
+            for row in self.collect():
+                print(*row, flush=True)
             return
         for line in tableau(self._columns, self.collect(), self._streaming):
             print(line, flush=True)
