@@ -79,6 +79,12 @@ def test_window_tvfs_aggregate_once_per_window(cluster: Any, tmp_path: Path) -> 
                                       if floor(t, 10) + minutes(e) > t])
     assert sorted(tuple(r) for r in cumulate) == sorted((s, e, v) for (s, e), v in expected.items())
 
+    # SESSION per item: a session closes 5 minutes after its last row (every item has one row here)
+    session = t_env.execute_sql(
+        "SELECT item, window_start, window_end, SUM(price) AS total FROM TABLE(SESSION(TABLE Bid PARTITION BY item, "
+        "DESCRIPTOR(bidtime), INTERVAL '5' MINUTES)) GROUP BY item, window_start, window_end").collect()
+    assert sorted(tuple(r) for r in session) == sorted((i, ts(t), ts(t) + minutes(5), p) for t, p, i in BIDS)
+
     # the same TUMBLE query per item: GROUP BY may name more keys than the window's
     per_item = t_env.execute_sql(
         "SELECT item, window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE Bid, DESCRIPTOR(bidtime), "
