@@ -86,11 +86,11 @@ MODULES: tuple[ModuleMap, ...] = (
             """Configuration TypeInformation Types Encoder JobExecutionResult RestartStrategies
             RestartStrategyConfiguration Row RowKind WatermarkStrategy Duration Time ExecutionConfig
             CompletableFuture JobClient JobID JobStatus SerializationSchema DeserializationSchema
-            SimpleStringSchema ByteArraySchema"""
+            SimpleStringSchema ByteArraySchema Instant"""
         ),
         not_yet=_names(
             """ConfigOption ConfigOptions TypeSerializer
-            InputDependencyConstraint Instant
+            InputDependencyConstraint
             AssignerWithPeriodicWatermarksWrapper"""
         ),
     ),
@@ -333,11 +333,10 @@ MODULES: tuple[ModuleMap, ...] = (
             """TableEnvironment StreamTableEnvironment Table StatementSet EnvironmentSettings TableConfig
             GroupedTable TableDescriptor FormatDescriptor Schema DataTypes Expression TableSchema TableResult
             Row RowKind ResultKind ScalarFunction TableFunction FunctionContext AggregateFunction
-            TableAggregateFunction ExplainDetail"""
+            TableAggregateFunction ExplainDetail GroupWindowedTable OverWindowedTable WindowGroupedTable"""
         ),
         not_yet=_names(
-            """GroupWindowedTable OverWindowedTable WindowGroupedTable
-            AsyncScalarFunction DataView ListView MapView Module ModuleEntry SqlDialect UserDefinedType
+            """AsyncScalarFunction DataView ListView MapView Module ModuleEntry SqlDialect UserDefinedType
             ChangelogMode CompiledPlan PlanReference TablePipeline"""
         ),
     ),

@@ -15,7 +15,7 @@ from millstream.common.serialization import (
     SerializationSchema,
     SimpleStringSchema,
 )
-from millstream.common.time import Duration, Time
+from millstream.common.time import Duration, Instant, Time
 from millstream.common.typeinfo import TypeInformation, Types
 from millstream.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 
@@ -38,6 +38,7 @@ __all__ = [
     "SerializationSchema",
     "SimpleStringSchema",
     "Time",
+    "Instant",
     "TimestampAssigner",
     "TypeInformation",
     "Types",

@@ -60,3 +60,23 @@ class Time:
     @staticmethod
     def days(value: int) -> Duration:
         return Duration.of_days(value)
+
+
+@dataclass(frozen=True)
+class Instant:
+    """A point on the time-line, as seconds and nanoseconds since the epoch (PyFlink's ``Instant``,
+    Java's ``java.time.Instant``): what ``Types.INSTANT()`` fields hold. A table reads it as a
+    ``TIMESTAMP_LTZ(9)``."""
+
+    seconds: int
+    nanos: int
+
+    def to_epoch_milli(self) -> int:
+        return self.seconds * 1000 + self.nanos // 1_000_000
+
+    @staticmethod
+    def of_epoch_milli(epoch_milli: int) -> "Instant":
+        return Instant(epoch_milli // 1000, (epoch_milli % 1000) * 1_000_000)
+
+    def __repr__(self) -> str:
+        return f"Instant<{self.seconds}, {self.nanos}>"

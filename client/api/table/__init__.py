@@ -27,7 +27,8 @@ their kinds.
 from millstream.common.row import Row, RowKind
 from millstream.table.explain_detail import ExplainDetail
 from millstream.table.expression import Expression, TableException, ValidationException
-from millstream.table.table import GroupedTable, Table, TableSchema
+from millstream.table.table import (GroupedTable, GroupWindowedTable, OverWindowedTable, Table, TableSchema,
+                                    WindowGroupedTable)
 from millstream.table.table_descriptor import FormatDescriptor, TableDescriptor
 from millstream.table.table_environment import (EnvironmentSettings, StatementSet, StreamTableEnvironment, TableConfig,
                                                 TableEnvironment)
@@ -41,4 +42,5 @@ __all__ = [
     "TableSchema", "TableResult", "ResultKind", "StatementSet", "DataTypes", "DataType", "Schema", "TableDescriptor",
     "FormatDescriptor", "Row", "RowKind", "ScalarFunction", "TableFunction", "FunctionContext",
     "AggregateFunction", "TableAggregateFunction", "ExplainDetail", "Expression", "TableException", "ValidationException",
+    "GroupWindowedTable", "OverWindowedTable", "WindowGroupedTable",
 ]

@@ -5,6 +5,7 @@ sources and sinks: ``datagen`` and ``filesystem`` (format ``csv``) read, ``print
 from __future__ import annotations
 
 import csv
+import datetime
 import random
 import time
 from typing import Any, Sequence
@@ -55,7 +56,7 @@ class ConnectorTable:
     def sink(self, stream: Any) -> Any:
         name = f"Sink(table=[{self.full_name}], fields=[{', '.join(n for n, _ in self.columns)}])"
         if self.connector == "print":
-            text = stream.map(RowToText(), output_type=Types.STRING()).name(name)
+            text = stream.map(RowToText([t for _, t in self.columns]), output_type=Types.STRING()).name(name)
             return text.print(self.options.get("print-identifier")).name(name)
         if self.connector == "blackhole":
             return stream.add_sink(BlackholeSink()).name(name)
@@ -110,6 +111,10 @@ class DataGenSource(SourceFunction):
             return rng.uniform(float(o.get(f"fields.{name}.min", 0)), float(o.get(f"fields.{name}.max", 1)))
         if t.root == "BOOLEAN":
             return rng.random() < 0.5
+        if t.root in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+            # Flink's default: the current time, less a random ``max-past`` (default 0)
+            past = rng.randint(0, int(o.get(f"fields.{name}.max-past", 0)))
+            return cast_value(datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(milliseconds=past), t)
         if t.root in ("VARCHAR", "CHAR"):
             length = int(o.get(f"fields.{name}.length", 100))
             return "".join(rng.choice("0123456789abcdef") for _ in range(length))

@@ -10,7 +10,9 @@ follow SQL's null rule: a null argument gives null (``AND``/``OR`` use three-val
 """
 from __future__ import annotations
 
+import datetime
 import json
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -91,6 +93,24 @@ class Expression:
     asc = property(lambda self: Expression("order", (self,), "asc"))
     desc = property(lambda self: Expression("order", (self,), "desc"))
 
+    # intervals (``lit(5).seconds``) and a group window's properties (``col('w').start``)
+    def _interval(self, unit: str) -> "Expression":
+        return Expression("interval", (self,), unit)
+
+    milli = millis = property(lambda self: self._interval("MILLISECOND"))
+    second = seconds = property(lambda self: self._interval("SECOND"))
+    minute = minutes = property(lambda self: self._interval("MINUTE"))
+    hour = hours = property(lambda self: self._interval("HOUR"))
+    day = days = property(lambda self: self._interval("DAY"))
+    start = property(lambda self: Expression("window_property", (self,), "start"))
+    end = property(lambda self: Expression("window_property", (self,), "end"))
+    rowtime = property(lambda self: Expression("window_property", (self,), "rowtime"))
+    proctime = property(lambda self: Expression("window_property", (self,), "proctime"))
+
+    def over(self, alias: Any) -> "Expression":
+        """An aggregate over an over window (``col('price').max.over(col('w'))``)."""
+        return Expression("over", (self, as_expression(alias)))
+
     def alias(self, name: str, *extra_names: str) -> "Expression":
         return Expression("alias", (self,), (name, *extra_names))
 
@@ -118,6 +138,12 @@ class Expression:
             return f"CAST({self.args[0]} AS {self.dtype})"
         if self.kind == "udf":
             return f"{self.value.name}({', '.join(map(str, self.args))})"
+        if self.kind == "interval":
+            return f"INTERVAL {self.args[0]} {self.value}"
+        if self.kind == "window_property":
+            return f"{self.value}({self.args[0]})"
+        if self.kind == "over":
+            return f"{self.args[0]} OVER {self.args[1]}"
         name = self.value.upper() if isinstance(self.value, str) else str(self.value)
         return f"{name}({', '.join(map(str, self.args))})"
 
@@ -141,6 +167,8 @@ def literal_type(value: Any) -> DataType:
         return DataTypes.CHAR(len(value), False) if value else DataTypes.STRING(False)
     if value is None:
         return DataTypes.NULL()
+    if isinstance(value, datetime.timedelta):
+        return DataTypes.INTERVAL_MILLIS(False)
     return infer_type(value).not_null()
 
 
@@ -269,8 +297,12 @@ def cast_value(v: Any, t: DataType) -> Any:
             if isinstance(v, str):
                 return int(v.strip())
             return int(v)
-        if r in ("DOUBLE", "FLOAT"):
+        if r == "FLOAT":
+            return to_float32(float(v))
+        if r == "DOUBLE":
             return float(v)
+        if r in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+            return _to_timestamp(v, t.length if t.length is not None else 6)
         if r == "DECIMAL":
             import decimal
             return decimal.Decimal(str(v)).quantize(decimal.Decimal(1).scaleb(-(t.scale or 0)))
@@ -289,10 +321,51 @@ def cast_value(v: Any, t: DataType) -> Any:
     return v
 
 
+def to_float32(v: float) -> float:
+    """``v`` rounded to a FLOAT (single precision), as Flink holds a FLOAT column's values."""
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def _to_timestamp(v: Any, precision: int) -> datetime.datetime:
+    """A TIMESTAMP(p) value (naive datetime, UTC) from a datetime, an Instant or SQL text."""
+    if isinstance(v, datetime.datetime):
+        ts = v if v.tzinfo is None else v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    elif hasattr(v, "to_epoch_milli") and hasattr(v, "nanos"):  # millstream.common.time.Instant
+        ts = EPOCH + datetime.timedelta(seconds=v.seconds, microseconds=v.nanos // 1000)
+    elif isinstance(v, str):
+        ts = datetime.datetime.fromisoformat(v.strip().replace("T", " "))
+    elif isinstance(v, datetime.date):
+        ts = datetime.datetime(v.year, v.month, v.day)
+    else:
+        raise ValueError(f"{type(v).__name__} is not a timestamp")
+    if precision < 6:
+        unit = 10 ** (6 - precision)
+        ts = ts.replace(microsecond=ts.microsecond - ts.microsecond % unit)
+    return ts
+
+
+def _temporal_plus(ts: list[DataType]) -> DataType:
+    """The type of ``+``/``-``: a timestamp plus or minus an interval stays a timestamp (without
+    the time attribute mark); numbers widen; ``+`` of strings concatenates."""
+    if ts[0].root in ("TIMESTAMP", "TIMESTAMP_LTZ", "DATE"):
+        return ts[0].as_time_attr(None)
+    if ts[0].root == "INTERVAL" and ts[1].root in ("TIMESTAMP", "TIMESTAMP_LTZ", "DATE"):
+        return ts[1].as_time_attr(None)
+    return wider(ts[0], ts[1]) if is_numeric(ts[0]) else DataTypes.STRING()
+
+
+def _proctime() -> datetime.datetime:
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+
+
 # name -> (implementation, result type from the argument types)
 _FUNCTIONS: dict[str, tuple[Callable[..., Any], Callable[[list[DataType]], DataType]]] = {
-    "plus": (lambda a, b: a + b, lambda ts: wider(ts[0], ts[1]) if is_numeric(ts[0]) else DataTypes.STRING()),
-    "minus": (lambda a, b: a - b, lambda ts: wider(ts[0], ts[1])),
+    "plus": (lambda a, b: a + b, _temporal_plus),
+    "minus": (lambda a, b: a - b, _temporal_plus),
+    "proctime": (_proctime, lambda ts: DataTypes.TIMESTAMP_LTZ(3, False).as_time_attr("PROCTIME")),
+    "to_timestamp_ltz": (lambda v, p=3: from_epoch_millis(v if p == 3 else v * 1000),
+                         lambda ts: DataTypes.TIMESTAMP_LTZ(3)),
     "times": (lambda a, b: a * b, lambda ts: wider(ts[0], ts[1])),
     "divide": (_int_div, lambda ts: wider(ts[0], ts[1])),
     "mod": (_mod, lambda ts: ts[1]),
@@ -323,7 +396,7 @@ _FUNCTIONS: dict[str, tuple[Callable[..., Any], Callable[[list[DataType]], DataT
     "coalesce": (lambda *a: next((x for x in a if x is not None), None), lambda ts: ts[0]),
     "json_value": (_json_value, lambda ts: DataTypes.STRING()),
 }
-_NULL_AWARE = {"is_null", "is_not_null", "is_true", "is_false", "coalesce"}
+_NULL_AWARE = {"proctime", "is_null", "is_not_null", "is_true", "is_false", "coalesce"}
 _SQL_TEXT = {"plus": "+", "minus": "-", "times": "*", "divide": "/", "mod": "MOD", "equals": "=", "not_equals": "<>",
              "less_than": "<", "less_than_or_equal": "<=", "greater_than": ">", "greater_than_or_equal": ">=",
              "and": "AND", "or": "OR"}
@@ -356,8 +429,9 @@ def resolve(expr: Expression, columns: Sequence[tuple[str, DataType]], where: st
         i = names.index(expr.value)
         return Resolved("ref", columns[i][1], value=i, text=expr.value)
     if k == "lit":
-        return Resolved("lit", expr.dtype or literal_type(expr.value), value=expr.value,
-                        text=f"'{expr.value}'" if isinstance(expr.value, str) else repr(expr.value))
+        text = f"'{expr.value}'" if isinstance(expr.value, str) else interval_text(expr.value) \
+            if isinstance(expr.value, datetime.timedelta) else repr(expr.value)
+        return Resolved("lit", expr.dtype or literal_type(expr.value), value=expr.value, text=text)
     if k == "cast":
         inner = resolve(expr.args[0], columns, where)
         return Resolved("cast", expr.dtype, (inner,), text=text_of("cast", None, (inner,), expr.dtype))  # type: ignore[arg-type]
@@ -377,12 +451,46 @@ def resolve(expr: Expression, columns: Sequence[tuple[str, DataType]], where: st
             except TypeError as e:
                 raise ValidationException(f"Invalid arguments for {expr.value.upper()}: {e}") from None
         return Resolved("call", dtype, args, value=expr.value, text=text_of("call", expr.value, args, dtype))
+    if k == "interval":
+        n = expr.args[0]
+        if n.kind != "lit" or not isinstance(n.value, int) or isinstance(n.value, bool):
+            raise ValidationException(f"An interval needs an integer literal (lit(5).seconds), got {expr}")
+        delta = datetime.timedelta(milliseconds=n.value * INTERVAL_UNITS_MS[expr.value])
+        return Resolved("lit", DataTypes.INTERVAL_MILLIS(False), value=delta, text=interval_text(delta))
+    if k == "window_property":
+        raise ValidationException(f"The window property {expr} is only allowed in the select of a window "
+                                  "aggregation (table.window(...).group_by(...).select(...))")
+    if k == "over":
+        raise ValidationException(f"{expr} is only allowed in the select of Table.over_window")
     if k == "agg":
         raise ValidationException(f"Aggregate {expr} is only allowed after group_by or in a global aggregation "
                                   f"(Table.select with only aggregates), not in {where}")
     if k == "alias":
         raise ValidationException(f"Alias {expr} is not allowed in {where}")
     raise ValidationException(f"Unsupported expression {expr} in {where}")
+
+
+INTERVAL_UNITS_MS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
+
+
+def interval_text(delta: datetime.timedelta) -> str:
+    """How Flink's plans print an interval literal: ``3000:INTERVAL SECOND``."""
+    return f"{delta // datetime.timedelta(milliseconds=1)}:INTERVAL SECOND"
+
+
+EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def epoch_millis(ts: datetime.datetime) -> int:
+    """A TIMESTAMP / TIMESTAMP_LTZ value (a naive datetime in UTC, Millstream's session time zone)
+    as milliseconds since the epoch: a row's event time."""
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return (ts - EPOCH) // datetime.timedelta(milliseconds=1)
+
+
+def from_epoch_millis(millis: int) -> datetime.datetime:
+    return EPOCH + datetime.timedelta(milliseconds=millis)
 
 
 def output_name(expr: Expression) -> str | None:

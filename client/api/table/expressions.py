@@ -6,7 +6,8 @@ from typing import Any
 from millstream.table.expression import Expression, as_expression, literal_type
 from millstream.table.types import DataType
 
-__all__ = ["col", "lit", "call", "concat", "and_", "or_", "not_", "coalesce"]
+__all__ = ["col", "lit", "call", "concat", "and_", "or_", "not_", "coalesce", "row_interval", "UNBOUNDED_ROW",
+           "UNBOUNDED_RANGE", "CURRENT_ROW", "CURRENT_RANGE"]
 
 
 def col(name: str) -> Expression:
@@ -55,3 +56,15 @@ def not_(e: Any) -> Expression:
 def coalesce(*args: Any) -> Expression:
     return Expression("call", tuple(map(as_expression, args)), "coalesce")
 
+
+
+def row_interval(rows: int) -> Expression:
+    """An over window's extent in rows: ``preceding(row_interval(2))`` is 2 rows before the current."""
+    return Expression("row_interval", value=int(rows))
+
+
+# Over window bounds (PyFlink's constants of pyflink.table.expressions)
+UNBOUNDED_ROW = Expression("bound", value="UNBOUNDED_ROW")
+UNBOUNDED_RANGE = Expression("bound", value="UNBOUNDED_RANGE")
+CURRENT_ROW = Expression("bound", value="CURRENT_ROW")
+CURRENT_RANGE = Expression("bound", value="CURRENT_RANGE")

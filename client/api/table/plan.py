@@ -15,7 +15,8 @@ from millstream.table.runtime_functions import AggCall
 from millstream.table.types import DataType
 
 __all__ = ["PlanNode", "Values", "StreamScan", "ConnectorScan", "Calc", "MapRow", "Correlate", "Aggregate",
-           "Join", "Union", "SortLimit", "Columns", "PythonAggregate"]
+           "Join", "Union", "SortLimit", "Columns", "PythonAggregate", "WatermarkAssigner", "WindowAggregate",
+           "WindowTVF", "OverAggregate", "Rank", "Deduplicate"]
 
 Columns = tuple[tuple[str, DataType], ...]
 
@@ -237,3 +238,151 @@ class SortLimit(PlanNode):
         fetch = "unlimited" if self.fetch is None else self.fetch
         kind = "SortLimit" if self.order else "Limit"
         return f"{kind}(orderBy=[{order}], offset=[{self.offset}], fetch=[{fetch}])"
+
+
+@dataclass(frozen=True, eq=False)
+class WatermarkAssigner(PlanNode):
+    """``WATERMARK FOR rowtime AS rowtime - INTERVAL ...``: rows get their rowtime as event time and
+    the watermark trails the largest rowtime seen by ``delay`` ms."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    rowtime: int = 0
+    delay: int = 0
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    def describe(self) -> str:
+        name = self.names[self.rowtime]
+        mark = f"-({name}, {self.delay}:INTERVAL SECOND)" if self.delay else name
+        return f"WatermarkAssigner(rowtime=[{name}], watermark=[{mark}])"
+
+
+@dataclass(frozen=True, eq=False)
+class WindowAggregate(PlanNode):
+    """A window aggregation (group window or window TVF + GROUP BY window_start, window_end):
+    output: the group keys, the aggregates, then the window ``properties`` (start, end, rowtime,
+    proctime). Insert-only: a window's row leaves once, when the window fires."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    window: Any = None  # millstream.table.window.WindowSpec
+    calls: tuple[AggCall, ...] = ()
+    properties: tuple[str, ...] = ()
+    group_window: bool = True  # Table API group window (Flink's GroupWindowAggregate) or a window TVF's
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    @property
+    def updating(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        names = self.input.names
+        select = [names[k] for k in self.keys]
+        for call, name in zip(self.calls, self.names[len(self.keys):]):
+            select.append(f"{call.func.upper()}({'*' if call.arg is None else names[call.arg]}) AS {name}")
+        select += self.names[len(self.keys) + len(self.calls):]
+        group = ", ".join(names[k] for k in self.keys)
+        kind = "GroupWindowAggregate" if self.group_window else "WindowAggregate"
+        return f"{kind}(groupBy=[{group}], window=[{self.window.describe()}], select=[{', '.join(select)}])"
+
+
+@dataclass(frozen=True, eq=False)
+class WindowTVF(PlanNode):
+    """``TABLE(TUMBLE|HOP|CUMULATE(TABLE t, DESCRIPTOR(ts), ...))``: the input's columns and
+    window_start, window_end, window_time for each window a row is in."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    window: Any = None
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"WindowTableFunction(window=[{self.window.describe()}])"
+
+
+@dataclass(frozen=True, eq=False)
+class OverAggregate(PlanNode):
+    """OVER aggregation: the input's columns and one aggregate per call over each row's frame."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    partition: tuple[int, ...] = ()
+    order: int = 0  # the time attribute column
+    event_time: bool = True
+    rows: bool = True  # ROWS frame (else RANGE)
+    preceding: int | None = None  # rows or ms; None: UNBOUNDED PRECEDING
+    calls: tuple[AggCall, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    def describe(self) -> str:
+        names = self.input.names
+        if self.preceding is None:
+            frame = "UNBOUNDED PRECEDING"
+        else:
+            frame = f"{self.preceding} PRECEDING" if self.rows else f"{self.preceding}:INTERVAL SECOND PRECEDING"
+        aggs = ", ".join(f"{c.func.upper()}({'*' if c.arg is None else names[c.arg]}) AS w0$o{i}"
+                         for i, c in enumerate(self.calls))
+        return (f"OverAggregate(partitionBy=[{', '.join(names[k] for k in self.partition)}], "
+                f"orderBy=[{names[self.order]} ASC], window=[{'ROWS' if self.rows else 'RANG'} BETWEEN {frame} AND "
+                f"CURRENT ROW], select=[{', '.join(names)}, {aggs}])")
+
+
+@dataclass(frozen=True, eq=False)
+class Rank(PlanNode):
+    """Top-N: the first ``n`` rows per partition by ``order``, with the rank number as the last
+    column when ``with_rank``. An updating result."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    partition: tuple[int, ...] = ()
+    order: tuple[tuple[int, bool], ...] = ()
+    n: int = 1
+    with_rank: bool = True
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    @property
+    def updating(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        names = self.input.names
+        order = ", ".join(f"{names[c]} {'ASC' if asc else 'DESC'}" for c, asc in self.order)
+        return (f"Rank(strategy=[AppendFastStrategy], rankType=[ROW_NUMBER], rankRange=[rankStart=1, "
+                f"rankEnd={self.n}], partitionBy=[{', '.join(names[k] for k in self.partition)}], orderBy=[{order}], "
+                f"select=[{', '.join(self.names)}])")
+
+
+@dataclass(frozen=True, eq=False)
+class Deduplicate(PlanNode):
+    """Deduplication: one row per key, the first or the last by a time attribute."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    keys: tuple[int, ...] = ()
+    keep_last: bool = False
+    order: int = 0
+    rowtime: bool = False
+    with_rank: bool = False
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+    @property
+    def updating(self) -> bool:
+        return self.keep_last or self.rowtime
+
+    def describe(self) -> str:
+        names = self.input.names
+        return (f"Deduplicate(keep=[{'LastRow' if self.keep_last else 'FirstRow'}], "
+                f"key=[{', '.join(names[k] for k in self.keys)}], order=[{'ROWTIME' if self.rowtime else 'PROCTIME'}])")

@@ -17,14 +17,18 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from millstream.common.row import Row
+from millstream.common.time import Duration
+from millstream.common.watermark_strategy import WatermarkStrategy
 from millstream.table import plan as p
 from millstream.table.types import DataTypes
-from millstream.table.expression import Resolved, TableException, text_of
+from millstream.table.expression import Resolved, TableException, cast_value, text_of
 from millstream.table.runtime_functions import (CalcFunction, CorrelateFunction, GroupAggregateFunction, JoinFunction,
                                                 LeftOuterJoinFunction, LimitFunction, MapRowFunction, PythonGroupAggregateFunction,
                                                 SortLimitFunction, row_of)
+from millstream.table.time_functions import (DeduplicateFunction, OverAggregateFunction, RankFunction, RowtimeAssigner,
+                                             WindowAccumulate, WindowEmit, WindowTVFFunction, window_assigner)
 
-__all__ = ["optimize", "translate", "KeyOf"]
+__all__ = ["optimize", "translate", "KeyOf", "really_updating"]
 
 
 class KeyOf:
@@ -61,11 +65,66 @@ def optimize(node: p.PlanNode) -> p.PlanNode:
             condition = _and(child.condition, _substitute(node.condition, child.projections) if node.condition else None)
             return p.Calc(node.columns, child.input, projections, condition)
         return replace(node, input=child)
+    if isinstance(node, p.Aggregate):
+        node = replace(node, input=optimize(node.input))
+        return window_aggregate_rule(node) or node
     fields = {"input", "left", "right"}
     changes: dict[str, Any] = {f: optimize(getattr(node, f)) for f in fields if isinstance(getattr(node, f, None), p.PlanNode)}
     if isinstance(node, p.Union):
         changes["parts"] = tuple(optimize(x) for x in node.parts)
     return replace(node, **changes) if changes else node
+
+
+def window_aggregate_rule(node: p.Aggregate) -> p.PlanNode | None:
+    """*Window aggregate*: a GROUP BY of ``window_start`` and ``window_end`` over a window TVF is a
+    window aggregation (one insert-only row per window, when it fires, late rows dropped) instead of
+    an updating group aggregation of the TVF's rows. The Aggregate's input is the Calc that computes
+    its keys and arguments over the TVF; the window columns leave the keys and come back as window
+    properties, and a Calc puts the columns back in the Aggregate's order. None: not such a plan."""
+    calc = node.input
+    if not (isinstance(calc, p.Calc) and isinstance(calc.input, p.WindowTVF) and not calc.has_python):
+        return None
+    tvf = calc.input
+    width = len(tvf.input.columns)
+    roles: dict[int, str] = {}  # key position -> window property
+    for pos, k in enumerate(node.keys):
+        e = calc.projections[k]
+        if e.kind == "ref" and e.value >= width:
+            roles[pos] = ("start", "end", "rowtime")[e.value - width]
+    if not {"start", "end"} <= set(roles.values()):
+        return None
+    window_cols = {node.keys[pos] for pos in roles}
+    kept = [j for j in range(len(calc.projections)) if j not in window_cols]
+    refs_window = [_refs_at_least(calc.projections[j], width) for j in kept]
+    if any(refs_window) or (calc.condition is not None and _refs_at_least(calc.condition, width)):
+        return None
+    pre = p.Calc(tuple(calc.columns[j] for j in kept), tvf.input, tuple(calc.projections[j] for j in kept), calc.condition)
+    position = {j: i for i, j in enumerate(kept)}
+    keys = tuple(position[k] for pos, k in enumerate(node.keys) if pos not in roles)
+    calls = tuple(replace(c, arg=None if c.arg is None else position[c.arg]) for c in node.calls)
+    props = tuple(dict.fromkeys(roles[pos] for pos in sorted(roles)))
+    names = [node.names[pos] for pos in range(len(node.keys)) if pos not in roles]
+    agg_cols = tuple(node.columns[len(node.keys):])
+    prop_cols = tuple((f"window_{'time' if r == 'rowtime' else r}", _property_type(r, tvf)) for r in props)
+    columns = tuple((n, pre.columns[k][1]) for n, k in zip(names, keys)) + agg_cols + prop_cols
+    agg = p.WindowAggregate(columns, pre, keys, tvf.window, calls, props, group_window=False)
+    # back to the Aggregate's column order: keys (window ones from the properties), then aggregates
+    out: list[Resolved] = []
+    plain = iter(range(len(keys)))
+    for pos in range(len(node.keys)):
+        i = len(keys) + len(calls) + props.index(roles[pos]) if pos in roles else next(plain)
+        out.append(Resolved("ref", columns[i][1], value=i, text=columns[i][0]))
+    out += [Resolved("ref", columns[len(keys) + j][1], value=len(keys) + j, text=columns[len(keys) + j][0])
+            for j in range(len(calls))]
+    return p.Calc(node.columns, agg, tuple(out), None)
+
+
+def _refs_at_least(e: Resolved, width: int) -> bool:
+    return (e.kind == "ref" and e.value >= width) or any(_refs_at_least(a, width) for a in e.args)
+
+
+def _property_type(role: str, tvf: p.WindowTVF) -> Any:
+    return dict(zip(("start", "end", "rowtime"), (c[1] for c in tvf.columns[-3:])))[role]
 
 
 def translate(node: p.PlanNode, env: Any, batch: bool) -> Any:
@@ -79,23 +138,34 @@ def _values(node: p.Values, env: Any, batch: bool) -> Any:
 
 
 def _stream_scan(node: p.StreamScan, env: Any, batch: bool) -> Any:
-    return node.stream.map(_ToRow(len(node.columns))).name(node.describe())
+    converted = tuple(i for i, (_, t) in enumerate(node.columns) if t.root in _CONVERTED)
+    f = _ToRow(len(node.columns), converted, tuple(t for _, t in node.columns))
+    return node.stream.map(f).name(node.describe())
+
+
+_CONVERTED = ("TIMESTAMP", "TIMESTAMP_LTZ", "FLOAT")  # Instant -> datetime, float -> single precision
 
 
 class _ToRow:
-    """A DataStream's records as positional Rows (an atomic value is a one-column row)."""
+    """A DataStream's records as positional Rows (an atomic value is a one-column row), with the
+    values of timestamp and FLOAT columns as the table holds them (an Instant as a datetime)."""
 
-    def __init__(self, width: int) -> None:
-        self.width = width
+    def __init__(self, width: int, converted: tuple[int, ...] = (), types: tuple[Any, ...] = ()) -> None:
+        self.width, self.converted, self.types = width, converted, types
 
     def __call__(self, value: Any) -> Row:
         if isinstance(value, Row):
-            r = row_of(list(value))
+            r = row_of(self._convert(list(value)))
             r.set_row_kind(value.get_row_kind())
             return r
         if isinstance(value, (tuple, list)) and self.width > 1:
-            return row_of(list(value))
-        return row_of([value])
+            return row_of(self._convert(list(value)))
+        return row_of(self._convert([value]))
+
+    def _convert(self, values: list[Any]) -> list[Any]:
+        for i in self.converted:
+            values[i] = cast_value(values[i], self.types[i])
+        return values
 
 
 def _connector_scan(node: p.ConnectorScan, env: Any, batch: bool) -> Any:
@@ -165,6 +235,68 @@ def _sort_limit(node: p.SortLimit, env: Any, batch: bool) -> Any:
     return stream.process(f).name(node.describe()).set_parallelism(1)
 
 
+def _watermark_assigner(node: p.WatermarkAssigner, env: Any, batch: bool) -> Any:
+    stream = translate(node.input, env, batch)
+    # Flink's SQL watermark is max(rowtime) - delay; Millstream's bounded-out-of-orderness one is
+    # max - bound - 1, so the bound is delay - 1 (a delay of 0 has no exact equivalent: ascending
+    # timestamps, watermark max - 1).
+    kind = WatermarkStrategy.for_monotonous_timestamps() if node.delay == 0 else \
+        WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(node.delay - 1))
+    strategy = kind.with_timestamp_assigner(RowtimeAssigner(node.rowtime))
+    return stream.assign_timestamps_and_watermarks(strategy).name(node.describe()) \
+        .set_parallelism(stream.get_transformation().parallelism)
+
+
+def _window_aggregate(node: p.WindowAggregate, env: Any, batch: bool) -> Any:
+    stream = translate(node.input, env, batch)
+    windowed = stream.key_by(KeyOf(node.keys)).window(window_assigner(node.window))
+    out = windowed.aggregate(WindowAccumulate(node.calls), WindowEmit(node.properties)).name(node.describe())
+    return out.set_parallelism(1) if not node.keys else out
+
+
+def _window_tvf(node: p.WindowTVF, env: Any, batch: bool) -> Any:
+    if node.window.kind == "session":
+        raise p_unsupported("SESSION windows are supported in a window aggregation (GROUP BY window_start, "
+                            "window_end), not as a table of their own")
+    return _forward(node, env, batch, WindowTVFFunction(node.window))
+
+
+def _over_aggregate(node: p.OverAggregate, env: Any, batch: bool) -> Any:
+    if node.input.updating and really_updating(node.input):
+        raise p_unsupported("OVER aggregation needs an insert-only input; this one is updating")
+    stream = translate(node.input, env, batch).key_by(KeyOf(node.partition))
+    f = OverAggregateFunction(node.order, node.event_time, node.rows, node.preceding, node.calls)
+    out = stream.process(f).name(node.describe())
+    return out.set_parallelism(1) if not node.partition else out
+
+
+def _rank(node: p.Rank, env: Any, batch: bool) -> Any:
+    if really_updating(node.input):
+        raise p_unsupported("Top-N over an updating input is not supported yet: its input must be insert-only")
+    stream = translate(node.input, env, batch).key_by(KeyOf(node.partition))
+    out = stream.process(RankFunction(node.order, node.n, node.with_rank)).name(node.describe())
+    return out.set_parallelism(1) if not node.partition else out
+
+
+def _deduplicate(node: p.Deduplicate, env: Any, batch: bool) -> Any:
+    if really_updating(node.input):
+        raise p_unsupported("deduplication needs an insert-only input; this one is updating")
+    stream = translate(node.input, env, batch).key_by(KeyOf(node.keys))
+    f = DeduplicateFunction(node.keep_last, node.order if node.rowtime else None, node.with_rank)
+    return stream.process(f).name(node.describe())
+
+
+def really_updating(node: p.PlanNode) -> bool:
+    """Whether ``node`` produces retractions (an Aggregate in batch mode does not, but is marked updating)."""
+    if isinstance(node, (p.Aggregate, p.Rank)):
+        return True
+    if isinstance(node, p.WindowAggregate):
+        return False
+    if isinstance(node, p.Deduplicate) and node.updating:
+        return True
+    return any(really_updating(i) for i in node.inputs)
+
+
 def p_unsupported(message: str) -> Exception:
     return TableException(message)
 
@@ -172,5 +304,7 @@ def p_unsupported(message: str) -> Exception:
 _TRANSLATIONS: dict[type, Any] = {
     p.Values: _values, p.StreamScan: _stream_scan, p.ConnectorScan: _connector_scan, p.Calc: _calc,
     p.MapRow: _map_row, p.Correlate: _correlate, p.Aggregate: _aggregate, p.Join: _join, p.Union: _union,
-    p.SortLimit: _sort_limit, p.PythonAggregate: _python_aggregate,
+    p.SortLimit: _sort_limit, p.PythonAggregate: _python_aggregate, p.WatermarkAssigner: _watermark_assigner,
+    p.WindowAggregate: _window_aggregate, p.WindowTVF: _window_tvf, p.OverAggregate: _over_aggregate, p.Rank: _rank,
+    p.Deduplicate: _deduplicate,
 }

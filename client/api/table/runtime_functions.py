@@ -9,6 +9,8 @@ the end of input (a timer at the final watermark).
 """
 from __future__ import annotations
 
+import datetime
+import decimal
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -16,7 +18,7 @@ from millstream.common.row import Row, RowKind
 from millstream.common.typeinfo import Types
 from millstream.datastream.functions import FlatMapFunction, KeyedCoProcessFunction, KeyedProcessFunction, MapFunction
 from millstream.datastream.state import ValueStateDescriptor
-from millstream.table.expression import Resolved
+from millstream.table.expression import Resolved, to_float32
 
 __all__ = ["CalcFunction", "CorrelateFunction", "GroupAggregateFunction", "JoinFunction", "LimitFunction",
            "SortLimitFunction", "RowToText", "AggCall", "GroupState", "row_of", "is_accumulate", "END_OF_INPUT"]
@@ -95,6 +97,10 @@ class AggCall:
     func: str
     arg: int | None
     integral: bool = False
+    single: bool = False  # a FLOAT argument: sums in single precision, as Flink's FLOAT arithmetic
+
+    def round(self, v: Any) -> Any:
+        return to_float32(v) if self.single and v is not None else v
 
     def create(self) -> Any:
         if self.func in ("min", "max"):
@@ -118,7 +124,7 @@ class AggCall:
             else:
                 acc.pop(v, None)
             return acc
-        acc[0] += sign * v
+        acc[0] = self.round(acc[0] + sign * v)
         acc[1] += sign
         return acc
 
@@ -138,7 +144,7 @@ class AggCall:
         if self.integral:
             q = abs(total) // n
             return q if total >= 0 else -q
-        return total / n
+        return self.round(total / n)
 
 
 @dataclass
@@ -321,10 +327,68 @@ def sort_rows(rows: list[tuple[Any, ...]], order: Sequence[tuple[int, bool]]) ->
 
 
 class RowToText(MapFunction):
-    """The print connector's line: ``+I[a, 1]`` (Flink's Row.toString; null prints ``null``)."""
+    """The print connector's line: ``+I[a, 1]`` (Flink's Row.toString of the sink's Java values;
+    null prints ``null``). ``types``: the sink's column types, which decide how a FLOAT, a DOUBLE
+    or a timestamp prints (Java's Float/Double/LocalDateTime/Instant toString)."""
+
+    def __init__(self, types: Sequence[Any] = ()) -> None:
+        self.types = tuple(types)
 
     def map(self, value: Row) -> str:
-        return value.get_row_kind().short_string() + "[" + ", ".join(format_value(v) for v in value) + "]"
+        texts = [java_text(v, self.types[i]) if i < len(self.types) else format_value(v) for i, v in enumerate(value)]
+        return value.get_row_kind().short_string() + "[" + ", ".join(texts) + "]"
+
+
+def java_text(v: Any, t: Any) -> str:
+    """How Java's toString prints a value of table type ``t`` (what Flink's print connector writes)."""
+    if v is None:
+        return "null"
+    root = t.root
+    if root in ("FLOAT", "DOUBLE") and isinstance(v, (int, float)):
+        return java_float(float(v), single=root == "FLOAT")
+    if root in ("TIMESTAMP", "TIMESTAMP_LTZ") and isinstance(v, datetime.datetime):
+        text = v.strftime("%Y-%m-%dT%H:%M")
+        if v.second or v.microsecond or root == "TIMESTAMP_LTZ":  # LocalDateTime drops :00; Instant keeps it
+            text += f":{v.second:02d}"
+        if v.microsecond:
+            frac = f"{v.microsecond:06d}"
+            text += "." + (frac[:3] if frac.endswith("000") else frac)
+        return text + ("Z" if root == "TIMESTAMP_LTZ" else "")
+    return format_value(v)
+
+
+def java_float(v: float, single: bool) -> str:
+    """Java's Float.toString / Double.toString: the shortest digits that read back, ``1.0`` for
+    whole numbers, and ``1.0E10`` notation below 10^-3 and from 10^7 up."""
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    if single:
+        digits = _shortest_single(v)
+    else:
+        digits = repr(v)
+    if v == 0:
+        return "-0.0" if str(v).startswith("-") else "0.0"
+    if 1e-3 <= abs(v) < 1e7:
+        d = decimal.Decimal(digits)
+        text = format(d, "f")
+        return text if "." in text else text + ".0"
+    mantissa, _, exponent = f"{decimal.Decimal(digits):E}".partition("E")
+    mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
+    if "." not in mantissa:
+        mantissa += ".0"
+    return f"{mantissa}E{int(exponent)}"
+
+
+def _shortest_single(v: float) -> str:
+    """The shortest decimal that rounds to the same single-precision float."""
+    target = to_float32(v)
+    for digits in range(1, 10):
+        text = f"{target:.{digits}g}"
+        if to_float32(float(text)) == target:
+            return text
+    return repr(target)
 
 
 def format_value(v: Any) -> str:

@@ -9,19 +9,22 @@ construct Millstream does not translate yet says which.
 """
 from __future__ import annotations
 
+import datetime
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlglot
 from sqlglot import exp
 
+from millstream.table import plan as p
 from millstream.table.expression import Expression, TableException, ValidationException
-from millstream.table.expressions import col, lit
+from millstream.table.expressions import UNBOUNDED_RANGE, UNBOUNDED_ROW, col, lit, row_interval
+from millstream.table.table import Table
 from millstream.table.table_descriptor import TableDescriptor
-from millstream.table.types import Schema, parse_type
+from millstream.table.types import DataTypes, Schema, parse_type
+from millstream.table.window import Over, WindowSpec
 
 if TYPE_CHECKING:
-    from millstream.table.table import Table
     from millstream.table.table_environment import TableEnvironment
 
 __all__ = ["SqlParserException", "parse", "query", "create_table", "insert_target"]
@@ -38,6 +41,8 @@ def parse(statement: str, known_names: list[str]) -> Any:
     for name in known_names:
         if "$" in name:
             statement = re.sub(r"(?<![`\w$])" + re.escape(name) + r"(?![\w$`])", f"`{name}`", statement)
+    statement, watermarks = _take_watermarks(statement)
+    statement, tvfs = _take_window_tvfs(statement)
     try:
         parsed = sqlglot.parse(statement, read=DIALECT)
     except sqlglot.errors.ParseError as e:
@@ -49,7 +54,114 @@ def parse(statement: str, known_names: list[str]) -> Any:
     statements = [s for s in parsed if s is not None]
     if len(statements) != 1:
         raise SqlParserException(f"expected one SQL statement, got {len(statements)}")
+    statements[0].meta["watermarks"] = watermarks
+    for node in statements[0].find_all(exp.Table):
+        if node.name in tvfs:
+            node.meta["window_tvf"] = tvfs[node.name]
     return statements[0]
+
+
+_TVF = re.compile(r"\bTABLE\s*\(\s*(TUMBLE|HOP|CUMULATE|SESSION)\s*\(", re.I)
+
+
+def _closing(text: str, i: int) -> int:
+    """The index of the parenthesis closing the one opened just before ``i``."""
+    depth, quoted = 1, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise SqlParserException("SQL parse failed. Encountered \"<EOF>\": a window table function is not closed")
+
+
+def _split_args(text: str) -> list[str]:
+    args, depth, quoted, start = [], 0, False, 0
+    for i, ch in enumerate(text):
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+        elif not quoted and ch == "," and depth == 0:
+            args.append(text[start:i].strip())
+            start = i + 1
+    args.append(text[start:].strip())
+    return args
+
+
+def _take_window_tvfs(statement: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND))`` (and HOP, CUMULATE,
+    SESSION; positional or named ``DATA =>`` arguments) replaced by a placeholder table name the
+    parser reads, padded to the same length (error positions stay right); returns what each one says."""
+    found: dict[str, dict[str, Any]] = {}
+    while True:
+        m = _TVF.search(statement)
+        if m is None:
+            return statement, found
+        inner_end = _closing(statement, m.end())
+        outer_end = _closing(statement, inner_end + 1)
+        args = _split_args(statement[m.end():inner_end])
+        named = {}
+        positional = []
+        for a in args:
+            nm = re.match(r"^(\w+)\s*=>\s*(.*)$", a, re.S)
+            if nm:
+                named[nm.group(1).upper()] = nm.group(2).strip()
+            else:
+                positional.append(a)
+        kind = m.group(1).upper()
+        order = {"TUMBLE": ["DATA", "TIMECOL", "SIZE", "OFFSET"], "HOP": ["DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"],
+                 "CUMULATE": ["DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"], "SESSION": ["DATA", "TIMECOL", "GAP"]}[kind]
+        values = dict(zip(order, positional))
+        values.update(named)
+        data = re.match(r"^TABLE\s+`?([\w$]+)`?(?:\s+PARTITION\s+BY\s+(.+))?$", values.get("DATA", ""), re.I | re.S)
+        timecol = re.match(r"^DESCRIPTOR\s*\(\s*`?(\w+)`?\s*\)$", values.get("TIMECOL", ""), re.I)
+        if data is None or timecol is None:
+            raise SqlParserException(f"SQL parse failed in {kind}: expected {kind}(TABLE t, DESCRIPTOR(time_col), ...), "
+                                     f"got {kind}({', '.join(args)})")
+        if "OFFSET" in values:
+            raise TableException(f"{kind} with an OFFSET is not supported yet")
+        placeholder = f"__window_tvf_{len(found)}__"
+        found[placeholder] = {"kind": kind, "table": data.group(1), "time_col": timecol.group(1),
+                              "intervals": {k: values[k] for k in ("SIZE", "SLIDE", "STEP", "GAP") if k in values}}
+        span = outer_end + 1 - m.start()
+        statement = statement[:m.start()] + placeholder.ljust(span) + statement[outer_end + 1:]
+
+
+_WATERMARK = re.compile(r",\s*WATERMARK\s+FOR\s+`?(\w+)`?\s+AS\s+", re.I)
+
+
+def _take_watermarks(statement: str) -> tuple[str, list[tuple[str, str]]]:
+    """CREATE TABLE's ``WATERMARK FOR col AS expr`` clauses (sqlglot does not read them): blanked
+    out of the statement (so the parser's line and column numbers stay right), returned as
+    (column, expression text)."""
+    found: list[tuple[str, str]] = []
+    while True:
+        m = _WATERMARK.search(statement)
+        if m is None:
+            return statement, found
+        depth, end, quoted = 0, m.end(), False
+        while end < len(statement):
+            ch = statement[end]
+            if ch == "'":
+                quoted = not quoted
+            elif not quoted and ch == "(":
+                depth += 1
+            elif not quoted and ch in "),":
+                if depth == 0:
+                    break
+                depth -= ch == ")"
+            end += 1
+        found.append((m.group(1), statement[m.end():end].strip()))
+        statement = statement[:m.start()] + re.sub(r"[^\n]", " ", statement[m.start():end]) + statement[end:]
 
 
 def _unsupported(node: exp.Expression) -> TableException:
@@ -88,7 +200,9 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
     if isinstance(node, exp.Alias):
         return expression(node.this, t_env).alias(node.alias)
     if isinstance(node, (exp.Cast, exp.TryCast)):
-        return expression(node.this, t_env).cast(parse_type(node.to.sql(dialect=DIALECT)))
+        return expression(node.this, t_env).cast(_cast_type(node.to))
+    if isinstance(node, exp.Interval):
+        return lit(interval_of(node))
     name = _BINARY.get(type(node))
     if name is not None:
         return Expression("call", (expression(node.this, t_env), expression(node.expression, t_env)), name)
@@ -123,14 +237,91 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
         args = [expression(a, t_env) for a in node.expressions]
         if name.upper() == "JSON_VALUE":
             return args[0].json_value(args[1].value)
+        if name.upper() in ("TUMBLE", "HOP", "CUMULATE", "SESSION", "DESCRIPTOR"):
+            raise TableException(f"{name.upper()} is a window table function: use it in FROM as "
+                                 f"TABLE({name.upper()}(TABLE t, DESCRIPTOR(time_col), ...))")
         return t_env._bind(Expression("call_by_name", tuple(args), name))
     raise _unsupported(node)
+
+
+_TIMESTAMP_TYPES = {exp.DataType.Type.TIMESTAMP: "TIMESTAMP", exp.DataType.Type.TIMESTAMPLTZ: "TIMESTAMP_LTZ",
+                    exp.DataType.Type.TIMESTAMPTZ: "TIMESTAMP_LTZ"}
+
+
+def _cast_type(to: exp.DataType) -> Any:
+    """The DataType of a CAST's target (sqlglot's Hive dialect prints TIMESTAMP without its precision)."""
+    name = _TIMESTAMP_TYPES.get(to.this)
+    if name is not None:
+        params = [e.this.this for e in to.expressions if isinstance(e, exp.DataTypeParam)]
+        return parse_type(f"{name}({params[0]})" if params else name)
+    return parse_type(to.sql(dialect=DIALECT))
+
+
+_UNIT_MS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": 86_400_000}
+
+
+def interval_of(node: exp.Interval) -> datetime.timedelta:
+    """``INTERVAL '5' SECOND`` (or MINUTES, HOUR, ...) as a timedelta."""
+    unit = (node.unit.name if node.unit is not None else "").upper()
+    unit = unit[:-1] if unit.endswith("S") else unit
+    if unit not in _UNIT_MS:
+        raise TableException(f"Unsupported interval unit {unit or '(none)'} in {node.sql(dialect=DIALECT)}: "
+                             f"Millstream has {', '.join(_UNIT_MS)}")
+    try:
+        amount = int(str(node.this.this).strip())
+    except ValueError:
+        raise TableException(f"An interval needs a whole number, got {node.sql(dialect=DIALECT)}") from None
+    return datetime.timedelta(milliseconds=amount * _UNIT_MS[unit])
+
+
+def parse_expression(text: str, t_env: "TableEnvironment") -> Expression:
+    """A SQL expression's text (a computed column, a watermark) as a Table API expression."""
+    try:
+        node = sqlglot.parse_one(text, read=DIALECT)
+    except sqlglot.errors.ParseError as e:
+        raise SqlParserException(f"SQL parse failed in the expression {text!r}: {str(e).splitlines()[0]}") from None
+    return expression(cast(exp.Expression, node), t_env)
+
+
+def watermark_delay(text: str, column: str, t_env: "TableEnvironment") -> int:
+    """The delay (ms) of a watermark expression ``column`` or ``column - INTERVAL 'n' unit``."""
+    e = parse_expression(text, t_env)
+    if e.kind == "col" and e.value == column:
+        return 0
+    if (e.kind == "call" and e.value == "minus" and e.args[0].kind == "col" and e.args[0].value == column
+            and e.args[1].kind == "lit" and isinstance(e.args[1].value, datetime.timedelta)):
+        return e.args[1].value // datetime.timedelta(milliseconds=1)
+    raise TableException(f"Unsupported watermark expression {text!r}: Millstream supports `{column}` and "
+                         f"`{column} - INTERVAL 'n' unit` (bounded out-of-orderness)")
+
+
+def window_tvf(spec: dict[str, Any], t_env: "TableEnvironment") -> "Table":
+    """The Table of a window table function (see :func:`_take_window_tvfs`)."""
+    table = t_env.from_path(spec["table"])
+    kind = spec["kind"]
+    column, event_time = table._time_attribute(col(spec["time_col"]), f"{kind}'s DESCRIPTOR")
+    ms = {k: interval_of(cast(exp.Interval, sqlglot.parse_one(v, read=DIALECT))) // datetime.timedelta(milliseconds=1)
+          for k, v in spec["intervals"].items()}
+    need = {"TUMBLE": ["SIZE"], "HOP": ["SLIDE", "SIZE"], "CUMULATE": ["STEP", "SIZE"], "SESSION": ["GAP"]}[kind]
+    missing = [k for k in need if k not in ms]
+    if missing:
+        raise ValidationException(f"{kind} needs {', '.join(need)}; missing {', '.join(missing)}")
+    window = WindowSpec({"TUMBLE": "tumble", "HOP": "hop", "CUMULATE": "cumulate", "SESSION": "session"}[kind], column,
+                        table._node.names[column], ms.get("SIZE", 0), ms.get("SLIDE", ms.get("STEP", 0)), ms.get("GAP", 0),
+                        event_time)
+    time_type = table._node.columns[column][1]
+    columns = tuple((n, t.as_time_attr(None) if t.time_attr == "ROWTIME" else t) for n, t in table._node.columns) + (
+        ("window_start", DataTypes.TIMESTAMP(3, False)), ("window_end", DataTypes.TIMESTAMP(3, False)),
+        ("window_time", time_type.not_null() if event_time else DataTypes.TIMESTAMP_LTZ(3, False)))
+    return Table(p.WindowTVF(columns, table._node, window), t_env)
 
 
 # -- queries --------------------------------------------------------------------------------------
 
 
 def _table_of(source: exp.Expression, t_env: "TableEnvironment") -> "Table":
+    if isinstance(source, exp.Table) and "window_tvf" in source.meta:
+        return window_tvf(source.meta["window_tvf"], t_env)
     if isinstance(source, exp.Table):
         return t_env.from_path(source.name)
     if isinstance(source, exp.Subquery):
@@ -163,7 +354,11 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
         raise TableException("SELECT without FROM is not supported yet")
-    table = _table_of(from_.this, t_env)
+    where = select.args.get("where")
+    if isinstance(from_.this, exp.Subquery) and _row_number_alias(from_.this.this) is not None:
+        table, where = _ranked(from_.this.this, select, t_env)
+    else:
+        table = _table_of(from_.this, t_env)
     for join in select.args.get("joins") or []:
         if isinstance(join.this, exp.Lateral):
             table = _lateral(table, join.this, t_env, outer=(join.side or "").upper() == "LEFT")
@@ -177,9 +372,16 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
         other = _table_of(join.this, t_env)
         table = table.left_outer_join(other, expression(on, t_env)) if side == "LEFT" else \
             table.join(other, expression(on, t_env))
-    where = select.args.get("where")
     if where is not None:
         table = table.where(expression(where.this, t_env))
+    windows = [w for e in select.expressions for w in e.find_all(exp.Window)]
+    if windows:
+        if any(isinstance(w.this, exp.RowNumber) for w in windows):
+            raise TableException("ROW_NUMBER() OVER (...) is supported as Top-N or deduplication: in a subquery, "
+                                 "with WHERE rn <= N (or rn = 1) outside it")
+        over = _over_window(windows, t_env)
+        over_items = [_over_item(e, i, over.alias_name, t_env) for i, e in enumerate(select.expressions)]
+        return table.over_window(over).select(*over_items)
     items: list[Expression] = []
     for i, e in enumerate(select.expressions):
         x = expression(e, t_env)
@@ -213,6 +415,135 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
     return table
 
 
+# -- OVER, Top-N and deduplication ----------------------------------------------------------------
+
+
+def _frame(spec: exp.WindowSpec | None) -> Any:
+    """An over frame's ``preceding`` as the Table API has it (None: RANGE UNBOUNDED PRECEDING)."""
+    if spec is None:
+        return None
+    end = str(spec.args.get("end") or "CURRENT ROW").upper()
+    if end != "CURRENT ROW":
+        raise TableException(f"OVER frames end at CURRENT ROW in Flink, got {end}")
+    rows = str(spec.args.get("kind")).upper() == "ROWS"
+    start = spec.args.get("start")
+    if str(start).upper() == "UNBOUNDED":
+        return UNBOUNDED_ROW if rows else UNBOUNDED_RANGE
+    if rows and isinstance(start, exp.Literal) and not start.is_string:
+        return row_interval(int(start.this))
+    if not rows and isinstance(start, exp.Interval):
+        return Expression("interval", (lit(interval_of(start) // datetime.timedelta(milliseconds=1)),), "MILLISECOND")
+    raise TableException(f"Unsupported OVER frame {spec.sql(dialect=DIALECT)}: ROWS BETWEEN n PRECEDING, RANGE BETWEEN "
+                         "INTERVAL ... PRECEDING or UNBOUNDED PRECEDING, AND CURRENT ROW")
+
+
+def _over_window(windows: list[exp.Window], t_env: "TableEnvironment") -> Any:
+    shapes = {(tuple(p.sql() for p in w.args.get("partition_by") or []), (w.args.get("order") or exp.Order()).sql(),
+               (w.args.get("spec") or exp.WindowSpec()).sql()) for w in windows}
+    if len(shapes) != 1:
+        raise TableException("OVER aggregates of one SELECT must use the same window (Flink supports one)")
+    w = windows[0]
+    order = w.args.get("order")
+    if order is None or len(order.expressions) != 1 or order.expressions[0].args.get("desc"):
+        raise TableException("OVER needs ORDER BY one time attribute, ascending")
+    over = Over.partition_by(*[expression(e, t_env) for e in w.args.get("partition_by") or []]) \
+        .order_by(expression(order.expressions[0].this, t_env))
+    preceding = _frame(w.args.get("spec"))
+    return (over.preceding(preceding) if preceding is not None else over).alias("$over")
+
+
+def _over_item(e: exp.Expression, i: int, alias: str, t_env: "TableEnvironment") -> Expression:
+    """A select item with its OVER aggregates as ``agg.over(col(alias))``; unnamed ones named EXPR$i."""
+    def convert(node: exp.Expression) -> Expression:
+        if isinstance(node, exp.Window):
+            return Expression("over", (expression(node.this, t_env), col(alias)))
+        if isinstance(node, exp.Alias):
+            return convert(node.this).alias(node.alias)
+        if any(isinstance(x, exp.Window) for x in node.find_all(exp.Window)):
+            raise TableException(f"Millstream supports OVER aggregates as whole select items, got {node.sql(dialect=DIALECT)}")
+        return expression(node, t_env)
+
+    x = convert(e)
+    return x if x.kind in ("alias", "col") else x.alias(f"EXPR${i}")
+
+
+def _row_number_alias(select: exp.Expression) -> str | None:
+    if not isinstance(select, exp.Select):
+        return None
+    for e in select.expressions:
+        if isinstance(e, exp.Alias) and isinstance(e.this, exp.Window) and isinstance(e.this.this, exp.RowNumber):
+            return e.alias
+    return None
+
+
+def _conjuncts(where: exp.Expression | None) -> list[exp.Expression]:
+    if where is None:
+        return []
+    return cast(list[exp.Expression], list(where.this.flatten())) if isinstance(where.this, exp.And) else [where.this]
+
+
+def _is_rank_filter(c: exp.Expression, rn: str) -> bool:
+    return (isinstance(c, (exp.LTE, exp.LT, exp.EQ)) and isinstance(c.this, exp.Column) and c.this.name == rn
+            and isinstance(c.expression, exp.Literal) and not c.expression.is_string)
+
+
+def _rank_bound(where: exp.Expression | None, rn: str) -> int:
+    """N of the outer ``WHERE rn <= N`` (``rn < N``, ``rn = 1``) of a Top-N."""
+    for c in _conjuncts(where):
+        if _is_rank_filter(c, rn):
+            n = int(c.expression.this)
+            if isinstance(c, exp.EQ) and n != 1:
+                raise TableException(f"Top-N takes {rn} <= N (or {rn} = 1 for deduplication), got {c.sql()}")
+            return n - 1 if isinstance(c, exp.LT) else n
+    raise TableException(f"ROW_NUMBER() needs a filter on {rn} outside its subquery ({rn} <= N or {rn} = 1): an "
+                         "unbounded ranking is not supported")
+
+
+def _ranked(inner: exp.Select, outer: exp.Select, t_env: "TableEnvironment") -> tuple["Table", Any]:
+    """``SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY x) AS rn FROM t`` filtered by ``rn <= N``
+    outside: a Deduplicate when N is 1 and the order is a time attribute, else a Rank (Top-N).
+    The rank column is output only when the outer query uses it beyond its filter (as Flink,
+    whose changelog differs: -U/+U per shifted rank with it, +I/-D without). Returns the table and
+    the outer WHERE left to apply."""
+    rn = _row_number_alias(inner)
+    if rn is None:
+        raise TableException("Top-N needs ROW_NUMBER() OVER (...) AS <alias> in its subquery")
+    window = next(e.this for e in inner.expressions if isinstance(e, exp.Alias) and e.alias == rn)
+    where = outer.args.get("where")
+    n = _rank_bound(where, rn)
+    rest = [c for c in _conjuncts(where) if not _is_rank_filter(c, rn)]
+    with_rank = any(isinstance(c, exp.Star) or (isinstance(c, exp.Column) and c.name in (rn, "*"))
+                    for e in [*outer.expressions, *rest] for c in e.find_all(exp.Column, exp.Star))
+    if with_rank:
+        rest = _conjuncts(where)
+    remaining = exp.Where(this=exp.and_(*rest)) if rest else None
+    inner = inner.copy()
+    inner.set("expressions", [e for e in inner.expressions if not (isinstance(e, exp.Alias) and e.alias == rn)])
+    table = query(inner, t_env)
+    node = table._node
+    partition = []
+    for k in window.args.get("partition_by") or []:
+        r = table._resolve(expression(k, t_env), "PARTITION BY")
+        if r.kind != "ref":
+            raise TableException(f"PARTITION BY takes columns, got {k.sql(dialect=DIALECT)}")
+        partition.append(r.value)
+    order = []
+    for o in (window.args.get("order") or exp.Order()).expressions:
+        r = table._resolve(expression(o.this, t_env), "ORDER BY")
+        if r.kind != "ref":
+            raise TableException(f"ORDER BY of ROW_NUMBER takes columns, got {o.sql(dialect=DIALECT)}")
+        order.append((r.value, not o.args.get("desc")))
+    if not order:
+        raise TableException("ROW_NUMBER() OVER needs an ORDER BY")
+    columns = tuple(node.columns) + (((rn, DataTypes.BIGINT(False)),) if with_rank else ())
+    time_attr = node.columns[order[0][0]][1].time_attr
+    if n == 1 and len(order) == 1 and time_attr in ("ROWTIME", "PROCTIME"):
+        dedup = p.Deduplicate(columns, node, tuple(partition), keep_last=not order[0][1], order=order[0][0],
+                              rowtime=time_attr == "ROWTIME", with_rank=with_rank)
+        return Table(dedup, t_env), remaining
+    return Table(p.Rank(columns, node, tuple(partition), tuple(order), n, with_rank=with_rank), t_env), remaining
+
+
 # -- DDL and DML ----------------------------------------------------------------------------------
 
 
@@ -225,10 +556,16 @@ def create_table(create: exp.Create, t_env: "TableEnvironment") -> None:
     name = schema_node.this.name
     builder = Schema.new_builder()
     for c in schema_node.expressions:
-        if isinstance(c, exp.ColumnDef):
-            builder.column(c.name, parse_type(c.args["kind"].sql(dialect=DIALECT)))
+        computed = [k.kind for k in c.args.get("constraints") or [] if isinstance(k.kind, exp.ComputedColumnConstraint)] \
+            if isinstance(c, exp.ColumnDef) else []
+        if computed:
+            builder.column_by_expression(c.name, expression(computed[0].this, t_env))
+        elif isinstance(c, exp.ColumnDef) and c.args.get("kind") is not None:
+            builder.column(c.name, _cast_type(c.args["kind"]))
         else:
             raise _unsupported(c)
+    for column, text in create.meta.get("watermarks", []):
+        builder.watermark(column, text)
     options: dict[str, str] = {}
     props = create.args.get("properties")
     for prop in (props.expressions if props is not None else []):

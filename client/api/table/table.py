@@ -10,10 +10,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from millstream.table import plan as p
-from millstream.table.expression import (AGGREGATES, Expression, Resolved, ValidationException, as_expression,
+from millstream.table.expression import (AGGREGATES, INTERVAL_UNITS_MS, Expression, Resolved, ValidationException, as_expression,
                                          contains_aggregate, output_name, resolve)
 from millstream.table.runtime_functions import AggCall
 from millstream.table.types import DataType, DataTypes, is_integer
+from millstream.table.window import GroupWindow, OverWindow, WindowSpec
 from millstream.table.udf import (UserDefinedAggregateFunctionWrapper, UserDefinedScalarFunctionWrapper,
                                   UserDefinedTableFunctionWrapper)
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from millstream.table.table_environment import TableEnvironment
     from millstream.table.table_result import TableResult
 
-__all__ = ["Table", "GroupedTable"]
+__all__ = ["Table", "GroupedTable", "GroupWindowedTable", "WindowGroupedTable", "OverWindowedTable"]
 
 
 class Table:
@@ -138,6 +139,28 @@ class Table:
     def group_by(self, *fields: Any) -> "GroupedTable":
         return GroupedTable(self, tuple(self._t_env._bind(as_expression(f)) for f in fields))
 
+    def window(self, window: Any) -> "GroupWindowedTable":
+        """A group window (``Tumble``/``Slide``/``Session``): ``group_by`` its alias next."""
+        if not isinstance(window, GroupWindow):
+            raise TypeError(f"window() takes a Tumble, Slide or Session window, got {window!r}")
+        return GroupWindowedTable(self, window)
+
+    def over_window(self, *over_windows: Any) -> "OverWindowedTable":
+        """Over windows (``Over.partition_by(...).order_by(...)...alias('w')``) for ``select`` with
+        ``agg.over(col('w'))``."""
+        if len(over_windows) != 1 or not isinstance(over_windows[0], OverWindow):
+            raise ValidationException("over_window takes one over window (Over.partition_by(...).order_by(...)"
+                                      ".preceding(...).alias('w')); Millstream supports one per select")
+        return OverWindowedTable(self, over_windows[0])
+
+    def _time_attribute(self, e: Any, what: str) -> tuple[int, bool]:
+        """The column of a time attribute expression and whether it is event time (rowtime)."""
+        r = self._resolve(e, what)
+        if r.kind != "ref" or r.dtype.time_attr not in ("ROWTIME", "PROCTIME"):
+            raise ValidationException(f"{what} needs a time attribute (a rowtime column with a WATERMARK, or a "
+                                      f"PROCTIME() column), got {e} of type {r.dtype}")
+        return r.value, r.dtype.time_attr == "ROWTIME"
+
     def distinct(self) -> "Table":
         node = self._node
         return self._new(p.Aggregate(node.columns, node, tuple(range(len(node.columns))), ()))
@@ -250,7 +273,10 @@ class GroupedTable:
     def select(self, *fields: Any) -> Table:
         return self._aggregate_select([self._table._t_env._bind(as_expression(f)) for f in fields])
 
-    def _aggregate_select(self, exprs: list[Expression]) -> Table:
+    def _aggregate_select(self, exprs: list[Expression], window: "WindowSpec | None" = None,
+                          window_alias: str | None = None) -> Table:
+        """GROUP BY the keys computing the aggregates in ``exprs``; with ``window``, per window
+        (``window_alias``'s properties ``start``/``end``/``rowtime``/``proctime`` usable in ``exprs``)."""
         t = self._table
         node = t._node
         pre_exprs: list[Resolved] = []
@@ -281,8 +307,16 @@ class GroupedTable:
                 else:
                     arg_type = DataTypes.BIGINT()
                 name = f"$agg{len(calls)}"
-                calls.append(AggCall(e.value, arg_index, is_integer(arg_type)))
+                calls.append(AggCall(e.value, arg_index, is_integer(arg_type), arg_type.root == "FLOAT"))
                 agg_cols.append((name, DataTypes.BIGINT(False) if e.value == "count" else arg_type.nullable_()))
+                return Expression("col", value=name)
+            if e.kind == "window_property":
+                target = e.args[0]
+                if window is None or target.kind != "col" or target.value != window_alias:
+                    raise ValidationException(f"{e}: {target} is not the alias of this group window")
+                name = f"$w_{e.value}"
+                if name not in properties:
+                    properties.append(name)
                 return Expression("col", value=name)
             if str(e) in key_names and e.kind != "lit":
                 return Expression("col", value=key_names[str(e)])
@@ -291,6 +325,7 @@ class GroupedTable:
                                           "aggregate it")
             return Expression(e.kind, tuple(extract(a) for a in e.args), e.value, e.dtype)
 
+        properties: list[str] = []
         rewritten = []
         unnamed = frozenset(i for i, e in enumerate(exprs) if e.kind == "agg")
         for e in exprs:
@@ -301,8 +336,20 @@ class GroupedTable:
             else:
                 rewritten.append(extract(e))
         pre = p.Calc(tuple(pre_cols), node, tuple(pre_exprs), None)
-        agg = p.Aggregate(tuple(pre_cols[:len(self._keys)]) + tuple(agg_cols), pre, tuple(range(len(self._keys))),
-                          tuple(calls))
+        columns = tuple(pre_cols[:len(self._keys)]) + tuple(agg_cols)
+        keys = tuple(range(len(self._keys)))
+        if window is None:
+            agg: p.PlanNode = p.Aggregate(columns, pre, keys, tuple(calls))
+        else:
+            time_type = node.columns[window.time_col][1]
+            types = {"start": DataTypes.TIMESTAMP(3, False), "end": DataTypes.TIMESTAMP(3, False),
+                     "rowtime": DataTypes.TIMESTAMP(3, False).as_time_attr("ROWTIME"),
+                     "proctime": DataTypes.TIMESTAMP_LTZ(3, False).as_time_attr("PROCTIME")}
+            if time_type.root == "TIMESTAMP_LTZ":
+                types["rowtime"] = DataTypes.TIMESTAMP_LTZ(3, False).as_time_attr("ROWTIME")
+            props = tuple(n[len("$w_"):] for n in properties)
+            columns += tuple((n, types[r]) for n, r in zip(properties, props))
+            agg = p.WindowAggregate(columns, pre, keys, window, tuple(calls), props)
         return Table(agg, t._t_env)._project(rewritten, "select", unnamed)
 
     def aggregate(self, func: Any) -> "AggregatedTable":
@@ -334,6 +381,111 @@ class GroupedTable:
         columns = tuple(node.columns[k] for k in key_cols) + tuple(func.result_columns())
         _check_unique([c[0] for c in columns], "aggregate")
         return Table(p.PythonAggregate(columns, node, tuple(key_cols), func, resolved), t._t_env)
+
+
+class GroupWindowedTable:
+    """``table.window(w)``: ``group_by`` the window's alias (and keys) next."""
+
+    def __init__(self, table: Table, window: GroupWindow) -> None:
+        self._table, self._window = table, window
+
+    def group_by(self, *fields: Any) -> "WindowGroupedTable":
+        w = self._window
+        if w.alias_name is None or w.time_field is None:
+            raise ValidationException("A group window needs .on(time attribute) and .alias(name)")
+        keys, found = [], False
+        for f in fields:
+            e = as_expression(f)
+            if e.kind == "col" and e.value == w.alias_name:
+                found = True
+            else:
+                keys.append(self._table._t_env._bind(e))
+        if not found:
+            raise ValidationException(f"group_by of a windowed table must name the window alias '{w.alias_name}'")
+        column, event_time = self._table._time_attribute(w.time_field, "A group window")
+        spec = WindowSpec(w.kind, column, self._table._node.names[column], w.size, w.slide, w.gap, event_time)
+        return WindowGroupedTable(self._table, tuple(keys), spec, w.alias_name)
+
+
+class WindowGroupedTable(GroupedTable):
+    """``table.window(w).group_by(col('w'), ...)``: ``select`` keys, aggregates and ``col('w').start`` etc."""
+
+    def __init__(self, table: Table, keys: tuple[Expression, ...], spec: "WindowSpec", alias: str) -> None:
+        super().__init__(table, keys)
+        self._spec, self._alias = spec, alias
+
+    def select(self, *fields: Any) -> Table:
+        return self._aggregate_select([self._table._t_env._bind(as_expression(f)) for f in fields], self._spec,
+                                      self._alias)
+
+
+class OverWindowedTable:
+    """``table.over_window(w)``: ``select`` columns and aggregates ``.over(col('w'))``."""
+
+    def __init__(self, table: Table, window: OverWindow) -> None:
+        self._table, self._window = table, window
+
+    def select(self, *fields: Any) -> Table:
+        t, w = self._table, self._window
+        node = t._node
+        if w.order_key is None:
+            raise ValidationException("An over window needs order_by(a time attribute)")
+        order, event_time = t._time_attribute(w.order_key, "An over window's order_by")
+        partition = []
+        for k in w.partition_keys:
+            r = t._resolve(k, "Over.partition_by")
+            if r.kind != "ref":
+                raise ValidationException(f"Over.partition_by takes columns, got {k}")
+            partition.append(r.value)
+        rows, preceding = over_frame(w.preceding_bound)
+        if w.following_bound is not None and not (w.following_bound.kind == "bound" and
+                                                  w.following_bound.value in ("CURRENT_ROW", "CURRENT_RANGE")):
+            raise ValidationException("An over window's following must be CURRENT_ROW or CURRENT_RANGE (Flink supports "
+                                      "no other)")
+        width = len(node.columns)
+        pre_exprs = [resolve(Expression("col", value=n), node.columns) for n in node.names]
+        pre_cols = list(node.columns)
+        calls: list[AggCall] = []
+        agg_cols: list[tuple[str, DataType]] = []
+
+        def extract(e: Expression) -> Expression:
+            if e.kind == "over":
+                agg, alias = e.args
+                if alias.kind != "col" or alias.value != w.alias_name:
+                    raise ValidationException(f"{e}: {alias} is not the alias of the over window")
+                if agg.kind != "agg":
+                    raise ValidationException(f"over() applies to an aggregate (col('a').sum.over(...)), got {agg}")
+                r = resolve(agg.args[0], node.columns, "an over aggregate")
+                pre_exprs.append(r)
+                pre_cols.append((f"$f{len(pre_cols)}", r.dtype))
+                name = f"w0$o{len(calls)}"
+                calls.append(AggCall(agg.value, len(pre_cols) - 1, is_integer(r.dtype), r.dtype.root == "FLOAT"))
+                agg_cols.append((name, DataTypes.BIGINT(False) if agg.value == "count" else r.dtype.nullable_()))
+                return Expression("col", value=name)
+            return Expression(e.kind, tuple(extract(a) for a in e.args), e.value, e.dtype) if e.args else e
+
+        exprs = [t._t_env._bind(as_expression(f)) for f in fields]
+        rewritten = [Expression("alias", (extract(e.args[0]),), e.value) if e.kind == "alias" else extract(e)
+                     for e in exprs]
+        unnamed = frozenset(i for i, e in enumerate(exprs) if e.kind == "over")
+        pre = p.Calc(tuple(pre_cols), node, tuple(pre_exprs), None) if len(pre_cols) > width else node
+        over = p.OverAggregate(tuple(pre_cols) + tuple(agg_cols), pre, tuple(partition), order, event_time, rows,
+                               preceding, tuple(calls))
+        return Table(over, t._t_env)._project(rewritten, "select", unnamed)
+
+
+def over_frame(preceding: Expression | None) -> tuple[bool, int | None]:
+    """(ROWS?, how far back) of an over window's ``preceding``: rows or milliseconds, None unbounded."""
+    if preceding is None:
+        return False, None  # Flink's default: RANGE UNBOUNDED PRECEDING
+    if preceding.kind == "row_interval":
+        return True, preceding.value
+    if preceding.kind == "bound" and preceding.value in ("UNBOUNDED_ROW", "UNBOUNDED_RANGE"):
+        return preceding.value == "UNBOUNDED_ROW", None
+    if preceding.kind == "interval" and preceding.args[0].kind == "lit":
+        return False, preceding.args[0].value * INTERVAL_UNITS_MS[preceding.value]
+    raise ValidationException(f"An over window's preceding is row_interval(n), an interval (lit(1).hours), "
+                              f"UNBOUNDED_ROW or UNBOUNDED_RANGE; got {preceding}")
 
 
 class AggregatedTable:

@@ -3,6 +3,7 @@ StreamExecutionEnvironment, and where a table's plan is optimized, translated an
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Iterable, Sequence
 
 from millstream.common.row import Row
@@ -13,7 +14,7 @@ from millstream.table import sql
 from millstream.table.connectors import ConnectorTable
 from millstream.table.explain_detail import ExplainDetail
 from millstream.table.expression import Expression, TableException, ValidationException, builtin_names
-from millstream.table.planner import optimize, translate
+from millstream.table.planner import optimize, really_updating, translate
 from millstream.table.table import Table
 from millstream.table.table_descriptor import TableDescriptor
 from millstream.table.table_result import ResultKind, TableResult
@@ -91,6 +92,7 @@ class TableEnvironment:
         self._config = TableConfig(env)
         self._tables: dict[str, Any] = {}  # name -> Table or ConnectorTable
         self._functions: dict[str, Any] = {}
+        self._schemas: dict[str, Schema | None] = {}  # a connector table's schema: computed columns, watermark
 
     @staticmethod
     def create(environment_settings: EnvironmentSettings | Any = None) -> "TableEnvironment":
@@ -129,7 +131,9 @@ class TableEnvironment:
         if entry is None:
             raise ValidationException(f"Object '{path}' not found")
         if isinstance(entry, ConnectorTable):
-            return Table(p.ConnectorScan(tuple(entry.columns), entry.path, entry, entry.is_bounded()), self)
+            scan = Table(p.ConnectorScan(tuple(entry.columns), entry.path, entry, entry.is_bounded()), self)
+            schema = self._schemas.get(path)
+            return self._apply_schema(scan, schema, declared_only=True) if schema is not None else scan
         return entry
 
     def create_temporary_table(self, path: str, descriptor: TableDescriptor) -> None:
@@ -138,6 +142,7 @@ class TableEnvironment:
         schema = descriptor.get_schema()
         columns = schema.physical() if schema is not None else []
         self._tables[path] = ConnectorTable(path, columns, descriptor.get_options())
+        self._schemas[path] = schema
 
     def create_temporary_view(self, view_path: str, table_or_data_stream: Any, *fields: Any) -> None:
         table = table_or_data_stream if isinstance(table_or_data_stream, Table) else \
@@ -183,18 +188,72 @@ class TableEnvironment:
 
     # -- DataStream interplay ---------------------------------------------------------------------
     def from_data_stream(self, data_stream: Any, *fields: Any) -> Table:
+        """A table of a DataStream: its fields as columns (named by ``fields``), or as a ``Schema``
+        says: declared physical columns (then only those, in the schema's order), computed columns
+        (``column_by_expression``, SQL text) and a watermark, which makes its column the rowtime."""
         t = data_stream.get_type()
-        if len(fields) == 1 and isinstance(fields[0], Schema):
-            columns = fields[0].physical()
-            return Table(p.StreamScan(tuple(columns), data_stream, f"DataStream-{next(_anonymous)}"), self)
-        names = [f.value if isinstance(f, Expression) else str(f) for f in fields]
+        schema = fields[0] if len(fields) == 1 and isinstance(fields[0], Schema) else None
+        names = [] if schema is not None else [f.value if isinstance(f, Expression) else str(f) for f in fields]
         if t is not None and getattr(t, "name", None) == "ROW":
             field_names = list(t.field_names)
             types = [_type_of(ti) for ti in t.components]
             columns = list(zip(names or field_names, types))
+        elif schema is not None and t is None and schema.physical():
+            columns = schema.physical()  # an untyped stream: the schema says what its fields are
         else:
             columns = [((names or ["f0"])[0], _type_of(t))]
-        return Table(p.StreamScan(tuple(columns), data_stream, f"DataStream-{next(_anonymous)}"), self)
+        table = Table(p.StreamScan(tuple(columns), data_stream, f"DataStream-{next(_anonymous)}"), self)
+        return self._apply_schema(table, schema, declared_only=True) if schema is not None else table
+
+    def _apply_schema(self, table: Table, schema: Schema, declared_only: bool) -> Table:
+        """``table`` with ``schema``'s computed columns and watermark: a Calc computing the columns
+        (the declared ones in the schema's order when ``declared_only`` and some are declared, else
+        every column of ``table`` and the computed ones after them) and a WatermarkAssigner."""
+        computed = [c for c in schema.columns if c.expression is not None]
+        have = table._node.names
+        declared = [c for c in schema.columns if c.data_type is not None]
+        if not computed and not schema.watermarks and (not declared_only or not declared or
+                                                       [c.name for c in declared] == have):
+            return table
+        items: list[Expression] = []
+        if declared_only and declared:
+            for c in schema.columns:
+                if c.expression is None:
+                    if c.name not in have:
+                        raise ValidationException(f"Unable to find a field named '{c.name}' in the physical data "
+                                                  f"type derived from the given type information: {have}")
+                    items.append(Expression("col", value=c.name).cast(c.data_type)
+                                 if c.data_type is not None and c.data_type != dict(table._node.columns)[c.name] else Expression("col", value=c.name))
+                    if items[-1].kind == "cast":
+                        items[-1] = items[-1].alias(c.name)
+                else:
+                    items.append(self._computed(c.expression).alias(c.name))
+        else:
+            items = [Expression("col", value=n) for n in have]
+            items += [self._computed(c.expression).alias(c.name) for c in computed]
+        out = table.select(*items)
+        for column, text in schema.watermarks:
+            out = self._with_watermark(out, column, text)
+        return out
+
+    def _computed(self, e: Any) -> Expression:
+        return self._bind(e) if isinstance(e, Expression) else sql.parse_expression(str(e), self)
+
+    def _with_watermark(self, table: Table, column: str, text: str) -> Table:
+        names = table._node.names
+        if column not in names:
+            raise ValidationException(f"Invalid column name '{column}' for rowtime attribute in watermark declaration. "
+                                      f"Available columns are: {names}")
+        index = names.index(column)
+        dtype = table._node.columns[index][1]
+        if dtype.root not in ("TIMESTAMP", "TIMESTAMP_LTZ") or (dtype.length or 0) > 3:
+            raise ValidationException(f"Invalid data type of time field for watermark definition. The field must be of "
+                                      f"type TIMESTAMP(p) or TIMESTAMP_LTZ(p), the supported precision 'p' is from 0 to "
+                                      f"3, but the time field type is {dtype}")
+        delay = sql.watermark_delay(text, column, self)
+        columns = tuple((n, t.as_time_attr("ROWTIME") if i == index else t)
+                        for i, (n, t) in enumerate(table._node.columns))
+        return Table(p.WatermarkAssigner(columns, table._node, index, delay), self)
 
     def to_data_stream(self, table: Table) -> Any:
         if table._node.updating and self._streaming and _really_updating(table._node):
@@ -268,6 +327,9 @@ class TableEnvironment:
 
     def execute_sql(self, stmt: str) -> TableResult:
         """Runs a SELECT (its rows), an INSERT INTO (a job) or a CREATE TABLE (OK)."""
+        explain = re.match(r"^\s*EXPLAIN\b(.*)$", stmt, re.I | re.S)
+        if explain is not None:  # read here: sqlglot would log that it falls back to a Command
+            return self._explain_statement(explain.group(1))
         parsed = self._parse(stmt)
         if isinstance(parsed, (sql.exp.Select, sql.exp.Union)):
             return sql.query(parsed, self).execute()
@@ -277,6 +339,20 @@ class TableEnvironment:
         if isinstance(parsed, sql.exp.Insert):
             return self._execute_inserts([(sql.insert_target(parsed), sql.query(parsed.expression, self))])
         raise TableException(f"Unsupported SQL statement {type(parsed).__name__.upper()}: {stmt.strip()[:80]}")
+
+    def _explain_statement(self, text: str) -> TableResult:
+        """``EXPLAIN [PLAN FOR] [ESTIMATED_COST, CHANGELOG_MODE, PLAN_ADVICE, ...] <query or INSERT>``:
+        one row, the plan; ``print()`` writes it as it is (Flink's raw print style)."""
+        words = r"ESTIMATED_COST|CHANGELOG_MODE|PLAN_ADVICE|JSON_EXECUTION_PLAN"
+        m = re.match(rf"^\s*(?:PLAN\s+FOR\s+)?((?:(?:{words})\s*,?\s*)*)(.*)$", text, re.I | re.S)
+        assert m is not None
+        details = [ExplainDetail.PLAN_ADVICE] if "PLAN_ADVICE" in m.group(1).upper() else []
+        body = m.group(2)
+        parsed = self._parse(body)
+        table = sql.query(parsed.expression if isinstance(parsed, sql.exp.Insert) else parsed, self)
+        plan = self._explain(table, *details)
+        return TableResult([("result", DataTypes.STRING())], ResultKind.SUCCESS_WITH_CONTENT, lambda: iter([Row(plan)]),
+                           streaming=self._streaming, raw=True)
 
     def explain_sql(self, stmt: str, *extra_details: Any) -> str:
         return self._explain(self.sql_query(stmt), *extra_details)
@@ -333,12 +409,13 @@ class _NamedRow:
 
 
 def _really_updating(node: p.PlanNode) -> bool:
-    return isinstance(node, p.Aggregate) or any(_really_updating(i) for i in node.inputs)
+    return really_updating(node)
 
 
 _TYPEINFO_TO_TYPE = {"STRING": DataTypes.STRING, "INT": DataTypes.INT, "LONG": DataTypes.BIGINT,
                      "BOOLEAN": DataTypes.BOOLEAN, "DOUBLE": DataTypes.DOUBLE, "FLOAT": DataTypes.FLOAT,
-                     "SHORT": DataTypes.SMALLINT, "BYTE": DataTypes.TINYINT}
+                     "SHORT": DataTypes.SMALLINT, "BYTE": DataTypes.TINYINT,
+                     "INSTANT": lambda: DataTypes.TIMESTAMP_LTZ(9), "SQL_TIMESTAMP": lambda: DataTypes.TIMESTAMP(9)}
 
 
 def _type_of(type_info: Any) -> DataType:

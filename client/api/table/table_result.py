@@ -65,6 +65,15 @@ def cell(v: Any) -> str:
     return str(v)
 
 
+def typed_cell(v: Any, t: DataType) -> str:
+    """A value of column type ``t``: a TIMESTAMP(p) shows p fraction digits (``08:00:00.000``)."""
+    if isinstance(v, datetime.datetime) and t.root in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        p = t.length if t.length is not None else 6
+        text = v.strftime("%Y-%m-%d %H:%M:%S")
+        return text + ("." + f"{v.microsecond:06d}".ljust(9, "0")[:p] if p else "")
+    return cell(v)
+
+
 def _fit(text: str, width: int) -> str:
     if len(text) <= width:
         return " " * (width - len(text)) + text
@@ -77,8 +86,11 @@ def tableau(columns: Sequence[tuple[str, DataType]], rows: Iterable[Row], stream
     as it runs); in batch mode every row is read first to size the columns."""
     names = (["op"] if streaming else []) + [n for n, _ in columns]
 
+    types = [t for _, t in columns]
+
     def cells(r: Row) -> list[str]:
-        return ([r.get_row_kind().short_string()] if streaming else []) + [cell(v) for v in r]
+        return ([r.get_row_kind().short_string()] if streaming else []) + \
+            [typed_cell(v, types[i]) if i < len(types) else cell(v) for i, v in enumerate(r)]
 
     it = iter(rows)
     first = next(it, None)
@@ -111,7 +123,8 @@ class TableResult:
 
     def __init__(self, columns: Sequence[tuple[str, DataType]], result_kind: ResultKind,
                  rows: Callable[[], Iterator[Row]] | None = None, job_client: Any = None,
-                 streaming: bool = True) -> None:
+                 streaming: bool = True, raw: bool = False) -> None:
+        self._raw = raw  # print() writes the values as they are (EXPLAIN's plan), not a table
         self._columns = list(columns)
         self._result_kind = result_kind
         self._rows = rows
@@ -152,6 +165,10 @@ class TableResult:
     def print(self) -> None:
         if self._rows is None and self._result_kind is ResultKind.SUCCESS:
             print("\n".join(tableau([("result", DataTypes.STRING())], [Row("OK")], False)))
+            return
+        if self._raw:
+            for row in self.collect():
+                print(*row, flush=True)
             return
         for line in tableau(self._columns, self.collect(), self._streaming):
             print(line, flush=True)

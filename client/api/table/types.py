@@ -37,12 +37,17 @@ class DataType:
     fields: tuple[RowField, ...] = ()  # ROW
     element: "DataType | None" = None  # ARRAY, MULTISET; MAP's key
     value: "DataType | None" = None  # MAP's value
+    time_attr: str | None = None  # "ROWTIME" / "PROCTIME": a time attribute column (Flink prints *ROWTIME*)
 
     def not_null(self) -> "DataType":
         return replace(self, nullable=False)
 
     def nullable_(self) -> "DataType":
         return replace(self, nullable=True)
+
+    def as_time_attr(self, kind: str | None) -> "DataType":
+        """This type marked as a rowtime (``"ROWTIME"``) or proctime attribute, or unmarked (None)."""
+        return replace(self, time_attr=kind)
 
     def field_names(self) -> list[str]:
         return [f.name for f in self.fields]
@@ -64,6 +69,8 @@ class DataType:
             return f"{r}({self.length})"
         if r == "TIMESTAMP_LTZ":
             return f"TIMESTAMP_LTZ({self.length})"
+        if r == "INTERVAL":
+            return f"INTERVAL SECOND({self.length})"
         if r == "ROW":
             return "ROW<" + ", ".join(str(f) for f in self.fields) + ">"
         if r in ("ARRAY", "MULTISET"):
@@ -73,7 +80,8 @@ class DataType:
         return r
 
     def __str__(self) -> str:
-        return self._summary() + ("" if self.nullable else " NOT NULL")
+        mark = f" *{self.time_attr}*" if self.time_attr else ""
+        return self._summary() + ("" if self.nullable else " NOT NULL") + mark
 
     def __repr__(self) -> str:
         return f"DataType({self})"
@@ -157,6 +165,11 @@ class DataTypes:
     @staticmethod
     def TIMESTAMP_LTZ(precision: int = 6, nullable: bool = True) -> DataType:
         return DataType("TIMESTAMP_LTZ", nullable, precision)
+
+    @staticmethod
+    def INTERVAL_MILLIS(nullable: bool = True) -> DataType:
+        """A day-time interval in milliseconds (``INTERVAL '5' SECOND``, ``lit(5).seconds``)."""
+        return DataType("INTERVAL", nullable, 3)
 
     @staticmethod
     def ARRAY(element_type: DataType, nullable: bool = True) -> DataType:
@@ -253,7 +266,7 @@ def merge_inferred(a: DataType, b: DataType) -> DataType:
 class _Column:
     name: str
     data_type: DataType | None
-    expression: str | None = None  # a computed column's SQL expression
+    expression: Any = None  # a computed column's SQL text or Table API expression
 
     def __str__(self) -> str:
         return f"`{self.name}` {self.data_type}" if self.expression is None else f"`{self.name}` AS {self.expression}"
@@ -307,7 +320,7 @@ class Schema:
             return self
 
         def column_by_expression(self, column_name: str, expr: Any) -> "Schema.Builder":
-            self._columns.append(_Column(column_name, None, str(expr)))
+            self._columns.append(_Column(column_name, None, expr))
             return self
 
         def watermark(self, column_name: str, watermark_expr: Any) -> "Schema.Builder":
