@@ -48,6 +48,17 @@ class PlanNode:
 
 
 @dataclass(frozen=True, eq=False)
+class SingleInputNode(PlanNode):
+    """A node over one input (its first field)."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, eq=False)
 class Values(PlanNode):
     """``from_elements``: rows known to the client."""
 
@@ -82,14 +93,9 @@ class ConnectorScan(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class Calc(PlanNode):
-    input: PlanNode = None  # type: ignore[assignment]
+class Calc(SingleInputNode):
     projections: tuple[Resolved, ...] = ()
     condition: Resolved | None = None
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     @property
     def has_python(self) -> bool:
@@ -107,31 +113,21 @@ def _has_udf(e: Resolved) -> bool:
 
 
 @dataclass(frozen=True, eq=False)
-class MapRow(PlanNode):
+class MapRow(SingleInputNode):
     """``Table.map(udf)``: a scalar function of the whole row."""
 
-    input: PlanNode = None  # type: ignore[assignment]
     func: Any = None
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self) -> str:
         return f"PythonCalc(select=[{self.func.name}({', '.join(self.input.names)})])"
 
 
 @dataclass(frozen=True, eq=False)
-class Correlate(PlanNode):
-    input: PlanNode = None  # type: ignore[assignment]
+class Correlate(SingleInputNode):
     func: Any = None
     args: tuple[Resolved, ...] | None = None  # None: the whole row
     keep_input: bool = True
     left_outer: bool = False
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self) -> str:
         args = ", ".join(map(str, self.args)) if self.args is not None else ", ".join(self.input.names)
@@ -140,16 +136,11 @@ class Correlate(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class Aggregate(PlanNode):
+class Aggregate(SingleInputNode):
     """GROUP BY ``keys`` (input column indices) computing ``calls``; output: keys then aggregates."""
 
-    input: PlanNode = None  # type: ignore[assignment]
     keys: tuple[int, ...] = ()
     calls: tuple[AggCall, ...] = ()
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     @property
     def updating(self) -> bool:
@@ -166,17 +157,12 @@ class Aggregate(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class PythonAggregate(PlanNode):
+class PythonAggregate(SingleInputNode):
     """GROUP BY ``keys`` with one Python udaf/udtaf (``aggregate`` / ``flat_aggregate``)."""
 
-    input: PlanNode = None  # type: ignore[assignment]
     keys: tuple[int, ...] = ()
     func: Any = None
     args: tuple[Resolved, ...] | None = None
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     @property
     def updating(self) -> bool:
@@ -223,15 +209,10 @@ class Union(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class SortLimit(PlanNode):
-    input: PlanNode = None  # type: ignore[assignment]
+class SortLimit(SingleInputNode):
     order: tuple[tuple[int, bool], ...] = ()
     offset: int = 0
     fetch: int | None = None
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self) -> str:
         order = ", ".join(f"{self.names[c]} {'ASC' if asc else 'DESC'}" for c, asc in self.order)
@@ -241,17 +222,12 @@ class SortLimit(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class WatermarkAssigner(PlanNode):
+class WatermarkAssigner(SingleInputNode):
     """``WATERMARK FOR rowtime AS rowtime - INTERVAL ...``: rows get their rowtime as event time and
     the watermark trails the largest rowtime seen by ``delay`` ms."""
 
-    input: PlanNode = None  # type: ignore[assignment]
     rowtime: int = 0
     delay: int = 0
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self) -> str:
         name = self.names[self.rowtime]
@@ -260,21 +236,16 @@ class WatermarkAssigner(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class WindowAggregate(PlanNode):
+class WindowAggregate(SingleInputNode):
     """A window aggregation (group window or window TVF + GROUP BY window_start, window_end):
     output: the group keys, the aggregates, then the window ``properties`` (start, end, rowtime,
     proctime). Insert-only: a window's row leaves once, when the window fires."""
 
-    input: PlanNode = None  # type: ignore[assignment]
     keys: tuple[int, ...] = ()
     window: Any = None  # millstream.table.window.WindowSpec
     calls: tuple[AggCall, ...] = ()
     properties: tuple[str, ...] = ()
     group_window: bool = True  # Table API group window (Flink's GroupWindowAggregate) or a window TVF's
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     @property
     def updating(self) -> bool:
@@ -292,36 +263,26 @@ class WindowAggregate(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class WindowTVF(PlanNode):
+class WindowTVF(SingleInputNode):
     """``TABLE(TUMBLE|HOP|CUMULATE(TABLE t, DESCRIPTOR(ts), ...))``: the input's columns and
     window_start, window_end, window_time for each window a row is in."""
 
-    input: PlanNode = None  # type: ignore[assignment]
     window: Any = None
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self) -> str:
         return f"WindowTableFunction(window=[{self.window.describe()}])"
 
 
 @dataclass(frozen=True, eq=False)
-class OverAggregate(PlanNode):
+class OverAggregate(SingleInputNode):
     """OVER aggregation: the input's columns and one aggregate per call over each row's frame."""
 
-    input: PlanNode = None  # type: ignore[assignment]
     partition: tuple[int, ...] = ()
     order: int = 0  # the time attribute column
     event_time: bool = True
     rows: bool = True  # ROWS frame (else RANGE)
     preceding: int | None = None  # rows or ms; None: UNBOUNDED PRECEDING
     calls: tuple[AggCall, ...] = ()
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self) -> str:
         names = self.input.names
@@ -337,19 +298,14 @@ class OverAggregate(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class Rank(PlanNode):
+class Rank(SingleInputNode):
     """Top-N: the first ``n`` rows per partition by ``order``, with the rank number as the last
     column when ``with_rank``. An updating result."""
 
-    input: PlanNode = None  # type: ignore[assignment]
     partition: tuple[int, ...] = ()
     order: tuple[tuple[int, bool], ...] = ()
     n: int = 1
     with_rank: bool = True
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     @property
     def updating(self) -> bool:
@@ -364,19 +320,14 @@ class Rank(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class Deduplicate(PlanNode):
+class Deduplicate(SingleInputNode):
     """Deduplication: one row per key, the first or the last by a time attribute."""
 
-    input: PlanNode = None  # type: ignore[assignment]
     keys: tuple[int, ...] = ()
     keep_last: bool = False
     order: int = 0
     rowtime: bool = False
     with_rank: bool = False
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     @property
     def updating(self) -> bool:
