@@ -2,8 +2,8 @@
 by a bridge, as machines on a LAN. Nothing a test runs in a host can reach another host through
 loopback, so an address that silently means "this machine" breaks there.
 
-    net = Network("ms7")                          # a switch; this process is 10.77.0.1 on it
-    jm = net.add_host("jm")                       # namespace ms7-jm, address 10.77.0.2
+    net = Network("ms7")                          # a switch on a free 10.77.N.0/24; this process is 10.77.N.1
+    jm = net.add_host("jm")                       # namespace ms7-jm, address 10.77.N.2
     proc = jm.spawn(["python", "-m", ...], log)   # a process living in that host
     jm.link(up=False)                             # pull the host's cable (and put it back)
     net.close()                                   # namespaces, links and bridge removed
@@ -19,7 +19,17 @@ import uuid
 from pathlib import Path
 from typing import Optional, Sequence
 
-SUBNET = "10.77.0"
+def _free_subnet() -> str:
+    """A 10.77.N /24 no interface of this machine is on: two networks (two pytest workers' modules)
+    on one subnet would give this machine the same gateway address twice and cross their routes.
+    Starts at one picked by the process id, so concurrent processes rarely even try the same one."""
+    used = _ip("-4", "-o", "addr", "show").stdout
+    start = os.getpid() % 250
+    for i in range(250):
+        subnet = f"10.77.{(start + i) % 250 + 1}"
+        if f" {subnet}." not in used:
+            return subnet
+    raise RuntimeError("every 10.77.N.0/24 subnet is in use on this machine")
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -76,6 +86,7 @@ class Network:
         self.prefix = prefix  # short: interface names have at most 15 characters
         self.switch = f"{prefix}-sw"
         self.hosts: list[Host] = []
+        self.subnet = _free_subnet()
         _ip("netns", "add", self.switch)
         try:
             self._in_switch("ip", "link", "add", "br0", "type", "bridge")
@@ -92,7 +103,7 @@ class Network:
     @property
     def gateway(self) -> str:
         """This (the test's) process's address on the network."""
-        return f"{SUBNET}.1"
+        return f"{self.subnet}.1"
 
     def _in_switch(self, *args: str) -> None:
         _ip("netns", "exec", self.switch, *args)
@@ -102,7 +113,7 @@ class Network:
         self._in_switch("ip", "link", "set", "dev", port, "up")
 
     def add_host(self, name: str) -> Host:
-        host = Host(self, name, f"{SUBNET}.{len(self.hosts) + 2}")
+        host = Host(self, name, f"{self.subnet}.{len(self.hosts) + 2}")
         _ip("netns", "add", host.namespace)
         self.hosts.append(host)
         port = f"{self.prefix}p{len(self.hosts)}"
