@@ -127,6 +127,18 @@ def _spawn(args: list[str], log: Path) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, start_new_session=True)
 
 
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Terminates ``procs`` (last started first), killing any that does not stop within 30 s."""
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.terminate()
+    for p in reversed(procs):
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def _recovery_run(client: Any, work: Path, tms: list[subprocess.Popen]) -> tuple[dict, subprocess.Popen]:
     from millstream.common import Encoder, WatermarkStrategy
     from millstream.datastream import StreamExecutionEnvironment
@@ -223,14 +235,7 @@ def recovery(runs: int) -> dict:
                 if run + 1 < runs:
                     tms.append(start_tm(3 + run))
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.terminate()
-        for p in reversed(procs):
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
     import shutil
 
     if os.environ.get("MILLSTREAM_BENCH_KEEP"):

@@ -36,7 +36,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from checkpoints import _poll, _spawn  # noqa: E402
+from checkpoints import _poll, _spawn, _stop  # noqa: E402
 
 SESSION_TIMEOUT_S = 5
 RATE = 4000
@@ -165,14 +165,7 @@ def one_run(work: Path) -> dict:
                 "restored_checkpoint": restored, "last_before_kill": before.checkpoints.last_completed_id,
                 "first_checkpoint_after": committed}
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.terminate()
-        for p in reversed(procs):
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
         zookeeper.kill()
 
 

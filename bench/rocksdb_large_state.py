@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from checkpoints import HEARTBEATS, _poll, _records_in, _spawn  # noqa: E402
+from checkpoints import HEARTBEATS, _poll, _records_in, _spawn, _stop  # noqa: E402
 
 KEYS, VALUE_BYTES, BUDGET_MB, INTERVAL_S, DRIVER_MEMORY = 20_000_000, 96, 64, 60, "512m"  # Spark refuses < ~450 MB
 
@@ -239,14 +239,7 @@ def report(keys: int = KEYS, value_bytes: int = VALUE_BYTES, budget_mb: int = BU
             client.cancel(job_id)
             _poll(lambda: JobStatus.from_proto(client.status(job_id).status).is_terminal(), 120, "the job's end", 0.5)
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.terminate()
-        for p in reversed(procs):
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
         if os.environ.get("MILLSTREAM_BENCH_KEEP"):
             print(f"logs kept in {work}", file=sys.stderr)
         else:
