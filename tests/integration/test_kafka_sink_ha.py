@@ -6,6 +6,8 @@ input, its split enumerator is restored by the new leader as well. One HA cluste
 for the module."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from millstream.common import WatermarkStrategy
@@ -52,10 +54,9 @@ def run_and_kill_the_leader(ha_cluster: HaCluster, leader, env: StreamExecutionE
     assert 0 < committed_before < count, committed_before
 
 
-def test_kill_9_of_the_leading_job_manager_leaves_every_record_in_kafka_exactly_once(
-        ha_cluster: HaCluster, kafka_broker, tmp_path) -> None:
-    topic = new_topic(kafka_broker)
-    count = 12000
+def _checkpointed_job_on_the_leader(ha_cluster: HaCluster, tmp_path) -> tuple[Any, Any, Any]:
+    """Two JobManagers, the leader with its slots; an environment at parallelism 2 with checkpoints
+    every 300 ms and 5 restarts; the marker file that keeps the job's Throttle slow while it exists."""
     slow = tmp_path / "slow"
     slow.touch()
     ha_cluster.ensure_jobmanagers(2)
@@ -65,6 +66,14 @@ def test_kill_9_of_the_leading_job_manager_leaves_every_record_in_kafka_exactly_
     env.set_parallelism(2)
     env.enable_checkpointing(300)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(5, 200))
+    return leader, env, slow
+
+
+def test_kill_9_of_the_leading_job_manager_leaves_every_record_in_kafka_exactly_once(
+        ha_cluster: HaCluster, kafka_broker, tmp_path) -> None:
+    topic = new_topic(kafka_broker)
+    count = 12000
+    leader, env, slow = _checkpointed_job_on_the_leader(ha_cluster, tmp_path)
     (env.from_source(DataGeneratorSource(lambda i: f"r{i}", count), WatermarkStrategy.no_watermarks(), "records")
         .map(Throttle(str(slow), 0.002))
         .sink_to(string_sink(kafka_broker, topic, DeliveryGuarantee.EXACTLY_ONCE, prefix=f"eo-{topic}")))
@@ -82,15 +91,7 @@ def test_kill_9_of_the_leader_under_a_kafka_to_kafka_job_reads_and_writes_every_
     source_topic, topic = new_topic(kafka_broker, 3), new_topic(kafka_broker)
     count = 4000
     produce(kafka_broker, source_topic, spread(list(range(count)), 3))
-    slow = tmp_path / "slow"
-    slow.touch()
-    ha_cluster.ensure_jobmanagers(2)
-    leader, _ = ha_cluster.leader_and_standby()
-    ha_cluster.wait_for_slots(leader)
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    env.enable_checkpointing(300)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(5, 200))
+    leader, env, slow = _checkpointed_job_on_the_leader(ha_cluster, tmp_path)
     (env.from_source(source(kafka_broker, source_topic, set_bounded=KafkaOffsetsInitializer.latest()),
                      WatermarkStrategy.no_watermarks(), "kafka")
         .map(Throttle(str(slow), 0.004))
