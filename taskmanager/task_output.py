@@ -59,15 +59,10 @@ class _Pending:
             return lines, dropped
 
 
-class _LineWriter(io.TextIOBase):
-    """A text stream that turns complete lines into tagged output lines."""
+class _TextStream(io.TextIOBase):
+    """A writable text stream in place of ``original`` (sys.stdout / sys.stderr), with its encoding."""
 
-    def __init__(self, pending: _Pending, level: str, source: str, original: Any) -> None:
-        self._pending = pending
-        self._level = level
-        self._source = source
-        self._partial = ""
-        self._lock = threading.Lock()
+    def __init__(self, original: Any) -> None:
         self._encoding = getattr(original, "encoding", None) or "utf-8"
 
     @property
@@ -76,6 +71,18 @@ class _LineWriter(io.TextIOBase):
 
     def writable(self) -> bool:
         return True
+
+
+class _LineWriter(_TextStream):
+    """A text stream that turns complete lines into tagged output lines."""
+
+    def __init__(self, pending: _Pending, level: str, source: str, original: Any) -> None:
+        super().__init__(original)
+        self._pending = pending
+        self._level = level
+        self._source = source
+        self._partial = ""
+        self._lock = threading.Lock()
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):
@@ -155,17 +162,10 @@ class _Router:
                 self.saved = None
 
 
-class _RoutedStream(io.TextIOBase):
+class _RoutedStream(_TextStream):
     def __init__(self, router: _Router, index: int, original: Any) -> None:
+        super().__init__(original)
         self._router, self._index, self._original = router, index, original
-        self._encoding = getattr(original, "encoding", None) or "utf-8"
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return self._encoding
-
-    def writable(self) -> bool:
-        return True
 
     def write(self, text: str) -> int:
         capture = self._router.owner(threading.get_ident())
