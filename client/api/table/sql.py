@@ -64,37 +64,41 @@ def parse(statement: str, known_names: list[str]) -> Any:
 _TVF = re.compile(r"\bTABLE\s*\(\s*(TUMBLE|HOP|CUMULATE|SESSION)\s*\(", re.I)
 
 
-def _closing(text: str, i: int) -> int:
-    """The index of the parenthesis closing the one opened just before ``i``."""
-    depth, quoted = 1, False
+def _top_level(text: str, i: int, stops: str) -> int:
+    """The index of the first character in ``stops`` from ``i`` on that is outside quotes and
+    outside parentheses opened after ``i``; len(text) when there is none."""
+    depth, quoted = 0, False
     while i < len(text):
         ch = text[i]
         if ch == "'":
             quoted = not quoted
-        elif not quoted and ch == "(":
-            depth += 1
-        elif not quoted and ch == ")":
-            depth -= 1
-            if depth == 0:
+        elif not quoted:
+            if depth == 0 and ch in stops:
                 return i
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
         i += 1
-    raise SqlParserException("SQL parse failed. Encountered \"<EOF>\": a window table function is not closed")
+    return len(text)
+
+
+def _closing(text: str, i: int) -> int:
+    """The index of the parenthesis closing the one opened just before ``i``."""
+    end = _top_level(text, i, ")")
+    if end == len(text):
+        raise SqlParserException("SQL parse failed. Encountered \"<EOF>\": a window table function is not closed")
+    return end
 
 
 def _split_args(text: str) -> list[str]:
-    args, depth, quoted, start = [], 0, False, 0
-    for i, ch in enumerate(text):
-        if ch == "'":
-            quoted = not quoted
-        elif not quoted and ch == "(":
-            depth += 1
-        elif not quoted and ch == ")":
-            depth -= 1
-        elif not quoted and ch == "," and depth == 0:
-            args.append(text[start:i].strip())
-            start = i + 1
-    args.append(text[start:].strip())
-    return args
+    args, start = [], 0
+    while True:
+        end = _top_level(text, start, ",")
+        args.append(text[start:end].strip())
+        if end == len(text):
+            return args
+        start = end + 1
 
 
 def _take_window_tvfs(statement: str) -> tuple[str, dict[str, dict[str, Any]]]:
@@ -148,18 +152,7 @@ def _take_watermarks(statement: str) -> tuple[str, list[tuple[str, str]]]:
         m = _WATERMARK.search(statement)
         if m is None:
             return statement, found
-        depth, end, quoted = 0, m.end(), False
-        while end < len(statement):
-            ch = statement[end]
-            if ch == "'":
-                quoted = not quoted
-            elif not quoted and ch == "(":
-                depth += 1
-            elif not quoted and ch in "),":
-                if depth == 0:
-                    break
-                depth -= ch == ")"
-            end += 1
+        end = _top_level(statement, m.end(), "),")  # the clause ends at the column list's , or )
         found.append((m.group(1), statement[m.end():end].strip()))
         statement = statement[:m.start()] + re.sub(r"[^\n]", " ", statement[m.start():end]) + statement[end:]
 
