@@ -124,6 +124,10 @@ def _take_window_tvfs(statement: str) -> tuple[str, dict[str, dict[str, Any]]]:
         kind = m.group(1).upper()
         order = {"TUMBLE": ["DATA", "TIMECOL", "SIZE", "OFFSET"], "HOP": ["DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"],
                  "CUMULATE": ["DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"], "SESSION": ["DATA", "TIMECOL", "GAP"]}[kind]
+        if len(positional) > len(order):
+            raise SqlParserException(f"SQL parse failed: {kind} takes at most {len(order)} arguments "
+                                     f"({', '.join(order)}), got {len(positional)}"
+                                     + ("; SESSION takes no OFFSET" if kind == "SESSION" else ""))
         values = dict(zip(order, positional))
         values.update(named)
         data = re.match(r"^TABLE\s+`?([\w$]+)`?(?:\s+PARTITION\s+BY\s+(.+))?$", values.get("DATA", ""), re.I | re.S)
@@ -131,11 +135,11 @@ def _take_window_tvfs(statement: str) -> tuple[str, dict[str, dict[str, Any]]]:
         if data is None or timecol is None:
             raise SqlParserException(f"SQL parse failed in {kind}: expected {kind}(TABLE t, DESCRIPTOR(time_col), ...), "
                                      f"got {kind}({', '.join(args)})")
-        if "OFFSET" in values:
-            raise TableException(f"{kind} with an OFFSET is not supported yet")
+        if "OFFSET" in values and kind == "SESSION":
+            raise TableException("SESSION takes no OFFSET (Flink's offset is for TUMBLE, HOP and CUMULATE)")
         placeholder = f"__window_tvf_{len(found)}__"
         found[placeholder] = {"kind": kind, "table": data.group(1), "time_col": timecol.group(1),
-                              "intervals": {k: values[k] for k in ("SIZE", "SLIDE", "STEP", "GAP") if k in values}}
+                              "intervals": {k: values[k] for k in ("SIZE", "SLIDE", "STEP", "GAP", "OFFSET") if k in values}}
         span = outer_end + 1 - m.start()
         statement = statement[:m.start()] + placeholder.ljust(span) + statement[outer_end + 1:]
 
@@ -301,7 +305,7 @@ def window_tvf(spec: dict[str, Any], t_env: "TableEnvironment") -> "Table":
         raise ValidationException(f"{kind} needs {', '.join(need)}; missing {', '.join(missing)}")
     window = WindowSpec({"TUMBLE": "tumble", "HOP": "hop", "CUMULATE": "cumulate", "SESSION": "session"}[kind], column,
                         table._node.names[column], ms.get("SIZE", 0), ms.get("SLIDE", ms.get("STEP", 0)), ms.get("GAP", 0),
-                        event_time)
+                        event_time, ms.get("OFFSET", 0))
     time_type = table._node.columns[column][1]
     columns = tuple((n, t.as_time_attr(None) if t.time_attr == "ROWTIME" else t) for n, t in table._node.columns) + (
         ("window_start", DataTypes.TIMESTAMP(3, False)), ("window_end", DataTypes.TIMESTAMP(3, False)),

@@ -51,15 +51,16 @@ class CumulativeWindows(WindowAssigner):
     """CUMULATE: windows that start every ``max_size`` and end every ``step`` after their start
     (``[0, 2)``, ``[0, 4)``, ... ``[0, max)``); a row is in each of them that contains it."""
 
-    def __init__(self, max_size: int, step: int, event_time: bool) -> None:
+    def __init__(self, max_size: int, step: int, event_time: bool, offset: int = 0) -> None:
         if step <= 0 or max_size % step:
             raise ValueError(f"CUMULATE needs a step that divides the max size, got step {step} ms and "
                              f"max size {max_size} ms")
-        self.max_size, self.step, self.event_time = max_size, step, event_time
+        self.max_size, self.step, self.event_time, self.offset = max_size, step, event_time, offset
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
         t = timestamp if self.event_time else int(context.get_current_processing_time())
-        return [TimeWindow(s, e) for s, e in assign_windows(WindowSpec("cumulate", 0, "", self.max_size, self.step), t)]
+        spec = WindowSpec("cumulate", 0, "", self.max_size, self.step, offset=self.offset)
+        return [TimeWindow(s, e) for s, e in assign_windows(spec, t)]
 
     def get_default_trigger(self, env: Any = None) -> Any:
         return EventTimeTrigger() if self.event_time else ProcessingTimeTrigger()
@@ -72,16 +73,18 @@ class CumulativeWindows(WindowAssigner):
 
 
 def assign_windows(spec: WindowSpec, t: int) -> list[tuple[int, int]]:
-    """The [start, end) windows (ms) of kind tumble / hop / cumulate that contain time ``t``."""
+    """The [start, end) windows (ms) of kind tumble / hop / cumulate that contain time ``t``; window
+    starts (and CUMULATE's step ends) are shifted by the spec's offset."""
+    o = spec.offset
     if spec.kind == "tumble":
-        start = t - t % spec.size
+        start = t - (t - o) % spec.size
         return [(start, start + spec.size)]
     if spec.kind == "hop":
-        last = t - t % spec.slide
+        last = t - (t - o) % spec.slide
         return [(s, s + spec.size) for s in range(last, t - spec.size, -spec.slide)]
     if spec.kind == "cumulate":
-        start = t - t % spec.size
-        first_end = t - t % spec.slide + spec.slide
+        start = t - (t - o) % spec.size
+        first_end = t - (t - o) % spec.slide + spec.slide
         return [(start, e) for e in range(first_end, start + spec.size + 1, spec.slide)]
     raise ValueError(f"a {spec.kind} window is assigned by merging, not per row")
 
@@ -89,14 +92,15 @@ def assign_windows(spec: WindowSpec, t: int) -> list[tuple[int, int]]:
 def window_assigner(spec: WindowSpec) -> Any:
     """Millstream's window assigner for a table window."""
     size, slide, gap = Duration.of_millis(spec.size), Duration.of_millis(spec.slide), Duration.of_millis(spec.gap)
+    offset = Duration.of_millis(spec.aligned_offset)
     if spec.kind == "tumble":
-        return (TumblingEventTimeWindows if spec.event_time else TumblingProcessingTimeWindows).of(size)
+        return (TumblingEventTimeWindows if spec.event_time else TumblingProcessingTimeWindows).of(size, offset)
     if spec.kind == "hop":
-        return (SlidingEventTimeWindows if spec.event_time else SlidingProcessingTimeWindows).of(size, slide)
+        return (SlidingEventTimeWindows if spec.event_time else SlidingProcessingTimeWindows).of(size, slide, offset)
     if spec.kind == "session":
         return (EventTimeSessionWindows if spec.event_time else ProcessingTimeSessionWindows).with_gap(gap)
     if spec.kind == "cumulate":
-        return CumulativeWindows(spec.size, spec.slide, spec.event_time)
+        return CumulativeWindows(spec.size, spec.slide, spec.event_time, spec.aligned_offset)
     raise ValueError(f"unknown window kind {spec.kind}")
 
 

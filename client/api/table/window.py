@@ -21,7 +21,9 @@ class WindowSpec:
     """A resolved window: ``kind`` tumble / hop / cumulate / session, its time column (an index of
     the input), and its sizes in milliseconds (``size``; ``slide`` for hop and the step of
     cumulate; ``gap`` for session). ``event_time``: a rowtime column (watermarks fire it) or a
-    proctime one (the clock does)."""
+    proctime one (the clock does). ``offset``: the window TVFs' optional OFFSET (ms), which shifts
+    where windows start: they start at ``offset`` plus a multiple of the size (of the slide for
+    HOP); any offset, positive or negative, works modulo that period, as in Flink."""
 
     kind: str
     time_col: int
@@ -30,16 +32,29 @@ class WindowSpec:
     slide: int = 0
     gap: int = 0
     event_time: bool = True
+    offset: int = 0
+
+    @property
+    def period(self) -> int:
+        """What window starts are a multiple of (plus the offset): the slide of HOP, else the size."""
+        return self.slide if self.kind == "hop" else self.size
+
+    @property
+    def aligned_offset(self) -> int:
+        """The offset modulo the period (0 <= it < period): the same windows, in the range the
+        DataStream window assigners accept."""
+        return self.offset % self.period if self.period else 0
 
     def describe(self) -> str:
         """Flink's window description in plans: ``TUMBLE(time_col=[ts], size=[5 s])``."""
         t = f"time_col=[{self.time_name}]"
+        offset = f", offset=[{_secs(self.offset)}]" if self.offset else ""
         if self.kind == "tumble":
-            return f"TUMBLE({t}, size=[{_secs(self.size)}])"
+            return f"TUMBLE({t}, size=[{_secs(self.size)}]{offset})"
         if self.kind == "hop":
-            return f"HOP({t}, size=[{_secs(self.size)}], slide=[{_secs(self.slide)}])"
+            return f"HOP({t}, size=[{_secs(self.size)}], slide=[{_secs(self.slide)}]{offset})"
         if self.kind == "cumulate":
-            return f"CUMULATE({t}, max_size=[{_secs(self.size)}], step=[{_secs(self.slide)}])"
+            return f"CUMULATE({t}, max_size=[{_secs(self.size)}], step=[{_secs(self.slide)}]{offset})"
         return f"SESSION({t}, gap=[{_secs(self.gap)}])"
 
 
