@@ -313,8 +313,9 @@ def test_a_sql_syntax_error_names_line_column_and_token(t_env: TableEnvironment)
     with pytest.raises(ValidationException, match="Object 'nope' not found"):
         t_env.sql_query("SELECT * FROM nope")
     t_env.create_temporary_view("T", t_env.from_elements([(1,)], ["id"]))
-    with pytest.raises(TableException, match="Unsupported join type RIGHT JOIN"):
-        t_env.sql_query("SELECT * FROM T RIGHT JOIN T AS u ON T.id = u.id")
+    t_env.create_temporary_view("U", t_env.from_elements([(1,)], ["uid"]))
+    with pytest.raises(TableException, match="RIGHT OUTER JOIN is supported as an interval join"):
+        t_env.sql_query("SELECT * FROM T RIGHT JOIN U ON T.id = U.uid")
 
 
 def test_create_table_registers_a_connector_table(t_env: TableEnvironment) -> None:

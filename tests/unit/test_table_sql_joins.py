@@ -85,3 +85,120 @@ def _walk(node: p.PlanNode):  # type: ignore[no-untyped-def]
     yield node
     for i in node.inputs:
         yield from _walk(i)
+
+
+# -- interval joins ------------------------------------------------------------------------------
+
+HOUR = 3_600_000
+
+
+def orders_env() -> TableEnvironment:
+    """Flink's interval join page: Orders(id, order_time) and Shipments(order_id, ship_time)."""
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    for ddl in ["CREATE TABLE Orders (id INT, amount INT, order_time TIMESTAMP(3), opt AS PROCTIME(), "
+                "WATERMARK FOR order_time AS order_time) WITH ('connector' = 'datagen')",
+                "CREATE TABLE Shipments (order_id INT, ship_time TIMESTAMP(3), spt AS PROCTIME(), "
+                "WATERMARK FOR ship_time AS ship_time) WITH ('connector' = 'datagen')"]:
+        t_env.execute_sql(ddl)
+    return t_env
+
+
+def interval_node(t_env: TableEnvironment, sql: str) -> p.PlanNode:
+    from millstream.table.interval_join import IntervalJoin
+    node = optimize(t_env.sql_query(sql)._node)
+    found = [n for n in _walk(node) if isinstance(n, IntervalJoin)]
+    return found[0] if found else node
+
+
+def test_flinks_documented_interval_join_is_planned_as_one() -> None:
+    from millstream.table.interval_join import IntervalJoin
+    t_env = orders_env()
+    node = interval_node(t_env, "SELECT * FROM Orders o, Shipments s WHERE o.id = s.order_id AND o.order_time "
+                                "BETWEEN s.ship_time - INTERVAL '4' HOUR AND s.ship_time")
+    assert isinstance(node, IntervalJoin)
+    b = node.bounds
+    assert (b.lower, b.upper, b.event_time, node.join_type) == (-4 * HOUR, 0, True, "INNER")
+    assert (node.left.names[node.left_keys[0]], node.right.names[node.right_keys[0]]) == ("id", "order_id")
+    assert node.condition is None and not node.updating
+    assert "IntervalJoin(joinType=[InnerJoin], windowBounds=[isRowTime=true, leftLowerBound=-14400000, " \
+        "leftUpperBound=0" in node.describe()
+
+
+@pytest.mark.parametrize("predicate, lower, upper", [
+    # the valid interval join predicates Flink's page lists
+    ("o.order_time = s.ship_time", 0, 0),
+    ("o.order_time >= s.ship_time AND o.order_time < s.ship_time + INTERVAL '10' MINUTE", 0, 10 * MIN - 1),
+    ("o.order_time BETWEEN s.ship_time - INTERVAL '10' SECOND AND s.ship_time + INTERVAL '5' SECOND", -10_000, 5000),
+    # the right side's time on the left of the comparison, strict bounds
+    ("s.ship_time > o.order_time - INTERVAL '1' HOUR AND s.ship_time < o.order_time", 1, HOUR - 1),
+])
+def test_interval_bounds_of_flinks_predicates(predicate: str, lower: int, upper: int) -> None:
+    node = interval_node(orders_env(), f"SELECT * FROM Orders o JOIN Shipments s ON o.id = s.order_id AND {predicate}")
+    assert (node.bounds.lower, node.bounds.upper) == (lower, upper)  # type: ignore[attr-defined]
+
+
+def test_proctime_interval_joins_and_what_is_no_interval_join() -> None:
+    from millstream.table.interval_join import IntervalJoin
+    t_env = orders_env()
+    node = interval_node(t_env, "SELECT o.id, s.order_id FROM Orders o LEFT JOIN Shipments s ON o.id = s.order_id "
+                                "AND o.opt BETWEEN s.spt - INTERVAL '1' MINUTE AND s.spt + INTERVAL '1' MINUTE")
+    assert isinstance(node, IntervalJoin) and not node.bounds.event_time and node.join_type == "LEFT"
+    # a rowtime bounded by a proctime, or one bound only: a regular join
+    for predicate in ["o.order_time BETWEEN s.spt - INTERVAL '1' MINUTE AND s.spt",
+                      "o.order_time >= s.ship_time"]:
+        node = interval_node(t_env, f"SELECT o.id FROM Orders o JOIN Shipments s ON o.id = s.order_id AND {predicate}")
+        assert not any(isinstance(n, IntervalJoin) for n in _walk(node))
+    # RIGHT and FULL joins exist only as interval (or window) joins: a regular one says so before running
+    with pytest.raises(TableException, match="FULL OUTER JOIN is supported as an interval join"):
+        t_env.sql_query("SELECT o.id FROM Orders o FULL JOIN Shipments s ON o.id = s.order_id")
+    with pytest.raises(TableException, match="time bounds are empty"):
+        t_env.sql_query("SELECT o.id FROM Orders o JOIN Shipments s ON o.id = s.order_id AND o.order_time > "
+                        "s.ship_time AND o.order_time < s.ship_time")
+
+
+def core(join_type: str, lower: int = -4, upper: int = 0):  # type: ignore[no-untyped-def]
+    from millstream.table.interval_join import IntervalJoinCore
+    return IntervalJoinCore(lower, upper, join_type, None, left_width=1, right_width=1)
+
+
+def changes(rows) -> list[tuple[RowKind, tuple]]:  # type: ignore[no-untyped-def]
+    return [(r.get_row_kind(), tuple(r)) for r in rows]
+
+
+def test_an_inner_interval_join_pairs_rows_within_the_bounds_in_either_arrival_order() -> None:
+    c = core("INNER")  # left time - right time in [-4, 0]: an order up to 4 before its shipment
+    assert changes(c.process(("o1",), 10, True, operator_time=0)) == []
+    assert changes(c.process(("s1",), 12, False, operator_time=0)) == [(I, ("o1", "s1"))]
+    assert changes(c.process(("s2",), 15, False, operator_time=0)) == []  # 10 - 15 = -5: out of bounds
+    assert changes(c.process(("o2",), 11, True, operator_time=0)) == [(I, ("o2", "s1")), (I, ("o2", "s2"))]
+    # the watermark at 15 (no more rows at 15 or before): the left row at 10 could meet right rows
+    # up to 14 only and leaves the state; the one at 11 could still meet one at 15... no: 15 is
+    # passed too, but Flink keeps a row until the watermark is past its last partner time + 1
+    assert c.expire(True, 15) == [] and list(c.caches[0]) == [11]
+    assert c.expire(True, 16) == [] and c.caches[0] == {}
+    # right rows: a right row at t meets left rows up to t (upper 0); gone from watermark t + 1
+    assert c.expire(False, 13) == [] and list(c.caches[1]) == [15]
+
+
+def test_outer_interval_joins_pad_a_row_when_its_interval_expires() -> None:
+    c = core("LEFT")
+    assert changes(c.process(("o1",), 10, True, operator_time=0)) == []
+    assert c.expiry(10, True) == 15  # the last right time it can meet is 14 (10 - lower)
+    assert changes(c.expire(True, 14)) == []
+    assert changes(c.expire(True, 15)) == [(I, ("o1", None))]
+    # a left row arriving after its interval passed: padded at once, not cached
+    assert changes(c.process(("o0",), 5, True, operator_time=20)) == [(I, ("o0", None))] and c.empty
+    # a joined row is not padded
+    c.process(("o2",), 30, True, operator_time=20)
+    assert changes(c.process(("s2",), 31, False, operator_time=20)) == [(I, ("o2", "s2"))]
+    assert c.expire(True, 100) == []
+
+    r = core("RIGHT")
+    r.process(("s1",), 12, False, operator_time=0)
+    assert r.expiry(12, False) == 13  # the last left time it can meet is 12
+    assert changes(r.expire(False, 13)) == [(I, (None, "s1"))]
+
+    f = core("FULL")
+    f.process(("o1",), 10, True, operator_time=0)
+    f.process(("s1",), 20, False, operator_time=0)
+    assert changes(f.expire(True, 15) + f.expire(False, 21)) == [(I, ("o1", None)), (I, (None, "s1"))]

@@ -28,7 +28,7 @@ from millstream.table.runtime_functions import (CalcFunction, CorrelateFunction,
 from millstream.table.time_functions import (DeduplicateFunction, OverAggregateFunction, RankFunction, RowtimeAssigner,
                                              WindowAccumulate, WindowEmit, WindowTVFFunction, window_assigner)
 
-__all__ = ["optimize", "translate", "KeyOf", "really_updating"]
+__all__ = ["optimize", "translate", "KeyOf", "really_updating", "register_translation"]
 
 
 class KeyOf:
@@ -295,6 +295,11 @@ def really_updating(node: p.PlanNode) -> bool:
     if isinstance(node, p.Deduplicate) and node.updating:
         return True
     return any(really_updating(i) for i in node.inputs)
+
+
+def register_translation(node_type: type, translation: Any) -> None:
+    """Adds the translation of a plan node defined in its own module (interval and window joins)."""
+    _TRANSLATIONS[node_type] = translation
 
 
 def p_unsupported(message: str) -> Exception:

@@ -361,14 +361,18 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
             table = _lateral(table, join.this, t_env, outer=(join.side or "").upper() == "LEFT")
             continue
         side = (join.side or join.kind or "").upper()
-        if side not in ("", "INNER", "LEFT"):
-            raise TableException(f"Unsupported join type {side} JOIN: Millstream has inner and left outer joins")
+        if side not in ("", "INNER", "LEFT", "RIGHT", "FULL", "CROSS"):
+            raise TableException(f"Unsupported join type {side} JOIN: Millstream has INNER, LEFT, and (as interval "
+                                 "or window joins) RIGHT and FULL joins")
         on = join.args.get("on")
+        other = _table_of(join.this, t_env)
+        if on is None and side in ("", "CROSS") and where is not None:
+            # FROM a, b WHERE ...: the WHERE is the join's condition (Flink's planner pushes it in)
+            on, where = where.this, None
         if on is None:
             raise TableException("A join needs an ON condition (cross joins are not supported)")
-        other = _table_of(join.this, t_env)
-        table = table.left_outer_join(other, expression(on, t_env)) if side == "LEFT" else \
-            table.join(other, expression(on, t_env))
+        table = table._join(other, expression(on, t_env), left_outer=side == "LEFT",
+                            join_type={"": "INNER", "CROSS": "INNER"}.get(side, side))
     if where is not None:
         table = table.where(expression(where.this, t_env))
     windows = [w for e in select.expressions for w in e.find_all(exp.Window)]

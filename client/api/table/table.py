@@ -10,11 +10,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from millstream.table import plan as p
-from millstream.table.expression import (AGGREGATES, INTERVAL_UNITS_MS, Expression, Resolved, ValidationException, as_expression,
+from millstream.table.expression import (AGGREGATES, INTERVAL_UNITS_MS, Expression, Resolved, TableException,
+                                         ValidationException, as_expression,
                                          contains_aggregate, output_name, resolve)
 from millstream.table.runtime_functions import AggCall
 from millstream.table.types import DataType, DataTypes, is_integer
 from millstream.table.window import GroupWindow, OverWindow, WindowSpec
+from millstream.table.interval_join import interval_join_of, join_columns
 from millstream.table.udf import (UserDefinedAggregateFunctionWrapper, UserDefinedScalarFunctionWrapper,
                                   UserDefinedTableFunctionWrapper)
 
@@ -181,19 +183,34 @@ class Table:
         """Every left row, joined with its matches or padded with nulls (an updating result)."""
         return self._join(right, join_predicate, left_outer=True)
 
-    def _join(self, right: "Table", join_predicate: Any, left_outer: bool) -> "Table":
+    def right_outer_join(self, right: "Table", join_predicate: Any = None) -> "Table":
+        """Every right row, joined with its matches or padded with nulls (interval joins only, so far)."""
+        return self._join(right, join_predicate, left_outer=False, join_type="RIGHT")
+
+    def full_outer_join(self, right: "Table", join_predicate: Any = None) -> "Table":
+        """Every row of both sides, joined or padded with nulls (interval joins only, so far)."""
+        return self._join(right, join_predicate, left_outer=False, join_type="FULL")
+
+    def _join(self, right: "Table", join_predicate: Any, left_outer: bool, join_type: str | None = None) -> "Table":
         _same_env(self, right)
+        join_type = join_type or ("LEFT" if left_outer else "INNER")
         left_cols, right_cols = self._node.columns, right._node.columns
         both = set(self._node.names) & set(right._node.names)
         if both:
             raise ValidationException(f"join: both tables have the column(s) {sorted(both)}; rename one side "
                                       "(rename_columns) first, as Flink requires")
-        columns = tuple(left_cols) + tuple((n, t.nullable_()) if left_outer else (n, t) for n, t in right_cols)
+        columns = join_columns(left_cols, right_cols, join_type)
         if join_predicate is None:
             raise ValidationException("join without a predicate (a cross join) is not supported; pass an equality "
                                       "of a left and a right column, or use where() after join with one")
         cond = resolve(self._t_env._bind(as_expression(join_predicate)), columns, "join")
         lk, rk, rest = _split_equi(cond, len(left_cols))
+        interval = interval_join_of(self._node, right._node, lk, rk, rest, join_type)
+        if interval is not None:
+            return self._new(interval)
+        if join_type in ("RIGHT", "FULL"):
+            raise TableException(f"{join_type} OUTER JOIN is supported as an interval join (a condition bounding "
+                                 "both sides' time attributes) or a window join; this one is neither")
         if not lk:
             raise ValidationException(f"join: the predicate {join_predicate} has no equality between a left and a "
                                       "right column; Millstream supports equi-joins only")
