@@ -202,3 +202,49 @@ def test_outer_interval_joins_pad_a_row_when_its_interval_expires() -> None:
     f.process(("o1",), 10, True, operator_time=0)
     f.process(("s1",), 20, False, operator_time=0)
     assert changes(f.expire(True, 15) + f.expire(False, 21)) == [(I, ("o1", None)), (I, (None, "s1"))]
+
+
+# -- Top-N over an updating input ----------------------------------------------------------------
+
+
+def retract_sequence(with_rank: bool) -> list[list[tuple[RowKind, tuple]]]:
+    from millstream.table.rank_functions import RetractableTopN
+    top = RetractableTopN([(1, False)], n=2, with_rank=with_rank)  # ORDER BY column 1 DESC, rn <= 2
+    steps = [(("a", 5), True), (("b", 3), True), (("c", 4), True), (("a", 5), False), (("a", 1), True),
+             (("b", 3), False), (("c", 4), False)]
+    return [changes(top.apply(row, acc)) for row, acc in steps]
+
+
+def test_a_retractable_top_n_with_row_numbers_moves_every_shifted_rank() -> None:
+    """Flink's RetractableTopNFunction with the rank number: -U/+U for each rank whose row changes,
+    +I for a rank filled the first time, -D for a rank left empty."""
+    assert retract_sequence(with_rank=True) == [
+        [(I, ("a", 5, 1))],
+        [(I, ("b", 3, 2))],
+        [(UB, ("b", 3, 2)), (UA, ("c", 4, 2))],
+        [(UB, ("a", 5, 1)), (UA, ("c", 4, 1)), (UB, ("c", 4, 2)), (UA, ("b", 3, 2))],  # a leaves: all move up
+        [],  # rank 3 is outside the top 2
+        [(UB, ("b", 3, 2)), (UA, ("a", 1, 2))],  # a row below the top 2 moves into it
+        [(UB, ("c", 4, 1)), (UA, ("a", 1, 1)), (D, ("a", 1, 2))],  # rank 2 left empty
+    ]
+
+
+def test_a_retractable_top_n_without_row_numbers_deletes_and_inserts() -> None:
+    assert retract_sequence(with_rank=False) == [
+        [(I, ("a", 5))], [(I, ("b", 3))],
+        [(D, ("b", 3)), (I, ("c", 4))],  # c pushes b out: -D first, as Flink's function emits
+        [(D, ("a", 5)), (I, ("b", 3))],  # a leaves, b moves back into the top 2
+        [], [(D, ("b", 3)), (I, ("a", 1))], [(D, ("c", 4))],
+    ]
+
+
+def test_top_n_over_a_group_by_is_planned_with_the_retract_strategy() -> None:
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.create_temporary_view("ShopSales", t_env.from_elements([(1, "c", 3)], ["product_id", "category", "sales"]))
+    node = optimize(t_env.sql_query(
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY category ORDER BY total DESC) AS row_num FROM "
+        "(SELECT category, product_id, SUM(sales) AS total FROM ShopSales GROUP BY category, product_id)) "
+        "WHERE row_num <= 2")._node)
+    rank = next(n for n in _walk(node) if isinstance(n, p.Rank))
+    assert rank.describe().startswith("Rank(strategy=[RetractStrategy], rankType=[ROW_NUMBER]")
+    assert rank.input.updating and rank.names[-1] == "row_num"

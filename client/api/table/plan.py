@@ -314,7 +314,8 @@ class Rank(SingleInputNode):
     def describe(self) -> str:
         names = self.input.names
         order = ", ".join(f"{names[c]} {'ASC' if asc else 'DESC'}" for c, asc in self.order)
-        return (f"Rank(strategy=[AppendFastStrategy], rankType=[ROW_NUMBER], rankRange=[rankStart=1, "
+        strategy = "RetractStrategy" if self.input.updating else "AppendFastStrategy"
+        return (f"Rank(strategy=[{strategy}], rankType=[ROW_NUMBER], rankRange=[rankStart=1, "
                 f"rankEnd={self.n}], partitionBy=[{', '.join(names[k] for k in self.partition)}], orderBy=[{order}], "
                 f"select=[{', '.join(self.names)}])")
 

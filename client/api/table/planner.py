@@ -271,10 +271,13 @@ def _over_aggregate(node: p.OverAggregate, env: Any, batch: bool) -> Any:
 
 
 def _rank(node: p.Rank, env: Any, batch: bool) -> Any:
-    if really_updating(node.input):
-        raise p_unsupported("Top-N over an updating input is not supported yet: its input must be insert-only")
     stream = translate(node.input, env, batch).key_by(KeyOf(node.partition))
-    out = stream.process(RankFunction(node.order, node.n, node.with_rank)).name(node.describe())
+    if really_updating(node.input):  # Flink's RetractStrategy: the input's retractions move ranks
+        from millstream.table.rank_functions import RetractableRankFunction
+        f: Any = RetractableRankFunction(node.order, node.n, node.with_rank)
+    else:
+        f = RankFunction(node.order, node.n, node.with_rank)
+    out = stream.process(f).name(node.describe())
     return out.set_parallelism(1) if not node.partition else out
 
 
