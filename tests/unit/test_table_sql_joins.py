@@ -248,3 +248,71 @@ def test_top_n_over_a_group_by_is_planned_with_the_retract_strategy() -> None:
     rank = next(n for n in _walk(node) if isinstance(n, p.Rank))
     assert rank.describe().startswith("Rank(strategy=[RetractStrategy], rankType=[ROW_NUMBER]")
     assert rank.input.updating and rank.names[-1] == "row_num"
+
+
+# -- window joins --------------------------------------------------------------------------------
+
+WINDOW_JOIN = ("SELECT L.num AS L_Num, L.id AS L_Id, R.num AS R_Num, R.id AS R_Id, COALESCE(L.window_start, "
+               "R.window_start) AS window_start, COALESCE(L.window_end, R.window_end) AS window_end FROM "
+               "(SELECT * FROM TABLE(TUMBLE(TABLE LeftTable, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))) L {} "
+               "(SELECT * FROM TABLE(TUMBLE(TABLE RightTable, DESCRIPTOR(row_time), {}))) R ON L.num = R.num "
+               "AND L.window_start = R.window_start AND L.window_end = R.window_end")
+
+
+def window_tables() -> TableEnvironment:
+    """Flink's window join page: LeftTable and RightTable (row_time, num, id)."""
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    for name in ("LeftTable", "RightTable"):
+        t_env.execute_sql(f"CREATE TABLE {name} (row_time TIMESTAMP(3), num INT, id STRING, WATERMARK FOR row_time "
+                          "AS row_time - INTERVAL '1' SECOND) WITH ('connector' = 'datagen')")
+    return t_env
+
+
+def test_flinks_window_join_is_planned_on_the_window_and_the_keys() -> None:
+    from millstream.table.window_join import WindowJoin
+    t_env = window_tables()
+    table = t_env.sql_query(WINDOW_JOIN.format("FULL JOIN", "INTERVAL '5' MINUTES"))
+    assert table.get_schema().get_field_names() == ["L_Num", "L_Id", "R_Num", "R_Id", "window_start", "window_end"]
+    node = next(n for n in _walk(optimize(table._node)) if isinstance(n, WindowJoin))
+    ln, rn = node.left.names, node.right.names
+    # both sides' columns kept; the right side's equal names renamed as Calcite does (num0, ...)
+    assert [ln[k] for k in node.left_keys] == ["num"] and [rn[k] for k in node.right_keys] == ["num0"]
+    assert [ln[k] for k in node.left_window] == ["window_start", "window_end"]
+    assert [rn[k] for k in node.right_window] == ["window_start0", "window_end0"]
+    assert node.join_type == "FULL" and not node.updating
+    assert node.describe().startswith("WindowJoin(leftWindow=[TUMBLE(time_col=[row_time], size=[300 s])], "
+                                      "rightWindow=[TUMBLE(time_col=[row_time], size=[300 s])], "
+                                      "joinType=[FullOuterJoin], where=[=(num, num0)]")
+
+
+def test_what_is_no_window_join_says_why() -> None:
+    t_env = window_tables()
+    with pytest.raises(TableException, match="same windows on both sides"):
+        t_env.sql_query(WINDOW_JOIN.format("JOIN", "INTERVAL '10' MINUTES"))
+    with pytest.raises(TableException, match="both window_start and window_end"):
+        t_env.sql_query(WINDOW_JOIN.format("JOIN", "INTERVAL '5' MINUTES").split(" AND L.window_end")[0])
+    with pytest.raises(TableException, match="Column 'num' is ambiguous"):
+        t_env.sql_query(WINDOW_JOIN.format("JOIN", "INTERVAL '5' MINUTES").replace("L.num AS", "num AS"))
+
+
+def test_a_window_joins_rows_per_join_type() -> None:
+    """One window and key of Flink's example: left L1 (num 1) and L3 (num 3), right R2 and R3;
+    here all four share a key, so the condition (equal ids' numbers) decides."""
+    from millstream.table.expression import Resolved
+    from millstream.table.types import DataTypes
+    from millstream.table.window_join import join_window
+    cond = Resolved("call", DataTypes.BOOLEAN(), (Resolved("ref", DataTypes.INT(), value=0, text="a"),
+                    Resolved("ref", DataTypes.INT(), value=2, text="b")), "equals", "=(a, b)")
+    lefts, rights = [(1, "L1"), (3, "L3")], [(2, "R2"), (3, "R3")]
+
+    def run(kind: str) -> list[tuple]:
+        rows = join_window(lefts, rights, kind, cond, 2, 2)
+        assert all(r.get_row_kind() is I for r in rows)  # append-only
+        return [tuple(r) for r in rows]
+
+    assert run("INNER") == [(3, "L3", 3, "R3")]
+    assert run("LEFT") == [(1, "L1", None, None), (3, "L3", 3, "R3")]
+    assert run("RIGHT") == [(3, "L3", 3, "R3"), (None, None, 2, "R2")]
+    assert run("FULL") == [(1, "L1", None, None), (3, "L3", 3, "R3"), (None, None, 2, "R2")]
+    assert run("SEMI") == [(3, "L3")]
+    assert run("ANTI") == [(1, "L1")]

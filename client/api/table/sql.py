@@ -356,6 +356,10 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
         table, where = _ranked(from_.this.this, select, t_env)
     else:
         table = _table_of(from_.this, t_env)
+    # each FROM item's alias -> its column names in the joined table (a right side's names that the
+    # left already has are renamed name0, name1, ... as Calcite does; qualified references follow)
+    scope: dict[str, dict[str, str]] = {_alias(from_.this): {n: n for n in table._node.names}}
+    renamed = False
     for join in select.args.get("joins") or []:
         if isinstance(join.this, exp.Lateral):
             table = _lateral(table, join.this, t_env, outer=(join.side or "").upper() == "LEFT")
@@ -365,14 +369,25 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
             raise TableException(f"Unsupported join type {side} JOIN: Millstream has INNER, LEFT, and (as interval "
                                  "or window joins) RIGHT and FULL joins")
         on = join.args.get("on")
-        other = _table_of(join.this, t_env)
+        other, names = _disambiguate(table, _table_of(join.this, t_env))
+        scope[_alias(join.this)] = names
+        renamed = renamed or any(k != v for k, v in names.items())
         if on is None and side in ("", "CROSS") and where is not None:
             # FROM a, b WHERE ...: the WHERE is the join's condition (Flink's planner pushes it in)
             on, where = where.this, None
         if on is None:
             raise TableException("A join needs an ON condition (cross joins are not supported)")
+        if renamed:
+            on = _qualified(on, scope)
         table = table._join(other, expression(on, t_env), left_outer=side == "LEFT",
                             join_type={"": "INNER", "CROSS": "INNER"}.get(side, side))
+    if renamed:
+        select = select.copy()
+        select.set("expressions", [_qualified(e, scope) for e in select.expressions])
+        for part in ("group", "having", "order"):
+            if select.args.get(part) is not None:
+                select.set(part, _qualified(select.args[part], scope))
+        where = _qualified(where, scope) if where is not None else None
     if where is not None:
         table = table.where(expression(where.this, t_env))
     windows = [w for e in select.expressions for w in e.find_all(exp.Window)]
@@ -414,6 +429,46 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
     if limit is not None:
         table = table.limit(int(limit.expression.this))
     return table
+
+
+def _alias(source: exp.Expression) -> str:
+    return source.alias_or_name if isinstance(source, (exp.Table, exp.Subquery)) else ""
+
+
+def _disambiguate(table: "Table", other: "Table") -> tuple["Table", dict[str, str]]:
+    """``other`` with the names ``table`` already has renamed (``num`` -> ``num0``), and its
+    original -> new names."""
+    taken = set(table._node.names) | set(other._node.names)
+    names: dict[str, str] = {}
+    for n in other._node.names:
+        new = n
+        if n in table._node.names:
+            i = 0
+            while f"{n}{i}" in taken:
+                i += 1
+            new = f"{n}{i}"
+            taken.add(new)
+        names[n] = new
+    if all(k == v for k, v in names.items()):
+        return other, names
+    return other.select(*[col(n).alias(v) if v != n else col(n) for n, v in names.items()]), names
+
+
+def _qualified(node: exp.Expression, scope: dict[str, dict[str, str]]) -> exp.Expression:
+    """``node`` with each column reference (``R.num`` or an unambiguous ``num``) by its name in the
+    joined table; an unqualified name that more than one joined table has is an error, as in Flink."""
+    def fix(c: exp.Expression) -> exp.Expression:
+        if not isinstance(c, exp.Column) or isinstance(c.this, exp.Star):
+            return c
+        if c.table:
+            names = scope.get(c.table)
+            return exp.column(names[c.name]) if names is not None and c.name in names else c
+        owners = [a for a, names in scope.items() if c.name in names]
+        if len(owners) > 1:
+            raise ValidationException(f"Column '{c.name}' is ambiguous: it is in {', '.join(owners)}; qualify it "
+                                      f"({owners[0]}.{c.name})")
+        return exp.column(scope[owners[0]][c.name]) if owners else c
+    return node.transform(fix)
 
 
 # -- OVER, Top-N and deduplication ----------------------------------------------------------------

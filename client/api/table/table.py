@@ -17,6 +17,7 @@ from millstream.table.runtime_functions import AggCall
 from millstream.table.types import DataType, DataTypes, is_integer
 from millstream.table.window import GroupWindow, OverWindow, WindowSpec
 from millstream.table.interval_join import interval_join_of, join_columns
+from millstream.table.window_join import window_join_of
 from millstream.table.udf import (UserDefinedAggregateFunctionWrapper, UserDefinedScalarFunctionWrapper,
                                   UserDefinedTableFunctionWrapper)
 
@@ -205,9 +206,10 @@ class Table:
                                       "of a left and a right column, or use where() after join with one")
         cond = resolve(self._t_env._bind(as_expression(join_predicate)), columns, "join")
         lk, rk, rest = _split_equi(cond, len(left_cols))
-        interval = interval_join_of(self._node, right._node, lk, rk, rest, join_type)
-        if interval is not None:
-            return self._new(interval)
+        special = window_join_of(self._node, right._node, lk, rk, rest, join_type) or \
+            interval_join_of(self._node, right._node, lk, rk, rest, join_type)
+        if special is not None:
+            return self._new(special)
         if join_type in ("RIGHT", "FULL"):
             raise TableException(f"{join_type} OUTER JOIN is supported as an interval join (a condition bounding "
                                  "both sides' time attributes) or a window join; this one is neither")
