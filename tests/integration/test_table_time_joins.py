@@ -133,3 +133,39 @@ def test_top_n_over_a_group_by_retracts_as_flinks_retract_strategy(cluster: Any)
     per_category = {c: [x for x in got if x[1][0] == c] for c in ("c1", "c2")}
     assert per_category == {c: [x for x in expected if x[1][0] == c] for c in ("c1", "c2")}
     assert len(got) == len(expected)
+
+
+# Flink's window join page: LeftTable and RightTable (row_time, num, id), 5-minute tumbling windows
+LEFT_ROWS = [("12:02", 1, "L1"), ("12:06", 2, "L2"), ("12:03", 3, "L3")]
+RIGHT_ROWS = [("12:01", 2, "R2"), ("12:04", 3, "R3"), ("12:05", 4, "R4")]
+
+
+def window_of(hhmm: str) -> tuple[datetime.datetime, datetime.datetime]:
+    t = ts(hhmm)
+    start = t - datetime.timedelta(minutes=t.minute % 5)
+    return start, start + datetime.timedelta(minutes=5)
+
+
+def test_window_joins_emit_each_windows_rows_once_at_its_end(cluster: Any, tmp_path: Path) -> None:
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.get_config().set("parallelism.default", "2")
+    for name, rows in (("LeftTable", LEFT_ROWS), ("RightTable", RIGHT_ROWS)):
+        path = tmp_path / f"{name}.csv"
+        path.write_text("".join(f"2021-06-30 {t}:00,{n},{i}\n" for t, n, i in rows))
+        # the page's rows are out of order by up to 3 minutes: a watermark 5 minutes behind keeps them all
+        t_env.execute_sql(f"CREATE TABLE {name} (row_time TIMESTAMP(3), num INT, id STRING, WATERMARK FOR row_time "
+                          f"AS row_time - INTERVAL '5' MINUTE) WITH ('connector' = 'filesystem', 'path' = '{path}', "
+                          "'format' = 'csv')")
+    select = ("SELECT L.num AS L_Num, L.id AS L_Id, R.num AS R_Num, R.id AS R_Id, COALESCE(L.window_start, "
+              "R.window_start) AS window_start, COALESCE(L.window_end, R.window_end) AS window_end FROM "
+              "(SELECT * FROM TABLE(TUMBLE(TABLE LeftTable, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))) L {} "
+              "(SELECT * FROM TABLE(TUMBLE(TABLE RightTable, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))) R "
+              "ON L.num = R.num AND L.window_start = R.window_start AND L.window_end = R.window_end")
+    pairs = [(ln, li, rn, ri, *window_of(lt)) for lt, ln, li in LEFT_ROWS for rt, rn, ri in RIGHT_ROWS
+             if ln == rn and window_of(lt) == window_of(rt)]
+    lone_left = [(n, i, None, None, *window_of(t)) for t, n, i in LEFT_ROWS if not any(p[1] == i for p in pairs)]
+    lone_right = [(None, None, n, i, *window_of(t)) for t, n, i in RIGHT_ROWS if not any(p[3] == i for p in pairs)]
+    assert pairs and lone_left and lone_right
+    for kind, expected in (("JOIN", pairs), ("LEFT JOIN", pairs + lone_left), ("RIGHT JOIN", pairs + lone_right),
+                           ("FULL JOIN", pairs + lone_left + lone_right)):
+        assert changelog(t_env, select.format(kind)) == sort([(I, r) for r in expected]), kind
