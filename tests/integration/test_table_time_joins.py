@@ -169,3 +169,34 @@ def test_window_joins_emit_each_windows_rows_once_at_its_end(cluster: Any, tmp_p
     for kind, expected in (("JOIN", pairs), ("LEFT JOIN", pairs + lone_left), ("RIGHT JOIN", pairs + lone_right),
                            ("FULL JOIN", pairs + lone_left + lone_right)):
         assert changelog(t_env, select.format(kind)) == sort([(I, r) for r in expected]), kind
+
+
+# Flink's Window Top-N page: the top 3 suppliers by sales in each 10-minute window
+SUPPLIER_BIDS = [("08:05", 4, "A", "supplier1"), ("08:06", 4, "C", "supplier2"), ("08:07", 2, "G", "supplier1"),
+                 ("08:08", 2, "B", "supplier3"), ("08:09", 5, "D", "supplier4"), ("08:11", 2, "B", "supplier3"),
+                 ("08:13", 1, "E", "supplier1"), ("08:15", 3, "H", "supplier2"), ("08:17", 6, "F", "supplier5")]
+
+
+def test_window_top_n_emits_each_windows_final_top_rows_once(cluster: Any, tmp_path: Path) -> None:
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.get_config().set("parallelism.default", "2")
+    path = tmp_path / "bids.csv"
+    path.write_text("".join(f"2021-06-30 {t}:00,{p},{i},{s}\n" for t, p, i, s in SUPPLIER_BIDS))
+    t_env.execute_sql(f"CREATE TABLE Bid (bidtime TIMESTAMP(3), price INT, item STRING, supplier_id STRING, "
+                      f"WATERMARK FOR bidtime AS bidtime - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', "
+                      f"'path' = '{path}', 'format' = 'csv')")
+    result = changelog(t_env, "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+                              "ORDER BY price DESC) AS rownum FROM (SELECT window_start, window_end, supplier_id, "
+                              "SUM(price) AS price, COUNT(*) AS cnt FROM TABLE(TUMBLE(TABLE Bid, DESCRIPTOR(bidtime), "
+                              "INTERVAL '10' MINUTES)) GROUP BY window_start, window_end, supplier_id)) "
+                              "WHERE rownum <= 3")
+    sums: dict[tuple[datetime.datetime, str], list[int]] = {}
+    for t, price, _, supplier in SUPPLIER_BIDS:
+        start = ts(t) - datetime.timedelta(minutes=ts(t).minute % 10)
+        sums.setdefault((start, supplier), []).append(price)
+    expected = []
+    for start in sorted({s for s, _ in sums}):
+        ranked = sorted(((sup, sum(v), len(v)) for (s, sup), v in sums.items() if s == start), key=lambda r: -r[1])
+        expected += [(I, (start, start + datetime.timedelta(minutes=10), sup, total, n, k + 1))
+                     for k, (sup, total, n) in enumerate(ranked[:3])]
+    assert result == sort(expected)  # insert-only: each window's final top 3, once

@@ -316,3 +316,47 @@ def test_a_window_joins_rows_per_join_type() -> None:
     assert run("FULL") == [(1, "L1", None, None), (3, "L3", 3, "R3"), (None, None, 2, "R2")]
     assert run("SEMI") == [(3, "L3")]
     assert run("ANTI") == [(1, "L1")]
+
+
+# -- Window Top-N --------------------------------------------------------------------------------
+
+WINDOW_TOP_N = ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price "
+                "DESC) AS rownum FROM (SELECT window_start, window_end, supplier_id, SUM(price) AS price, COUNT(*) AS "
+                "cnt FROM TABLE(TUMBLE(TABLE Bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)) GROUP BY "
+                "window_start, window_end, supplier_id)) WHERE rownum <= 3")
+
+
+def supplier_bids() -> TableEnvironment:
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.execute_sql("CREATE TABLE Bid (bidtime TIMESTAMP(3), price INT, item STRING, supplier_id STRING, "
+                      "WATERMARK FOR bidtime AS bidtime - INTERVAL '1' SECOND) WITH ('connector' = 'datagen')")
+    return t_env
+
+
+def test_flinks_window_top_n_is_a_window_rank() -> None:
+    from millstream.table.window_rank import WindowRank
+    t_env = supplier_bids()
+    for sql in [WINDOW_TOP_N,  # over a window aggregation, and straight over the window TVF
+                "SELECT * FROM (SELECT bidtime, price, item, supplier_id, window_start, window_end, ROW_NUMBER() "
+                "OVER (PARTITION BY window_start, window_end ORDER BY price DESC) AS rownum FROM TABLE(TUMBLE(TABLE "
+                "Bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))) WHERE rownum <= 3"]:
+        table = t_env.sql_query(sql)
+        node = optimize(table._node)
+        rank = next(n for n in _walk(node) if isinstance(n, WindowRank))
+        assert rank.n == 3 and rank.with_rank and not rank.updating
+        assert rank.input.names[rank.end] == "window_end"
+        assert rank.describe().startswith("WindowRank(window=[TUMBLE(time_col=[bidtime], size=[600 s])], "
+                                          "rankType=[ROW_NUMBER], rankRange=[rankStart=1, rankEnd=3], "
+                                          "partitionBy=[window_start, window_end], orderBy=[price DESC]")
+    # partitioned by something else than the window: a regular Top-N
+    node = optimize(t_env.sql_query(WINDOW_TOP_N.replace("PARTITION BY window_start, window_end",
+                                                         "PARTITION BY supplier_id"))._node)
+    assert any(isinstance(n, p.Rank) for n in _walk(node)) and not any(isinstance(n, WindowRank) for n in _walk(node))
+
+
+def test_a_windows_top_rows_leave_once_as_inserts() -> None:
+    from millstream.table.window_rank import top_rows
+    rows = [("supplier1", 6), ("supplier2", 4), ("supplier3", 2), ("supplier4", 5)]
+    assert changes(top_rows(rows, [(1, False)], 3, with_rank=True)) == [
+        (I, ("supplier1", 6, 1)), (I, ("supplier4", 5, 2)), (I, ("supplier2", 4, 3))]
+    assert changes(top_rows(rows, [(1, True)], 2, with_rank=False)) == [(I, ("supplier3", 2)), (I, ("supplier2", 4))]

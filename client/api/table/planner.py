@@ -68,6 +68,10 @@ def optimize(node: p.PlanNode) -> p.PlanNode:
     if isinstance(node, p.Aggregate):
         node = replace(node, input=optimize(node.input))
         return window_aggregate_rule(node) or node
+    if isinstance(node, p.Rank):
+        from millstream.table.window_rank import window_rank_rule  # its module registers its translation here
+        node = replace(node, input=optimize(node.input))
+        return window_rank_rule(node) or node
     fields = {"input", "left", "right"}
     changes: dict[str, Any] = {f: optimize(getattr(node, f)) for f in fields if isinstance(getattr(node, f, None), p.PlanNode)}
     if isinstance(node, p.Union):

@@ -7,8 +7,9 @@ dropped, as Flink's WindowJoinOperator drops it.
 Join types: INNER, LEFT, RIGHT and FULL (a row with no partner in its window leaves padded with
 nulls), SEMI and ANTI (the left rows that have, or have not, a partner; only the left columns).
 
-Planner part: :func:`window_join_of` recognises the plan (each side a window TVF, possibly under
-Calcs that keep ``window_start``/``window_end`` as columns, both with the same window). Runtime
+Planner part: :func:`window_join_of` recognises the plan (each side a window TVF or a window
+aggregation, possibly under Calcs that keep ``window_start``/``window_end`` as columns, both with
+the same window). Runtime
 part: :func:`join_window` (pure) and :class:`WindowJoinFunction` (keyed state and a timer per
 window).
 """
@@ -34,11 +35,15 @@ WINDOW_JOIN_TYPES = ("INNER", "LEFT", "RIGHT", "FULL", "SEMI", "ANTI")
 
 
 def window_columns(node: p.PlanNode) -> tuple[Any, dict[int, str]] | None:
-    """The window spec under ``node`` and which of its columns are ``start`` / ``end`` / ``time``
-    of it: ``node`` is a window TVF or Calcs over one. None: not a windowed table."""
+    """The window under ``node`` and its columns that are the window's ``start``/``end``/``time``:
+    a window TVF or a window TVF's aggregation, possibly under Calcs. None: not windowed."""
     if isinstance(node, p.WindowTVF):
         width = len(node.input.columns)
         return node.window, {width: "start", width + 1: "end", width + 2: "time"}
+    if isinstance(node, p.WindowAggregate) and not node.group_window:
+        first = len(node.keys) + len(node.calls)
+        return node.window, {first + i: {"rowtime": "time", "proctime": "time"}.get(r, r)
+                             for i, r in enumerate(node.properties)}
     if isinstance(node, p.Calc):
         below = window_columns(node.input)
         if below is None:
@@ -88,6 +93,8 @@ def window_join_of(left: p.PlanNode, right: p.PlanNode, left_keys: Sequence[int]
     """The window join of an equi-join whose keys pair both sides' window_start and window_end;
     None when it is not one. A join of windowed tables that equates only one of them is an error,
     as in Flink."""
+    # a window aggregation is one only once the planner's rule made it so
+    left, right = planner.optimize(left), planner.optimize(right)
     lw, rw = window_columns(left), window_columns(right)
     if lw is None or rw is None:
         return None
