@@ -169,6 +169,21 @@ def test_window_joins_emit_each_windows_rows_once_at_its_end(cluster: Any, tmp_p
     for kind, expected in (("JOIN", pairs), ("LEFT JOIN", pairs + lone_left), ("RIGHT JOIN", pairs + lone_right),
                            ("FULL JOIN", pairs + lone_left + lone_right)):
         assert changelog(t_env, select.format(kind)) == sort([(I, r) for r in expected]), kind
+    # SEMI and ANTI window joins, as the page writes them: IN and NOT EXISTS subqueries; the left
+    # side's rows (with their window columns) that have, or have not, a partner in their window
+    def left_row(t: str, n: int, i: str) -> tuple[Any, ...]:
+        start, end = window_of(t)
+        return (ts(t), n, i, start, end, end - datetime.timedelta(milliseconds=1))
+
+    windowed = "(SELECT * FROM TABLE(TUMBLE(TABLE {}, DESCRIPTOR(row_time), INTERVAL '5' MINUTES)))"
+    semi = changelog(t_env, f"SELECT * FROM {windowed.format('LeftTable')} L WHERE L.num IN (SELECT num FROM "
+                            f"{windowed.format('RightTable')} R WHERE L.window_start = R.window_start AND "
+                            "L.window_end = R.window_end)")
+    assert semi == sort([(I, left_row(*r)) for r in LEFT_ROWS if any(p[1] == r[2] for p in pairs)])
+    anti = changelog(t_env, f"SELECT * FROM {windowed.format('LeftTable')} L WHERE NOT EXISTS (SELECT * FROM "
+                            f"{windowed.format('RightTable')} R WHERE L.num = R.num AND L.window_start = "
+                            "R.window_start AND L.window_end = R.window_end)")
+    assert anti == sort([(I, left_row(*r)) for r in LEFT_ROWS if not any(p[1] == r[2] for p in pairs)])
 
 
 # Flink's Window Top-N page: the top 3 suppliers by sales in each 10-minute window

@@ -360,3 +360,32 @@ def test_a_windows_top_rows_leave_once_as_inserts() -> None:
     assert changes(top_rows(rows, [(1, False)], 3, with_rank=True)) == [
         (I, ("supplier1", 6, 1)), (I, ("supplier4", 5, 2)), (I, ("supplier2", 4, 3))]
     assert changes(top_rows(rows, [(1, True)], 2, with_rank=False)) == [(I, ("supplier3", 2)), (I, ("supplier2", 4))]
+
+
+SEMI = ("SELECT * FROM (SELECT * FROM TABLE(TUMBLE(TABLE LeftTable, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))) L "
+        "WHERE L.num {} (SELECT num FROM (SELECT * FROM TABLE(TUMBLE(TABLE RightTable, DESCRIPTOR(row_time), "
+        "INTERVAL '5' MINUTES))) R WHERE L.window_start = R.window_start AND L.window_end = R.window_end)")
+EXISTS = ("SELECT * FROM (SELECT * FROM TABLE(TUMBLE(TABLE LeftTable, DESCRIPTOR(row_time), INTERVAL '5' MINUTES))) L "
+          "WHERE {} EXISTS (SELECT * FROM (SELECT * FROM TABLE(TUMBLE(TABLE RightTable, DESCRIPTOR(row_time), "
+          "INTERVAL '5' MINUTES))) R WHERE L.num = R.num AND L.window_start = R.window_start AND "
+          "L.window_end = R.window_end)")
+
+
+@pytest.mark.parametrize("sql, kind", [(SEMI.format("IN"), "SEMI"), (SEMI.format("NOT IN"), "ANTI"),
+                                       (EXISTS.format(""), "SEMI"), (EXISTS.format("NOT"), "ANTI")])
+def test_in_and_exists_subqueries_of_windows_are_semi_and_anti_window_joins(sql: str, kind: str) -> None:
+    """Flink's window join page: IN / EXISTS (and NOT) over the other side's windows."""
+    from millstream.table.window_join import WindowJoin
+    table = window_tables().sql_query(sql)
+    assert table.get_schema().get_field_names() == ["row_time", "num", "id", "window_start", "window_end",
+                                                    "window_time"]  # the left side's columns only
+    node = next(n for n in _walk(optimize(table._node)) if isinstance(n, WindowJoin))
+    assert node.join_type == kind
+    assert [node.left.names[k] for k in node.left_keys] == ["num"]
+    assert [node.right.names[k] for k in node.right_keys] == ["num0"]
+
+
+def test_an_in_subquery_that_is_no_window_join_says_so() -> None:
+    t_env = window_tables()
+    with pytest.raises(TableException, match="SEMI join .* is supported as a window join"):
+        t_env.sql_query("SELECT * FROM LeftTable L WHERE L.num IN (SELECT num FROM RightTable R)")

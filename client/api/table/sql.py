@@ -389,6 +389,8 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
                 select.set(part, _qualified(select.args[part], scope))
         where = _qualified(where, scope) if where is not None else None
     if where is not None:
+        table, where = _subquery_joins(table, where, scope, t_env)
+    if where is not None:
         table = table.where(expression(where.this, t_env))
     windows = [w for e in select.expressions for w in e.find_all(exp.Window)]
     if windows:
@@ -454,21 +456,60 @@ def _disambiguate(table: "Table", other: "Table") -> tuple["Table", dict[str, st
     return other.select(*[col(n).alias(v) if v != n else col(n) for n, v in names.items()]), names
 
 
-def _qualified(node: exp.Expression, scope: dict[str, dict[str, str]]) -> exp.Expression:
+def _qualified(node: exp.Expression, scope: dict[str, dict[str, str]], inner: str | None = None) -> exp.Expression:
     """``node`` with each column reference (``R.num`` or an unambiguous ``num``) by its name in the
-    joined table; an unqualified name that more than one joined table has is an error, as in Flink."""
+    joined table; an unqualified name that more than one joined table has is an error, as in Flink.
+    ``inner``: a subquery's own alias, whose names an unqualified one means first (SQL's scoping)."""
     def fix(c: exp.Expression) -> exp.Expression:
         if not isinstance(c, exp.Column) or isinstance(c.this, exp.Star):
             return c
         if c.table:
             names = scope.get(c.table)
             return exp.column(names[c.name]) if names is not None and c.name in names else c
+        if inner is not None and c.name in scope[inner]:
+            return exp.column(scope[inner][c.name])
         owners = [a for a, names in scope.items() if c.name in names]
         if len(owners) > 1:
             raise ValidationException(f"Column '{c.name}' is ambiguous: it is in {', '.join(owners)}; qualify it "
                                       f"({owners[0]}.{c.name})")
         return exp.column(scope[owners[0]][c.name]) if owners else c
     return node.transform(fix)
+
+
+def _subquery_joins(table: "Table", where: exp.Where, scope: dict[str, dict[str, str]],
+                    t_env: "TableEnvironment") -> tuple["Table", exp.Where | None]:
+    """The WHERE's ``x IN (SELECT ...)`` / ``EXISTS (SELECT ...)`` conjuncts (and their NOT) as
+    semi (anti) joins of ``table`` with the subquery's table, its correlated WHERE the join
+    condition (Flink plans them so; Millstream runs them as window joins); the rest of the WHERE."""
+    rest: list[exp.Expression] = []
+    for c in _conjuncts(where):
+        negated = isinstance(c, exp.Not)
+        inner = c.this if negated else c
+        if isinstance(inner, exp.In) and isinstance(inner.args.get("query"), exp.Subquery):
+            sub, needle = inner.args["query"].this, inner.this
+        elif isinstance(inner, exp.Exists) and isinstance(inner.this, exp.Select):
+            sub, needle = inner.this, None
+        else:
+            rest.append(c)
+            continue
+        if not isinstance(sub, exp.Select) or sub.args.get("joins") or sub.args.get("group"):
+            raise TableException(f"Unsupported subquery in WHERE: Millstream has IN / EXISTS over one table with a "
+                                 f"correlated WHERE, got {sub.sql(dialect=DIALECT)[:80]}")
+        source = (sub.args.get("from_") or sub.args.get("from")).this
+        other, names = _disambiguate(table, _table_of(source, t_env))
+        alias = _alias(source) or "$subquery"
+        inner_scope = {**scope, alias: names}
+        conds = [_qualified(x, inner_scope, alias) for x in _conjuncts(sub.args.get("where"))]
+        if needle is not None:
+            if len(sub.expressions) != 1:
+                raise TableException("IN (SELECT ...) needs the subquery to select one column")
+            conds.append(exp.EQ(this=_qualified(needle, scope), expression=_qualified(sub.expressions[0], inner_scope,
+                                                                                          alias)))
+        if not conds:
+            raise TableException("An IN / EXISTS subquery needs a condition relating it to the outer query")
+        table = table._join(other, expression(exp.and_(*conds), t_env), left_outer=False,
+                            join_type="ANTI" if negated else "SEMI")
+    return table, (exp.Where(this=exp.and_(*rest)) if rest else None)
 
 
 # -- OVER, Top-N and deduplication ----------------------------------------------------------------

@@ -213,6 +213,9 @@ class Table:
         if join_type in ("RIGHT", "FULL"):
             raise TableException(f"{join_type} OUTER JOIN is supported as an interval join (a condition bounding "
                                  "both sides' time attributes) or a window join; this one is neither")
+        if join_type in ("SEMI", "ANTI"):
+            raise TableException(f"A {join_type} join (an IN / EXISTS subquery) is supported as a window join (both "
+                                 "sides window TVFs, equal window_start and window_end); this one is not")
         if not lk:
             raise ValidationException(f"join: the predicate {join_predicate} has no equality between a left and a "
                                       "right column; Millstream supports equi-joins only")
