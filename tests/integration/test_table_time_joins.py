@@ -76,6 +76,26 @@ def test_interval_joins_inner_and_outer_emit_flinks_append_only_changelog(cluste
         "leftUpperBound=0" in plan
 
 
+
+def test_a_proctime_interval_join_pairs_rows_that_arrive_close_in_time(cluster: Any, tmp_path: Path) -> None:
+    """Processing time: both sides arrive within seconds, so a one-hour interval pairs every order
+    with its shipments (and only those of its id)."""
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.get_config().set("parallelism.default", "2")
+    for name, columns, rows in (("Orders", "id INT, order_time TIMESTAMP(3)", ORDERS),
+                                ("Shipments", "order_id INT, ship_time TIMESTAMP(3)", SHIPMENTS)):
+        path = tmp_path / f"{name}.csv"
+        path.write_text("".join(f"{k},2021-06-30 {t}:00\n" for k, t in rows))
+        t_env.execute_sql(f"CREATE TABLE {name} ({columns}, pt AS PROCTIME()) WITH ('connector' = 'filesystem', "
+                          f"'path' = '{path}', 'format' = 'csv')")
+    got = changelog(t_env, "SELECT o.id, s.order_id, s.ship_time FROM Orders o JOIN Shipments s ON o.id = s.order_id "
+                           "AND o.pt BETWEEN s.pt - INTERVAL '1' HOUR AND s.pt + INTERVAL '1' HOUR")
+    assert got == sort([(I, (o, s, ts(st))) for o, _ in ORDERS for s, st in SHIPMENTS if o == s])
+    plan = next(iter(t_env.execute_sql("EXPLAIN SELECT o.id FROM Orders o JOIN Shipments s ON o.id = s.order_id AND "
+                                       "o.pt BETWEEN s.pt - INTERVAL '1' HOUR AND s.pt").collect()))[0]
+    assert "IntervalJoin(joinType=[InnerJoin], windowBounds=[isRowTime=false" in plan
+
+
 # Flink's Top-N page: the top products per category by sales, here over a GROUP BY (an updating input)
 SALES = [("c1", "p1", 3), ("c1", "p2", 5), ("c1", "p3", 4), ("c2", "p4", 1), ("c1", "p1", 4), ("c1", "p3", -3),
          ("c2", "p5", 2), ("c1", "p2", 1), ("c2", "p4", 5)]

@@ -389,3 +389,60 @@ def test_an_in_subquery_that_is_no_window_join_says_so() -> None:
     t_env = window_tables()
     with pytest.raises(TableException, match="SEMI join .* is supported as a window join"):
         t_env.sql_query("SELECT * FROM LeftTable L WHERE L.num IN (SELECT num FROM RightTable R)")
+
+
+def test_an_interval_join_of_an_updating_table_fails_before_submission() -> None:
+    t_env = orders_env()
+    with pytest.raises(TableException, match="interval join needs insert-only inputs"):
+        t_env.sql_query("SELECT o.id FROM (SELECT id, order_time, COUNT(*) AS n FROM Orders GROUP BY id, order_time) o "
+                        "JOIN Shipments s ON o.id = s.order_id AND o.order_time BETWEEN s.ship_time - INTERVAL '4' "
+                        "HOUR AND s.ship_time").execute()
+
+
+class FakeTimers:
+    def __init__(self, watermark: int) -> None:
+        self.watermark, self.event_timers = watermark, []  # type: ignore[var-annotated]
+
+    def current_watermark(self) -> int:
+        return self.watermark
+
+    def register_event_time_timer(self, t: int) -> None:
+        self.event_timers.append(t)
+
+
+class FakeCtx:
+    def __init__(self, watermark: int) -> None:
+        self.timers = FakeTimers(watermark)
+
+    def timer_service(self) -> FakeTimers:
+        return self.timers
+
+
+class FakeState:
+    def __init__(self) -> None:
+        self.v = None
+
+    def value(self):  # type: ignore[no-untyped-def]
+        return self.v
+
+    def update(self, v) -> None:  # type: ignore[no-untyped-def]
+        self.v = v
+
+    def clear(self) -> None:
+        self.v = None
+
+
+def test_the_window_join_function_joins_at_the_window_end_and_drops_late_rows() -> None:
+    from millstream.common.row import Row
+    from millstream.table.expression import from_epoch_millis
+    from millstream.table.window_join import WindowJoinFunction
+    f = WindowJoinFunction("LEFT", None, left_end=1, right_end=1, left_width=2, right_width=2)
+    f.state = FakeState()
+    end = from_epoch_millis(5 * MIN)
+    ctx = FakeCtx(watermark=MIN)
+    assert list(f.process_element1(Row("L1", end), ctx)) == []  # nothing before the window ends
+    assert ctx.timers.event_timers == [5 * MIN - 1]
+    assert list(f.process_element2(Row("R1", end), ctx)) == []
+    assert changes(f.on_timer(5 * MIN - 1, ctx)) == [(I, ("L1", end, "R1", end))] and f.state.v is None
+    late = FakeCtx(watermark=5 * MIN - 1)  # the window was joined: a row of it is dropped
+    assert list(f.process_element1(Row("L2", end), late)) == [] and f.state.v is None
