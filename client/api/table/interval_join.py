@@ -104,7 +104,7 @@ def extract_bounds(condition: Resolved | None, left: p.Columns, right: p.Columns
     times: tuple[int, int] | None = None
     rest: list[Resolved] = []
     for c in _conjuncts(condition):
-        found = []
+        found: list[tuple[tuple[int, int], str, int]] = []
         for a, op, b in _comparisons(c) or []:
             ta, tb = _time_plus(a), _time_plus(b)
             if ta is None or tb is None:
@@ -166,9 +166,8 @@ class IntervalJoin(p.PlanNode):
         b = self.bounds
         names = self.names
         lt, rt = names[b.left_time], names[len(self.left.columns) + b.right_time]
-        eqs = [f"={names[a]}, {names[len(self.left.columns) + k]})" for a, k in zip(self.left_keys, self.right_keys)]
-        where = " AND ".join([f"(" + e for e in eqs] + [f">=({lt}, +({rt}, {b.lower}:INTERVAL))",
-                                                        f"<=({lt}, +({rt}, {b.upper}:INTERVAL))"]
+        eqs = [f"=({names[a]}, {names[len(self.left.columns) + k]})" for a, k in zip(self.left_keys, self.right_keys)]
+        where = " AND ".join(eqs + [f">=({lt}, +({rt}, {b.lower}:INTERVAL))", f"<=({lt}, +({rt}, {b.upper}:INTERVAL))"]
                              + ([str(self.condition)] if self.condition is not None else []))
         kind = {"INNER": "InnerJoin", "LEFT": "LeftOuterJoin", "RIGHT": "RightOuterJoin", "FULL": "FullOuterJoin"}
         return (f"IntervalJoin(joinType=[{kind[self.join_type]}], windowBounds=[isRowTime={str(b.event_time).lower()}, "

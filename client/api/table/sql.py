@@ -495,7 +495,10 @@ def _subquery_joins(table: "Table", where: exp.Where, scope: dict[str, dict[str,
         if not isinstance(sub, exp.Select) or sub.args.get("joins") or sub.args.get("group"):
             raise TableException(f"Unsupported subquery in WHERE: Millstream has IN / EXISTS over one table with a "
                                  f"correlated WHERE, got {sub.sql(dialect=DIALECT)[:80]}")
-        source = (sub.args.get("from_") or sub.args.get("from")).this
+        from_ = sub.args.get("from_") or sub.args.get("from")
+        if from_ is None:
+            raise TableException("An IN / EXISTS subquery needs a FROM")
+        source = from_.this
         other, names = _disambiguate(table, _table_of(source, t_env))
         alias = _alias(source) or "$subquery"
         inner_scope = {**scope, alias: names}
@@ -507,7 +510,7 @@ def _subquery_joins(table: "Table", where: exp.Where, scope: dict[str, dict[str,
                                                                                           alias)))
         if not conds:
             raise TableException("An IN / EXISTS subquery needs a condition relating it to the outer query")
-        table = table._join(other, expression(exp.and_(*conds), t_env), left_outer=False,
+        table = table._join(other, expression(cast(exp.Expression, exp.and_(*conds)), t_env), left_outer=False,
                             join_type="ANTI" if negated else "SEMI")
     return table, (exp.Where(this=exp.and_(*rest)) if rest else None)
 
