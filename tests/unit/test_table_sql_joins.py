@@ -446,3 +446,23 @@ def test_the_window_join_function_joins_at_the_window_end_and_drops_late_rows() 
     assert changes(f.on_timer(5 * MIN - 1, ctx)) == [(I, ("L1", end, "R1", end))] and f.state.v is None
     late = FakeCtx(watermark=5 * MIN - 1)  # the window was joined: a row of it is dropped
     assert list(f.process_element1(Row("L2", end), late)) == [] and f.state.v is None
+
+
+def test_the_table_api_makes_interval_joins_too() -> None:
+    """PyFlink's Table API: ``join`` / ``right_outer_join`` / ``full_outer_join`` with a predicate
+    bounding the time attributes (``lit(4).hours``)."""
+    from millstream.table.expressions import col, lit
+    from millstream.table.interval_join import IntervalJoin
+    t_env = orders_env()
+    orders, ships = t_env.from_path("Orders"), t_env.from_path("Shipments")
+    bounded = (col("id") == col("order_id")) & col("order_time").between(col("ship_time") - lit(4).hours,
+                                                                          col("ship_time"))
+    for joined, kind in ((orders.join(ships, bounded), "INNER"), (orders.right_outer_join(ships, bounded), "RIGHT"),
+                         (orders.full_outer_join(ships, bounded), "FULL")):
+        node = joined._node
+        assert isinstance(node, IntervalJoin) and node.join_type == kind
+        assert (node.bounds.lower, node.bounds.upper) == (-4 * HOUR, 0)
+        nullable = dict((n, t.nullable) for n, t in node.columns)  # opt, spt: PROCTIME() columns, NOT NULL
+        assert (nullable["opt"], nullable["spt"]) == (kind in ("RIGHT", "FULL"), kind == "FULL")
+    with pytest.raises(TableException, match="RIGHT OUTER JOIN is supported as an interval join"):
+        orders.right_outer_join(ships, col("id") == col("order_id"))
