@@ -235,3 +235,26 @@ def test_window_top_n_emits_each_windows_final_top_rows_once(cluster: Any, tmp_p
         expected += [(I, (start, start + datetime.timedelta(minutes=10), sup, total, n, k + 1))
                      for k, (sup, total, n) in enumerate(ranked[:3])]
     assert result == sort(expected)  # insert-only: each window's final top 3, once
+
+
+def test_a_tumble_with_an_offset_aggregates_the_shifted_windows(cluster: Any, tmp_path: Path) -> None:
+    """Flink's window TVF page: TUMBLE(TABLE Bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES,
+    INTERVAL '1' MINUTES) has windows [08:01, 08:11) and [08:11, 08:21)."""
+    bids = [("08:07", 2, "A"), ("08:11", 3, "B"), ("08:05", 4, "C"), ("08:09", 5, "D"), ("08:13", 1, "E"),
+            ("08:17", 6, "F")]
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.get_config().set("parallelism.default", "2")
+    path = tmp_path / "bid.csv"
+    path.write_text("".join(f"2021-06-30 {t}:00,{p},{i}\n" for t, p, i in bids))
+    t_env.execute_sql(f"CREATE TABLE Bid (bidtime TIMESTAMP(3), price INT, item STRING, WATERMARK FOR bidtime AS "
+                      f"bidtime - INTERVAL '5' MINUTE) WITH ('connector' = 'filesystem', 'path' = '{path}', "
+                      "'format' = 'csv')")
+    got = changelog(t_env, "SELECT window_start, window_end, SUM(price) AS total_price FROM TABLE(TUMBLE(TABLE Bid, "
+                           "DESCRIPTOR(bidtime), INTERVAL '10' MINUTES, INTERVAL '1' MINUTES)) "
+                           "GROUP BY window_start, window_end")
+    sums: dict[datetime.datetime, int] = {}
+    for t, price, _ in bids:
+        start = ts(t) - datetime.timedelta(minutes=(ts(t).minute - 1) % 10)
+        sums[start] = sums.get(start, 0) + price
+    assert got == sort([(I, (s, s + datetime.timedelta(minutes=10), v)) for s, v in sums.items()])
+    assert sorted(sums) == [ts("08:01"), ts("08:11")]
