@@ -16,6 +16,9 @@ Architecture (each layer a module):
   ``Join(joinType=[InnerJoin], ...)``), so the job graph and web UI show them.
 - **Runtime** — ``runtime_functions``: the operators' pure cores in DataStream functions with
   keyed state, so checkpoints and failover apply. Records are ``Row`` values with a ``RowKind``.
+- **Time joins and ranks** — ``interval_join``, ``window_join``, ``window_rank`` (Window Top-N) and
+  ``rank_functions`` (Top-N over an updating input): each holds its plan node, the rule that finds
+  it and the function that runs it; their nodes register their translations with the planner.
 
 Changelog semantics: in streaming mode an unbounded GROUP BY emits ``+I`` for a new group,
 ``-U``/``+U`` when its result changes and ``-D`` when it empties; a join of updating inputs
