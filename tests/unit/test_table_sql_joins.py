@@ -466,3 +466,17 @@ def test_the_table_api_makes_interval_joins_too() -> None:
         assert (nullable["opt"], nullable["spt"]) == (kind in ("RIGHT", "FULL"), kind == "FULL")
     with pytest.raises(TableException, match="RIGHT OUTER JOIN is supported as an interval join"):
         orders.right_outer_join(ships, col("id") == col("order_id"))
+
+
+def test_the_window_rank_function_ranks_at_the_window_end_and_drops_late_rows() -> None:
+    from millstream.common.row import Row
+    from millstream.table.expression import from_epoch_millis
+    from millstream.table.window_rank import WindowRankFunction
+    f = WindowRankFunction([(0, False)], n=1, with_rank=False, end=1, event_time=True)
+    f.state = FakeState()
+    end = from_epoch_millis(10 * MIN)
+    ctx = FakeCtx(watermark=MIN)
+    assert list(f.process_element(Row(3, end), ctx)) == [] and list(f.process_element(Row(7, end), ctx)) == []
+    assert ctx.timers.event_timers == [10 * MIN - 1]  # one timer per window
+    assert changes(f.on_timer(10 * MIN - 1, ctx)) == [(I, (7, end))] and f.state.v is None
+    assert list(f.process_element(Row(9, end), FakeCtx(watermark=10 * MIN - 1))) == [] and f.state.v is None

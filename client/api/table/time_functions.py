@@ -330,7 +330,8 @@ class RankFunction(KeyedProcessFunction):
 
     def process_element(self, value: Row, ctx: Any) -> Iterable[Row]:
         if value.get_row_kind() not in (RowKind.INSERT, RowKind.UPDATE_AFTER):
-            raise ValueError("Top-N over an updating input is not supported yet (Flink's RetractableTopNFunction)")
+            raise ValueError("RankFunction takes an insert-only input; the planner gives an updating one to "
+                             "rank_functions.RetractableRankFunction (Flink's RetractStrategy)")
         top = self.state.value() or TopN(self.order, self.n, self.with_rank)
         out = top.add(tuple(value))
         self.state.update(top)
