@@ -480,3 +480,15 @@ def test_the_window_rank_function_ranks_at_the_window_end_and_drops_late_rows() 
     assert ctx.timers.event_timers == [10 * MIN - 1]  # one timer per window
     assert changes(f.on_timer(10 * MIN - 1, ctx)) == [(I, (7, end))] and f.state.v is None
     assert list(f.process_element(Row(9, end), FakeCtx(watermark=10 * MIN - 1))) == [] and f.state.v is None
+
+
+def test_window_deduplication_is_a_window_top_1() -> None:
+    """Flink's window deduplication page: ROW_NUMBER() OVER (PARTITION BY window_start, window_end
+    ORDER BY bidtime DESC) = 1 keeps each window's last row, emitted when the window ends."""
+    from millstream.table.window_rank import WindowRank
+    node = optimize(supplier_bids().sql_query(
+        "SELECT * FROM (SELECT bidtime, price, item, supplier_id, window_start, window_end, ROW_NUMBER() OVER "
+        "(PARTITION BY window_start, window_end ORDER BY bidtime DESC) AS rownum FROM TABLE(TUMBLE(TABLE Bid, "
+        "DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))) WHERE rownum <= 1")._node)
+    rank = next(n for n in _walk(node) if isinstance(n, WindowRank))
+    assert rank.n == 1 and rank.order == ((0, False),) and not any(isinstance(n, p.Deduplicate) for n in _walk(node))
