@@ -512,6 +512,8 @@ def _subquery_joins(table: "Table", where: exp.Where, scope: dict[str, dict[str,
             raise TableException("An IN / EXISTS subquery needs a condition relating it to the outer query")
         table = table._join(other, expression(cast(exp.Expression, exp.and_(*conds)), t_env), left_outer=False,
                             join_type="ANTI" if negated else "SEMI")
+    if len(rest) == len(_conjuncts(where)):
+        return table, where  # no subquery: the WHERE as written
     return table, (exp.Where(this=exp.and_(*rest)) if rest else None)
 
 
