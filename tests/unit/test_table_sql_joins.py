@@ -148,12 +148,13 @@ def test_proctime_interval_joins_and_what_is_no_interval_join() -> None:
                       "o.order_time >= s.ship_time"]:
         node = interval_node(t_env, f"SELECT o.id FROM Orders o JOIN Shipments s ON o.id = s.order_id AND {predicate}")
         assert not any(isinstance(n, IntervalJoin) for n in _walk(node))
+    # empty bounds are an interval join too, as in Flink (nothing pairs; outer rows are padded)
+    node = interval_node(t_env, "SELECT o.id FROM Orders o LEFT JOIN Shipments s ON o.id = s.order_id AND "
+                                "o.order_time BETWEEN s.ship_time + INTERVAL '3' SECOND AND s.ship_time + INTERVAL '1' SECOND")
+    assert isinstance(node, IntervalJoin) and (node.bounds.lower, node.bounds.upper) == (3000, 1000)
     # RIGHT and FULL joins exist only as interval (or window) joins: a regular one says so before running
     with pytest.raises(TableException, match="FULL OUTER JOIN is supported as an interval join"):
         t_env.sql_query("SELECT o.id FROM Orders o FULL JOIN Shipments s ON o.id = s.order_id")
-    with pytest.raises(TableException, match="time bounds are empty"):
-        t_env.sql_query("SELECT o.id FROM Orders o JOIN Shipments s ON o.id = s.order_id AND o.order_time > "
-                        "s.ship_time AND o.order_time < s.ship_time")
 
 
 def core(join_type: str, lower: int = -4, upper: int = 0):  # type: ignore[no-untyped-def]
@@ -492,3 +493,58 @@ def test_window_deduplication_is_a_window_top_1() -> None:
         "DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))) WHERE rownum <= 1")._node)
     rank = next(n for n in _walk(node) if isinstance(n, WindowRank))
     assert rank.n == 1 and rank.order == ((0, False),) and not any(isinstance(n, p.Deduplicate) for n in _walk(node))
+
+
+def by_repr(rows):  # type: ignore[no-untyped-def]
+    return sorted(rows, key=repr)
+
+
+def flink_interval_join(join_type: str, lower: int, upper: int, condition, lefts, rights):  # type: ignore[no-untyped-def]
+    """Runs the rows of Flink's IntervalJoinITCase through one IntervalJoinCore per key: all left rows,
+    then all right rows (the right input's watermark still at its start), then the final watermark."""
+    from millstream.table.interval_join import IntervalJoinCore
+    cores: dict = {}
+    out = []
+    for rows, left in ((lefts, True), (rights, False)):
+        for key, rid, t in rows:
+            c = cores.setdefault(key, IntervalJoinCore(lower, upper, join_type, condition, 3, 3))
+            out += c.process((key, rid, t), t, left, operator_time=-2**63)
+    for c in cores.values():
+        out += c.expire(True, 2**63 - 1) + c.expire(False, 2**63 - 1)
+    assert all(r.get_row_kind() is I for r in out)
+    return sorted((((r[3], r[4], r[1]) if join_type == "RIGHT" else (r[0], r[4], r[1])) for r in out), key=repr)
+
+
+def test_flinks_rowtime_outer_interval_join_cases() -> None:
+    """Flink's IntervalJoinITCase: testRowTimeLeftOuterJoin, testRowTimeRightOuterJoin and the
+    negative interval size case, their rows and expected (key, right id, left id) results."""
+    from millstream.table.expression import Resolved
+    from millstream.table.types import DataTypes
+
+    def id_is_not(index: int, value: str) -> Resolved:
+        return Resolved("call", DataTypes.BOOLEAN(), (Resolved("ref", DataTypes.STRING(), value=index, text="id"),
+                        Resolved("lit", DataTypes.STRING(), value=value, text=repr(value))), "not_equals", "<>")
+
+    lefts = [("A", "L-1", 1000), ("A", "L-2", 2000), ("B", "L-4", 4000), ("B", "L-5", 5000), ("A", "L-6", 6000),
+             ("C", "L-7", 7000), ("A", "L-10", 10000), ("A", "L-12", 12000), ("A", "L-20", 20000)]
+    rights = [("A", "R-6", 6000), ("B", "R-7", 7000), ("D", "R-8", 8000), ("A", "R-11", 11000)]
+    # t1.rowtime BETWEEN t2.rowtime - INTERVAL '5' SECOND AND t2.rowtime + INTERVAL '6' SECOND AND t1.id <> 'L-5'
+    assert flink_interval_join("LEFT", -5000, 6000, id_is_not(1, "L-5"), lefts, rights) == by_repr([
+        ("A", "R-6", "L-1"), ("A", "R-6", "L-2"), ("A", "R-6", "L-6"), ("A", "R-6", "L-10"), ("A", "R-6", "L-12"),
+        ("B", "R-7", "L-4"), ("A", "R-11", "L-6"), ("A", "R-11", "L-10"), ("A", "R-11", "L-12"), ("B", None, "L-5"),
+        ("C", None, "L-7"), ("A", None, "L-20")])
+
+    lefts = [("A", "L-1", 1000), ("A", "L-2", 2000), ("B", "L-4", 4000), ("A", "L-6", 6000), ("C", "L-7", 7000),
+             ("A", "L-10", 10000), ("A", "L-12", 12000)]
+    rights = [("A", "R-5", 5000), ("A", "R-6", 6000), ("B", "R-7", 7000), ("D", "R-8", 8000), ("A", "R-20", 20000)]
+    # the same bounds, AND t2.id <> 'R-5'; the result as (t2.key, t2.id, t1.id)
+    assert flink_interval_join("RIGHT", -5000, 6000, id_is_not(4, "R-5"), lefts, rights) == by_repr([
+        ("A", "R-5", None), ("A", "R-6", "L-1"), ("A", "R-6", "L-2"), ("A", "R-6", "L-6"), ("A", "R-6", "L-10"),
+        ("A", "R-6", "L-12"), ("A", "R-20", None), ("B", "R-7", "L-4"), ("D", "R-8", None)])
+
+    # BETWEEN t2.rowtime + INTERVAL '3' SECOND AND t2.rowtime + INTERVAL '1' SECOND: an empty interval,
+    # every left row padded (Flink's testRowTimeLeftOuterJoinNegativeIntervalSize)
+    lefts = [("A", "L-1", 1000), ("B", "L-4", 4000), ("C", "L-7", 7000)]
+    rights = [("A", "R-6", 6000), ("B", "R-7", 7000), ("D", "R-8", 8000)]
+    assert [r[1:] for r in flink_interval_join("LEFT", 3000, 1000, None, lefts, rights)] == \
+        [(None, "L-1"), (None, "L-4"), (None, "L-7")]

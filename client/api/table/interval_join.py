@@ -197,10 +197,7 @@ def interval_join_of(left: p.PlanNode, right: p.PlanNode, left_keys: Sequence[in
     if found is None:
         return None
     left_keys, right_keys = tuple(a for a, _ in keys), tuple(b for _, b in keys)
-    bounds, remaining = found
-    if bounds.lower > bounds.upper:
-        raise TableException(f"The interval join's time bounds are empty: {bounds.lower} ms <= left time - right time "
-                             f"<= {bounds.upper} ms")
+    bounds, remaining = found  # empty bounds (lower > upper) are valid, as in Flink: no row pairs, outer rows pad
     columns = tuple((n, t.as_time_attr(None)) for n, t in join_columns(left.columns, right.columns, join_type))
     return IntervalJoin(columns, left, right, tuple(left_keys), tuple(right_keys), bounds, remaining, join_type)
 
