@@ -548,3 +548,24 @@ def test_flinks_rowtime_outer_interval_join_cases() -> None:
     rights = [("A", "R-6", 6000), ("B", "R-7", 7000), ("D", "R-8", 8000)]
     assert [r[1:] for r in flink_interval_join("LEFT", 3000, 1000, None, lefts, rights)] == \
         [(None, "L-1"), (None, "L-4"), (None, "L-7")]
+
+
+def test_flinks_retractable_top_n_test_case() -> None:
+    """Flink's RetractableTopNFunctionTest (testProcessRetractMessageWithGenerateUpdateBefore):
+    rows (category, id, price) ranked by price ascending, top 2, with the rank number."""
+    from millstream.table.rank_functions import RetractableTopN
+    tops: dict = {}
+    out: list = []
+    for row, acc in [(("book", 1, 12), True), (("book", 2, 19), True), (("book", 4, 11), True),
+                     (("book", 1, 12), False), (("book", 5, 11), True), (("fruit", 4, 33), True),
+                     (("fruit", 3, 44), True), (("fruit", 5, 22), True)]:
+        top = tops.setdefault(row[0], RetractableTopN([(2, True)], n=2, with_rank=True))
+        out += changes(top.apply(row, acc))
+    assert out == [
+        (I, ("book", 1, 12, 1)), (I, ("book", 2, 19, 2)),
+        (UB, ("book", 1, 12, 1)), (UA, ("book", 4, 11, 1)), (UB, ("book", 2, 19, 2)), (UA, ("book", 1, 12, 2)),
+        (UB, ("book", 1, 12, 2)), (UA, ("book", 2, 19, 2)),  # the retraction of (book, 1, 12)
+        (UB, ("book", 2, 19, 2)), (UA, ("book", 5, 11, 2)),  # 11 ties with (book, 4, 11): it ranks after it
+        (I, ("fruit", 4, 33, 1)), (I, ("fruit", 3, 44, 2)),
+        (UB, ("fruit", 4, 33, 1)), (UA, ("fruit", 5, 22, 1)), (UB, ("fruit", 3, 44, 2)), (UA, ("fruit", 4, 33, 2)),
+    ]
