@@ -33,6 +33,7 @@ from millstream.jobmanager.rest import rescales
 from millstream.jobmanager.rest import views
 from millstream.jobmanager.dispatcher.dispatcher_core import DispatcherError, ErrorKind
 from millstream.jobmanager.dispatcher.gateway import DispatcherGateway
+from millstream.jobmanager.jobmaster.adaptive_scheduler import adaptive_settings
 from millstream.runtime.clock import wall_ms
 from millstream.runtime.thread_dump import python_threads
 from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
@@ -724,6 +725,9 @@ class JobManagerSource:
     def __init__(self, jobmanager: Any) -> None:
         self._jm = jobmanager
         self._dispatcher: DispatcherGateway = jobmanager.dispatcher  # in-process: the gateway's calls, no RPC
+        # The cluster's scheduler schedules every job of it: a job ended (its JobMaster gone) or not
+        # yet started was scheduled by the adaptive one too (Flink's archived job says Adaptive).
+        self._adaptive = adaptive_settings(jobmanager.config) is not None
 
     def leads(self) -> bool:
         return bool(self._jm.leading.is_set())
@@ -731,8 +735,7 @@ class JobManagerSource:
     def cluster_overview(self) -> cpb.ClusterOverview:
         return self._jm.overview()
 
-    @staticmethod
-    def _view(record: Any, with_io: bool = False) -> JobView:
+    def _view(self, record: Any, with_io: bool = False) -> JobView:
         """``with_io``: fill the vertices' bytes, times and ratios (O(tasks): one job's details only)."""
         summary = record.summary()
         if with_io:
@@ -741,9 +744,8 @@ class JobManagerSource:
                 view = vertices.get(v.vertex_id)
                 if view is not None:
                     v.metrics.update(metrics_views.vertex_io_summary(view))
-        adaptive = record.job_master is not None and record.job_master.core.adaptive is not None
         return JobView(summary, dict(record.status_timestamps), record.plan, tuple(record.exception_history()),
-                       record.config, record.checkpoint_config, "Adaptive" if adaptive else views.SCHEDULER_TYPE)
+                       record.config, record.checkpoint_config, "Adaptive" if self._adaptive else views.SCHEDULER_TYPE)
 
     @staticmethod
     def _vertices(record: Any) -> dict[bytes, metrics_views.VertexView]:

@@ -121,6 +121,10 @@ def test_a_job_starts_below_its_parallelism_rescales_up_when_a_task_manager_join
         events = json.loads(urllib.request.urlopen(f"{cluster.rest_url}/jobs/{job_id.hex()}/rescale-events",
                                                    timeout=10).read())
         assert [(r["from"], r["to"]) for r in events["rescales"]] == [(1, 2)]
+        # the ended job (its JobMaster gone) still says how it was scheduled and keeps its rescales
+        rest = Rest(cluster.rest_url)
+        assert rest.get(f"/jobs/{job_id.hex()}")["schedulerType"] == "Adaptive"
+        assert [r["triggerCause"] for r in rest.get(f"/jobs/{job_id.hex()}/rescales/history")] == ["NEW_RESOURCE_AVAILABLE"]
         assert "rescaling" in events["rescales"][0]["reason"]
         web_ui_timeline_marks(cluster.rest_url, job_id, ["1 → 2"], tmp_path)
     assert stopped.checkpoints.latest_restored_id >= 1  # the rescale resumed from a checkpoint
