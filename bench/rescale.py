@@ -14,8 +14,8 @@ seconds:
   per subtask, so the gap is exact to ~20 ms), what a downstream consumer sees;
 - the checkpoint the rescale restored: its size.
 
-Each run starts a fresh cluster. The new TaskManager registers before its Spark Python workers are
-warm (they warm in the background), which is part of what the figure shows.
+Each run starts a fresh cluster. The new TaskManager registers once its Spark Python workers are
+warm, so the figure holds no Spark start-up.
 """
 from __future__ import annotations
 
@@ -115,6 +115,7 @@ def one_run(work: Path, keys: int) -> dict:
             procs.append(taskmanager(1))
             _poll(lambda: client.overview().taskmanagers == 2, 240, "the second TaskManager", 0.01)
             registered = time.time()
+            load = os.getloadavg()[0]  # the machine's load when the rescale began (the figures depend on it)
             _poll(lambda: _running(client, job_id, 2), 300, "the job running at parallelism 2", 0.02)
             running = time.time()
             time.sleep(5)  # output at the new parallelism
@@ -123,7 +124,8 @@ def one_run(work: Path, keys: int) -> dict:
         window = [t for t in stamps if registered - 5 <= t <= running + 5]
         gap = max((b - a for a, b in zip(window, window[1:])), default=float("nan"))
         return {"keys": keys, "fill_s": round(fill_s, 1), "checkpoint_mb": round(checkpoint_bytes / 1e6, 1),
-                "registration_to_running_s": round(running - registered, 2), "pause_s": round(gap, 2)}
+                "registration_to_running_s": round(running - registered, 2), "pause_s": round(gap, 2),
+                "load_average_1m": round(load, 1)}
     finally:
         for proc in procs:
             if proc.poll() is None:

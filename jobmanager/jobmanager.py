@@ -31,6 +31,7 @@ from millstream.runtime.clock import now_ms
 from millstream.jobmanager.dispatcher.job_persistence import JobPersistence
 from millstream.jobmanager.leadership import LeadershipGuard, read_jobs_to_recover
 from millstream import __version__
+from millstream.jobmanager.rest.rescales import RescaleHistorySettings
 from millstream.jobmanager.rest.guard import allowed_hosts
 from millstream.jobmanager.rest.ports import describe as describe_ports, rest_ports
 from millstream.jobmanager.rest.server import JobManagerSource, RestServer
@@ -181,7 +182,9 @@ class JobManager:
                           max_connections=c.get(cfg.REST_MAX_CONNECTIONS),
                           header_timeout_s=c.get(cfg.REST_HEADER_TIMEOUT) / 1000,
                           idle_timeout_s=c.get(cfg.REST_IDLE_TIMEOUT) / 1000,
-                          flink_dashboard=c.get(cfg.REST_WEB_FLINK_DASHBOARD))
+                          flink_dashboard=c.get(cfg.REST_WEB_FLINK_DASHBOARD),
+                          rescale_settings=RescaleHistorySettings(c.get(cfg.WEB_RESCALE_HISTORY_SIZE),
+                                                                  adaptive_settings(c)))
         ports, chosen = rest_ports(c)  # rest.bind-port (the first free of them), else rest.port
         key = cfg.REST_BIND_PORT.key if cfg.REST_BIND_PORT in c else cfg.REST_PORT.key
         for port in ports:

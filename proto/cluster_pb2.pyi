@@ -158,16 +158,42 @@ class JobSummary(_message.Message):
     def __init__(self, job_id: _Optional[bytes] = ..., job_name: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., num_tasks: _Optional[int] = ..., tasks_per_state: _Optional[_Mapping[str, int]] = ..., failure: _Optional[_Union[JobFailure, _Mapping]] = ..., parallelism: _Optional[int] = ..., vertices: _Optional[_Iterable[_Union[VertexSummary, _Mapping]]] = ..., slot_wait: _Optional[_Union[SlotWait, _Mapping]] = ..., num_restarts: _Optional[int] = ..., checkpoints: _Optional[_Union[CheckpointSummary, _Mapping]] = ..., rescales: _Optional[_Iterable[_Union[RescaleEvent, _Mapping]]] = ...) -> None: ...
 
 class RescaleEvent(_message.Message):
-    __slots__ = ("timestamp_ms", "old_parallelism", "new_parallelism", "reason")
+    __slots__ = ("timestamp_ms", "old_parallelism", "new_parallelism", "reason", "rescale_id", "start_timestamp_ms", "trigger_cause", "vertices")
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     OLD_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     NEW_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    RESCALE_ID_FIELD_NUMBER: _ClassVar[int]
+    START_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_CAUSE_FIELD_NUMBER: _ClassVar[int]
+    VERTICES_FIELD_NUMBER: _ClassVar[int]
     timestamp_ms: int
     old_parallelism: int
     new_parallelism: int
     reason: str
-    def __init__(self, timestamp_ms: _Optional[int] = ..., old_parallelism: _Optional[int] = ..., new_parallelism: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    rescale_id: bytes
+    start_timestamp_ms: int
+    trigger_cause: str
+    vertices: _containers.RepeatedCompositeFieldContainer[VertexRescale]
+    def __init__(self, timestamp_ms: _Optional[int] = ..., old_parallelism: _Optional[int] = ..., new_parallelism: _Optional[int] = ..., reason: _Optional[str] = ..., rescale_id: _Optional[bytes] = ..., start_timestamp_ms: _Optional[int] = ..., trigger_cause: _Optional[str] = ..., vertices: _Optional[_Iterable[_Union[VertexRescale, _Mapping]]] = ...) -> None: ...
+
+class VertexRescale(_message.Message):
+    __slots__ = ("vertex_id", "name", "slot_sharing_group", "desired_parallelism", "sufficient_parallelism", "pre_rescale_parallelism", "post_rescale_parallelism")
+    VERTEX_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SLOT_SHARING_GROUP_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    SUFFICIENT_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    PRE_RESCALE_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    POST_RESCALE_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    vertex_id: bytes
+    name: str
+    slot_sharing_group: str
+    desired_parallelism: int
+    sufficient_parallelism: int
+    pre_rescale_parallelism: int
+    post_rescale_parallelism: int
+    def __init__(self, vertex_id: _Optional[bytes] = ..., name: _Optional[str] = ..., slot_sharing_group: _Optional[str] = ..., desired_parallelism: _Optional[int] = ..., sufficient_parallelism: _Optional[int] = ..., pre_rescale_parallelism: _Optional[int] = ..., post_rescale_parallelism: _Optional[int] = ...) -> None: ...
 
 class CheckpointSummary(_message.Message):
     __slots__ = ("interval_ms", "directory", "num_completed", "num_failed", "num_in_progress", "last_completed_id", "last_duration_ms", "last_size_bytes", "last_completed_at_ms", "last_failure_reason", "last_failure_message", "latest_restored_id", "latest_restored_at_ms", "latest_restored_path", "history", "latest_failed", "latest_savepoint")

@@ -277,6 +277,11 @@ WEB_EXCEPTION_HISTORY_SIZE: ConfigOption[int] = _option(
     "Most failures (the root cause of each failed attempt: restarts and the final failure) the "
     "JobManager keeps per job for the REST API's /jobs/:jobid/exceptions history; older ones are "
     "dropped.")
+WEB_RESCALE_HISTORY_SIZE: ConfigOption[int] = _option(
+    "web.adaptive-scheduler.rescale-history.size", _INT, 0,
+    "Adaptive scheduler: how many of a job's latest rescales Flink's /jobs/:jobid/rescales/* paths "
+    "(and Flink's dashboard's Rescales tab) show; 0 (the default, as in Flink) or less: they answer "
+    "404. Millstream's own /jobs/:jobid/rescale-events lists every rescale either way.")
 WEB_REFRESH_INTERVAL: ConfigOption[int] = _option(
     "web.refresh-interval", _DURATION, 3 * _S,
     "How often the web UI's pages refresh; `GET /config` reports it as `refresh-interval` (ms), as "

@@ -4,7 +4,8 @@
 cluster start`` run) takes the same arguments as ``python -m millstream.taskmanager.taskmanager``, and ``--ready-file``.
 It forks Spark's driver JVM right after reading the configuration, and only then imports the
 TaskManager (gRPC, the task code: ~0.4 s) and starts its servers and high-availability services,
-while the JVM boots (4-5 s). The TaskManager registers its slots once Spark's session runs.
+while the JVM boots (4-5 s). The TaskManager registers its slots once Spark's session runs and
+its Python workers are warm (start_spark_host).
 
 Light to import (no TaskManager, no task code): that is its point.
 """

@@ -139,12 +139,12 @@ class TaskManager:
             raise StartupError(f"{name} cannot start its high-availability services: {exc}") from exc
         if self._spark is None:
             self._spark = await asyncio.to_thread(start_spark_host, c)
-        if self._owns_spark:
-            try:
-                await asyncio.to_thread(self._spark.wait_started)
-            except NoSparkCores as exc:
-                raise StartupError(f"{name}: {exc} ({cfg.SPARK_EXECUTOR_WAIT.key})") from exc
-        self._fit_slots_to_spark()
+        # The slots are offered (registered) only once Spark runs with warm workers; the servers
+        # start meanwhile. An external cluster's cores decide how many slots there are: there the
+        # servers wait too.
+        spark_first = external_master(c) is not None
+        if spark_first:
+            await self._await_spark(name)
         self.executor = TaskExecutor(
             self.resource_id,
             self.num_slots,
@@ -170,6 +170,12 @@ class TaskManager:
         self.executor.data_address = self.executor.address
         self.prometheus = await start_reporter(name, self._metric_families, bind_host,
                                                c.get(cfg.METRICS_PROMETHEUS_PORT))
+        if not spark_first:
+            try:
+                await self._await_spark(name)
+            except BaseException:
+                await self.stop()
+                raise
         self._follow_task = asyncio.ensure_future(self._follow_leader())
         self._retrieval = self._ha.jobmanager_leader_retrieval()
         self._retrieval.start(LoopListener(self, loop))
@@ -188,6 +194,19 @@ class TaskManager:
             ) from None
         self._started = True
         return self
+
+    async def _await_spark(self, name: str) -> None:
+        """Waits for an owned SparkHost's start, warm-up included (start_spark_host), and fits the
+        slots to the cores an external Spark cluster gave."""
+        if self._owns_spark:
+            assert self._spark is not None
+            try:
+                timings = await asyncio.to_thread(self._spark.wait_started)
+            except NoSparkCores as exc:
+                raise StartupError(f"{name}: {exc} ({cfg.SPARK_EXECUTOR_WAIT.key})") from exc
+            log.info("%s: Spark's session started in %.1f s and its workers warmed in %.1f s: registering its slots",
+                     name, timings.session_start_s, timings.warmup_s)
+        self._fit_slots_to_spark()
 
     def _metric_families(self) -> list[Any]:
         """The Prometheus reporter's scrape (on this loop): slots, memory, heartbeats and each

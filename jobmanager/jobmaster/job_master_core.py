@@ -263,6 +263,9 @@ class JobMasterCore:
         self._adaptive_deployed = False  # the adaptive scheduler created an execution graph already
         self.rescales: list[cpb.RescaleEvent] = []  # each graph at another parallelism (the REST timeline)
         self._restart_reason = ""  # why the current graph stops: a rescale's reason or a failure's message
+        # When the current graph began to stop and why, in Flink's TriggerCause terms (the rescale history).
+        self._restart_started_ms = 0
+        self._restart_cause = ""
 
     # -- the adaptive scheduler ----------------------------------------------------------------
 
@@ -293,6 +296,7 @@ class JobMasterCore:
                 # a rescale (a failure's restart goes through _fail_job)
                 log.info("job %s: %s", self.job_id.hex(), c.reason)
                 self._restart_reason = c.reason
+                self._restart_started_ms, self._restart_cause = self.wall_clock(), "NEW_RESOURCE_AVAILABLE"
                 self._set_job_status(JobStatus.RESTARTING, c.reason, out)
                 self._backoff_elapsed = True
                 self._deployment_started = False
@@ -302,6 +306,24 @@ class JobMasterCore:
                 out += self._fail_job(cpb.JobFailure(message=c.message), restartable=False)
                 out += self._check_job_done()
         return out
+
+    def _rescale_event(self, before: int, parallelism: Mapping[bytes, int]) -> cpb.RescaleEvent:
+        """The rescale the new graph at ``parallelism`` ends: from the restart that began it to now,
+        with each vertex's wish (in reactive mode its max parallelism), its least parallelism (1:
+        the scheduler runs a vertex with any slot) and its parallelism before and after."""
+        assert self.adaptive is not None
+        reactive = self.adaptive.settings.reactive
+        now = self.wall_clock()
+        vertices = [cpb.VertexRescale(
+            vertex_id=v.vertex_id, name=v.name, slot_sharing_group=v.slot_sharing_group,
+            desired_parallelism=adaptive_scheduler.desired_parallelism(v, reactive), sufficient_parallelism=1,
+            pre_rescale_parallelism=self.graph.job_vertex(v.vertex_id).parallelism,
+            post_rescale_parallelism=parallelism[v.vertex_id])
+            for v in self.adaptive.vertices]
+        return cpb.RescaleEvent(timestamp_ms=now, old_parallelism=before, new_parallelism=max(parallelism.values()),
+                                reason=self._restart_reason, rescale_id=os.urandom(16),
+                                start_timestamp_ms=self._restart_started_ms or now,
+                                trigger_cause=self._restart_cause or "NEW_RESOURCE_AVAILABLE", vertices=vertices)
 
     def _create_execution_graph(self, parallelism: Mapping[bytes, int]) -> list[Command]:
         """A new ExecutionGraph at these parallelisms, deployed into the slots the job holds, from
@@ -314,9 +336,7 @@ class JobMasterCore:
         old = self.current
         before = max((v.parallelism for v in self.graph.job_vertices), default=0)
         if self._adaptive_deployed and before != max(parallelism.values()):
-            self.rescales.append(cpb.RescaleEvent(timestamp_ms=self.wall_clock(), old_parallelism=before,
-                                                  new_parallelism=max(parallelism.values()),
-                                                  reason=self._restart_reason))
+            self.rescales.append(self._rescale_event(before, parallelism))
         self.graph = ExecutionGraph(graph)
         self.current = {}
         self._state_counts = {}
@@ -809,6 +829,7 @@ class JobMasterCore:
                 # the scheduler's own rescales are free (see _run_adaptive). The strategy's backoff
                 # applies; its limit fails the job.
                 self._restart_reason = failure.message
+                self._restart_started_ms, self._restart_cause = self.wall_clock(), "RECOVERABLE_FAILOVER"
                 allowed = restartable and self.status is JobStatus.RUNNING and self._restart_allowed()
                 decision = self.adaptive.task_failed(allowed)
                 restartable = allowed and any(isinstance(c, adaptive_scheduler.RestartTasks) for c in decision)

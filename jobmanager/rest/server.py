@@ -29,9 +29,11 @@ from typing import Any, Awaitable, Callable, Protocol
 from aiohttp import web
 
 from millstream.jobmanager.rest import metrics_views
+from millstream.jobmanager.rest import rescales
 from millstream.jobmanager.rest import views
 from millstream.jobmanager.dispatcher.dispatcher_core import DispatcherError, ErrorKind
 from millstream.jobmanager.dispatcher.gateway import DispatcherGateway
+from millstream.jobmanager.jobmaster.adaptive_scheduler import adaptive_settings
 from millstream.runtime.clock import wall_ms
 from millstream.runtime.thread_dump import python_threads
 from millstream.runtime.metrics.system import host_memory_bytes, process_rss_bytes, process_tree_rss_bytes
@@ -155,7 +157,17 @@ ROUTES: dict[str, dict[str, str]] = {
     "/jobmanager/environment": {"get": "The JobManager's interpreter: version, architecture, command line, path."},
     "/jobmanager/metrics": {"get": "The JobManager's process metrics (ids; with get=a,b their values)."},
     "/jobmanager/thread-dump": {"get": "The JobManager's Python threads, each with its stack."},
-    "/jobs/{jobid}/rescales/{what}": {"get": "404, as Flink answers for a job without the adaptive scheduler."},
+    "/jobs/{jobid}/rescales/config": {"get": "The adaptive scheduler's settings (Flink's JobRescaleConfigInfo); "
+                                             "404 under the default scheduler."},
+    "/jobs/{jobid}/rescales/overview": {"get": "The rescale counts and the latest rescale (Flink's "
+                                               "JobRescalesOverview); 404 unless "
+                                               "web.adaptive-scheduler.rescale-history.size > 0."},
+    "/jobs/{jobid}/rescales/summary": {"get": "The rescale counts and durations (Flink's JobRescalesSummary); "
+                                              "404 as overview."},
+    "/jobs/{jobid}/rescales/history": {"get": "The latest rescales, latest first (Flink's JobRescalesHistory); "
+                                              "404 as overview."},
+    "/jobs/{jobid}/rescales/details/{rescaleuuid}": {"get": "One rescale with its scheduler states (Flink's "
+                                                             "JobRescaleDetails); 404 as overview."},
     "/jobs/{jobid}/rescale-events": {"get": "Millstream's: each rescale of the adaptive scheduler (time, old and "
                                             "new parallelism, reason), oldest first; the web UI's timeline."},
     "/taskmanagers/{taskmanagerid}/metrics": {"get": "A TaskManager's process metrics, from its latest heartbeat."},
@@ -225,12 +237,15 @@ class RestServer:
                  authenticator: TokenAuthenticator | None = None, task_logs: TaskLogs | None = None,
                  hosts: frozenset[str] | None = ALLOWED_BY_DEFAULT, max_connections: int = 512,
                  header_timeout_s: float = 10.0, idle_timeout_s: float = 60.0,
-                 refresh_interval_ms: int = 3000, flink_dashboard: bool = False) -> None:
+                 refresh_interval_ms: int = 3000, flink_dashboard: bool = False,
+                 rescale_settings: rescales.RescaleHistorySettings = rescales.RescaleHistorySettings()) -> None:
         """``task_logs``: reads TaskManagers' logs and subtask output (None: those paths are 404);
         ``hosts``: the Host names served (:mod:`rest_guard`; None: any); the connection limits:
         rest.max-connections, rest.header-timeout, rest.idle-timeout; ``refresh_interval_ms``: how
         often the web UI refreshes (``web.refresh-interval``); ``flink_dashboard``: serve Flink's
-        own dashboard at /flink/ (``rest.web.flink-dashboard``; DashboardNotFound without its jar)."""
+        own dashboard at /flink/ (``rest.web.flink-dashboard``; DashboardNotFound without its jar);
+        ``rescale_settings``: what /jobs/:jobid/rescales/* serve (:mod:`rescales`)."""
+        self._rescale_settings = rescale_settings
         self._dashboard = FlinkDashboard(find_flink_dist()) if flink_dashboard else None
         self._source = source
         self._hosts = hosts
@@ -281,7 +296,11 @@ class RestServer:
             "/jobmanager/environment": self._jobmanager_environment,
             "/jobmanager/metrics": self._jobmanager_metrics,
             "/jobmanager/thread-dump": self._jobmanager_thread_dump,
-            "/jobs/{jobid}/rescales/{what}": self._rescales,
+            "/jobs/{jobid}/rescales/config": self._rescales(rescales.config_view),
+            "/jobs/{jobid}/rescales/overview": self._rescales(rescales.overview_view),
+            "/jobs/{jobid}/rescales/summary": self._rescales(rescales.summary_view),
+            "/jobs/{jobid}/rescales/history": self._rescales(rescales.history_view),
+            "/jobs/{jobid}/rescales/details/{rescaleuuid}": self._rescale_details,
             "/jobs/{jobid}/rescale-events": self._rescale_events,
             "/taskmanagers": self._taskmanagers,
             "/taskmanagers/{taskmanagerid}": self._taskmanager,
@@ -499,8 +518,14 @@ class RestServer:
     async def _jobmanager_thread_dump(self, request: web.Request) -> web.StreamResponse:
         return _json(views.thread_dump_view(python_threads()))
 
-    async def _rescales(self, request: web.Request) -> web.StreamResponse:
-        raise views.rescales_unavailable(self._job_view(request))
+    def _rescales(self, view: Callable[[JobView, rescales.RescaleHistorySettings], Any]) -> Any:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            return _json(view(self._job_view(request), self._rescale_settings))
+        return handler
+
+    async def _rescale_details(self, request: web.Request) -> web.StreamResponse:
+        return _json(rescales.details_view(self._job_view(request), self._rescale_settings,
+                                           request.match_info["rescaleuuid"]))
 
     async def _rescale_events(self, request: web.Request) -> web.StreamResponse:
         return _json(views.rescale_events_view(self._job_view(request)))
@@ -700,6 +725,9 @@ class JobManagerSource:
     def __init__(self, jobmanager: Any) -> None:
         self._jm = jobmanager
         self._dispatcher: DispatcherGateway = jobmanager.dispatcher  # in-process: the gateway's calls, no RPC
+        # The cluster's scheduler schedules every job of it: a job ended (its JobMaster gone) or not
+        # yet started was scheduled by the adaptive one too (Flink's archived job says Adaptive).
+        self._adaptive = adaptive_settings(jobmanager.config) is not None
 
     def leads(self) -> bool:
         return bool(self._jm.leading.is_set())
@@ -707,8 +735,7 @@ class JobManagerSource:
     def cluster_overview(self) -> cpb.ClusterOverview:
         return self._jm.overview()
 
-    @staticmethod
-    def _view(record: Any, with_io: bool = False) -> JobView:
+    def _view(self, record: Any, with_io: bool = False) -> JobView:
         """``with_io``: fill the vertices' bytes, times and ratios (O(tasks): one job's details only)."""
         summary = record.summary()
         if with_io:
@@ -717,9 +744,8 @@ class JobManagerSource:
                 view = vertices.get(v.vertex_id)
                 if view is not None:
                     v.metrics.update(metrics_views.vertex_io_summary(view))
-        adaptive = record.job_master is not None and record.job_master.core.adaptive is not None
         return JobView(summary, dict(record.status_timestamps), record.plan, tuple(record.exception_history()),
-                       record.config, record.checkpoint_config, "Adaptive" if adaptive else views.SCHEDULER_TYPE)
+                       record.config, record.checkpoint_config, "Adaptive" if self._adaptive else views.SCHEDULER_TYPE)
 
     @staticmethod
     def _vertices(record: Any) -> dict[bytes, metrics_views.VertexView]:

@@ -926,10 +926,3 @@ def thread_dump_view(threads: Iterable[tuple[str, str]]) -> dict[str, Any]:
     (name, its stack as text) each."""
     return {"threadInfos": [{"threadName": name, "stringifiedThreadInfo": stack} for name, stack in threads]}
 
-
-def rescales_unavailable(job: JobView) -> NotFound:
-    """``/jobs/:jobid/rescales/*``: Flink answers 404 for a job without the adaptive scheduler's
-    rescale history; Millstream does not serve Flink's rescale history (its adaptive scheduler's
-    rescales are listed at ``/jobs/:jobid/rescale-events``)."""
-    return NotFound(f"The job `{job.summary.job_id.hex()}` has no Flink rescale history here: Millstream lists "
-                    f"the adaptive scheduler's rescales at /jobs/{job.summary.job_id.hex()}/rescale-events.")

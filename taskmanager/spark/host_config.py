@@ -81,10 +81,12 @@ def start_spark_host(configuration: cfg.Configuration) -> SparkHost:
     (before any gRPC server of this process runs: a fork among gRPC's threads can break the
     child); the session boots on a thread of its own (:meth:`SparkHost.wait_started`).
 
-    Embedded Spark: the TaskManager offers its slots once the session runs and the workers warm
-    meanwhile (a task deployed before they are warm starts its own). An external cluster grants
-    executors one by one: the warm-up (a barrier job over every core the TaskManager will use)
-    waits for all of them, so the slots offered never outnumber the cores held."""
+    The host counts as started once its Python workers are warm (``warm_up="wait"``), and the
+    TaskManager registers its slots only then: a job deployed into them, such as a rescale onto a
+    TaskManager that just joined, finds Spark's daemon and workers running instead of waiting for
+    them (13-29 s on a loaded 2-core machine, against 1.5-4.5 s idle); a warm-up in the background
+    would also compete with that first job for the CPU. On an external cluster the start also
+    waits for its executors (:meth:`SparkHost.wait_for_executors`), whose cores cap the slots offered."""
     host = spark_host_for(configuration)
-    host.start_in_background("wait" if external_master(configuration) else "background")
+    host.start_in_background("wait")
     return host

@@ -84,6 +84,45 @@ def test_a_taskmanager_on_a_taken_port_fails_before_starting_spark(jobmanager) -
     assert line.endswith(f"cannot listen on 127.0.0.1:{port}: address already in use")
 
 
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s processes below it: each thread's children (the JVM starts Python's from a thread of its own)."""
+    children = []
+    for thread in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(child) for child in (thread / "children").read_text().split()]
+        except OSError:  # the thread ended meanwhile
+            pass
+    return [descendant for child in children for descendant in [child, *_descendants(child)]]
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:  # ended meanwhile
+        return ""
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
+def test_a_taskmanager_registers_its_slots_only_once_its_spark_python_workers_run(jobmanager, tmp_path) -> None:
+    """A job deployed into a TaskManager's slots the moment it registers (a reactive-mode rescale
+    onto a TaskManager that just joined) must not wait for Spark to start its Python daemon and
+    workers: when the slots are registered (the ready file) the daemon runs and has forked a
+    pooled worker, and the log says how long the warm-up took."""
+    ready = tmp_path / "tm.address"
+    tm = _process("millstream.taskmanager.taskmanager", "--jobmanager", jobmanager, "--ready-file", str(ready),
+                  "-Dtaskmanager.numberOfTaskSlots=2", "-Dtaskmanager.rpc.port=0")
+    try:
+        poll_for(ready.exists, 180, interval=0.05, what="the TaskManager to register its slots")
+        daemons = [pid for pid in _descendants(tm.pid) if "millstream.taskmanager.spark.daemon" in _command(pid)]
+        # the daemon and the workers it forked carry its command line; each slot got a warm worker
+        assert len(daemons) >= 1 + 2, f"Spark's Python processes at registration: {daemons}"
+    finally:
+        tm.terminate()
+        _, stderr = tm.communicate(timeout=60)
+    warmed = re.search(r"Spark's session started in [\d.]+ s and its workers warmed in ([\d.]+) s: registering", stderr)
+    assert warmed and float(warmed.group(1)) > 0, stderr
+
+
 def test_unknown_keys_given_to_a_process_warn_with_the_closest_key(tmp_path) -> None:
     ready = tmp_path / "jm.address"
     jm = _process("millstream.jobmanager.jobmanager", "--ready-file", str(ready), "-Djobmanager.rpc.port=0",

@@ -657,9 +657,10 @@ def test_the_rest_api_reads_the_dispatcher_through_its_gateway_and_maps_its_refu
     """Flink's REST API: an unknown job 404, a job whose state refuses the request 409, else 400."""
     from millstream.jobmanager.rest.server import JobManagerSource
     from millstream.jobmanager.rest.views import BadRequest, Conflict, NotFound
+    from millstream.runtime import config as cfg
 
     async def test(d: Dispatcher, blobs: BlobStore) -> None:
-        source = JobManagerSource(type("JobManager", (), {"dispatcher": d})())
+        source = JobManagerSource(type("JobManager", (), {"dispatcher": d, "config": cfg.Configuration()})())
         job_id = d.submit(cpb.SubmitJobRequest(job_graph=_graph())).job_id
         await _started(d, job_id)
         assert [v.summary.job_id for v in source.job_views()] == [job_id] and source.job_view(b"\x09" * 16) is None

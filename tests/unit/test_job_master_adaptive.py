@@ -157,6 +157,13 @@ def test_reactive_mode_uses_every_slot_and_scales_down_on_a_lost_task_manager_th
     assert {e.slot.resource_id for e in core.current_executions()} == {"tm-1"}
     assert [(r.old_parallelism, r.new_parallelism) for r in core.rescales] == [(2, 4), (4, 2)]
     assert "rescaling" in core.rescales[0].reason and "tm-2 was lost" in core.rescales[1].reason
+    # Flink's rescale history: what started each rescale, when, and each vertex before and after
+    assert [r.trigger_cause for r in core.rescales] == ["NEW_RESOURCE_AVAILABLE", "RECOVERABLE_FAILOVER"]
+    assert all(0 < r.start_timestamp_ms <= r.timestamp_ms for r in core.rescales)
+    assert len({r.rescale_id for r in core.rescales}) == 2 and all(len(r.rescale_id) == 16 for r in core.rescales)
+    assert [[(v.pre_rescale_parallelism, v.post_rescale_parallelism) for v in r.vertices] for r in core.rescales] == [
+        [(2, 4)] * len(core.rescales[0].vertices), [(4, 2)] * len(core.rescales[1].vertices)]
+    assert {v.desired_parallelism for r in core.rescales for v in r.vertices} == {8}  # reactive: the max parallelism
     _run_all(core)
     boom = core.current_executions()[0]
     core.update_task_state(boom.attempt_id, S.FAILED, cpb.JobFailure(message="boom"))

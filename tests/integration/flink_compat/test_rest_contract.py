@@ -34,8 +34,10 @@ NOT_FLINK_JSON = {
     "/taskmanagers/{taskmanagerid}/logs/{filename}", "/jobs/{jobid}/vertices/{vertexid}/subtasks/{subtaskindex}/output",
     "/jobs/{jobid}/yarn-cancel", "/jobs/{jobid}/rescale-events",
 }
-# Answered 404 as Flink answers with the feature off (no adaptive scheduler: no rescale history).
-FEATURE_OFF = {"/jobs/{jobid}/rescales/{what}"}
+# Answered 404 as Flink answers with the feature off (the default scheduler: no rescale history;
+# under the adaptive scheduler test_adaptive_scheduler checks their bodies against this contract).
+FEATURE_OFF = {"/jobs/{jobid}/rescales/config", "/jobs/{jobid}/rescales/overview", "/jobs/{jobid}/rescales/summary",
+               "/jobs/{jobid}/rescales/history", "/jobs/{jobid}/rescales/details/{rescaleuuid}"}
 
 
 class FailsAtOnce(MapFunction):
@@ -148,8 +150,8 @@ def _paths(rest: Rest, scene: Scene, template: str) -> list[str]:
         bind("taskmanagerid", [tm])
     if "subtaskindex" in names:
         bind("subtaskindex", ["0"])
-    if "what" in names:
-        bind("what", ["overview", "history", "summary", "config"])
+    if "rescaleuuid" in names:
+        bind("rescaleuuid", ["0123456789abcdef0123456789abcdef"])
     if "filename" in names:
         return []  # files: no JSON contract
     return [template.format(**b) for b in bindings]
