@@ -22,13 +22,14 @@ from millstream.common.watermark_strategy import WatermarkStrategy
 from millstream.table import plan as p
 from millstream.table.types import DataTypes
 from millstream.table.expression import Resolved, TableException, cast_value, text_of
+from millstream.table.rank_functions import RetractableRankFunction
 from millstream.table.runtime_functions import (CalcFunction, CorrelateFunction, GroupAggregateFunction, JoinFunction,
                                                 LeftOuterJoinFunction, LimitFunction, MapRowFunction, PythonGroupAggregateFunction,
                                                 SortLimitFunction, row_of)
 from millstream.table.time_functions import (DeduplicateFunction, OverAggregateFunction, RankFunction, RowtimeAssigner,
                                              WindowAccumulate, WindowEmit, WindowTVFFunction, window_assigner)
 
-__all__ = ["optimize", "translate", "KeyOf", "really_updating", "register_translation"]
+__all__ = ["optimize", "translate", "KeyOf", "really_updating", "register_translation", "register_rank_rule"]
 
 
 class KeyOf:
@@ -69,9 +70,12 @@ def optimize(node: p.PlanNode) -> p.PlanNode:
         node = replace(node, input=optimize(node.input))
         return window_aggregate_rule(node) or node
     if isinstance(node, p.Rank):
-        from millstream.table.window_rank import window_rank_rule  # its module registers its translation here
         node = replace(node, input=optimize(node.input))
-        return window_rank_rule(node) or node
+        for rule in _RANK_RULES:
+            rewritten = rule(node)
+            if rewritten is not None:
+                return rewritten
+        return node
     fields = {"input", "left", "right"}
     changes: dict[str, Any] = {f: optimize(getattr(node, f)) for f in fields if isinstance(getattr(node, f, None), p.PlanNode)}
     if isinstance(node, p.Union):
@@ -277,7 +281,6 @@ def _over_aggregate(node: p.OverAggregate, env: Any, batch: bool) -> Any:
 def _rank(node: p.Rank, env: Any, batch: bool) -> Any:
     stream = translate(node.input, env, batch).key_by(KeyOf(node.partition))
     if really_updating(node.input):  # Flink's RetractStrategy: the input's retractions move ranks
-        from millstream.table.rank_functions import RetractableRankFunction
         f: Any = RetractableRankFunction(node.order, node.n, node.with_rank)
     else:
         f = RankFunction(node.order, node.n, node.with_rank)
@@ -307,6 +310,15 @@ def really_updating(node: p.PlanNode) -> bool:
 def register_translation(node_type: type, translation: Any) -> None:
     """Adds the translation of a plan node defined in its own module (interval and window joins)."""
     _TRANSLATIONS[node_type] = translation
+
+
+def register_rank_rule(rule: Any) -> None:
+    """Adds a rewrite of a Top-N (``p.Rank``) defined in its own module (Window Top-N); a rule
+    returns the rewritten plan, or None when it does not apply."""
+    _RANK_RULES.append(rule)
+
+
+_RANK_RULES: list[Any] = []
 
 
 def p_unsupported(message: str) -> Exception:

@@ -18,6 +18,7 @@ from millstream.table.types import DataType, DataTypes, is_integer
 from millstream.table.window import GroupWindow, OverWindow, WindowSpec
 from millstream.table.interval_join import interval_join_of, join_columns
 from millstream.table.window_join import window_join_of
+from millstream.table import window_rank  # noqa: F401  registers Window Top-N with the planner
 from millstream.table.udf import (UserDefinedAggregateFunctionWrapper, UserDefinedScalarFunctionWrapper,
                                   UserDefinedTableFunctionWrapper)
 

@@ -113,3 +113,4 @@ def _translate(node: WindowRank, env: Any, batch: bool) -> Any:
 
 
 planner.register_translation(WindowRank, _translate)
+planner.register_rank_rule(window_rank_rule)
