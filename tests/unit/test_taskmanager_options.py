@@ -102,3 +102,27 @@ def test_slot_placement_asks_spark_for_one_core_per_slot() -> None:
     assert spark_host_for(cfg.Configuration.from_dict(external)).session_conf()["spark.cores.max"] == "24"
     with pytest.raises(cfg.ConfigurationError, match=f"{key}.*one of task, slot"):
         spark_host_for(cfg.Configuration.from_dict({key: "chain"}))
+
+
+@pytest.mark.parametrize("placement, usable", [("slot", 2), ("task", 6)])
+def test_a_taskmanager_never_asks_spark_for_more_cores_than_it_can_use(placement: str, usable: int, caplog,
+                                                                      monkeypatch) -> None:
+    """A TaskManager runs at most slots (placement slot) or slots x tasks-per-slot (task) tasks at
+    once: a bigger spark.cores.max in millstream.spark.conf, or a local master with more threads,
+    is lowered to that, with a warning; a smaller one is kept (the core check then counts it)."""
+    monkeypatch.setattr("os.cpu_count", lambda: 64)  # local[*]: a machine with more cores than the slots use
+    base = {"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 3,
+            cfg.SPARK_TASK_PLACEMENT.key: placement}
+    external = {**base, "millstream.spark.master": "spark://m:7077", "taskmanager.host": "tm1"}
+    greedy = spark_host_for(cfg.Configuration.from_dict({**external, "millstream.spark.conf": "spark.cores.max=64"}))
+    assert greedy.session_conf()["spark.cores.max"] == str(usable)
+    assert "spark.cores.max=64" in caplog.text
+    modest = spark_host_for(cfg.Configuration.from_dict({**external, "millstream.spark.conf": "spark.cores.max=1"}))
+    assert modest.session_conf()["spark.cores.max"] == "1"
+    for master in ("local[64]", "local[*]", "local[64,2]"):
+        host = spark_host_for(cfg.Configuration.from_dict({**base, "millstream.spark.master": master}))
+        assert (host.master, host.max_concurrent_tasks) == (f"local[{usable}]", usable), master
+    small = spark_host_for(cfg.Configuration.from_dict({**base, "millstream.spark.master": "local[1]"}))
+    assert (small.master, small.max_concurrent_tasks, small.capacity()) == ("local[1]", 1, 1)
+    single = spark_host_for(cfg.Configuration.from_dict({**base, "millstream.spark.master": "local"}))
+    assert (single.master, single.max_concurrent_tasks) == ("local", 1)
