@@ -180,9 +180,11 @@ def measure_exchange(records: int, checkpoint_ms: int = 0, io_timing: bool = Tru
     from millstream.client.cluster_client import ClusterClient
 
     checkpoints = tempfile.mkdtemp(prefix="millstream-bench-checkpoints-")
-    config = cfg.Configuration.from_dict({"execution.checkpointing.dir": checkpoints,
+    config = cfg.Configuration.from_dict({**cfg.env_overrides(os.environ), "execution.checkpointing.dir": checkpoints,
                                           cfg.METRICS_TASK_IO_TIMING.key: "true" if io_timing else "false"})
-    with SparkHost(slots=4, tasks_per_slot=2) as spark, MiniCluster(config, num_slots=2, spark=spark) as cluster:
+    placement = config.get(cfg.SPARK_TASK_PLACEMENT)  # the option's (MILLSTREAM_CONF_*: --task-placement)
+    with SparkHost(slots=4, tasks_per_slot=2, placement=placement) as spark, \
+            MiniCluster(config, num_slots=2, spark=spark) as cluster:  # type: ignore[arg-type]
         cluster.add_task_manager()
         os.environ[ENV_JOBMANAGER] = cluster.address
         env = StreamExecutionEnvironment.get_execution_environment()
