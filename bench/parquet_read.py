@@ -97,7 +97,9 @@ def measure_millstream(path: str) -> dict:
         env.execute("parquet read bench")
         return time.perf_counter() - started
 
-    with SparkHost(slots=2, tasks_per_slot=2) as spark, MiniCluster(cfg.Configuration(), num_slots=2, spark=spark) as cluster:
+    config = cfg.Configuration.from_dict(cfg.env_overrides(os.environ))  # MILLSTREAM_CONF_* (e.g. the task placement)
+    with SparkHost(slots=2, tasks_per_slot=2, placement=config.get(cfg.SPARK_TASK_PLACEMENT)) as spark, \
+            MiniCluster(config, num_slots=2, spark=spark) as cluster:  # type: ignore[arg-type]
         cluster.add_task_manager()
         os.environ[ENV_JOBMANAGER] = cluster.address
         run(empty)  # warm: the first job pays the Python workers' start

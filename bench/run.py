@@ -35,6 +35,12 @@
 14. large RocksDB state (bench/rocksdb_large_state.py, only with ``--only rocksdb_large_state``, ~30
    minutes, ~10 GB of disk): a TaskManager's process tree RSS under a fixed RocksDB budget while a job
    writes ``--rocksdb-keys`` keys, and kill -9 of the TaskManager to RUNNING with that state restored.
+15. task placement (bench/placement.py, only with ``--only placement``, ~15 minutes): word count,
+   windows and Nexmark under ``millstream.spark.task-placement`` task and slot, alternating fresh
+   processes, the ratio slot / task per job.
+
+``--task-placement task|slot`` runs every Millstream measurement under that placement (the default:
+the option's default).
 
 Each measurement runs in its own process (one SparkContext per process) and prints one JSON line.
 
@@ -174,9 +180,11 @@ def measure_exchange(records: int, checkpoint_ms: int = 0, io_timing: bool = Tru
     from millstream.client.cluster_client import ClusterClient
 
     checkpoints = tempfile.mkdtemp(prefix="millstream-bench-checkpoints-")
-    config = cfg.Configuration.from_dict({"execution.checkpointing.dir": checkpoints,
+    config = cfg.Configuration.from_dict({**cfg.env_overrides(os.environ), "execution.checkpointing.dir": checkpoints,
                                           cfg.METRICS_TASK_IO_TIMING.key: "true" if io_timing else "false"})
-    with SparkHost(slots=4, tasks_per_slot=2) as spark, MiniCluster(config, num_slots=2, spark=spark) as cluster:
+    placement = config.get(cfg.SPARK_TASK_PLACEMENT)  # the option's (MILLSTREAM_CONF_*: --task-placement)
+    with SparkHost(slots=4, tasks_per_slot=2, placement=placement) as spark, \
+            MiniCluster(config, num_slots=2, spark=spark) as cluster:  # type: ignore[arg-type]
         cluster.add_task_manager()
         os.environ[ENV_JOBMANAGER] = cluster.address
         env = StreamExecutionEnvironment.get_execution_environment()
@@ -334,8 +342,9 @@ def _run(kind: str, *args: str) -> dict:
 
 
 BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics",
-              "parquet", "kafka", "nexmark", "keyed_state", "rocksdb_large_state"]
-OPT_IN = {"rocksdb_large_state"}  # ~30 minutes and ~10 GB of disk: only with --only
+              "parquet", "kafka", "nexmark", "keyed_state", "rocksdb_large_state", "placement"]
+OPT_IN = {"rocksdb_large_state",  # ~30 minutes and ~10 GB of disk: only with --only
+          "placement"}  # ~15 minutes, a comparison made to choose a default
 
 
 def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
@@ -515,6 +524,12 @@ def bench_rocksdb_large_state(a: argparse.Namespace) -> list[Figure]:
     return rocksdb_large_state.headline(rocksdb_large_state.report(keys=a.rocksdb_keys))
 
 
+def bench_placement(a: argparse.Namespace) -> list[Figure]:
+    import placement
+
+    return placement.headline(placement.report(pairs=a.placement_pairs))
+
+
 def _git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
@@ -559,6 +574,9 @@ def main() -> None:
     parser.add_argument("--rocksdb-keys", type=int, default=20_000_000, help="rocksdb_large_state: keys of ~96 B")
     parser.add_argument("--startup-runs", type=int, default=5)
     parser.add_argument("--nexmark-events", type=int, default=500_000)
+    parser.add_argument("--task-placement", choices=("task", "slot"),
+                        help="millstream.spark.task-placement of every Millstream cluster measured (default: the option's)")
+    parser.add_argument("--placement-pairs", type=int, default=3, help="placement: pairs of runs, task and slot, per job")
     parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"),
                         help="the README whose generated table holds the previous figures and gets the new ones")
     parser.add_argument("--no-readme", action="store_true", help="compare with the README's figures but do not rewrite them")
@@ -574,6 +592,8 @@ def main() -> None:
               "collect": lambda n, r, m: measure_collect(int(n), int(r), m)}[a.measure]
         print(json.dumps(fn(*a.args)))
         return
+    if a.task_placement:  # every measurement's MiniCluster reads MILLSTREAM_CONF_* (its child processes inherit it)
+        os.environ["MILLSTREAM_CONF_MILLSTREAM_SPARK_TASK_PLACEMENT"] = a.task_placement
     started, load_start = time.time(), os.getloadavg()[0]
     command = "python bench/run.py" + "".join(f" {shlex.quote(arg)}" for arg in sys.argv[1:])
     try:
@@ -589,7 +609,7 @@ def main() -> None:
                "scale": bench_scale, "checkpoints": bench_checkpoints, "windows": bench_windows, "ha": bench_ha,
                "startup": bench_startup, "metrics": bench_metrics, "parquet": bench_parquet, "kafka": bench_kafka,
                "nexmark": bench_nexmark, "keyed_state": bench_keyed_state,
-               "rocksdb_large_state": bench_rocksdb_large_state}
+               "rocksdb_large_state": bench_rocksdb_large_state, "placement": bench_placement}
     figures: list[Figure] = []
     measured: list[str] = []
     try:

@@ -655,23 +655,24 @@ HA_ZOOKEEPER_TOLERATE_SUSPENDED: ConfigOption[bool] = _option(
 # ---- Millstream: Spark, RPC, client ----------------------------------------------------------
 SPARK_MASTER: ConfigOption[str] = _option(
     "millstream.spark.master", _STR, "",
-    "Spark master URL for TaskManagers' Spark sessions; empty: an embedded "
-    "local[slots x millstream.spark.tasks-per-slot]. An external master (spark://HOST:7077) runs "
-    "every task in an executor of that cluster, holding one core for the task's life; a "
-    "TaskManager asks for slots x tasks-per-slot cores (spark.cores.max).")
+    "Spark master URL for TaskManagers' Spark sessions; empty: an embedded local[N], N the Spark "
+    "tasks a TaskManager runs at once: slots (millstream.spark.task-placement=slot, the default) or "
+    "local[slots x millstream.spark.tasks-per-slot] (task). An external master (spark://HOST:7077) "
+    "runs every slot's (or task's) Spark task in an executor of that cluster, holding one core for "
+    "its life; a TaskManager asks for N cores (spark.cores.max), never more.")
 SPARK_TASKS_PER_SLOT: ConfigOption[int] = _option(
     "millstream.spark.tasks-per-slot", _INT, 8,
-    "Tasks one slot may run at once (slot sharing puts one task per vertex of a group in a slot); "
-    "the embedded Spark is local[slots x this] so that every deployed task holds a core, and a "
-    "TaskManager refuses tasks beyond slots x this. Unused with millstream.spark.task-placement=slot "
-    "(a slot's subtasks share one Spark task: local[slots]).")
+    "With millstream.spark.task-placement=task: tasks one slot may run at once (slot sharing puts "
+    "one task per vertex of a group in a slot); the embedded Spark is local[slots x this] so that "
+    "every deployed task holds a core, and a TaskManager refuses tasks beyond slots x this. Unused "
+    "with the default placement slot (a slot's subtasks share one Spark task: local[slots]).")
 SPARK_TASK_PLACEMENT: ConfigOption[str] = _option(
-    "millstream.spark.task-placement", _STR, "task",
-    "How a TaskManager's subtasks hold Spark cores. task: every subtask (operator chain) is a "
+    "millstream.spark.task-placement", _STR, "slot",
+    "How a TaskManager's subtasks hold Spark cores. slot: all subtasks deployed into one slot (one "
+    "per vertex of its slot sharing group) run as threads of one Spark task and one Python worker, "
+    "so a slot costs one core (Spark cores: slots). task: every subtask (operator chain) is a "
     "Spark task of its own, holding a core for its life (Spark cores: slots x "
-    "millstream.spark.tasks-per-slot). slot: all subtasks deployed into one slot (one per vertex "
-    "of its slot sharing group) run as threads of one Spark task and one Python worker, so a slot "
-    "costs one core (Spark cores: slots).",
+    "millstream.spark.tasks-per-slot). A TaskManager asks Spark for no more cores than that.",
     choices=("task", "slot"))
 SPARK_CONTROL_PORT: ConfigOption[str] = _option(
     "millstream.spark.control.port", _STR, "0",

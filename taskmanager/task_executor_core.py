@@ -231,6 +231,7 @@ class TaskRecord:
     starting: bool = True  # accepted, its Spark task not submitted yet (e.g. fetching artifacts)
     running: bool = False  # its Spark task was submitted: a cancel goes to Spark
     cancelled: bool = False  # cancelled before its Spark task started: it must never start
+    canceling: bool = False  # cancelled (Flink's CANCELING): a start its body reports now is not passed on
     collect_failure: str | None = None  # collected records could not be delivered: the task fails
     failing: tuple[str, bool] | None = None  # (traceback, caused by a neighbour) once the body failed
     orphaned: bool = False  # its JobManager leader is gone: nothing more is reported to it
@@ -490,6 +491,7 @@ class TaskExecutorCore:
                 while len(self._cancelled_early) > REMEMBERED_ATTEMPTS:
                     self._cancelled_early.popitem(last=False)
             return
+        task.canceling = True
         if task.running:
             out.append(CancelTask(attempt_id, running=True))
         elif not task.cancelled:
@@ -529,6 +531,8 @@ class TaskExecutorCore:
         if kind is OutputCaptured:
             return [KeepTaskOutput(attempt_id, event.lines, event.dropped, echo=self.forward_printed_lines)]  # type: ignore[union-attr]
         if kind is StateChanged:
+            if task.canceling:  # the body started before the cancel reached it: only its end is news
+                return []
             return [self._report(task, event.state, None)]  # type: ignore[union-attr]
         if kind is PartitionsServed:
             self.partition_servers[attempt_id] = event.address  # type: ignore[union-attr]

@@ -646,6 +646,11 @@ class JobMasterCore:
         out: list[Command] = []
         if execution.state is state:
             return out  # a retried report
+        if execution.state is ExecutionState.CANCELING and state in (ExecutionState.INITIALIZING, ExecutionState.RUNNING):
+            # The task started while its cancellation was on the way (Flink's Execution: a concurrent
+            # cancel, not an illegal report); its end follows.
+            log.debug("%s reported %s while being cancelled", execution.name, state.value)
+            return out
         if execution.state is ExecutionState.CANCELING and state in (ExecutionState.FINISHED, ExecutionState.FAILED):
             # Finished, or failed because its peers were cancelled, while its cancellation was on the way.
             if state is ExecutionState.FAILED and failure is not None:

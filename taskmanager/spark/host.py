@@ -578,7 +578,9 @@ class SparkHost:
 
     ``slots`` is the TaskManager's slots; with slot sharing each may run ``tasks_per_slot`` tasks at
     once. The embedded master is ``local[slots x tasks_per_slot]`` so all of them hold a core at the
-    same time (a pipelined consumer waiting for a core its producer holds would deadlock). An
+    same time (a pipelined consumer waiting for a core its producer holds would deadlock). A
+    ``local[N]`` master given is lowered to what the TaskManager can use, never raised (fewer
+    threads: fewer tasks at once), and so is a ``spark.cores.max`` in ``conf``. An
     external ``master`` grants what its workers have free (:meth:`capacity`); its executors connect
     to the control listener at ``control_host`` (advertised), which binds ``bind_host`` on a port
     of ``control_ports`` (``range(0, 1)``: any free one; else the first free one of the range).
@@ -603,6 +605,13 @@ class SparkHost:
         # Spark task per slot when the slot's subtasks share it.
         self.max_concurrent_tasks = slots if placement == "slot" else slots * tasks_per_slot
         self.master = master or f"local[{self.max_concurrent_tasks}]"
+        threads = _local_threads(self.master)
+        if threads is not None and threads > self.max_concurrent_tasks:  # cores it could never use
+            log.warning("Spark master %s: asking for local[%d], the most tasks this TaskManager runs at once "
+                        "(task placement %s)", self.master, self.max_concurrent_tasks, placement)
+            self.master = f"local[{self.max_concurrent_tasks}]"
+        elif threads is not None:  # fewer: the core check counts what Spark really runs at once
+            self.max_concurrent_tasks = threads
         self.app_name = app_name
         self.conf = dict(conf or {})
         self.control_host = control_host
@@ -683,6 +692,12 @@ class SparkHost:
             "spark.cores.max": str(self.max_concurrent_tasks)}
         conf = {"spark.master": self.master, "spark.app.name": self.app_name, **_DEFAULT_CONF, **placement,
                 **self.conf, "spark.pyspark.python": sys.executable}
+        asked = conf.get("spark.cores.max", "")
+        if not self._local and asked.isdigit() and int(asked) > self.max_concurrent_tasks:
+            log.warning("ignoring spark.cores.max=%s: this TaskManager runs at most %d tasks at once (task placement "
+                        "%s), so it asks for %d cores", asked, self.max_concurrent_tasks, self.placement,
+                        self.max_concurrent_tasks)
+            conf["spark.cores.max"] = str(self.max_concurrent_tasks)
         for key, value in _REQUIRED_CONF.items():
             if conf.get(key, value) != value:
                 log.warning("ignoring %s=%s: Millstream needs %s", key, conf[key], value)
@@ -916,7 +931,7 @@ class SparkHost:
         # soon after start, e.g. a mini-cluster's job. External: one worker, since a barrier stage
         # fails with dynamic allocation or when slots exceed the cluster's cores.
         assert self._spark is not None
-        n = self.slots if self._local else 1
+        n = min(self.slots, self.max_concurrent_tasks) if self._local else 1  # a barrier needs them all at once
         rdd = self._spark.sparkContext.parallelize(range(n), n)
         (rdd.barrier() if n > 1 else rdd).mapPartitions(partial(_warm, n > 1)).collect()
 
@@ -1001,6 +1016,17 @@ class SparkHost:
         except (OSError, ValueError) as exc:
             log.warning("control channel: refused a connection from %s: TLS handshake failed: %s", peer, exc)
             raise OSError(f"TLS handshake failed: {exc}") from exc
+
+
+def _local_threads(master: str) -> int | None:
+    """The threads of a local master (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``): the
+    tasks it runs at once; None for any other master."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if m is None:
+        return None
+    if m.group(1) is None:
+        return 1
+    return (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
 
 
 def _forget_jvm(proc: subprocess.Popen) -> None:

@@ -4,14 +4,32 @@ a real ZooKeeper per test. Modules with a cluster of processes of their own buil
 harness.ProcessCluster / session_cluster / rest_cluster."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from tests.integration.harness import ClusterSpec, embedded_cluster
+from tests.integration.harness import ClusterSpec, embedded_cluster, test_placement
 from tests.integration.zookeeper import zookeeper_server  # noqa: F401  (a real ZooKeeper per test)
 from tests.integration.zookeeper import zookeeper_unavailable
+
+
+@pytest.fixture(scope="session", autouse=True)
+def task_placement_everywhere() -> Iterator[None]:
+    """MILLSTREAM_TEST_TASK_PLACEMENT reaches every process a test starts, not only the embedded
+    clusters built from a ClusterSpec: JobManagers, TaskManagers, CLI clusters and job scripts read
+    it as MILLSTREAM_CONF_MILLSTREAM_SPARK_TASK_PLACEMENT (a test's own -D still wins)."""
+    placement = test_placement()
+    name = "MILLSTREAM_CONF_MILLSTREAM_SPARK_TASK_PLACEMENT"
+    if placement is None or name in os.environ:
+        yield
+        return
+    os.environ[name] = placement
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,11 @@ def test_placement() -> str | None:
     return os.environ.get("MILLSTREAM_TEST_TASK_PLACEMENT") or None
 
 
+def effective_placement() -> str:
+    """The task placement this test run's clusters use: the one asked for, else the option's default."""
+    return test_placement() or cfg.SPARK_TASK_PLACEMENT.default
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """The embedded cluster of a test module: ``CLUSTER = ClusterSpec(...)`` at module level (or an
@@ -53,7 +58,7 @@ class ClusterSpec:
     jobmanager_env: bool = False  # env.execute() in the module's tests runs on this cluster
     # millstream.spark.task-placement of the SparkHost; MILLSTREAM_TEST_TASK_PLACEMENT=slot runs a
     # module's tests with every slot in one Spark task
-    placement: str = field(default_factory=lambda: test_placement() or "task")
+    placement: str = field(default_factory=lambda: effective_placement())
 
     @property
     def spark_host_slots(self) -> int:

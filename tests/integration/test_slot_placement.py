@@ -82,3 +82,32 @@ def test_a_slot_with_no_task_left_holds_no_spark_core(cluster, spark) -> None:
     with env.from_collection(list(range(10))).map(lambda x: x + 1).execute_and_collect("short job") as results:
         assert sorted(results) == list(range(1, 11))
     poll_for(lambda: not spark.slots_in_use(), 30, what="the slots' Spark tasks to end")
+
+
+def _endless(x: int) -> int:
+    import time
+
+    time.sleep(0.01)
+    return x
+
+
+def test_a_job_cancelled_while_its_subtasks_start_reports_no_illegal_transition(cluster, caplog) -> None:
+    """A slot's subtasks start on their threads whatever the cancel says (no Spark job group to
+    kill): their INITIALIZING after the cancel must not reach the JobMaster as an illegal move."""
+    import logging
+
+    from millstream.client.cluster_client import ClusterClient
+    from millstream.runtime.execution_state import JobStatus
+
+    from .harness import job_status, poll_for
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.from_collection(list(range(1_000_000))).map(_endless).rebalance().map(_endless).add_sink(lambda x: None)
+    with caplog.at_level(logging.WARNING), ClusterClient(cluster.address) as client:
+        for attempt in range(3):  # cancelled once scheduled: its subtasks are still deploying and starting
+            job_id = client.submit(env.get_job_graph(f"cancelled while starting {attempt}").proto)
+            poll_for(lambda: job_status(client, job_id) is JobStatus.RUNNING, 60, interval=0.01, what="the job scheduled")
+            client.cancel(job_id)
+            poll_for(lambda: job_status(client, job_id) is JobStatus.CANCELED, 60, what="the job to be cancelled")
+    assert "illegal transition" not in caplog.text

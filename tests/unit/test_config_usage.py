@@ -64,12 +64,15 @@ def test_options_of_features_that_do_not_exist_are_not_registered(key: str) -> N
 
 
 def test_descriptions_match_the_code() -> None:
-    # The embedded Spark is local[slots x tasks-per-slot] (SparkHost), not local[slots].
+    # The embedded Spark is local[slots] (placement slot, the default) or local[slots x tasks-per-slot] (task).
     from millstream.taskmanager.taskmanager import spark_host_for
 
     conf = cfg.Configuration.from_dict({"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 3})
+    assert spark_host_for(conf).master == "local[2]"
+    assert "slots (millstream.spark.task-placement=slot, the default)" in cfg.SPARK_MASTER.description
+    conf.set(cfg.SPARK_TASK_PLACEMENT, "task")
     assert spark_host_for(conf).master == "local[6]"
-    assert "local[slots x millstream.spark.tasks-per-slot]" in cfg.SPARK_MASTER.description
+    assert "local[slots x millstream.spark.tasks-per-slot] (task)" in cfg.SPARK_MASTER.description
     # Unset bind host: the JobManager listens on jobmanager.rpc.address.
     assert "unset: jobmanager.rpc.address" in cfg.JOBMANAGER_BIND_HOST.description
     assert "unset: 127.0.0.1" in cfg.TASKMANAGER_HOST.description

@@ -174,6 +174,22 @@ def test_an_illegal_transition_is_rejected_and_logged(caplog: pytest.LogCaptureF
     assert "FINISHED -> RUNNING" in caplog.text
 
 
+def test_a_start_reported_while_the_cancel_is_on_its_way_is_ignored_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    """Flink's Execution: INITIALIZING or RUNNING of a CANCELING attempt is a cancel that crossed
+    the task's start (not an illegal report): the attempt stays CANCELING, nothing is warned."""
+    core = _core(parallelism=1)
+    _deploy(core)
+    core.cancel()
+    (execution,) = core.current_executions()
+    assert execution.state is ExecutionState.CANCELING
+    with caplog.at_level(logging.WARNING):
+        assert core.update_task_state(execution.attempt_id, ExecutionState.INITIALIZING) == []
+        assert core.update_task_state(execution.attempt_id, ExecutionState.RUNNING) == []
+    assert execution.state is ExecutionState.CANCELING and caplog.text == ""
+    core.update_task_state(execution.attempt_id, ExecutionState.CANCELED)
+    assert core.status is JobStatus.CANCELED
+
+
 def test_cancel_reaches_canceled_once_every_task_confirms() -> None:
     core = _core(parallelism=2)
     _deploy(core)

@@ -204,6 +204,19 @@ def test_cancelling_a_starting_task_ends_it_without_spark_and_a_running_one_thro
     assert core.cancel_task(b"running") == [CancelTask(b"running", running=True)]
 
 
+def test_a_cancelled_task_reports_no_start_only_its_end() -> None:
+    """As Flink's Task: a cancel makes the task CANCELING here, so its body's INITIALIZING or
+    RUNNING, sent before the cancel reached it (a slot's subtask starts on its thread whatever
+    Spark is told), is not reported: the JobMaster has it CANCELING and would log an illegal move."""
+    core = _core()
+    _running_task(core)
+    assert core.cancel_task(b"attempt-1") == [CancelTask(b"attempt-1", running=True)]
+    assert core.worker_event(b"attempt-1", StateChanged("INITIALIZING")) == []
+    assert core.worker_event(b"attempt-1", StateChanged("RUNNING")) == []
+    *_, report = core.worker_event(b"attempt-1", TaskExit("CANCELED"))
+    assert (report.state, report.final) == ("CANCELED", True)
+
+
 # -- a task's events ---------------------------------------------------------------------------
 
 

@@ -13,12 +13,22 @@ from millstream.taskmanager.task_body import NetworkSettings
 from millstream.taskmanager.taskmanager import network_settings, spark_conf, spark_host_for, taskmanager_hosts
 
 
-def test_embedded_spark_is_sized_to_slots_times_tasks_per_slot() -> None:
-    conf = cfg.Configuration.from_dict({"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 3})
+def test_embedded_spark_is_sized_to_slots_times_tasks_per_slot_with_the_task_placement() -> None:
+    conf = cfg.Configuration.from_dict({"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 3,
+                                        "millstream.spark.task-placement": "task"})
     host = spark_host_for(conf)  # not started: only its settings are checked
     assert host.master == "local[6]"
     assert host.max_concurrent_tasks == 6
-    assert "local[slots x millstream.spark.tasks-per-slot]" in cfg.SPARK_MASTER.description
+    assert "local[slots x millstream.spark.tasks-per-slot] (task)" in cfg.SPARK_MASTER.description
+
+
+def test_by_default_a_slot_costs_one_spark_core() -> None:
+    """The default placement is slot (measured faster for word count, windows and Nexmark): the
+    embedded Spark has one core per slot, whatever tasks-per-slot says."""
+    conf = cfg.Configuration.from_dict({"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 3})
+    host = spark_host_for(conf)
+    assert (host.placement, host.master, host.max_concurrent_tasks) == ("slot", "local[2]", 2)
+    assert "slots (millstream.spark.task-placement=slot, the default)" in cfg.SPARK_MASTER.description
 
 
 def test_spark_master_and_conf_are_passed_through() -> None:
@@ -91,14 +101,38 @@ def test_slot_placement_asks_spark_for_one_core_per_slot() -> None:
     """millstream.spark.task-placement=slot: a slot's subtasks share one Spark task, so the
     embedded Spark has a core per slot and an external cluster is asked for slots cores."""
     key = cfg.SPARK_TASK_PLACEMENT.key
-    assert cfg.SPARK_TASK_PLACEMENT.default == "task"
+    assert cfg.SPARK_TASK_PLACEMENT.default == "slot"
     slot = cfg.Configuration.from_dict({"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 8, key: "slot"})
     host = spark_host_for(slot)
     assert (host.placement, host.master, host.max_concurrent_tasks) == ("slot", "local[2]", 2)
     task = cfg.Configuration.from_dict({"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 8, key: "task"})
     assert (spark_host_for(task).placement, spark_host_for(task).master) == ("task", "local[16]")
     external = {"taskmanager.numberOfTaskSlots": 3, "millstream.spark.master": "spark://m:7077", "taskmanager.host": "tm1"}
-    assert spark_host_for(cfg.Configuration.from_dict({**external, key: "slot"})).session_conf()["spark.cores.max"] == "3"
-    assert spark_host_for(cfg.Configuration.from_dict(external)).session_conf()["spark.cores.max"] == "24"
+    assert spark_host_for(cfg.Configuration.from_dict(external)).session_conf()["spark.cores.max"] == "3"  # the default
+    assert spark_host_for(cfg.Configuration.from_dict({**external, key: "task"})).session_conf()["spark.cores.max"] == "24"
     with pytest.raises(cfg.ConfigurationError, match=f"{key}.*one of task, slot"):
         spark_host_for(cfg.Configuration.from_dict({key: "chain"}))
+
+
+@pytest.mark.parametrize("placement, usable", [("slot", 2), ("task", 6)])
+def test_a_taskmanager_never_asks_spark_for_more_cores_than_it_can_use(placement: str, usable: int, caplog,
+                                                                      monkeypatch) -> None:
+    """A TaskManager runs at most slots (placement slot) or slots x tasks-per-slot (task) tasks at
+    once: a bigger spark.cores.max in millstream.spark.conf, or a local master with more threads,
+    is lowered to that, with a warning; a smaller one is kept (the core check then counts it)."""
+    monkeypatch.setattr("os.cpu_count", lambda: 64)  # local[*]: a machine with more cores than the slots use
+    base = {"taskmanager.numberOfTaskSlots": 2, "millstream.spark.tasks-per-slot": 3,
+            cfg.SPARK_TASK_PLACEMENT.key: placement}
+    external = {**base, "millstream.spark.master": "spark://m:7077", "taskmanager.host": "tm1"}
+    greedy = spark_host_for(cfg.Configuration.from_dict({**external, "millstream.spark.conf": "spark.cores.max=64"}))
+    assert greedy.session_conf()["spark.cores.max"] == str(usable)
+    assert "spark.cores.max=64" in caplog.text
+    modest = spark_host_for(cfg.Configuration.from_dict({**external, "millstream.spark.conf": "spark.cores.max=1"}))
+    assert modest.session_conf()["spark.cores.max"] == "1"
+    for master in ("local[64]", "local[*]", "local[64,2]"):
+        host = spark_host_for(cfg.Configuration.from_dict({**base, "millstream.spark.master": master}))
+        assert (host.master, host.max_concurrent_tasks) == (f"local[{usable}]", usable), master
+    small = spark_host_for(cfg.Configuration.from_dict({**base, "millstream.spark.master": "local[1]"}))
+    assert (small.master, small.max_concurrent_tasks, small.capacity()) == ("local[1]", 1, 1)
+    single = spark_host_for(cfg.Configuration.from_dict({**base, "millstream.spark.master": "local"}))
+    assert (single.master, single.max_concurrent_tasks) == ("local", 1)
