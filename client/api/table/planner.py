@@ -181,7 +181,34 @@ def _forward(node: p.PlanNode, env: Any, batch: bool, f: Any) -> Any:
 
 
 def _calc(node: p.Calc, env: Any, batch: bool) -> Any:
+    from millstream.table import async_calc, vectorized
+    exprs = (*node.projections, node.condition)
+    if any(async_calc.has_async_udf(e) for e in exprs):
+        return _async_calc(node, env, batch)
+    if any(vectorized.has_pandas_udf(e) for e in exprs):  # called per batch of rows (millstream.table.vectorized)
+        from millstream.runtime import config as cfg
+        size = cfg.Configuration.from_dict(_table_options(env)).get(cfg.ARROW_BATCH_SIZE)
+        f = vectorized.VectorizedCalc(node.projections, node.condition, len(node.input.columns), size)
+        return _forward(node, env, batch, f)
     return _forward(node, env, batch, CalcFunction(node.projections, node.condition))
+
+
+def _table_options(env: Any) -> dict[str, str]:
+    """The options set on the TableEnvironment that translates into ``env``."""
+    config = getattr(env, "_table_config", None)
+    return config.get_configuration() if config is not None else {}
+
+
+def _async_calc(node: p.Calc, env: Any, batch: bool) -> Any:
+    """Flink's AsyncCalc: the async wait operator, ordered, configured by table.exec.async-scalar.*."""
+    from millstream.datastream.async_data_stream import AsyncDataStream
+    from millstream.table import async_calc
+    options = async_calc.async_options(getattr(env, "_table_config", None))
+    f = async_calc.AsyncCalc(node.projections, node.condition, len(node.input.columns))
+    stream = translate(node.input, env, batch)
+    out = AsyncDataStream.ordered_wait_with_retry(stream, f, options["timeout_ms"], async_calc.retry_strategy(options),
+                                                  options["capacity"])
+    return out.name(node.describe()).set_parallelism(stream.get_transformation().parallelism)
 
 
 def _map_row(node: p.MapRow, env: Any, batch: bool) -> Any:

@@ -6,6 +6,7 @@ import itertools
 import re
 from typing import Any, Iterable, Sequence
 
+from millstream.runtime import config as cfg
 from millstream.common.row import Row
 from millstream.datastream.execution_mode import RuntimeExecutionMode
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -80,6 +81,10 @@ class TableConfig:
     def get_configuration(self) -> dict[str, str]:
         return dict(self._options)
 
+    def option(self, option: Any) -> Any:
+        """A registered option's value as set here (parsed, checked), else its default."""
+        return cfg.Configuration.from_dict(self._options).get(option)
+
 
 class TableEnvironment:
     """PyFlink's TableEnvironment: create with ``TableEnvironment.create(EnvironmentSettings...)``."""
@@ -90,6 +95,7 @@ class TableEnvironment:
         if not streaming:
             env.set_runtime_mode(RuntimeExecutionMode.BATCH)
         self._config = TableConfig(env)
+        env._table_config = self._config  # type: ignore[attr-defined]  # the planner reads table options
         self._tables: dict[str, Any] = {}  # name -> Table or ConnectorTable
         self._functions: dict[str, Any] = {}
         self._schemas: dict[str, Schema | None] = {}  # a connector table's schema: computed columns, watermark
@@ -125,6 +131,20 @@ class TableEnvironment:
                 raise ValueError(f"from_elements: the row {r!r} has {len(r)} fields, the schema {len(columns)}")
         name = f"*anonymous_python-input-format${next(_anonymous)}*"
         return Table(p.Values(tuple(columns), tuple(rows), name), self)
+
+    def from_pandas(self, pdf: Any, schema: Any = None, splits_num: int = 1) -> Table:
+        """A table of a pandas DataFrame (millstream.table.pandas_conversion says how)."""
+        from millstream.table import pandas_conversion as pc
+        columns = pc.dataframe_columns(pdf, schema)
+        rows = pc.dataframe_rows(pdf, columns)
+        slices = pc.splits(rows, splits_num)
+        name = f"*anonymous_python-input-format${next(_anonymous)}*"
+        if len(slices) <= 1:
+            return Table(p.Values(tuple(columns), tuple(rows), name), self)
+        from millstream.common.typeinfo import Types
+        parts = self._env.from_collection(slices, type_info=Types.PICKLED_BYTE_ARRAY()).rebalance()
+        stream = parts.flat_map(pc.SplitReader()).set_parallelism(len(slices)).name(f"Source: {name}")
+        return Table(p.StreamScan(tuple(columns), stream, name), self)
 
     def from_path(self, path: str) -> Table:
         entry = self._tables.get(path)

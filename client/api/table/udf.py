@@ -15,8 +15,8 @@ from millstream.common.row import Row
 from millstream.table.expression import Expression, TableException, as_expression
 from millstream.table.types import DataType, DataTypes, parse_type
 
-__all__ = ["FunctionContext", "UserDefinedFunction", "ScalarFunction", "TableFunction", "AggregateFunction",
-           "TableAggregateFunction", "udf", "udtf", "udaf", "udtaf"]
+__all__ = ["FunctionContext", "UserDefinedFunction", "ScalarFunction", "AsyncScalarFunction", "TableFunction",
+           "AggregateFunction", "TableAggregateFunction", "udf", "udtf", "udaf", "udtaf"]
 
 
 class FunctionContext:
@@ -47,6 +47,14 @@ class ScalarFunction(UserDefinedFunction):
 
     def eval(self, *args: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement eval(*args)")
+
+
+class AsyncScalarFunction(UserDefinedFunction):
+    """A scalar function whose ``eval(*args)`` is a coroutine (``async def``): the task keeps
+    several calls in flight and emits their results in input order (PyFlink 2.3's)."""
+
+    async def eval(self, *args: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement async def eval(*args)")
 
 
 class TableFunction(UserDefinedFunction):
@@ -117,6 +125,8 @@ class _Wrapper:
 
 
 class UserDefinedScalarFunctionWrapper(_Wrapper):
+    func_type = "general"  # "pandas": called once per batch with pandas.Series (millstream.table.vectorized)
+
     def __init__(self, func: Any, input_types: Any, result_type: Any, name: str | None = None,
                  deterministic: bool | None = None) -> None:
         super().__init__(func, name, deterministic)
@@ -184,12 +194,42 @@ def _decorator(make: Callable[[Any], _Wrapper], f: Any) -> Any:
     return make(f) if f is not None else make
 
 
+def _check_func_type(func_type: str) -> str:
+    if func_type not in ("general", "pandas"):
+        raise ValueError(f"The func_type must be one of 'general, pandas', got {func_type}.")
+    return func_type
+
+
 def udf(f: Any = None, input_types: Any = None, result_type: Any = None, deterministic: bool | None = None,
         name: str | None = None, func_type: str = "general", udf_type: str | None = None) -> Any:
-    """A scalar Python UDF, as a decorator (``@udf(result_type='string')``) or a call."""
-    if (udf_type or func_type) != "general":
-        raise NotImplementedError("pandas (vectorized) UDFs are not provided by Millstream yet: use func_type='general'")
-    return _decorator(lambda g: UserDefinedScalarFunctionWrapper(g, input_types, result_type, name, deterministic), f)
+    """A scalar Python UDF, as a decorator (``@udf(result_type='string')``) or a call. An ``async def``
+    function or an :class:`AsyncScalarFunction` makes an async scalar function; ``func_type='pandas'``
+    a vectorized one (one ``pandas.Series`` per argument in, a Series of the same length out)."""
+    kind = _check_func_type(udf_type or func_type)
+
+    def make(g: Any) -> _Wrapper:
+        if isinstance(g, AsyncScalarFunction) or inspect.iscoroutinefunction(g):
+            if kind == "pandas":
+                raise ValueError("Async scalar functions do not support pandas func_type. "
+                                 "Please use func_type='general' (default) for async functions.")
+            return UserDefinedAsyncScalarFunctionWrapper(g, input_types, result_type, name, deterministic)
+        w = UserDefinedScalarFunctionWrapper(g, input_types, result_type, name, deterministic)
+        w.func_type = kind
+        return w
+    return _decorator(make, f)
+
+
+class UserDefinedAsyncScalarFunctionWrapper(UserDefinedScalarFunctionWrapper):
+    """An async scalar function: ``eval`` returns a coroutine the async Calc awaits."""
+
+    func_type = "async"
+
+    def _callable(self) -> Callable[..., Any]:
+        f = self._func
+        if isinstance(f, UserDefinedFunction):
+            if not isinstance(f, AsyncScalarFunction) or not inspect.iscoroutinefunction(f.eval):
+                raise TypeError(f"{type(f).__name__}.eval must be declared 'async def'")
+        return super()._callable()
 
 
 def udtf(f: Any = None, input_types: Any = None, result_types: Any = None, deterministic: bool | None = None,
@@ -269,9 +309,11 @@ class UserDefinedAggregateFunctionWrapper(_Wrapper):
 
 def udaf(f: Any = None, input_types: Any = None, result_type: Any = None, accumulator_type: Any = None,
          deterministic: bool | None = None, name: str | None = None, func_type: str = "general") -> Any:
-    """A Python aggregate function from an :class:`AggregateFunction` instance."""
-    if func_type != "general":
-        raise NotImplementedError("pandas UDAFs are not provided by Millstream yet: use func_type='general'")
+    """A Python aggregate function from an :class:`AggregateFunction` instance, or with
+    ``func_type='pandas'`` from a function of one ``pandas.Series`` per argument to a scalar."""
+    if _check_func_type(func_type) == "pandas":
+        from millstream.table.vectorized import PandasAggregateFunctionWrapper
+        return _decorator(lambda g: PandasAggregateFunctionWrapper(g, result_type, name, deterministic), f)
     return _decorator(lambda g: UserDefinedAggregateFunctionWrapper(g, result_type, accumulator_type, name,
                                                                     deterministic, False), f)
 
@@ -279,5 +321,7 @@ def udaf(f: Any = None, input_types: Any = None, result_type: Any = None, accumu
 def udtaf(f: Any = None, input_types: Any = None, result_type: Any = None, accumulator_type: Any = None,
           deterministic: bool | None = None, name: str | None = None, func_type: str = "general") -> Any:
     """A Python table aggregate function from a :class:`TableAggregateFunction` instance."""
+    if func_type != "general":
+        raise ValueError(f"The func_type must be 'general', got {func_type}.")
     return _decorator(lambda g: UserDefinedAggregateFunctionWrapper(g, result_type, accumulator_type, name,
                                                                     deterministic, True), f)
