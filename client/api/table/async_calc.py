@@ -14,7 +14,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from millstream.common.row import Row
+from millstream.datastream import async_retry_predicates, async_retry_strategies
 from millstream.datastream.functions import AsyncFunction
+from millstream.runtime import config as cfg
 from millstream.table.expression import Resolved, TableException
 
 __all__ = ["AsyncCalc", "has_async_udf", "is_async_udf", "async_options"]
@@ -78,7 +80,6 @@ class AsyncCalc(AsyncFunction):
 
 def async_options(table_config: Any) -> dict[str, Any]:
     """The ``table.exec.async-scalar.*`` options a TableConfig sets (defaults when none)."""
-    from millstream.runtime import config as cfg
     conf = cfg.Configuration.from_dict(table_config.get_configuration() if table_config is not None else {})
     return {"capacity": conf.get(cfg.ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS),
             "timeout_ms": conf.get(cfg.ASYNC_SCALAR_TIMEOUT),
@@ -88,7 +89,6 @@ def async_options(table_config: Any) -> dict[str, Any]:
 
 
 def retry_strategy(options: dict[str, Any]) -> Any:
-    from millstream.datastream import async_retry_predicates, async_retry_strategies
     if options["strategy"] == "NO_RETRY" or options["max_attempts"] <= 0:
         return async_retry_strategies.NO_RETRY_STRATEGY
     return async_retry_strategies.FixedDelayRetryStrategy(

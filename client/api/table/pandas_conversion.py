@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from millstream.common.row import Row, RowKind
 from millstream.datastream.functions import FlatMapFunction
+from millstream.table.pandas_values import arrow_type, from_series
 from millstream.table.types import DataType, DataTypes
 
 __all__ = ["from_arrow_type", "dataframe_columns", "dataframe_rows", "splits", "to_dataframe", "SplitReader"]
@@ -74,7 +75,6 @@ def dataframe_columns(pdf: Any, schema: Any) -> list[tuple[str, DataType]]:
 
 def dataframe_rows(pdf: Any, columns: Sequence[tuple[str, DataType]]) -> list[tuple[Any, ...]]:
     """The DataFrame's rows as the columns' Python values (NaN and None: NULL)."""
-    from millstream.table.vectorized import from_series
     values = [from_series(pdf.iloc[:, i], t) for i, (_, t) in enumerate(columns)]
     return list(zip(*values)) if values else [() for _ in range(len(pdf))]
 
@@ -98,7 +98,6 @@ def to_dataframe(rows: list[Row], columns: Sequence[tuple[str, DataType]]) -> An
     """The final rows of a changelog as a DataFrame of the table's columns."""
     import pandas as pd
     import pyarrow as pa
-    from millstream.table.vectorized import arrow_type
     final: list[tuple[Any, ...]] = []
     for r in rows:
         values = tuple(r)

@@ -19,6 +19,9 @@ from typing import Any, Sequence
 from millstream.common.row import Row
 from millstream.common.time import Duration
 from millstream.common.watermark_strategy import WatermarkStrategy
+from millstream.datastream.async_data_stream import AsyncDataStream
+from millstream.runtime import config as cfg
+from millstream.table import async_calc, vectorized
 from millstream.table import plan as p
 from millstream.table.types import DataTypes
 from millstream.table.expression import Resolved, TableException, cast_value, text_of
@@ -181,12 +184,10 @@ def _forward(node: p.PlanNode, env: Any, batch: bool, f: Any) -> Any:
 
 
 def _calc(node: p.Calc, env: Any, batch: bool) -> Any:
-    from millstream.table import async_calc, vectorized
     exprs = (*node.projections, node.condition)
     if any(async_calc.has_async_udf(e) for e in exprs):
         return _async_calc(node, env, batch)
     if any(vectorized.has_pandas_udf(e) for e in exprs):  # called per batch of rows (millstream.table.vectorized)
-        from millstream.runtime import config as cfg
         size = cfg.Configuration.from_dict(_table_options(env)).get(cfg.ARROW_BATCH_SIZE)
         f = vectorized.VectorizedCalc(node.projections, node.condition, len(node.input.columns), size)
         return _forward(node, env, batch, f)
@@ -201,8 +202,6 @@ def _table_options(env: Any) -> dict[str, str]:
 
 def _async_calc(node: p.Calc, env: Any, batch: bool) -> Any:
     """Flink's AsyncCalc: the async wait operator, ordered, configured by table.exec.async-scalar.*."""
-    from millstream.datastream.async_data_stream import AsyncDataStream
-    from millstream.table import async_calc
     options = async_calc.async_options(getattr(env, "_table_config", None))
     f = async_calc.AsyncCalc(node.projections, node.condition, len(node.input.columns))
     stream = translate(node.input, env, batch)

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 from millstream.table import plan as p
 from millstream.table.expression import (AGGREGATES, INTERVAL_UNITS_MS, Expression, Resolved, ValidationException, as_expression,
                                          contains_aggregate, output_name, resolve)
+from millstream.table.pandas_conversion import to_dataframe
 from millstream.table.runtime_functions import AggCall
 from millstream.table.types import DataType, DataTypes, is_integer
+from millstream.table.vectorized import pandas_agg_call
 from millstream.table.window import GroupWindow, OverWindow, WindowSpec
 from millstream.table.udf import (UserDefinedAggregateFunctionWrapper, UserDefinedScalarFunctionWrapper,
                                   UserDefinedTableFunctionWrapper)
@@ -262,7 +264,6 @@ class Table:
 
     def to_pandas(self) -> Any:
         """Runs the table and collects its (final) rows into a pandas DataFrame of its columns."""
-        from millstream.table.pandas_conversion import to_dataframe
         return to_dataframe(list(self.execute().collect()), list(self._node.columns))
 
     def explain(self, *extra_details: Any) -> str:
@@ -493,7 +494,6 @@ class OverWindowedTable:
 
 def pandas_call(e: Expression, columns: Any, pre_exprs: list[Resolved], pre_cols: list[tuple[str, DataType]]) -> Any:
     """A pandas UDAF call's aggregate: its arguments become columns of the pre-projection."""
-    from millstream.table.vectorized import pandas_agg_call
     args, types = [], []
     for a in e.args:
         r = resolve(a, columns, "a Pandas UDAF")

@@ -10,6 +10,8 @@ from millstream.runtime import config as cfg
 from millstream.common.row import Row
 from millstream.datastream.execution_mode import RuntimeExecutionMode
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.common.typeinfo import Types
+from millstream.table import pandas_conversion as pc
 from millstream.table import plan as p
 from millstream.table import sql
 from millstream.table.connectors import ConnectorTable
@@ -134,14 +136,12 @@ class TableEnvironment:
 
     def from_pandas(self, pdf: Any, schema: Any = None, splits_num: int = 1) -> Table:
         """A table of a pandas DataFrame (millstream.table.pandas_conversion says how)."""
-        from millstream.table import pandas_conversion as pc
         columns = pc.dataframe_columns(pdf, schema)
         rows = pc.dataframe_rows(pdf, columns)
         slices = pc.splits(rows, splits_num)
         name = f"*anonymous_python-input-format${next(_anonymous)}*"
         if len(slices) <= 1:
             return Table(p.Values(tuple(columns), tuple(rows), name), self)
-        from millstream.common.typeinfo import Types
         parts = self._env.from_collection(slices, type_info=Types.PICKLED_BYTE_ARRAY()).rebalance()
         stream = parts.flat_map(pc.SplitReader()).set_parallelism(len(slices)).name(f"Source: {name}")
         return Table(p.StreamScan(tuple(columns), stream, name), self)

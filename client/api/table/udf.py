@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable
 
 from millstream.common.row import Row
 from millstream.table.expression import Expression, TableException, as_expression
+from millstream.table.pandas_values import scalar_value, to_series
 from millstream.table.types import DataType, DataTypes, parse_type
 
 __all__ = ["FunctionContext", "UserDefinedFunction", "ScalarFunction", "AsyncScalarFunction", "TableFunction",
@@ -312,7 +313,6 @@ def udaf(f: Any = None, input_types: Any = None, result_type: Any = None, accumu
     """A Python aggregate function from an :class:`AggregateFunction` instance, or with
     ``func_type='pandas'`` from a function of one ``pandas.Series`` per argument to a scalar."""
     if _check_func_type(func_type) == "pandas":
-        from millstream.table.vectorized import PandasAggregateFunctionWrapper
         return _decorator(lambda g: PandasAggregateFunctionWrapper(g, result_type, name, deterministic), f)
     return _decorator(lambda g: UserDefinedAggregateFunctionWrapper(g, result_type, accumulator_type, name,
                                                                     deterministic, False), f)
@@ -325,3 +325,76 @@ def udtaf(f: Any = None, input_types: Any = None, result_type: Any = None, accum
         raise ValueError(f"The func_type must be 'general', got {func_type}.")
     return _decorator(lambda g: UserDefinedAggregateFunctionWrapper(g, result_type, accumulator_type, name,
                                                                     deterministic, True), f)
+
+
+# -- pandas (vectorized) aggregate functions: run by millstream.table.vectorized --------------------
+
+
+class _PandasAggregate(AggregateFunction):
+    """A pandas UDAF as an accumulator-based function: the accumulator is the list of argument
+    tuples (retraction takes one out, merge concatenates); the value is the function of the
+    arguments' Series."""
+
+    def __init__(self, func: Callable[..., Any], name: str, result_type: DataType,
+                 arg_types: Sequence[DataType] | None = None) -> None:
+        self.func, self.name, self.result_type, self.arg_types = func, name, result_type, arg_types
+
+    def open(self, function_context: Any) -> None:
+        if hasattr(self.func, "open"):
+            self.func.open(function_context)
+
+    def close(self) -> None:
+        if hasattr(self.func, "close"):
+            self.func.close()
+
+    def create_accumulator(self) -> list[tuple[Any, ...]]:
+        return []
+
+    def accumulate(self, accumulator: list[tuple[Any, ...]], *args: Any) -> None:
+        accumulator.append(args)
+
+    def retract(self, accumulator: list[tuple[Any, ...]], *args: Any) -> None:
+        try:
+            accumulator.remove(args)
+        except ValueError:
+            pass  # a retraction of a row this group never had: nothing to take back
+
+    def merge(self, accumulator: list[tuple[Any, ...]], accumulators: Any) -> None:
+        for other in accumulators:
+            accumulator.extend(other)
+
+    def get_value(self, accumulator: list[tuple[Any, ...]]) -> Any:
+        import pandas as pd  # imported when a pandas UDAF first runs
+        width = len(self.arg_types) if self.arg_types is not None else (len(accumulator[0]) if accumulator else 0)
+        columns = [[a[i] for a in accumulator] for i in range(width)]
+        if self.arg_types is not None:
+            series = [to_series(c, t) for c, t in zip(columns, self.arg_types)]
+        else:
+            series = [pd.Series(c) for c in columns]
+        call = getattr(self.func, "eval", self.func)
+        result = call(*series)
+        if isinstance(result, (pd.Series, pd.DataFrame)):
+            raise TypeError(f"The result of Pandas UDAF '{self.name}' must be a scalar, got {type(result)}")
+        return scalar_value(result, self.result_type)
+
+
+class PandasAggregateFunctionWrapper(UserDefinedAggregateFunctionWrapper):
+    """What ``udaf(f, result_type=..., func_type='pandas')`` returns."""
+
+    func_type = "pandas"
+
+    def __init__(self, func: Any, result_type: Any, name: str | None, deterministic: bool | None) -> None:
+        if isinstance(func, type) or not callable(getattr(func, "eval", func)):
+            raise TypeError(f"Invalid function: not a function or callable (__call__ is not defined): {type(func)}")
+        if result_type is None:
+            raise TypeError(f"udaf {name or _name_of(func)}: result_type is required for a Pandas UDAF")
+        t = _as_type(result_type)
+        if t.root == "MAP":
+            raise TypeError(f"Invalid returnType: Pandas UDAF doesn't support DataType type {t} currently")
+        own_name = name or _name_of(func)
+        super().__init__(_PandasAggregate(func, own_name, t), t, None, own_name, deterministic, False)
+        self.pandas_func = func
+
+    def with_arg_types(self, types: Sequence[DataType]) -> _PandasAggregate:
+        """A fresh function object whose Series have ``types`` (the arguments' Flink types)."""
+        return _PandasAggregate(self.pandas_func, self.name, self._result_type, tuple(types))

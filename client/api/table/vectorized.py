@@ -11,8 +11,8 @@
   Its accumulator is the list of its argument tuples (what PyFlink buffers too), so it serves
   GROUP BY (with retraction), group windows (session panes merge their lists) and over windows.
 
-Values go to pandas through Arrow, as PyFlink's Arrow serializer does: a FLOAT column is a float32
-Series, an INT column int32 (float64 when it holds a null), NaN and None come back as NULL.
+Values go to pandas through Arrow (millstream.table.pandas_values); the function wrappers are in
+millstream.table.udf.
 """
 from __future__ import annotations
 
@@ -21,93 +21,15 @@ from typing import Any, Callable, Sequence
 
 from millstream.common.row import Row
 from millstream.datastream.functions import FlatMapFunction
-from millstream.table.expression import Resolved, TableException, to_float32
+from millstream.table.expression import Resolved, TableException
+from millstream.table.pandas_values import from_series, to_series
 from millstream.table.types import DataType
-from millstream.table.udf import AggregateFunction, UserDefinedAggregateFunctionWrapper, _as_type, _name_of
+from millstream.table.udf import PandasAggregateFunctionWrapper, _PandasAggregate
 
-__all__ = ["PandasAggregateFunctionWrapper", "PandasAggCall", "VectorizedCalc", "is_pandas_udf", "has_pandas_udf",
-           "to_series", "from_series", "arrow_type", "DEFAULT_ARROW_BATCH_SIZE"]
+__all__ = ["PandasAggCall", "VectorizedCalc", "is_pandas_udf", "has_pandas_udf", "pandas_agg_call",
+           "DEFAULT_ARROW_BATCH_SIZE"]
 
 DEFAULT_ARROW_BATCH_SIZE = 1000  # Flink's python.fn-execution.arrow.batch.size default
-
-
-def arrow_type(t: DataType) -> Any:
-    """The Arrow type PyFlink's serializer gives a column of Flink type ``t`` (None: let Arrow infer)."""
-    import pyarrow as pa
-    r = t.root
-    simple = {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
-              "BIGINT": pa.int64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
-              "CHAR": pa.string(), "VARBINARY": pa.binary(), "BINARY": pa.binary(), "DATE": pa.date32()}
-    if r in simple:
-        return simple[r]
-    if r == "DECIMAL":
-        return pa.decimal128(t.length or 10, t.scale or 0)
-    if r in ("TIMESTAMP", "TIMESTAMP_LTZ"):
-        p = t.length if t.length is not None else 6
-        return pa.timestamp("s" if p == 0 else "ms" if p <= 3 else "us" if p <= 6 else "ns")
-    if r == "ARRAY" and t.element is not None:
-        inner = arrow_type(t.element)
-        return None if inner is None else pa.list_(inner)
-    return None
-
-
-def to_series(values: Sequence[Any], t: DataType) -> Any:
-    """One column's values as the ``pandas.Series`` a pandas function receives."""
-    import pandas as pd
-    import pyarrow as pa
-    at = arrow_type(t)
-    if at is not None:
-        try:
-            return pa.array(list(values), type=at, from_pandas=True).to_pandas()
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-            pass  # a value Arrow cannot take as this type (a tz-aware timestamp): pandas infers
-    return pd.Series(list(values), dtype=object if t.root in ("ROW", "MAP", "MULTISET") else None)
-
-
-def from_series(result: Any, t: DataType) -> list[Any]:
-    """A Series a pandas function returned as the column's Python values (NaN and None: NULL)."""
-    import pandas as pd
-    import pyarrow as pa
-    if isinstance(result, pd.DataFrame):  # a ROW result: one column per field
-        columns = [from_series(result.iloc[:, i], f.data_type) for i, f in enumerate(t.fields)]
-        return [Row(*vals) for vals in zip(*columns)]
-    at = arrow_type(t)
-    if at is not None:
-        values = pa.Array.from_pandas(result, mask=result.isnull(), type=at).to_pylist()
-    else:
-        values = [None if _is_null(v) else v for v in result.tolist()]
-    if t.root == "FLOAT":
-        return [to_float32(v) if v is not None else None for v in values]
-    return values
-
-
-def scalar_value(v: Any, t: DataType) -> Any:
-    """A pandas aggregate function's result as a Python value of type ``t``."""
-    if _is_null(v):
-        return None
-    if hasattr(v, "item") and not isinstance(v, (list, tuple, str, bytes)):  # a numpy scalar
-        v = v.item()
-    root = t.root
-    if root in ("TINYINT", "SMALLINT", "INT", "BIGINT"):
-        return int(v)
-    if root == "DOUBLE":
-        return float(v)
-    if root == "FLOAT":
-        return to_float32(float(v))
-    if root == "BOOLEAN":
-        return bool(v)
-    if hasattr(v, "to_pydatetime"):
-        return v.to_pydatetime()
-    return v
-
-
-def _is_null(v: Any) -> bool:
-    if v is None:
-        return True
-    try:
-        return bool(v != v)  # NaN, NaT
-    except (TypeError, ValueError):
-        return False
 
 
 # -- pandas scalar functions ------------------------------------------------------------------
@@ -202,76 +124,6 @@ class VectorizedCalc(FlatMapFunction):
 
 
 # -- pandas aggregate functions ---------------------------------------------------------------
-
-
-class _PandasAggregate(AggregateFunction):
-    """A pandas UDAF as an accumulator-based function: the accumulator is the list of argument
-    tuples (retraction takes one out, merge concatenates); the value is the function of the
-    arguments' Series."""
-
-    def __init__(self, func: Callable[..., Any], name: str, result_type: DataType,
-                 arg_types: Sequence[DataType] | None = None) -> None:
-        self.func, self.name, self.result_type, self.arg_types = func, name, result_type, arg_types
-
-    def open(self, function_context: Any) -> None:
-        if hasattr(self.func, "open"):
-            self.func.open(function_context)
-
-    def close(self) -> None:
-        if hasattr(self.func, "close"):
-            self.func.close()
-
-    def create_accumulator(self) -> list[tuple[Any, ...]]:
-        return []
-
-    def accumulate(self, accumulator: list[tuple[Any, ...]], *args: Any) -> None:
-        accumulator.append(args)
-
-    def retract(self, accumulator: list[tuple[Any, ...]], *args: Any) -> None:
-        try:
-            accumulator.remove(args)
-        except ValueError:
-            pass  # a retraction of a row this group never had: nothing to take back
-
-    def merge(self, accumulator: list[tuple[Any, ...]], accumulators: Any) -> None:
-        for other in accumulators:
-            accumulator.extend(other)
-
-    def get_value(self, accumulator: list[tuple[Any, ...]]) -> Any:
-        import pandas as pd
-        width = len(self.arg_types) if self.arg_types is not None else (len(accumulator[0]) if accumulator else 0)
-        columns = [[a[i] for a in accumulator] for i in range(width)]
-        if self.arg_types is not None:
-            series = [to_series(c, t) for c, t in zip(columns, self.arg_types)]
-        else:
-            series = [pd.Series(c) for c in columns]
-        call = getattr(self.func, "eval", self.func)
-        result = call(*series)
-        if isinstance(result, (pd.Series, pd.DataFrame)):
-            raise TypeError(f"The result of Pandas UDAF '{self.name}' must be a scalar, got {type(result)}")
-        return scalar_value(result, self.result_type)
-
-
-class PandasAggregateFunctionWrapper(UserDefinedAggregateFunctionWrapper):
-    """What ``udaf(f, result_type=..., func_type='pandas')`` returns."""
-
-    func_type = "pandas"
-
-    def __init__(self, func: Any, result_type: Any, name: str | None, deterministic: bool | None) -> None:
-        if isinstance(func, type) or not callable(getattr(func, "eval", func)):
-            raise TypeError(f"Invalid function: not a function or callable (__call__ is not defined): {type(func)}")
-        if result_type is None:
-            raise TypeError(f"udaf {name or _name_of(func)}: result_type is required for a Pandas UDAF")
-        t = _as_type(result_type)
-        if t.root == "MAP":
-            raise TypeError(f"Invalid returnType: Pandas UDAF doesn't support DataType type {t} currently")
-        own_name = name or _name_of(func)
-        super().__init__(_PandasAggregate(func, own_name, t), t, None, own_name, deterministic, False)
-        self.pandas_func = func
-
-    def with_arg_types(self, types: Sequence[DataType]) -> _PandasAggregate:
-        """A fresh function object whose Series have ``types`` (the arguments' Flink types)."""
-        return _PandasAggregate(self.pandas_func, self.name, self._result_type, tuple(types))
 
 
 @dataclass(frozen=True, eq=False)
