@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from millstream.common.row import Row
 from millstream.table.expression import Expression, TableException, as_expression
