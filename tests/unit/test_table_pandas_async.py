@@ -401,3 +401,17 @@ def test_datetime_columns_reach_pandas_as_datetimes() -> None:
     t0 = datetime.datetime(2024, 1, 1, 0, 0, 0)
     out = VectorizedCalc([call(shift, ref(0, DataTypes.TIMESTAMP(3)))], None, 1).flat_map_batch(rows((t0,)))
     assert got == ["datetime64[ms]"] and tuple(out[0][0]) == (t0 + datetime.timedelta(seconds=1),)
+
+
+def test_a_registered_pandas_udaf_in_sql_and_a_global_aggregate() -> None:
+    table = _windowed()
+    t_env = table._t_env
+    t_env.create_temporary_function("mean_udaf", mean_udaf)
+    grouped = t_env.sql_query("SELECT name, mean_udaf(price) AS m FROM bids GROUP BY name")
+    assert any(isinstance(c, PandasAggCall) for c in _calls(grouped._node))
+    assert grouped.get_schema().get_field_names() == ["name", "m"]
+    windowed = t_env.sql_query("SELECT window_start, mean_udaf(price) AS m FROM TABLE(TUMBLE(TABLE bids, "
+                               "DESCRIPTOR(ts), INTERVAL '5' SECOND)) GROUP BY window_start, window_end")
+    assert any(isinstance(c, PandasAggCall) for c in _calls(windowed._node))
+    overall = table.select(mean_udaf(col("price")).alias("m"))
+    assert any(isinstance(c, PandasAggCall) for c in _calls(overall._node))

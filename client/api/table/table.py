@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from millstream.table import plan as p
-from millstream.table.expression import (AGGREGATES, INTERVAL_UNITS_MS, Expression, Resolved, ValidationException, as_expression,
+from millstream.table.expression import (AGGREGATES, is_udaf_call, INTERVAL_UNITS_MS, Expression, Resolved, ValidationException, as_expression,
                                          contains_aggregate, output_name, resolve)
 from millstream.table.pandas_conversion import to_dataframe
 from millstream.table.runtime_functions import AggCall
@@ -316,8 +316,7 @@ class GroupedTable:
                 calls.append(AggCall(e.value, arg_index, is_integer(arg_type), arg_type.root == "FLOAT"))
                 agg_cols.append((name, DataTypes.BIGINT(False) if e.value == "count" else arg_type.nullable_()))
                 return Expression("col", value=name)
-            if e.kind == "udf" and getattr(e.value, "func_type", None) == "pandas" and \
-                    getattr(e.value, "table_aggregate", True) is False:  # a pandas UDAF (millstream.table.vectorized)
+            if is_udaf_call(e):  # a pandas UDAF (millstream.table.vectorized)
                 name = f"$agg{len(calls)}"
                 calls.append(pandas_call(e, node.columns, pre_exprs, pre_cols))
                 agg_cols.append((name, e.value.result_type().nullable_()))
@@ -465,8 +464,7 @@ class OverWindowedTable:
                 agg, alias = e.args
                 if alias.kind != "col" or alias.value != w.alias_name:
                     raise ValidationException(f"{e}: {alias} is not the alias of the over window")
-                if agg.kind == "udf" and getattr(agg.value, "func_type", None) == "pandas" and \
-                        getattr(agg.value, "table_aggregate", True) is False:  # a pandas UDAF over the window
+                if is_udaf_call(agg):  # a pandas UDAF over the window
                     name = f"w0$o{len(calls)}"
                     calls.append(pandas_call(agg, node.columns, pre_exprs, pre_cols))
                     agg_cols.append((name, agg.value.result_type().nullable_()))

@@ -22,7 +22,8 @@ from millstream.table.table import Table
 from millstream.table.table_descriptor import TableDescriptor
 from millstream.table.table_result import ResultKind, TableResult
 from millstream.table.types import DataType, DataTypes, Schema, infer_type, merge_inferred
-from millstream.table.udf import UserDefinedScalarFunctionWrapper, UserDefinedTableFunctionWrapper
+from millstream.table.udf import (PandasAggregateFunctionWrapper, UserDefinedScalarFunctionWrapper,
+                                  UserDefinedTableFunctionWrapper)
 
 __all__ = ["EnvironmentSettings", "TableConfig", "TableEnvironment", "StreamTableEnvironment", "StatementSet"]
 
@@ -188,8 +189,9 @@ class TableEnvironment:
 
     # -- functions ------------------------------------------------------------------------------
     def create_temporary_function(self, path: str, function: Any) -> None:
-        if not isinstance(function, (UserDefinedScalarFunctionWrapper, UserDefinedTableFunctionWrapper)):
-            raise TypeError(f"create_temporary_function takes a udf or udtf, got {function!r}")
+        if not isinstance(function, (UserDefinedScalarFunctionWrapper, UserDefinedTableFunctionWrapper,
+                                     PandasAggregateFunctionWrapper)):
+            raise TypeError(f"create_temporary_function takes a udf, a udtf or a pandas udaf, got {function!r}")
         self._functions[path.lower()] = function
 
     create_temporary_system_function = create_temporary_function

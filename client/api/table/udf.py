@@ -7,6 +7,7 @@ pickles into the Calc/Correlate operator; tasks call :meth:`eval` on the values.
 """
 from __future__ import annotations
 
+import abc
 import functools
 import inspect
 from typing import Any, Callable, Iterable, Sequence
@@ -50,12 +51,13 @@ class ScalarFunction(UserDefinedFunction):
         raise NotImplementedError(f"{type(self).__name__} must implement eval(*args)")
 
 
-class AsyncScalarFunction(UserDefinedFunction):
+class AsyncScalarFunction(UserDefinedFunction, abc.ABC):
     """A scalar function whose ``eval(*args)`` is a coroutine (``async def``): the task keeps
     several calls in flight and emits their results in input order (PyFlink 2.3's)."""
 
+    @abc.abstractmethod
     async def eval(self, *args: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} must implement async def eval(*args)")
+        """The function's value for one row's arguments, awaited by the async Calc."""
 
 
 class TableFunction(UserDefinedFunction):
@@ -382,6 +384,7 @@ class PandasAggregateFunctionWrapper(UserDefinedAggregateFunctionWrapper):
     """What ``udaf(f, result_type=..., func_type='pandas')`` returns."""
 
     func_type = "pandas"
+    aggregate_in_select = True  # select(f(col('x'))) after group_by / window / over, and in SQL
 
     def __init__(self, func: Any, result_type: Any, name: str | None, deterministic: bool | None) -> None:
         if isinstance(func, type) or not callable(getattr(func, "eval", func)):
