@@ -415,3 +415,41 @@ def test_a_registered_pandas_udaf_in_sql_and_a_global_aggregate() -> None:
     assert any(isinstance(c, PandasAggCall) for c in _calls(windowed._node))
     overall = table.select(mean_udaf(col("price")).alias("m"))
     assert any(isinstance(c, PandasAggCall) for c in _calls(overall._node))
+
+
+def test_map_of_a_pandas_udf_gets_a_dataframe_of_the_columns() -> None:
+    from millstream.table.planner import optimize, translate
+    from millstream.table.vectorized import VectorizedMap
+
+    seen = []
+
+    @udf(result_type=DataTypes.ROW([DataTypes.FIELD("a", DataTypes.BIGINT()), DataTypes.FIELD("s", DataTypes.STRING())]),
+         func_type="pandas")
+    def shift(df):
+        seen.append((list(df.columns), len(df)))
+        return pd.DataFrame({"a": df["a"] + 1, "s": df["s"].str.upper()})
+
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.get_config().set("python.fn-execution.arrow.batch.size", "2")
+    t = t_env.from_elements([(1, "x"), (2, "y"), (3, "z")], ["a", "s"]).map(shift)
+    assert t.get_schema().get_field_names() == ["a", "s"]
+    f = translate(optimize(t._node), t_env._env, False).get_transformation().factory.function
+    assert isinstance(f, VectorizedMap) and f.batch_size == 2
+    out = f.flat_map_batch(rows((1, "x"), (2, "y"), (3, "z")))
+    assert [tuple(part[0]) for part in out] == [(2, "X"), (3, "Y"), (4, "Z")]
+    assert seen == [(["a", "s"], 2), (["a", "s"], 1)]
+
+    @udf(result_type=DataTypes.BIGINT(), func_type="pandas")
+    def short(df):
+        return df["a"].head(1)
+
+    g = VectorizedMap(short, [("a", DataTypes.BIGINT())], 1)
+    with pytest.raises(ValueError, match="The result length '1' of Pandas UDF 'short' is not equal to the input length '2'"):
+        g.flat_map_batch(rows((1,), (2,)))
+
+    @udf(result_type=DataTypes.BIGINT())
+    async def later(r):
+        return 1
+
+    with pytest.raises(TypeError, match="map takes a general or pandas udf"):
+        t_env.from_elements([(1,)], ["a"]).map(later)

@@ -211,6 +211,10 @@ def _async_calc(node: p.Calc, env: Any, batch: bool) -> Any:
 
 
 def _map_row(node: p.MapRow, env: Any, batch: bool) -> Any:
+    if getattr(node.func, "func_type", "general") == "pandas":  # one DataFrame per batch
+        size = cfg.Configuration.from_dict(_table_options(env)).get(cfg.ARROW_BATCH_SIZE)
+        f = vectorized.VectorizedMap(node.func, node.input.columns, len(node.columns), size)
+        return _forward(node, env, batch, f)
     return _forward(node, env, batch, MapRowFunction(node.func, node.input.names, len(node.columns)))
 
 

@@ -207,6 +207,9 @@ class Table:
             func = func.value
         if not isinstance(func, UserDefinedScalarFunctionWrapper):
             raise TypeError(f"map takes a scalar Python UDF (udf), got {func!r}")
+        if func.func_type == "async":
+            raise TypeError(f"map takes a general or pandas udf, got the async scalar function {func.name}: "
+                            "call it in select instead")
         return self._new(p.MapRow(tuple(func.result_columns()), self._node, func))
 
     def flat_map(self, func: Any) -> "Table":

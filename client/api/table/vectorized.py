@@ -26,7 +26,7 @@ from millstream.table.pandas_values import from_series, to_series
 from millstream.table.types import DataType
 from millstream.table.udf import PandasAggregateFunctionWrapper, _PandasAggregate
 
-__all__ = ["PandasAggCall", "VectorizedCalc", "is_pandas_udf", "has_pandas_udf", "pandas_agg_call",
+__all__ = ["PandasAggCall", "VectorizedCalc", "VectorizedMap", "is_pandas_udf", "has_pandas_udf", "pandas_agg_call",
            "DEFAULT_ARROW_BATCH_SIZE"]
 
 DEFAULT_ARROW_BATCH_SIZE = 1000  # Flink's python.fn-execution.arrow.batch.size default
@@ -121,6 +121,58 @@ class VectorizedCalc(FlatMapFunction):
     def close(self) -> None:
         for wrapper, _ in self.calls:
             wrapper.close()
+
+
+class VectorizedMap(FlatMapFunction):
+    """``Table.map`` of a pandas scalar function: one ``pandas.DataFrame`` of the input columns
+    (named as the table's) per batch in, a DataFrame (a ROW result, one column per field) or a
+    Series of the same length out."""
+
+    def __init__(self, func: Any, columns: Sequence[tuple[str, DataType]], width: int,
+                 batch_size: int = DEFAULT_ARROW_BATCH_SIZE) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"python.fn-execution.arrow.batch.size must be positive, got {batch_size}")
+        self.func, self.columns, self.width, self.batch_size = func, list(columns), width, batch_size
+
+    def flat_map(self, value: Row) -> Any:
+        return self.flat_map_batch([value])[0]
+
+    def flat_map_batch(self, records: list[Row]) -> list[list[Row]]:
+        out: list[list[Row]] = []
+        for start in range(0, len(records), self.batch_size):
+            out.extend(self._batch(records[start:start + self.batch_size]))
+        return out
+
+    def _batch(self, records: list[Row]) -> list[list[Row]]:
+        import pandas as pd  # imported when a pandas function first runs
+        frame = pd.DataFrame({name: to_series([r[i] for r in records], t)
+                              for i, (name, t) in enumerate(self.columns)})
+        result = self.func.eval(frame)
+        if type(result) is not pd.Series and type(result) is not pd.DataFrame:
+            raise TypeError(f"The result type of Pandas UDF '{self.func.name}' must be pandas.Series or "
+                            f"pandas.DataFrame, got {type(result)}")
+        if len(result) != len(records):
+            raise ValueError(f"The result length '{len(result)}' of Pandas UDF '{self.func.name}' is not equal to "
+                             f"the input length '{len(records)}'")
+        t = self.func.result_type()
+        if isinstance(result, pd.DataFrame) and t.root == "ROW":
+            if result.shape[1] != self.width:
+                raise ValueError(f"Pandas UDF '{self.func.name}' returned {result.shape[1]} columns, its result "
+                                 f"type {t} has {self.width}")
+            columns = [from_series(result.iloc[:, i], f.data_type) for i, f in enumerate(t.fields)]
+            values = [list(v) for v in zip(*columns)]
+        else:
+            series = result.iloc[:, 0] if isinstance(result, pd.DataFrame) else result
+            values = [[v] for v in from_series(series, t)]
+        out = []
+        for record, v in zip(records, values):
+            row = Row(*v)
+            row.set_row_kind(record.get_row_kind())
+            out.append([row])
+        return out
+
+    def close(self) -> None:
+        self.func.close()
 
 
 # -- pandas aggregate functions ---------------------------------------------------------------
