@@ -453,3 +453,32 @@ def test_map_of_a_pandas_udf_gets_a_dataframe_of_the_columns() -> None:
 
     with pytest.raises(TypeError, match="map takes a general or pandas udf"):
         t_env.from_elements([(1,)], ["a"]).map(later)
+
+
+def test_pyflinks_group_aggregate_example_row_results_and_a_class_based_pandas_udaf() -> None:
+    """PyFlink's test_group_aggregate_function: per a, mean(b + 1) and (max, min) of c - 1 as a ROW;
+    and its MaxAdd, an AggregateFunction whose accumulate gets the Series once."""
+    from millstream.table.udf import AggregateFunction
+
+    data = [(1, 2, 3), (3, 2, 3), (2, 1, 3), (1, 5, 4), (1, 8, 6), (2, 3, 4)]
+    max_min = udaf(lambda a: (a.max(), a.min()), result_type=DataTypes.ROW(
+        [DataTypes.FIELD("a", DataTypes.INT()), DataTypes.FIELD("b", DataTypes.INT())]), func_type="pandas")
+
+    class MaxAdd(AggregateFunction):
+        def create_accumulator(self):
+            return []
+
+        def accumulate(self, accumulator, *args):
+            accumulator.append(sum(arg.max() for arg in args))
+
+        def get_value(self, accumulator):
+            return accumulator[0]
+
+    max_add = udaf(MaxAdd(), result_type=DataTypes.INT(), func_type="pandas")
+    calls = [pandas_agg_call(mean_udaf, [1], [DataTypes.INT()]), pandas_agg_call(max_min, [2], [DataTypes.INT()]),
+             pandas_agg_call(max_add, [1, 2, 3], [DataTypes.INT()] * 3)]
+    groups: dict[int, GroupState] = {}
+    for a, b, c in data:
+        groups.setdefault(a, GroupState.new(calls)).apply(calls, (a, b + 1, c - 1, 1), True)
+    got = {a: tuple(tuple(v) if isinstance(v, Row) else v for v in g.values(calls)) for a, g in groups.items()}
+    assert got == {1: (6.0, (5, 2), 9 + 5 + 1), 2: (3.0, (3, 2), 4 + 3 + 1), 3: (3.0, (2, 2), 3 + 2 + 1)}

@@ -66,6 +66,8 @@ def from_series(result: Any, t: DataType) -> list[Any]:
 
 def scalar_value(v: Any, t: DataType) -> Any:
     """A pandas aggregate function's result as a Python value of type ``t``."""
+    if t.root == "ROW" and isinstance(v, (tuple, list, Row)):  # a ROW result: one value per field
+        return Row(*[scalar_value(x, f.data_type) for x, f in zip(v, t.fields)])
     if _is_null(v):
         return None
     if hasattr(v, "item") and not isinstance(v, (list, tuple, str, bytes)):  # a numpy scalar

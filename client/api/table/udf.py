@@ -373,8 +373,12 @@ class _PandasAggregate(AggregateFunction):
             series = [to_series(c, t) for c, t in zip(columns, self.arg_types)]
         else:
             series = [pd.Series(c) for c in columns]
-        call = getattr(self.func, "eval", self.func)
-        result = call(*series)
+        if isinstance(self.func, AggregateFunction):  # a class: accumulate gets the Series once, as PyFlink's
+            acc = self.func.create_accumulator()
+            self.func.accumulate(acc, *series)
+            result = self.func.get_value(acc)
+        else:
+            result = self.func(*series)
         if isinstance(result, (pd.Series, pd.DataFrame)):
             raise TypeError(f"The result of Pandas UDAF '{self.name}' must be a scalar, got {type(result)}")
         return scalar_value(result, self.result_type)
@@ -387,7 +391,7 @@ class PandasAggregateFunctionWrapper(UserDefinedAggregateFunctionWrapper):
     aggregate_in_select = True  # select(f(col('x'))) after group_by / window / over, and in SQL
 
     def __init__(self, func: Any, result_type: Any, name: str | None, deterministic: bool | None) -> None:
-        if isinstance(func, type) or not callable(getattr(func, "eval", func)):
+        if isinstance(func, type) or not (callable(func) or isinstance(func, AggregateFunction)):
             raise TypeError(f"Invalid function: not a function or callable (__call__ is not defined): {type(func)}")
         if result_type is None:
             raise TypeError(f"udaf {name or _name_of(func)}: result_type is required for a Pandas UDAF")
