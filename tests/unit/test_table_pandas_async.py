@@ -171,6 +171,9 @@ def test_the_planner_batches_a_calc_with_a_pandas_udf_by_the_configured_size() -
     stream = translate(node, t_env._env, False)
     function = stream.get_transformation().factory.function
     assert isinstance(function, VectorizedCalc) and function.batch_size == 7
+    t_env.get_config().set("python.fn-execution.arrow.batch.size", "0")
+    with pytest.raises(ValueError, match="python.fn-execution.arrow.batch.size must be positive, got 0"):
+        translate(node, t_env._env, False)
 
 
 # -- pandas aggregate functions -------------------------------------------------------------------
