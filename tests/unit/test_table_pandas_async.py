@@ -263,6 +263,14 @@ def test_from_pandas_infers_flink_types_from_arrows() -> None:
     assert dataframe_rows(PDF, cols) == [(1, 0.5, "a", True), (2, None, "b", False), (3, 2.5, None, True)]
 
 
+def test_from_pandas_timestamps_and_dates_become_python_values() -> None:
+    pdf = pd.DataFrame({"t": pd.to_datetime(["2024-01-01 00:00:01", None])})
+    cols = dataframe_columns(pdf, None)
+    assert [str(t) for _, t in cols] == ["TIMESTAMP(9)"]
+    assert dataframe_rows(pdf, cols) == [(datetime.datetime(2024, 1, 1, 0, 0, 1),), (None,)]
+    assert type(dataframe_rows(pdf, cols)[0][0]) is datetime.datetime
+
+
 def test_from_pandas_schema_as_names_types_or_a_row() -> None:
     assert [n for n, _ in dataframe_columns(PDF, ["a", "b", "c", "d"])] == ["a", "b", "c", "d"]
     typed = dataframe_columns(PDF, [DataTypes.INT(), DataTypes.FLOAT(), DataTypes.STRING(), DataTypes.BOOLEAN()])

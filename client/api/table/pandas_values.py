@@ -61,6 +61,8 @@ def from_series(result: Any, t: DataType) -> list[Any]:
         values = [None if _is_null(v) else v for v in result.tolist()]
     if t.root == "FLOAT":
         return [to_float32(v) if v is not None else None for v in values]
+    if t.root in ("TIMESTAMP", "TIMESTAMP_LTZ"):  # nanosecond precision comes back as pandas.Timestamp
+        return [v.to_pydatetime() if hasattr(v, "to_pydatetime") else v for v in values]
     return values
 
 
