@@ -493,3 +493,22 @@ def test_pyflinks_group_aggregate_example_row_results_and_a_class_based_pandas_u
         groups.setdefault(a, GroupState.new(calls)).apply(calls, (a, b + 1, c - 1, 1), True)
     got = {a: tuple(tuple(v) if isinstance(v, Row) else v for v in g.values(calls)) for a, g in groups.items()}
     assert got == {1: (6.0, (5, 2), 9 + 5 + 1), 2: (3.0, (3, 2), 4 + 3 + 1), 3: (3.0, (2, 2), 3 + 2 + 1)}
+
+
+def test_a_registered_pandas_udaf_over_a_sql_window_and_in_having() -> None:
+    """PyFlink's test_over_rows_window: ``mean_udaf(b) OVER (PARTITION BY a ORDER BY t ROWS BETWEEN
+    1 PRECEDING AND CURRENT ROW)``; and a pandas UDAF in HAVING."""
+    table = _windowed()
+    t_env = table._t_env
+    t_env.create_temporary_function("mean_udaf", mean_udaf)
+    over = t_env.sql_query("SELECT name, mean_udaf(price) OVER (PARTITION BY name ORDER BY ts ROWS BETWEEN 1 "
+                           "PRECEDING AND CURRENT ROW) AS m FROM bids")
+    over_node = next(n for n in _nodes(over._node) if isinstance(n, p.OverAggregate))
+    assert over_node.rows and over_node.preceding == 1 and isinstance(over_node.calls[0], PandasAggCall)
+    having = t_env.sql_query("SELECT name, mean_udaf(price) AS m FROM bids GROUP BY name HAVING mean_udaf(price) > 1")
+    assert sum(isinstance(c, PandasAggCall) for c in _calls(having._node)) == 2
+    assert having.get_schema().get_field_names() == ["name", "m"]
+
+
+def _nodes(node: p.PlanNode) -> list:
+    return [node] + [n for i in node.inputs for n in _nodes(i)]
