@@ -357,22 +357,22 @@ def test_an_async_calc_filters_before_projecting() -> None:
 
 def test_the_async_scalar_options_are_flinks() -> None:
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    assert async_options(t_env.get_config()) == {"capacity": 10, "timeout_ms": 180_000, "strategy": "FIXED_DELAY",
+    assert async_options(t_env.get_config().get_configuration()) == {"capacity": 10, "timeout_ms": 180_000, "strategy": "FIXED_DELAY",
                                                  "delay_ms": 100, "max_attempts": 3}
     config = t_env.get_config()
     config.set("table.exec.async-scalar.max-concurrent-operations", "4")
     config.set("table.exec.async-scalar.timeout", "5 s")
     config.set("table.exec.async-scalar.retry-delay", "20 ms")
     config.set("table.exec.async-scalar.max-attempts", "2")
-    options = async_options(config)
+    options = async_options(config.get_configuration())
     assert options == {"capacity": 4, "timeout_ms": 5000, "strategy": "FIXED_DELAY", "delay_ms": 20, "max_attempts": 2}
     strategy = retry_strategy(options)
     assert strategy.can_retry(2) and not strategy.can_retry(3) and strategy.get_backoff_time_millis(1) == 20
     config.set("table.exec.async-scalar.retry-strategy", "NO_RETRY")
-    assert not retry_strategy(async_options(config)).can_retry(1)
+    assert not retry_strategy(async_options(config.get_configuration())).can_retry(1)
     config.set("table.exec.async-scalar.retry-strategy", "SOMETIMES")
     with pytest.raises(ValueError, match="retry-strategy"):
-        async_options(config)
+        async_options(config.get_configuration())
 
 
 def test_a_calc_with_an_async_udf_is_an_ordered_async_wait_operator() -> None:

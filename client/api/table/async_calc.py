@@ -78,9 +78,9 @@ class AsyncCalc(AsyncFunction):
             wrapper.close()
 
 
-def async_options(table_config: Any) -> dict[str, Any]:
-    """The ``table.exec.async-scalar.*`` options a TableConfig sets (defaults when none)."""
-    conf = cfg.Configuration.from_dict(table_config.get_configuration() if table_config is not None else {})
+def async_options(table_options: dict[str, str]) -> dict[str, Any]:
+    """The ``table.exec.async-scalar.*`` values among a TableConfig's options (defaults when unset)."""
+    conf = cfg.Configuration.from_dict(table_options)
     return {"capacity": conf.get(cfg.ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS),
             "timeout_ms": conf.get(cfg.ASYNC_SCALAR_TIMEOUT),
             "strategy": conf.get(cfg.ASYNC_SCALAR_RETRY_STRATEGY),

@@ -202,7 +202,7 @@ def _table_options(env: Any) -> dict[str, str]:
 
 def _async_calc(node: p.Calc, env: Any, batch: bool) -> Any:
     """Flink's AsyncCalc: the async wait operator, ordered, configured by table.exec.async-scalar.*."""
-    options = async_calc.async_options(getattr(env, "_table_config", None))
+    options = async_calc.async_options(_table_options(env))
     f = async_calc.AsyncCalc(node.projections, node.condition, len(node.input.columns))
     stream = translate(node.input, env, batch)
     out = AsyncDataStream.ordered_wait_with_retry(stream, f, options["timeout_ms"], async_calc.retry_strategy(options),

@@ -6,7 +6,6 @@ import itertools
 import re
 from typing import Any, Iterable, Sequence
 
-from millstream.runtime import config as cfg
 from millstream.common.row import Row
 from millstream.datastream.execution_mode import RuntimeExecutionMode
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -83,10 +82,6 @@ class TableConfig:
 
     def get_configuration(self) -> dict[str, str]:
         return dict(self._options)
-
-    def option(self, option: Any) -> Any:
-        """A registered option's value as set here (parsed, checked), else its default."""
-        return cfg.Configuration.from_dict(self._options).get(option)
 
 
 class TableEnvironment:
