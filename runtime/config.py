@@ -792,6 +792,11 @@ TASK_OUTPUT_RETAINED_ATTEMPTS: ConfigOption[int] = _option(
 # option is the cluster's: it takes effect when a JobManager or TaskManager starts, never per job.
 PIPELINE_OPTIONS: tuple[ConfigOption[Any], ...] = (
     DEFAULT_PARALLELISM, MAX_PARALLELISM, RUNTIME_MODE, OPERATOR_CHAINING, BUFFER_TIMEOUT, AUTO_WATERMARK_INTERVAL)
+# The Table API's options of one job's Python functions: a TableConfig sets them, or the job's
+# configuration (its environment's Configuration, the file, MILLSTREAM_CONF_*, `millstream run -D`).
+TABLE_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    ARROW_BATCH_SIZE, ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS, ASYNC_SCALAR_TIMEOUT, ASYNC_SCALAR_RETRY_STRATEGY,
+    ASYNC_SCALAR_RETRY_DELAY, ASYNC_SCALAR_MAX_ATTEMPTS)
 JOBMANAGER_JOB_OPTIONS: tuple[ConfigOption[Any], ...] = (
     SLOT_REQUEST_TIMEOUT,
     RESTART_STRATEGY_TYPE, RESTART_FIXED_DELAY_ATTEMPTS, RESTART_FIXED_DELAY_DELAY, RESTART_FAILURE_RATE_MAX_FAILURES,
@@ -813,7 +818,7 @@ CLIENT_OPTIONS: tuple[ConfigOption[Any], ...] = (
 
 def option_scope(option: ConfigOption[Any]) -> str:
     """``"job"`` (applies per job), ``"client"`` (how a client reaches the cluster) or ``"cluster"``."""
-    if option in PIPELINE_OPTIONS or option in JOBMANAGER_JOB_OPTIONS:
+    if option in PIPELINE_OPTIONS or option in JOBMANAGER_JOB_OPTIONS or option in TABLE_OPTIONS:
         return "job"
     return "client" if option in CLIENT_OPTIONS else "cluster"
 

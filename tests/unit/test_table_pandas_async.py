@@ -512,3 +512,33 @@ def test_a_registered_pandas_udaf_over_a_sql_window_and_in_having() -> None:
 
 def _nodes(node: p.PlanNode) -> list:
     return [node] + [n for i in node.inputs for n in _nodes(i)]
+
+
+@pytest.mark.parametrize("key", ["python.fn-execution.arrow.batch.size", "table.exec.async-scalar.timeout",
+                                 "table.exec.async-scalar.max-concurrent-operations"])
+def test_the_python_function_options_are_a_jobs(key: str) -> None:
+    from millstream.runtime import config as cfg
+    assert cfg.option_scope(cfg.find_option(key)) == "job"  # `millstream run -D` takes them
+
+
+def test_table_options_fall_back_to_the_environments_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As Flink's TableConfig: its own value, else the execution environment's configuration, else
+    the configuration file and MILLSTREAM_CONF_* variables."""
+    from millstream.common import Configuration
+    from millstream.datastream import StreamExecutionEnvironment
+    from millstream.table import StreamTableEnvironment
+    from millstream.table.planner import optimize, translate
+
+    def batch_size(t_env: TableEnvironment) -> int:
+        plus = udf(lambda i: i + 1, result_type=DataTypes.BIGINT(), func_type="pandas")
+        node = optimize(t_env.from_elements([(1,)], ["a"]).select(plus(col("a")))._node)
+        return translate(node, t_env._env, False).get_transformation().factory.function.batch_size
+
+    monkeypatch.setenv("MILLSTREAM_CONF_PYTHON_FN_EXECUTION_ARROW_BATCH_SIZE", "9")
+    assert batch_size(TableEnvironment.create(EnvironmentSettings.in_streaming_mode())) == 9
+    conf = Configuration()
+    conf.set_string("python.fn-execution.arrow.batch.size", "5")
+    t_env = StreamTableEnvironment.create(StreamExecutionEnvironment.get_execution_environment(conf))
+    assert batch_size(t_env) == 5
+    t_env.get_config().set("python.fn-execution.arrow.batch.size", "3")
+    assert batch_size(t_env) == 3

@@ -78,7 +78,7 @@ class AsyncCalc(AsyncFunction):
             wrapper.close()
 
 
-def async_options(table_options: dict[str, str]) -> dict[str, Any]:
+def async_options(table_options: dict[str, Any]) -> dict[str, Any]:
     """The ``table.exec.async-scalar.*`` values among a TableConfig's options (defaults when unset)."""
     conf = cfg.Configuration.from_dict(table_options)
     return {"capacity": conf.get(cfg.ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS),

@@ -194,10 +194,15 @@ def _calc(node: p.Calc, env: Any, batch: bool) -> Any:
     return _forward(node, env, batch, CalcFunction(node.projections, node.condition))
 
 
-def _table_options(env: Any) -> dict[str, str]:
-    """The options set on the TableEnvironment that translates into ``env``."""
+def _table_options(env: Any) -> dict[str, Any]:
+    """The job's options as Flink's TableConfig reads them: set on the TableConfig, else in the
+    environment's Configuration, else in the configuration file and MILLSTREAM_CONF_* variables."""
+    options = cfg.load_configuration().to_dict()
+    own = getattr(env, "_configuration", None)
+    options.update(own.to_dict() if own is not None else {})
     config = getattr(env, "_table_config", None)
-    return config.get_configuration() if config is not None else {}
+    options.update(config.get_configuration() if config is not None else {})
+    return options
 
 
 def _async_calc(node: p.Calc, env: Any, batch: bool) -> Any:
