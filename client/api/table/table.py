@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from millstream.table import plan as p
-from millstream.table.expression import (AGGREGATES, is_udaf_call, INTERVAL_UNITS_MS, Expression, Resolved, ValidationException, as_expression,
-                                         contains_aggregate, output_name, resolve)
+from millstream.table.expression import (AGGREGATES, INTERVAL_UNITS_MS, Expression, Resolved, ValidationException, as_expression,
+                                         contains_aggregate, is_udaf_call, output_name, resolve)
 from millstream.table.pandas_conversion import to_dataframe
 from millstream.table.runtime_functions import AggCall
 from millstream.table.types import DataType, DataTypes, is_integer
