@@ -610,6 +610,28 @@ AUTO_WATERMARK_INTERVAL: ConfigOption[int] = _option(
     "pipeline.auto-watermark-interval", _DURATION, 200,
     "How often timestamp assigners emit periodic watermarks; 0 disables periodic watermarks.")
 
+# ---- Table API: Python functions (millstream/table/vectorized.py, async_calc.py) -----------------
+ARROW_BATCH_SIZE: ConfigOption[int] = _option(
+    "python.fn-execution.arrow.batch.size", _INT, 1000,
+    "Most rows a pandas (vectorized) scalar function receives in one call (one Series per argument).")
+ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS: ConfigOption[int] = _option(
+    "table.exec.async-scalar.max-concurrent-operations", _INT, 10,
+    "Most calls of async scalar functions in flight per task; a full task holds its input back.",
+    deprecated_keys=("table.exec.async-scalar.buffer-capacity",))
+ASYNC_SCALAR_TIMEOUT: ConfigOption[int] = _option(
+    "table.exec.async-scalar.timeout", _DURATION, 180_000,
+    "How long one row's async scalar function call may take, retries included, before the job fails.")
+ASYNC_SCALAR_RETRY_STRATEGY: ConfigOption[str] = _option(
+    "table.exec.async-scalar.retry-strategy", _STR, "FIXED_DELAY",
+    "What an async scalar function call that raised does: FIXED_DELAY calls again after retry-delay, "
+    "up to max-attempts; NO_RETRY fails the job.", choices=("FIXED_DELAY", "NO_RETRY"))
+ASYNC_SCALAR_RETRY_DELAY: ConfigOption[int] = _option(
+    "table.exec.async-scalar.retry-delay", _DURATION, 100,
+    "The wait before an async scalar function call is made again (FIXED_DELAY).")
+ASYNC_SCALAR_MAX_ATTEMPTS: ConfigOption[int] = _option(
+    "table.exec.async-scalar.max-attempts", _INT, 3,
+    "Most retries of one async scalar function call (FIXED_DELAY) before the job fails.")
+
 # ---- High availability (Flink's HighAvailabilityOptions; runtime/ha/) -------------------------
 HA_TYPE: ConfigOption[str] = _option(
     "high-availability.type", _STR, "NONE",
@@ -776,6 +798,11 @@ TASK_OUTPUT_RETAINED_ATTEMPTS: ConfigOption[int] = _option(
 # option is the cluster's: it takes effect when a JobManager or TaskManager starts, never per job.
 PIPELINE_OPTIONS: tuple[ConfigOption[Any], ...] = (
     DEFAULT_PARALLELISM, MAX_PARALLELISM, RUNTIME_MODE, OPERATOR_CHAINING, BUFFER_TIMEOUT, AUTO_WATERMARK_INTERVAL)
+# The Table API's options of one job's Python functions: a TableConfig sets them, or the job's
+# configuration (its environment's Configuration, the file, MILLSTREAM_CONF_*, `millstream run -D`).
+TABLE_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    ARROW_BATCH_SIZE, ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS, ASYNC_SCALAR_TIMEOUT, ASYNC_SCALAR_RETRY_STRATEGY,
+    ASYNC_SCALAR_RETRY_DELAY, ASYNC_SCALAR_MAX_ATTEMPTS)
 JOBMANAGER_JOB_OPTIONS: tuple[ConfigOption[Any], ...] = (
     SLOT_REQUEST_TIMEOUT,
     RESTART_STRATEGY_TYPE, RESTART_FIXED_DELAY_ATTEMPTS, RESTART_FIXED_DELAY_DELAY, RESTART_FAILURE_RATE_MAX_FAILURES,
@@ -797,7 +824,7 @@ CLIENT_OPTIONS: tuple[ConfigOption[Any], ...] = (
 
 def option_scope(option: ConfigOption[Any]) -> str:
     """``"job"`` (applies per job), ``"client"`` (how a client reaches the cluster) or ``"cluster"``."""
-    if option in PIPELINE_OPTIONS or option in JOBMANAGER_JOB_OPTIONS:
+    if option in PIPELINE_OPTIONS or option in JOBMANAGER_JOB_OPTIONS or option in TABLE_OPTIONS:
         return "job"
     return "client" if option in CLIENT_OPTIONS else "cluster"
 

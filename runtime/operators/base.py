@@ -251,6 +251,9 @@ class FlatMapOperator(StreamOperator):
         super().__init__(factory, ctx)
         self._fn = call_target(factory.function, fn._FlatMapWrapper, "flat_map")
         self._slice = 256  # inputs per slice; the first slice measures the expansion
+        # A function with flat_map_batch(records) -> one list of outputs per record takes a slice in
+        # one call (the Table API's pandas functions: millstream.table.vectorized).
+        self._batch_fn = getattr(factory.function, "flat_map_batch", None)
 
     def process_batch(self, records: list[Any]) -> None:
         if len(records) <= self._slice:
@@ -265,7 +268,10 @@ class FlatMapOperator(StreamOperator):
     def _expand(self, records: list[Any]) -> None:
         ts = timestamps_of(records)
         try:
-            if ts is None:
+            if self._batch_fn is not None:
+                parts = self._batch_fn(records)
+                out = list(_flatten(parts)) if ts is None else repeated(parts, ts)
+            elif ts is None:
                 out = list(_flatten(map(self._fn, records)))
             else:
                 out = repeated([list(part) for part in map(self._fn, records)], ts)

@@ -388,3 +388,75 @@ def test_the_over_window_example_prints_a_running_max_per_name(tmp_path: Path) -
     lines = run(tmp_path / "over_window.py")
     printed = [x for x in lines if re.match(r"^[+-][IUD]\[", x)]
     assert by_name_in_order(printed) == expected, "\n".join(lines[-30:])
+
+
+# -- examples/table/pandas and examples/table/async ----------------------------------------------
+
+
+def float_mean(prices: list[float]) -> float:
+    """pandas' mean of a float32 Series (what a FLOAT column reaches a pandas UDAF as): a float32
+    sum in arrival order divided by the count in float32; the FLOAT result keeps single precision."""
+    return f32(float_sum(prices) / len(prices))
+
+
+def test_the_pandas_udaf_example_prints_a_mean_per_tumbling_window(tmp_path: Path) -> None:
+    """``mean_udaf`` (a pandas UDAF: Series in, ``v.mean()`` out) per name and 5 s tumbling window:
+    one insert per window when the watermark (ts - 3 s) passes its end; no row is late."""
+    source = released("pandas/pandas_udaf.py")
+    (tmp_path / "pandas_udaf.py").write_text(ported(source))
+    windows: dict[tuple[str, int], list[float]] = {}
+    for ts, name, price in window_input(source):
+        windows.setdefault((name, ts - ts % 5000), []).append(price)
+    expected = [f"+I[{n}, {java_float(float_mean(p))}, {instant(s)}, {instant(s + 5000)}]"
+                for (n, s), p in windows.items()]
+    lines = run(tmp_path / "pandas_udaf.py")
+    printed = [x for x in lines if re.match(r"^[+-][IUD]\[", x)]
+    assert Counter(printed) == Counter(expected), "\n".join(lines[-30:])
+    for name, got in by_name_in_order(printed).items():
+        assert got == sorted(got, key=lambda x: x.split(", ")[-1]), got
+
+
+def test_the_dataframe_conversion_example_prints_the_round_tripped_frame(tmp_path: Path) -> None:
+    """``from_pandas`` of a 1000 x 2 frame of random floats in [0, 1) with the schema (a DOUBLE,
+    b DOUBLE), then ``to_pandas``: pandas prints a frame that long as its first and last five rows
+    (a new 0..999 index, the source's order at parallelism 1) and its shape."""
+    source = released("pandas/conversion_from_dataframe.py")
+    (tmp_path / "conversion.py").write_text(ported(source))
+    lines = [x for x in run(tmp_path / "conversion.py") if x.strip()]
+    start = next(i for i, x in enumerate(lines) if x.split() == ["a", "b"])
+    frame = lines[start:]
+    assert frame[-1] == "[1000 rows x 2 columns]", "\n".join(lines[-20:])
+    body = frame[1:-1]
+    assert [x.split()[0] for x in body] == ["0", "1", "2", "3", "4", "..", "995", "996", "997", "998", "999"]
+    for x in body[:5] + body[6:]:
+        values = [float(v) for v in x.split()[1:]]
+        assert len(values) == 2 and all(0.0 <= v < 1.0 for v in values), x
+
+
+ASYNC_BORDER = "+----+" + "-" * 32 + "+" + "-" * 32 + "+"
+
+
+def test_the_async_scalar_function_example_prints_both_lookups(tmp_path: Path) -> None:
+    """datagen makes 10 rows (user_id and product_id one random character); query 1 prints each
+    user_id with ``db_value_for_<user_id>`` (the class-based AsyncScalarFunction), query 2 each
+    product_id with ``Product <id>: $<10..1000>`` (the decorated ``async def``); each query is a
+    bounded SELECT, so a tableau of 10 +I rows and Flink's row count follow each heading."""
+    source = released("async/async_scalar_function.py")
+    (tmp_path / "async_scalar_function.py").write_text(ported(source))
+    lines = run(tmp_path / "async_scalar_function.py")
+    assert lines[:3] == ["Created source table with datagen connector", "", "Example Query 1: Using async_db_lookup"]
+    got = tables(lines)
+    assert len(got) == 2, "\n".join(lines)
+    for (table, after), (key, value) in zip(got, [("user_id", "user_info"), ("product_id", "product_info")]):
+        assert table[0] == table[2] == table[-1] == ASYNC_BORDER
+        assert table[1] == f"| op | {key:>30} | {value:>30} |"
+        rows = [[c.strip() for c in r.split("|")[1:-1]] for r in table[3:-1]]
+        assert len(rows) == 10 and after == "10 rows in set"
+        for op, k, v in rows:
+            assert op == "+I" and len(k) == 1
+            if key == "user_id":
+                assert v == f"db_value_for_{k}"
+            else:
+                m = re.fullmatch(rf"Product {re.escape(k)}: \$(\d+)", v)
+                assert m and 10 <= int(m.group(1)) <= 1000, v
+    assert lines.index("Example Query 2: Using async_api_call") == lines.index("10 rows in set") + 1

@@ -333,10 +333,11 @@ MODULES: tuple[ModuleMap, ...] = (
             """TableEnvironment StreamTableEnvironment Table StatementSet EnvironmentSettings TableConfig
             GroupedTable TableDescriptor FormatDescriptor Schema DataTypes Expression TableSchema TableResult
             Row RowKind ResultKind ScalarFunction TableFunction FunctionContext AggregateFunction
-            TableAggregateFunction ExplainDetail GroupWindowedTable OverWindowedTable WindowGroupedTable"""
+            TableAggregateFunction ExplainDetail GroupWindowedTable OverWindowedTable WindowGroupedTable
+            AsyncScalarFunction"""
         ),
         not_yet=_names(
-            """AsyncScalarFunction DataView ListView MapView Module ModuleEntry SqlDialect UserDefinedType
+            """DataView ListView MapView Module ModuleEntry SqlDialect UserDefinedType
             ChangelogMode CompiledPlan PlanReference TablePipeline"""
         ),
     ),

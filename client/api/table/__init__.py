@@ -37,13 +37,13 @@ from millstream.table.table_environment import (EnvironmentSettings, StatementSe
                                                 TableEnvironment)
 from millstream.table.table_result import ResultKind, TableResult
 from millstream.table.types import DataType, DataTypes, Schema
-from millstream.table.udf import (AggregateFunction, FunctionContext, ScalarFunction, TableAggregateFunction,
-                                  TableFunction)
+from millstream.table.udf import (AggregateFunction, AsyncScalarFunction, FunctionContext, ScalarFunction,
+                                  TableAggregateFunction, TableFunction)
 
 __all__ = [
     "TableEnvironment", "StreamTableEnvironment", "EnvironmentSettings", "TableConfig", "Table", "GroupedTable",
     "TableSchema", "TableResult", "ResultKind", "StatementSet", "DataTypes", "DataType", "Schema", "TableDescriptor",
-    "FormatDescriptor", "Row", "RowKind", "ScalarFunction", "TableFunction", "FunctionContext",
+    "FormatDescriptor", "Row", "RowKind", "ScalarFunction", "AsyncScalarFunction", "TableFunction", "FunctionContext",
     "AggregateFunction", "TableAggregateFunction", "ExplainDetail", "Expression", "TableException", "ValidationException",
     "GroupWindowedTable", "OverWindowedTable", "WindowGroupedTable",
 ]

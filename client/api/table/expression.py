@@ -504,4 +504,9 @@ def output_name(expr: Expression) -> str | None:
 
 
 def contains_aggregate(expr: Expression) -> bool:
-    return expr.kind == "agg" or any(contains_aggregate(a) for a in expr.args)
+    return expr.kind == "agg" or is_udaf_call(expr) or any(contains_aggregate(a) for a in expr.args)
+
+
+def is_udaf_call(expr: Expression) -> bool:
+    """A call of an aggregate function usable among a select's aggregates (a pandas UDAF)."""
+    return expr.kind == "udf" and getattr(expr.value, "aggregate_in_select", False)

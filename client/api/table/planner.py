@@ -19,6 +19,9 @@ from typing import Any, Sequence
 from millstream.common.row import Row
 from millstream.common.time import Duration
 from millstream.common.watermark_strategy import WatermarkStrategy
+from millstream.datastream.async_data_stream import AsyncDataStream
+from millstream.runtime import config as cfg
+from millstream.table import async_calc, vectorized
 from millstream.table import plan as p
 from millstream.table.types import DataTypes
 from millstream.table.expression import Resolved, TableException, cast_value, text_of
@@ -189,10 +192,42 @@ def _forward(node: p.PlanNode, env: Any, batch: bool, f: Any) -> Any:
 
 
 def _calc(node: p.Calc, env: Any, batch: bool) -> Any:
+    exprs = (*node.projections, node.condition)
+    if any(async_calc.has_async_udf(e) for e in exprs):
+        return _async_calc(node, env, batch)
+    if any(vectorized.has_pandas_udf(e) for e in exprs):  # called per batch of rows (millstream.table.vectorized)
+        size = cfg.Configuration.from_dict(_table_options(env)).get(cfg.ARROW_BATCH_SIZE)
+        f = vectorized.VectorizedCalc(node.projections, node.condition, len(node.input.columns), size)
+        return _forward(node, env, batch, f)
     return _forward(node, env, batch, CalcFunction(node.projections, node.condition))
 
 
+def _table_options(env: Any) -> dict[str, Any]:
+    """The job's options as Flink's TableConfig reads them: set on the TableConfig, else in the
+    environment's Configuration, else in the configuration file and MILLSTREAM_CONF_* variables."""
+    options = cfg.load_configuration().to_dict()
+    own = getattr(env, "_configuration", None)
+    options.update(own.to_dict() if own is not None else {})
+    config = getattr(env, "_table_config", None)
+    options.update(config.get_configuration() if config is not None else {})
+    return options
+
+
+def _async_calc(node: p.Calc, env: Any, batch: bool) -> Any:
+    """Flink's AsyncCalc: the async wait operator, ordered, configured by table.exec.async-scalar.*."""
+    options = async_calc.async_options(_table_options(env))
+    f = async_calc.AsyncCalc(node.projections, node.condition, len(node.input.columns))
+    stream = translate(node.input, env, batch)
+    out = AsyncDataStream.ordered_wait_with_retry(stream, f, options["timeout_ms"], async_calc.retry_strategy(options),
+                                                  options["capacity"])
+    return out.name(node.describe()).set_parallelism(stream.get_transformation().parallelism)
+
+
 def _map_row(node: p.MapRow, env: Any, batch: bool) -> Any:
+    if getattr(node.func, "func_type", "general") == "pandas":  # one DataFrame per batch
+        size = cfg.Configuration.from_dict(_table_options(env)).get(cfg.ARROW_BATCH_SIZE)
+        f = vectorized.VectorizedMap(node.func, node.input.columns, len(node.columns), size)
+        return _forward(node, env, batch, f)
     return _forward(node, env, batch, MapRowFunction(node.func, node.input.names, len(node.columns)))
 
 

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from millstream.table import plan as p
 from millstream.table.expression import (AGGREGATES, INTERVAL_UNITS_MS, Expression, Resolved, TableException,
-                                         ValidationException, as_expression,
-                                         contains_aggregate, output_name, resolve)
+                                         ValidationException, as_expression, contains_aggregate, is_udaf_call,
+                                         output_name, resolve)
+from millstream.table.pandas_conversion import to_dataframe
 from millstream.table.runtime_functions import AggCall
 from millstream.table.types import DataType, DataTypes, is_integer
+from millstream.table.vectorized import pandas_agg_call
 from millstream.table.window import GroupWindow, OverWindow, WindowSpec
 from millstream.table.interval_join import interval_join_of, join_columns
 from millstream.table.window_join import window_join_of
@@ -228,6 +230,9 @@ class Table:
             func = func.value
         if not isinstance(func, UserDefinedScalarFunctionWrapper):
             raise TypeError(f"map takes a scalar Python UDF (udf), got {func!r}")
+        if func.func_type == "async":
+            raise TypeError(f"map takes a general or pandas udf, got the async scalar function {func.name}: "
+                            "call it in select instead")
         return self._new(p.MapRow(tuple(func.result_columns()), self._node, func))
 
     def flat_map(self, func: Any) -> "Table":
@@ -283,6 +288,10 @@ class Table:
     def execute_insert(self, table_path_or_descriptor: Any, overwrite: bool = False) -> "TableResult":
         return self._t_env._execute_inserts([(table_path_or_descriptor, self)])
 
+    def to_pandas(self) -> Any:
+        """Runs the table and collects its (final) rows into a pandas DataFrame of its columns."""
+        return to_dataframe(list(self.execute().collect()), list(self._node.columns))
+
     def explain(self, *extra_details: Any) -> str:
         return self._t_env._explain(self, *extra_details)
 
@@ -332,6 +341,11 @@ class GroupedTable:
                 name = f"$agg{len(calls)}"
                 calls.append(AggCall(e.value, arg_index, is_integer(arg_type), arg_type.root == "FLOAT"))
                 agg_cols.append((name, DataTypes.BIGINT(False) if e.value == "count" else arg_type.nullable_()))
+                return Expression("col", value=name)
+            if is_udaf_call(e):  # a pandas UDAF (millstream.table.vectorized)
+                name = f"$agg{len(calls)}"
+                calls.append(pandas_call(e, node.columns, pre_exprs, pre_cols))
+                agg_cols.append((name, e.value.result_type().nullable_()))
                 return Expression("col", value=name)
             if e.kind == "window_property":
                 target = e.args[0]
@@ -476,6 +490,11 @@ class OverWindowedTable:
                 agg, alias = e.args
                 if alias.kind != "col" or alias.value != w.alias_name:
                     raise ValidationException(f"{e}: {alias} is not the alias of the over window")
+                if is_udaf_call(agg):  # a pandas UDAF over the window
+                    name = f"w0$o{len(calls)}"
+                    calls.append(pandas_call(agg, node.columns, pre_exprs, pre_cols))
+                    agg_cols.append((name, agg.value.result_type().nullable_()))
+                    return Expression("col", value=name)
                 if agg.kind != "agg":
                     raise ValidationException(f"over() applies to an aggregate (col('a').sum.over(...)), got {agg}")
                 r = resolve(agg.args[0], node.columns, "an over aggregate")
@@ -495,6 +514,18 @@ class OverWindowedTable:
         over = p.OverAggregate(tuple(pre_cols) + tuple(agg_cols), pre, tuple(partition), order, event_time, rows,
                                preceding, tuple(calls))
         return Table(over, t._t_env)._project(rewritten, "select", unnamed)
+
+
+def pandas_call(e: Expression, columns: Any, pre_exprs: list[Resolved], pre_cols: list[tuple[str, DataType]]) -> Any:
+    """A pandas UDAF call's aggregate: its arguments become columns of the pre-projection."""
+    args, types = [], []
+    for a in e.args:
+        r = resolve(a, columns, "a Pandas UDAF")
+        args.append(len(pre_cols))
+        types.append(r.dtype)
+        pre_exprs.append(r)
+        pre_cols.append((f"$f{len(pre_cols)}", r.dtype))
+    return pandas_agg_call(e.value, args, types)
 
 
 def over_frame(preceding: Expression | None) -> tuple[bool, int | None]:

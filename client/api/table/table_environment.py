@@ -9,6 +9,8 @@ from typing import Any, Iterable, Sequence
 from millstream.common.row import Row
 from millstream.datastream.execution_mode import RuntimeExecutionMode
 from millstream.datastream.stream_execution_environment import StreamExecutionEnvironment
+from millstream.common.typeinfo import Types
+from millstream.table import pandas_conversion as pc
 from millstream.table import plan as p
 from millstream.table import sql
 from millstream.table.connectors import ConnectorTable
@@ -19,7 +21,8 @@ from millstream.table.table import Table
 from millstream.table.table_descriptor import TableDescriptor
 from millstream.table.table_result import ResultKind, TableResult
 from millstream.table.types import DataType, DataTypes, Schema, infer_type, merge_inferred
-from millstream.table.udf import UserDefinedScalarFunctionWrapper, UserDefinedTableFunctionWrapper
+from millstream.table.udf import (PandasAggregateFunctionWrapper, UserDefinedScalarFunctionWrapper,
+                                  UserDefinedTableFunctionWrapper)
 
 __all__ = ["EnvironmentSettings", "TableConfig", "TableEnvironment", "StreamTableEnvironment", "StatementSet"]
 
@@ -90,6 +93,7 @@ class TableEnvironment:
         if not streaming:
             env.set_runtime_mode(RuntimeExecutionMode.BATCH)
         self._config = TableConfig(env)
+        env._table_config = self._config  # type: ignore[attr-defined]  # the planner reads table options
         self._tables: dict[str, Any] = {}  # name -> Table or ConnectorTable
         self._functions: dict[str, Any] = {}
         self._schemas: dict[str, Schema | None] = {}  # a connector table's schema: computed columns, watermark
@@ -125,6 +129,18 @@ class TableEnvironment:
                 raise ValueError(f"from_elements: the row {r!r} has {len(r)} fields, the schema {len(columns)}")
         name = f"*anonymous_python-input-format${next(_anonymous)}*"
         return Table(p.Values(tuple(columns), tuple(rows), name), self)
+
+    def from_pandas(self, pdf: Any, schema: Any = None, splits_num: int = 1) -> Table:
+        """A table of a pandas DataFrame (millstream.table.pandas_conversion says how)."""
+        columns = pc.dataframe_columns(pdf, schema)
+        rows = pc.dataframe_rows(pdf, columns)
+        slices = pc.splits(rows, splits_num)
+        name = f"*anonymous_python-input-format${next(_anonymous)}*"
+        if len(slices) <= 1:
+            return Table(p.Values(tuple(columns), tuple(rows), name), self)
+        parts = self._env.from_collection(slices, type_info=Types.PICKLED_BYTE_ARRAY()).rebalance()
+        stream = parts.flat_map(pc.SplitReader()).set_parallelism(len(slices)).name(f"Source: {name}")
+        return Table(p.StreamScan(tuple(columns), stream, name), self)
 
     def from_path(self, path: str) -> Table:
         entry = self._tables.get(path)
@@ -168,8 +184,9 @@ class TableEnvironment:
 
     # -- functions ------------------------------------------------------------------------------
     def create_temporary_function(self, path: str, function: Any) -> None:
-        if not isinstance(function, (UserDefinedScalarFunctionWrapper, UserDefinedTableFunctionWrapper)):
-            raise TypeError(f"create_temporary_function takes a udf or udtf, got {function!r}")
+        if not isinstance(function, (UserDefinedScalarFunctionWrapper, UserDefinedTableFunctionWrapper,
+                                     PandasAggregateFunctionWrapper)):
+            raise TypeError(f"create_temporary_function takes a udf, a udtf or a pandas udaf, got {function!r}")
         self._functions[path.lower()] = function
 
     create_temporary_system_function = create_temporary_function

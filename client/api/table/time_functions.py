@@ -106,6 +106,8 @@ def window_assigner(spec: WindowSpec) -> Any:
 
 def merge_accumulator(call: AggCall, a: Any, b: Any) -> Any:
     """Two accumulators of one aggregate as one (session windows merge their panes)."""
+    if hasattr(call, "merge"):  # a pandas UDAF's argument lists (millstream.table.vectorized)
+        return call.merge(a, b)
     if call.func in ("min", "max"):
         out = dict(a)
         for v, n in b.items():

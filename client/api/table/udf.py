@@ -7,16 +7,18 @@ pickles into the Calc/Correlate operator; tasks call :meth:`eval` on the values.
 """
 from __future__ import annotations
 
+import abc
 import functools
 import inspect
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from millstream.common.row import Row
 from millstream.table.expression import Expression, TableException, as_expression
+from millstream.table.pandas_values import scalar_value, to_series
 from millstream.table.types import DataType, DataTypes, parse_type
 
-__all__ = ["FunctionContext", "UserDefinedFunction", "ScalarFunction", "TableFunction", "AggregateFunction",
-           "TableAggregateFunction", "udf", "udtf", "udaf", "udtaf"]
+__all__ = ["FunctionContext", "UserDefinedFunction", "ScalarFunction", "AsyncScalarFunction", "TableFunction",
+           "AggregateFunction", "TableAggregateFunction", "udf", "udtf", "udaf", "udtaf"]
 
 
 class FunctionContext:
@@ -47,6 +49,15 @@ class ScalarFunction(UserDefinedFunction):
 
     def eval(self, *args: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement eval(*args)")
+
+
+class AsyncScalarFunction(UserDefinedFunction, abc.ABC):
+    """A scalar function whose ``eval(*args)`` is a coroutine (``async def``): the task keeps
+    several calls in flight and emits their results in input order (PyFlink 2.3's)."""
+
+    @abc.abstractmethod
+    async def eval(self, *args: Any) -> Any:
+        """The function's value for one row's arguments, awaited by the async Calc."""
 
 
 class TableFunction(UserDefinedFunction):
@@ -117,6 +128,8 @@ class _Wrapper:
 
 
 class UserDefinedScalarFunctionWrapper(_Wrapper):
+    func_type = "general"  # "pandas": called once per batch with pandas.Series (millstream.table.vectorized)
+
     def __init__(self, func: Any, input_types: Any, result_type: Any, name: str | None = None,
                  deterministic: bool | None = None) -> None:
         super().__init__(func, name, deterministic)
@@ -184,12 +197,42 @@ def _decorator(make: Callable[[Any], _Wrapper], f: Any) -> Any:
     return make(f) if f is not None else make
 
 
+def _check_func_type(func_type: str) -> str:
+    if func_type not in ("general", "pandas"):
+        raise ValueError(f"The func_type must be one of 'general, pandas', got {func_type}.")
+    return func_type
+
+
 def udf(f: Any = None, input_types: Any = None, result_type: Any = None, deterministic: bool | None = None,
         name: str | None = None, func_type: str = "general", udf_type: str | None = None) -> Any:
-    """A scalar Python UDF, as a decorator (``@udf(result_type='string')``) or a call."""
-    if (udf_type or func_type) != "general":
-        raise NotImplementedError("pandas (vectorized) UDFs are not provided by Millstream yet: use func_type='general'")
-    return _decorator(lambda g: UserDefinedScalarFunctionWrapper(g, input_types, result_type, name, deterministic), f)
+    """A scalar Python UDF, as a decorator (``@udf(result_type='string')``) or a call. An ``async def``
+    function or an :class:`AsyncScalarFunction` makes an async scalar function; ``func_type='pandas'``
+    a vectorized one (one ``pandas.Series`` per argument in, a Series of the same length out)."""
+    kind = _check_func_type(udf_type or func_type)
+
+    def make(g: Any) -> _Wrapper:
+        if isinstance(g, AsyncScalarFunction) or inspect.iscoroutinefunction(g):
+            if kind == "pandas":
+                raise ValueError("Async scalar functions do not support pandas func_type. "
+                                 "Please use func_type='general' (default) for async functions.")
+            return UserDefinedAsyncScalarFunctionWrapper(g, input_types, result_type, name, deterministic)
+        w = UserDefinedScalarFunctionWrapper(g, input_types, result_type, name, deterministic)
+        w.func_type = kind
+        return w
+    return _decorator(make, f)
+
+
+class UserDefinedAsyncScalarFunctionWrapper(UserDefinedScalarFunctionWrapper):
+    """An async scalar function: ``eval`` returns a coroutine the async Calc awaits."""
+
+    func_type = "async"
+
+    def _callable(self) -> Callable[..., Any]:
+        f = self._func
+        if isinstance(f, UserDefinedFunction):
+            if not isinstance(f, AsyncScalarFunction) or not inspect.iscoroutinefunction(f.eval):
+                raise TypeError(f"{type(f).__name__}.eval must be declared 'async def'")
+        return super()._callable()
 
 
 def udtf(f: Any = None, input_types: Any = None, result_types: Any = None, deterministic: bool | None = None,
@@ -269,9 +312,10 @@ class UserDefinedAggregateFunctionWrapper(_Wrapper):
 
 def udaf(f: Any = None, input_types: Any = None, result_type: Any = None, accumulator_type: Any = None,
          deterministic: bool | None = None, name: str | None = None, func_type: str = "general") -> Any:
-    """A Python aggregate function from an :class:`AggregateFunction` instance."""
-    if func_type != "general":
-        raise NotImplementedError("pandas UDAFs are not provided by Millstream yet: use func_type='general'")
+    """A Python aggregate function from an :class:`AggregateFunction` instance, or with
+    ``func_type='pandas'`` from a function of one ``pandas.Series`` per argument to a scalar."""
+    if _check_func_type(func_type) == "pandas":
+        return _decorator(lambda g: PandasAggregateFunctionWrapper(g, result_type, name, deterministic), f)
     return _decorator(lambda g: UserDefinedAggregateFunctionWrapper(g, result_type, accumulator_type, name,
                                                                     deterministic, False), f)
 
@@ -279,5 +323,85 @@ def udaf(f: Any = None, input_types: Any = None, result_type: Any = None, accumu
 def udtaf(f: Any = None, input_types: Any = None, result_type: Any = None, accumulator_type: Any = None,
           deterministic: bool | None = None, name: str | None = None, func_type: str = "general") -> Any:
     """A Python table aggregate function from a :class:`TableAggregateFunction` instance."""
+    if func_type != "general":
+        raise ValueError(f"The func_type must be 'general', got {func_type}.")
     return _decorator(lambda g: UserDefinedAggregateFunctionWrapper(g, result_type, accumulator_type, name,
                                                                     deterministic, True), f)
+
+
+# -- pandas (vectorized) aggregate functions: run by millstream.table.vectorized --------------------
+
+
+class _PandasAggregate(AggregateFunction):
+    """A pandas UDAF as an accumulator-based function: the accumulator is the list of argument
+    tuples (retraction takes one out, merge concatenates); the value is the function of the
+    arguments' Series."""
+
+    def __init__(self, func: Callable[..., Any], name: str, result_type: DataType,
+                 arg_types: Sequence[DataType] | None = None) -> None:
+        self.func, self.name, self.result_type, self.arg_types = func, name, result_type, arg_types
+
+    def open(self, function_context: Any) -> None:
+        if hasattr(self.func, "open"):
+            self.func.open(function_context)
+
+    def close(self) -> None:
+        if hasattr(self.func, "close"):
+            self.func.close()
+
+    def create_accumulator(self) -> list[tuple[Any, ...]]:
+        return []
+
+    def accumulate(self, accumulator: list[tuple[Any, ...]], *args: Any) -> None:
+        accumulator.append(args)
+
+    def retract(self, accumulator: list[tuple[Any, ...]], *args: Any) -> None:
+        try:
+            accumulator.remove(args)
+        except ValueError:
+            pass  # a retraction of a row this group never had: nothing to take back
+
+    def merge(self, accumulator: list[tuple[Any, ...]], accumulators: Any) -> None:
+        for other in accumulators:
+            accumulator.extend(other)
+
+    def get_value(self, accumulator: list[tuple[Any, ...]]) -> Any:
+        import pandas as pd  # imported when a pandas UDAF first runs
+        width = len(self.arg_types) if self.arg_types is not None else (len(accumulator[0]) if accumulator else 0)
+        columns = [[a[i] for a in accumulator] for i in range(width)]
+        if self.arg_types is not None:
+            series = [to_series(c, t) for c, t in zip(columns, self.arg_types)]
+        else:
+            series = [pd.Series(c) for c in columns]
+        if isinstance(self.func, AggregateFunction):  # a class: accumulate gets the Series once, as PyFlink's
+            acc = self.func.create_accumulator()
+            self.func.accumulate(acc, *series)
+            result = self.func.get_value(acc)
+        else:
+            result = self.func(*series)
+        if isinstance(result, (pd.Series, pd.DataFrame)):
+            raise TypeError(f"The result of Pandas UDAF '{self.name}' must be a scalar, got {type(result)}")
+        return scalar_value(result, self.result_type)
+
+
+class PandasAggregateFunctionWrapper(UserDefinedAggregateFunctionWrapper):
+    """What ``udaf(f, result_type=..., func_type='pandas')`` returns."""
+
+    func_type = "pandas"
+    aggregate_in_select = True  # select(f(col('x'))) after group_by / window / over, and in SQL
+
+    def __init__(self, func: Any, result_type: Any, name: str | None, deterministic: bool | None) -> None:
+        if isinstance(func, type) or not (callable(func) or isinstance(func, AggregateFunction)):
+            raise TypeError(f"Invalid function: not a function or callable (__call__ is not defined): {type(func)}")
+        if result_type is None:
+            raise TypeError(f"udaf {name or _name_of(func)}: result_type is required for a Pandas UDAF")
+        t = _as_type(result_type)
+        if t.root == "MAP":
+            raise TypeError(f"Invalid returnType: Pandas UDAF doesn't support DataType type {t} currently")
+        own_name = name or _name_of(func)
+        super().__init__(_PandasAggregate(func, own_name, t), t, None, own_name, deterministic, False)
+        self.pandas_func = func
+
+    def with_arg_types(self, types: Sequence[DataType]) -> _PandasAggregate:
+        """A fresh function object whose Series have ``types`` (the arguments' Flink types)."""
+        return _PandasAggregate(self.pandas_func, self.name, self._result_type, tuple(types))
