@@ -37,7 +37,6 @@ import io
 import os
 import pickle
 import shutil
-import struct
 import threading
 from collections import OrderedDict
 from collections.abc import MutableMapping
@@ -51,15 +50,12 @@ from millstream.runtime.serialization import PROTOCOL, RecordSerializer, deseria
 from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.heap_backend import MAP, HeapMapState, KeyedStateBackend, TimerQueue
 from millstream.runtime.state.options_factory import load_options_factory
+from millstream.runtime.state.row_format import _KG, _LEN, _TS, _TS_BIAS, ROWS_VERSION, decode_timer_row  # the row layout
 from millstream.runtime.state.state_table import _MISSING, StateTable, _no_key
 
 __all__ = ["RocksDBOptions", "TaskRocksDB", "RocksDBKeyedStateBackend", "RocksMap", "RocksTimerQueue",
            "RocksTtlCompactionCleanup", "StateBackendDiskFullError", "encode_key"]
 
-_KG = struct.Struct(">H")
-_LEN = struct.Struct(">I")
-_TS = struct.Struct(">Q")
-_TS_BIAS = 1 << 63  # timestamps are signed: biased so that byte order is numeric order
 _LOANS = 4096  # values per state kept in the write-back cache
 
 
@@ -851,6 +847,15 @@ class RocksTimerQueue(TimerQueue):
                 return ts, key, kg
             self.register(ts, key, kg)  # not due after all (a stale head): put it back
 
+    def restore_rows(self, key_group: int, suffixes: list[bytes]) -> None:
+        """Timer rows of a version-2 snapshot (their keys after the key group), written as they are."""
+        prefix = _KG.pack(key_group)
+        put = self._cf.put
+        for suffix in suffixes:
+            put(prefix + suffix, b"")
+        if suffixes:
+            self._refresh(key_group)
+
     def __len__(self) -> int:
         return sum(1 for kg in self._heads for _ in self._cf.scan(_KG.pack(kg)))
 
@@ -917,6 +922,29 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def entries(self, name: str) -> dict[Any, Any]:
         t = self._tables.get(name)
         return {} if t is None else {k: v for _, k, v in t.items()}
+
+    def _restore_payload(self, kg: int, payload: dict[str, Any]) -> None:
+        """A version-2 payload's rows go in byte for byte (the same layout); the rest as decoded state."""
+        if payload.get("version") == ROWS_VERSION:
+            prefix = _KG.pack(kg)
+            for name, (kind, ttl, rows) in payload.get("rows", {}).items():
+                table = self.table(name, kind, ttl)
+                table.flush_and_release()  # type: ignore[attr-defined]  # no loaned value may overwrite a restored row
+                put = table.cf.put  # type: ignore[attr-defined]
+                for suffix, value in rows:
+                    put(prefix + suffix, value)
+            timer_rows = payload.get("timer_rows", {})
+            for field in ("processing_timers", "event_timers"):
+                queue = getattr(self, field)
+                suffixes = timer_rows.get(field, ())
+                if isinstance(queue, RocksTimerQueue):
+                    queue.restore_rows(kg, list(suffixes))
+                else:  # HEAP timers with RocksDB state
+                    queue.restore_group(kg, [decode_timer_row(r) for r in suffixes])
+            payload = {"version": 1, "states": payload.get("states", {}), "ttl": payload.get("ttl", ()),
+                       "processing_timers": payload.get("processing_timers", []),
+                       "event_timers": payload.get("event_timers", [])}
+        super()._restore_payload(kg, payload)
 
     def restore(self, key_group_states: Any) -> list[int]:
         loaded = super().restore(key_group_states)

@@ -427,6 +427,7 @@ def test_rocksdb_full_snapshot_off_the_task_thread_equals_the_synchronous_one() 
     from millstream.datastream.state import StateTtlConfig
     from millstream.runtime.serialization import deserialize
     from millstream.runtime.state.rocksdb_snapshot import take_native_snapshot
+    from millstream.runtime.state.row_format import as_canonical
 
     clock = ManualClock(1_000)
     kgr = compute_key_group_range_for_operator_index(MAX_P, 1, 0)
@@ -454,12 +455,61 @@ def test_rocksdb_full_snapshot_off_the_task_thread_equals_the_synchronous_one() 
     clock.advance(60)  # the odd keys' values (written at 1000) expired at 1100
     expected = {kg: deserialize(blob) for kg, blob in b.snapshot().items()}
     native = take_native_snapshot(b.db, {"op": b}, 1)
-    got = {kg: deserialize(blob) for kg, blob in native.canonical()["op"].items()}
+    got = {kg: as_canonical(deserialize(blob)) for kg, blob in native.canonical()["op"].items()}
     normalize = lambda groups: {kg: ({n: (k, dict(sorted(e.items(), key=repr))) for n, (k, e) in p["states"].items()},
                                      sorted(p["event_timers"]), sorted(p.get("ttl", []))) for kg, p in groups.items()}
     assert normalize(got) == normalize(expected)
     kept = {k for p in got.values() for k in p["states"].get("expiring", (None, {}))[1]}
     assert kept == set(range(0, 40, 4))
+
+
+@pytest.mark.parametrize("target", ["hashmap", "rocksdb"])
+def test_a_full_rocksdb_checkpoint_restores_on_either_backend_at_another_parallelism(target: str) -> None:
+    """A full RocksDB checkpoint (the writer thread's snapshot: the rows' bytes per key group, as
+    Flink's full snapshot writes them) restores on either backend, rescaled to two subtasks: every
+    state kind, window-shaped keys, timers of both domains, each key in exactly its new owner."""
+    _rocksdb_only()
+    from millstream.datastream.window import TimeWindow
+    from millstream.runtime.serialization import deserialize
+    from millstream.runtime.state.rocksdb_snapshot import take_native_snapshot
+    from millstream.runtime.state.row_format import ROWS_VERSION
+
+    b = backend()
+    h = handles(b)
+    keys = [i for i in range(60)] + [f"k{i}" for i in range(20)] + [(i, TimeWindow(i * 10, i * 10 + 10)) for i in range(20)]
+    for i, key in enumerate(keys):
+        b.set_current_key(key)
+        h["value"].update(f"v{i}")
+        h["list"].add_all([i, -i])
+        h["map"].put(f"m{i % 3}", [i])
+        h["reducing"].add(i)
+        h["aggregating"].add(i)
+        b.event_timers.register(1000 + i, key, b.current_key_group)
+        b.processing_timers.register(5000 + i, key, b.current_key_group)
+    native = take_native_snapshot(b.db, {"op": b}, 1)
+    blobs = native.canonical()["op"]
+    assert {deserialize(blob)["version"] for blob in blobs.values()} == {ROWS_VERSION}
+    seen: dict[Any, tuple] = {}
+    timers: list[tuple[str, int, Any]] = []
+    for index in range(2):
+        r = backend(2, index, kind=target)
+        loaded = r.restore(blobs)
+        assert loaded and all(r.key_group_range.contains(kg) for kg in loaded)
+        rh = handles(r)
+        for i, key in enumerate(keys):
+            if not r.key_group_range.contains(r.key_group_of(key)):
+                continue
+            r.set_current_key(key)
+            seen[key] = (rh["value"].value(), list(rh["list"].get()), dict(rh["map"].items()), rh["reducing"].get(),
+                         rh["aggregating"].get())
+        for domain in ("event_timers", "processing_timers"):
+            queue = getattr(r, domain)
+            while (t := queue.poll(10**9)) is not None:
+                assert r.key_group_range.contains(t[2])
+                timers.append((domain, t[0], t[1]))
+    assert seen == {key: (f"v{i}", [i, -i], {f"m{i % 3}": [i]}, i, i) for i, key in enumerate(keys)}
+    assert sorted(timers, key=repr) == sorted([("event_timers", 1000 + i, k) for i, k in enumerate(keys)]
+                                              + [("processing_timers", 5000 + i, k) for i, k in enumerate(keys)], key=repr)
 
 
 def test_the_rest_checkpoint_config_names_the_jobs_state_backend(tmp_path: Any) -> None:
