@@ -253,7 +253,9 @@ class FastWindowPath:
                 pane = _MISSING
             elif time == cleanup:  # the pane goes now: hand it over, no copy needed
                 pane = group.pop(slot, _MISSING)
-                if not group:
+                # An empty heap group goes (as the generic path's state clear does); a RocksDB
+                # group is a view over rows, whose emptiness would cost a seek per timer fired.
+                if type(group) is dict and not group:
                     del groups[kg]
             else:
                 pane = group.get(slot, _MISSING)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 from millstream.datastream import state as api
 from millstream.runtime.keygroups import KeyGroupAssigner, KeyGroupRange
 from millstream.runtime.serialization import RecordSerializer, deserialize
+from millstream.runtime.state import row_format as _row_format
 from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.state_table import _MISSING, StateTable, _KeyedState
 
@@ -486,13 +487,18 @@ class KeyedStateBackend:
             if not r.contains(kg):
                 continue
             payload = deserialize(blob)
-            if payload.get("version") != _SNAPSHOT_VERSION:
+            if payload.get("version") not in (_SNAPSHOT_VERSION, _row_format.ROWS_VERSION):
                 raise ValueError(f"Key group {kg}: unknown keyed-state snapshot version {payload.get('version')!r}")
-            ttl_names = payload.get("ttl", ())
-            for name, (kind, entries) in payload["states"].items():
-                if entries:
-                    self.table(name, kind, name in ttl_names).group(kg).update(entries)
-            self.processing_timers.restore_group(kg, payload["processing_timers"])
-            self.event_timers.restore_group(kg, payload["event_timers"])
+            self._restore_payload(kg, payload)
             loaded.append(kg)
         return sorted(loaded)
+
+    def _restore_payload(self, kg: int, payload: dict[str, Any]) -> None:
+        """One key group's payload; one of RocksDB rows (version 2) is decoded first."""
+        payload = _row_format.as_canonical(payload)
+        ttl_names = payload.get("ttl", ())
+        for name, (kind, entries) in payload["states"].items():
+            if entries:
+                self.table(name, kind, name in ttl_names).group(kg).update(entries)
+        self.processing_timers.restore_group(kg, payload["processing_timers"])
+        self.event_timers.restore_group(kg, payload["event_timers"])

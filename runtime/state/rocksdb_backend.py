@@ -32,6 +32,7 @@ rescaling clips the key groups to the new range exactly as for the heap.
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 import io
 import os
@@ -46,20 +47,18 @@ from typing import Any, Callable, Iterator
 import cloudpickle
 
 from millstream.datastream import state as api
+from millstream.datastream.window import TimeWindow as _TimeWindow
 from millstream.runtime.keygroups import KeyGroupRange
 from millstream.runtime.serialization import PROTOCOL, RecordSerializer, deserialize
 from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.heap_backend import MAP, HeapMapState, KeyedStateBackend, TimerQueue
 from millstream.runtime.state.options_factory import load_options_factory
+from millstream.runtime.state.row_format import _KG, _LEN, _TS, _TS_BIAS, ROWS_VERSION, decode_timer_row  # the row layout
 from millstream.runtime.state.state_table import _MISSING, StateTable, _no_key
 
 __all__ = ["RocksDBOptions", "TaskRocksDB", "RocksDBKeyedStateBackend", "RocksMap", "RocksTimerQueue",
            "RocksTtlCompactionCleanup", "StateBackendDiskFullError", "encode_key"]
 
-_KG = struct.Struct(">H")
-_LEN = struct.Struct(">I")
-_TS = struct.Struct(">Q")
-_TS_BIAS = 1 << 63  # timestamps are signed: biased so that byte order is numeric order
 _LOANS = 4096  # values per state kept in the write-back cache
 
 
@@ -77,6 +76,14 @@ def encode_key(key: Any) -> bytes:
     would serialize differently depending on whether both strings are one object)."""
     if type(key) in _ATOMS:  # one object: the memo never applies
         return _dumps(key, PROTOCOL)
+    if type(key) is tuple:
+        body = _tuple_body(key)
+        if body is not None:
+            return _framed(body)
+    return _pickled_without_memo(key)
+
+
+def _pickled_without_memo(key: Any) -> bytes:
     buf = io.BytesIO()
     p = pickle.Pickler(buf, PROTOCOL)
     p.fast = True  # no memo: deterministic bytes for equal values
@@ -85,6 +92,81 @@ def encode_key(key: Any) -> bytes:
     except Exception:  # a class that travels by value (the job script's dataclass)
         return cloudpickle.dumps(key, PROTOCOL)
     return buf.getvalue()
+
+
+# Row keys of windowed state and timers are tuples ``(key, window)``: pickling them with a Pickler
+# per call (a BytesIO, the window's __reduce_ex__ and its class looked up by name) was the largest
+# cost of RocksDB state in Nexmark q5. Tuples of ints, short strings, None, booleans and TimeWindows
+# are written here directly, opcode for opcode what the memo-less Pickler writes (protocol 5: one
+# frame, elements, TUPLE1-3 or MARK...TUPLE, STOP; a test compares both on random keys); any other
+# element takes the Pickler.
+_FRAME = struct.Struct("<Q")
+_TUPLE_END = {1: b"\x85", 2: b"\x86", 3: b"\x87"}
+_CONSTANTS = {None: b"N", True: b"\x88", False: b"\x89"}
+_WINDOW_BODIES: dict[Any, bytes] = {}  # TimeWindow -> its pickled body; cleared when large
+
+
+def _framed(body: bytes) -> bytes:
+    """PROTO 5, then ``body`` and STOP in one frame (the Pickler frames from 4 bytes on)."""
+    n = len(body) + 1
+    if n < 4:
+        return b"\x80\x05" + body + b"."
+    return b"\x80\x05\x95" + _FRAME.pack(n) + body + b"."
+
+
+def _int_body(x: int) -> bytes:
+    d = _dumps(x, PROTOCOL)
+    return d[11:-1] if d[2] == 0x95 else d[2:-1]  # without PROTO, the frame header and STOP
+
+
+def _tuple_body(t: tuple) -> bytes | None:
+    parts = []
+    for x in t:
+        tx = type(x)
+        if tx is int:
+            parts.append(_int_body(x))
+        elif tx is _TimeWindow:
+            b = _WINDOW_BODIES.get(x)
+            if b is None:
+                if type(x.start) is not int or type(x.end) is not int or _WINDOW_HEAD is None:
+                    return None
+                if len(_WINDOW_BODIES) >= 4096:
+                    _WINDOW_BODIES.clear()
+                b = _WINDOW_BODIES[x] = _WINDOW_HEAD + _int_body(x.start) + _int_body(x.end) + b"\x86b"
+            parts.append(b)
+        elif tx is str:
+            u = x.encode("utf-8", "surrogatepass")
+            if len(u) >= 256:
+                return None
+            parts.append(b"\x8c" + bytes((len(u),)) + u)  # SHORT_BINUNICODE
+        elif tx is tuple:
+            b = _tuple_body(x)
+            if b is None:
+                return None
+            parts.append(b)
+        elif x is None or tx is bool:
+            parts.append(_CONSTANTS[x])
+        else:
+            return None
+    end = _TUPLE_END.get(len(t))
+    body = b"".join(parts)
+    if len(body) > 60_000:  # the Pickler would cut frames at 64 KiB
+        return None
+    if end is not None:
+        return body + end
+    return b")" if not t else b"(" + body + b"t"
+
+
+def _window_head() -> bytes | None:
+    """What the Pickler writes for a TimeWindow before its (start, end) state: its class (by
+    module and name), EMPTY_TUPLE, NEWOBJ. Taken from the Pickler itself; None (no direct path)
+    if its shape is not the expected one."""
+    body = _pickled_without_memo(_TimeWindow(0, 1))[11:-1]
+    tail = b"K\x00K\x01\x86b"
+    return body[:-len(tail)] if body.endswith(tail) and body.startswith(b"\x8c") else None
+
+
+_WINDOW_HEAD = _window_head()
 
 
 def _kg_prefix(kg: int) -> bytes:
@@ -786,13 +868,25 @@ class RocksMapState(HeapMapState):
 
 
 class RocksTimerQueue(TimerQueue):
-    """Timers of one time domain in a column family, rows ``kg | timestamp | key``; in memory the
-    earliest timestamp per key group, in a heap (stale heap entries are skipped)."""
+    """Timers of one time domain in a column family, rows ``kg | timestamp | key``; in memory, per
+    key group, its first rows in order (Flink's RocksDBCachingPriorityQueueSet), and the earliest
+    timestamp per key group in a heap (stale heap entries are skipped).
+
+    RocksDB holds every timer, so their number is not bounded by memory; the cache of a key group
+    holds its ``CACHE`` smallest rows, all of them while it is ``complete``. Polling takes the first
+    cached row and deletes its row: no seek, where reading the head from RocksDB took two per timer
+    (the first row, then the next head), each stepping over the tombstones of the timers fired
+    before. A row registered below the cache's last one (or into a complete cache) joins it; a cache
+    emptied while RocksDB has more is refilled with one seek."""
+
+    CACHE = 128  # rows per key group (Flink's default cache size for this queue)
 
     def __init__(self, cf: _Cf) -> None:
         self._cf = cf
         self._heads: dict[int, int] = {}  # kg -> earliest timestamp in that group
         self._heap: list[Any] = []  # (timestamp, kg), possibly stale
+        self._cache: dict[int, list[bytes]] = {}  # kg -> its smallest rows, sorted (a kg with timers has an entry)
+        self._complete: dict[int, bool] = {}  # kg -> whether its cache holds all its rows
         for kg in cf.key_groups():  # a reopened instance (not used today: tasks start empty)
             self._refresh(kg)
 
@@ -800,30 +894,80 @@ class RocksTimerQueue(TimerQueue):
     def _row(ts: int, key: Any, kg: int) -> bytes:
         return _KG.pack(kg) + _TS.pack(ts + _TS_BIAS) + encode_key(key)
 
-    def _first(self, kg: int) -> tuple[int, Any, bytes] | None:
-        for row, _ in self._cf.scan(_KG.pack(kg)):
-            return _TS.unpack_from(row, 2)[0] - _TS_BIAS, pickle.loads(row[10:]), row
-        return None
-
     def _refresh(self, kg: int) -> None:
-        first = self._first(kg)
-        if first is None:
-            self._heads.pop(kg, None)
-        else:
-            self._heads[kg] = first[0]
-            heapq.heappush(self._heap, (first[0], kg))
+        """Loads the key group's first rows from RocksDB (one seek) and publishes its head."""
+        rows: list[bytes] = []
+        more = False  # rows beyond the cache
+        it = self._cf.cf.iter()
+        prefix = _KG.pack(kg)
+        it.seek(prefix)
+        while it.valid():
+            row = it.key()
+            if row[:2] != prefix:
+                break
+            if len(rows) == self.CACHE:
+                more = True
+                break
+            rows.append(row)
+            it.next()
+        if not rows:
+            self._forget(kg)
+            return
+        self._cache[kg] = rows
+        self._complete[kg] = not more
+        self._publish(kg, rows[0])
+
+    def _forget(self, kg: int) -> None:
+        self._heads.pop(kg, None)
+        self._cache.pop(kg, None)
+        self._complete.pop(kg, None)
+
+    def _publish(self, kg: int, first: bytes) -> None:
+        ts = _TS.unpack_from(first, 2)[0] - _TS_BIAS
+        if self._heads.get(kg) != ts:
+            self._heads[kg] = ts
+            heapq.heappush(self._heap, (ts, kg))
 
     def register(self, timestamp: int, key: Any, key_group: int) -> None:
-        self._cf.put(self._row(timestamp, key, key_group), b"")
-        head = self._heads.get(key_group)
-        if head is None or timestamp < head:
-            self._heads[key_group] = timestamp
-            heapq.heappush(self._heap, (timestamp, key_group))
+        row = self._row(timestamp, key, key_group)
+        self._cf.put(row, b"")
+        cache = self._cache.get(key_group)
+        if cache is None:  # the group had no timer
+            self._cache[key_group] = [row]
+            self._complete[key_group] = True
+            self._publish(key_group, row)
+            return
+        if not self._complete[key_group] and row > cache[-1]:
+            return  # beyond the cache: RocksDB has it, a refill reads it in order
+        i = bisect.bisect_left(cache, row)
+        if i < len(cache) and cache[i] == row:
+            return  # registered already
+        cache.insert(i, row)
+        if len(cache) > self.CACHE:
+            cache.pop()
+            self._complete[key_group] = False
+        if i == 0:
+            self._publish(key_group, row)
 
     def delete(self, timestamp: int, key: Any, key_group: int) -> None:
-        self._cf.delete(self._row(timestamp, key, key_group))
-        if self._heads.get(key_group) == timestamp:
-            self._refresh(key_group)
+        row = self._row(timestamp, key, key_group)
+        self._cf.delete(row)
+        cache = self._cache.get(key_group)
+        if cache is None:
+            return
+        i = bisect.bisect_left(cache, row)
+        if i < len(cache) and cache[i] == row:
+            del cache[i]
+            if i == 0:
+                self._after_head_removed(key_group, cache)
+
+    def _after_head_removed(self, kg: int, cache: list[bytes]) -> None:
+        if cache:
+            self._publish(kg, cache[0])
+        elif self._complete[kg]:
+            self._forget(kg)
+        else:
+            self._refresh(kg)
 
     def peek(self) -> int | None:
         heap, heads = self._heap, self._heads
@@ -835,21 +979,24 @@ class RocksTimerQueue(TimerQueue):
         return None
 
     def poll(self, up_to: float) -> tuple[int, Any, int] | None:
-        while True:
-            ts = self.peek()
-            if ts is None or ts > up_to:
-                return None
-            kg = self._heap[0][1]
-            first = self._first(kg)
-            if first is None:
-                self._heads.pop(kg, None)
-                continue
-            ts, key, row = first
-            self._cf.delete(row)
-            self._refresh(kg)
-            if ts <= up_to:
-                return ts, key, kg
-            self.register(ts, key, kg)  # not due after all (a stale head): put it back
+        ts = self.peek()
+        if ts is None or ts > up_to:
+            return None
+        kg = self._heap[0][1]
+        cache = self._cache[kg]
+        row = cache.pop(0)
+        self._cf.delete(row)
+        self._after_head_removed(kg, cache)
+        return ts, pickle.loads(row[10:]), kg
+
+    def restore_rows(self, key_group: int, suffixes: list[bytes]) -> None:
+        """Timer rows of a version-2 snapshot (their keys after the key group), written as they are."""
+        prefix = _KG.pack(key_group)
+        put = self._cf.put
+        for suffix in suffixes:
+            put(prefix + suffix, b"")
+        if suffixes:
+            self._refresh(key_group)
 
     def __len__(self) -> int:
         return sum(1 for kg in self._heads for _ in self._cf.scan(_KG.pack(kg)))
@@ -917,6 +1064,29 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def entries(self, name: str) -> dict[Any, Any]:
         t = self._tables.get(name)
         return {} if t is None else {k: v for _, k, v in t.items()}
+
+    def _restore_payload(self, kg: int, payload: dict[str, Any]) -> None:
+        """A version-2 payload's rows go in byte for byte (the same layout); the rest as decoded state."""
+        if payload.get("version") == ROWS_VERSION:
+            prefix = _KG.pack(kg)
+            for name, (kind, ttl, rows) in payload.get("rows", {}).items():
+                table = self.table(name, kind, ttl)
+                table.flush_and_release()  # type: ignore[attr-defined]  # no loaned value may overwrite a restored row
+                put = table.cf.put  # type: ignore[attr-defined]
+                for suffix, value in rows:
+                    put(prefix + suffix, value)
+            timer_rows = payload.get("timer_rows", {})
+            for field in ("processing_timers", "event_timers"):
+                queue = getattr(self, field)
+                suffixes = timer_rows.get(field, ())
+                if isinstance(queue, RocksTimerQueue):
+                    queue.restore_rows(kg, list(suffixes))
+                else:  # HEAP timers with RocksDB state
+                    queue.restore_group(kg, [decode_timer_row(r) for r in suffixes])
+            payload = {"version": 1, "states": payload.get("states", {}), "ttl": payload.get("ttl", ()),
+                       "processing_timers": payload.get("processing_timers", []),
+                       "event_timers": payload.get("event_timers", [])}
+        super()._restore_payload(kg, payload)
 
     def restore(self, key_group_states: Any) -> list[int]:
         loaded = super().restore(key_group_states)

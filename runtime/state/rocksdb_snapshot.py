@@ -29,8 +29,9 @@ from millstream.runtime.keygroups import KeyGroupRange
 from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.heap_backend import MAP
-from millstream.runtime.state.rocksdb_backend import (_KG, _LEN, _TS, _TS_BIAS, RocksDBKeyedStateBackend,
-                                                      RocksTimerQueue, TaskRocksDB, _guard, _next_prefix)
+from millstream.runtime.state.rocksdb_backend import (_KG, _TS, _TS_BIAS, RocksDBKeyedStateBackend, RocksTimerQueue,
+                                                      TaskRocksDB, _guard, _next_prefix)
+from millstream.runtime.state.row_format import ROWS_VERSION, decode_state_row
 
 __all__ = ["NATIVE_FORMAT", "SHARED_LIST_SUFFIX", "NativeSnapshot", "restore_native", "shared_file_path",
            "take_native_snapshot"]
@@ -221,58 +222,69 @@ def restore_native(handle: dict[str, Any], state_path: str, key_group_range: Key
 
 def _canonical_groups(db: Any, handle: dict[str, Any], r: KeyGroupRange, ttl_full: dict[str, int] | None = None,
                       now_ms: int = 0) -> dict[str, dict[int, bytes]]:
+    """The key groups of ``r`` as version-2 payloads (:mod:`~millstream.runtime.state.row_format`):
+    each row's bytes as they are, split by key group, nothing decoded; except the states whose
+    expired entries a full snapshot leaves out (``cleanup_full_snapshot``), decoded to be judged."""
     payloads: dict[str, dict[int, dict[str, Any]]] = {}
     lo, hi = _KG.pack(r.start_key_group), _next_prefix(_KG.pack(r.end_key_group))
+    ttl_full = ttl_full or {}
 
     def payload(op_id: str, kg: int) -> dict[str, Any]:
         groups = payloads.setdefault(op_id, {})
         p = groups.get(kg)
         if p is None:
-            p = groups[kg] = {"version": 1, "states": {}, "processing_timers": [], "event_timers": []}
+            p = groups[kg] = {"version": ROWS_VERSION, "states": {}, "rows": {}, "timer_rows": {},
+                              "processing_timers": [], "event_timers": []}
         return p
 
-    def rows(cf_name: str) -> Iterator[tuple[bytes, bytes]]:
+    def by_key_group(cf_name: str) -> Iterator[tuple[int, list[tuple[bytes, bytes]]]]:
+        """(kg, [(row key after the key group, value)]) per key group with rows, in order."""
         cf = db.get_column_family(cf_name)
         it = cf.iter()
         it.seek(lo)
-        while it.valid() and it.key() < hi:
-            yield it.key(), it.value()
+        prefix = b""
+        rows: list[tuple[bytes, bytes]] = []
+        while it.valid():
+            row = it.key()
+            if row >= hi:
+                break
+            if row[:2] != prefix:
+                if rows:
+                    yield _KG.unpack(prefix)[0], rows
+                prefix, rows = row[:2], []
+            rows.append((row[2:], it.value()))
             it.next()
+        if rows:
+            yield _KG.unpack(prefix)[0], rows
 
     existing = set(type(db).list_cf(db.path()))
     for cf_name, (op_id, name, kind, ttl) in handle["states"].items():
         if cf_name not in existing:
             continue  # a state created after the checkpoint's column families were listed
-        for row, value in rows(cf_name):
-            kg = _KG.unpack_from(row)[0]
+        ttl_ms = ttl_full.get(cf_name)
+        for kg, rows in by_key_group(cf_name):
             p = payload(op_id, kg)
-            entries = p["states"].setdefault(name, (kind, {}))[1]
+            if ttl_ms is None:
+                p["rows"][name] = (kind, ttl, rows)
+                continue
+            entries: dict[Any, Any] = {}
+            for suffix, value in rows:
+                decode_state_row(kind, suffix, value, entries)
+            live = {}
+            for key, stored in entries.items():
+                kept = _ttl.unexpired_or_none(kind, stored, ttl_ms, now_ms)
+                if kept is not None:
+                    live[key] = kept
+            p["states"][name] = (kind, live)
             if ttl:
                 p.setdefault("ttl", [])
                 if name not in p["ttl"]:
                     p["ttl"].append(name)
-            if kind == MAP:
-                size = _LEN.unpack_from(row, 2)[0]
-                key = pickle.loads(row[6:6 + size])
-                entries.setdefault(key, {})[pickle.loads(row[6 + size:])] = deserialize(value)
-            else:
-                entries[pickle.loads(row[2:])] = deserialize(value)
-    for cf_name, ttl_ms in (ttl_full or {}).items():  # cleanup_full_snapshot: expired entries left out
-        name, kind = handle["states"][cf_name][1], handle["states"][cf_name][2]
-        for p in payloads.get(handle["states"][cf_name][0], {}).values():
-            if name in p["states"]:
-                live = {}
-                for key, stored in p["states"][name][1].items():
-                    kept = _ttl.unexpired_or_none(kind, stored, ttl_ms, now_ms)
-                    if kept is not None:
-                        live[key] = kept
-                p["states"][name] = (kind, live)
     for cf_name, (op_id, field) in handle["timer_cfs"].items():
         if cf_name not in existing:
             continue
-        for row, _ in rows(cf_name):
-            kg = _KG.unpack_from(row)[0]
-            payload(op_id, kg)[field].append((_TS.unpack_from(row, 2)[0] - _TS_BIAS, pickle.loads(row[10:])))
+        for kg, rows in by_key_group(cf_name):
+            payload(op_id, kg)["timer_rows"][field] = [suffix for suffix, _ in rows]
     for op_id, groups in handle.get("heap_timers", {}).items():
         for kg, timers in groups.items():
             if r.contains(kg):

@@ -287,6 +287,90 @@ def _rocksdb_only() -> None:
         pytest.skip("about the RocksDB backend's own layout")
 
 
+def test_rocksdb_row_keys_of_tuples_are_the_memo_less_pickle_of_the_key() -> None:
+    """Row keys written without a Pickler (tuples of ints, strings, None, booleans, TimeWindows,
+    nested) are byte for byte what the memo-less Pickler writes, so rows and snapshots decode with
+    pickle and equal keys meet the same row; other elements (floats, long strings) take the Pickler."""
+    _rocksdb_only()
+    import pickle
+    import random
+
+    from millstream.datastream.window import TimeWindow
+    from millstream.runtime.state import rocksdb_backend as rb
+
+    rng = random.Random(29)
+    ints = [0, 1, 255, 256, 65535, 65536, -1, -2**31, 2**31 - 1, 2**31, -2**31 - 1, 2**63, -2**63 - 1, 10**40, -10**40]
+
+    def element(depth: int = 0) -> Any:
+        c = rng.randrange(9 if depth < 2 else 7)
+        if c == 0:
+            return rng.choice(ints) + rng.choice([0, 0, 1, -1])
+        if c == 1:
+            return rng.randrange(-10**15, 10**15)
+        if c == 2:
+            return "".join(rng.choice("ab\u00e9\u4e2d\ud800x") for _ in range(rng.randrange(0, 300 if rng.random() < 0.1 else 10)))
+        if c == 3:
+            return rng.choice([None, True, False])
+        if c in (4, 5):
+            start = rng.randrange(-10**13, 10**13)
+            return TimeWindow(start, start + rng.randrange(1, 10**5))
+        if c == 6:
+            return rng.random()
+        return tuple(element(depth + 1) for _ in range(rng.randrange(0, 6)))
+
+    for _ in range(20_000):
+        key = tuple(element() for _ in range(rng.randrange(0, 5)))
+        row = rb.encode_key(key)
+        assert row == rb._pickled_without_memo(key), key
+        assert pickle.loads(row) == key
+    window = TimeWindow(1_700_000_000_000, 1_700_000_010_000)
+    assert rb.encode_key((7, window)) == rb.encode_key((7, TimeWindow(window.start, window.end)))  # equal keys, one row
+
+
+@pytest.mark.parametrize("cache", [1, 3, 128])
+def test_rocksdb_timer_queue_with_its_per_key_group_cache_polls_in_timer_order(cache: int, monkeypatch: Any) -> None:
+    """The RocksDB timer queue keeps each key group's first rows in memory (Flink's caching
+    priority queue): random registers (repeats too), deletes and polls, with caches small enough to
+    overflow and refill, give exactly what a plain ordered set gives (timestamp, then key group,
+    then key), and RocksDB holds exactly the timers not polled or deleted."""
+    _rocksdb_only()
+    import random
+
+    from millstream.runtime.state.rocksdb_backend import RocksTimerQueue, encode_key
+
+    monkeypatch.setattr(RocksTimerQueue, "CACHE", cache)
+    b = backend()
+    q = b.event_timers
+    if not isinstance(q, RocksTimerQueue):
+        pytest.skip("heap timers")
+    rng = random.Random(cache)
+    model: set[tuple[int, int, Any]] = set()
+    order = lambda t: (t[0], t[1], encode_key(t[2]))  # noqa: E731
+    watermark = 0
+    for step in range(4000):
+        op = rng.random()
+        if op < 0.55:
+            key = rng.randrange(40)
+            ts = watermark + rng.randrange(0, 50)
+            kg = b.key_group_of(key)
+            q.register(ts, key, kg)
+            model.add((ts, kg, key))
+        elif op < 0.7 and model:
+            ts, kg, key = rng.choice(sorted(model, key=order))
+            q.delete(ts, key, kg)
+            model.discard((ts, kg, key))
+        else:
+            watermark += rng.randrange(0, 10)
+            while (t := q.poll(watermark)) is not None:
+                expected = min(model, key=order)
+                assert expected[0] <= watermark and (t[0], t[2], t[1]) == expected, (step, t, expected)
+                model.discard(expected)
+            assert not model or min(model)[0] > watermark
+        assert q.peek() == (min(model)[0] if model else None)
+    assert len(q) == len(model)
+    assert sorted((ts, key) for kg in q.key_groups() for ts, key in q.snapshot_group(kg)) == sorted((ts, key) for ts, _, key in model)
+
+
 def test_rocksdb_rows_start_with_the_key_group() -> None:
     """Flink's layout: 2-byte key group first, so a key group is one contiguous key range."""
     _rocksdb_only()
@@ -427,6 +511,7 @@ def test_rocksdb_full_snapshot_off_the_task_thread_equals_the_synchronous_one() 
     from millstream.datastream.state import StateTtlConfig
     from millstream.runtime.serialization import deserialize
     from millstream.runtime.state.rocksdb_snapshot import take_native_snapshot
+    from millstream.runtime.state.row_format import as_canonical
 
     clock = ManualClock(1_000)
     kgr = compute_key_group_range_for_operator_index(MAX_P, 1, 0)
@@ -454,12 +539,61 @@ def test_rocksdb_full_snapshot_off_the_task_thread_equals_the_synchronous_one() 
     clock.advance(60)  # the odd keys' values (written at 1000) expired at 1100
     expected = {kg: deserialize(blob) for kg, blob in b.snapshot().items()}
     native = take_native_snapshot(b.db, {"op": b}, 1)
-    got = {kg: deserialize(blob) for kg, blob in native.canonical()["op"].items()}
+    got = {kg: as_canonical(deserialize(blob)) for kg, blob in native.canonical()["op"].items()}
     normalize = lambda groups: {kg: ({n: (k, dict(sorted(e.items(), key=repr))) for n, (k, e) in p["states"].items()},
                                      sorted(p["event_timers"]), sorted(p.get("ttl", []))) for kg, p in groups.items()}
     assert normalize(got) == normalize(expected)
     kept = {k for p in got.values() for k in p["states"].get("expiring", (None, {}))[1]}
     assert kept == set(range(0, 40, 4))
+
+
+@pytest.mark.parametrize("target", ["hashmap", "rocksdb"])
+def test_a_full_rocksdb_checkpoint_restores_on_either_backend_at_another_parallelism(target: str) -> None:
+    """A full RocksDB checkpoint (the writer thread's snapshot: the rows' bytes per key group, as
+    Flink's full snapshot writes them) restores on either backend, rescaled to two subtasks: every
+    state kind, window-shaped keys, timers of both domains, each key in exactly its new owner."""
+    _rocksdb_only()
+    from millstream.datastream.window import TimeWindow
+    from millstream.runtime.serialization import deserialize
+    from millstream.runtime.state.rocksdb_snapshot import take_native_snapshot
+    from millstream.runtime.state.row_format import ROWS_VERSION
+
+    b = backend()
+    h = handles(b)
+    keys = [i for i in range(60)] + [f"k{i}" for i in range(20)] + [(i, TimeWindow(i * 10, i * 10 + 10)) for i in range(20)]
+    for i, key in enumerate(keys):
+        b.set_current_key(key)
+        h["value"].update(f"v{i}")
+        h["list"].add_all([i, -i])
+        h["map"].put(f"m{i % 3}", [i])
+        h["reducing"].add(i)
+        h["aggregating"].add(i)
+        b.event_timers.register(1000 + i, key, b.current_key_group)
+        b.processing_timers.register(5000 + i, key, b.current_key_group)
+    native = take_native_snapshot(b.db, {"op": b}, 1)
+    blobs = native.canonical()["op"]
+    assert {deserialize(blob)["version"] for blob in blobs.values()} == {ROWS_VERSION}
+    seen: dict[Any, tuple] = {}
+    timers: list[tuple[str, int, Any]] = []
+    for index in range(2):
+        r = backend(2, index, kind=target)
+        loaded = r.restore(blobs)
+        assert loaded and all(r.key_group_range.contains(kg) for kg in loaded)
+        rh = handles(r)
+        for i, key in enumerate(keys):
+            if not r.key_group_range.contains(r.key_group_of(key)):
+                continue
+            r.set_current_key(key)
+            seen[key] = (rh["value"].value(), list(rh["list"].get()), dict(rh["map"].items()), rh["reducing"].get(),
+                         rh["aggregating"].get())
+        for domain in ("event_timers", "processing_timers"):
+            queue = getattr(r, domain)
+            while (t := queue.poll(10**9)) is not None:
+                assert r.key_group_range.contains(t[2])
+                timers.append((domain, t[0], t[1]))
+    assert seen == {key: (f"v{i}", [i, -i], {f"m{i % 3}": [i]}, i, i) for i, key in enumerate(keys)}
+    assert sorted(timers, key=repr) == sorted([("event_timers", 1000 + i, k) for i, k in enumerate(keys)]
+                                              + [("processing_timers", 5000 + i, k) for i, k in enumerate(keys)], key=repr)
 
 
 def test_the_rest_checkpoint_config_names_the_jobs_state_backend(tmp_path: Any) -> None:
