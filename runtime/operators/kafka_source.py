@@ -28,8 +28,8 @@ there but, as in Flink (CONTINUOUS_UNBOUNDED), never ends.
 ``default.api.timeout.ms`` (naming its address) or a topic of ``set_topics`` / a partition of
 ``set_partitions`` does not exist (naming it); a property librdkafka does not know fails naming it.
 
-**Records and time.** The value only, through the deserializer's ``deserialize(bytes)`` (a None
-result is dropped, as Flink's ``DeserializationSchema.deserialize(message, out)`` does); a failure
+**Records and time.** The value only, through the deserializer's ``deserialize(bytes)`` (or key and
+value through its ``deserialize_key_value(key, value)`` when it has one; a None result is dropped, as Flink's ``DeserializationSchema.deserialize(message, out)`` does); a failure
 names topic, partition and offset. Every record carries its Kafka timestamp (Flink's source emits
 it as the record's timestamp; a WatermarkStrategy's assigner may replace it). Watermarks are per
 partition, as in Flink: ``poll()`` returns one partition's records at a time, the source operator
@@ -170,6 +170,8 @@ class KafkaSourceReader(SourceReader):
         records: list[Any] = []
         stamps: list[int | None] = []
         deserialize = self._factory.deserializer.deserialize
+        # A deserializer that reads the key too (the table connectors': key columns, upsert deletes)
+        with_key = getattr(self._factory.deserializer, "deserialize_key_value", None)
         stop = self._stops.get(tp)
         for msg in messages:
             offset = msg.offset()
@@ -177,7 +179,7 @@ class KafkaSourceReader(SourceReader):
                 self._finish(tp)
                 break
             try:
-                value = deserialize(msg.value())
+                value = with_key(msg.key(), msg.value()) if with_key is not None else deserialize(msg.value())
             except Exception as e:
                 raise ValueError(f"Cannot deserialize the record of Kafka topic {tp[0]} partition {tp[1]} at "
                                  f"offset {offset}: {type(e).__name__}: {e}") from e
