@@ -217,7 +217,7 @@ class KafkaTable:
         if self.is_bounded():
             builder.set_bounded(self._offsets("scan.bounded.mode", BOUNDED_MODES[1:], "latest-offset", "bounded"))
         width = len(self.columns)
-        deserializer = KafkaRowDeserializer(width, key, value, self.upsert)
+        builder.set_value_only_deserializer(KafkaRowDeserializer(width, key, value, self.upsert))
         name = f"TableSourceScan(table=[[{self.full_name.replace('.', ', ')}]], fields=[{', '.join(n for n, _ in self.columns)}])"
         stream = env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), name)
         if "scan.parallelism" in o:
