@@ -230,3 +230,35 @@ def test_partition_paths_follow_hives_layout_and_escaping() -> None:
     assert partition_path(["p"], ["a/b=c"]) == "p=a%2Fb%3Dc"
     assert partition_path(["p"], [None]) == "p=__DEFAULT_PARTITION__"
     assert partition_path(["p"], [""], "none") == "p=none"
+
+
+class _Captured:
+    """A stream that keeps what sink_to gets (the FileSink's factory)."""
+
+    def __init__(self) -> None:
+        self.factory: Any = None
+
+    def sink_to(self, sink: Any) -> "_Captured":
+        self.factory = sink._sink_factory()
+        return self
+
+    def name(self, _name: str) -> "_Captured":
+        return self
+
+
+def test_the_rolling_policy_options_reach_the_file_sink_with_flinks_defaults() -> None:
+    from millstream.table.filesystem_table import filesystem_sink
+    fs = {"connector": "filesystem", "path": "/tmp/never-written", "format": "csv"}
+    defaults = filesystem_sink("t", COLUMNS, fs, (), _Captured(), "Sink").factory
+    assert (defaults.part_size, defaults.rollover_interval_ms, defaults.inactivity_interval_ms,
+            defaults.bucket_check_interval_ms) == (128 << 20, 30 * 60_000, 30 * 60_000, 60_000)
+    assert defaults.bucket_format is None and defaults.partition_bucket is None
+    set_ = filesystem_sink("t", COLUMNS, {**fs, "sink.rolling-policy.file-size": "1kb",
+                                          "sink.rolling-policy.rollover-interval": "10 s",
+                                          "sink.rolling-policy.inactivity-interval": "5 s",
+                                          "sink.rolling-policy.check-interval": "1 s"}, ("w",), _Captured(), "Sink").factory
+    assert (set_.part_size, set_.rollover_interval_ms, set_.inactivity_interval_ms,
+            set_.bucket_check_interval_ms) == (1024, 10_000, 5_000, 1_000)
+    row = Row("a/b", 3)
+    assert set_.partition_bucket(row) == "w=a%2Fb"
+    assert set_.encoder.encode(row) == b"3\n"  # the partition column is in the path, not the file
