@@ -20,7 +20,6 @@ def test_headline_ratios_are_millstream_over_the_other_engine_job_only_and_end_t
     assert by_key["sql.wordcount_vs_pyflink"] == pytest.approx(0.5)
     assert by_key["sql.wordcount_end_to_end_vs_pyflink"] == pytest.approx(15 / 25)
     assert by_key["sql.tumble_vs_spark"] == pytest.approx(2.0)
-    assert by_key["sql.load_average"] == 3.5
     assert "sql.wordcount_vs_spark" not in by_key
     assert sql.headline({"wordcount": {}, "tumble": {}}) == []
 
