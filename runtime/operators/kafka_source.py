@@ -97,16 +97,23 @@ class KafkaSourceReader(SourceReader):
             self._consumer = ck.Consumer(conf)
         except ck.KafkaException as e:  # e.g. a property librdkafka does not know, named by it
             raise ValueError(f"KafkaSource: the Kafka client refuses its configuration: {e}") from None
-        if self._offsets:
-            log.info("KafkaSource subtask %d restored splits %s", env.subtask_index,
-                     sorted(split_id(*p) for p in self._offsets))
-        for tp, offset in self._offsets.items():
-            stop = self._stops.get(tp)
-            if stop is not None and offset >= stop:
-                self._finished.add(tp)
-        self._assign(sorted(self._offsets))
-        env.operator_event_handler = self.handle_operator_event
-        env.send_operator_event(encode(ReaderRegistration(env.subtask_index, env.restored_checkpoint_id)))
+        try:
+            if self._offsets:
+                log.info("KafkaSource subtask %d restored splits %s", env.subtask_index,
+                         sorted(split_id(*p) for p in self._offsets))
+            for tp, offset in self._offsets.items():
+                stop = self._stops.get(tp)
+                if stop is not None and offset >= stop:
+                    self._finished.add(tp)
+            self._assign(sorted(self._offsets))
+            env.operator_event_handler = self.handle_operator_event
+            env.send_operator_event(encode(ReaderRegistration(env.subtask_index, env.restored_checkpoint_id)))
+        except BaseException:
+            # The operator never gets this reader to close: a consumer left open here would go on
+            # reconnecting (and logging each refused connection) for as long as the failure's
+            # traceback keeps it, long after its broker is gone.
+            self.close()
+            raise
 
     def handle_operator_event(self, payload: bytes) -> None:
         """An event of the enumerator, on the task thread between two batches."""

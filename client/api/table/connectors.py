@@ -39,7 +39,7 @@ class ConnectorTable:
 
     def _kafka(self) -> Any:
         from millstream.table.kafka_table import KafkaTable  # lazy: the Kafka client loads only for Kafka tables
-        return KafkaTable(self.connector, self.full_name, self.columns, self.options, self.primary_key)
+        return KafkaTable(str(self.connector), self.full_name, self.columns, self.options, self.primary_key)
 
     def accepts_updates(self) -> bool:
         """Whether the sink takes an updating changelog (-U/+U/-D), not only inserts."""
@@ -62,8 +62,8 @@ class ConnectorTable:
         if self.connector in _KAFKA:
             return self._kafka().source(env)
         if self.connector == "filesystem" and self.options.get("format") == "json":
-            from millstream.table.filesystem_table import JsonLineParser, check_options
-            from millstream.table.table_formats import codec_for
+            from millstream.table.filesystem_table import JsonLineParser, check_options  # lazy: the json reader's, on use
+            from millstream.table.table_formats import codec_for  # lazy: as above
             check_options(self.full_name, self.options, "source")
             codec = codec_for("json", "format", [(i, n, t) for i, (n, t) in enumerate(self.columns)], self.options,
                               "", self.full_name)
@@ -87,7 +87,7 @@ class ConnectorTable:
         if self.connector in _KAFKA:
             return self._kafka().sink(stream, name)
         if self.connector == "filesystem":
-            from millstream.table.filesystem_table import filesystem_sink
+            from millstream.table.filesystem_table import filesystem_sink  # lazy: the sink's module, on use
             return filesystem_sink(self.full_name, self.columns, self.options, self.partition_keys, stream, name)
         raise TableException(f"Connector '{self.connector}' can only be used as a source (table {self.path})")
 

@@ -20,7 +20,9 @@ from typing import Any, Sequence
 
 from millstream.common.row import Row
 from millstream.common.serialization import Encoder
+from millstream.datastream.connectors.file_system import _local_path
 from millstream.datastream.functions import FlatMapFunction
+from millstream.runtime import operator_factories
 from millstream.table.expression import TableException, ValidationException
 from millstream.table.table_formats import RowCodec, codec_for, duration_ms, format_options, memory_bytes
 from millstream.table.types import DataType
@@ -116,8 +118,6 @@ def check_options(full_name: str, options: dict[str, str], role: str) -> None:
 def filesystem_sink(full_name: str, columns: Sequence[tuple[str, DataType]], options: dict[str, str],
                     partition_keys: Sequence[str], stream: Any, name: str) -> Any:
     """Adds the FileSink of a filesystem table to ``stream`` (rows)."""
-    from millstream.datastream.connectors.file_system import _local_path
-    from millstream.runtime import operator_factories
     check_options(full_name, options, "sink")
     fmt = options.get("format")
     if fmt not in SINK_FORMATS:

@@ -28,12 +28,17 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from millstream.common.row import Row, RowKind
+from millstream.common.serialization import DeserializationSchema
 from millstream.common.typeinfo import Types
+from millstream.common.watermark_strategy import WatermarkStrategy
 from millstream.datastream.connectors.base import DeliveryGuarantee
+from millstream.datastream.connectors.kafka import (KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSink,
+                                                    KafkaSource, KafkaTopicPartition)
 from millstream.datastream.connectors.kafka.sink import KafkaRecordSerializationSchema
 from millstream.datastream.functions import FilterFunction, KeyedProcessFunction
 from millstream.datastream.state import ValueStateDescriptor
 from millstream.table.expression import TableException, ValidationException
+from millstream.table.planner import KeyOf
 from millstream.table.table_formats import RowCodec, codec_for, duration_ms, format_options
 from millstream.table.types import DataType
 
@@ -162,8 +167,6 @@ class KafkaTable:
         return self.options.get("scan.bounded.mode", "unbounded") != "unbounded"
 
     def _offsets(self, option: str, modes: Sequence[str], default: str, what: str) -> Any:
-        from millstream.datastream.connectors.kafka import (KafkaOffsetResetStrategy, KafkaOffsetsInitializer,
-                                                            KafkaTopicPartition)
         o = self.options
         mode = o.get(option, default)
         if mode not in modes:
@@ -199,8 +202,6 @@ class KafkaTable:
         return KafkaOffsetsInitializer.offsets(offsets)
 
     def source(self, env: Any) -> Any:
-        from millstream.common.watermark_strategy import WatermarkStrategy
-        from millstream.datastream.connectors.kafka import KafkaSource
         key, value = self._codecs("source")
         o = self.options
         builder = KafkaSource.builder().set_properties(self._properties())
@@ -225,7 +226,6 @@ class KafkaTable:
         if not self.upsert:
             return stream
         keys = tuple(i for i, (n, _) in enumerate(self.columns) if n in self.primary_key)
-        from millstream.table.planner import KeyOf
         return stream.key_by(KeyOf(keys)).process(ChangelogNormalize()).name(
             f"ChangelogNormalize(key=[{', '.join(self.primary_key)}])")
 
@@ -235,7 +235,6 @@ class KafkaTable:
         return self.upsert
 
     def sink(self, stream: Any, name: str) -> Any:
-        from millstream.datastream.connectors.kafka import KafkaSink
         key, value = self._codecs("sink")
         guarantee, prefix = self._guarantee()
         props = self._properties()
@@ -261,14 +260,14 @@ class _NotUpdateBefore(FilterFunction):
         return value.get_row_kind() is not RowKind.UPDATE_BEFORE
 
 
-class KafkaRowDeserializer:
+class KafkaRowDeserializer(DeserializationSchema):
     """A Kafka record (key and value) as a table row: the key's columns from the key, the rest
     from the value. Upsert: a record is an upsert (+U) of its key, a null value a -D of it."""
 
     def __init__(self, width: int, key: RowCodec | None, value: RowCodec, upsert: bool) -> None:
         self.width, self.key, self.value, self.upsert = width, key, value, upsert
 
-    def deserialize(self, message: bytes | None) -> Row | None:
+    def deserialize(self, message: bytes | None) -> Row | None:  # a tombstone is None
         return self.deserialize_key_value(None, message)
 
     def deserialize_key_value(self, key: bytes | None, value: bytes | None) -> Row | None:
@@ -302,7 +301,7 @@ class KafkaRowSerializer(KafkaRecordSerializationSchema):
     def __init__(self, topic: str, key: RowCodec | None, value: RowCodec, upsert: bool) -> None:
         self.topic, self.key, self.value, self.upsert = topic, key, value, upsert
 
-    def serialize(self, element: Row) -> bytes:
+    def serialize(self, element: object) -> bytes:
         return self.value.encode(element)
 
     def serialize_record(self, element: Row) -> tuple[str, bytes | None, bytes | None]:

@@ -97,7 +97,8 @@ class RowCodec:
 
     # -- encoding ----------------------------------------------------------------------------------
 
-    def encode(self, row: Sequence[Any]) -> bytes:
+    def encode(self, row: Any) -> bytes:
+        """``row``: the table row (a Row or a sequence), its values by position."""
         if self.fmt == "json":
             doc = {name: _json_value(row[i], t) for i, name, t in self.fields}
             return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=_decimal_default).encode()
