@@ -262,3 +262,17 @@ def test_the_rolling_policy_options_reach_the_file_sink_with_flinks_defaults() -
     row = Row("a/b", 3)
     assert set_.partition_bucket(row) == "w=a%2Fb"
     assert set_.encoder.encode(row) == b"3\n"  # the partition column is in the path, not the file
+
+
+def test_a_key_prefix_is_stripped_from_the_key_formats_field_names_and_needs_except_key() -> None:
+    options = {**BASE, "key.format": "json", "key.fields": "k_w", "key.fields-prefix": "k_",
+               "value.fields-include": "EXCEPT_KEY"}
+    table = KafkaTable("kafka", "t", [("k_w", DataTypes.STRING()), ("c", DataTypes.BIGINT())], options)
+    key, value = table._codecs("sink")
+    assert key is not None and key.encode(["a", 1]) == b'{"w":"a"}' and value.encode(["a", 1]) == b'{"c":1}'
+    message = source_error({**options, "value.fields-include": "ALL"}, ", k_w STRING")
+    assert "'key.fields-prefix'" in message and "EXCEPT_KEY" in message
+
+
+def test_a_partitioner_other_than_default_is_refused_naming_the_option() -> None:
+    assert "'sink.partitioner'" in sink_error({**BASE, "sink.partitioner": "round-robin"})

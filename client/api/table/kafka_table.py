@@ -135,7 +135,13 @@ class KafkaTable:
         names = [n for n, _ in self.columns]
         key_names = self._key_names()
         fields = [(i, n, t) for i, (n, t) in enumerate(self.columns)]
-        key_fields = [fields[names.index(k)] for k in key_names]
+        prefix = self.options.get("key.fields-prefix", "")
+        if prefix and self.options.get("value.fields-include", "ALL") != "EXCEPT_KEY":
+            raise self._fail(role, "A key prefix ('key.fields-prefix') is not allowed when 'value.fields-include' "
+                             "is 'ALL'. Set 'value.fields-include' to 'EXCEPT_KEY' instead.")
+        # the key format names its fields without the prefix (Flink's key.fields-prefix)
+        key_fields = [(i, n[len(prefix):] if prefix and n.startswith(prefix) else n, t)
+                      for i, n, t in (fields[names.index(k)] for k in key_names)]
         value_fields = fields if self.options.get("value.fields-include", "ALL") == "ALL" else \
             [f for f in fields if f[1] not in key_names]
         try:
@@ -237,6 +243,10 @@ class KafkaTable:
     def sink(self, stream: Any, name: str) -> Any:
         key, value = self._codecs("sink")
         guarantee, prefix = self._guarantee()
+        if self.options.get("sink.partitioner", "default") != "default":
+            raise self._fail("sink", f"Unsupported value for option 'sink.partitioner': "
+                             f"{self.options['sink.partitioner']!r}: Millstream partitions as Flink's 'default' "
+                             "(by the key's hash when there is a key, else spread)")
         props = self._properties()
         servers = props.pop("bootstrap.servers")
         builder = (KafkaSink.builder().set_bootstrap_servers(servers).set_delivery_guarantee(guarantee)
