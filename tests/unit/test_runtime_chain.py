@@ -952,3 +952,42 @@ def test_a_job_scripts_dataclass_crosses_the_harness_exchange_and_collect() -> N
     collect(orders.key_by(lambda o: o.customer).reduce(lambda a, b: Order(a.customer, a.amount + b.amount)))
     out = run_job(env, BATCH)["out"]
     assert sorted(out, key=lambda o: o.customer) == [Order(f"c{c}", sum(range(c, 100, 3))) for c in range(3)]
+
+
+class _Batched:
+    """A flat_map function with ``flat_map_batch``: one call per slice, one output list per record."""
+
+    def flat_map(self, value: Any) -> Any:
+        raise AssertionError("the operator calls flat_map_batch, not flat_map per record")
+
+    def flat_map_batch(self, records: list[Any]) -> list[list[Any]]:
+        return [[r, -r] if r % 3 == 0 else [] for r in records]
+
+
+@pytest.mark.parametrize("stamped_input", [False, True])
+def test_a_flat_map_with_flat_map_batch_gets_each_slice_in_one_call(
+        env: StreamExecutionEnvironment, stamped_input: bool) -> None:
+    """The Table API's pandas functions (millstream.table.vectorized): the operator hands a slice to
+    ``flat_map_batch`` whole; each record's outputs keep its place and its timestamp."""
+    from millstream.datastream.functions import FlatMapFunction
+    from millstream.runtime.timestamps import TimestampedBatch, timestamps_of
+
+    class Batched(_Batched, FlatMapFunction):
+        pass
+
+    function = Batched()
+    env.from_collection([0]).rebalance().flat_map(function).rebalance().print()
+    v = vertex(env, "FlatMap")
+    run = make_chain(v)
+    writer = BatchWriter()
+    run.chain = OperatorChain(v, run.env, {ds.id: writer for ds in v.produced})
+    run.chain.open()
+    records = list(range(1000))
+    batch = TimestampedBatch(records, [5000 + r for r in records]) if stamped_input else records
+    run.chain.process_batch(batch, v.inputs[0].target_node_id)
+    run.chain.end_input()
+    run.chain.close()
+    assert [x for b in writer.batches for x in b] == [x for r in records if r % 3 == 0 for x in (r, -r)]
+    if stamped_input:
+        assert [t for b in writer.batches for t in timestamps_of(b)] == [5000 + r for r in records if r % 3 == 0
+                                                                         for _ in (0, 1)]
