@@ -69,6 +69,11 @@ flink-tools: $(STAMP)
 	  $(PY) -m pip install -q --no-deps --target $(FLINK_TOOLS) apache-flink==$(FLINK_VERSION) \
 	    apache-flink-libraries==$(FLINK_VERSION) \
 	  || echo "could not install Flink's CLI: the Flink CLI tests will be skipped"; fi
+	@# PyFlink's gateway launcher reads Flink's config.yaml with ruamel.yaml, its result rows convert
+	@# timestamps with pytz (bench/sql.py runs PyFlink's SQL; py4j is PySpark's)
+	@if [ -d $(FLINK_TOOLS)/pyflink ] && [ ! -d $(FLINK_TOOLS)/pytz ]; then \
+	  $(PY) -m pip install -q --no-deps --target $(FLINK_TOOLS) ruamel.yaml pytz \
+	  || echo "could not install ruamel.yaml and pytz: bench/sql.py will skip PyFlink"; fi
 
 # The main job on the embedded default: word count over a generated ~20 MB corpus.
 demo: $(STAMP)

@@ -32,10 +32,13 @@
    query; every result checked against a plain-Python answer.
 13. keyed state (bench/keyed_state.py, ~2 minutes): keyed updates/s on the heap and on the RocksDB
    backend, the memory 1 M keys take on each, a full against an incremental RocksDB checkpoint.
-14. large RocksDB state (bench/rocksdb_large_state.py, only with ``--only rocksdb_large_state``, ~30
+14. SQL (bench/sql.py, ~10 minutes): SQL word count and a TUMBLE window aggregation, Millstream's SQL
+   against PyFlink 2.3's SQL (Flink's JVM runtime) and Spark SQL on Structured Streaming, same files,
+   one run each, every result checked; the load average printed with them.
+15. large RocksDB state (bench/rocksdb_large_state.py, only with ``--only rocksdb_large_state``, ~30
    minutes, ~10 GB of disk): a TaskManager's process tree RSS under a fixed RocksDB budget while a job
    writes ``--rocksdb-keys`` keys, and kill -9 of the TaskManager to RUNNING with that state restored.
-15. task placement (bench/placement.py, only with ``--only placement``, ~15 minutes): word count,
+16. task placement (bench/placement.py, only with ``--only placement``, ~15 minutes): word count,
    windows and Nexmark under ``millstream.spark.task-placement`` task and slot, alternating fresh
    processes, the ratio slot / task per job.
 
@@ -342,7 +345,7 @@ def _run(kind: str, *args: str) -> dict:
 
 
 BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics",
-              "parquet", "kafka", "nexmark", "keyed_state", "rocksdb_large_state", "placement"]
+              "parquet", "kafka", "nexmark", "keyed_state", "sql", "rocksdb_large_state", "placement"]
 OPT_IN = {"rocksdb_large_state",  # ~30 minutes and ~10 GB of disk: only with --only
           "placement"}  # ~15 minutes, a comparison made to choose a default
 
@@ -474,6 +477,12 @@ def bench_windows(a: argparse.Namespace) -> list[Figure]:
     import windows
 
     return windows.headline(windows.report())
+
+
+def bench_sql(a: argparse.Namespace) -> list[Figure]:
+    import sql
+
+    return sql.headline(sql.report())
 
 
 def bench_ha(a: argparse.Namespace) -> list[Figure]:
@@ -608,7 +617,7 @@ def main() -> None:
     runners = {"wordcount": bench_wordcount, "exchange": bench_exchange, "latency": bench_latency, "collect": bench_collect,
                "scale": bench_scale, "checkpoints": bench_checkpoints, "windows": bench_windows, "ha": bench_ha,
                "startup": bench_startup, "metrics": bench_metrics, "parquet": bench_parquet, "kafka": bench_kafka,
-               "nexmark": bench_nexmark, "keyed_state": bench_keyed_state,
+               "nexmark": bench_nexmark, "keyed_state": bench_keyed_state, "sql": bench_sql,
                "rocksdb_large_state": bench_rocksdb_large_state, "placement": bench_placement}
     figures: list[Figure] = []
     measured: list[str] = []

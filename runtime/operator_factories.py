@@ -300,6 +300,7 @@ class FileSinkFactory(SinkFactory):
     bucket_check_interval_ms: int = 60_000
     type_info: Any = None  # the input's declared type: the simple string encoder writes its Java text
     bulk_writer_factory: Any = None  # a bulk format's BulkWriterFactory (then the encoder is unused)
+    partition_bucket: Any = None  # record -> its directory under base_path (a table's k=v/ partitions)
 
 
 @dataclass

@@ -14,6 +14,7 @@ so a failure downstream is reported by the operator where it happened.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, NoReturn
@@ -611,11 +612,15 @@ class SourceOperator(StreamOperator):
 
     def open(self) -> None:
         super().open()
+        reader = None
         try:
             reader = create_source_reader(self.factory, self.ctx.env, self.ctx.runtime_context,  # type: ignore[arg-type]
                                           self.start_positions, self.assigned_splits)
             reader.open()
         except Exception as e:
+            if reader is not None:  # self.reader is not set, so close() would never reach it
+                with contextlib.suppress(Exception):
+                    reader.close()
             self.fail(e, "opening the source")
         self.reader = reader
 

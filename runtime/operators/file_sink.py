@@ -4,7 +4,8 @@ A bulk format (``bulk_writer_factory``: Avro, Parquet, CSV) writes a part file t
 BulkWriter, finished when the file rolls; it rolls only on checkpoints and at the end of the input
 (Flink's OnCheckpointRollingPolicy), and is committed as a row-format file is.
 
-Each bucket (a sub-directory chosen from the processing time, or the base path itself) has at
+Each bucket (a sub-directory chosen from the processing time, or from the record by
+``partition_bucket`` (a table's ``k=v/`` partitions), or the base path itself) has at
 most one open part file per subtask. A part file is written under a hidden in-progress name
 ``.<prefix>-<uid>-<subtask>-<n><suffix>.inprogress.<uuid>``, so readers never see half-written
 files under final names. Rolling follows Flink's DefaultRollingPolicy: on a record when the file
@@ -147,7 +148,16 @@ class FileSinkOperator(StreamOperator):
 
     def process_batch(self, records: list[Any]) -> None:
         now = self.ctx.env.now_ms()
-        bucket = self._bucket_dir(now)
+        if self.f.partition_bucket is None:
+            self._write(self._bucket_dir(now), records, now)
+            return
+        groups: dict[str, list[Any]] = {}
+        for r in records:
+            groups.setdefault(os.path.join(self.f.base_path, self.f.partition_bucket(r)), []).append(r)
+        for bucket, group in groups.items():
+            self._write(bucket, group, now)
+
+    def _write(self, bucket: str, records: list[Any], now: int) -> None:
         part = self._parts.get(bucket)
         try:
             if self.f.bulk_writer_factory is not None:  # rolls on checkpoints and at the end only

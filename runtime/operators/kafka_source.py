@@ -28,8 +28,8 @@ there but, as in Flink (CONTINUOUS_UNBOUNDED), never ends.
 ``default.api.timeout.ms`` (naming its address) or a topic of ``set_topics`` / a partition of
 ``set_partitions`` does not exist (naming it); a property librdkafka does not know fails naming it.
 
-**Records and time.** The value only, through the deserializer's ``deserialize(bytes)`` (a None
-result is dropped, as Flink's ``DeserializationSchema.deserialize(message, out)`` does); a failure
+**Records and time.** The value only, through the deserializer's ``deserialize(bytes)`` (or key and
+value through its ``deserialize_key_value(key, value)`` when it has one; a None result is dropped, as Flink's ``DeserializationSchema.deserialize(message, out)`` does); a failure
 names topic, partition and offset. Every record carries its Kafka timestamp (Flink's source emits
 it as the record's timestamp; a WatermarkStrategy's assigner may replace it). Watermarks are per
 partition, as in Flink: ``poll()`` returns one partition's records at a time, the source operator
@@ -97,16 +97,23 @@ class KafkaSourceReader(SourceReader):
             self._consumer = ck.Consumer(conf)
         except ck.KafkaException as e:  # e.g. a property librdkafka does not know, named by it
             raise ValueError(f"KafkaSource: the Kafka client refuses its configuration: {e}") from None
-        if self._offsets:
-            log.info("KafkaSource subtask %d restored splits %s", env.subtask_index,
-                     sorted(split_id(*p) for p in self._offsets))
-        for tp, offset in self._offsets.items():
-            stop = self._stops.get(tp)
-            if stop is not None and offset >= stop:
-                self._finished.add(tp)
-        self._assign(sorted(self._offsets))
-        env.operator_event_handler = self.handle_operator_event
-        env.send_operator_event(encode(ReaderRegistration(env.subtask_index, env.restored_checkpoint_id)))
+        try:
+            if self._offsets:
+                log.info("KafkaSource subtask %d restored splits %s", env.subtask_index,
+                         sorted(split_id(*p) for p in self._offsets))
+            for tp, offset in self._offsets.items():
+                stop = self._stops.get(tp)
+                if stop is not None and offset >= stop:
+                    self._finished.add(tp)
+            self._assign(sorted(self._offsets))
+            env.operator_event_handler = self.handle_operator_event
+            env.send_operator_event(encode(ReaderRegistration(env.subtask_index, env.restored_checkpoint_id)))
+        except BaseException:
+            # The operator never gets this reader to close: a consumer left open here would go on
+            # reconnecting (and logging each refused connection) for as long as the failure's
+            # traceback keeps it, long after its broker is gone.
+            self.close()
+            raise
 
     def handle_operator_event(self, payload: bytes) -> None:
         """An event of the enumerator, on the task thread between two batches."""
@@ -170,6 +177,8 @@ class KafkaSourceReader(SourceReader):
         records: list[Any] = []
         stamps: list[int | None] = []
         deserialize = self._factory.deserializer.deserialize
+        # A deserializer that reads the key too (the table connectors': key columns, upsert deletes)
+        with_key = getattr(self._factory.deserializer, "deserialize_key_value", None)
         stop = self._stops.get(tp)
         for msg in messages:
             offset = msg.offset()
@@ -177,7 +186,7 @@ class KafkaSourceReader(SourceReader):
                 self._finish(tp)
                 break
             try:
-                value = deserialize(msg.value())
+                value = with_key(msg.key(), msg.value()) if with_key is not None else deserialize(msg.value())
             except Exception as e:
                 raise ValueError(f"Cannot deserialize the record of Kafka topic {tp[0]} partition {tp[1]} at "
                                  f"offset {offset}: {type(e).__name__}: {e}") from e

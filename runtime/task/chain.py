@@ -22,7 +22,8 @@ per batch; ``between_batches`` hands the totals to ``records_listener`` at most 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Protocol
+import contextlib
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import cloudpickle
 
@@ -272,8 +273,7 @@ class OperatorChain:
     def open(self) -> None:
         """Opens every operator, the tail first, so an operator never emits into an unopened one."""
         self._opened = True
-        for operator in reversed(self.operators):
-            operator.open()
+        open_tail_first(self.operators)
 
     def run_source(self) -> bool:
         """Reads this subtask's splits through the chain. True when the input is exhausted (then call
@@ -510,3 +510,21 @@ class OperatorChain:
     def __repr__(self) -> str:
         env = self.env
         return f"OperatorChain({self.vertex.name!r} {env.subtask_index + 1}/{env.parallelism})"
+
+
+def open_tail_first(operators: Sequence[Any]) -> None:
+    """Opens ``operators`` tail first. When one fails, it and those already open are closed (their
+    errors suppressed, the open's raised): the task closes only a chain that opened, and what a failed
+    open leaves behind (a KafkaSink's consumer after a restored transaction's commit failed, a
+    reader's client) would otherwise live on in the worker, reconnecting to a broker long gone."""
+    opened: list[Any] = []
+    for operator in reversed(operators):
+        try:
+            operator.open()
+        except BaseException:
+            for o in (operator, *reversed(opened)):
+                with contextlib.suppress(Exception):
+                    o.close()
+            raise
+        opened.append(operator)
+

@@ -1,6 +1,7 @@
 """The connectors a table of ``create_temporary_table`` / ``CREATE TABLE`` uses, on DataStream
-sources and sinks: ``datagen`` and ``filesystem`` (format ``csv``) read, ``print`` and
-``blackhole`` write. Options use Flink's keys (``rows-per-second``, ``fields.<f>.kind``, ``path``,
+sources and sinks: ``datagen`` and ``filesystem`` (format ``csv`` or ``json``) read, ``print``,
+``blackhole`` and ``filesystem`` (``filesystem_table``) write, ``kafka`` and ``upsert-kafka``
+(``kafka_table``) do both. Options use Flink's keys (``rows-per-second``, ``fields.<f>.kind``, ``path``,
 ``print-identifier``); an unknown connector or format fails naming it."""
 from __future__ import annotations
 
@@ -18,25 +19,39 @@ from millstream.table.types import DataType
 
 __all__ = ["ConnectorTable", "SOURCES", "SINKS"]
 
-SOURCES = ("datagen", "filesystem")
-SINKS = ("print", "blackhole")
+SOURCES = ("datagen", "filesystem", "kafka", "upsert-kafka")
+SINKS = ("print", "blackhole", "filesystem", "kafka", "upsert-kafka")
+_KAFKA = ("kafka", "upsert-kafka")
 
 
 class ConnectorTable:
-    """A table backed by a connector: its columns and options."""
+    """A table backed by a connector: its columns, options, primary key and partition keys."""
 
-    def __init__(self, path: str, columns: Sequence[tuple[str, DataType]], options: dict[str, str]) -> None:
+    def __init__(self, path: str, columns: Sequence[tuple[str, DataType]], options: dict[str, str],
+                 primary_key: Sequence[str] = (), partition_keys: Sequence[str] = ()) -> None:
         self.path, self.columns, self.options = path, list(columns), dict(options)
+        self.primary_key, self.partition_keys = tuple(primary_key), tuple(partition_keys)
         self.connector = self.options.get("connector")
         if self.connector not in SOURCES + SINKS:
+            known = sorted(set(SOURCES + SINKS))
             raise TableException(f"Could not find any factory for identifier '{self.connector}' (table {path}): "
-                                 f"Millstream's table connectors are {', '.join(SOURCES + SINKS)}")
+                                 f"Millstream's table connectors are {', '.join(known)}")
+
+    def _kafka(self) -> Any:
+        from millstream.table.kafka_table import KafkaTable  # lazy: the Kafka client loads only for Kafka tables
+        return KafkaTable(str(self.connector), self.full_name, self.columns, self.options, self.primary_key)
+
+    def accepts_updates(self) -> bool:
+        """Whether the sink takes an updating changelog (-U/+U/-D), not only inserts."""
+        return self.connector in ("print", "blackhole", "upsert-kafka")
 
     @property
     def full_name(self) -> str:
         return f"default_catalog.default_database.{self.path}"
 
     def is_bounded(self) -> bool:
+        if self.connector in _KAFKA:
+            return self._kafka().is_bounded()
         if self.connector == "datagen":
             return "number-of-rows" in self.options
         return True
@@ -44,10 +59,19 @@ class ConnectorTable:
     def source(self, env: Any) -> Any:
         if self.connector == "datagen":
             return env.add_source(DataGenSource(self.columns, self.options), "DataGen")
+        if self.connector in _KAFKA:
+            return self._kafka().source(env)
+        if self.connector == "filesystem" and self.options.get("format") == "json":
+            from millstream.table.filesystem_table import JsonLineParser, check_options  # lazy: the json reader's, on use
+            from millstream.table.table_formats import codec_for  # lazy: as above
+            check_options(self.full_name, self.options, "source")
+            codec = codec_for("json", "format", [(i, n, t) for i, (n, t) in enumerate(self.columns)], self.options,
+                              "", self.full_name)
+            return env.read_text_file(self.options["path"]).flat_map(JsonLineParser(codec, len(self.columns)))
         if self.connector == "filesystem":
             fmt = self.options.get("format")
             if fmt != "csv":
-                raise TableException(f"table {self.path}: the filesystem connector reads format 'csv' in Millstream, "
+                raise TableException(f"table {self.path}: the filesystem connector reads format 'csv' or 'json' in Millstream, "
                                      f"got {fmt!r}")
             delimiter = self.options.get("csv.field-delimiter", ",")
             return env.read_text_file(self.options["path"]).flat_map(CsvParser(self.columns, delimiter))
@@ -60,6 +84,11 @@ class ConnectorTable:
             return text.print(self.options.get("print-identifier")).name(name)
         if self.connector == "blackhole":
             return stream.add_sink(BlackholeSink()).name(name)
+        if self.connector in _KAFKA:
+            return self._kafka().sink(stream, name)
+        if self.connector == "filesystem":
+            from millstream.table.filesystem_table import filesystem_sink  # lazy: the sink's module, on use
+            return filesystem_sink(self.full_name, self.columns, self.options, self.partition_keys, stream, name)
         raise TableException(f"Connector '{self.connector}' can only be used as a source (table {self.path})")
 
 

@@ -91,6 +91,11 @@ class ConnectorScan(PlanNode):
     def describe(self) -> str:
         return f"TableSourceScan(table=[[{self.path}]], fields=[{', '.join(self.names)}])"
 
+    @property
+    def updating(self) -> bool:
+        """An upsert-kafka table reads a changelog (+I/-U/+U/-D after its ChangelogNormalize)."""
+        return getattr(self.connector, "connector", None) == "upsert-kafka"
+
 
 @dataclass(frozen=True, eq=False)
 class Calc(SingleInputNode):

@@ -335,6 +335,8 @@ def really_updating(node: p.PlanNode) -> bool:
     """Whether ``node`` produces retractions (an Aggregate in batch mode does not, but is marked updating)."""
     if isinstance(node, (p.Aggregate, p.Rank)):
         return True
+    if isinstance(node, p.ConnectorScan):
+        return node.updating
     if isinstance(node, p.WindowAggregate):
         return False
     if isinstance(node, p.Deduplicate) and node.updating:

@@ -664,13 +664,24 @@ def create_table(create: exp.Create, t_env: "TableEnvironment") -> None:
             builder.column_by_expression(c.name, expression(computed[0].this, t_env))
         elif isinstance(c, exp.ColumnDef) and c.args.get("kind") is not None:
             builder.column(c.name, _cast_type(c.args["kind"]))
+        elif isinstance(c, exp.PrimaryKey):
+            if "NOT ENFORCED" not in [str(o).upper() for o in c.args.get("options") or []]:
+                raise ValidationException("Flink doesn't support ENFORCED mode for PRIMARY KEY constraint. ENFORCED/"
+                                          "NOT ENFORCED controls if the constraint checks are performed on the "
+                                          "incoming/outgoing data. Flink does not own the data therefore the only "
+                                          "supported mode is the NOT ENFORCED mode")
+            builder.primary_key(*[k.name for k in c.expressions])
         else:
             raise _unsupported(c)
     for column, text in create.meta.get("watermarks", []):
         builder.watermark(column, text)
     options: dict[str, str] = {}
     props = create.args.get("properties")
+    partition_keys: list[str] = []
     for prop in (props.expressions if props is not None else []):
+        if isinstance(prop, exp.PartitionedByProperty):
+            partition_keys += [k.name for k in prop.this.expressions]
+            continue
         key = prop.this.this if isinstance(prop.this, exp.Literal) else prop.name
         value = prop.args.get("value")
         options[str(key)] = value.this if isinstance(value, exp.Literal) else value.sql(dialect=DIALECT)
@@ -679,6 +690,8 @@ def create_table(create: exp.Create, t_env: "TableEnvironment") -> None:
     descriptor = TableDescriptor.for_connector(options.pop("connector")).schema(builder.build())
     for k, v in options.items():
         descriptor.option(k, v)
+    if partition_keys:
+        descriptor.partitioned_by(*partition_keys)
     t_env.create_temporary_table(name, descriptor.build())
 
 

@@ -157,7 +157,8 @@ class TableEnvironment:
             raise ValidationException(f"Temporary table '{path}' already exists")
         schema = descriptor.get_schema()
         columns = schema.physical() if schema is not None else []
-        self._tables[path] = ConnectorTable(path, columns, descriptor.get_options())
+        self._tables[path] = ConnectorTable(path, columns, descriptor.get_options(),
+                                            schema.primary_key if schema is not None else (), descriptor.partition_keys)
         self._schemas[path] = schema
 
     def create_temporary_view(self, view_path: str, table_or_data_stream: Any, *fields: Any) -> None:
@@ -301,6 +302,9 @@ class TableEnvironment:
                     f"Column types of query result and sink for '{sink.full_name}' do not match: the query has "
                     f"{len(table._node.columns)} columns {table._node.names}, the sink {len(sink.columns)} "
                     f"{[n for n, _ in sink.columns]}")
+            if self._streaming and not sink.accepts_updates() and _really_updating(table._node):
+                raise TableException(f"Table sink '{sink.full_name}' doesn't support consuming update changes which "
+                                     f"is produced by node {_updating_node(table._node)}")
             sink.sink(translate(optimize(table._node), self._env, not self._streaming))
         client = self._env.execute_async("insert-into_" + ",".join(self._sink_table(t).full_name for t, _ in inserts))
         return TableResult([("default_catalog.default_database." + str(t), DataTypes.BIGINT()) for t, _ in inserts],
@@ -310,7 +314,8 @@ class TableEnvironment:
         if isinstance(target, TableDescriptor):
             schema = target.get_schema()
             return ConnectorTable(f"*anonymous_{target.get_options()['connector']}*",
-                                  schema.physical() if schema else [], target.get_options())
+                                  schema.physical() if schema else [], target.get_options(),
+                                  schema.primary_key if schema else (), target.partition_keys)
         entry = self._tables.get(target)
         if not isinstance(entry, ConnectorTable):
             raise ValidationException(f"Table '{target}' not found or is not a connector table to insert into")
@@ -427,6 +432,14 @@ class _NamedRow:
 
 def _really_updating(node: p.PlanNode) -> bool:
     return really_updating(node)
+
+
+def _updating_node(node: p.PlanNode) -> str:
+    """The first node (from the sink down) that makes ``node``'s result updating, as Flink names it."""
+    for child in node.inputs:
+        if really_updating(child):
+            return _updating_node(child)
+    return node.describe()
 
 
 _TYPEINFO_TO_TYPE = {"STRING": DataTypes.STRING, "INT": DataTypes.INT, "LONG": DataTypes.BIGINT,

@@ -130,8 +130,9 @@ class KafkaRecordSerializationSchema(SerializationSchema):
         """The value's bytes (the whole Kafka record is :meth:`serialize_record`)."""
         return self.value_serialization_schema.serialize(element)
 
-    def serialize_record(self, element: Any) -> tuple[str, Optional[bytes], bytes]:
-        """(topic, key or None, value) of ``element``."""
+    def serialize_record(self, element: Any) -> tuple[str, Optional[bytes], Optional[bytes]]:
+        """(topic, key or None, value) of ``element``; a None value is a tombstone (the table
+        connector's upsert-kafka deletes)."""
         topic = self.topic_selector.apply(element)
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"the topic selector must return a topic name (a non-empty str), got {topic!r} "
