@@ -7,6 +7,11 @@ of many jobs, one after the other; so the job's archives are extracted once per 
 ``<the job's artifact directory>/workdir/<target>``, and the worker changes into that ``workdir``
 for the task's run only, returning to its own directory after it.
 
+With ``millstream.spark.task-placement: slot`` a worker runs a slot's subtasks as threads at once,
+and the working directory is the process's: the worker is in the workdir of the task that entered
+last among those still running, and in its own directory once none runs (a task never returns to a
+directory another task's job may since have deleted).
+
 The archives arrive like the job's other artifacts (a file path per artifact, downloaded by the
 TaskManager or written from the task payload); they are not put on ``sys.path``.
 """
@@ -68,9 +73,18 @@ def task_working_directory(tdd: cpb.TaskDeploymentDescriptor, artifact_paths: Se
             importable.append(path)
     if workdir is None:  # archives announced but not delivered: a TaskManager bug, not the user's
         raise FileNotFoundError(f"The job's archives {sorted(targets)} were not delivered to this task")
-    previous = os.getcwd()
-    os.chdir(workdir)
+    with _CWD_LOCK:
+        _IN_WORKDIRS.append(workdir)
+        os.chdir(workdir)
     try:
         yield importable
     finally:
-        os.chdir(previous)
+        with _CWD_LOCK:
+            _IN_WORKDIRS.remove(workdir)
+            os.chdir(_IN_WORKDIRS[-1] if _IN_WORKDIRS else _WORKER_HOME)
+
+
+# The worker's own directory, and the workdirs of its tasks running now (slot placement runs several).
+_WORKER_HOME = os.getcwd()
+_CWD_LOCK = threading.Lock()
+_IN_WORKDIRS: list[str] = []

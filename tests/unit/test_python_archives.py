@@ -97,3 +97,26 @@ def test_member_names_cannot_escape_the_target_directory(tmp_path) -> None:
     assert not (tmp_path / "escaped.txt").exists() and not os.path.exists("/abs.txt")
     found = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(workdir, "t")) for f in fs]
     assert sorted(os.path.basename(p) for p in found) == ["abs.txt", "escaped.txt"]
+
+
+def test_overlapping_tasks_of_one_worker_never_return_to_a_deleted_workdir(tmp_path) -> None:
+    """Slot placement runs a slot's subtasks as threads of one worker, and the working directory is
+    the process's: a task that ends after an earlier one of another job must not change back into
+    that job's workdir, which the job's cleanup may have deleted."""
+    import shutil
+    from millstream.taskmanager import archives
+
+    (tmp_path / "job_a").mkdir()
+    (tmp_path / "job_b").mkdir()
+    a = _zip(tmp_path / "job_a" / "a.zip", {"a.txt": "a"})
+    b = _zip(tmp_path / "job_b" / "b.zip", {"b.txt": "b"})
+    task_a = task_working_directory(_tdd(**{"a.zip": "a"}), [a])
+    task_b = task_working_directory(_tdd(**{"b.zip": "b"}), [b])
+    task_a.__enter__()
+    task_b.__enter__()
+    assert open("b/b.txt").read() == "b"  # the task that entered last
+    task_a.__exit__(None, None, None)
+    assert open("b/b.txt").read() == "b"  # b still runs in its own workdir
+    shutil.rmtree(tmp_path / "job_a")  # job a ended and its artifacts were cleaned up
+    task_b.__exit__(None, None, None)
+    assert os.getcwd() == archives._WORKER_HOME
