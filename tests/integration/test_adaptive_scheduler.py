@@ -11,12 +11,13 @@ until the test has seen what it waits for; then the test stops the job with a sa
 speed to its end, so each test lasts as long as its rescales, not as long as a slow source."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -175,59 +176,59 @@ def _check_against_flinks_contract(bodies: dict[str, Any], tmp_path: Path) -> No
     assert len(checked) == 5 and problems == [], "\n".join(problems)
 
 
-def _flink_dashboard_rescales_tab(rest_url: str, job: str, uuid: str) -> None:
-    """Flink's dashboard (rest.web.flink-dashboard) at the job's Rescales tab: the rescale's cause
-    and its scheduler state show, and no REST request fails (checked in Chromium when present)."""
+@contextlib.contextmanager
+def _chromium_page(what: str) -> Iterator[Any]:
+    """A page of Debian's headless Chromium through Playwright, or None (``what`` is then printed as
+    not checked) when either is missing, as test_web_ui skips."""
     chromium = os.environ.get("MILLSTREAM_CHROMIUM", "/usr/bin/chromium")
     try:
         from playwright import sync_api
     except ImportError:
-        sync_api = None
+        sync_api = None  # type: ignore[assignment]
     if sync_api is None or not os.access(chromium, os.X_OK):
-        print(f"Flink's dashboard not checked: no Chromium at {chromium} or no Playwright")
+        print(f"{what} not checked: no Chromium at {chromium} or no Playwright")
+        yield None
         return
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, headless=True,
                                              args=["--headless", "--no-sandbox", "--disable-gpu"])
         try:
-            page = browser.new_page()
-            problems: list[str] = []
-            page.on("console", lambda m: problems.append(f"console {m.text[:300]}") if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(f"page error {e}"))
-            page.on("response", lambda r: problems.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
-            page.goto(f"{rest_url}/flink/#/job/running/{job}/rescales")
-            sync_api.expect(page.get_by_text("NEW_RESOURCE_AVAILABLE").first).to_be_visible(timeout=30_000)
-            sync_api.expect(page.get_by_text(uuid[:8]).first).to_be_visible(timeout=10_000)
-            sync_api.expect(page.get_by_text("Restarting").first).to_be_visible(timeout=10_000)
-            page.wait_for_load_state("networkidle", timeout=10_000)
-            assert problems == [], "\n".join(problems)
+            yield browser.new_page()
         finally:
             browser.close()
+
+
+def _flink_dashboard_rescales_tab(rest_url: str, job: str, uuid: str) -> None:
+    """Flink's dashboard (rest.web.flink-dashboard) at the job's Rescales tab: the rescale's cause
+    and its scheduler state show, and no REST request fails (checked in Chromium when present)."""
+    with _chromium_page("Flink's dashboard") as page:
+        if page is None:
+            return
+        from playwright.sync_api import expect
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(f"console {m.text[:300]}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error {e}"))
+        page.on("response", lambda r: problems.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
+        page.goto(f"{rest_url}/flink/#/job/running/{job}/rescales")
+        expect(page.get_by_text("NEW_RESOURCE_AVAILABLE").first).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(uuid[:8]).first).to_be_visible(timeout=10_000)
+        expect(page.get_by_text("Restarting").first).to_be_visible(timeout=10_000)
+        page.wait_for_load_state("networkidle", timeout=10_000)
+        assert problems == [], "\n".join(problems)
 
 
 def web_ui_timeline_marks(rest_url: str, job_id: bytes, marks: list[str], tmp_path: Path) -> None:
     """The web UI's job page shows each rescale as a mark on its timeline (checked in Debian's
     headless Chromium when it and Playwright are installed, as test_web_ui does)."""
-    chromium = os.environ.get("MILLSTREAM_CHROMIUM", "/usr/bin/chromium")
-    try:
-        from playwright import sync_api
-    except ImportError:
-        sync_api = None
-    if sync_api is None or not os.access(chromium, os.X_OK):
-        print(f"web UI timeline not checked: no Chromium at {chromium} or no Playwright")
-        return
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, headless=True,
-                                             args=["--headless", "--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page()
-            page.goto(f"{rest_url}/#/jobs/{job_id.hex()}")
-            rescale_marks = page.locator('#timeline-bar .timeline-mark[data-kind="rescale"]')
-            sync_api.expect(rescale_marks).to_have_text(marks, timeout=15_000)
-            sync_api.expect(page.locator('#timeline li[data-kind="rescale"]')).to_have_count(len(marks))
-            page.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
-        finally:
-            browser.close()
+    with _chromium_page("web UI timeline") as page:
+        if page is None:
+            return
+        from playwright.sync_api import expect
+        page.goto(f"{rest_url}/#/jobs/{job_id.hex()}")
+        rescale_marks = page.locator('#timeline-bar .timeline-mark[data-kind="rescale"]')
+        expect(rescale_marks).to_have_text(marks, timeout=15_000)
+        expect(page.locator('#timeline li[data-kind="rescale"]')).to_have_count(len(marks))
+        page.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
 
 
 def test_reactive_mode_scales_up_when_a_task_manager_joins_and_down_when_one_is_killed(tmp_path: Path) -> None:

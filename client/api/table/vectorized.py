@@ -56,7 +56,30 @@ def call_pandas_udf(wrapper: Any, series: list[Any], n: int) -> list[Any]:
     return from_series(out, wrapper.result_type())
 
 
-class VectorizedCalc(FlatMapFunction):
+class _ArrowBatched(FlatMapFunction):
+    """A FlatMap that computes slices of at most ``python.fn-execution.arrow.batch.size`` records at
+    once (the task hands it each batch it reads as one list: ``flat_map_batch``)."""
+
+    def __init__(self, batch_size: int) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"python.fn-execution.arrow.batch.size must be positive, got {batch_size}")
+        self.batch_size = batch_size
+
+    def flat_map(self, value: Row) -> Any:
+        return self.flat_map_batch([value])[0]
+
+    def flat_map_batch(self, records: list[Row]) -> list[list[Row]]:
+        """The output rows of each input record, for a list of records (one batch or several)."""
+        out: list[list[Row]] = []
+        for start in range(0, len(records), self.batch_size):
+            out.extend(self._batch(records[start:start + self.batch_size]))
+        return out
+
+    def _batch(self, records: list[Row]) -> list[list[Row]]:
+        raise NotImplementedError
+
+
+class VectorizedCalc(_ArrowBatched):
     """A Calc with pandas scalar functions: each call is computed for a whole batch into an extra
     column, and the Calc's expressions read those columns (a nested call reads its argument's).
     Calls in the filter see every row of the batch; calls in the projection only the rows the
@@ -64,9 +87,8 @@ class VectorizedCalc(FlatMapFunction):
 
     def __init__(self, projections: Sequence[Resolved], condition: Resolved | None, width: int,
                  batch_size: int = DEFAULT_ARROW_BATCH_SIZE) -> None:
-        if batch_size <= 0:
-            raise ValueError(f"python.fn-execution.arrow.batch.size must be positive, got {batch_size}")
-        self.width, self.batch_size = width, batch_size
+        super().__init__(batch_size)
+        self.width = width
         self.calls: list[tuple[Any, tuple[Resolved, ...]]] = []  # (wrapper, args over the widened row)
         self.condition = self._lift(condition) if condition is not None else None
         self.condition_calls = len(self.calls)
@@ -86,16 +108,6 @@ class VectorizedCalc(FlatMapFunction):
             series = [to_series([a.eval(r) for r in rows], a.dtype) for a in args]
             for r, v in zip(rows, call_pandas_udf(wrapper, series, len(rows))):
                 r[self.width + i] = v
-
-    def flat_map(self, value: Row) -> Any:
-        return self.flat_map_batch([value])[0]
-
-    def flat_map_batch(self, records: list[Row]) -> list[list[Row]]:
-        """The output rows of each input record, for a list of records (one batch or several)."""
-        out: list[list[Row]] = []
-        for start in range(0, len(records), self.batch_size):
-            out.extend(self._batch(records[start:start + self.batch_size]))
-        return out
 
     def _batch(self, records: list[Row]) -> list[list[Row]]:
         extra = [None] * len(self.calls)
@@ -123,25 +135,15 @@ class VectorizedCalc(FlatMapFunction):
             wrapper.close()
 
 
-class VectorizedMap(FlatMapFunction):
+class VectorizedMap(_ArrowBatched):
     """``Table.map`` of a pandas scalar function: one ``pandas.DataFrame`` of the input columns
     (named as the table's) per batch in, a DataFrame (a ROW result, one column per field) or a
     Series of the same length out."""
 
     def __init__(self, func: Any, columns: Sequence[tuple[str, DataType]], width: int,
                  batch_size: int = DEFAULT_ARROW_BATCH_SIZE) -> None:
-        if batch_size <= 0:
-            raise ValueError(f"python.fn-execution.arrow.batch.size must be positive, got {batch_size}")
-        self.func, self.columns, self.width, self.batch_size = func, list(columns), width, batch_size
-
-    def flat_map(self, value: Row) -> Any:
-        return self.flat_map_batch([value])[0]
-
-    def flat_map_batch(self, records: list[Row]) -> list[list[Row]]:
-        out: list[list[Row]] = []
-        for start in range(0, len(records), self.batch_size):
-            out.extend(self._batch(records[start:start + self.batch_size]))
-        return out
+        super().__init__(batch_size)
+        self.func, self.columns, self.width = func, list(columns), width
 
     def _batch(self, records: list[Row]) -> list[list[Row]]:
         import pandas as pd  # imported when a pandas function first runs
