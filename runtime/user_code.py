@@ -13,11 +13,18 @@ from __future__ import annotations
 import io
 import linecache
 import os
+import threading
 import types
 from typing import Any
 
 import cloudpickle
 from cloudpickle import cloudpickle as _cloudpickle_impl
+
+# Held while a task unpickles its operators and partitioners. Slot placement runs a slot's subtasks
+# as threads of one process, and unpickling imports modules (the user's, millstream.table's); when
+# two threads import modules that import each other, Python hands one of them the other's half-run
+# module ("partially initialized module ... has no attribute"), so these imports go one at a time.
+LOADING_LOCK = threading.RLock()
 
 MAX_SOURCE_BYTES = 1 << 20  # a bigger "script" is not sent along; its lines show only where it exists
 

@@ -52,6 +52,7 @@ from millstream.runtime.task.worker_events import (
     TriggerCheckpoint,
 )
 from millstream.runtime.task.chain import OperatorChain
+from millstream.runtime.user_code import LOADING_LOCK
 from millstream.runtime.operators.combiner import CombiningWriter
 from millstream.runtime.task.environment import SimpleTaskEnvironment
 from millstream.runtime.metrics.task_io import TaskIOMetrics
@@ -465,7 +466,8 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
     gate: InputGate | None = None
     checkpointer: checkpointing.TaskCheckpointer | None = None
     try:
-        partitions, writers = _result_partitions(tdd, env.is_cancelled, network)
+        with LOADING_LOCK:
+            partitions, writers = _result_partitions(tdd, env.is_cancelled, network)
         # a slot's subtasks share this process: those consuming from this one read through memory
         in_slot = bool(getattr(channel, "shared_process", False))
         server = (PartitionServer(data_host, tls=network.tls, local=in_slot) if data_host
@@ -475,7 +477,8 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
             server.register(partition)
         server.start()
         channel.send(PartitionsServed("%s:%d" % server.address))
-        chain = OperatorChain(tdd.vertex, env, writers)
+        with LOADING_LOCK:
+            chain = OperatorChain(tdd.vertex, env, writers)
         chain.records_interval_ms = RECORDS_INTERVAL_MS
         metrics = reporter = TaskMetricsReporter(chain, env, gate, partitions, network.io_timing)
         chain.records_listener = lambda records_in, records_out: reporter.send(channel, records_in, records_out)

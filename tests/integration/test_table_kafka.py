@@ -2,12 +2,14 @@
 a ``kafka`` source -> GROUP BY -> ``upsert-kafka`` sink whose records are read back (each count an
 upsert of its word's key, in order); an ``upsert-kafka`` source read as Flink's normalized changelog
 (+I/-U/+U/-D, a tombstone a delete) and copied to another upsert topic (the delete a tombstone
-again); a DDL watermark on a Kafka source dropping a late row from a TUMBLE window; a ``kafka``
+again); a DDL watermark on a Kafka source dropping a late row from a TUMBLE window, and tracked
+per partition inside the source (Flink's watermark push-down); a ``kafka``
 sink with ``sink.delivery-guarantee`` = ``exactly-once`` seen by a read_committed reader.
 Expected results are computed here from Flink's documented semantics."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import Counter, defaultdict
 from typing import Any
@@ -135,6 +137,40 @@ def test_a_ddl_watermark_on_a_kafka_source_drops_a_late_row_from_its_tumble_wind
         send(41)  # fires [20, 30)
         got.append(next(rows))
     assert [(r[0].second, r[1]) for r in got] == [(0, 4), (10, 2), (20, 1)]
+
+
+def test_a_ddl_watermark_is_pushed_into_the_kafka_source_per_partition(cluster: Any, kafka_broker: KafkaBroker) -> None:
+    """Flink pushes a Kafka table's watermark into its source, which tracks it per partition (the
+    watermark is the partitions' minimum): a partition that runs ahead does not make another's rows
+    late. One source subtask reads both partitions. With one watermark for both, partition 0's row
+    at 90 s would fire [60 s, 70 s) before partition 1's row at 65 s arrives, which would be late."""
+    events = topic(kafka_broker, 2)
+    producer = ck.Producer({"bootstrap.servers": kafka_broker.bootstrap_servers, "linger.ms": 0,
+                            "batch.num.messages": 1})
+
+    def send(partition: int, *seconds: int) -> None:
+        for s in seconds:
+            producer.produce(events, value=f"u,2024-01-01 00:{s // 60:02d}:{s % 60:02d}".encode(), partition=partition)
+            producer.flush(10)
+        assert producer.flush(30) == 0
+
+    t_env = streaming(parallelism=1)
+    t_env.execute_sql(f"""
+        CREATE TABLE events (u STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (
+          'connector' = 'kafka', 'topic' = '{events}', 'properties.bootstrap.servers' = '{kafka_broker.bootstrap_servers}',
+          'scan.startup.mode' = 'earliest-offset', 'format' = 'csv')""")
+    result = t_env.execute_sql(
+        "SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND)) "
+        "GROUP BY window_start, window_end")
+    with result.collect() as rows:
+        send(0, 40, 62)
+        send(1, 41, 63)
+        first = next(rows)  # both partitions past 50 s: [40 s, 50 s) fires; the job has read them all
+        send(0, 90)  # partition 0 runs ahead; partition 1 still holds the watermark at 62 s
+        time.sleep(2)  # ten watermark intervals: a single watermark would have fired [60 s, 70 s) now
+        send(1, 65, 95)
+        second = next(rows)
+    assert [(r[0].minute * 60 + r[0].second, r[1]) for r in (first, second)] == [(40, 2), (60, 3)]
 
 
 def test_an_exactly_once_kafka_sink_shows_each_row_once_to_a_read_committed_reader(

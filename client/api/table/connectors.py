@@ -56,6 +56,11 @@ class ConnectorTable:
             return "number-of-rows" in self.options
         return True
 
+    def source_with_watermarks(self, env: Any, strategy: Any) -> Any | None:
+        """The source with ``strategy`` applied per split inside it (Flink's watermark push-down),
+        or None when the connector cannot (only ``kafka`` can: an upsert source normalizes first)."""
+        return self._kafka().source_with_watermarks(env, strategy) if self.connector == "kafka" else None
+
     def source(self, env: Any) -> Any:
         if self.connector == "datagen":
             return env.add_source(DataGenSource(self.columns, self.options), "DataGen")

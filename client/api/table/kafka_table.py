@@ -208,6 +208,14 @@ class KafkaTable:
         return KafkaOffsetsInitializer.offsets(offsets)
 
     def source(self, env: Any) -> Any:
+        return self._source(env, WatermarkStrategy.no_watermarks())
+
+    def source_with_watermarks(self, env: Any, strategy: WatermarkStrategy) -> Any:
+        """The source with the DDL's watermark applied per partition (Flink's watermark push-down
+        into its Kafka table source); only for ``kafka``: an upsert source normalizes first."""
+        return self._source(env, strategy)
+
+    def _source(self, env: Any, watermarks: WatermarkStrategy) -> Any:
         key, value = self._codecs("source")
         o = self.options
         builder = KafkaSource.builder().set_properties(self._properties())
@@ -226,7 +234,7 @@ class KafkaTable:
         width = len(self.columns)
         builder.set_value_only_deserializer(KafkaRowDeserializer(width, key, value, self.upsert))
         name = f"TableSourceScan(table=[[{self.full_name.replace('.', ', ')}]], fields=[{', '.join(n for n, _ in self.columns)}])"
-        stream = env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), name)
+        stream = env.from_source(builder.build(), watermarks, name)
         if "scan.parallelism" in o:
             stream = stream.set_parallelism(int(o["scan.parallelism"]))
         if not self.upsert:

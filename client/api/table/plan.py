@@ -88,8 +88,10 @@ class ConnectorScan(PlanNode):
     connector: Any = None  # millstream.table.connectors.ConnectorTable
     is_bounded: bool = True
 
-    def describe(self) -> str:
-        return f"TableSourceScan(table=[[{self.path}]], fields=[{', '.join(self.names)}])"
+    def describe(self, watermark: str | None = None) -> str:
+        """As Flink names the scan; with the ``watermark`` pushed into it, in the table's name."""
+        table = self.path if watermark is None else f"{self.path}, watermark=[{watermark}]"
+        return f"TableSourceScan(table=[[{table}]], fields=[{', '.join(self.names)}])"
 
     @property
     def updating(self) -> bool:
@@ -234,10 +236,14 @@ class WatermarkAssigner(SingleInputNode):
     rowtime: int = 0
     delay: int = 0
 
-    def describe(self) -> str:
+    @property
+    def watermark(self) -> str:
+        """The watermark expression as Flink's plans print it."""
         name = self.names[self.rowtime]
-        mark = f"-({name}, {self.delay}:INTERVAL SECOND)" if self.delay else name
-        return f"WatermarkAssigner(rowtime=[{name}], watermark=[{mark}])"
+        return f"-({name}, {self.delay}:INTERVAL SECOND)" if self.delay else name
+
+    def describe(self) -> str:
+        return f"WatermarkAssigner(rowtime=[{self.names[self.rowtime]}], watermark=[{self.watermark}])"
 
 
 @dataclass(frozen=True, eq=False)

@@ -279,14 +279,41 @@ def _sort_limit(node: p.SortLimit, env: Any, batch: bool) -> Any:
 
 
 def _watermark_assigner(node: p.WatermarkAssigner, env: Any, batch: bool) -> Any:
+    pushed = _watermarks_pushed_into_the_source(node, env)
+    if pushed is not None:
+        return pushed
     stream = translate(node.input, env, batch)
+    return stream.assign_timestamps_and_watermarks(_sql_watermarks(node.delay, node.rowtime)).name(node.describe()) \
+        .set_parallelism(stream.get_transformation().parallelism)
+
+
+def _sql_watermarks(delay: int, rowtime: int) -> WatermarkStrategy:
     # Flink's SQL watermark is max(rowtime) - delay; Millstream's bounded-out-of-orderness one is
     # max - bound - 1, so the bound is delay - 1 (a delay of 0 has no exact equivalent: ascending
     # timestamps, watermark max - 1).
-    kind = WatermarkStrategy.for_monotonous_timestamps() if node.delay == 0 else \
-        WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(node.delay - 1))
-    strategy = kind.with_timestamp_assigner(RowtimeAssigner(node.rowtime))
-    return stream.assign_timestamps_and_watermarks(strategy).name(node.describe()) \
+    kind = WatermarkStrategy.for_monotonous_timestamps() if delay == 0 else \
+        WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(delay - 1))
+    return kind.with_timestamp_assigner(RowtimeAssigner(rowtime))
+
+
+def _watermarks_pushed_into_the_source(node: p.WatermarkAssigner, env: Any) -> Any:
+    """Flink's watermark push-down (also across a projection of columns): a source that can
+    (``ConnectorTable.source_with_watermarks``: Kafka) applies the watermark per split, so one partition ahead of
+    another does not make the other's rows late. None when the input is not such a scan."""
+    calc, scan = None, node.input
+    if isinstance(scan, p.Calc) and scan.condition is None and not scan.has_python \
+            and all(e.kind == "ref" for e in scan.projections):
+        calc, scan = scan, scan.input
+    if not isinstance(scan, p.ConnectorScan) or scan.updating:
+        return None
+    rowtime = node.rowtime if calc is None else calc.projections[node.rowtime].value
+    stream = scan.connector.source_with_watermarks(env, _sql_watermarks(node.delay, rowtime))
+    if stream is None:
+        return None
+    stream = stream.name(scan.describe(node.watermark))
+    if calc is None:
+        return stream
+    return stream.flat_map(CalcFunction(calc.projections, None)).name(calc.describe()) \
         .set_parallelism(stream.get_transformation().parallelism)
 
 
