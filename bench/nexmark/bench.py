@@ -36,6 +36,9 @@ to change it): with Spark's default 200, 500 k events at load 9, q3 took 60.9 s 
 54.8 s against 7.4 s, q11 20.1 s against 3.9 s.
 
 The input is read through before each engine's process starts, so both read it from the page cache.
+
+``--input kafka``: the same events from a Kafka topic for Millstream (``kafka_input.py``, which
+says how, and why Spark reads the files there).
 """
 from __future__ import annotations
 
