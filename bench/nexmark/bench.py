@@ -38,6 +38,9 @@ to change it): with Spark's default 200, 500 k events at load 9, q3 took 60.9 s 
 54.8 s against 7.4 s, q11 20.1 s against 3.9 s.
 
 The input is read through before each engine's process starts, so both read it from the page cache.
+
+``--input kafka``: the same events from a Kafka topic for Millstream (``kafka_input.py``, which
+says how, and why Spark reads the files there).
 """
 from __future__ import annotations
 
@@ -98,7 +101,7 @@ CHECKPOINTED_PAIRS = 3
 
 
 def measure_millstream(queries: list[str], paths: list[str], check_paths: list[str], disorder_ms: int, out: str,
-                       checkpointed: list[str] = (), repeats: int = CHECKPOINTED_PAIRS) -> dict:
+                       checkpointed: list[str] = (), repeats: int = CHECKPOINTED_PAIRS, kafka: str = "") -> dict:
     """Each query's job time (heap state, no checkpoints), its checked rows, and for the
     ``checkpointed`` queries pairs of timed runs on RocksDB state without and with 1 s checkpoints."""
     from millstream.client.cluster_client import ClusterClient
@@ -110,6 +113,10 @@ def measure_millstream(queries: list[str], paths: list[str], check_paths: list[s
     from nexmark import millstream_jobs
 
     warm(paths + check_paths)
+    if kafka:  # --input kafka: the same events from the topics kafka_input.setup wrote (timed, checked)
+        from nexmark.kafka_input import Topic
+
+        paths, check_paths = (Topic.parse(t) for t in kafka.split(","))
     started = time.perf_counter()
     times: dict[str, float] = {}
     results: dict[str, list[tuple]] = {}
@@ -170,7 +177,7 @@ def measure_millstream(queries: list[str], paths: list[str], check_paths: list[s
 
 
 def measure_spark(queries: list[str], paths: list[str], check_paths: list[str], disorder_ms: int, out: str,
-                  files_per_trigger: int) -> dict:
+                  files_per_trigger: int, kafka: str = "") -> dict:
     from nexmark import spark_jobs
 
     warm(paths + check_paths)
@@ -180,6 +187,11 @@ def measure_spark(queries: list[str], paths: list[str], check_paths: list[str], 
     times: dict[str, float] = {}
     results: dict[str, list[tuple]] = {}
     watermarks: dict[str, int | None] = {}
+    if kafka:  # --input kafka: can this Spark read Kafka? (it reads the files either way: kafka_input.py)
+        from nexmark import kafka_input
+
+        kafka = kafka_input.spark_kafka_unavailable(spark, kafka_input.Topic.parse(kafka.split(",")[0])) or \
+            "its Kafka source is there, but spark_jobs has no Kafka formulation"
     unsupported: dict[str, str] = {}
     try:
         for query in queries:
@@ -196,7 +208,7 @@ def measure_spark(queries: list[str], paths: list[str], check_paths: list[str], 
         spark.stop()
     with open(out, "wb") as f:
         pickle.dump({"rows": results, "watermarks": watermarks}, f, protocol=pickle.HIGHEST_PROTOCOL)
-    return {"job_s": times, "startup_s": ready - started, "unsupported": unsupported}
+    return {"job_s": times, "startup_s": ready - started, "unsupported": unsupported, "kafka_unavailable": kafka}
 
 
 def _measure(kind: str, *args: str) -> dict:
@@ -211,7 +223,8 @@ def _measure(kind: str, *args: str) -> dict:
 
 def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, queries: tuple[str, ...] = reference.QUERIES,
            engines: tuple[str, ...] = ENGINES, files_per_trigger: int = 0, check_events: int = CHECK_EVENTS,
-           checkpointed: tuple[str, ...] = CHECKPOINTED_QUERIES, pairs: int = CHECKPOINTED_PAIRS) -> dict:
+           checkpointed: tuple[str, ...] = CHECKPOINTED_QUERIES, pairs: int = CHECKPOINTED_PAIRS,
+           source: str = "file") -> dict:
     """Runs, checks and prints; returns the figures for headline()."""
     config = generator.Config()
     t0 = time.perf_counter()
@@ -235,12 +248,17 @@ def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, queries: 
           f"SinkFunction, Spark: the noop sink)")
     work = tempfile.mkdtemp(prefix="millstream-bench-nexmark-")
     runs: dict[str, dict] = {}
+    broker, extra = None, {}
     try:
+        if source == "kafka":  # the events into Kafka topics first; Millstream also over the files (kafka_input.py)
+            from nexmark import kafka_input
+
+            broker, engines, checkpointed, extra = kafka_input.setup(paths, check_paths, engines)
         for engine in engines:
             out = os.path.join(work, f"{engine}.pickle")
-            runs[engine] = _measure(engine, "--files-per-trigger", str(files_per_trigger), "--check-paths", ",".join(check_paths),
-                                    "--checkpointed", ",".join(checkpointed), "--checkpointed-pairs", str(pairs),
-                                    ",".join(queries), str(disorder), out, *paths)
+            runs[engine] = _measure(engine, *extra.get(engine, ()), "--files-per-trigger", str(files_per_trigger),
+                                    "--check-paths", ",".join(check_paths), "--checkpointed", ",".join(checkpointed),
+                                    "--checkpointed-pairs", str(pairs), ",".join(queries), str(disorder), out, *paths)
             runs[engine]["check_events"] = check_events
             runs[engine]["load_after"] = os.getloadavg()[0]
             with open(out, "rb") as f:
@@ -261,9 +279,13 @@ def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, queries: 
                     raise AssertionError(f"{engine} {query} is wrong: {exc}") from exc
                 runs[engine]["checked"][query] = len(rows)
     finally:
+        if broker is not None:
+            broker.__exit__()
         shutil.rmtree(work, ignore_errors=True)
 
     mill, spark = runs.get("millstream"), runs.get("spark")
+    if source == "kafka":
+        kafka_input.label(runs)
     print(f"{'query':<6}{'Millstream s':>13}{'events/s':>12}{'Spark s':>10}{'events/s':>12}{'ratio':>8}   rows checked (Millstream / Spark)")
     ratios = {}
     for query in queries:
@@ -298,7 +320,8 @@ def report(events: int = EVENTS, files: int = FILES, seed: int = SEED, queries: 
               f"pairs: {events:,} events, medians {events / with_checkpoints:,.0f} against {events / plain:,.0f} "
               f"events/s, {losses[query]:.1%} lost"
               + (f"; heap state without checkpoints, {events:,} events: {heap:.2f} s ({events / heap:,.0f} events/s)" if heap else ""))
-    return {"events": events, "runs": runs, "ratios": ratios, "losses": losses}
+    kafka_ratios = kafka_input.compare_with_files(runs, queries, events) if source == "kafka" else {}
+    return {"events": events, "runs": runs, "ratios": ratios, "losses": losses, "input": source, "kafka_vs_file": kafka_ratios}
 
 
 def headline(result: dict) -> list:
@@ -341,17 +364,22 @@ def main() -> None:
                              "without ('' for none)")
     parser.add_argument("--checkpointed-pairs", type=int, default=CHECKPOINTED_PAIRS,
                         help="pairs of RocksDB runs without and with checkpoints per --checkpointed query")
+    parser.add_argument("--input", choices=("file", "kafka"), default="file",
+                        help="kafka: the events written to a topic on a tansu broker first, Millstream reading it "
+                             "(bounded at the latest offsets); Spark reads the files when it cannot read Kafka (kafka_input.py)")
+    parser.add_argument("--kafka", default="", help=argparse.SUPPRESS)
     parser.add_argument("--check-paths", help=argparse.SUPPRESS)
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.measure:
         queries, disorder, out, *paths = a.args
-        if a.measure == "millstream":
+        if a.measure in ("millstream", "millstream_file"):  # millstream_file: over the files, beside --input kafka
             result = measure_millstream(queries.split(","), paths, a.check_paths.split(","), int(disorder), out,
-                                        [q for q in a.checkpointed.split(",") if q], a.checkpointed_pairs)
+                                        [q for q in a.checkpointed.split(",") if q], a.checkpointed_pairs, kafka=a.kafka)
         elif a.measure == "spark":
-            result = measure_spark(queries.split(","), paths, a.check_paths.split(","), int(disorder), out, a.files_per_trigger)
+            result = measure_spark(queries.split(","), paths, a.check_paths.split(","), int(disorder), out, a.files_per_trigger,
+                                   kafka=a.kafka)
         else:
             raise SystemExit(f"unknown measurement {a.measure!r}")
         print(json.dumps(result))
@@ -371,7 +399,7 @@ def main() -> None:
     if a.checkpointed_pairs < 1:
         raise SystemExit(f"--checkpointed-pairs must be positive, got {a.checkpointed_pairs}")
     report(a.events, a.files, a.seed, queries, engines, a.files_per_trigger, a.check_events, checkpointed,
-           a.checkpointed_pairs)
+           a.checkpointed_pairs, a.input)
 
 
 if __name__ == "__main__":

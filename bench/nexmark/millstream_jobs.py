@@ -1,7 +1,7 @@
 """The Nexmark queries as Millstream DataStream jobs (PyFlink's API), one builder per query.
 
 ``build(env, query, paths, disorder_ms)`` returns the query's result stream over the CSV files of
-``generator.generate``; the caller runs it with ``execute_and_collect``. Every job starts the same
+``generator.generate`` (or over a ``kafka_input.Topic`` of the same events, passed as ``paths``); the caller runs it with ``execute_and_collect``. Every job starts the same
 way: a FileSource of text lines, a filter on the event kind (the line's first character), a parse
 into a tuple (``reference.parse_*``: the same functions the plain-Python answers use), and, for the
 event-time queries, timestamps from the event's ``date_time`` with watermarks bounded by the
@@ -55,6 +55,8 @@ class _At(TimestampAssigner):
 
 
 def _lines(env: Any, paths: list[str]) -> Any:
+    if hasattr(paths, "lines"):  # a kafka_input.Topic in place of the files (bench.py --input kafka)
+        return paths.lines(env)
     source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), *paths).process_static_file_set().build()
     return env.from_source(source, WatermarkStrategy.no_watermarks(), "nexmark events")
 
