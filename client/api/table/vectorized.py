@@ -16,6 +16,8 @@ millstream.table.udf.
 """
 from __future__ import annotations
 
+import abc
+
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -75,8 +77,9 @@ class _ArrowBatched(FlatMapFunction):
             out.extend(self._batch(records[start:start + self.batch_size]))
         return out
 
+    @abc.abstractmethod
     def _batch(self, records: list[Row]) -> list[list[Row]]:
-        raise NotImplementedError
+        """The output rows of each of ``records`` (at most ``batch_size`` of them)."""
 
 
 class VectorizedCalc(_ArrowBatched):
