@@ -235,7 +235,7 @@ def test_reactive_mode_scales_up_when_a_task_manager_joins_and_down_when_one_is_
     options = {"scheduler-mode": "reactive",
                "jobmanager.adaptive-scheduler.resource-stabilization-timeout": f"{STABILIZATION_S} s",
                "execution.checkpointing.dir": str(tmp_path / "checkpoints")}
-    with ProcessCluster(tmp_path, slots=1, tasks_per_slot=3, taskmanagers=1, jobmanager_options=options) as cluster, \
+    with ProcessCluster(tmp_path, slots=2, tasks_per_slot=3, taskmanagers=1, jobmanager_options=options) as cluster, \
             ClusterClient(cluster.address) as client:
         out, pids = tmp_path / "out", tmp_path / "pids"
         pids.mkdir()
@@ -244,8 +244,8 @@ def test_reactive_mode_scales_up_when_a_task_manager_joins_and_down_when_one_is_
         one_restart = RestartStrategies.fixed_delay_restart(1, 0)
         job_id = client.submit(counting_graph("reactive, join then kill -9", out, 1, SLOW, None, NotePid(str(pids)),
                                               restarts=one_restart))
-        assert poll_for(lambda: running_parallelism(client, job_id), 120, what="the job running") == {1}
-        join_and_rescale(cluster, client, job_id, {2})
+        assert poll_for(lambda: running_parallelism(client, job_id), 120, what="the job running") == {2}
+        join_and_rescale(cluster, client, job_id, {4})
         rescaled = client.status(job_id).checkpoints.num_completed
         poll_for(lambda: client.status(job_id).checkpoints.num_completed >= rescaled + 1, 60, what="a checkpoint more")
         pid = int((pids / "pid-1-1").read_text())  # subtask 1, in the rescaled graph (attempt 1)
@@ -253,11 +253,11 @@ def test_reactive_mode_scales_up_when_a_task_manager_joins_and_down_when_one_is_
         assert len(victims) == 1
         victims[0].kill()
         victims[0].wait(10)
-        poll_for(lambda: running_parallelism(client, job_id) == {1}, 120, interval=0.2,
-                 what="the job running at parallelism 1 again")
+        poll_for(lambda: running_parallelism(client, job_id) == {2}, 120, interval=0.2,
+                 what="the job running at parallelism 2 again")
         stopped = stop_and_finish(client, job_id, out, tmp_path,
                                   lambda savepoint: counting_graph("resumed", out, 1, None, savepoint, NotePid(str(pids))))
     assert stopped.num_restarts == 2  # the rescale and the scale-down
-    assert [(r.old_parallelism, r.new_parallelism) for r in stopped.rescales] == [(1, 2), (2, 1)]
-    assert {v.parallelism for v in stopped.vertices} == {1}
+    assert [(r.old_parallelism, r.new_parallelism) for r in stopped.rescales] == [(2, 4), (4, 2)]
+    assert {v.parallelism for v in stopped.vertices} == {2}
     assert_exactly_once(out, COUNT)
