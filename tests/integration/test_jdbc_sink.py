@@ -255,7 +255,7 @@ def test_exactly_once_after_a_task_failure_and_a_kill_9_every_row_once_and_no_pr
     env.enable_checkpointing(200)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(4, 100))
     (env.from_source(NumberSequenceSource(0, count - 1), WatermarkStrategy.no_watermarks(), "numbers")
-        .map(Throttle(str(slow), 0.01))  # 30 s while slow: the job cannot end before the kill
+        .map(Throttle(str(slow), 0.03))  # 90 s while slow: the job cannot end before the kill (30 s could, in CI)
         .map(FailWhenMarked(str(fail)))
         .map(NotePid(str(pids)))
         .map(lambda i: (i,), output_type=Types.ROW([Types.LONG()]))
