@@ -142,21 +142,13 @@ def extract_bounds(condition: Resolved | None, left: p.Columns, right: p.Columns
 
 
 @dataclass(frozen=True, eq=False)
-class IntervalJoin(p.PlanNode):
+class IntervalJoin(p.TwoInputNode):
     """An interval join of ``left`` and ``right`` on equal keys and time ``bounds``; ``condition``:
     the rest of the join condition over the joined row. Insert-only."""
 
-    left: p.PlanNode = None  # type: ignore[assignment]
-    right: p.PlanNode = None  # type: ignore[assignment]
-    left_keys: tuple[int, ...] = ()
-    right_keys: tuple[int, ...] = ()
     bounds: Bounds = None  # type: ignore[assignment]
     condition: Resolved | None = None
     join_type: str = "INNER"
-
-    @property
-    def inputs(self) -> tuple[p.PlanNode, ...]:
-        return (self.left, self.right)
 
     @property
     def updating(self) -> bool:

@@ -183,17 +183,24 @@ class PythonAggregate(SingleInputNode):
 
 
 @dataclass(frozen=True, eq=False)
-class Join(PlanNode):
+class TwoInputNode(PlanNode):
+    """A join of ``left`` and ``right`` on equal ``left_keys`` / ``right_keys`` (the regular,
+    interval and window joins)."""
+
     left: PlanNode = None  # type: ignore[assignment]
     right: PlanNode = None  # type: ignore[assignment]
     left_keys: tuple[int, ...] = ()
     right_keys: tuple[int, ...] = ()
-    condition: Resolved | None = None  # over the joined row: what is not an equality of keys
-    left_outer: bool = False
 
     @property
     def inputs(self) -> tuple[PlanNode, ...]:
         return (self.left, self.right)
+
+
+@dataclass(frozen=True, eq=False)
+class Join(TwoInputNode):
+    condition: Resolved | None = None  # over the joined row: what is not an equality of keys
+    left_outer: bool = False
 
     def describe(self) -> str:
         eqs = [f"{self.left.names[a]} = {self.right.names[b]}" for a, b in zip(self.left_keys, self.right_keys)]

@@ -54,24 +54,16 @@ def window_columns(node: p.PlanNode) -> tuple[Any, dict[int, str]] | None:
 
 
 @dataclass(frozen=True, eq=False)
-class WindowJoin(p.PlanNode):
+class WindowJoin(p.TwoInputNode):
     """A window join: rows of one window of ``left`` and ``right`` with equal ``left_keys`` /
     ``right_keys``; ``left_window``/``right_window``: each side's (window_start, window_end)
     columns; ``condition``: the rest of the condition over the joined row."""
 
-    left: p.PlanNode = None  # type: ignore[assignment]
-    right: p.PlanNode = None  # type: ignore[assignment]
-    left_keys: tuple[int, ...] = ()
-    right_keys: tuple[int, ...] = ()
     left_window: tuple[int, int] = (0, 0)
     right_window: tuple[int, int] = (0, 0)
     condition: Resolved | None = None
     join_type: str = "INNER"
     window: Any = None
-
-    @property
-    def inputs(self) -> tuple[p.PlanNode, ...]:
-        return (self.left, self.right)
 
     @property
     def updating(self) -> bool:
