@@ -249,13 +249,15 @@ def test_exactly_once_after_a_task_failure_and_a_kill_9_every_row_once_and_no_pr
     slow, fail, pids = tmp_path / "slow", tmp_path / "fail", tmp_path / "pids"
     slow.touch()
     pids.mkdir()
-    count = 6000
+    count = 18_000
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     env.enable_checkpointing(200)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(4, 100))
     (env.from_source(NumberSequenceSource(0, count - 1), WatermarkStrategy.no_watermarks(), "numbers")
-        .map(Throttle(str(slow), 0.03))  # 90 s while slow: the job cannot end before the kill (30 s could, in CI)
+        # 90 s while slow, so the job cannot end before the kill (30 s could, in CI); a longer pause
+        # per record would not do: a checkpoint's barrier waits behind a batch of slow records
+        .map(Throttle(str(slow), 0.01))
         .map(FailWhenMarked(str(fail)))
         .map(NotePid(str(pids)))
         .map(lambda i: (i,), output_type=Types.ROW([Types.LONG()]))
