@@ -146,46 +146,51 @@ def _ms(v: Any) -> int:
     return int(v)
 
 
+def _table_environment(table: Any, kind: str) -> Any:
+    """A TableEnvironment of ``table`` (millstream.table or pyflink.table: the same API) set up alike."""
+    settings = table.EnvironmentSettings.in_batch_mode() if kind == "wordcount" \
+        else table.EnvironmentSettings.in_streaming_mode()
+    t_env = table.TableEnvironment.create(settings)
+    t_env.get_config().set("parallelism.default", "2")
+    t_env.get_config().set("table.local-time-zone", "UTC")
+    return t_env
+
+
+def _query(t_env: Any, kind: str, directory: str) -> tuple[dict, float]:
+    """The query's checked result and its seconds: the DDL, the query, every row collected."""
+    t0 = time.perf_counter()
+    t_env.execute_sql(words_ddl(directory) if kind == "wordcount" else events_ddl(directory))
+    with t_env.execute_sql(WORDCOUNT_SQL if kind == "wordcount" else TUMBLE_SQL).collect() as rows:
+        result = _rows_to_result(kind, rows, _ms)
+    return result, time.perf_counter() - t0
+
+
 def measure_millstream(kind: str, directory: str, out: str) -> dict:
+    from millstream import table
     from millstream.client.execution import ENV_JOBMANAGER
     from millstream.client.minicluster import MiniCluster
     from millstream.runtime import config as cfg
-    from millstream.table import EnvironmentSettings, TableEnvironment
 
     warm(Path(directory))
     started = time.perf_counter()
     with MiniCluster(cfg.Configuration.from_dict(cfg.env_overrides(os.environ)), num_slots=2) as cluster:
         ready = time.perf_counter()
         os.environ[ENV_JOBMANAGER] = cluster.address
-        settings = EnvironmentSettings.in_batch_mode() if kind == "wordcount" else EnvironmentSettings.in_streaming_mode()
-        t_env = TableEnvironment.create(settings)
-        t_env.get_config().set("parallelism.default", "2")
-        t_env.get_config().set("table.local-time-zone", "UTC")
-        submitted = time.perf_counter()
-        t_env.execute_sql(words_ddl(directory) if kind == "wordcount" else events_ddl(directory))
-        result = _rows_to_result(kind, t_env.execute_sql(WORDCOUNT_SQL if kind == "wordcount" else TUMBLE_SQL)
-                                 .collect(), _ms)
-        done = time.perf_counter()
+        result, wall_s = _query(_table_environment(table, kind), kind, directory)
     _save(result, out)
-    return {"wall_s": done - submitted, "startup_s": ready - started, "results": len(result)}
+    return {"wall_s": wall_s, "startup_s": ready - started, "results": len(result)}
 
 
 def measure_pyflink(kind: str, directory: str, out: str) -> dict:
-    from pyflink.table import EnvironmentSettings, TableEnvironment  # from FLINK_TOOLS (PYTHONPATH)
+    from pyflink import table  # from FLINK_TOOLS (PYTHONPATH)
 
     warm(Path(directory))
     started = time.perf_counter()
-    settings = EnvironmentSettings.in_batch_mode() if kind == "wordcount" else EnvironmentSettings.in_streaming_mode()
-    t_env = TableEnvironment.create(settings)
-    t_env.get_config().set("parallelism.default", "2")
-    t_env.get_config().set("table.local-time-zone", "UTC")
+    t_env = _table_environment(table, kind)
     ready = time.perf_counter()
-    t_env.execute_sql(words_ddl(directory) if kind == "wordcount" else events_ddl(directory))
-    with t_env.execute_sql(WORDCOUNT_SQL if kind == "wordcount" else TUMBLE_SQL).collect() as rows:
-        result = _rows_to_result(kind, rows, _ms)
-    done = time.perf_counter()
+    result, wall_s = _query(t_env, kind, directory)
     _save(result, out)
-    return {"wall_s": done - ready, "startup_s": ready - started, "results": len(result)}
+    return {"wall_s": wall_s, "startup_s": ready - started, "results": len(result)}
 
 
 def measure_spark(kind: str, directory: str, out: str) -> dict:
