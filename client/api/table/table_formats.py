@@ -20,9 +20,9 @@ import datetime
 import decimal
 import io
 import json
-import re
 from typing import Any, Sequence
 
+from millstream.runtime import config as cfg
 from millstream.table.expression import TableException, cast_value
 from millstream.table.types import DataType
 
@@ -150,26 +150,17 @@ class RowCodec:
                 for f, (_, _, t) in zip(fields, self.fields)]
 
 
-_UNITS = ((("ms", "milli", "millis", "millisecond", "milliseconds"), 1),
-          (("s", "sec", "secs", "second", "seconds"), 1000), (("min", "mins", "minute", "minutes"), 60_000),
-          (("h", "hour", "hours"), 3_600_000), (("d", "day", "days"), 86_400_000))
-_SIZES = {"": 1, "b": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kibibytes": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-          "mebibytes": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gibibytes": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
-
-
 def duration_ms(text: str) -> int:
     """A Flink Duration option (``30 s``, ``1 min``, ``500 ms``; a bare number is milliseconds) in ms."""
-    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(text))
-    unit = (m.group(2) or "ms").lower() if m else ""
-    for units, factor in _UNITS:
-        if m and unit in units:
-            return int(m.group(1)) * factor
-    raise TableException(f"Could not parse the duration {text!r} (e.g. '30 s', '1 min', '500 ms')")
+    try:
+        return cfg.parse_duration(str(text))
+    except ValueError:
+        raise TableException(f"Could not parse the duration {text!r} (e.g. '30 s', '1 min', '500 ms')") from None
 
 
 def memory_bytes(text: str) -> int:
     """A Flink MemorySize option (``128mb``, ``1 kb``, ``4096``) in bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(text))
-    if m is None or m.group(2).lower() not in _SIZES:
-        raise TableException(f"Could not parse the memory size {text!r} (e.g. '128mb', '1 kb', '4096')")
-    return int(m.group(1)) * _SIZES[m.group(2).lower()]
+    try:
+        return cfg.parse_memory_size(str(text))
+    except ValueError:
+        raise TableException(f"Could not parse the memory size {text!r} (e.g. '128mb', '1 kb', '4096')") from None
