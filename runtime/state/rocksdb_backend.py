@@ -1005,8 +1005,7 @@ class RocksTimerQueue(TimerQueue):
         return list(self._heads)
 
     def snapshot_group(self, key_group: int) -> list[tuple[int, Any]]:
-        return [(_TS.unpack_from(row, 2)[0] - _TS_BIAS, pickle.loads(row[10:]))
-                for row, _ in self._cf.scan(_KG.pack(key_group))]
+        return [decode_timer_row(row[2:]) for row, _ in self._cf.scan(_KG.pack(key_group))]
 
 
 # -- the backend --------------------------------------------------------------------------------

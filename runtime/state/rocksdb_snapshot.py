@@ -20,18 +20,16 @@ into a RocksDB backend, or decoded into canonical key groups for the heap.
 from __future__ import annotations
 
 import os
-import pickle
 import shutil
 from typing import Any, Iterator
 
 from millstream.runtime.checkpoint_storage import SHARED_DIR, SHARED_LIST_SUFFIX
 from millstream.runtime.keygroups import KeyGroupRange
-from millstream.runtime.serialization import RecordSerializer, deserialize
+from millstream.runtime.serialization import RecordSerializer
 from millstream.runtime.state import ttl as _ttl
-from millstream.runtime.state.heap_backend import MAP
-from millstream.runtime.state.rocksdb_backend import (_KG, _TS, _TS_BIAS, RocksDBKeyedStateBackend, RocksTimerQueue,
+from millstream.runtime.state.rocksdb_backend import (_KG, RocksDBKeyedStateBackend, RocksTimerQueue,
                                                       TaskRocksDB, _guard, _next_prefix)
-from millstream.runtime.state.row_format import ROWS_VERSION, decode_state_row
+from millstream.runtime.state.row_format import ROWS_VERSION, decode_state_row, decode_timer_row
 
 __all__ = ["NATIVE_FORMAT", "SHARED_LIST_SUFFIX", "NativeSnapshot", "restore_native", "shared_file_path",
            "take_native_snapshot"]
@@ -325,7 +323,7 @@ def _copy_rows(db: Any, handle: dict[str, Any], r: KeyGroupRange,
             continue
         queue = getattr(backend(op_id), field)
         for row, _ in _range_rows(db, cf_name, r):
-            queue.register(_TS.unpack_from(row, 2)[0] - _TS_BIAS, pickle.loads(row[10:]), _KG.unpack_from(row)[0])
+            queue.register(*decode_timer_row(row[2:]), _KG.unpack_from(row)[0])
     for op_id, groups in handle.get("heap_timers", {}).items():
         b = backend(op_id)
         for kg, timers in groups.items():
