@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -80,6 +81,17 @@ def embedded_cluster(spec: ClusterSpec, spark: Any, **options: str) -> Iterator[
                 yield mc
         else:
             yield mc
+
+
+@contextlib.contextmanager
+def refused_port(port: int = 0) -> Iterator[int]:
+    """A loopback port that refuses connections for as long as the block runs: bound, never
+    listening. A port number found free and then let go can be taken meanwhile by a parallel
+    test's server, and a client then sees a protocol error instead of a refusal (a CI failure)."""
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(("127.0.0.1", port))
+        yield held.getsockname()[1]
 
 
 def poll_for(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> T:

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -19,7 +18,7 @@ import pytest
 
 from millstream.client.session_cluster import process_identity
 
-from .harness import cli, poll_for, session_cluster
+from .harness import cli, poll_for, refused_port, session_cluster
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -54,12 +53,6 @@ def _popen_cli(*args: str, env: dict[str, str]) -> subprocess.Popen:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     return subprocess.Popen([sys.executable, "-m", "millstream.client.cli", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -273,22 +266,22 @@ def test_status_of_a_failed_job_shows_the_root_cause_and_its_remote_traceback(cl
 
 
 def test_every_command_says_no_jobmanager_in_one_line_within_3_s(tmp_path) -> None:
-    port = _free_port()
-    env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(tmp_path / "none"), "MILLSTREAM_JOBMANAGER": f"localhost:{port}"}
-    job = tmp_path / "job.py"
-    job.write_text(SLOW_JOB)
-    job_id = "00" * 16
-    for command in (["list"], ["status", job_id], ["cancel", job_id], ["run", str(job), "3"], ["run", "-d", str(job), "3"]):
-        started = time.monotonic()
-        result = cli(*command, env=env, timeout=30)
-        elapsed = time.monotonic() - started
-        assert (result.returncode, result.stderr, result.stdout) == (1, NO_JOBMANAGER.format(address=f"localhost:{port}") + "\n", ""), command
-        assert elapsed < 3.0, f"{command}: {elapsed:.1f} s"
-    for address in ("garbage", "localhost:70000", "local host:6123"):
-        started = time.monotonic()
-        result = cli("list", "--jobmanager", address, env=env, timeout=30)
-        assert result.returncode == 1 and time.monotonic() - started < 3.0
-        assert result.stderr.strip().splitlines() == [f"millstream: error: JobManager address: expected host:port, got {address!r}"]
+    with refused_port() as port:
+        env = {**os.environ, "MILLSTREAM_CLUSTER_DIR": str(tmp_path / "none"), "MILLSTREAM_JOBMANAGER": f"localhost:{port}"}
+        job = tmp_path / "job.py"
+        job.write_text(SLOW_JOB)
+        job_id = "00" * 16
+        for command in (["list"], ["status", job_id], ["cancel", job_id], ["run", str(job), "3"], ["run", "-d", str(job), "3"]):
+            started = time.monotonic()
+            result = cli(*command, env=env, timeout=30)
+            elapsed = time.monotonic() - started
+            assert (result.returncode, result.stderr, result.stdout) == (1, NO_JOBMANAGER.format(address=f"localhost:{port}") + "\n", ""), command
+            assert elapsed < 3.0, f"{command}: {elapsed:.1f} s"
+        for address in ("garbage", "localhost:70000", "local host:6123"):
+            started = time.monotonic()
+            result = cli("list", "--jobmanager", address, env=env, timeout=30)
+            assert result.returncode == 1 and time.monotonic() - started < 3.0
+            assert result.stderr.strip().splitlines() == [f"millstream: error: JobManager address: expected host:port, got {address!r}"]
 
 
 QUIET_JOB = textwrap.dedent("""

@@ -6,6 +6,7 @@ election with its own leader retrieval.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import time
@@ -21,7 +22,7 @@ from millstream.runtime import config as cfg
 from millstream.runtime.ha import create_ha_services
 
 from .ha import HA_HEARTBEATS, fenced_call, taskmanager_address, timed_cli
-from .harness import poll_for, spawn_module, stop_processes
+from .harness import poll_for, refused_port, spawn_module, stop_processes
 from .zookeeper import ZooKeeperServer, ha_config
 
 pytestmark = pytest.mark.timeout(300)
@@ -165,20 +166,20 @@ def test_the_cli_finds_the_leader_in_zookeeper_and_says_quickly_when_none_leads(
 
 def test_the_cli_uses_the_jobmanager_that_answers_among_several(tmp_path: Path) -> None:
     procs: list[subprocess.Popen] = []
-    try:
-        jm, address = start_jobmanager(tmp_path, "jobmanager")
-        procs.append(jm)
-        with __import__("socket").socket() as s:
-            s.bind(("127.0.0.1", 0))
-            dead = f"127.0.0.1:{s.getsockname()[1]}"
-        done, _ = timed_cli("list", env={"MILLSTREAM_JOBMANAGER": f"{dead},{address}"})
-        assert done.returncode == 0 and "No jobs." in done.stdout, done.stderr
-        stop_processes(procs)
-        done, took = timed_cli("list", "--jobmanager", f"{dead},{address}")
-        assert done.returncode == 1 and took < 20, (done.stderr, took)
-        assert f"{dead}: connection refused" in done.stderr and f"{address}: connection refused" in done.stderr
-    finally:
-        stop_processes(procs)
+    with contextlib.ExitStack() as held:
+        try:
+            jm, address = start_jobmanager(tmp_path, "jobmanager")
+            procs.append(jm)
+            dead = f"127.0.0.1:{held.enter_context(refused_port())}"
+            done, _ = timed_cli("list", env={"MILLSTREAM_JOBMANAGER": f"{dead},{address}"})
+            assert done.returncode == 0 and "No jobs." in done.stdout, done.stderr
+            stop_processes(procs)
+            held.enter_context(refused_port(int(address.rsplit(":", 1)[1])))  # nobody else takes it now
+            done, took = timed_cli("list", "--jobmanager", f"{dead},{address}")
+            assert done.returncode == 1 and took < 20, (done.stderr, took)
+            assert f"{dead}: connection refused" in done.stderr and f"{address}: connection refused" in done.stderr
+        finally:
+            stop_processes(procs)
 
 
 # -- with JobManagers that take part in the election ------------------------------------------------

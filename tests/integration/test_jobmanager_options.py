@@ -21,7 +21,7 @@ from millstream.runtime import config as cfg
 from millstream.taskmanager.spark.host import SparkHost
 from millstream.taskmanager.taskmanager import TaskManager
 
-from .harness import fast_config, jobmanager_env, poll_for
+from .harness import fast_config, jobmanager_env, poll_for, refused_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -161,17 +161,14 @@ def test_client_submission_timeout_bounds_how_long_a_submission_is_resent() -> N
 
 
 def test_nothing_at_the_address_is_one_clear_error_within_seconds() -> None:
-    import socket
-
+    
     from millstream.client.cluster_client import JobManagerUnreachable
 
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        address = "127.0.0.1:%d" % s.getsockname()[1]
     env = StreamExecutionEnvironment.get_execution_environment()
     env.from_sequence(1, 3).print()
     started = time.monotonic()
-    with jobmanager_env(address), pytest.raises(JobManagerUnreachable) as error:
+    with refused_port() as port, jobmanager_env(address := f"127.0.0.1:{port}"), \
+            pytest.raises(JobManagerUnreachable) as error:
         env.execute("unreachable")
     assert time.monotonic() - started < 5
     assert str(error.value) == (
