@@ -11,7 +11,7 @@ from millstream.table import plan as p
 from millstream.table.expression import TableException, cast_value, resolve
 from millstream.table.expressions import col, concat, lit
 from millstream.table.planner import optimize
-from millstream.table.runtime_functions import AggCall, GroupState, RowToText, side_update, sort_rows
+from millstream.table.runtime_functions import AggCall, GroupState, RowToText, sort_rows
 from millstream.table.table_result import tableau
 from millstream.table.types import parse_type
 from millstream.table.udf import udf, udtf
@@ -144,10 +144,13 @@ def test_count_star_counts_nulls_count_column_does_not_and_int_avg_truncates() -
 
 
 def test_a_join_side_is_a_multiset() -> None:
-    rows: dict[tuple[object, ...], int] = {}
-    assert side_update(rows, (1,), True) and side_update(rows, (1,), True)
-    assert side_update(rows, (1,), False) and rows == {(1,): 1}
-    assert not side_update(rows, (2,), False)
+    from millstream.table.regular_join import RegularJoinCore
+    core = RegularJoinCore("INNER", None, 1, 1)
+    core.process((1,), RowKind.INSERT, True)
+    core.process((1,), RowKind.INSERT, True)
+    core.process((1,), RowKind.DELETE, True)
+    assert core.sides[0] == {(1,): [1, 0]}
+    assert core.process((2,), RowKind.DELETE, True) == [] and core.sides[0] == {(1,): [1, 0]}
 
 
 def test_sort_puts_nulls_first_ascending_and_last_descending() -> None:
@@ -314,8 +317,14 @@ def test_a_sql_syntax_error_names_line_column_and_token(t_env: TableEnvironment)
         t_env.sql_query("SELECT * FROM nope")
     t_env.create_temporary_view("T", t_env.from_elements([(1,)], ["id"]))
     t_env.create_temporary_view("U", t_env.from_elements([(1,)], ["uid"]))
-    with pytest.raises(TableException, match="RIGHT OUTER JOIN is supported as an interval join"):
-        t_env.sql_query("SELECT * FROM T RIGHT JOIN U ON T.id = U.uid")
+    with pytest.raises(TableException, match="Unsupported join form NATURAL JOIN"):
+        t_env.sql_query("SELECT * FROM T NATURAL JOIN U")
+    with pytest.raises(TableException, match=r"Unsupported join form JOIN \.\.\. USING"):
+        t_env.sql_query("SELECT * FROM T JOIN U USING (id)")
+    with pytest.raises(TableException, match="Unsupported join type LEFT SEMI JOIN"):
+        t_env.sql_query("SELECT * FROM T LEFT SEMI JOIN U ON T.id = U.uid")
+    with pytest.raises(ValidationException, match="no equality between a left and a right column"):
+        t_env.sql_query("SELECT * FROM T FULL JOIN U ON T.id < U.uid")
 
 
 def test_create_table_registers_a_connector_table(t_env: TableEnvironment) -> None:
@@ -356,9 +365,10 @@ class _State:
 
 
 def test_an_inner_join_retracts_what_an_updated_row_had_joined() -> None:
-    from millstream.table.runtime_functions import JoinFunction
-    join = JoinFunction(None)
-    join.left, join.right = _State(), _State()
+    # Flink's StreamingJoinOperator forwards the input's row kind in an inner join (-U/+U stay -U/+U)
+    from millstream.table.regular_join import RegularJoinFunction
+    join = RegularJoinFunction("INNER", None, 2, 2, batch=False)
+    join.state = _State()
     out = []
     out += list(join.process_element2(Row("a", "first"), None))  # the right side first: nothing to join yet
     out += list(join.process_element1(Row("a", 1), None))
@@ -367,16 +377,16 @@ def test_an_inner_join_retracts_what_an_updated_row_had_joined() -> None:
     out += list(join.process_element1(kinded(RowKind.DELETE, "zz", 9), None))  # retracts nothing it had
     assert [(r.get_row_kind(), tuple(r)) for r in out] == [
         (RowKind.INSERT, ("a", 1, "a", "first")),
-        (RowKind.DELETE, ("a", 1, "a", "first")),
-        (RowKind.INSERT, ("a", 2, "a", "first")),
+        (RowKind.UPDATE_BEFORE, ("a", 1, "a", "first")),
+        (RowKind.UPDATE_AFTER, ("a", 2, "a", "first")),
     ]
-    assert join.left.v == {("a", 2): 1}
+    assert join.state.v.sides[0] == {("a", 2): [1, 1]}
 
 
 def test_a_left_outer_join_pads_then_retracts_the_padding_and_restores_it() -> None:
-    from millstream.table.runtime_functions import LeftOuterJoinFunction
-    join = LeftOuterJoinFunction(None, right_width=2, batch=False)
-    join.left, join.right = _State(), _State()
+    from millstream.table.regular_join import RegularJoinFunction
+    join = RegularJoinFunction("LEFT", None, 2, 2, batch=False)
+    join.state = _State()
     out = []
     out += list(join.process_element1(Row("a", 1), None))  # no match yet: padded
     out += list(join.process_element2(Row("a", "x"), None))  # first match: padding retracted

@@ -152,9 +152,12 @@ def test_proctime_interval_joins_and_what_is_no_interval_join() -> None:
     node = interval_node(t_env, "SELECT o.id FROM Orders o LEFT JOIN Shipments s ON o.id = s.order_id AND "
                                 "o.order_time BETWEEN s.ship_time + INTERVAL '3' SECOND AND s.ship_time + INTERVAL '1' SECOND")
     assert isinstance(node, IntervalJoin) and (node.bounds.lower, node.bounds.upper) == (3000, 1000)
-    # RIGHT and FULL joins exist only as interval (or window) joins: a regular one says so before running
-    with pytest.raises(TableException, match="FULL OUTER JOIN is supported as an interval join"):
-        t_env.sql_query("SELECT o.id FROM Orders o FULL JOIN Shipments s ON o.id = s.order_id")
+    # a FULL join without time bounds is a regular one, whose inputs' time attributes become plain
+    # timestamps (Flink materializes them: a regular join holds no watermark back)
+    node = interval_node(t_env, "SELECT * FROM Orders o FULL JOIN Shipments s ON o.id = s.order_id")
+    joins = [n for n in _walk(node) if isinstance(n, p.Join)]
+    assert [j.kind for j in joins] == ["FULL"] and "joinType=[FullOuterJoin]" in joins[0].describe()
+    assert all(t.time_attr is None for _, t in joins[0].columns)
 
 
 def core(join_type: str, lower: int = -4, upper: int = 0):  # type: ignore[no-untyped-def]
@@ -465,8 +468,8 @@ def test_the_table_api_makes_interval_joins_too() -> None:
         assert (node.bounds.lower, node.bounds.upper) == (-4 * HOUR, 0)
         nullable = dict((n, t.nullable) for n, t in node.columns)  # opt, spt: PROCTIME() columns, NOT NULL
         assert (nullable["opt"], nullable["spt"]) == (kind in ("RIGHT", "FULL"), kind == "FULL")
-    with pytest.raises(TableException, match="RIGHT OUTER JOIN is supported as an interval join"):
-        orders.right_outer_join(ships, col("id") == col("order_id"))
+    regular = orders.right_outer_join(ships, col("id") == col("order_id"))._node
+    assert isinstance(regular, p.Join) and regular.kind == "RIGHT" and regular.updating
 
 
 def test_the_window_rank_function_ranks_at_the_window_end_and_drops_late_rows() -> None:

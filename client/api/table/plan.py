@@ -199,14 +199,28 @@ class TwoInputNode(PlanNode):
 
 @dataclass(frozen=True, eq=False)
 class Join(TwoInputNode):
+    """A regular (unbounded) equi-join; ``join_type`` INNER, LEFT, RIGHT or FULL (``left_outer``:
+    LEFT, for callers that predate the others). An outer join is updating: a padded row is
+    retracted when its first match arrives."""
+
     condition: Resolved | None = None  # over the joined row: what is not an equality of keys
     left_outer: bool = False
+    join_type: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.join_type or ("LEFT" if self.left_outer else "INNER")
+
+    @property
+    def updating(self) -> bool:
+        return self.kind != "INNER" or super().updating
 
     def describe(self) -> str:
         eqs = [f"{self.left.names[a]} = {self.right.names[b]}" for a, b in zip(self.left_keys, self.right_keys)]
         if self.condition is not None:
             eqs.append(str(self.condition))
-        return (f"Join(joinType=[{'LeftOuterJoin' if self.left_outer else 'InnerJoin'}], where=[{' AND '.join(eqs)}], select=[{', '.join(self.names)}], "
+        kind = {"INNER": "InnerJoin", "LEFT": "LeftOuterJoin", "RIGHT": "RightOuterJoin", "FULL": "FullOuterJoin"}
+        return (f"Join(joinType=[{kind[self.kind]}], where=[{' AND '.join(eqs)}], select=[{', '.join(self.names)}], "
                 "leftInputSpec=[NoUniqueKey], rightInputSpec=[NoUniqueKey])")
 
 

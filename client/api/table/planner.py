@@ -26,9 +26,9 @@ from millstream.table import plan as p
 from millstream.table.types import DataTypes
 from millstream.table.expression import Resolved, TableException, cast_value, text_of
 from millstream.table.rank_functions import RetractableRankFunction
-from millstream.table.runtime_functions import (CalcFunction, CorrelateFunction, GroupAggregateFunction, JoinFunction,
-                                                LeftOuterJoinFunction, LimitFunction, MapRowFunction, PythonGroupAggregateFunction,
-                                                SortLimitFunction, row_of)
+from millstream.table.regular_join import RegularJoinFunction
+from millstream.table.runtime_functions import (CalcFunction, CorrelateFunction, GroupAggregateFunction, LimitFunction,
+                                                MapRowFunction, PythonGroupAggregateFunction, SortLimitFunction, row_of)
 from millstream.table.time_functions import (DeduplicateFunction, OverAggregateFunction, RankFunction, RowtimeAssigner,
                                              WindowAccumulate, WindowEmit, WindowTVFFunction, window_assigner)
 
@@ -254,8 +254,9 @@ def _join(node: p.Join, env: Any, batch: bool) -> Any:
     left = translate(node.left, env, batch)
     right = translate(node.right, env, batch)
     connected = left.connect(right).key_by(KeyOf(node.left_keys), KeyOf(node.right_keys))
-    f = LeftOuterJoinFunction(node.condition, len(node.right.columns), batch) if node.left_outer else \
-        JoinFunction(node.condition)
+    # an inner join's output is final as it goes; an outer one's only at the end of a batch input
+    f = RegularJoinFunction(node.kind, node.condition, len(node.left.columns), len(node.right.columns),
+                            batch and node.kind != "INNER")
     return connected.process(f).name(node.describe())
 
 
@@ -360,7 +361,7 @@ def _deduplicate(node: p.Deduplicate, env: Any, batch: bool) -> Any:
 
 def really_updating(node: p.PlanNode) -> bool:
     """Whether ``node`` produces retractions (an Aggregate in batch mode does not, but is marked updating)."""
-    if isinstance(node, (p.Aggregate, p.Rank)):
+    if isinstance(node, (p.Aggregate, p.Rank)) or (isinstance(node, p.Join) and node.kind != "INNER"):
         return True
     if isinstance(node, p.ConnectorScan):
         return node.updating

@@ -20,7 +20,7 @@ from millstream.datastream.functions import FlatMapFunction, KeyedCoProcessFunct
 from millstream.datastream.state import ValueStateDescriptor
 from millstream.table.expression import Resolved, to_float32
 
-__all__ = ["CalcFunction", "CorrelateFunction", "GroupAggregateFunction", "JoinFunction", "LimitFunction",
+__all__ = ["CalcFunction", "CorrelateFunction", "GroupAggregateFunction", "LimitFunction",
            "SortLimitFunction", "RowToText", "AggCall", "GroupState", "row_of", "is_accumulate", "END_OF_INPUT"]
 
 END_OF_INPUT = 2**63 - 2  # fires at the final watermark (Long.MAX_VALUE) a bounded input ends with
@@ -218,57 +218,6 @@ class GroupAggregateFunction(KeyedProcessFunction):
             key = ctx.get_current_key()
             yield row_of(tuple(key) + group.values(self.calls))
         self.state.clear()
-
-
-# -- joins ------------------------------------------------------------------------------------
-
-
-def side_update(rows: dict[tuple[Any, ...], int], row: tuple[Any, ...], accumulate: bool) -> bool:
-    """Adds or takes back ``row`` in one join side's multiset; False when a retraction finds nothing."""
-    n = rows.get(row, 0)
-    if accumulate:
-        rows[row] = n + 1
-        return True
-    if n == 0:
-        return False
-    if n == 1:
-        del rows[row]
-    else:
-        rows[row] = n - 1
-    return True
-
-
-class JoinFunction(KeyedCoProcessFunction):
-    """A regular inner equi-join: each side's rows are kept in keyed state (a multiset per join
-    key); a row joins with every stored row of the other side and is emitted +I, a retraction
-    emits -D for what it had joined (Flink's StreamingJoinOperator for an inner join)."""
-
-    def __init__(self, condition: Resolved | None) -> None:
-        self.condition = condition
-
-    def open(self, runtime_context: Any) -> None:
-        self.left = runtime_context.get_state(ValueStateDescriptor("left-records", Types.PICKLED_BYTE_ARRAY()))
-        self.right = runtime_context.get_state(ValueStateDescriptor("right-records", Types.PICKLED_BYTE_ARRAY()))
-
-    def _process(self, value: Row, mine: Any, other: Any, left_side: bool) -> Iterable[Row]:
-        row = tuple(value)
-        accumulate = is_accumulate(value.get_row_kind())
-        rows = mine.value() or {}
-        if not side_update(rows, row, accumulate):
-            return
-        mine.update(rows) if rows else mine.clear()
-        kind = RowKind.INSERT if accumulate else RowKind.DELETE
-        for o, n in (other.value() or {}).items():
-            joined = list(row + o) if left_side else list(o + row)
-            if self.condition is None or self.condition.eval(joined) is True:
-                for _ in range(n):
-                    yield row_of(joined, kind)
-
-    def process_element1(self, value: Row, ctx: Any) -> Iterable[Row]:
-        yield from self._process(value, self.left, self.right, True)
-
-    def process_element2(self, value: Row, ctx: Any) -> Iterable[Row]:
-        yield from self._process(value, self.right, self.left, False)
 
 
 # -- limit and sort ---------------------------------------------------------------------------
@@ -481,86 +430,3 @@ class PythonGroupAggregateFunction(KeyedProcessFunction):
             return
         group[2], group[3] = (new, False)
         self.state.update(group)
-
-
-class LeftOuterJoinFunction(KeyedCoProcessFunction):
-    """A regular LEFT OUTER equi-join (Flink's StreamingJoinOperator, no unique keys). Each left row
-    keeps how many right rows it matches: with none it is emitted padded with nulls; the first
-    match retracts that padded row (-D) before the joined +I, and when its last match is retracted
-    the padded row comes back (+I). In batch mode both sides are kept to the end of input and the
-    final result is emitted once (no retractions)."""
-
-    def __init__(self, condition: Resolved | None, right_width: int, batch: bool) -> None:
-        self.condition, self.right_width, self.batch = condition, right_width, batch
-
-    def open(self, runtime_context: Any) -> None:
-        self.left = runtime_context.get_state(ValueStateDescriptor("left-records", Types.PICKLED_BYTE_ARRAY()))
-        self.right = runtime_context.get_state(ValueStateDescriptor("right-records", Types.PICKLED_BYTE_ARRAY()))
-
-    def _matches(self, left: tuple[Any, ...], right: tuple[Any, ...]) -> bool:
-        return self.condition is None or self.condition.eval(list(left + right)) is True
-
-    def _padded(self, left: tuple[Any, ...], kind: RowKind) -> Row:
-        return row_of(list(left) + [None] * self.right_width, kind)
-
-    def _first_element(self, ctx: Any) -> None:
-        if self.batch and self.left.value() is None and self.right.value() is None:
-            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-
-    def process_element1(self, value: Row, ctx: Any) -> Iterable[Row]:
-        self._first_element(ctx)
-        row = tuple(value)
-        accumulate = is_accumulate(value.get_row_kind())
-        lefts = self.left.value() or {}
-        if not side_update(lefts, row, accumulate):
-            return
-        self.left.update(lefts) if lefts else self.left.clear()
-        if self.batch:
-            return
-        kind = RowKind.INSERT if accumulate else RowKind.DELETE
-        matched = False
-        for r, n in (self.right.value() or {}).items():
-            if self._matches(row, r):
-                matched = True
-                for _ in range(n):
-                    yield row_of(list(row + r), kind)
-        if not matched:
-            yield self._padded(row, kind)
-
-    def process_element2(self, value: Row, ctx: Any) -> Iterable[Row]:
-        self._first_element(ctx)
-        row = tuple(value)
-        accumulate = is_accumulate(value.get_row_kind())
-        rights = self.right.value() or {}
-        before = dict(rights)
-        if not side_update(rights, row, accumulate):
-            return
-        self.right.update(rights) if rights else self.right.clear()
-        if self.batch:
-            return
-        for left, n in (self.left.value() or {}).items():
-            if not self._matches(left, row):
-                continue
-            had = sum(c for r, c in before.items() if self._matches(left, r))
-            for _ in range(n):
-                if accumulate:
-                    if had == 0:
-                        yield self._padded(left, RowKind.DELETE)
-                    yield row_of(list(left + row), RowKind.INSERT)
-                else:
-                    yield row_of(list(left + row), RowKind.DELETE)
-                    if had == 1:
-                        yield self._padded(left, RowKind.INSERT)
-
-    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Row]:
-        rights = self.right.value() or {}
-        for left, n in (self.left.value() or {}).items():
-            joined = [(r, c) for r, c in rights.items() if self._matches(left, r)]
-            for _ in range(n):
-                if not joined:
-                    yield self._padded(left, RowKind.INSERT)
-                for r, c in joined:
-                    for _ in range(c):
-                        yield row_of(list(left + r))
-        self.left.clear()
-        self.right.clear()

@@ -364,10 +364,11 @@ def query(select: exp.Expression, t_env: "TableEnvironment") -> "Table":
         if isinstance(join.this, exp.Lateral):
             table = _lateral(table, join.this, t_env, outer=(join.side or "").upper() == "LEFT")
             continue
+        _check_join_form(join)
         side = (join.side or join.kind or "").upper()
         if side not in ("", "INNER", "LEFT", "RIGHT", "FULL", "CROSS"):
-            raise TableException(f"Unsupported join type {side} JOIN: Millstream has INNER, LEFT, and (as interval "
-                                 "or window joins) RIGHT and FULL joins")
+            raise TableException(f"Unsupported join type {side} JOIN: Millstream has INNER, LEFT, RIGHT and FULL "
+                                 "(OUTER) joins")
         on = join.args.get("on")
         other, names = _disambiguate(table, _table_of(join.this, t_env))
         scope[_alias(join.this)] = names
@@ -474,6 +475,19 @@ def _qualified(node: exp.Expression, scope: dict[str, dict[str, str]], inner: st
                                       f"({owners[0]}.{c.name})")
         return exp.column(scope[owners[0]][c.name]) if owners else c
     return node.transform(fix)
+
+
+def _check_join_form(join: exp.Join) -> None:
+    """Refuses, naming it, a join form Millstream does not run (before anything is planned)."""
+    method, kind = (join.method or "").upper(), (join.kind or "").upper()
+    if method:
+        raise TableException(f"Unsupported join form {method} JOIN: name the join condition with ON (Millstream "
+                             "has INNER, LEFT, RIGHT and FULL joins ON an equality of keys)")
+    if join.args.get("using"):
+        raise TableException("Unsupported join form JOIN ... USING (...): write ON left.k = right.k instead")
+    if kind not in ("", "INNER", "OUTER", "CROSS"):
+        raise TableException(f"Unsupported join type {' '.join(x for x in ((join.side or '').upper(), kind) if x)} "
+                             "JOIN: semi and anti joins come from IN / EXISTS subqueries of window TVFs")
 
 
 def _subquery_joins(table: "Table", where: exp.Where, scope: dict[str, dict[str, str]],

@@ -188,11 +188,11 @@ class Table:
         return self._join(right, join_predicate, left_outer=True)
 
     def right_outer_join(self, right: "Table", join_predicate: Any = None) -> "Table":
-        """Every right row, joined with its matches or padded with nulls (interval joins only, so far)."""
+        """Every right row, joined with its matches or padded with nulls (an updating result)."""
         return self._join(right, join_predicate, left_outer=False, join_type="RIGHT")
 
     def full_outer_join(self, right: "Table", join_predicate: Any = None) -> "Table":
-        """Every row of both sides, joined or padded with nulls (interval joins only, so far)."""
+        """Every row of both sides, joined or padded with nulls (an updating result)."""
         return self._join(right, join_predicate, left_outer=False, join_type="FULL")
 
     def _join(self, right: "Table", join_predicate: Any, left_outer: bool, join_type: str | None = None) -> "Table":
@@ -213,16 +213,17 @@ class Table:
             interval_join_of(self._node, right._node, lk, rk, rest, join_type)
         if special is not None:
             return self._new(special)
-        if join_type in ("RIGHT", "FULL"):
-            raise TableException(f"{join_type} OUTER JOIN is supported as an interval join (a condition bounding "
-                                 "both sides' time attributes) or a window join; this one is neither")
         if join_type in ("SEMI", "ANTI"):
             raise TableException(f"A {join_type} join (an IN / EXISTS subquery) is supported as a window join (both "
                                  "sides window TVFs, equal window_start and window_end); this one is not")
         if not lk:
             raise ValidationException(f"join: the predicate {join_predicate} has no equality between a left and a "
                                       "right column; Millstream supports equi-joins only")
-        return self._new(p.Join(columns, self._node, right._node, tuple(lk), tuple(rk), rest, left_outer))
+        # a regular join materializes its inputs' time attributes (Flink's RelTimeIndicatorConverter):
+        # it holds no watermark back, so its rows' times are plain timestamps afterwards
+        columns = tuple((n, t.as_time_attr(None)) for n, t in columns)
+        return self._new(p.Join(columns, self._node, right._node, tuple(lk), tuple(rk), rest, left_outer,
+                                join_type if join_type in ("RIGHT", "FULL") else ""))
 
     # -- rows and functions ---------------------------------------------------------------------
     def map(self, func: Any) -> "Table":
