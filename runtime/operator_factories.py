@@ -169,6 +169,20 @@ class ProcessFactory(OperatorFactory):
 
 
 @dataclass
+class RestampFactory(OperatorFactory):
+    """Gives each record the timestamp ``assigner`` (a TimestampAssigner) extracts from it and passes
+    watermarks and idleness through unchanged: the table planner makes a rowtime column the record
+    timestamp before a window operator where rows of one stream may carry another time (after an
+    interval join), since Flink's SQL operators read the rowtime from the row itself."""
+
+    kind: ClassVar[str] = "restamp"
+    assigner: Any = None
+
+    def user_function(self) -> Any:
+        return None
+
+
+@dataclass
 class KeyedProcessFactory(OperatorFactory):
     kind: ClassVar[str] = "keyed_process"
     function: Any = None
@@ -246,10 +260,13 @@ class CoFlatMapFactory(OperatorFactory):
 
 @dataclass
 class CoProcessFactory(OperatorFactory):
-    """A CoProcessFunction, or on keyed connected streams a (Keyed)CoProcessFunction with state and timers."""
+    """A CoProcessFunction, or on keyed connected streams a (Keyed)CoProcessFunction with state and timers.
+    ``watermark_delay`` (ms, keyed only): the output watermark trails the input one by it (Flink's
+    KeyedCoProcessOperatorWithWatermarkDelay, which an interval join runs on so its rows are not late)."""
 
     kind: ClassVar[str] = "co_process"
     function: Any = None
+    watermark_delay: int = 0
 
 
 @dataclass

@@ -38,6 +38,7 @@ def create_operator(factory: operator_factories.OperatorFactory, ctx: base.Opera
         operator_factories.FilterFactory: base.FilterOperator,
         operator_factories.ProcessFactory: proc.ProcessOperator,
         operator_factories.TimestampsAndWatermarksFactory: event_time.TimestampsAndWatermarksOperator,
+        operator_factories.RestampFactory: event_time.RestampOperator,
         operator_factories.KeyedProcessFactory: proc.KeyedProcessOperator,
         operator_factories.ReduceFactory: base.ReduceOperator,
         operator_factories.WindowFactory: window.WindowOperator,

@@ -33,7 +33,7 @@ from millstream.runtime.operators.process import (
 )
 from millstream.runtime.state.broadcast import BroadcastStates
 from millstream.runtime.state.heap_backend import KeyedStateBackend
-from millstream.runtime.timestamps import repeated, stamped, timestamps_of
+from millstream.runtime.timestamps import LONG_MAX, repeated, stamped, timestamps_of
 
 __all__ = [
     "TwoInputOperator", "CoMapOperator", "CoFlatMapOperator", "KeyedCoMapOperator", "KeyedCoFlatMapOperator",
@@ -200,6 +200,19 @@ class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
     def _run(self, records: list[Any], i: int) -> None:
         self._ctx.domain = None
         self._loop(records, self._process[i], self._ctx, f"process_element{i + 1}", self.key_batch(records, i))
+
+    def process_watermark(self, watermark: int) -> None:
+        """With the factory's ``watermark_delay``, timers fire at the input watermark and the output
+        watermark trails it by the delay (the final one, ``LONG_MAX``, passes as it is)."""
+        delay = getattr(self.factory, "watermark_delay", 0)
+        if not delay:
+            super().process_watermark(watermark)
+            return
+        if watermark <= self.current_watermark:
+            return
+        self.current_watermark = watermark
+        self.on_event_time(watermark)
+        self.watermark_output(watermark if watermark >= LONG_MAX else watermark - delay)
 
 
 # -- broadcast state ---------------------------------------------------------------------------

@@ -15,9 +15,9 @@ from typing import Any
 from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
 from millstream.runtime.operators.watermarking import Watermarking
-from millstream.runtime.timestamps import LONG_MAX
+from millstream.runtime.timestamps import LONG_MAX, stamped
 
-__all__ = ["TimestampsAndWatermarksOperator", "Watermarking"]
+__all__ = ["TimestampsAndWatermarksOperator", "RestampOperator", "Watermarking"]
 
 
 class TimestampsAndWatermarksOperator(StreamOperator):
@@ -45,3 +45,19 @@ class TimestampsAndWatermarksOperator(StreamOperator):
 
     def next_timer_ms(self) -> int | None:
         return self._watermarking.next_periodic_ms()
+
+
+class RestampOperator(StreamOperator):
+    """A new timestamp per record from the factory's assigner; watermarks and idleness pass as they
+    are (unlike ``assign_timestamps_and_watermarks``, which replaces them)."""
+
+    def __init__(self, factory: operator_factories.RestampFactory, ctx: OperatorContext) -> None:
+        super().__init__(factory, ctx)
+        self._extract = factory.assigner.extract_timestamp
+
+    def process_batch(self, records: list[Any]) -> None:
+        try:
+            timestamps: list[int | None] = [int(self._extract(r, None)) for r in records]
+        except Exception as e:
+            self.fail(e, "extract_timestamp")
+        self.output(stamped(list(records), timestamps))

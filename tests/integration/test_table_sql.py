@@ -97,3 +97,18 @@ def test_a_batch_left_join_keeps_unmatched_rows_with_nulls_and_retracts_nothing(
     expected = Counter((i, item, c) for i, item, _ in ORDERS for c in colors.get(item, [None]))
     assert all(r.get_row_kind() is I for r in rows)
     assert Counter(tuple(r) for r in rows) == expected
+
+
+def test_a_batch_full_join_emits_the_final_rows_once_and_right_join_keeps_unmatched_right_rows(cluster: Any) -> None:
+    t_env = env(streaming=False)
+    t_env.create_temporary_view("colors", t_env.from_elements([("apple", "red"), ("fig", "purple"), ("kiwi", "green")],
+                                                              ["fruit", "color"]))
+    colors = {"apple": ["red"], "fig": ["purple"], "kiwi": ["green"]}
+    full = list(t_env.execute_sql("SELECT id, item, color FROM orders FULL OUTER JOIN colors ON item = fruit").collect())
+    expected = Counter((i, item, c) for i, item, _ in ORDERS for c in colors.get(item, [None]))
+    expected[(None, None, "green")] += 1  # kiwi: no order
+    assert all(r.get_row_kind() is I for r in full)  # batch mode: final rows, no padded row retracted
+    assert Counter(tuple(r) for r in full) == expected
+    right = list(t_env.execute_sql("SELECT id, fruit FROM orders RIGHT JOIN colors ON item = fruit").collect())
+    assert Counter(tuple(r) for r in right) == Counter(
+        [(i, item) for i, item, _ in ORDERS if item in colors] + [(None, "kiwi")])

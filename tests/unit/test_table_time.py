@@ -89,7 +89,8 @@ def test_windows_need_a_time_attribute() -> None:
         table.window(Tumble.over(lit(5).seconds).on(col("n")).alias("w")).group_by(col("w")).select(col("s").count)
     with pytest.raises(ValidationException, match="time attribute"):
         table.over_window(Over.partition_by(col("s")).order_by(col("n")).alias("w")).select(col("n").sum.over(col("w")))
-    with pytest.raises(TableException, match="DESCRIPTOR needs a time attribute"):
+    with pytest.raises(TableException, match="The window function requires the timecol is a time attribute type, "
+                                             "but is INT"):
         t_env.create_temporary_view("t", table)
         t_env.execute_sql("SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(n), INTERVAL '1' SECOND))")
 

@@ -32,7 +32,7 @@ from millstream.table.runtime_functions import row_of
 from millstream.table.types import DataTypes
 
 __all__ = ["IntervalJoin", "Bounds", "extract_bounds", "interval_join_of", "IntervalJoinCore", "IntervalJoinFunction",
-           "JOIN_TYPES", "join_columns"]
+           "JOIN_TYPES", "join_columns", "output_delay"]
 
 JOIN_TYPES = ("INNER", "LEFT", "RIGHT", "FULL")
 LONG_MAX = 2**63 - 1
@@ -170,8 +170,9 @@ class IntervalJoin(p.TwoInputNode):
 def interval_join_of(left: p.PlanNode, right: p.PlanNode, left_keys: Sequence[int], right_keys: Sequence[int],
                      rest: Resolved | None, join_type: str) -> IntervalJoin | None:
     """The interval join of a join whose non-equi condition ``rest`` bounds the time attributes;
-    None when it does not. The time columns leave as plain timestamps: Millstream does not hold
-    the watermark back by the interval as Flink does, so a window downstream could drop rows."""
+    None when it does not. Both inputs' time attributes stay time attributes (Flink's
+    RelTimeIndicatorConverter keeps them for an interval join, whose operator holds its output
+    watermark back by the bounds: see :func:`output_delay`), so a window over the join works."""
     # an equality of the two time attributes (``l.ts = r.ts``) is the bound [0, 0], not a join key
     width = len(left.columns)
     keys, times = [], []
@@ -190,11 +191,21 @@ def interval_join_of(left: p.PlanNode, right: p.PlanNode, left_keys: Sequence[in
         return None
     left_keys, right_keys = tuple(a for a, _ in keys), tuple(b for _, b in keys)
     bounds, remaining = found  # empty bounds (lower > upper) are valid, as in Flink: no row pairs, outer rows pad
-    columns = tuple((n, t.as_time_attr(None)) for n, t in join_columns(left.columns, right.columns, join_type))
+    columns = join_columns(left.columns, right.columns, join_type)
     return IntervalJoin(columns, left, right, tuple(left_keys), tuple(right_keys), bounds, remaining, join_type)
 
 
 # -- runtime ------------------------------------------------------------------------------------
+
+
+def output_delay(bounds: Bounds) -> int:
+    """How far (ms) the join's output watermark trails its input watermark. Flink's is the longer
+    of the two sides' reaches, ``max(-lower, upper)`` (RowTimeIntervalJoin.getMaxOutputDelay with
+    no allowed lateness): a row joins only partners within its reach, so a joined row's times are
+    at most that far behind the watermark. Millstream keeps a row one ms beyond its reach (see
+    :meth:`IntervalJoinCore.expiry`), so an outer row padded at that point could be exactly at the
+    held-back watermark: the hold-back is one ms more, and such a row is never late downstream."""
+    return max(-bounds.lower, bounds.upper, 0) + 1
 
 
 class IntervalJoinCore:
@@ -334,6 +345,8 @@ def _translate(node: IntervalJoin, env: Any, batch: bool) -> Any:
     f = IntervalJoinFunction(node.bounds, node.join_type, node.condition, len(node.left.columns),
                              len(node.right.columns))
     out = connected.process(f).name(node.describe())
+    if node.bounds.event_time:  # Flink's KeyedCoProcessOperatorWithWatermarkDelay
+        out.get_transformation().factory.watermark_delay = output_delay(node.bounds)
     return out.set_parallelism(1) if not node.left_keys else out
 
 

@@ -13,7 +13,7 @@ the plan's ``describe()`` strings, so the job graph and the web UI show Flink's 
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from millstream.common.row import Row
@@ -21,6 +21,7 @@ from millstream.common.time import Duration
 from millstream.common.watermark_strategy import WatermarkStrategy
 from millstream.datastream.async_data_stream import AsyncDataStream
 from millstream.runtime import config as cfg
+from millstream.runtime import operator_factories
 from millstream.table import async_calc, vectorized
 from millstream.table import plan as p
 from millstream.table.types import DataTypes
@@ -319,10 +320,40 @@ def _watermarks_pushed_into_the_source(node: p.WatermarkAssigner, env: Any) -> A
 
 
 def _window_aggregate(node: p.WindowAggregate, env: Any, batch: bool) -> Any:
-    stream = translate(node.input, env, batch)
+    pre = node.input  # a Calc over the windowed table, whose column ``window.time_col`` is the time
+    if node.window.event_time and isinstance(pre, p.Calc) and _times_may_differ(pre.input):
+        pre = replace(pre, input=Restamp(pre.input.columns, pre.input, node.window.time_col))
+    stream = translate(pre, env, batch)
     windowed = stream.key_by(KeyOf(node.keys)).window(window_assigner(node.window))
     out = windowed.aggregate(WindowAccumulate(node.calls), WindowEmit(node.properties)).name(node.describe())
     return out.set_parallelism(1) if not node.keys else out
+
+
+@dataclass(frozen=True, eq=False)
+class Restamp(p.SingleInputNode):
+    """The rows as they are, their record timestamp from the rowtime column ``column``. Millstream's
+    window operators read a row's event time from its record timestamp, Flink's SQL operators from
+    the row: the two differ after an interval join (a joined row has two rowtimes, and carries the
+    timestamp of whichever input row came second), so the planner puts this before such a window."""
+
+    column: int = 0
+
+    def describe(self) -> str:
+        return f"Restamp(rowtime=[{self.names[self.column]}])"
+
+
+def _times_may_differ(node: p.PlanNode) -> bool:
+    """Whether ``node``'s rows may carry record timestamps that are not their rowtime column's
+    value: there is an interval join below it that no watermark assigner re-stamps."""
+    if isinstance(node, p.WatermarkAssigner):
+        return False
+    return type(node).__name__ == "IntervalJoin" or any(_times_may_differ(i) for i in node.inputs)
+
+
+def _restamp(node: Restamp, env: Any, batch: bool) -> Any:
+    stream = translate(node.input, env, batch)
+    factory = operator_factories.RestampFactory(RowtimeAssigner(node.column))
+    return stream._one_input(node.describe(), factory).set_parallelism(stream.get_transformation().parallelism)
 
 
 def _window_tvf(node: p.WindowTVF, env: Any, batch: bool) -> Any:
@@ -395,5 +426,5 @@ _TRANSLATIONS: dict[type, Any] = {
     p.MapRow: _map_row, p.Correlate: _correlate, p.Aggregate: _aggregate, p.Join: _join, p.Union: _union,
     p.SortLimit: _sort_limit, p.PythonAggregate: _python_aggregate, p.WatermarkAssigner: _watermark_assigner,
     p.WindowAggregate: _window_aggregate, p.WindowTVF: _window_tvf, p.OverAggregate: _over_aggregate, p.Rank: _rank,
-    p.Deduplicate: _deduplicate,
+    p.Deduplicate: _deduplicate, Restamp: _restamp,
 }

@@ -296,6 +296,10 @@ def window_tvf(spec: dict[str, Any], t_env: "TableEnvironment") -> "Table":
     """The Table of a window table function (see :func:`_take_window_tvfs`)."""
     table = t_env.from_path(spec["table"])
     kind = spec["kind"]
+    column_type = table._resolve(col(spec["time_col"]), f"{kind}'s DESCRIPTOR").dtype
+    if column_type.time_attr is None:  # Flink's words (a regular join's output, for one, has none)
+        raise ValidationException(f"The window function requires the timecol is a time attribute type, but is "
+                                  f"{column_type}.")
     column, event_time = table._time_attribute(col(spec["time_col"]), f"{kind}'s DESCRIPTOR")
     ms = {k: interval_of(cast(exp.Interval, sqlglot.parse_one(v, read=DIALECT))) // datetime.timedelta(milliseconds=1)
           for k, v in spec["intervals"].items()}
