@@ -90,7 +90,7 @@ def test_windows_need_a_time_attribute() -> None:
     with pytest.raises(ValidationException, match="time attribute"):
         table.over_window(Over.partition_by(col("s")).order_by(col("n")).alias("w")).select(col("n").sum.over(col("w")))
     with pytest.raises(TableException, match="The window function requires the timecol is a time attribute type, "
-                                             "but is INT"):
+                                             "but is BIGINT"):
         t_env.create_temporary_view("t", table)
         t_env.execute_sql("SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(n), INTERVAL '1' SECOND))")
 
