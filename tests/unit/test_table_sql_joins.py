@@ -572,3 +572,53 @@ def test_flinks_retractable_top_n_test_case() -> None:
         (I, ("fruit", 4, 33, 1)), (I, ("fruit", 3, 44, 2)),
         (UB, ("fruit", 4, 33, 1)), (UA, ("fruit", 5, 22, 1)), (UB, ("fruit", 3, 44, 2)), (UA, ("fruit", 4, 33, 2)),
     ]
+
+
+# -- time attributes after joins -------------------------------------------------------------------
+
+JOINED = ("SELECT o.id, o.order_time, s.ship_time FROM Orders o JOIN Shipments s ON o.id = s.order_id AND "
+          "o.order_time BETWEEN s.ship_time - INTERVAL '4' HOUR AND s.ship_time")
+TUMBLED = ("SELECT window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE joined, DESCRIPTOR({}), "
+           "INTERVAL '1' HOUR)) GROUP BY window_start, window_end")
+
+
+def test_an_interval_join_keeps_both_rowtimes_and_holds_its_watermark_back_by_its_bounds() -> None:
+    from millstream.table.interval_join import Bounds, IntervalJoin, output_delay
+    t_env = orders_env()
+    node = interval_node(t_env, JOINED)
+    assert isinstance(node, IntervalJoin)
+    times = {n: t.time_attr for n, t in node.columns}
+    assert (times["order_time"], times["ship_time"], times["opt"], times["spt"]) == ("ROWTIME", "ROWTIME", "PROCTIME",
+                                                                                    "PROCTIME")
+    # Flink's hold-back is max(-lower, upper): here the order may be 4 h before its shipment; one ms
+    # more because Millstream keeps a row one ms past its reach (IntervalJoinCore.expiry)
+    assert output_delay(node.bounds) == 4 * HOUR + 1
+    assert output_delay(Bounds(0, 0, -10_000, 5_000, True)) == 10_001
+    assert output_delay(Bounds(0, 0, 1_000, 3_000, True)) == 3_001
+    # the job graph: the join's operator is told the delay; the window restamps from its rowtime
+    t_env.create_temporary_view("joined", t_env.sql_query(JOINED))
+    t_env.to_changelog_stream(t_env.sql_query(TUMBLED.format("order_time")))
+    import json
+    contents = [n["contents"] for n in json.loads(t_env._env.get_execution_plan())["nodes"]]
+    assert "Restamp(rowtime=[order_time])" in contents, contents
+    assert any(c.startswith("WindowAggregate(groupBy=[], window=[TUMBLE(time_col=[order_time], size=[3600 s])]")
+               for c in contents), contents
+
+
+def test_a_window_over_a_regular_joins_time_fails_with_flinks_message() -> None:
+    t_env = orders_env()
+    t_env.create_temporary_view("joined", t_env.sql_query(
+        "SELECT o.id, o.order_time, s.ship_time FROM Orders o JOIN Shipments s ON o.id = s.order_id"))
+    with pytest.raises(TableException, match=r"The window function requires the timecol is a time attribute type, "
+                                             r"but is TIMESTAMP\(3\)\."):
+        t_env.sql_query(TUMBLED.format("order_time"))
+    # a regular LEFT join's too; the Table API group window says it needs a time attribute
+    left = t_env.sql_query("SELECT o.id, o.order_time FROM Orders o LEFT JOIN Shipments s ON o.id = s.order_id")
+    t_env.create_temporary_view("left_joined", left)
+    with pytest.raises(TableException, match="requires the timecol is a time attribute type"):
+        t_env.sql_query(TUMBLED.replace("joined", "left_joined").format("order_time"))
+    from millstream.table.expressions import col, lit
+    from millstream.table.window import Tumble
+    with pytest.raises(TableException, match="time attribute"):
+        left.window(Tumble.over(lit(1).hours).on(col("order_time")).alias("w")).group_by(col("w")) \
+            .select(col("id").count)

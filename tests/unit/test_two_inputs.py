@@ -515,3 +515,24 @@ def test_a_map_after_a_connect_keeps_working_as_a_one_input_operator(env: Stream
 
     collect(env.from_collection([1, 2]).connect(env.from_collection([3])).map(Tagged()).map(lambda t: t[1]).map(Double()))
     assert sorted(run_job(env)["out"]) == [2, 4, 6]
+
+
+def test_a_keyed_co_process_with_a_watermark_delay_holds_its_output_watermark_back(
+    env: StreamExecutionEnvironment,
+) -> None:
+    # Flink's KeyedCoProcessOperatorWithWatermarkDelay (an interval join's operator): timers fire at
+    # the input watermark, the output watermark trails it by the delay; the final one passes as is
+    joined = env.from_collection([("k", 0)]).connect(env.from_collection([("k", 0)])) \
+        .key_by(lambda o: o[0], lambda p: p[0]).process(Join())
+    joined.get_transformation().factory.watermark_delay = 300
+    collect(joined.key_by(lambda r: r[0]))  # a keyed exchange: the join's watermarks go over the network
+    v = vertex(env, "Keyed Co-Process")
+    run = started(v)
+    (writer,) = run.writers.values()
+    run.chain.process_watermark(1_000, 0)
+    assert writer.watermarks == []  # the combined watermark waits for input 1
+    run.chain.process_watermark(2_000, 1)
+    run.chain.process_watermark(5_000, 0)
+    run.chain.process_watermark(2**63 - 1, 1)
+    run.chain.process_watermark(2**63 - 1, 0)
+    assert writer.watermarks == [700, 1_700, 4_700, 2**63 - 1]
