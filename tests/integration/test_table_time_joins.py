@@ -258,3 +258,42 @@ def test_a_tumble_with_an_offset_aggregates_the_shifted_windows(cluster: Any, tm
         sums[start] = sums.get(start, 0) + price
     assert got == sort([(I, (s, s + datetime.timedelta(minutes=10), v)) for s, v in sums.items()])
     assert sorted(sums) == [ts("08:01"), ts("08:11")]
+
+
+def test_a_window_over_an_interval_join_counts_every_joined_row(cluster: Any, tmp_path: Path) -> None:
+    """Flink keeps an interval join's time attributes and holds its output watermark back by the
+    join's bounds, so a window TVF over the joined rows (on either side's rowtime) sees every row:
+    none is late, though a joined row leaves when its later partner arrives, hours of event time on."""
+    import random
+    rng = random.Random(7)
+    minutes = lambda n: sorted(rng.randrange(0, 12 * 60) for _ in range(n))  # noqa: E731
+    hhmm = lambda m: f"{m // 60:02d}:{m % 60:02d}"  # noqa: E731
+    orders = [(rng.randrange(8), hhmm(m)) for m in minutes(60)]
+    shipments = [(rng.randrange(8), hhmm(m)) for m in minutes(60)]
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.get_config().set("parallelism.default", "2")
+    csv_table(t_env, tmp_path, "Orders", "id INT, order_time TIMESTAMP(3)", "order_time", orders)
+    csv_table(t_env, tmp_path, "Shipments", "order_id INT, ship_time TIMESTAMP(3)", "ship_time", shipments)
+    bound = "o.order_time BETWEEN s.ship_time - INTERVAL '4' HOUR AND s.ship_time"
+    t_env.create_temporary_view("inner_joined", t_env.sql_query(
+        f"SELECT o.id, o.order_time, s.ship_time FROM Orders o JOIN Shipments s ON o.id = s.order_id AND {bound}"))
+    t_env.create_temporary_view("left_joined", t_env.sql_query(
+        f"SELECT o.id, o.order_time, s.ship_time FROM Orders o LEFT JOIN Shipments s ON o.id = s.order_id AND {bound}"))
+
+    pairs = [(o, ts(ot), ts(st)) for o, ot in orders for s, st in shipments
+             if o == s and ts(st) - datetime.timedelta(hours=4) <= ts(ot) <= ts(st)]
+    unmatched = [(o, ts(ot), None) for o, ot in orders if not any(p[0] == o and p[1] == ts(ot) for p in pairs)]
+    assert pairs and unmatched  # the data exercise both joined and padded rows
+
+    def hourly(rows: list[tuple[Any, ...]], column: int) -> list[tuple[RowKind, tuple[Any, ...]]]:
+        counts: dict[datetime.datetime, int] = {}
+        for r in rows:
+            start = r[column].replace(minute=0)
+            counts[start] = counts.get(start, 0) + 1
+        return sort([(I, (s, s + datetime.timedelta(hours=1), n)) for s, n in counts.items()])
+
+    window = ("SELECT window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE {}, DESCRIPTOR({}), "
+              "INTERVAL '1' HOUR)) GROUP BY window_start, window_end")
+    # by the shipment's time (the row that completes each pair) and by the order's (hours earlier)
+    assert changelog(t_env, window.format("inner_joined", "ship_time")) == hourly(pairs, 2)
+    assert changelog(t_env, window.format("left_joined", "order_time")) == hourly(pairs + unmatched, 1)
