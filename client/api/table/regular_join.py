@@ -81,11 +81,11 @@ class RegularJoinCore:
                     out.append(row_of(list(self._joined(row, other, left)), joined_kind))
                 o[1] += 1
             return out
-        entry = mine.get(row)
-        if entry is None:
+        held = mine.get(row)
+        if held is None:
             return out
-        entry[0] -= 1
-        if entry[0] == 0:
+        held[0] -= 1
+        if held[0] == 0:
             del mine[row]
         if not matches:
             if me_outer:
