@@ -5,13 +5,16 @@ rules those pages state, not read from Millstream."""
 from __future__ import annotations
 
 import datetime
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from millstream.common import RowKind
-from millstream.table import EnvironmentSettings, TableEnvironment
+from millstream.common import Row, RowKind, Types
+from millstream.datastream import StreamExecutionEnvironment
+from millstream.datastream.functions import SourceFunction
+from millstream.table import DataTypes, EnvironmentSettings, Schema, StreamTableEnvironment, TableEnvironment
 
 from .harness import ClusterSpec
 
@@ -297,3 +300,49 @@ def test_a_window_over_an_interval_join_counts_every_joined_row(cluster: Any, tm
     # by the shipment's time (the row that completes each pair) and by the order's (hours earlier)
     assert changelog(t_env, window.format("inner_joined", "ship_time")) == hourly(pairs, 2)
     assert changelog(t_env, window.format("left_joined", "order_time")) == hourly(pairs + unmatched, 1)
+
+
+class _PausingRows(SourceFunction):
+    """Emits rows; a None is a pause (2 s, ten periodic watermark intervals), so the watermark of
+    the rows before it gets downstream before the rows after it."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+
+    def run(self, ctx: Any) -> None:
+        for r in self.rows:
+            if r is None:
+                time.sleep(2)
+            else:
+                ctx.collect(Row(*r))
+
+    def cancel(self) -> None:
+        pass
+
+
+def test_a_joined_row_that_completes_hours_later_is_not_late_for_the_window_of_its_first_rowtime(cluster: Any) -> None:
+    """The pair (order 1 at 08:05, its shipment at 11:00) leaves the join only when the shipment
+    arrives, after both inputs' watermarks passed 09:00. Held back by the join's 4 h bound, the
+    watermark has not closed the order's [08:00, 09:00) window yet, so the pair counts there."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    t_env = StreamTableEnvironment.create(env)
+    day = "2021-06-30 "
+    orders = [(1, day + "08:05:00"), (2, day + "08:20:00"), None, (3, day + "12:00:00")]
+    shipments = [(2, day + "08:30:00"), None, (7, day + "10:00:00"), None, (1, day + "11:00:00"),
+                 (3, day + "12:30:00")]
+    for name, rows, key, time_col in (("Orders", orders, "id", "order_time"),
+                                      ("Shipments", shipments, "order_id", "ship_time")):
+        row_type = Types.ROW_NAMED([key, "t"], [Types.INT(), Types.STRING()])
+        stream = env.add_source(_PausingRows(rows), name, type_info=row_type)
+        t_env.create_temporary_view(name, t_env.from_data_stream(stream, Schema.new_builder()
+                                                                 .column(key, DataTypes.INT())
+                                                                 .column("t", DataTypes.STRING())
+                                                                 .column_by_expression(time_col, "CAST(t AS TIMESTAMP(3))")
+                                                                 .watermark(time_col, time_col).build()))
+    t_env.create_temporary_view("joined", t_env.sql_query(
+        "SELECT o.id, o.order_time, s.ship_time FROM Orders o JOIN Shipments s ON o.id = s.order_id AND "
+        "o.order_time BETWEEN s.ship_time - INTERVAL '4' HOUR AND s.ship_time"))
+    result = t_env.execute_sql("SELECT window_start, COUNT(*) AS n, SUM(id) AS ids FROM TABLE(TUMBLE(TABLE joined, "
+                               "DESCRIPTOR(order_time), INTERVAL '1' HOUR)) GROUP BY window_start, window_end").collect()
+    assert sorted(tuple(r) for r in result) == [(ts("08:00"), 2, 1 + 2), (ts("12:00"), 1, 3)]
