@@ -154,3 +154,19 @@ def test_the_folded_changelog_is_the_join_of_what_is_held_on_random_updating_inp
             result[tuple(r)] += 1 if k in (I, UA) else -1
             assert result[tuple(r)] >= 0, f"retracted {tuple(r)} that was not emitted"
         assert +result == expected_join(join_type, +sides[0], +sides[1])
+
+
+def test_an_outer_join_is_updating_so_an_insert_only_sink_refuses_it_naming_the_join(tmp_path: Any) -> None:
+    from millstream.table import EnvironmentSettings, TableEnvironment
+    from millstream.table.expression import TableException
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.create_temporary_view("a", t_env.from_elements([(1, "x")], ["k", "v"]))
+    t_env.create_temporary_view("b", t_env.from_elements([(1, "y")], ["k2", "w"]))
+    t_env.execute_sql(f"CREATE TABLE out (k INT, v STRING, k2 INT, w STRING) WITH ('connector' = 'filesystem', "
+                      f"'path' = '{tmp_path}', 'format' = 'csv')")
+    with pytest.raises(TableException, match=r"doesn't support consuming update changes which is produced by node "
+                                             r"Join\(joinType=\[FullOuterJoin\], where=\[k = k2\]"):
+        t_env.execute_sql("INSERT INTO out SELECT * FROM a FULL JOIN b ON k = k2")
+    with pytest.raises(TableException, match="doesn't support consuming update changes"):
+        t_env.to_data_stream(t_env.sql_query("SELECT * FROM a RIGHT JOIN b ON k = k2"))
+    t_env.to_data_stream(t_env.sql_query("SELECT * FROM a JOIN b ON k = k2"))  # an inner join of inserts appends
