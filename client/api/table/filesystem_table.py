@@ -29,7 +29,7 @@ from millstream.table.types import DataType
 
 __all__ = ["filesystem_sink", "JsonLineParser", "PartitionPath", "partition_path"]
 
-SINK_FORMATS = ("csv", "json")
+SINK_FORMATS = ("csv", "json", "avro")
 _OPTIONS = {"connector", "path", "format", "sink.rolling-policy.file-size", "sink.rolling-policy.rollover-interval",
             "sink.rolling-policy.inactivity-interval", "sink.rolling-policy.check-interval", "sink.parallelism",
             "partition.default-name", "source.monitor-interval"}
@@ -121,7 +121,7 @@ def filesystem_sink(full_name: str, columns: Sequence[tuple[str, DataType]], opt
     check_options(full_name, options, "sink")
     fmt = options.get("format")
     if fmt not in SINK_FORMATS:
-        raise TableException(f"table {full_name}: the filesystem sink writes format 'csv' or 'json' in Millstream "
+        raise TableException(f"table {full_name}: the filesystem sink writes format 'csv', 'json' or 'avro' in Millstream "
                              f"(option 'format'), got {fmt!r}")
     names = [n for n, _ in columns]
     for k in partition_keys:
@@ -143,10 +143,14 @@ def filesystem_sink(full_name: str, columns: Sequence[tuple[str, DataType]], opt
             raise ValidationException(f"table {full_name}: 'sink.rolling-policy.{key}' must be positive")
     bucket = PartitionPath([names.index(k) for k in partition_keys], list(partition_keys),
                            o.get("partition.default-name", DEFAULT_PARTITION)) if partition_keys else None
+    bulk = None
+    if fmt == "avro":  # lazy: fastavro loads only for avro tables
+        from millstream.table.avro_rows import AvroRowWriterFactory
+        bulk = AvroRowWriterFactory(codec.avro)  # container files: rolled on checkpoints and at the end
     factory = operator_factories.FileSinkFactory(
         base_path=_local_path(o["path"]), encoder=RowEncoder("utf-8", codec), part_size=size,
         rollover_interval_ms=rollover, inactivity_interval_ms=inactivity, bucket_format=None,
-        bucket_check_interval_ms=check, partition_bucket=bucket)
+        bucket_check_interval_ms=check, partition_bucket=bucket, bulk_writer_factory=bulk)
     out = stream.sink_to(_TableFileSink(factory)).name(name)
     if "sink.parallelism" in o:
         out = out.set_parallelism(int(o["sink.parallelism"]))
