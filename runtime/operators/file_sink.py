@@ -46,7 +46,6 @@ from millstream.common.serialization import Encoder
 from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
 from millstream.runtime.operators.record_text import record_formatter
-from millstream.runtime.timestamps import LONG_MAX
 
 __all__ = ["FileSinkOperator", "java_date_pattern_to_strftime"]
 
@@ -115,7 +114,8 @@ class FileSinkOperator(StreamOperator):
         self._committing = factory.partition_commit_trigger is not None and factory.partition_bucket is not None
         self._waiting: dict[str, list[int]] = {}
         self._snapshots = 0
-        self._candidates: dict[int, tuple[int, int, int, list[str]]] = {}  # cid -> (watermark, now, epoch, buckets)
+        # checkpoint id -> (watermark, now, input ended, snapshots before it, buckets) as of its snapshot
+        self._candidates: dict[int, tuple[int, int, bool, int, list[str]]] = {}
         self._ended = False
 
     def open(self) -> None:
@@ -260,8 +260,8 @@ class FileSinkOperator(StreamOperator):
             self._pending.setdefault(checkpoint_id, {}).update(self._pending_unassigned)
             self._pending_unassigned = {}
         if self._committing:
-            watermark = LONG_MAX if self._ended else self.current_watermark
-            self._candidates[checkpoint_id] = (watermark, self.ctx.env.now_ms(), self._snapshots, list(self._waiting))
+            self._candidates[checkpoint_id] = (self.current_watermark, self.ctx.env.now_ms(), self._ended, self._snapshots,
+                                               list(self._waiting))
             self._snapshots += 1
         return {
             "version": _STATE_VERSION,
@@ -286,9 +286,9 @@ class FileSinkOperator(StreamOperator):
 
     # -- partition commit ------------------------------------------------------------------------
 
-    def _partition_done(self, bucket: str, watermark: int, now: int) -> bool:
+    def _partition_done(self, bucket: str, watermark: int, now: int, ended: bool) -> bool:
         delay = self.f.partition_commit_delay_ms
-        if watermark == LONG_MAX:
+        if ended:
             return True
         if self.f.partition_commit_trigger == "process-time":
             return now > self._waiting[bucket][0] + delay
@@ -298,10 +298,10 @@ class FileSinkOperator(StreamOperator):
             self.fail(e, f"extracting the time of partition {bucket!r}")
         return watermark > at + delay
 
-    def _commit_partitions(self, watermark: int, now: int, epoch: int, buckets: list[str]) -> None:
+    def _commit_partitions(self, watermark: int, now: int, ended: bool, epoch: int, buckets: list[str]) -> None:
         """The partitions of a completed checkpoint (its files are committed) that are done."""
         for bucket in buckets:
-            if bucket in self._waiting and self._partition_done(bucket, watermark, now):
+            if bucket in self._waiting and self._partition_done(bucket, watermark, now, ended):
                 self._commit_partition(bucket)
                 if self._waiting[bucket][1] <= epoch:  # not written since that checkpoint
                     del self._waiting[bucket]
