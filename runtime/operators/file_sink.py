@@ -111,7 +111,6 @@ class FileSinkOperator(StreamOperator):
         self._pending_unassigned: dict[str, str] = {}  # hidden path -> final path, closed since the last checkpoint
         self._pending: dict[int, dict[str, str]] = {}  # checkpoint id -> hidden path -> final path
         # partition commit: bucket -> [creation ms, snapshots taken when it was last written]
-        self._committing = factory.partition_commit_trigger is not None and factory.partition_bucket is not None
         self._waiting: dict[str, list[int]] = {}
         self._snapshots = 0
         # checkpoint id -> (watermark, now, input ended, snapshots before it, buckets) as of its snapshot
@@ -174,6 +173,10 @@ class FileSinkOperator(StreamOperator):
             groups.setdefault(os.path.join(self.f.base_path, self.f.partition_bucket(r)), []).append(r)
         for bucket, group in groups.items():
             self._write(bucket, group, now)
+
+    @property
+    def _committing(self) -> bool:
+        return self.f.partition_commit_trigger is not None and self.f.partition_bucket is not None
 
     def _write(self, bucket: str, records: list[Any], now: int) -> None:
         part = self._parts.get(bucket)
