@@ -25,10 +25,12 @@ Python form: both fail naming the policy.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 import datetime
 import re
+import urllib.parse
+from dataclasses import dataclass
 from typing import Any, Sequence
+from zoneinfo import ZoneInfo
 
 from millstream.common.row import Row
 from millstream.common.serialization import Encoder
@@ -128,9 +130,6 @@ class PartitionTimeExtractor:
         self.keys, self.pattern, self.zone = tuple(keys), pattern, zone
 
     def __call__(self, relative_dir: str) -> int:
-        import urllib.parse
-        from zoneinfo import ZoneInfo
-
         spec = dict(part.split("=", 1) for part in relative_dir.split("/") if "=" in part)
         values = {k: urllib.parse.unquote(v) for k, v in spec.items()}
         if self.pattern is None:
@@ -175,8 +174,6 @@ def _partition_commit(full_name: str, options: dict[str, str], partition_keys: S
         raise ValidationException(f"table {full_name}: {e} in 'sink.partition-commit.delay'") from None
     zone = o.get("sink.partition-commit.watermark-time-zone", "UTC")
     try:
-        from zoneinfo import ZoneInfo
-
         ZoneInfo(zone)
     except Exception:  # noqa: BLE001 - ZoneInfo raises several types for a bad id
         raise ValidationException(f"table {full_name}: unknown time zone {zone!r} in "
@@ -229,8 +226,8 @@ def filesystem_sink(full_name: str, columns: Sequence[tuple[str, DataType]], opt
     bucket = PartitionPath([names.index(k) for k in partition_keys], list(partition_keys),
                            o.get("partition.default-name", DEFAULT_PARTITION)) if partition_keys else None
     bulk = None
-    if fmt == "avro":  # lazy: fastavro loads only for avro tables
-        from millstream.table.avro_rows import AvroRowWriterFactory
+    if fmt == "avro":
+        from millstream.table.avro_rows import AvroRowWriterFactory  # lazy: fastavro loads only for avro tables
         bulk = AvroRowWriterFactory(codec.avro)  # container files: rolled on checkpoints and at the end
     factory = operator_factories.FileSinkFactory(
         base_path=_local_path(o["path"]), encoder=RowEncoder("utf-8", codec), part_size=size,

@@ -96,8 +96,8 @@ class RowCodec:
         self.fail_on_missing = options.get("fail-on-missing-field", "false").lower() == "true"
         self.charset = options.get("charset", "UTF-8")
         self.avro: Any = None
-        if fmt == "avro":  # lazy: fastavro loads only for avro tables
-            from millstream.table.avro_rows import AvroRowConverter
+        if fmt == "avro":
+            from millstream.table.avro_rows import AvroRowConverter  # lazy: fastavro loads only for avro tables
             self.avro = AvroRowConverter(fields, options)
 
     # -- encoding ----------------------------------------------------------------------------------
