@@ -97,7 +97,10 @@ def _keeps(filters: Sequence[Resolved], width: int, positions: Sequence[int], va
     row: list[Any] = [None] * width
     for i, v in zip(positions, values):
         row[i] = v
-    return all(f.eval(row) is True for f in filters)
+    try:
+        return all(f.eval(row) is True for f in filters)
+    except Exception:  # noqa: BLE001 - a filter that cannot be evaluated here prunes nothing; the Calc still filters
+        return True
 
 
 class TableFileFormat(StreamFormat):
