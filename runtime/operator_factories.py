@@ -318,6 +318,11 @@ class FileSinkFactory(SinkFactory):
     type_info: Any = None  # the input's declared type: the simple string encoder writes its Java text
     bulk_writer_factory: Any = None  # a bulk format's BulkWriterFactory (then the encoder is unused)
     partition_bucket: Any = None  # record -> its directory under base_path (a table's k=v/ partitions)
+    # partition commit (a table's sink.partition-commit.*): None, "process-time" or "partition-time"
+    partition_commit_trigger: str | None = None
+    partition_commit_delay_ms: int = 0
+    partition_time_of: Any = None  # a partition's directory (relative to base_path) -> its time, epoch ms
+    success_file_name: str = "_SUCCESS"
 
 
 @dataclass

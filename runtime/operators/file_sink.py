@@ -20,6 +20,17 @@ and takes the pending files not yet taken by a checkpoint; when checkpoint ``n``
 pending files of checkpoints <= ``n`` are committed (renamed to their final names). A restore
 commits the restored checkpoint's pending files and deletes what the failed attempt wrote after
 it, so a file only becomes visible once the records in it can never be replayed.
+
+*Partition commit* (``partition_commit_trigger``, a table's ``sink.partition-commit.*``): a
+partition (bucket) gets its success file (``success_file_name``, ``_SUCCESS``) once the checkpoint
+that made its data visible completes and the trigger says the partition is done, as of that
+checkpoint: ``partition-time`` when the watermark at the checkpoint has passed the partition's time
+plus the delay, ``process-time`` when the processing time has passed the partition's creation plus
+the delay; at the end of the input every partition is done. Several subtasks may write one
+partition, and each commits only its own files, so each leaves a hidden marker
+``.<success>.<uid family>.<subtask>`` when its part is done, and the success file is written (by
+whichever comes last) once every subtask with a part file in the partition has left its marker.
+Without checkpointing the partitions are committed at the end of the input.
 """
 from __future__ import annotations
 
@@ -99,6 +110,12 @@ class FileSinkOperator(StreamOperator):
         self._exactly_once = bool(ctx.env.checkpointing_enabled)
         self._pending_unassigned: dict[str, str] = {}  # hidden path -> final path, closed since the last checkpoint
         self._pending: dict[int, dict[str, str]] = {}  # checkpoint id -> hidden path -> final path
+        # partition commit: bucket -> [creation ms, snapshots taken when it was last written]
+        self._waiting: dict[str, list[int]] = {}
+        self._snapshots = 0
+        # checkpoint id -> (watermark, now, input ended, snapshots before it, buckets) as of its snapshot
+        self._candidates: dict[int, tuple[int, int, bool, int, list[str]]] = {}
+        self._ended = False
 
     def open(self) -> None:
         base = self.f.base_path
@@ -157,8 +174,14 @@ class FileSinkOperator(StreamOperator):
         for bucket, group in groups.items():
             self._write(bucket, group, now)
 
+    @property
+    def _committing(self) -> bool:
+        return self.f.partition_commit_trigger is not None and self.f.partition_bucket is not None
+
     def _write(self, bucket: str, records: list[Any], now: int) -> None:
         part = self._parts.get(bucket)
+        if self._committing:
+            self._waiting.setdefault(bucket, [now, 0])[1] = self._snapshots
         try:
             if self.f.bulk_writer_factory is not None:  # rolls on checkpoints and at the end only
                 if part is None:
@@ -222,6 +245,11 @@ class FileSinkOperator(StreamOperator):
         when checkpointing, becomes pending until a (final) checkpoint covering it completes."""
         for bucket in list(self._parts):
             self._finish(bucket)
+        self._ended = True
+        if self._committing and not self._exactly_once:
+            for bucket in list(self._waiting):
+                self._commit_partition(bucket)
+            self._waiting.clear()
         super().end_input()
 
     # -- checkpoints -----------------------------------------------------------------------------
@@ -234,12 +262,17 @@ class FileSinkOperator(StreamOperator):
         if self._pending_unassigned:
             self._pending.setdefault(checkpoint_id, {}).update(self._pending_unassigned)
             self._pending_unassigned = {}
+        if self._committing:
+            self._candidates[checkpoint_id] = (self.current_watermark, self.ctx.env.now_ms(), self._ended, self._snapshots,
+                                               list(self._waiting))
+            self._snapshots += 1
         return {
             "version": _STATE_VERSION,
             "uid": self._unique_id,
             "subtask": self._subtask,
             "counter": self._counter,
             "pending": {cid: dict(files) for cid, files in self._pending.items()},
+            "partitions": {b: created for b, (created, _) in self._waiting.items()},
         }
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
@@ -251,13 +284,59 @@ class FileSinkOperator(StreamOperator):
                 self._commit(hidden, files[hidden], cid)
                 del files[hidden]
             del self._pending[cid]
+        for cid in sorted(c for c in self._candidates if c <= checkpoint_id):
+            self._commit_partitions(*self._candidates.pop(cid))
+
+    # -- partition commit ------------------------------------------------------------------------
+
+    def _partition_done(self, bucket: str, watermark: int, now: int, ended: bool) -> bool:
+        delay = self.f.partition_commit_delay_ms
+        if ended:
+            return True
+        if self.f.partition_commit_trigger == "process-time":
+            return now > self._waiting[bucket][0] + delay
+        try:
+            at = self.f.partition_time_of(os.path.relpath(bucket, self.f.base_path))
+        except Exception as e:  # noqa: BLE001 - the extractor names the partition and its pattern
+            self.fail(e, f"extracting the time of partition {bucket!r}")
+        return watermark > at + delay
+
+    def _commit_partitions(self, watermark: int, now: int, ended: bool, epoch: int, buckets: list[str]) -> None:
+        """The partitions of a completed checkpoint (its files are committed) that are done."""
+        for bucket in buckets:
+            if bucket in self._waiting and self._partition_done(bucket, watermark, now, ended):
+                self._commit_partition(bucket)
+                if self._waiting[bucket][1] <= epoch:  # not written since that checkpoint
+                    del self._waiting[bucket]
+
+    def _commit_partition(self, bucket: str) -> None:
+        """This subtask's part of ``bucket`` is done: its marker, then the success file when every
+        subtask with a part file there has left its marker."""
+        name = self.f.success_file_name
+        try:
+            open(os.path.join(bucket, f".{name}.{self._family}.{self._subtask}"), "wb").close()
+            prefix = re.escape(self.f.part_prefix)
+            writer = re.compile(rf"\.?{prefix}-{self._family}[0-9a-f-]{{28}}-(\d+)-\d+.*")
+            marker = re.compile(rf"\.{re.escape(name)}\.{self._family}\.(\d+)")
+            writers, done = set(), set()
+            for entry in os.listdir(bucket):
+                if (m := marker.fullmatch(entry)) is not None:
+                    done.add(m.group(1))
+                elif (m := writer.fullmatch(entry)) is not None:
+                    writers.add(m.group(1))
+            if writers <= done:
+                hidden = os.path.join(bucket, f".{name}.{uuid.uuid4()}.tmp")
+                open(hidden, "wb").close()
+                os.replace(hidden, os.path.join(bucket, name))
+        except OSError as e:
+            self.fail(e, f"committing partition {bucket!r} (its {name} file)")
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """The aborted checkpoint's pending files stay pending: the next completed one commits them
         (its id is larger), and its snapshot carries them, as Flink's."""
 
     def has_uncommitted_output(self) -> bool:
-        return self._exactly_once and bool(self._parts or self._pending_unassigned or self._pending)
+        return self._exactly_once and bool(self._parts or self._pending_unassigned or self._pending or self._waiting)
 
     def initialize_state(self, state: Any) -> None:
         """Restores from a completed checkpoint: commits its pending files (idempotently: one
@@ -265,6 +344,10 @@ class FileSinkOperator(StreamOperator):
         it, which hold records the sources will replay. Goes on with the state's part names."""
         uid, subtask, counter, pending = self._check_state(state)
         self._restored = True
+        if self._committing:  # the restored checkpoint's partitions wait for their commit again
+            now = self.ctx.env.now_ms()
+            for bucket, created in dict(state.get("partitions") or {}).items():
+                self._waiting[bucket] = [int(created) if isinstance(created, int) else now, 0]
         for cid in sorted(pending):
             for hidden, final in pending[cid].items():
                 self._commit(hidden, final, cid)

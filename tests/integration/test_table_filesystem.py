@@ -95,3 +95,45 @@ def test_a_batch_insert_writes_json_that_a_json_table_reads_back(
                      f"'connector' = 'filesystem', 'path' = '{out}', 'format' = 'json')")
     got = [tuple(r) for r in read.execute_sql("SELECT word, COUNT(*), SUM(id) FROM back GROUP BY word").collect()]
     assert sorted(got) == sorted((f"w{k}", 50, sum(i for i in range(200) if i % 4 == k)) for k in range(4))
+
+
+def test_partition_commit_after_a_kill_9_is_still_exactly_once_and_commits_every_partition(
+        cluster: Any, tmp_path: Path) -> None:
+    """The success-file partition commit across a failover: the restored writers commit the
+    restored checkpoint's files and still owe their partitions' commits, so after the end every
+    partition holds each row once and its ``_SUCCESS``."""
+    out, slow, pids = tmp_path / "out", tmp_path / "slow", tmp_path / "pids"
+    slow.touch()
+    pids.mkdir()
+    count = 2000
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(200)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
+    numbers = (env.from_source(NumberSequenceSource(0, count - 1), WatermarkStrategy.no_watermarks(), "numbers")
+               .map(Throttle(str(slow), 0.01)).map(NotePid(str(pids))).map(lambda i: i, output_type=Types.LONG()))
+    t_env = StreamTableEnvironment.create(env)
+    t_env.create_temporary_view("numbers", t_env.from_data_stream(numbers).alias("i"))
+    t_env.execute_sql(f"""
+        CREATE TABLE out_t (i BIGINT, p INT) PARTITIONED BY (p) WITH (
+          'connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv',
+          'sink.partition-commit.policy.kind' = 'success-file', 'sink.partition-commit.trigger' = 'process-time',
+          'sink.partition-commit.delay' = '1 h')""")
+    result = t_env.execute_sql("INSERT INTO out_t SELECT i, CAST(i % 3 AS INT) FROM numbers")
+    job_id = result.get_job_client().get_job_id().to_bytes()
+    with ClusterClient(cluster.address) as client:
+        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, what="two completed checkpoints")
+        victim = poll_for(lambda: sorted(pids.glob("pid-*")), 30, what="a worker's pid")[0]
+        os.kill(int(victim.read_text()), signal.SIGKILL)
+        poll_for(lambda: client.status(job_id).num_restarts >= 1 or ended(client, job_id), 120, interval=0.1,
+                 what="the restart")
+        slow.unlink()
+        summary = poll_for(lambda: ended(client, job_id), 240, interval=0.2, what="the job to end")
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+    assert summary.num_restarts == 1 and summary.checkpoints.latest_restored_id >= 2, summary
+    # a delay of an hour: every partition is done only by the end of the input
+    assert sorted(p.parent.name for p in out.rglob("_SUCCESS")) == ["p=0", "p=1", "p=2"]
+    rows = Counter((line, f.parent.name) for f in part_files(out) if f.name != "_SUCCESS"
+                   for line in f.read_text().splitlines())
+    assert [r for r, n in rows.items() if n > 1] == []
+    assert sorted(rows) == sorted((str(i), f"p={i % 3}") for i in range(count))

@@ -192,3 +192,37 @@ def test_an_exactly_once_kafka_sink_shows_each_row_once_to_a_read_committed_read
     got = [m.value().decode() for m in read_topic(kafka_broker, out, lambda m: len(m) >= 400)]
     assert sorted(got) == sorted(f"{i},{i * i}" for i in range(400))
 
+
+
+def test_an_avro_kafka_table_reads_and_writes_records_in_flinks_avro_encoding(
+        cluster: Any, kafka_broker: KafkaBroker) -> None:
+    """Flink's ``'format' = 'avro'``: a message is one record in Avro's binary encoding (no
+    container header) of the schema Flink derives from the columns: record ``record`` in namespace
+    ``org.apache.flink.avro.generated``, nullable columns unions with null."""
+    import io
+
+    import fastavro
+
+    source, sink = topic(kafka_broker), topic(kafka_broker)
+    schema = fastavro.parse_schema({
+        "type": "record", "name": "record", "namespace": "org.apache.flink.avro.generated", "fields": [
+            {"name": "word", "type": ["null", "string"], "default": None},
+            {"name": "n", "type": ["null", "long"], "default": None}]})
+
+    def encode(doc: dict[str, Any]) -> bytes:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, schema, doc)
+        return out.getvalue()
+
+    produce(kafka_broker, source, [(None, encode({"word": w, "n": i})) for i, w in enumerate(WORDS)])
+    servers = kafka_broker.bootstrap_servers
+    ddl = ("CREATE TABLE {name} (word STRING, n BIGINT) WITH ('connector' = 'kafka', 'topic' = '{topic}', "
+           "'properties.bootstrap.servers' = '" + servers + "', 'format' = 'avro'{extra})")
+    t_env = streaming(parallelism=1)
+    t_env.execute_sql(ddl.format(name="src", topic=source, extra=", 'properties.group.id' = 'g', "
+                                 "'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset'"))
+    t_env.execute_sql(ddl.format(name="dst", topic=sink, extra=""))
+    t_env.execute_sql("INSERT INTO dst SELECT UPPER(word), n * 10 FROM src WHERE n % 2 = 0").wait(300_000)
+    expected = [{"word": w.upper(), "n": i * 10} for i, w in enumerate(WORDS) if i % 2 == 0]
+    messages = read_topic(kafka_broker, sink, lambda m: len(m) >= len(expected), committed_only=False)
+    assert [fastavro.schemaless_reader(io.BytesIO(m.value()), schema, None) for m in messages] == expected

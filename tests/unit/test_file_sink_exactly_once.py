@@ -45,11 +45,15 @@ class Sinks:
         self.vertex = vertex(env, "Sequence")
         self.clock = ManualClock(10_000)
 
-    def new(self, subtask: int = 0, state: Any = None, checkpointing: bool = True, job_id: str = "") -> FileSinkOperator:
-        """A fresh subtask (a new attempt): restored from ``state`` before ``open()`` when given."""
+    def new(self, subtask: int = 0, state: Any = None, checkpointing: bool = True, job_id: str = "",
+            prepare: Any = None) -> FileSinkOperator:
+        """A fresh subtask (a new attempt): restored from ``state`` before ``open()`` when given;
+        ``prepare(sink)`` first, when given."""
         run = make_chain(self.vertex, subtask, clock=self.clock, checkpointing_enabled=checkpointing, job_id=job_id)
         sink = run.chain.operators[-1]
         assert isinstance(sink, FileSinkOperator)
+        if prepare is not None:
+            prepare(sink)
         if state is not None:
             sink.initialize_state(state)
         run.chain.open()
@@ -363,3 +367,73 @@ def test_a_fresh_attempt_never_deletes_what_a_completed_checkpoint_references(
     assert visible_lines(base) == ["checkpointed"]
     fresh.close()
     restored.close()
+
+
+class FirstChar:
+    """A partition bucket: ``k=<first character>``."""
+
+    def __call__(self, record: str) -> str:
+        return f"k={record[0]}"
+
+
+def committing(sink: FileSinkOperator, trigger: str, delay_ms: int, time_of: Any = None) -> FileSinkOperator:
+    """The sink as a partitioned table's sink with a success-file partition commit."""
+    from dataclasses import replace
+
+    sink.f = replace(sink.f, partition_bucket=FirstChar(), partition_commit_trigger=trigger,
+                     partition_commit_delay_ms=delay_ms, partition_time_of=time_of)
+    return sink
+
+
+def test_a_partition_is_committed_after_its_checkpoint_completes_its_delay_passed_and_every_writer_is_done(
+        env: StreamExecutionEnvironment, base: Path) -> None:
+    sinks = Sinks(env, base, parallelism=2)
+    s0, s1 = (committing(sinks.new(i), "process-time", 1000) for i in range(2))
+    s0.process_batch(["a1", "b1"])
+    s1.process_batch(["a2"])
+    for s in (s0, s1):
+        s.snapshot_state(1)
+    assert not list(base.rglob("_SUCCESS"))
+    sinks.clock.advance(500)  # completed, but the partitions were created less than the delay ago
+    for s in (s0, s1):
+        s.notify_checkpoint_complete(1)
+    assert not list(base.rglob("_SUCCESS")) and visible_lines(base) == ["a1", "a2", "b1"]
+    sinks.clock.advance(1000)
+    s0.snapshot_state(2)
+    s1.snapshot_state(2)
+    assert not list(base.rglob("_SUCCESS"))  # checkpoint 2 has not completed yet
+    s0.notify_checkpoint_complete(2)
+    # k=b was written by subtask 0 only; k=a waits for subtask 1, which wrote there too
+    assert sorted(p.parent.name for p in base.rglob("_SUCCESS")) == ["k=b"]
+    s1.notify_checkpoint_complete(2)
+    assert sorted(p.parent.name for p in base.rglob("_SUCCESS")) == ["k=a", "k=b"]
+    assert not s0.has_uncommitted_output() and not s1.has_uncommitted_output()
+
+
+def test_partition_time_commits_once_the_watermark_at_the_checkpoint_passed_time_plus_delay(
+        env: StreamExecutionEnvironment, base: Path) -> None:
+    times = {"k=a": 1_000, "k=b": 5_000}
+    sink = committing(Sinks(env, base).new(), "partition-time", 100, time_of=times.__getitem__)
+    sink.process_batch(["a", "b"])
+    sink.process_watermark(1_100)  # not past a's 1_000 + 100
+    sink.snapshot_state(1)
+    sink.process_watermark(9_999)  # after the snapshot: not checkpoint 1's watermark
+    sink.notify_checkpoint_complete(1)
+    assert not list(base.rglob("_SUCCESS"))
+    sink.snapshot_state(2)
+    sink.notify_checkpoint_complete(2)
+    assert sorted(p.parent.name for p in base.rglob("_SUCCESS")) == ["k=a", "k=b"]
+
+
+def test_a_restored_writer_still_owes_its_partitions_commit(env: StreamExecutionEnvironment, base: Path) -> None:
+    sinks = Sinks(env, base)
+    sink = committing(sinks.new(), "process-time", 60_000)
+    sink.process_batch(["a"])
+    state = sink.snapshot_state(1)
+    sink.close()  # the attempt fails before the checkpoint's notification
+    again = sinks.new(state=state, prepare=lambda s: committing(s, "process-time", 60_000))
+    assert visible_lines(base) == ["a"] and not list(base.rglob("_SUCCESS"))
+    again.end_input()
+    again.snapshot_state(2)
+    again.notify_checkpoint_complete(2)  # the end of the input ends every partition
+    assert [p.parent.name for p in base.rglob("_SUCCESS")] == ["k=a"]

@@ -120,7 +120,7 @@ def test_filesystem_sink_options_are_checked() -> None:
     assert "Unsupported options:\n\nsink.rolling-policy.file-sizes" in sink_error(
         {**fs, "sink.rolling-policy.file-sizes": "1mb"})
     assert "sink.rolling-policy" in sink_error({**fs, "sink.rolling-policy.rollover-interval": "soon"})
-    assert "'csv' or 'json'" in sink_error({**fs, "format": "raw"})
+    assert "'csv', 'json' or 'avro'" in sink_error({**fs, "format": "raw"})
 
 
 # -- formats -------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The connectors a table of ``create_temporary_table`` / ``CREATE TABLE`` uses, on DataStream
-sources and sinks: ``datagen`` and ``filesystem`` (format ``csv`` or ``json``) read, ``print``,
+sources and sinks: ``datagen`` and ``filesystem`` (format ``csv``, ``json`` or ``avro``; partitioned
+tables by ``filesystem_source``) read, ``print``,
 ``blackhole`` and ``filesystem`` (``filesystem_table``) write, ``kafka`` and ``upsert-kafka``
 (``kafka_table``) do both. Options use Flink's keys (``rows-per-second``, ``fields.<f>.kind``, ``path``,
 ``print-identifier``); an unknown connector or format fails naming it."""
@@ -61,11 +62,19 @@ class ConnectorTable:
         or None when the connector cannot (only ``kafka`` can: an upsert source normalizes first)."""
         return self._kafka().source_with_watermarks(env, strategy) if self.connector == "kafka" else None
 
-    def source(self, env: Any) -> Any:
+    def source(self, env: Any, partition_filters: Sequence[Any] = ()) -> Any:
+        """The table's rows; ``partition_filters``: conditions on partition columns only (a filesystem
+        table reads only the partitions satisfying them)."""
         if self.connector == "datagen":
             return env.add_source(DataGenSource(self.columns, self.options), "DataGen")
         if self.connector in _KAFKA:
             return self._kafka().source(env)
+        if self.connector == "filesystem" and (self.partition_keys or self.options.get("format") == "avro"):
+            from millstream.table.filesystem_source import filesystem_source  # lazy: partitioned / avro reading, on use
+            from millstream.table.filesystem_table import check_options  # lazy: as above
+            check_options(self.full_name, self.options, "source")
+            return filesystem_source(env, self.full_name, self.columns, self.options, self.partition_keys,
+                                     partition_filters)
         if self.connector == "filesystem" and self.options.get("format") == "json":
             from millstream.table.filesystem_table import JsonLineParser, check_options  # lazy: the json reader's, on use
             from millstream.table.table_formats import codec_for  # lazy: as above
@@ -76,7 +85,7 @@ class ConnectorTable:
         if self.connector == "filesystem":
             fmt = self.options.get("format")
             if fmt != "csv":
-                raise TableException(f"table {self.path}: the filesystem connector reads format 'csv' or 'json' in Millstream, "
+                raise TableException(f"table {self.path}: the filesystem connector reads format 'csv', 'json' or 'avro' in Millstream, "
                                      f"got {fmt!r}")
             delimiter = self.options.get("csv.field-delimiter", ",")
             return env.read_text_file(self.options["path"]).flat_map(CsvParser(self.columns, delimiter))

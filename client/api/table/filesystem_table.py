@@ -12,11 +12,25 @@ covering its rows completes; rolling follows Flink's options ``sink.rolling-poli
 the values escaped as Hive escapes them; null or empty: ``partition.default-name``, default
 ``__DEFAULT_PARTITION__``), and, as in Flink, the partition columns are in the path, not in the
 files. The sink accepts insert-only input: an updating query fails naming the sink, as Flink's.
+
+*Partition commit* (a partitioned table with ``sink.partition-commit.policy.kind`` set, as in
+Flink): policy ``success-file`` writes ``sink.partition-commit.success-file.name`` (``_SUCCESS``)
+into a partition once the checkpoint holding its data completes and ``sink.partition-commit.trigger``
+says it is done: ``process-time`` (the default: its creation plus ``sink.partition-commit.delay``
+has passed) or ``partition-time`` (the watermark passed its time plus the delay; the time from
+``partition.time-extractor.timestamp-pattern`` such as ``$dt $hr:00:00``, default the first
+partition value, read in ``sink.partition-commit.watermark-time-zone``, default UTC). ``metastore``
+needs a Hive table and ``custom`` (``sink.partition-commit.policy.class``, a Java class) has no
+Python form: both fail naming the policy.
 """
 from __future__ import annotations
 
+import datetime
+import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Sequence
+from zoneinfo import ZoneInfo
 
 from millstream.common.row import Row
 from millstream.common.serialization import Encoder
@@ -29,10 +43,13 @@ from millstream.table.types import DataType
 
 __all__ = ["filesystem_sink", "JsonLineParser", "PartitionPath", "partition_path"]
 
-SINK_FORMATS = ("csv", "json")
+SINK_FORMATS = ("csv", "json", "avro")
 _OPTIONS = {"connector", "path", "format", "sink.rolling-policy.file-size", "sink.rolling-policy.rollover-interval",
             "sink.rolling-policy.inactivity-interval", "sink.rolling-policy.check-interval", "sink.parallelism",
-            "partition.default-name", "source.monitor-interval"}
+            "partition.default-name", "source.monitor-interval", "sink.partition-commit.trigger",
+            "sink.partition-commit.delay", "sink.partition-commit.watermark-time-zone",
+            "partition.time-extractor.timestamp-pattern", "sink.partition-commit.policy.kind",
+            "sink.partition-commit.policy.class", "sink.partition-commit.success-file.name"}
 DEFAULT_PARTITION = "__DEFAULT_PARTITION__"
 # Hive's FileUtils.escapePathName: these characters (and control characters) become %XX.
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^')
@@ -101,6 +118,71 @@ class _TableFileSink:
         return self.factory
 
 
+_TIME = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,9}))?)?)?")
+
+
+class PartitionTimeExtractor:
+    """A partition's time (epoch ms) from its directory ``a=1/b=2`` (Flink's default extractor):
+    ``pattern``'s ``$name`` replaced by the partition values (no pattern: the first value), read
+    as ``yyyy-MM-dd[ HH:mm[:ss]]`` in time zone ``zone``."""
+
+    def __init__(self, keys: Sequence[str], pattern: str | None, zone: str) -> None:
+        self.keys, self.pattern, self.zone = tuple(keys), pattern, zone
+
+    def __call__(self, relative_dir: str) -> int:
+        spec = dict(part.split("=", 1) for part in relative_dir.split("/") if "=" in part)
+        values = {k: urllib.parse.unquote(v) for k, v in spec.items()}
+        if self.pattern is None:
+            text = values.get(self.keys[0], "")
+        else:
+            text = re.sub(r"\$(\w+)", lambda m: values.get(m.group(1), m.group(0)), self.pattern)
+        m = _TIME.fullmatch(text.strip())
+        if m is None:
+            raise ValueError(f"the partition time {text!r} of partition {relative_dir!r} (pattern "
+                             f"{self.pattern or '$' + self.keys[0]!r}) is not 'yyyy-MM-dd[ HH:mm:ss]'")
+        y, mo, d, h, mi, sec, frac = m.groups()
+        local = datetime.datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(sec or 0),
+                                  int((frac or "0").ljust(6, "0")[:6]))
+        return int(local.replace(tzinfo=ZoneInfo(self.zone)).timestamp() * 1000)
+
+
+def _partition_commit(full_name: str, options: dict[str, str], partition_keys: Sequence[str]) -> dict[str, Any]:
+    """The FileSinkFactory fields of the table's partition commit (empty: none configured)."""
+    o = options
+    kinds = [k.strip() for k in o.get("sink.partition-commit.policy.kind", "").split(",") if k.strip()]
+    if not kinds or not partition_keys:
+        return {}
+    for kind in kinds:
+        if kind == "metastore":
+            raise ValidationException(f"table {full_name}: Can not configure a 'metastore' partition commit policy "
+                                      f"for a file system table. You can only configure 'metastore' partition commit "
+                                      f"policy for a hive table.")
+        if kind == "custom":
+            raise ValidationException(f"table {full_name}: the partition commit policy 'custom' "
+                                      f"('sink.partition-commit.policy.class', a Java PartitionCommitPolicy) is not "
+                                      f"supported by Millstream; use 'success-file'")
+        if kind != "success-file":
+            raise ValidationException(f"table {full_name}: unknown partition commit policy {kind!r} in "
+                                      f"'sink.partition-commit.policy.kind' (Millstream supports 'success-file')")
+    trigger = o.get("sink.partition-commit.trigger", "process-time")
+    if trigger not in ("process-time", "partition-time"):
+        raise ValidationException(f"table {full_name}: 'sink.partition-commit.trigger' must be 'process-time' or "
+                                  f"'partition-time', got {trigger!r}")
+    try:
+        delay = duration_ms(o.get("sink.partition-commit.delay", "0 s"))
+    except TableException as e:
+        raise ValidationException(f"table {full_name}: {e} in 'sink.partition-commit.delay'") from None
+    zone = o.get("sink.partition-commit.watermark-time-zone", "UTC")
+    try:
+        ZoneInfo(zone)
+    except Exception:  # noqa: BLE001 - ZoneInfo raises several types for a bad id
+        raise ValidationException(f"table {full_name}: unknown time zone {zone!r} in "
+                                  f"'sink.partition-commit.watermark-time-zone'") from None
+    extractor = PartitionTimeExtractor(partition_keys, o.get("partition.time-extractor.timestamp-pattern"), zone)
+    return {"partition_commit_trigger": trigger, "partition_commit_delay_ms": delay, "partition_time_of": extractor,
+            "success_file_name": o.get("sink.partition-commit.success-file.name", "_SUCCESS")}
+
+
 def check_options(full_name: str, options: dict[str, str], role: str) -> None:
     fmt = options.get("format")
     prefixes = tuple(f"{fmt}.{o}" for o in format_options(fmt)) if fmt else ()
@@ -121,7 +203,7 @@ def filesystem_sink(full_name: str, columns: Sequence[tuple[str, DataType]], opt
     check_options(full_name, options, "sink")
     fmt = options.get("format")
     if fmt not in SINK_FORMATS:
-        raise TableException(f"table {full_name}: the filesystem sink writes format 'csv' or 'json' in Millstream "
+        raise TableException(f"table {full_name}: the filesystem sink writes format 'csv', 'json' or 'avro' in Millstream "
                              f"(option 'format'), got {fmt!r}")
     names = [n for n, _ in columns]
     for k in partition_keys:
@@ -143,10 +225,15 @@ def filesystem_sink(full_name: str, columns: Sequence[tuple[str, DataType]], opt
             raise ValidationException(f"table {full_name}: 'sink.rolling-policy.{key}' must be positive")
     bucket = PartitionPath([names.index(k) for k in partition_keys], list(partition_keys),
                            o.get("partition.default-name", DEFAULT_PARTITION)) if partition_keys else None
+    bulk = None
+    if fmt == "avro":
+        from millstream.table.avro_rows import AvroRowWriterFactory  # lazy: fastavro loads only for avro tables
+        bulk = AvroRowWriterFactory(codec.avro)  # container files: rolled on checkpoints and at the end
     factory = operator_factories.FileSinkFactory(
         base_path=_local_path(o["path"]), encoder=RowEncoder("utf-8", codec), part_size=size,
         rollover_interval_ms=rollover, inactivity_interval_ms=inactivity, bucket_format=None,
-        bucket_check_interval_ms=check, partition_bucket=bucket)
+        bucket_check_interval_ms=check, partition_bucket=bucket, bulk_writer_factory=bulk,
+        **_partition_commit(full_name, o, partition_keys))
     out = stream.sink_to(_TableFileSink(factory)).name(name)
     if "sink.parallelism" in o:
         out = out.set_parallelism(int(o["sink.parallelism"]))

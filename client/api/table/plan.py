@@ -87,10 +87,19 @@ class ConnectorScan(PlanNode):
     path: str = ""
     connector: Any = None  # millstream.table.connectors.ConnectorTable
     is_bounded: bool = True
+    partition_filters: tuple[Resolved, ...] = ()  # WHERE conjuncts on partition columns pushed into the scan
 
     def describe(self, watermark: str | None = None) -> str:
-        """As Flink names the scan; with the ``watermark`` pushed into it, in the table's name."""
-        table = self.path if watermark is None else f"{self.path}, watermark=[{watermark}]"
+        """As Flink names the scan; with the ``watermark`` pushed into it, in the table's name; with
+        pruned partitions, the partitions it reads (``partitions=[{dt=1, hr=2}]``)."""
+        table = self.path
+        if self.partition_filters:
+            from millstream.table.filesystem_source import pruned_partitions  # lazy: lists the directories
+            c = self.connector
+            parts = pruned_partitions(c.columns, c.options, c.partition_keys, self.partition_filters)
+            table += ", partitions=[" + ", ".join(
+                "{" + ", ".join(f"{k}={v}" for k, v in zip(c.partition_keys, vs)) + "}" for _, vs in parts) + "]"
+        table = table if watermark is None else f"{table}, watermark=[{watermark}]"
         return f"TableSourceScan(table=[[{table}]], fields=[{', '.join(self.names)}])"
 
     @property

@@ -68,7 +68,12 @@ def optimize(node: p.PlanNode) -> p.PlanNode:
         if isinstance(child, p.Calc) and not child.has_python:
             projections = tuple(_substitute(e, child.projections) for e in node.projections)
             condition = _and(child.condition, _substitute(node.condition, child.projections) if node.condition else None)
-            return p.Calc(node.columns, child.input, projections, condition)
+            source = child.input
+            if isinstance(source, p.ConnectorScan) and condition is not None:
+                source = partition_pruning_rule(source, condition)
+            return p.Calc(node.columns, source, projections, condition)
+        if isinstance(child, p.ConnectorScan) and node.condition is not None:
+            child = partition_pruning_rule(child, node.condition)
         return replace(node, input=child)
     if isinstance(node, p.Aggregate):
         node = replace(node, input=optimize(node.input))
@@ -85,6 +90,21 @@ def optimize(node: p.PlanNode) -> p.PlanNode:
     if isinstance(node, p.Union):
         changes["parts"] = tuple(optimize(x) for x in node.parts)
     return replace(node, **changes) if changes else node
+
+
+def partition_pruning_rule(scan: p.ConnectorScan, condition: Resolved) -> p.ConnectorScan:
+    """*Partition pruning*: the conjuncts of a filter over a partitioned filesystem table that use
+    only its partition columns go into the scan, which then reads only the partitions satisfying
+    them (Flink's PushPartitionIntoTableSourceScanRule); the Calc keeps its whole condition."""
+    c = scan.connector
+    keys = getattr(c, "partition_keys", ())
+    if getattr(c, "connector", None) != "filesystem" or not keys:
+        return scan
+    from millstream.table.filesystem_source import partition_conjuncts  # lazy: only for partitioned tables
+    names = [n for n, _ in scan.columns]
+    seen = {f.text for f in scan.partition_filters}
+    pushed = [f for f in partition_conjuncts(condition, {names.index(k) for k in keys if k in names}) if f.text not in seen]
+    return replace(scan, partition_filters=scan.partition_filters + tuple(pushed)) if pushed else scan
 
 
 def window_aggregate_rule(node: p.Aggregate) -> p.PlanNode | None:
@@ -181,6 +201,8 @@ class _ToRow:
 
 
 def _connector_scan(node: p.ConnectorScan, env: Any, batch: bool) -> Any:
+    if node.partition_filters:
+        return node.connector.source(env, node.partition_filters).name(node.describe())
     return node.connector.source(env).name(node.describe())
 
 

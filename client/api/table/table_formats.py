@@ -1,4 +1,4 @@
-"""The table formats Kafka and filesystem tables share: ``csv``, ``json`` and ``raw`` (Flink's
+"""The table formats Kafka and filesystem tables share: ``csv``, ``json``, ``raw`` and ``avro`` (Flink's
 identifiers and option names), as picklable codecs between a table row's values and bytes.
 
 A codec covers some of a table's columns (``fields``: positions in the row, with their types):
@@ -10,7 +10,7 @@ or a JSON ``null``.
 
 Options are read under the format's prefix: ``csv.field-delimiter`` (``,``),
 ``csv.ignore-parse-errors``, ``json.fail-on-missing-field``, ``json.ignore-parse-errors``,
-``raw.charset`` (for a key: ``key.csv.field-delimiter`` and so on). An unknown format fails naming
+``raw.charset``, ``avro.codec`` (``avro_rows``) (for a key: ``key.csv.field-delimiter`` and so on). An unknown format fails naming
 it and the formats there are, as Flink's factory discovery does.
 """
 from __future__ import annotations
@@ -28,11 +28,12 @@ from millstream.table.types import DataType
 
 __all__ = ["FORMATS", "RowCodec", "codec_for", "format_options", "duration_ms", "memory_bytes"]
 
-FORMATS = ("csv", "json", "raw")
+FORMATS = ("csv", "json", "raw", "avro")
 _OPTIONS = {"csv": ("field-delimiter", "ignore-parse-errors", "quote-character", "null-literal"),
             "json": ("fail-on-missing-field", "ignore-parse-errors", "timestamp-format.standard",
                      "encode.decimal-as-plain-number"),
-            "raw": ("charset", "endianness")}
+            "raw": ("charset", "endianness"),
+            "avro": ("codec", "timestamp_mapping.legacy")}
 
 
 def format_options(fmt: str) -> tuple[str, ...]:
@@ -94,11 +95,17 @@ class RowCodec:
         self.ignore_errors = options.get("ignore-parse-errors", "false").lower() == "true"
         self.fail_on_missing = options.get("fail-on-missing-field", "false").lower() == "true"
         self.charset = options.get("charset", "UTF-8")
+        self.avro: Any = None
+        if fmt == "avro":
+            from millstream.table.avro_rows import AvroRowConverter  # lazy: fastavro loads only for avro tables
+            self.avro = AvroRowConverter(fields, options)
 
     # -- encoding ----------------------------------------------------------------------------------
 
     def encode(self, row: Any) -> bytes:
         """``row``: the table row (a Row or a sequence), its values by position."""
+        if self.avro is not None:
+            return self.avro.encode(row)
         if self.fmt == "json":
             doc = {name: _json_value(row[i], t) for i, name, t in self.fields}
             return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=_decimal_default).encode()
@@ -120,12 +127,14 @@ class RowCodec:
         (``ignore-parse-errors``). A bad record otherwise raises naming it."""
         try:
             return self._decode(data)
-        except (ValueError, TableException, TypeError) as e:
+        except (ValueError, TableException, TypeError, EOFError, IndexError) as e:
             if self.ignore_errors:
                 return None
             raise TableException(f"Failed to deserialize {self.fmt} record {data[:200]!r}: {e}") from None
 
     def _decode(self, data: bytes) -> list[Any]:
+        if self.avro is not None:
+            return self.avro.decode(data)
         if self.fmt == "raw":
             t = self.fields[0][2]
             if t.root in ("BINARY", "VARBINARY", "BYTES"):
