@@ -11,7 +11,11 @@ worker's id (so its registration is recognised).
 output in ``<env.log.dir>/<worker id>.out``, a child that ends with this process
 (runtime/entrypoint/children.py). Workers are started from the JobManager's event loop thread, which
 lives as long as they should. They share this host: their ports stay as configured
-(taskmanager.rpc.port defaults to a free one; a fixed one lets a single worker start).
+(taskmanager.rpc.port defaults to a free one; a fixed one lets a single worker start). With
+``millstream.spark.master`` set, each worker is a Spark application on that master holding its
+slots' cores until it stops (idle), which ends the application and gives them back; a worker that
+gets no core within ``millstream.spark.executor-wait`` exits naming the master, a failed start
+like any other.
 """
 from __future__ import annotations
 
