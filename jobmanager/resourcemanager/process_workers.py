@@ -164,7 +164,11 @@ class OnDemandWorkers:
 
     async def check(self) -> None:
         for worker_id, cause, where in await self._io(self.driver.exits):
+            repeats = self.core.repeats
             await self._run(self.core.exited(worker_id, cause, now_ms(), where))
+            if self.core.repeats > repeats:  # reported before: one line, not the cause again
+                log.info("TaskManager %s could not be started either, for the cause reported (%d repeats)",
+                         worker_id, self.core.repeats)
         slots = self._slot_manager()
         unmet = sum(p.required_slots - p.acquired_slots for p in slots.pending_jobs())
         tms = [TaskManagerSlots(tm.resource_id, tm.num_slots, tm.free_slots) for tm in slots.task_managers()]

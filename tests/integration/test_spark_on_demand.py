@@ -90,6 +90,10 @@ class JobManager:
         return [w for w in self.started() if (self.log_dir / f"{w}.out").exists()
                 and "gave it no executor core" in (self.log_dir / f"{w}.out").read_text(errors="replace")]
 
+    def seen_failures(self) -> list[str]:
+        """The failed starts its ResourceManager took note of: each report and each repeat."""
+        return re.findall(r"a TaskManager could not be started: |could not be started either", self.log())
+
     def stop(self) -> None:
         stop_processes([self.process])  # its TaskManagers end with it
 
@@ -179,10 +183,11 @@ def test_a_running_adaptive_job_grows_when_the_spark_cluster_gets_cores_for_anot
             out = tmp_path / "out"
             job_id = client.submit(counting_graph("adaptive on Spark, 2 then 4 slots", out, 4, SLOW))
             # the two TaskManagers for its 4 slots get no core: one cause, reported once
-            poll_for(lambda: len(jm.failed_starts()) >= 2, 180, interval=0.5,
+            poll_for(lambda: len(jm.failed_starts()) >= 2 and len(jm.seen_failures()) >= 2, 180, interval=0.5,
                      what="two failed starts of TaskManagers on a Spark cluster without cores")
             reports = jm.log().split("a TaskManager could not be started: ")[1:]
             assert len(reports) == 1, reports
+            assert len(jm.seen_failures()) == 2  # the second one counted as a repeat, not reported
             assert f"the Spark cluster {spark.url} gave it no executor core within {EXECUTOR_WAIT_S} s" in reports[0]
             assert "millstream.spark.executor-wait" in reports[0].splitlines()[0]
 
