@@ -149,6 +149,12 @@ class OnDemandWorkers:
         log.info("ResourceManager type %s: TaskManagers of %d slot(s) start on demand (at most %s slots), "
                  "stop after %d ms idle", self.config.get(cfg.RESOURCEMANAGER_TYPE), self.core.slots_per_worker,
                  self.core.max_slots if self.core.max_slots is not None else "unlimited", self.core.idle_timeout_ms)
+        if self.config.get(cfg.SCHEDULER_MODE) == "reactive" and self.core.max_slots is None:
+            # a reactive job wishes every slot up to each vertex's max parallelism (128 by default):
+            # TaskManagers would start for all of them (Flink runs reactive mode standalone only)
+            log.warning("scheduler-mode reactive with resourcemanager.type %s and no %s: every job wishes "
+                        "slots up to its max parallelism and TaskManagers start for all of them; set a limit",
+                        self.config.get(cfg.RESOURCEMANAGER_TYPE), cfg.SLOTMANAGER_MAX_SLOTS.key)
         self._task = asyncio.ensure_future(self._loop())
 
     async def _io(self, call: Callable[..., Any], *args: Any) -> Any:
