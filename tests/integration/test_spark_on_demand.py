@@ -39,8 +39,8 @@ pytestmark = pytest.mark.timeout(600)  # as test_spark_standalone: every TaskMan
 
 SLOTS, TASKS_PER_SLOT = 2, 3
 PLACEMENT = effective_placement()
-# What one TaskManager asks Spark for (spark.cores.max); each worker has that many cores, so the
-# two workers hold two TaskManagers (an executor of each on each worker), one worker holds one.
+# What one TaskManager asks Spark for (spark.cores.max), in one executor; each worker has that many
+# cores, so the two workers hold two TaskManagers, one worker holds one.
 TM_CORES = SLOTS * TASKS_PER_SLOT if PLACEMENT == "task" else SLOTS
 IDLE_S = 4
 # The wait counts registered executors: one the master granted must start its JVM and register
@@ -75,7 +75,11 @@ class JobManager:
              "-Dresourcemanager.type=process", f"-Dresourcemanager.taskmanager-timeout={IDLE_S} s",
              f"-Dtaskmanager.numberOfTaskSlots={SLOTS}", f"-Dmillstream.spark.task-placement={PLACEMENT}",
              f"-Dmillstream.spark.tasks-per-slot={TASKS_PER_SLOT}", f"-Dmillstream.spark.master={spark.url}",
-             "-Dmillstream.spark.conf=spark.executor.memory=512m", *options], workdir / "jobmanager.log")
+             # one executor holding all of a TaskManager's cores: it registers them at once (spread
+             # over two workers, a TaskManager fitting its slots before the second executor came
+             # would offer fewer)
+             f"-Dmillstream.spark.conf=spark.executor.memory=512m;spark.executor.cores={TM_CORES}", *options],
+            workdir / "jobmanager.log")
         self.address = poll_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="the JobManager")
 
     def log(self) -> str:
