@@ -15,7 +15,8 @@ The rules (Flink's ActiveResourceManager with its default resource allocation st
   ``resourcemanager.taskmanager-timeout`` is stopped, unless a job is still short of slots. Only
   its own workers: a TaskManager started by hand is never stopped here.
 - Failure: a worker that exits before it registered, or cannot be started at all, is reported
-  once with its cause (the same cause again is counted, not repeated); starts then wait
+  once with its cause (the same cause again, the worker's own id aside, is counted, not
+  repeated); starts then wait
   ``resourcemanager.start-worker.retry-interval``, doubling after each further failure up to
   :data:`MAX_BACKOFF_FACTOR` times it, and the first registration resets the back-off.
 """
@@ -134,10 +135,13 @@ class ActiveWorkers:
         self._failures += 1
         factor = min(2 ** (self._failures - 1), MAX_BACKOFF_FACTOR)
         self._retry_at_ms = now + self.retry_interval_ms * factor
-        if cause == self._reported:
+        # Each worker names itself in its error (TaskManager <id>: ...): the cause without its
+        # own id is what repeats, or every retry of one Spark cluster without cores is news.
+        same = cause.replace(worker_id, "<worker>")
+        if same == self._reported:
             self.repeats += 1
             return []
-        self._reported, self.repeats = cause, 0
+        self._reported, self.repeats = same, 0
         return [ReportFailure(f"a TaskManager could not be started: {cause}{f' ({where})' if where else ''}; "
                               f"starting TaskManagers again in "
                               f"{self.retry_interval_ms * factor / 1000:g} s (and backing off while it fails)")]

@@ -11,7 +11,11 @@ worker's id (so its registration is recognised).
 output in ``<env.log.dir>/<worker id>.out``, a child that ends with this process
 (runtime/entrypoint/children.py). Workers are started from the JobManager's event loop thread, which
 lives as long as they should. They share this host: their ports stay as configured
-(taskmanager.rpc.port defaults to a free one; a fixed one lets a single worker start).
+(taskmanager.rpc.port defaults to a free one; a fixed one lets a single worker start). With
+``millstream.spark.master`` set, each worker is a Spark application on that master holding its
+slots' cores until it stops (idle), which ends the application and gives them back; a worker that
+gets no core within ``millstream.spark.executor-wait`` exits naming the master, a failed start
+like any other.
 """
 from __future__ import annotations
 
@@ -145,6 +149,12 @@ class OnDemandWorkers:
         log.info("ResourceManager type %s: TaskManagers of %d slot(s) start on demand (at most %s slots), "
                  "stop after %d ms idle", self.config.get(cfg.RESOURCEMANAGER_TYPE), self.core.slots_per_worker,
                  self.core.max_slots if self.core.max_slots is not None else "unlimited", self.core.idle_timeout_ms)
+        if self.config.get(cfg.SCHEDULER_MODE) == "reactive" and self.core.max_slots is None:
+            # a reactive job wishes every slot up to each vertex's max parallelism (128 by default):
+            # TaskManagers would start for all of them (Flink runs reactive mode standalone only)
+            log.warning("scheduler-mode reactive with resourcemanager.type %s and no %s: every job wishes "
+                        "slots up to its max parallelism and TaskManagers start for all of them; set a limit",
+                        self.config.get(cfg.RESOURCEMANAGER_TYPE), cfg.SLOTMANAGER_MAX_SLOTS.key)
         self._task = asyncio.ensure_future(self._loop())
 
     async def _io(self, call: Callable[..., Any], *args: Any) -> Any:
@@ -160,7 +170,11 @@ class OnDemandWorkers:
 
     async def check(self) -> None:
         for worker_id, cause, where in await self._io(self.driver.exits):
+            repeats = self.core.repeats
             await self._run(self.core.exited(worker_id, cause, now_ms(), where))
+            if self.core.repeats > repeats:  # reported before: one line, not the cause again
+                log.info("TaskManager %s could not be started either, for the cause reported (%d repeats)",
+                         worker_id, self.core.repeats)
         slots = self._slot_manager()
         unmet = sum(p.required_slots - p.acquired_slots for p in slots.pending_jobs())
         tms = [TaskManagerSlots(tm.resource_id, tm.num_slots, tm.free_slots) for tm in slots.task_managers()]

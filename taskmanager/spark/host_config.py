@@ -53,10 +53,14 @@ def spark_host_for(configuration: cfg.Configuration) -> SparkHost:
     advertised, bind = taskmanager_hosts(configuration)
     credentials = cluster_credentials(configuration)
     control_ports = cfg.parse_port_range(configuration.get(cfg.SPARK_CONTROL_PORT), cfg.SPARK_CONTROL_PORT.key)
+    # A Spark master lists each TaskManager as an application: its resource id, when set (the
+    # ResourceManager's on-demand ones), tells them apart there.
+    resource_id = configuration.get(cfg.TASKMANAGER_RESOURCE_ID)
     try:
         return SparkHost(
             configuration.get(cfg.TASKMANAGER_NUM_TASK_SLOTS),
             configuration.get(cfg.SPARK_MASTER) or None,
+            app_name=f"millstream-taskmanager {resource_id}" if resource_id else "millstream-taskmanager",
             conf=spark_conf(configuration),
             tasks_per_slot=configuration.get(cfg.SPARK_TASKS_PER_SLOT),
             placement=configuration.get(cfg.SPARK_TASK_PLACEMENT),  # type: ignore[arg-type]  # choices checked

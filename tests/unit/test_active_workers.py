@@ -111,6 +111,23 @@ def test_a_failed_start_is_reported_once_and_retried_with_back_off() -> None:
     assert "docker down" in w.exited(third, "docker down", 300 + 3 * RETRY)[0].message  # a new cause is reported
 
 
+def test_a_cause_that_differs_only_by_the_workers_own_id_is_the_same_cause() -> None:
+    # a TaskManager names itself in its error ("TaskManager <id>: the Spark cluster ... gave it no
+    # executor core"): every retry against a full Spark cluster is the same failure, reported once
+    w = workers(slots=2)
+    (first,) = starts(w.check(0, 2, []))
+    reported = w.exited(first, f"TaskManager {first}: the Spark cluster spark://m:7077 gave it no executor core", 100)
+    assert len(reported) == 1 and f"TaskManager {first}: the Spark cluster spark://m:7077" in reported[0].message
+    (second,) = starts(w.check(100 + RETRY, 2, []))
+    assert second != first
+    assert w.exited(second, f"TaskManager {second}: the Spark cluster spark://m:7077 gave it no executor core",
+                    200 + RETRY) == []
+    assert w.repeats == 1
+    (third,) = starts(w.check(200 + 3 * RETRY, 2, []))
+    assert len(w.exited(third, f"TaskManager {third}: the Spark cluster spark://other:7077 gave it no executor core",
+                        300 + 3 * RETRY)) == 1  # another master is another cause
+
+
 def test_the_back_off_stops_growing_and_a_registration_resets_it() -> None:
     w = workers(slots=1)
     now = 0

@@ -31,6 +31,16 @@ def test_by_default_a_slot_costs_one_spark_core() -> None:
     assert "slots (millstream.spark.task-placement=slot, the default)" in cfg.SPARK_MASTER.description
 
 
+def test_a_taskmanager_with_a_resource_id_is_a_spark_application_named_after_it() -> None:
+    # a Spark master lists every TaskManager as an application: the ResourceManager's on-demand
+    # ones (taskmanager.resource-id set) are told apart by name
+    conf = cfg.Configuration.from_dict({"millstream.spark.master": "spark://m:7077",
+                                        "taskmanager.host": "tm1.example",
+                                        "taskmanager.resource-id": "taskmanager-ondemand-ab12-3"})
+    assert spark_host_for(conf).app_name == "millstream-taskmanager taskmanager-ondemand-ab12-3"
+    assert spark_host_for(cfg.Configuration.from_dict({})).app_name == "millstream-taskmanager"
+
+
 def test_spark_master_and_conf_are_passed_through() -> None:
     conf = cfg.Configuration.from_dict({
         "millstream.spark.master": "spark://m:7077", "millstream.spark.conf": "spark.a=1;spark.b = x=y",
