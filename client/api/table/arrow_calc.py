@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable, Sequence
 
-from millstream.common.row import Row
+from millstream.common.row import Row, positional_rows, values_and_kinds
 from millstream.datastream.functions import FlatMapFunction
 from millstream.table.expression import Resolved
 from millstream.table.types import DataType, is_integer
@@ -485,27 +485,26 @@ class ArrowCalc(FlatMapFunction):
         pa, pc = _pa(), _pc()
         cond, projs, kinds = self._compile()
         n = len(records)
-        values = [list(r) for r in records]
-        transposed = list(zip(*values)) if values[0] else []
+        values, row_kinds = values_and_kinds(records)
+        transposed = list(zip(*values)) if kinds else []
         arrays = {i: _to_array(transposed[i], kind) for i, kind in kinds.items()}
         if self.condition is None:
             mask = None
         elif cond is not None:
-            mask = pc.fill_null(_array(cond[0](arrays, n), n), False).to_pylist()
+            selector = pc.fill_null(_array(cond[0](arrays, n), n), False)
+            mask = selector.to_pylist()
         else:
             mask = [self.condition.eval(v) is True for v in values]
+            selector = pa.array(mask, pa.bool_())
+        kept, kept_values, kept_kinds = n, values, row_kinds
         if mask is not None:
-            kept = sum(mask)
+            kept = mask.count(True)
             if kept == 0:
                 return [[] for _ in records]
             if kept < n:
-                selector = pa.array(mask, pa.bool_())
                 arrays = {i: a.filter(selector) for i, a in arrays.items()}
                 kept_values = list(itertools.compress(values, mask))
-            else:
-                kept_values = values
-        else:
-            kept, kept_values = n, values
+                kept_kinds = list(itertools.compress(row_kinds, mask))
         columns: list[Any] = []
         for p, compiled in zip(self.projections, projs):
             if p.kind == "ref":
@@ -515,14 +514,13 @@ class ArrowCalc(FlatMapFunction):
                 columns.append([result.as_py()] * kept if isinstance(result, pa.Scalar) else result.to_pylist())
             else:
                 columns.append([p.eval(v) for v in kept_values])
-        rows = iter(zip(*columns)) if columns else iter([()] * kept)
-        out: list[list[Row]] = []
+        rows = positional_rows(zip(*columns) if columns else [()] * kept, kept_kinds)
         if mask is None:
-            for record in records:
-                out.append([_row(list(next(rows)), record.get_row_kind())])
-            return out
-        for record, keep in zip(records, mask):
-            out.append([_row(list(next(rows)), record.get_row_kind())] if keep else [])
+            return [[r] for r in rows]
+        out: list[list[Row]] = []
+        it = iter(rows)
+        for keep in mask:
+            out.append([next(it)] if keep else [])
         return out
 
 
