@@ -314,3 +314,19 @@ def test_the_option_is_registered_on_by_default_and_read_by_the_planner() -> Non
     assert isinstance(calc_function(None), ArrowCalc)
     assert isinstance(calc_function("true"), ArrowCalc)
     assert isinstance(calc_function("false"), CalcFunction)
+
+
+def test_sql_not_like_keeps_the_rows_like_drops() -> None:
+    """``name NOT LIKE 'item1%'`` is the negation of LIKE (sqlglot marks it ``negate`` on its Like
+    node; the planner had read it as LIKE), on both paths."""
+    from millstream.table import EnvironmentSettings, TableEnvironment
+    from millstream.table import plan as p
+    from millstream.table.planner import optimize
+    t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+    t_env.create_temporary_view("t", t_env.from_elements([(1, "item1"), (2, "item2"), (3, None)], ["id", "name"]))
+    node = optimize(t_env.sql_query("SELECT id FROM t WHERE name NOT LIKE 'item1%'")._node)
+    assert isinstance(node, p.Calc) and "NOT(LIKE(name, 'item1%'))" in node.describe()
+    rows = [Row(1, "item1"), Row(2, "item2"), Row(3, None)]
+    types = [t for _, t in node.input.columns]
+    for f in (CalcFunction(node.projections, node.condition), ArrowCalc(node.projections, node.condition, types)):
+        assert run(f, rows) == [(RowKind.INSERT, (2,))]
