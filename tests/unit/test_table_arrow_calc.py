@@ -49,8 +49,8 @@ def random_rows(rng: random.Random, n: int, hazards: bool = True) -> list[Row]:
     import decimal
     rows = []
     if hazards:  # the extremes' pairs, so each batch of the first trial meets them
-        for a, b, x, y in [(-2 ** 63, -1, 1.0, 0.0), (2 ** 63 - 1, 2 ** 63 - 1, -0.0, 0.0), (-2 ** 31, -1, math.nan, -0.0),
-                           (2 ** 53 + 1, 2 ** 53 + 1, 2.0 ** 53, math.inf), (-2 ** 63, 2, 1e300, 1e-300)]:
+        for a, b, x, y in [(-2 ** 63, -1, 1.0, 0.0), (2 ** 63 - 1, 2 ** 63 - 1, -0.0, 0.0),
+                           (-2 ** 31, -1, math.nan, -0.0), (2 ** 53 + 1, 2 ** 53 + 1, 2.0 ** 53, math.inf), (-2 ** 63, 2, 1e300, 1e-300)]:
             rows.append(Row(a, b, x, y, "ß", "Straße", True, None, decimal.Decimal("1.25")))
     for i in range(n - len(rows)):
         r = Row(pick(ints), pick(divisors), pick(FLOATS), pick(fdivisors), pick(strings), pick(strings),
@@ -139,8 +139,8 @@ CASES: list[tuple[Expression, Callable[[dict[str, Any]], Any], bool]] = [
     (col("f") & col("g"), lambda r: sql_and(r["f"], r["g"]), True),
     (col("f") | (col("a") > lit(0)), lambda r: sql_or(r["f"], lt(0, r["a"])), True),
     (~col("f"), lambda r: None if r["f"] is None else not r["f"], True),
-    ((col("f") | lit(None)) & ~col("g"), lambda r: sql_and(sql_or(r["f"], None), None if r["g"] is None else not r["g"]),
-     True),
+    ((col("f") | lit(None)) & ~col("g"),
+     lambda r: sql_and(sql_or(r["f"], None), None if r["g"] is None else not r["g"]), True),
     (col("a").is_null, lambda r: r["a"] is None, True),
     (col("s").is_not_null, lambda r: r["s"] is not None, True),
     (col("f").is_true, lambda r: r["f"] is True, True),
@@ -232,7 +232,7 @@ def test_vectorized_equals_row_path_and_sql(case: int, as_filter: bool) -> None:
         [e, resolve(col("a"), COLUMNS)]
     condition = e if as_filter else None
     rng = random.Random(case * 2 + as_filter)
-    row_path, vectorized = CalcFunction(projections, condition), ArrowCalc(projections, condition, TYPES)
+    row_path, vectorized = CalcFunction(projections, condition), ArrowCalc(projections, condition, TYPES, min_rows=1)
     for hazards, sizes in [(True, [1]), (True, [7, 64]), (True, [300]), (False, [300]), (False, [7, 64])]:
         for batch in batches(random_rows(rng, 300, hazards), sizes):  # each batch on its own: an error hides no other
             by_rows = outcome(lambda: run(row_path, batch))
@@ -254,7 +254,7 @@ def test_a_batch_without_hazards_is_computed_over_arrays(case: int) -> None:
     e = resolve(expr, COLUMNS)
     assert compile_expression(e, TYPES) is not None
     rows = random_rows(random.Random(case), 200, hazards=False)
-    f = ArrowCalc([e], None, TYPES)
+    f = ArrowCalc([e], None, TYPES, min_rows=1)
     vectorized = [(r.get_row_kind(), tuple(r)) for part in f._vectorized(rows) for r in part]  # raises on fallback
     assert typed(vectorized) == typed(run(CalcFunction([e], None), rows))
 
@@ -279,7 +279,7 @@ def test_a_udf_projection_runs_per_row_beside_vectorized_ones() -> None:
     condition = resolve(col("a") > lit(0), COLUMNS)
     assert arrow_calc.vectorizes(projections, condition, TYPES)
     rows = random_rows(random.Random(5), 100, hazards=False)
-    out = run(ArrowCalc(projections, condition, TYPES), rows)
+    out = run(ArrowCalc(projections, condition, TYPES, min_rows=1), rows)
     kept = [r for r in rows if r[0] is not None and r[0] > 0]
     assert out == [(r.get_row_kind(), (r[0] + 1, r[0] * 2)) for r in kept]
     assert calls == [r[0] for r in kept]  # the UDF sees only the rows the filter kept, as Flink's Calc
@@ -289,10 +289,20 @@ def test_a_column_holding_another_python_type_falls_back_to_the_row_path() -> No
     """A DOUBLE column holding ints (a from_elements of ints typed DOUBLE) divides as ints in the
     row path; the vectorized Calc must not turn them into doubles."""
     e = resolve(col("x") / col("y"), COLUMNS)
-    rows = [Row(None, None, 7, 2, None, None, None, None, None), Row(None, None, 7.0, 2.0, None, None, None, None, None)]
-    out = run(ArrowCalc([e], None, TYPES), rows)
+    rows = [Row(None, None, 7, 2, None, None, None, None, None),
+            Row(None, None, 7.0, 2.0, None, None, None, None, None)]
+    out = run(ArrowCalc([e], None, TYPES, min_rows=1), rows)
     assert out == [(RowKind.INSERT, (3,)), (RowKind.INSERT, (3.5,))]
     assert [type(v[0]) for _, v in out] == [int, float]
+
+
+def test_a_batch_of_few_rows_runs_row_by_row() -> None:
+    """Below MIN_ROWS a batch takes the row path (same rows), so a trickling stream pays no Arrow call."""
+    e = resolve(col("a") + lit(1), COLUMNS)
+    f = ArrowCalc([e], None, TYPES)
+    f._vectorized = None  # type: ignore[assignment]  # would fail if called
+    rows = random_rows(random.Random(3), arrow_calc.MIN_ROWS - 1, hazards=False)
+    assert run(f, rows) == run(CalcFunction([e], None), rows)
 
 
 def test_the_option_is_registered_on_by_default_and_read_by_the_planner() -> None:
@@ -328,5 +338,6 @@ def test_sql_not_like_keeps_the_rows_like_drops() -> None:
     assert isinstance(node, p.Calc) and "NOT(LIKE(name, 'item1%'))" in node.describe()
     rows = [Row(1, "item1"), Row(2, "item2"), Row(3, None)]
     types = [t for _, t in node.input.columns]
-    for f in (CalcFunction(node.projections, node.condition), ArrowCalc(node.projections, node.condition, types)):
+    for f in (CalcFunction(node.projections, node.condition),
+              ArrowCalc(node.projections, node.condition, types, min_rows=1)):
         assert run(f, rows) == [(RowKind.INSERT, (2,))]
