@@ -539,7 +539,7 @@ def _row(values: list[Any], kind: Any) -> Row:
     return r
 
 
-_TYPES_OF_KIND = {"int": {int}, "float": {float}, "str": {str}, "bool": {bool}}
+_TYPES_OF_KIND: dict[str, set[type]] = {"int": {int}, "float": {float}, "str": {str}, "bool": {bool}}
 
 
 def _to_array(column: Sequence[Any], kind: str) -> Any:
