@@ -145,6 +145,7 @@ CASES: list[tuple[Expression, Callable[[dict[str, Any]], Any], bool]] = [
     (col("s").is_not_null, lambda r: r["s"] is not None, True),
     (col("f").is_true, lambda r: r["f"] is True, True),
     (col("f").is_false, lambda r: r["f"] is False, True),
+    (col("s") + col("t"), lambda r: strict(lambda s, t: s + t)(r["s"], r["t"]), True),
     (col("s").upper_case, lambda r: None if r["s"] is None else ascii_upper(r["s"]), True),
     (col("t").lower_case, lambda r: None if r["t"] is None else r["t"].lower(), True),
     (col("s").char_length, lambda r: None if r["s"] is None else len(r["s"]), True),
