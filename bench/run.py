@@ -41,6 +41,8 @@
 16. task placement (bench/placement.py, only with ``--only placement``, ~15 minutes): word count,
    windows and Nexmark under ``millstream.spark.task-placement`` task and slot, alternating fresh
    processes, the ratio slot / task per job.
+17. SQL Calc (bench/sql_calc.py, ~10 minutes): a projection + filter SQL job over 1 M CSV rows with
+   the vectorized Calc (table.exec.millstream.vectorized-calc.enabled) on and off, alternating pairs.
 
 ``--task-placement task|slot`` runs every Millstream measurement under that placement (the default:
 the option's default).
@@ -345,7 +347,8 @@ def _run(kind: str, *args: str) -> dict:
 
 
 BENCHMARKS = ["wordcount", "exchange", "latency", "collect", "scale", "checkpoints", "windows", "ha", "startup", "metrics",
-              "parquet", "kafka", "nexmark", "keyed_state", "sql", "rocksdb_large_state", "placement"]
+              "parquet", "kafka", "nexmark", "keyed_state", "sql", "rocksdb_large_state", "placement",
+              "sql_calc"]
 OPT_IN = {"rocksdb_large_state",  # ~30 minutes and ~10 GB of disk: only with --only
           "placement"}  # ~15 minutes, a comparison made to choose a default
 
@@ -483,6 +486,12 @@ def bench_sql(a: argparse.Namespace) -> list[Figure]:
     import sql
 
     return sql.headline(sql.report())
+
+
+def bench_sql_calc(a: argparse.Namespace) -> list[Figure]:
+    import sql_calc
+
+    return sql_calc.headline(sql_calc.report())
 
 
 def bench_ha(a: argparse.Namespace) -> list[Figure]:
@@ -624,7 +633,8 @@ def main() -> None:
                "scale": bench_scale, "checkpoints": bench_checkpoints, "windows": bench_windows, "ha": bench_ha,
                "startup": bench_startup, "metrics": bench_metrics, "parquet": bench_parquet, "kafka": bench_kafka,
                "nexmark": bench_nexmark, "keyed_state": bench_keyed_state, "sql": bench_sql,
-               "rocksdb_large_state": bench_rocksdb_large_state, "placement": bench_placement}
+               "rocksdb_large_state": bench_rocksdb_large_state, "placement": bench_placement,
+               "sql_calc": bench_sql_calc}
     figures: list[Figure] = []
     measured: list[str] = []
     try:

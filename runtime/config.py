@@ -614,6 +614,11 @@ AUTO_WATERMARK_INTERVAL: ConfigOption[int] = _option(
 ARROW_BATCH_SIZE: ConfigOption[int] = _option(
     "python.fn-execution.arrow.batch.size", _INT, 1000,
     "Most rows a pandas (vectorized) scalar function receives in one call (one Series per argument).")
+VECTORIZED_CALC_ENABLED: ConfigOption[bool] = _option(
+    "table.exec.millstream.vectorized-calc.enabled", _BOOL, True,
+    "Whether a Calc (SQL projection and filter) computes the expressions pyarrow.compute evaluates exactly "
+    "over Arrow arrays, a batch of rows at a time (millstream/table/arrow_calc.py); false: row by row. "
+    "Millstream's own option: Flink's Calc is generated Java code.")
 ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS: ConfigOption[int] = _option(
     "table.exec.async-scalar.max-concurrent-operations", _INT, 10,
     "Most calls of async scalar functions in flight per task; a full task holds its input back.",
@@ -802,7 +807,7 @@ PIPELINE_OPTIONS: tuple[ConfigOption[Any], ...] = (
 # configuration (its environment's Configuration, the file, MILLSTREAM_CONF_*, `millstream run -D`).
 TABLE_OPTIONS: tuple[ConfigOption[Any], ...] = (
     ARROW_BATCH_SIZE, ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS, ASYNC_SCALAR_TIMEOUT, ASYNC_SCALAR_RETRY_STRATEGY,
-    ASYNC_SCALAR_RETRY_DELAY, ASYNC_SCALAR_MAX_ATTEMPTS)
+    ASYNC_SCALAR_RETRY_DELAY, ASYNC_SCALAR_MAX_ATTEMPTS, VECTORIZED_CALC_ENABLED)
 JOBMANAGER_JOB_OPTIONS: tuple[ConfigOption[Any], ...] = (
     SLOT_REQUEST_TIMEOUT,
     RESTART_STRATEGY_TYPE, RESTART_FIXED_DELAY_ATTEMPTS, RESTART_FIXED_DELAY_DELAY, RESTART_FAILURE_RATE_MAX_FAILURES,

@@ -51,6 +51,26 @@ def rows_of_names(field_names: Sequence[str], values: Iterable[Sequence[Any]]) -
     return out
 
 
+def values_and_kinds(rows: Sequence["Row"]) -> tuple[list[list[Any]], list[RowKind]]:
+    """Each row's values (its own list: read it, never change it) and row kind, for code that
+    computes over a batch of rows at once (the Table API's vectorized Calc)."""
+    return [r._values for r in rows], [r._row_kind for r in rows]
+
+
+def positional_rows(values: Iterable[Sequence[Any]], kinds: Iterable[RowKind]) -> list["Row"]:
+    """Unnamed rows of the given values and row kinds (what ``Row(*v)`` and ``set_row_kind`` give,
+    without their per-row calls)."""
+    new = Row.__new__
+    out = []
+    for vals, kind in zip(values, kinds):
+        row = new(Row)
+        row._values = list(vals)
+        row._fields = None
+        row._row_kind = kind
+        out.append(row)
+    return out
+
+
 class Row:
     """A fixed-length record: ``Row(1, "a")`` or ``Row(name="a", count=1)``."""
 

@@ -22,7 +22,7 @@ from millstream.common.watermark_strategy import WatermarkStrategy
 from millstream.datastream.async_data_stream import AsyncDataStream
 from millstream.runtime import config as cfg
 from millstream.runtime import operator_factories
-from millstream.table import async_calc, vectorized
+from millstream.table import arrow_calc, async_calc, vectorized
 from millstream.table import plan as p
 from millstream.table.types import DataTypes
 from millstream.table.expression import Resolved, TableException, cast_value, text_of
@@ -222,6 +222,10 @@ def _calc(node: p.Calc, env: Any, batch: bool) -> Any:
         size = cfg.Configuration.from_dict(_table_options(env)).get(cfg.ARROW_BATCH_SIZE)
         f = vectorized.VectorizedCalc(node.projections, node.condition, len(node.input.columns), size)
         return _forward(node, env, batch, f)
+    types = [t for _, t in node.input.columns]
+    if (cfg.Configuration.from_dict(_table_options(env)).get(cfg.VECTORIZED_CALC_ENABLED)
+            and arrow_calc.vectorizes(node.projections, node.condition, types)):  # over Arrow arrays, exactly
+        return _forward(node, env, batch, arrow_calc.ArrowCalc(node.projections, node.condition, types))
     return _forward(node, env, batch, CalcFunction(node.projections, node.condition))
 
 

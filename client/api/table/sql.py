@@ -202,7 +202,8 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
         return lit(interval_of(node))
     name = _BINARY.get(type(node))
     if name is not None:
-        return Expression("call", (expression(node.this, t_env), expression(node.expression, t_env)), name)
+        call = Expression("call", (expression(node.this, t_env), expression(node.expression, t_env)), name)
+        return Expression("call", (call,), "not") if node.args.get("negate") else call  # sqlglot's NOT LIKE
     name = _UNARY.get(type(node))
     if name is not None:
         return Expression("call", (expression(node.this, t_env),), name)
