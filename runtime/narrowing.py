@@ -129,12 +129,14 @@ def batch_narrower(type_info: Any) -> Callable[[list[Any]], list[Any]] | None:
         return None
     name = type_info.name
     checks: list[tuple[Callable[[Any], Any] | None, int]] | None = None
+    int_fields: tuple[int, ...] | None = None
     if name in _INT_BITS:
         checks = [(None, _INT_BITS[name])]
     elif name in ("TUPLE", "ROW") and all(
         value_narrower(c) is None or c.name in _INT_BITS for c in type_info.components
     ):
         checks = [(itemgetter(i), _INT_BITS[c.name]) for i, c in enumerate(type_info.components) if c.name in _INT_BITS]
+        int_fields = tuple(i for i, c in enumerate(type_info.components) if c.name in _INT_BITS)
 
     def narrow(records: list[Any]) -> list[Any]:
         if checks is not None:
@@ -146,6 +148,10 @@ def batch_narrower(type_info: Any) -> Callable[[list[Any]], list[Any]] | None:
                 pass
         return stamped(list(map(convert, records)), timestamps_of(records))
 
+    # The positions of a tuple type whose integers are all the narrowing may change (None: it may
+    # change more, or records that are not tuples): a consumer that proves those fields are ints in
+    # range needs no narrowing of the batch (CombiningWriter.emit_unnarrowed).
+    narrow.int_fields = int_fields  # type: ignore[attr-defined]
     return narrow
 
 

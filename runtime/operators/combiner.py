@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import types
-from operator import itemgetter
+from operator import countOf, itemgetter
 from typing import Any, Callable
 
 from millstream.runtime import operator_factories
@@ -40,6 +40,21 @@ def _is_field_zero(fn: Any) -> bool:
             and code.co_consts == _FIELD_0.co_consts and code.co_names == _FIELD_0.co_names
             and code.co_argcount == 1 and not code.co_kwonlyargcount and not code.co_freevars
             and fn.__defaults__ is None and fn.__kwdefaults__ is None)
+
+
+def _all_pairs(records: list[Any]) -> bool:
+    """Whether every record is a plain tuple (not a subclass) of two fields: C-level passes that
+    count instead of building sets (~25 against ~30 ns a record each)."""
+    n = len(records)
+    return countOf(map(type, records), tuple) == n and countOf(map(len, records), 2) == n
+
+
+def _all_ones(pairs: list[tuple[Any, Any]]) -> bool:
+    """Whether the second field of every pair is the int 1 (not True, 1.0 or another number equal
+    to it: the consumer's sum would keep their types)."""
+    increments = list(map(_second, pairs))
+    n = len(increments)
+    return increments.count(1) == n and countOf(map(type, increments), int) == n
 
 
 class CombiningWriter:
@@ -76,7 +91,7 @@ class CombiningWriter:
                 self._resolve(records[0])
             acc, key, reduce = self._acc, self._key, self._reduce
             assert reduce is not None
-            if self._pairs and set(map(type, records)) == {tuple} and set(map(len, records)) == {2}:
+            if self._pairs and _all_pairs(records):
                 self._sum_pairs(records)
                 return
             if self._pairs:
@@ -99,15 +114,9 @@ class CombiningWriter:
         the first field and every count exactly the int 1 (``(word, 1)``), a batch is a C-level
         count of its keys: integer sums do not depend on their order."""
         key, counts, firsts = self._key, self._counts, self._firsts
-        if self._by_field_0:
-            increments = list(map(_second, records))
-            if increments.count(1) == len(increments) and set(map(type, increments)) == {int}:
-                try:
-                    counts.update(map(_first, records))  # every record adds exactly 1: count its key (C loop)
-                except TypeError:  # an unhashable key: the records before it are counted, the rest by twin
-                    first_bad = next(i for i, r in enumerate(records) if not _hashable(r[0]))
-                    counts.update(hashable_keys(list(map(_first, records[first_bad:]))))
-                return
+        if self._by_field_0 and _all_ones(records):
+            self._count_keys(records)
+            return
         get = counts.get
         by_field_0 = self._by_field_0
         for r in records:
@@ -123,6 +132,30 @@ class CombiningWriter:
                 counts[k] = r[1]
             else:
                 counts[k] = c + r[1]
+
+    def _count_keys(self, records: list[Any]) -> None:
+        """Every record is ``(key, 1)``: a C-level count of the keys."""
+        counts = self._counts
+        try:
+            counts.update(map(_first, records))
+        except TypeError:  # an unhashable key: the records before it are counted, the rest by twin
+            first_bad = next(i for i, r in enumerate(records) if not _hashable(r[0]))
+            counts.update(hashable_keys(list(map(_first, records[first_bad:]))))
+
+    def emit_unnarrowed(self, records: list[Any], narrow: Callable[[list[Any]], list[Any]]) -> None:
+        """``records`` as the producing operator emitted them, before ``narrow``, Java's narrowing of
+        its declared output type (runtime.narrowing.batch_narrower). A batch of plain ``(key, 1)``
+        pairs counted by key needs none when the type's integers are at most its count field: the
+        int 1 is in range for every integer type, and the narrowing changes nothing else. So the
+        count path's own check stands for the narrowing's; any other batch is narrowed first."""
+        if records and self._pairs and self._by_field_0 and set(getattr(narrow, "int_fields", None) or (0,)) <= {1}:
+            try:
+                if _all_pairs(records) and _all_ones(records):
+                    self._count_keys(records)
+                    return
+            except Exception as exc:
+                raise OperatorError(f"Operator '{self._name}' (pre-aggregation): {type(exc).__name__}: {exc}", self._name) from exc
+        self.emit(narrow(records))
 
     def _leave_pairs(self) -> None:
         """A record of another shape arrived: continue with whole records, as the consumer would."""

@@ -101,12 +101,16 @@ def _fan_out(targets: list[Emit]) -> Emit:
     return fan_out
 
 
-def _narrowed(emit: Emit, output_type: Any) -> Emit:
+def _narrowed(emit: Emit, output_type: Any, writer_output: _WriterOutput | None = None) -> Emit:
     """``emit`` behind Java's narrowing of ``output_type`` (as PyFlink's typed output), when the type
-    declares anything to narrow."""
+    declares anything to narrow. ``writer_output``: the only consumer, when it is a result writer;
+    one that narrows a batch only when it must (a combiner) takes the batches unnarrowed."""
     narrow = batch_narrower(output_type)
     if narrow is None or emit is discard:
         return emit
+    lazy = writer_output.narrowing_emit(narrow) if writer_output is not None else None
+    if lazy is not None:
+        return lazy
 
     def emit_narrowed(records: list[Any]) -> None:
         emit(narrow(records))
@@ -139,6 +143,22 @@ class _WriterOutput:
             self._emit(records)
         except Exception as e:
             self.operator.fail(e, f"writing to result {self.result_id.hex()}")
+
+    def narrowing_emit(self, narrow: Callable[[list[Any]], list[Any]]) -> Emit | None:
+        """An emit of batches not yet narrowed, which the writer narrows itself when it must (its
+        ``emit_unnarrowed``); None when the writer has no such path."""
+        take = getattr(self.writer, "emit_unnarrowed", None)
+        if take is None:
+            return None
+
+        def emit(records: list[Any]) -> None:
+            self._emitted += len(records)
+            try:
+                take(records, narrow)
+            except Exception as e:
+                self.operator.fail(e, f"writing to result {self.result_id.hex()}")
+
+        return emit
 
     def flush(self) -> None:
         try:
@@ -240,6 +260,7 @@ class OperatorChain:
         for op in self.vertex.operators:
             operator = self._by_node[op.node_id]
             main: list[Emit] = []
+            main_writers: list[_WriterOutput] = []
             side: dict[str, list[Emit]] = {}
             # Watermarks and statuses go to every consumer, main and side outputs alike (as in Flink).
             watermarks: list[Callable[[int], None]] = []
@@ -260,9 +281,12 @@ class OperatorChain:
                 self._writer_outputs.append(output)
                 tag = dataset.output_tag
                 (side.setdefault(tag, []) if tag else main).append(output.emit)
+                if not tag:
+                    main_writers.append(output)
                 watermarks.append(output.emit_watermark)
                 statuses.append(output.emit_watermark_status)
-            operator.output = _narrowed(_fan_out(main), getattr(operator.factory, "output_type", None))
+            only_writer = main_writers[0] if len(main) == 1 and len(main_writers) == 1 else None
+            operator.output = _narrowed(_fan_out(main), getattr(operator.factory, "output_type", None), only_writer)
             if watermarks:
                 operator.watermark_output = _fan_out_events(watermarks)
                 operator.status_output = _fan_out_events(statuses)

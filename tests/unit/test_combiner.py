@@ -150,3 +150,105 @@ def test_only_a_plain_lambda_of_the_first_field_is_taken_for_indexing() -> None:
     for other in (lambda p: p[1], lambda p: p[0].lower(), lambda p: p[offset], lambda p, q=0: p[0], with_default,
                   itemgetter(0), lambda p: p, str.lower, len):
         assert not _is_field_zero(other), other
+
+
+def _counting(narrow):
+    """``narrow`` with a count of the batches it was given (its attributes kept)."""
+    calls = []
+
+    def counted(records):
+        calls.append(len(records))
+        return narrow(records)
+
+    counted.int_fields = narrow.int_fields
+    return counted, calls
+
+
+def _narrowed_sums(records: list, type_info) -> list:
+    """The consumer's sequential sums over the records as PyFlink hands them on: narrowed first."""
+    from millstream.runtime.narrowing import batch_narrower
+
+    return _sequential_sums(batch_narrower(type_info)(records))
+
+
+def test_a_typed_batch_of_ones_is_counted_without_the_narrowing_and_any_other_is_narrowed_first() -> None:
+    """A (word, 1) batch needs no narrowing: the count path proves every count is the int 1, in
+    range for every integer type. Out-of-range counts, bools, or an integer key field still go
+    through Java's narrowing before they are summed, so results stay PyFlink's."""
+    from millstream.common import Types
+    from millstream.runtime.narrowing import batch_narrower
+
+    dataset = _dataset(RuntimeExecutionMode.BATCH, lambda k: k.sum(1))
+    factory = cloudpickle.loads(dataset.combiner)
+    key_selector = cloudpickle.loads(dataset.partitioner.payload).key_selector
+    typed = Types.TUPLE([Types.STRING(), Types.INT()])
+    narrow, calls = _counting(batch_narrower(typed))
+    batches = [[("a", 1), ("b", 1)], [("a", 1), ("c", 1), ("a", 1)], [("b", 2**31 + 5), ("a", 1)], [("c", True), ("d", 1)],
+               [("a", 1)] * 5]
+    writer = ListWriter()
+    combiner = CombiningWriter(writer, factory, key_selector, "test")
+    for batch in batches:
+        combiner.emit_unnarrowed(batch, narrow)
+    combiner.finish()
+    assert calls == [2, 2, 2]  # the first batch (shape not yet known), the out-of-range one, the one with a bool
+    expected = _narrowed_sums([r for batch in batches for r in batch], typed)
+    assert sorted(map(repr, writer.records)) == sorted(map(repr, expected))
+    assert ("b", 1 + 5 - 2**31) in writer.records  # Java's int overflow, as PyFlink's typed output
+
+    keyed_by_int = Types.TUPLE([Types.INT(), Types.INT()])  # the key field narrows too: never skipped
+    narrow, calls = _counting(batch_narrower(keyed_by_int))
+    writer = ListWriter()
+    combiner = CombiningWriter(writer, factory, key_selector, "test")
+    int_batches = [[(1, 1), (2, 1)], [(2**32 + 1, 1), (1, 1)]]
+    for batch in int_batches:
+        combiner.emit_unnarrowed(batch, narrow)
+    combiner.finish()
+    assert calls == [2, 2]
+    assert sorted(writer.records) == [(1, 3), (2, 1)]
+
+
+def test_a_chained_typed_flat_map_hands_its_batches_to_the_combiner_unnarrowed(monkeypatch) -> None:
+    """The chain gives an operator's typed output to a combining writer before the narrowing, and
+    the writer narrows what it must: a word count's batches of ones skip it, exact counts either way."""
+    from millstream.common import Types
+    from millstream.runtime import narrowing
+    from millstream.runtime.task import chain as chain_module
+    from millstream.runtime.task.chain import OperatorChain
+    from millstream.runtime.task.environment import SimpleTaskEnvironment
+
+    calls: list = []
+
+    def counting_narrower(type_info):
+        narrow = narrowing.batch_narrower(type_info)
+        if narrow is None:
+            return None
+        counted, seen = _counting(narrow)
+        calls.append(seen)
+        return counted
+
+    monkeypatch.setattr(chain_module, "batch_narrower", counting_narrower)
+    lines = [" ".join(random.Random(i).choice("abcde") for _ in range(12)) for i in range(3000)] + ["big"]
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.set_parallelism(1)
+    typed = Types.TUPLE([Types.STRING(), Types.INT()])
+    pairs = env.from_collection(lines).flat_map(lambda line: [(w, 1) if w != "big" else (w, 2**31) for w in line.split()],
+                                                output_type=typed)
+    pairs.key_by(lambda p: p[0]).sum(1).print()
+    producer = next(v for v in env.get_job_graph().proto.vertices if v.produced)
+    (ds,) = producer.produced
+    writer = ListWriter()
+    combiner = CombiningWriter(writer, cloudpickle.loads(ds.combiner), cloudpickle.loads(ds.partitioner.payload).key_selector, "c")
+    task_env = SimpleTaskEnvironment(task_name=producer.name, subtask_index=0, parallelism=1,
+                                     max_parallelism=producer.max_parallelism, runtime_mode="BATCH",
+                                     print_sink=lambda lines, to_stderr: None)
+    chain = OperatorChain(producer, task_env, {ds.id: combiner})
+    chain.open()
+    assert chain.run_source()
+    chain.end_input()
+    combiner.finish()  # as the task does once its chain ended
+    chain.close()
+    (seen,) = calls
+    assert 0 < len(seen) < 3  # the first batch, and the one holding the out-of-range count
+    words = [w for line in lines for w in line.split()]
+    assert sorted(writer.records) == sorted({**collections.Counter(words), "big": -(2**31)}.items())
