@@ -538,6 +538,8 @@ def _run_task(tdd_bytes: bytes, artifact_paths: list[str] | ShippedArtifacts, da
                     for writer in writers.values():
                         writer.finish()
                     _await_consumed(tdd, partitions, chain)
+                    if checkpointer is not None:  # a full RocksDB snapshot in flight reads the open instance
+                        checkpointer.close()
         finally:
             chain.close()
     except BaseException as exc:

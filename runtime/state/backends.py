@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from millstream.runtime import config as cfg
 from millstream.runtime.state.heap_backend import KeyedStateBackend
 from millstream.runtime.state.rocksdb_backend import RocksDBKeyedStateBackend, RocksDBOptions, TaskRocksDB
-from millstream.runtime.state.rocksdb_snapshot import take_native_snapshot
+from millstream.runtime.state.rocksdb_snapshot import take_full_snapshot, take_native_snapshot
 
 __all__ = ["KeyedBackendFactory"]
 
@@ -84,13 +84,15 @@ class KeyedBackendFactory:
 
     # -- incremental checkpoints ----------------------------------------------------------------
 
-    def native_snapshot(self, checkpoint_id: int) -> Any:
-        """The task thread's part of a RocksDB snapshot (a RocksDB checkpoint of hard links), which
-        the writer thread uploads (incremental) or reads into canonical key groups (full); None for
-        heap state."""
+    def native_snapshot(self, checkpoint_id: int, incremental: bool) -> Any:
+        """The task thread's part of a RocksDB snapshot, None for heap state: incremental, a RocksDB
+        checkpoint of hard links, which the writer thread uploads; full, views pinned at this point,
+        which the writer thread reads into canonical key groups."""
         if self._db is None:
             return None
-        return take_native_snapshot(self._db, self._rocks, checkpoint_id)
+        if incremental:
+            return take_native_snapshot(self._db, self._rocks, checkpoint_id)
+        return take_full_snapshot(self._db, self._rocks, checkpoint_id)
 
     def uploaded(self, checkpoint_id: int, shared: dict[str, str]) -> None:
         """The writer thread uploaded checkpoint ``checkpoint_id``'s files (not yet confirmed)."""

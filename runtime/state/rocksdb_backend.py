@@ -53,6 +53,7 @@ from millstream.runtime.serialization import PROTOCOL, RecordSerializer, deseria
 from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.heap_backend import MAP, HeapMapState, KeyedStateBackend, TimerQueue
 from millstream.runtime.state.options_factory import load_options_factory
+from millstream.runtime.state.rocksdb_views import PinnedViews
 from millstream.runtime.state.row_format import _KG, _LEN, _TS, _TS_BIAS, ROWS_VERSION, decode_timer_row  # the row layout
 from millstream.runtime.state.state_table import _MISSING, StateTable, _no_key
 
@@ -267,6 +268,7 @@ class TaskRocksDB:
         write.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at run time, a method in the stubs
         self.db.set_write_options(write)
         self._cfs: dict[str, Any] = {}
+        self.views = PinnedViews()  # full snapshots' point-in-time views, read by the checkpoint writer
 
     def _make_options(self, rd: Any) -> Any:
         """Flink's order: the predefined profile, the managed memory (its shared block cache
@@ -321,7 +323,14 @@ class TaskRocksDB:
     def flush(self) -> None:
         _guard(self.path, self.db.flush)
 
+    def pin_views(self, names: list[str]) -> int:
+        """A point-in-time view of each named column family that exists (a RocksDB iterator, which
+        reads the instance as of now), held in :attr:`views` for the checkpoint writer thread.
+        Called on the task thread, the instance's only writer: all views see the same state."""
+        return self.views.pin({name: self._cfs[name].iter() for name in names if name in self._cfs})
+
     def close(self, delete: bool = True) -> None:
+        self.views.close()  # a snapshot being read finishes (or gives up) first
         try:
             _guard(self.path, self.db.close)
         finally:

@@ -1,17 +1,22 @@
 """Snapshots of the RocksDB state backend, and their restore (Flink's RocksIncrementalSnapshotStrategy
 and RocksFullSnapshotStrategy).
 
-On the task thread a snapshot only writes back loaned values, flushes the memtables and takes a
-RocksDB checkpoint: hard links of the live SST files plus the small MANIFEST/CURRENT/OPTIONS files
-(:func:`take_native_snapshot`). Off the task thread, the writer thread either
+On the task thread a snapshot first writes back loaned values, then
 
-- uploads it, incrementally: the SST files not uploaded for the last completed checkpoint go into
-  the job's ``shared/`` directory (an SST file never changes, so one uploaded before is referenced,
-  not copied again), the small files into the checkpoint's own directory; the handle lists both and
-  the JobManager's registry counts references to shared files across retained checkpoints
-  (runtime/checkpoint_storage.py); or
-- reads it into the canonical key groups (a full checkpoint or a savepoint), which either backend
-  restores.
+- incremental: flushes the memtables and takes a RocksDB checkpoint, hard links of the live SST
+  files plus the small MANIFEST/CURRENT/OPTIONS files (:func:`take_native_snapshot`), which the
+  writer thread uploads off the task thread: the SST files not uploaded for the last completed
+  checkpoint go into the job's ``shared/`` directory (an SST file never changes, so one uploaded
+  before is referenced, not copied again), the small files into the checkpoint's own directory;
+  the handle lists both and the JobManager's registry counts references to shared files across
+  retained checkpoints (runtime/checkpoint_storage.py);
+- full (a full checkpoint or a savepoint, :func:`take_full_snapshot`): pins a point-in-time view
+  of each column family (:mod:`~millstream.runtime.state.rocksdb_views`), no flush and no files, as
+  Flink's full snapshot reads a RocksDB snapshot; the writer thread reads the live instance through
+  them into the canonical key groups, which either backend restores. It used to take the
+  incremental path's hard links and open them as a second, read-only instance: a memtable flush,
+  an open and a close per checkpoint, and the task's own reads and writes slowed by the small SST
+  files this left (README, Nexmark q5 with 1 s checkpoints).
 
 A restore copies a handle's files into the task's local directory, opens them read-only and takes
 the key groups of the subtask's range (Flink's key-group-range clipping): rows copied as they are
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from millstream.runtime.checkpoint_storage import SHARED_DIR, SHARED_LIST_SUFFIX
 from millstream.runtime.keygroups import KeyGroupRange
@@ -29,10 +34,11 @@ from millstream.runtime.serialization import RecordSerializer
 from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.rocksdb_backend import (_KG, RocksDBKeyedStateBackend, RocksTimerQueue,
                                                       TaskRocksDB, _guard, _next_prefix)
+from millstream.runtime.state.rocksdb_views import ViewsReleased
 from millstream.runtime.state.row_format import ROWS_VERSION, decode_state_row, decode_timer_row
 
-__all__ = ["NATIVE_FORMAT", "SHARED_LIST_SUFFIX", "NativeSnapshot", "restore_native", "shared_file_path",
-           "take_native_snapshot"]
+__all__ = ["NATIVE_FORMAT", "SHARED_LIST_SUFFIX", "FullSnapshot", "NativeSnapshot", "restore_native",
+           "shared_file_path", "take_full_snapshot", "take_native_snapshot"]
 
 NATIVE_FORMAT = "rocksdb-incremental-1"
 
@@ -40,7 +46,7 @@ NATIVE_FORMAT = "rocksdb-incremental-1"
 class NativeSnapshot:
     """A RocksDB checkpoint taken on the task thread, uploaded by :meth:`upload` off it."""
 
-    def __init__(self, checkpoint_id: int, local_dir: str, states: dict[str, tuple[str, str, bool]],
+    def __init__(self, checkpoint_id: int, local_dir: str, states: dict[str, tuple[str, str, str, bool]],
                  timer_cfs: dict[str, tuple[str, str]], heap_timers: dict[str, dict[int, Any]],
                  key_group_range: tuple[int, int]) -> None:
         self.checkpoint_id = checkpoint_id
@@ -49,8 +55,6 @@ class NativeSnapshot:
         self.timer_cfs = timer_cfs  # cf name -> (operator id, "processing" | "event")
         self.heap_timers = heap_timers  # operator id -> {kg: {"processing_timers": [...], "event_timers": [...]}}
         self.key_group_range = key_group_range
-        self.ttl_full: dict[str, int] = {}  # cf name -> ttl ms, states whose expired entries a full snapshot drops
-        self.now_ms = 0
 
     def upload(self, job_dir: str, checkpoint_dir: str, reusable: dict[str, str]) -> tuple[dict[str, Any], int]:
         """Copies what is new; returns the handle and the bytes uploaded. ``reusable``: local SST
@@ -86,22 +90,6 @@ class NativeSnapshot:
                   "key_group_range": self.key_group_range}
         return handle, uploaded
 
-    def canonical(self) -> dict[str, dict[int, bytes]]:
-        """Off the task thread: the checkpoint's key groups in the canonical format (a full
-        snapshot, Flink's RocksFullSnapshotStrategy), read from the hard-linked files."""
-        import rocksdict as rd  # lazy: heap-only processes never load the native library
-
-        try:
-            db = rd.Rdict(self.local_dir, rd.Options(raw_mode=True), access_type=rd.AccessType.read_only())
-            try:
-                meta = {"states": self.states, "timer_cfs": self.timer_cfs, "heap_timers": self.heap_timers}
-                start, end = self.key_group_range
-                return _canonical_groups(db, meta, KeyGroupRange.of(start, end), self.ttl_full, self.now_ms)
-            finally:
-                db.close()
-        finally:
-            shutil.rmtree(self.local_dir, ignore_errors=True)
-
     def discard(self) -> None:
         shutil.rmtree(self.local_dir, ignore_errors=True)
 
@@ -123,44 +111,87 @@ def _copy_durably(src: str, dst: str) -> None:
     os.replace(tmp, dst)
 
 
+class _Meta:
+    """What a snapshot records of the task's keyed backends besides their rows."""
+
+    def __init__(self, backends: dict[str, "RocksDBKeyedStateBackend"]) -> None:
+        self.states: dict[str, tuple[str, str, str, bool]] = {}  # cf name -> (operator id, state name, kind, ttl)
+        self.timer_cfs: dict[str, tuple[str, str]] = {}  # cf name -> (operator id, "processing_timers" | "event_timers")
+        self.heap_timers: dict[str, dict[int, Any]] = {}  # HEAP timers: operator id -> {kg: timers}
+        self.key_group_range = (0, -1)
+        self.ttl_full: dict[str, int] = {}  # cf name -> ttl ms, states whose expired entries a full snapshot drops
+        self.now_ms = 0
+        for op_id, backend in backends.items():
+            backend.flush()  # loaned values written back: RocksDB holds the whole state
+            r = backend.key_group_range
+            self.key_group_range = (r.start_key_group, r.end_key_group)
+            for name, t in backend._tables.items():
+                self.states[f"{op_id}/{name}"] = (op_id, name, t.kind, t.ttl)
+                if t.policy is not None and t.policy.full_snapshot:
+                    self.ttl_full[f"{op_id}/{name}"] = t.policy.ttl_ms
+                    self.now_ms = backend.now_ms()
+            if isinstance(backend.processing_timers, RocksTimerQueue):
+                self.timer_cfs[f"{op_id}/_timer_state/processing_user-timers"] = (op_id, "processing_timers")
+                self.timer_cfs[f"{op_id}/_timer_state/event_user-timers"] = (op_id, "event_timers")
+            else:
+                self.heap_timers[op_id] = {
+                    kg: {"processing_timers": backend.processing_timers.snapshot_group(kg),
+                         "event_timers": backend.event_timers.snapshot_group(kg)}
+                    for kg in set(backend.processing_timers.key_groups()) | set(backend.event_timers.key_groups())}
+
+    def handle(self) -> dict[str, Any]:
+        return {"states": self.states, "timer_cfs": self.timer_cfs, "heap_timers": self.heap_timers}
+
+
 def take_native_snapshot(db: TaskRocksDB, backends: dict[str, "RocksDBKeyedStateBackend"],
                          checkpoint_id: int) -> NativeSnapshot:
-    """The synchronous part: write back loaned values, flush memtables, hard-link a checkpoint."""
-    states: dict[str, tuple[str, str, bool]] = {}
-    timer_cfs: dict[str, tuple[str, str]] = {}
-    heap_timers: dict[str, dict[int, Any]] = {}
-    key_group_range = (0, -1)
-    for op_id, backend in backends.items():
-        backend.flush()
-        r = backend.key_group_range
-        key_group_range = (r.start_key_group, r.end_key_group)
-        for name, t in backend._tables.items():
-            states[f"{op_id}/{name}"] = (op_id, name, t.kind, t.ttl)  # type: ignore[assignment]
-        if isinstance(backend.processing_timers, RocksTimerQueue):
-            timer_cfs[f"{op_id}/_timer_state/processing_user-timers"] = (op_id, "processing_timers")
-            timer_cfs[f"{op_id}/_timer_state/event_user-timers"] = (op_id, "event_timers")
-        else:
-            heap_timers[op_id] = {
-                kg: {"processing_timers": backend.processing_timers.snapshot_group(kg),
-                     "event_timers": backend.event_timers.snapshot_group(kg)}
-                for kg in set(backend.processing_timers.key_groups()) | set(backend.event_timers.key_groups())}
+    """The synchronous part of an incremental snapshot: write back loaned values, flush memtables,
+    hard-link a checkpoint."""
+    meta = _Meta(backends)
     local_dir = f"{db.path}-chk-{checkpoint_id}-{uuid_hex()[:8]}"
-    ttl_full: dict[str, int] = {}
-    now = 0
-    for op_id, backend in backends.items():
-        for name, t in backend._tables.items():
-            if t.policy is not None and t.policy.full_snapshot:
-                ttl_full[f"{op_id}/{name}"] = t.policy.ttl_ms
-                now = backend.now_ms()
 
     def create() -> None:
         db.db.flush()
         db._rd.Checkpoint(db.db).create_checkpoint(local_dir)
 
     _guard(db.path, create)
-    snap = NativeSnapshot(checkpoint_id, local_dir, states, timer_cfs, heap_timers, key_group_range)
-    snap.ttl_full, snap.now_ms = ttl_full, now
-    return snap
+    return NativeSnapshot(checkpoint_id, local_dir, meta.states, meta.timer_cfs, meta.heap_timers, meta.key_group_range)
+
+
+class FullSnapshot:
+    """A full snapshot (Flink's RocksFullSnapshotStrategy): taken on the task thread by
+    :func:`take_full_snapshot`, read by :meth:`canonical` off it."""
+
+    def __init__(self, checkpoint_id: int, db: TaskRocksDB, token: int, meta: _Meta) -> None:
+        self.checkpoint_id = checkpoint_id
+        self._db = db
+        self._token = token
+        self._meta = meta
+
+    def canonical(self) -> dict[str, dict[int, bytes]]:
+        """The snapshot's key groups in the canonical format, read from the live instance as of the
+        snapshot. Raises :class:`ViewsReleased` if the instance closed first (the task ended)."""
+        views = self._db.views
+        meta = self._meta
+        start, end = meta.key_group_range
+        with views.reading(self._token) as pinned:
+            groups = _canonical_groups(pinned.get, meta.handle(), KeyGroupRange.of(start, end), meta.ttl_full,
+                                       meta.now_ms, cancelled=lambda: views.closed)
+        if groups is None:
+            raise ViewsReleased(f"the task's RocksDB instance closed while checkpoint {self.checkpoint_id} was read")
+        return groups
+
+    def discard(self) -> None:
+        self._db.views.release(self._token)
+
+
+def take_full_snapshot(db: TaskRocksDB, backends: dict[str, "RocksDBKeyedStateBackend"],
+                       checkpoint_id: int) -> FullSnapshot:
+    """The synchronous part of a full snapshot: write back loaned values, pin a view of each column
+    family (nothing flushed, no file written)."""
+    meta = _Meta(backends)
+    token = db.pin_views([*meta.states, *meta.timer_cfs])
+    return FullSnapshot(checkpoint_id, db, token, meta)
 
 
 def shared_file_path(state_path: str, name: str) -> str:
@@ -211,18 +242,51 @@ def restore_native(handle: dict[str, Any], state_path: str, key_group_range: Key
             if into is not None:
                 _copy_rows(db, handle, key_group_range, into)
                 return {}
-            return _canonical_groups(db, handle, key_group_range)
+            existing = set(type(db).list_cf(db.path()))
+            groups = _canonical_groups(lambda name: db.get_column_family(name).iter() if name in existing else None,
+                                       handle, key_group_range)
+            assert groups is not None  # never cancelled
+            return groups
         finally:
             db.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _canonical_groups(db: Any, handle: dict[str, Any], r: KeyGroupRange, ttl_full: dict[str, int] | None = None,
-                      now_ms: int = 0) -> dict[str, dict[int, bytes]]:
+def _key_groups(it: Any, lo: bytes, hi: bytes, cancelled: Callable[[], bool],
+                keys_only: bool = False) -> Optional[list[tuple[int, list[Any]]]]:
+    """[(kg, rows)] of the rows in [lo, hi) of a RocksDB iterator, in order: a row is (row key after
+    the key group, value), or with ``keys_only`` the row key alone. None once ``cancelled()``
+    (asked at each key group)."""
+    out: list[tuple[int, list[Any]]] = []
+    valid, key, value, step = it.valid, it.key, it.value, it.next
+    prefix = b"\xff\xff\xff"  # no row starts with it
+    append: Any = None
+    it.seek(lo)
+    while valid():
+        row = key()
+        if row >= hi:
+            break
+        if not row.startswith(prefix):
+            if cancelled():
+                return None
+            prefix = row[:2]
+            rows: list[Any] = []
+            append = rows.append
+            out.append((_KG.unpack(prefix)[0], rows))
+        append(row[2:] if keys_only else (row[2:], value()))
+        step()
+    return out
+
+
+def _canonical_groups(open_cf: Callable[[str], Any], handle: dict[str, Any], r: KeyGroupRange,
+                      ttl_full: dict[str, int] | None = None, now_ms: int = 0,
+                      cancelled: Callable[[], bool] = lambda: False) -> Optional[dict[str, dict[int, bytes]]]:
     """The key groups of ``r`` as version-2 payloads (:mod:`~millstream.runtime.state.row_format`):
     each row's bytes as they are, split by key group, nothing decoded; except the states whose
-    expired entries a full snapshot leaves out (``cleanup_full_snapshot``), decoded to be judged."""
+    expired entries a full snapshot leaves out (``cleanup_full_snapshot``), decoded to be judged.
+    ``open_cf(cf name)``: an iterator over the column family, None if it has none (a state created
+    after the snapshot). None once ``cancelled()``."""
     payloads: dict[str, dict[int, dict[str, Any]]] = {}
     lo, hi = _KG.pack(r.start_key_group), _next_prefix(_KG.pack(r.end_key_group))
     ttl_full = ttl_full or {}
@@ -235,32 +299,13 @@ def _canonical_groups(db: Any, handle: dict[str, Any], r: KeyGroupRange, ttl_ful
                               "processing_timers": [], "event_timers": []}
         return p
 
-    def by_key_group(cf_name: str) -> Iterator[tuple[int, list[tuple[bytes, bytes]]]]:
-        """(kg, [(row key after the key group, value)]) per key group with rows, in order."""
-        cf = db.get_column_family(cf_name)
-        it = cf.iter()
-        it.seek(lo)
-        prefix = b""
-        rows: list[tuple[bytes, bytes]] = []
-        while it.valid():
-            row = it.key()
-            if row >= hi:
-                break
-            if row[:2] != prefix:
-                if rows:
-                    yield _KG.unpack(prefix)[0], rows
-                prefix, rows = row[:2], []
-            rows.append((row[2:], it.value()))
-            it.next()
-        if rows:
-            yield _KG.unpack(prefix)[0], rows
-
-    existing = set(type(db).list_cf(db.path()))
     for cf_name, (op_id, name, kind, ttl) in handle["states"].items():
-        if cf_name not in existing:
-            continue  # a state created after the checkpoint's column families were listed
+        it = open_cf(cf_name)
+        groups = [] if it is None else _key_groups(it, lo, hi, cancelled)
+        if groups is None:
+            return None
         ttl_ms = ttl_full.get(cf_name)
-        for kg, rows in by_key_group(cf_name):
+        for kg, rows in groups:
             p = payload(op_id, kg)
             if ttl_ms is None:
                 p["rows"][name] = (kind, ttl, rows)
@@ -279,12 +324,14 @@ def _canonical_groups(db: Any, handle: dict[str, Any], r: KeyGroupRange, ttl_ful
                 if name not in p["ttl"]:
                     p["ttl"].append(name)
     for cf_name, (op_id, field) in handle["timer_cfs"].items():
-        if cf_name not in existing:
-            continue
-        for kg, rows in by_key_group(cf_name):
-            payload(op_id, kg)["timer_rows"][field] = [suffix for suffix, _ in rows]
-    for op_id, groups in handle.get("heap_timers", {}).items():
-        for kg, timers in groups.items():
+        it = open_cf(cf_name)
+        groups = [] if it is None else _key_groups(it, lo, hi, cancelled, keys_only=True)
+        if groups is None:
+            return None
+        for kg, suffixes in groups:
+            payload(op_id, kg)["timer_rows"][field] = suffixes
+    for op_id, heap_groups in handle.get("heap_timers", {}).items():
+        for kg, timers in heap_groups.items():
             if r.contains(kg):
                 p = payload(op_id, kg)
                 p["processing_timers"].extend(timers["processing_timers"])

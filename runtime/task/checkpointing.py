@@ -20,8 +20,9 @@ task thread takes a RocksDB checkpoint (hard links) instead of serializing the k
 writer thread uploads the files new since the last completed checkpoint, and the state file holds
 the snapshot followed by the RocksDB handle (a second pickle), with the shared files it references
 listed next to it (``<state file>.shared.json``) for the JobManager's reference counting.
-Full RocksDB snapshots and savepoints take the same hard links on the task thread; the writer
-thread reads them into the canonical key groups (a second pickle after the snapshot).
+Full RocksDB snapshots and savepoints pin a point-in-time view of the instance on the task thread
+(no flush, no files); the writer thread reads the live instance through it into the canonical key
+groups (a second pickle after the snapshot).
 """
 from __future__ import annotations
 
@@ -175,6 +176,7 @@ class TaskCheckpointer:
         for older in [c for c in self._first_barrier if c < checkpoint_id]:  # aborted during alignment
             del self._first_barrier[older]
         timing = [round((started - first_mono) * 1000), max(0, round(first_wall - barrier.timestamp))]
+        native: Any = None
         try:
             if (barrier.drain or end_input_first) and not self.input_ended:
                 self.input_ended = True
@@ -184,12 +186,14 @@ class TaskCheckpointer:
                 self._broadcast(barrier)
             snapshot_started = time.monotonic()
             factory = self.chain.backend_factory
-            native = factory.native_snapshot(checkpoint_id)  # RocksDB: hard links now, the rest off this thread
-            incremental = native is not None and factory.incremental and not barrier.savepoint
+            incremental = factory.incremental and not barrier.savepoint
+            native = factory.native_snapshot(checkpoint_id, incremental)  # RocksDB: the rest off this thread
             blob = self._snapshot(checkpoint_id, keyed=native is None)
             sync_ms = round((time.monotonic() - snapshot_started) * 1000)
         except Exception as exc:
             log.warning("checkpoint %d: snapshot of %r failed", checkpoint_id, self.chain, exc_info=True)
+            if native is not None:
+                native.discard()
             self.decline(checkpoint_id, "CHECKPOINT_DECLINED", f"snapshot failed: {type(exc).__name__}: {exc}")
             return
         if barrier.stop:

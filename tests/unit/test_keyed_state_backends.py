@@ -503,14 +503,14 @@ def test_rocksdb_memory_stays_within_the_managed_budget() -> None:
 
 
 def test_rocksdb_full_snapshot_off_the_task_thread_equals_the_synchronous_one() -> None:
-    """The writer thread's canonical key groups (read from the hard-linked RocksDB checkpoint) hold
+    """The writer thread's canonical key groups (read through the views pinned at the snapshot) hold
     what the backend's own snapshot holds: every kind, timers, and with cleanup_full_snapshot no
     expired entry."""
     _rocksdb_only()
     from millstream.common.time import Time
     from millstream.datastream.state import StateTtlConfig
     from millstream.runtime.serialization import deserialize
-    from millstream.runtime.state.rocksdb_snapshot import take_native_snapshot
+    from millstream.runtime.state.rocksdb_snapshot import take_full_snapshot
     from millstream.runtime.state.row_format import as_canonical
 
     clock = ManualClock(1_000)
@@ -538,7 +538,7 @@ def test_rocksdb_full_snapshot_off_the_task_thread_equals_the_synchronous_one() 
         expiring.update(i)  # these stay unexpired
     clock.advance(60)  # the odd keys' values (written at 1000) expired at 1100
     expected = {kg: deserialize(blob) for kg, blob in b.snapshot().items()}
-    native = take_native_snapshot(b.db, {"op": b}, 1)
+    native = take_full_snapshot(b.db, {"op": b}, 1)
     got = {kg: as_canonical(deserialize(blob)) for kg, blob in native.canonical()["op"].items()}
     normalize = lambda groups: {kg: ({n: (k, dict(sorted(e.items(), key=repr))) for n, (k, e) in p["states"].items()},
                                      sorted(p["event_timers"]), sorted(p.get("ttl", []))) for kg, p in groups.items()}
@@ -555,7 +555,7 @@ def test_a_full_rocksdb_checkpoint_restores_on_either_backend_at_another_paralle
     _rocksdb_only()
     from millstream.datastream.window import TimeWindow
     from millstream.runtime.serialization import deserialize
-    from millstream.runtime.state.rocksdb_snapshot import take_native_snapshot
+    from millstream.runtime.state.rocksdb_snapshot import take_full_snapshot
     from millstream.runtime.state.row_format import ROWS_VERSION
 
     b = backend()
@@ -570,7 +570,7 @@ def test_a_full_rocksdb_checkpoint_restores_on_either_backend_at_another_paralle
         h["aggregating"].add(i)
         b.event_timers.register(1000 + i, key, b.current_key_group)
         b.processing_timers.register(5000 + i, key, b.current_key_group)
-    native = take_native_snapshot(b.db, {"op": b}, 1)
+    native = take_full_snapshot(b.db, {"op": b}, 1)
     blobs = native.canonical()["op"]
     assert {deserialize(blob)["version"] for blob in blobs.values()} == {ROWS_VERSION}
     seen: dict[Any, tuple] = {}
