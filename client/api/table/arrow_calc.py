@@ -5,7 +5,7 @@ expression tree once per row in Python. :func:`compile_expression` turns the par
 pyarrow.compute can evaluate with *exactly* the row path's results (arithmetic, comparisons,
 three-valued AND/OR/NOT, IS [NOT] NULL/TRUE/FALSE, UPPER/LOWER of ASCII text, CHAR_LENGTH, TRIM,
 CONCAT, LIKE with a literal pattern, SUBSTRING with literal bounds, IN of literals, BETWEEN,
-COALESCE, CASTs between integer, double, boolean and string where the text is the same) into
+COALESCE, CASE, CASTs between integer, double, boolean and string where the text is the same) into
 functions of the batch's columns. Everything else (Python UDFs, JSON_VALUE, temporal and DECIMAL
 values, a FLOAT cast, ...) stays on the row path, expression by expression: :class:`ArrowCalc`
 computes the filter and the projections that compiled over arrays and the others row by row on the
@@ -379,6 +379,43 @@ def _coalesce(c: _Compiler, e: Resolved, args: list[tuple[_Fn, str]]) -> tuple[_
     return (lambda cols, n: _array(pc.coalesce(*[g(cols, n) for g in fs]), n)), kind
 
 
+def _case(c: _Compiler, e: Resolved, args: list[tuple[_Fn, str]]) -> tuple[_Fn, str] | None:
+    """CASE as pyarrow's case_when (a null condition is not true, as on the row path). Every branch
+    is computed for every row: a branch that would fail on a row it is not chosen for makes the
+    batch fall back (the row path evaluates only the chosen branch)."""
+    conds, results = args[0:-1:2], [*args[1:-1:2], args[-1]]
+    if any(k not in ("bool", "null") for _, k in conds):
+        return None
+    kinds = {k for _, k in results} - {"null"}
+    if not kinds:
+        return None
+    if kinds <= {"int", "float"}:
+        kind = "float" if "float" in kinds else "int"
+        if kind == "float" and e.dtype.root != "DOUBLE":
+            return None  # a FLOAT or DECIMAL result: the row path's values
+    elif len(kinds) == 1:
+        kind = kinds.pop()
+    else:
+        return None
+    pc, pa = _pc(), _pa()
+    target = _arrow_type(kind)
+
+    def as_kind(f: _Fn, k: str) -> _Fn:
+        if k == kind:
+            return f
+        if k == "null":
+            return lambda cols, n: pa.scalar(None, target)
+        return lambda cols, n: _to_double(f(cols, n), k)
+    cfs = [f if k == "bool" else (lambda cols, n: pa.scalar(None, pa.bool_())) for f, k in conds]
+    rfs = [as_kind(f, k) for f, k in results]
+    names = [str(i) for i in range(len(cfs))]
+
+    def case(cols: dict[int, Any], n: int) -> Any:
+        struct = pa.StructArray.from_arrays([_array(g(cols, n), n) for g in cfs], names=names)
+        return pc.case_when(struct, *[_array(g(cols, n), n) for g in rfs])
+    return case, kind
+
+
 _CALLS: dict[str, Callable[..., tuple[_Fn, str] | None]] = {
     "plus": _arith("add_checked", "add"),
     "minus": _arith("subtract_checked", "subtract"),
@@ -410,6 +447,7 @@ _CALLS: dict[str, Callable[..., tuple[_Fn, str] | None]] = {
     "in": _in,
     "between": _between,
     "coalesce": _coalesce,
+    "case": _case,
 }
 
 

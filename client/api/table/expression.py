@@ -127,6 +127,11 @@ class Expression:
     def in_(self, *values: Any) -> "Expression": return self._call("in", *values)
     def between(self, lower: Any, upper: Any) -> "Expression": return self._call("between", lower, upper)
 
+    def if_then_else(self, if_true: Any, if_false: Any) -> "Expression":
+        """PyFlink's ternary: ``if_true`` where this condition is TRUE, else ``if_false`` (a null
+        condition counts as not true): SQL's ``CASE WHEN cond THEN a ELSE b END``."""
+        return self._call("case", if_true, if_false)
+
     def __str__(self) -> str:
         if self.kind == "col":
             return str(self.value)
@@ -197,6 +202,10 @@ class Resolved:
             return self.value.eval(*[a.eval(row) for a in self.args])
         if self.value in _LOGIC:
             return _LOGIC[self.value](self.args, row)
+        if self.value == "case":
+            branch = _case(self.args, row)
+            v = branch.eval(row)  # in the result type: an INT branch of a DOUBLE CASE gives a double
+            return v if v is None or branch.dtype.root == self.dtype.root else cast_value(v, self.dtype)
         vals = [a.eval(row) for a in self.args]
         if any(v is None for v in vals) and self.value not in _NULL_AWARE:
             return None
@@ -226,7 +235,49 @@ def _or(args: tuple[Resolved, ...], row: Sequence[Any]) -> Any:
     return None if a is None or b is None else False
 
 
+def _case(args: tuple[Resolved, ...], row: Sequence[Any]) -> Resolved:
+    """CASE's chosen branch: args are (condition, result)* then the ELSE result; a null condition
+    is not true. Only the chosen branch is evaluated (one that would fail on this row does not)."""
+    for i in range(0, len(args) - 1, 2):
+        if args[i].eval(row) is True:
+            return args[i + 1]
+    return args[-1]
+
+
 _LOGIC: dict[str, Callable[[tuple[Resolved, ...], Sequence[Any]], Any]] = {"and": _and, "or": _or}
+
+
+def common_type(types: Sequence[DataType]) -> DataType:
+    """The type of CASE's branches (Flink's least restrictive type): numbers widen, CHARs of one
+    length stay CHAR(n) and text of different lengths is VARCHAR of the longest (no blank padding,
+    FLINK-9559); a NULL branch (or no ELSE) makes it nullable; other types must be equal."""
+    known = [t for t in types if t.root != "NULL"]
+    nullable = len(known) < len(types) or any(t.nullable for t in known)
+    if not known:
+        return DataTypes.NULL()
+    first = known[0]
+    if all(is_numeric(t) for t in known):
+        out = first
+        for t in known[1:]:
+            out = wider(out, t)
+    elif all(t.root in ("CHAR", "VARCHAR") for t in known):
+        lengths = {t.length for t in known}
+        if all(t.root == "CHAR" for t in known) and len(lengths) == 1:
+            out = first
+        else:
+            out = DataTypes.VARCHAR(max(t.length if t.length is not None else 2147483647 for t in known))
+    elif all(t.root == first.root and t.length == first.length and t.scale == first.scale for t in known):
+        out = first.as_time_attr(None)
+    else:
+        raise TypeError(f"CASE branches have no common type: {', '.join(str(t) for t in known)}")
+    return out.nullable_() if nullable else out.not_null()
+
+
+def _case_type(ts: list[DataType]) -> DataType:
+    for c in ts[0:-1:2]:
+        if c.root not in ("BOOLEAN", "NULL"):
+            raise TypeError(f"a CASE condition must be BOOLEAN, got {c}")
+    return common_type([*ts[1:-1:2], ts[-1]])
 
 
 def _int_div(a: Any, b: Any) -> Any:
@@ -395,6 +446,7 @@ _FUNCTIONS: dict[str, tuple[Callable[..., Any], Callable[[list[DataType]], DataT
     "between": (lambda a, lo, hi: lo <= a <= hi, lambda ts: DataTypes.BOOLEAN()),
     "coalesce": (lambda *a: next((x for x in a if x is not None), None), lambda ts: ts[0]),
     "json_value": (_json_value, lambda ts: DataTypes.STRING()),
+    "case": (lambda *a: None, _case_type),  # evaluated by _case (lazily)
 }
 _NULL_AWARE = {"proctime", "is_null", "is_not_null", "is_true", "is_false", "coalesce"}
 _SQL_TEXT = {"plus": "+", "minus": "-", "times": "*", "divide": "/", "mod": "MOD", "equals": "=", "not_equals": "<>",

@@ -227,6 +227,11 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
     if isinstance(node, exp.Between):
         return Expression("call", tuple(expression(a, t_env) for a in (node.this, node.args["low"], node.args["high"])),
                           "between")
+    if isinstance(node, exp.Case):
+        return _case(node, t_env)
+    if isinstance(node, exp.If):  # Flink's IF(condition, a, b)
+        args = [node.this, node.args["true"], node.args.get("false") or exp.Null()]
+        return Expression("call", tuple(expression(a, t_env) for a in args), "case")
     if isinstance(node, exp.Substring):
         args = [node.this, node.args.get("start"), node.args.get("length")]
         return Expression("call", tuple(expression(a, t_env) for a in args if a is not None), "substring")
@@ -240,6 +245,20 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
                                  f"TABLE({name.upper()}(TABLE t, DESCRIPTOR(time_col), ...))")
         return t_env._bind(Expression("call_by_name", tuple(args), name))
     raise _unsupported(node)
+
+
+def _case(node: exp.Case, t_env: "TableEnvironment") -> Expression:
+    """``CASE WHEN c THEN r ... [ELSE e] END`` and ``CASE x WHEN v THEN r ...`` (each WHEN ``x = v``)
+    as one "case" call: (condition, result)* then the ELSE result, NULL without an ELSE."""
+    subject = expression(node.this, t_env) if node.this is not None else None
+    args: list[Expression] = []
+    for branch in node.args.get("ifs") or []:
+        when = expression(branch.this, t_env)
+        args += [Expression("call", (subject, when), "equals") if subject is not None else when,
+                 expression(branch.args["true"], t_env)]
+    default = node.args.get("default")
+    args.append(expression(default, t_env) if default is not None else lit(None))
+    return Expression("call", tuple(args), "case")
 
 
 _TIMESTAMP_TYPES = {exp.DataType.Type.TIMESTAMP: "TIMESTAMP", exp.DataType.Type.TIMESTAMPLTZ: "TIMESTAMP_LTZ",
