@@ -83,3 +83,54 @@ def test_sql_case_runs_in_a_query_and_names_its_column(t_env: TableEnvironment) 
     q = t_env.sql_query("SELECT w, CASE WHEN v > 10 THEN 'high' ELSE 'low' END AS level FROM CaseT")
     assert q.get_schema().get_field_names() == ["w", "level"]
     assert [str(t) for t in q.get_schema().get_field_data_types()] == ["STRING", "VARCHAR(4) NOT NULL"]
+
+
+# -- integer arithmetic: Java's fixed widths (INT 32 bits, BIGINT 64 bits, two's complement) --------
+
+
+def test_int_arithmetic_wraps_at_32_bits(t_env: TableEnvironment) -> None:
+    assert sql("2147483647 + 1", t_env).eval([]) == -2147483648
+    assert sql("CAST(-2147483648 AS INT) - 1", t_env).eval([]) == 2147483647
+    assert sql("a * a", t_env).eval([65536, 0, "", 0.0]) == 0  # 2**32 keeps no low bits
+    assert sql("a * 3", t_env).eval([1_000_000_000, 0, "", 0.0]) == -1294967296
+    assert sql("-a", t_env).eval([-2147483648, 0, "", 0.0]) == -2147483648
+    assert sql("ABS(a)", t_env).eval([-2147483648, 0, "", 0.0]) == -2147483648  # Java's Math.abs
+    assert sql("a / -1", t_env).eval([-2147483648, 0, "", 0.0]) == -2147483648
+
+
+def test_bigint_arithmetic_wraps_at_64_bits_and_int_with_bigint_is_bigint(t_env: TableEnvironment) -> None:
+    assert sql("b + 1", t_env).eval([0, 9223372036854775807, "", 0.0]) == -9223372036854775808
+    assert sql("a + b", t_env).eval([2147483647, 1, "", 0.0]) == 2147483648  # BIGINT: no 32-bit wrap
+    assert sql("b * b", t_env).eval([0, 4294967296, "", 0.0]) == 0
+
+
+def test_cast_narrows_integers_as_java_and_saturates_doubles(t_env: TableEnvironment) -> None:
+    assert sql("CAST(b AS INT)", t_env).eval([0, 2147483648, "", 0.0]) == -2147483648
+    assert sql("CAST(b AS INT)", t_env).eval([0, 4294967297, "", 0.0]) == 1
+    assert sql("CAST(b AS SMALLINT)", t_env).eval([0, 32768, "", 0.0]) == -32768
+    assert sql("CAST(b AS TINYINT)", t_env).eval([0, 255, "", 0.0]) == -1
+    assert sql("CAST(x AS INT)", t_env).eval([0, 0, "", 1e10]) == 2147483647  # Java's (int) of a double
+    assert sql("CAST(x AS INT)", t_env).eval([0, 0, "", -2.9]) == -2
+    assert sql("CAST(x AS BIGINT)", t_env).eval([0, 0, "", float("nan")]) == 0
+
+
+def test_sum_of_int_is_int_and_wraps() -> None:
+    from millstream.table.runtime_functions import AggCall, GroupState
+    calls = [AggCall("sum", 0, True, False, 32), AggCall("sum0", 0, True, False, 32), AggCall("sum", 1, True, False, 64)]
+    state = GroupState.new(calls)
+    for row in [(2147483647, 9223372036854775807), (1, 1)]:
+        state.apply(calls, row, True)
+    assert state.values(calls) == (-2147483648, -2147483648, -9223372036854775808)
+    state.apply(calls, (1, 1), False)  # retracting undoes the wrap
+    assert state.values(calls) == (2147483647, 2147483647, 9223372036854775807)
+
+
+def test_the_planner_gives_sum_its_arguments_width(t_env: TableEnvironment) -> None:
+    t = t_env.from_elements([(1, 2)], DataTypes.ROW([DataTypes.FIELD("i", DataTypes.INT()),
+                                                       DataTypes.FIELD("l", DataTypes.BIGINT())]))
+    q = t.group_by(col("i")).select(col("i"), col("i").sum.alias("si"), col("l").sum.alias("sl"))
+    assert [str(x) for x in q.get_schema().get_field_data_types()] == ["INT", "INT", "BIGINT"]
+    node = q._node
+    while not hasattr(node, "calls") or not node.calls:
+        node = node.input
+    assert [c.bits for c in node.calls] == [32, 64]

@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from millstream.table.types import DataType, DataTypes, infer_type, is_integer, is_numeric, wider
+from millstream.table.types import INT_BITS, DataType, DataTypes, infer_type, is_integer, is_numeric, wider, wrap_int
 
 __all__ = ["Expression", "Resolved", "resolve", "as_expression", "AGGREGATES", "TableException", "ValidationException"]
 
@@ -209,7 +209,14 @@ class Resolved:
         vals = [a.eval(row) for a in self.args]
         if any(v is None for v in vals) and self.value not in _NULL_AWARE:
             return None
-        return _FUNCTIONS[self.value][0](*vals) if self.value != "json_value" else _json_value(vals[0], vals[1], self.dtype)
+        if self.value == "json_value":
+            return _json_value(vals[0], vals[1], self.dtype)
+        out = _FUNCTIONS[self.value][0](*vals)
+        if self.value in _WRAPPING and type(out) is int:  # Java's fixed-width integers (Flink's codegen)
+            bits = INT_BITS.get(self.dtype.root)
+            if bits is not None:
+                return wrap_int(out, bits)
+        return out
 
     def __str__(self) -> str:
         return self.text
@@ -345,9 +352,19 @@ def cast_value(v: Any, t: DataType) -> Any:
     r = t.root
     try:
         if is_integer(t):
-            if isinstance(v, str):
-                return int(v.strip())
-            return int(v)
+            bits = INT_BITS[r]
+            if isinstance(v, str):  # Flink's CAST of text to an integer fails beyond the type's range
+                n = int(v.strip())
+                if wrap_int(n, bits) != n:
+                    raise ValueError(f"out of the range of {r}")
+                return n
+            if isinstance(v, float):  # Java's (int) / (long) of a double: saturates, NaN is 0
+                if v != v:
+                    return 0
+                half = 1 << (bits - 1)
+                return max(-half, min(half - 1, int(v))) if v not in (float("inf"), float("-inf")) else \
+                    (half - 1 if v > 0 else -half)
+            return wrap_int(int(v), bits)  # an integer (or DECIMAL) narrows as Java's cast
         if r == "FLOAT":
             return to_float32(float(v))
         if r == "DOUBLE":
@@ -448,6 +465,8 @@ _FUNCTIONS: dict[str, tuple[Callable[..., Any], Callable[[list[DataType]], DataT
     "json_value": (_json_value, lambda ts: DataTypes.STRING()),
     "case": (lambda *a: None, _case_type),  # evaluated by _case (lazily)
 }
+# integer results that wrap at their type's width (INT: 32 bits, BIGINT: 64 bits), as in Java
+_WRAPPING = {"plus", "minus", "times", "divide", "mod", "negate", "abs"}
 _NULL_AWARE = {"proctime", "is_null", "is_not_null", "is_true", "is_false", "coalesce"}
 _SQL_TEXT = {"plus": "+", "minus": "-", "times": "*", "divide": "/", "mod": "MOD", "equals": "=", "not_equals": "<>",
              "less_than": "<", "less_than_or_equal": "<=", "greater_than": ">", "greater_than_or_equal": ">=",
