@@ -134,3 +134,51 @@ def test_the_planner_gives_sum_its_arguments_width(t_env: TableEnvironment) -> N
     while not hasattr(node, "calls") or not node.calls:
         node = node.input
     assert [c.bits for c in node.calls] == [32, 64]
+
+
+# -- BYTES in DDL, DATE_FORMAT with Java SimpleDateFormat patterns ----------------------------------
+
+
+def test_ddl_reads_bytes_as_varbinary_of_max_length(t_env: TableEnvironment) -> None:
+    t_env.execute_sql("CREATE TABLE bin_t (b BYTES, v VARBINARY(3), f BINARY(2)) "
+                      "WITH ('connector' = 'blackhole')")
+    types = t_env.from_path("bin_t").get_schema().get_field_data_types()
+    assert types[0] == DataTypes.BYTES() == DataTypes.VARBINARY(2147483647)
+    assert [str(t) for t in types] == ["BYTES", "VARBINARY(3)", "BINARY(2)"]
+    q = t_env.sql_query("SELECT CAST(v AS BYTES) AS c FROM bin_t")
+    assert [str(t) for t in q.get_schema().get_field_data_types()] == ["BYTES"]
+
+
+TS = [("ts", DataTypes.TIMESTAMP(3)), ("txt", DataTypes.STRING())]
+WHEN = __import__("datetime").datetime(2024, 3, 5, 14, 7, 9, 45000)  # a Tuesday, day 65 of 2024
+
+
+@pytest.mark.parametrize("pattern, text", [
+    ("yyyy-MM-dd HH:mm", "2024-03-05 14:07"),
+    ("yyyy-MM-dd HH:mm:ss.SSS", "2024-03-05 14:07:09.045"),
+    ("yy/M/d h:mm a", "24/3/5 2:07 PM"),
+    ("EEE, d MMM yyyy", "Tue, 5 Mar 2024"),
+    ("EEEE d MMMM", "Tuesday 5 March"),
+    ("yyyy-MM-dd'T'HH:mm:ss", "2024-03-05T14:07:09"),
+    ("h 'o''clock'", "2 o'clock"),
+    ("D", "65"),
+    ("yyyyMMdd", "20240305"),
+])
+def test_date_format_follows_simple_date_format(pattern: str, text: str, t_env: TableEnvironment) -> None:
+    e = resolve(parse_expression(f"DATE_FORMAT(ts, '{pattern.replace(chr(39), chr(39) * 2)}')", t_env), TS)
+    assert str(e.dtype) == "STRING"
+    assert e.eval([WHEN, None]) == text
+
+
+def test_date_format_of_timestamp_text_null_and_the_table_api(t_env: TableEnvironment) -> None:
+    from millstream.table.expressions import date_format
+    assert resolve(parse_expression("DATE_FORMAT(txt, 'HH:mm')", t_env), TS).eval([None, "2024-03-05 14:07:09"]) == "14:07"
+    assert resolve(parse_expression("DATE_FORMAT(ts, 'yyyy')", t_env), TS).eval([None, None]) is None
+    assert resolve(date_format(col("ts"), "dd.MM.yyyy"), TS).eval([WHEN, None]) == "05.03.2024"
+
+
+def test_date_format_refuses_an_unknown_letter_and_a_non_timestamp(t_env: TableEnvironment) -> None:
+    with pytest.raises(ValidationException, match="pattern letter 'q'"):
+        resolve(parse_expression("DATE_FORMAT(ts, 'yyyy-qq')", t_env), TS)
+    with pytest.raises(ValidationException, match="DATE_FORMAT takes"):
+        resolve(parse_expression("DATE_FORMAT(1, 'yyyy')", t_env), TS)

@@ -422,6 +422,22 @@ def _temporal_plus(ts: list[DataType]) -> DataType:
     return wider(ts[0], ts[1]) if is_numeric(ts[0]) else DataTypes.STRING()
 
 
+def _date_format_type(ts: list[DataType]) -> DataType:
+    if len(ts) != 2 or ts[0].root not in ("TIMESTAMP", "TIMESTAMP_LTZ", "DATE", "VARCHAR", "CHAR", "NULL") \
+            or ts[1].root not in ("VARCHAR", "CHAR", "NULL"):
+        raise TypeError("DATE_FORMAT takes (TIMESTAMP or its STRING, STRING format), got "
+                        f"({', '.join(str(t) for t in ts)})")
+    return DataTypes.STRING()
+
+
+def _date_format(value: Any, pattern: str) -> str:
+    from millstream.table.date_format import date_format
+    try:
+        return date_format(value, pattern)
+    except ValueError as e:
+        raise TableException(str(e)) from None
+
+
 def _proctime() -> datetime.datetime:
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
@@ -464,6 +480,7 @@ _FUNCTIONS: dict[str, tuple[Callable[..., Any], Callable[[list[DataType]], DataT
     "coalesce": (lambda *a: next((x for x in a if x is not None), None), lambda ts: ts[0]),
     "json_value": (_json_value, lambda ts: DataTypes.STRING()),
     "case": (lambda *a: None, _case_type),  # evaluated by _case (lazily)
+    "date_format": (_date_format, _date_format_type),
 }
 # integer results that wrap at their type's width (INT: 32 bits, BIGINT: 64 bits), as in Java
 _WRAPPING = {"plus", "minus", "times", "divide", "mod", "negate", "abs"}
@@ -514,6 +531,12 @@ def resolve(expr: Expression, columns: Sequence[tuple[str, DataType]], where: st
         if expr.value not in _FUNCTIONS:
             raise ValidationException(f"No match found for function signature {expr.value}()")
         args = tuple(resolve(a, columns, where) for a in expr.args)
+        if expr.value == "date_format" and len(args) == 2 and args[1].kind == "lit" and isinstance(args[1].value, str):
+            from millstream.table.date_format import compile_pattern
+            try:
+                compile_pattern(args[1].value)  # a bad literal pattern fails before anything runs
+            except ValueError as e:
+                raise ValidationException(str(e)) from None
         if expr.value == "json_value":
             dtype = expr.dtype or DataTypes.STRING()
         else:
