@@ -21,6 +21,10 @@ _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Su
 _Part = Callable[[datetime.datetime], str]
 
 
+def _literal(text: str) -> _Part:
+    return lambda ts: text
+
+
 def _number(get: Callable[[datetime.datetime], int], width: int) -> _Part:
     return lambda ts: str(get(ts)).zfill(width)
 
@@ -74,7 +78,7 @@ def compile_pattern(pattern: str) -> tuple[_Part, ...]:
                     break
                 else:
                     text, j = text + pattern[j], j + 1
-            parts.append(lambda ts, t=text: t)
+            parts.append(_literal(text))
             i = j + 1
         elif c.isascii() and c.isalpha():
             n = 1
@@ -83,7 +87,7 @@ def compile_pattern(pattern: str) -> tuple[_Part, ...]:
             parts.append(_field(c, n))
             i += n
         else:
-            parts.append(lambda ts, t=c: t)
+            parts.append(_literal(c))
             i += 1
     return tuple(parts)
 

@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from millstream.table.date_format import compile_pattern, date_format
 from millstream.table.types import INT_BITS, DataType, DataTypes, infer_type, is_integer, is_numeric, wider, wrap_int
 
 __all__ = ["Expression", "Resolved", "resolve", "as_expression", "AGGREGATES", "TableException", "ValidationException"]
@@ -431,7 +432,6 @@ def _date_format_type(ts: list[DataType]) -> DataType:
 
 
 def _date_format(value: Any, pattern: str) -> str:
-    from millstream.table.date_format import date_format
     try:
         return date_format(value, pattern)
     except ValueError as e:
@@ -532,7 +532,6 @@ def resolve(expr: Expression, columns: Sequence[tuple[str, DataType]], where: st
             raise ValidationException(f"No match found for function signature {expr.value}()")
         args = tuple(resolve(a, columns, where) for a in expr.args)
         if expr.value == "date_format" and len(args) == 2 and args[1].kind == "lit" and isinstance(args[1].value, str):
-            from millstream.table.date_format import compile_pattern
             try:
                 compile_pattern(args[1].value)  # a bad literal pattern fails before anything runs
             except ValueError as e:
