@@ -196,7 +196,7 @@ CASES: list[tuple[Expression, Callable[[dict[str, Any]], Any], bool]] = [
      lambda r: sql_and(lt(r["b"], int32(times(r["a"], 2))), r["s"] is not None), True),
     # CASE: the first TRUE condition's branch (a null condition is not true), NULL without ELSE,
     # an INT branch of a DOUBLE CASE gives a double; only the chosen branch may fail
-    ((col("a") > lit(0)).if_then_else(col("s"), lit("neg")),
+    ((col("a") > lit(0)).then(col("s"), lit("neg")),
      lambda r: r["s"] if lt(0, r["a"]) is True else "neg", True),
     (Expression("call", (col("f"), col("b"), col("g"), col("a"), lit(None)), "case"),
      lambda r: r["b"] if r["f"] is True else r["a"] if r["g"] is True else None, True),
@@ -204,7 +204,7 @@ CASES: list[tuple[Expression, Callable[[dict[str, Any]], Any], bool]] = [
      lambda r: (None if r["a"] is None else float(r["a"])) if r["f"] is True else r["x"], True),
     (Expression("call", (col("b") == lit(0), lit(None), col("a") / col("b")), "case"),
      lambda r: None if r["b"] == 0 else div(r["a"], r["b"]), True),
-    ((col("a").is_null).if_then_else(lit(True), col("f") & col("g")),
+    ((col("a").is_null).then(lit(True), col("f") & col("g")),
      lambda r: True if r["a"] is None else sql_and(r["f"], r["g"]), True),
     (col("d") + lit(1), lambda r: r["d"] + 1, False),  # DECIMAL: the row path
     (col("x").cast(DataTypes.STRING()), lambda r: None if r["x"] is None else str(r["x"]), False),

@@ -1,4 +1,4 @@
-"""SQL's CASE / IF and the Table API's if_then_else, evaluated on rows (the row path), with
+"""SQL's CASE / IF and the Table API's Expression.then, evaluated on rows (the row path), with
 Flink's typing: the result type is the branches' common type, nullable when a branch is NULL or
 there is no ELSE (then the value is NULL); a null condition is not true; text branches of
 different lengths are VARCHAR, not blank-padded CHAR (FLINK-9559)."""
@@ -65,8 +65,8 @@ def test_if_is_a_two_branch_case(t_env: TableEnvironment) -> None:
     assert [e.eval([a, 0, "", 0.0]) for a in (1, -1, None)] == ["pos", "neg", "neg"]
 
 
-def test_table_api_if_then_else_is_pyflinks_ternary() -> None:
-    e = resolve((col("a") > 0).if_then_else(col("b"), lit(-1)), COLS)
+def test_table_api_then_is_pyflinks_ternary() -> None:
+    e = resolve((col("a") > 0).then(col("b"), lit(-1)), COLS)
     assert str(e.dtype) == "BIGINT"
     assert [e.eval([a, 7, "", 0.0]) for a in (1, 0, None)] == [7, -1, -1]
 

@@ -128,7 +128,7 @@ class Expression:
     def in_(self, *values: Any) -> "Expression": return self._call("in", *values)
     def between(self, lower: Any, upper: Any) -> "Expression": return self._call("between", lower, upper)
 
-    def if_then_else(self, if_true: Any, if_false: Any) -> "Expression":
+    def then(self, if_true: Any, if_false: Any) -> "Expression":
         """PyFlink's ternary: ``if_true`` where this condition is TRUE, else ``if_false`` (a null
         condition counts as not true): SQL's ``CASE WHEN cond THEN a ELSE b END``."""
         return self._call("case", if_true, if_false)
