@@ -146,3 +146,36 @@ def test_the_vectorized_calc_gives_the_row_paths_rows_and_sqls_answer(cluster: A
     changelog = _calc_rows(True, grouped, True, lambda t_env: None)
     assert changelog == _calc_rows(False, grouped, True, lambda t_env: None)
     assert {r[0] for r in changelog} == {RowKind.INSERT.value, RowKind.UPDATE_BEFORE.value, RowKind.UPDATE_AFTER.value}
+
+
+def test_case_int_overflow_date_format_and_sum_of_int_on_the_runtime(cluster: Any, tmp_path: Path) -> None:
+    """CASE, INT arithmetic past 32 bits (Java wraps: 2147483647 + 1 is -2147483648) and DATE_FORMAT
+    over a CSV table, vectorized Calc on and off; SUM of an INT column is an INT and wraps."""
+    import datetime
+    lines, expected = [], []
+    base = datetime.datetime(2024, 3, 5, 14, 7, 9)
+
+    def int32(v: int) -> int:
+        v %= 2 ** 32
+        return v - 2 ** 32 if v >= 2 ** 31 else v
+    for i in range(300):
+        qty = None if i % 11 == 0 else [2147483647, -2147483648, 5, 150, -3][i % 5] + (0 if i % 5 < 2 else i)
+        ts = base + datetime.timedelta(minutes=i * 7)
+        lines.append(f"{i},{'' if qty is None else qty},{ts:%Y-%m-%d %H:%M:%S}")
+        size = None if qty is None or qty <= 0 else "big" if qty > 100 else "small"
+        expected.append((0, i, size, None if qty is None else int32(qty + 1), f"{ts:%Y-%m-%d %H:%M}"))
+    (tmp_path / "q.csv").write_text("\n".join(lines) + "\n")
+
+    def csv_table(t_env: TableEnvironment) -> None:
+        t_env.execute_sql(f"CREATE TABLE q (id BIGINT, qty INT, ts TIMESTAMP(3)) WITH ("
+                          f"'connector' = 'filesystem', 'path' = '{tmp_path / 'q.csv'}', 'format' = 'csv')")
+    sql = ("SELECT id, CASE WHEN qty > 100 THEN 'big' WHEN qty > 0 THEN 'small' END, qty + 1, "
+           "DATE_FORMAT(ts, 'yyyy-MM-dd HH:mm') FROM q")
+    assert _calc_rows(True, sql, False, csv_table) == _calc_rows(False, sql, False, csv_table) == \
+        sorted(expected, key=repr)
+    t_env = env(streaming=False)
+    csv_table(t_env)
+    low = list(t_env.execute_sql("SELECT SUM(qty) FROM q WHERE id IN (1, 2, 6)").collect())  # MIN + 7 + MIN
+    assert [tuple(r) for r in low] == [(7,)]  # -2**32 + 7 keeps its low 32 bits
+    high = list(t_env.execute_sql("SELECT SUM(qty) FROM q WHERE id IN (5, 10)").collect())  # MAX + MAX
+    assert [tuple(r) for r in high] == [(-2,)]

@@ -5,7 +5,8 @@ non-ASCII and empty strings, LIKE's wildcards as data) through many expressions,
 projection and as a filter, in batches of several sizes. The vectorized Calc must give the row
 path's rows exactly (values, Python types, row kinds) or raise where the row path raises, and both
 must give SQL's answer written out here: a null argument gives null, AND/OR/NOT are three-valued,
-integer division truncates toward zero, MOD takes the dividend's sign, a zero divisor is an error.
+integer division truncates toward zero, MOD takes the dividend's sign, a zero divisor is an error,
+integer results wrap at their type's width as Java's (INT 32 bits, BIGINT 64 bits).
 """
 from __future__ import annotations
 
@@ -42,15 +43,18 @@ def random_rows(rng: random.Random, n: int, hazards: bool = True) -> list[Row]:
     text, no zero in b or y), so the arrays path itself is what a test checks."""
     def pick(values: list[Any]) -> Any:
         return None if rng.random() < 0.15 else rng.choice(values)
-    ints = BIG_INTS if hazards else SMALL_INTS
+    # a is INT: its values are 32-bit ones, its extremes overflow hazards (INT results wrap)
+    ints = SMALL_INTS if hazards else [v for v in SMALL_INTS if abs(v) < 2 ** 30]
+    big_ints = BIG_INTS if hazards else SMALL_INTS
     strings = STRINGS if hazards else [s for s in STRINGS if s.isascii()]
-    divisors = ints if hazards else [v for v in SMALL_INTS if v != 0]
+    divisors = big_ints if hazards else [v for v in SMALL_INTS if v != 0]
     fdivisors = FLOATS if hazards else [v for v in FLOATS if v != 0]
     import decimal
     rows = []
     if hazards:  # the extremes' pairs, so each batch of the first trial meets them
-        for a, b, x, y in [(-2 ** 63, -1, 1.0, 0.0), (2 ** 63 - 1, 2 ** 63 - 1, -0.0, 0.0),
-                           (-2 ** 31, -1, math.nan, -0.0), (2 ** 53 + 1, 2 ** 53 + 1, 2.0 ** 53, math.inf), (-2 ** 63, 2, 1e300, 1e-300)]:
+        for a, b, x, y in [(-2 ** 31, -1, 1.0, 0.0), (2 ** 31 - 1, 2 ** 63 - 1, -0.0, 0.0),
+                           (-2 ** 31, -1, math.nan, -0.0), (2 ** 31 - 1, 2 ** 53 + 1, 2.0 ** 53, math.inf),
+                           (-2 ** 31, -2 ** 63, 1e300, 1e-300), (2 ** 31 - 1, 2, -1.0, 2.0)]:
             rows.append(Row(a, b, x, y, "ß", "Straße", True, None, decimal.Decimal("1.25")))
     for i in range(n - len(rows)):
         r = Row(pick(ints), pick(divisors), pick(FLOATS), pick(fdivisors), pick(strings), pick(strings),
@@ -111,20 +115,38 @@ def ascii_upper(s: str) -> str:
     return s.upper()
 
 
+def wrap(bits: int) -> Callable[[Any], Any]:
+    """Java's two's complement of ``bits`` bits: 2**31 as an INT is -2**31."""
+    def f(v: Any) -> Any:
+        if v is None:
+            return None
+        v %= 2 ** bits
+        return v - 2 ** bits if v >= 2 ** (bits - 1) else v
+    return f
+
+
+int32, int64 = wrap(32), wrap(64)
 plus, minus, times = strict(lambda a, b: a + b), strict(lambda a, b: a - b), strict(lambda a, b: a * b)
 div, mod = strict(sql_div), strict(sql_mod)
 eq, lt, ge = strict(lambda a, b: a == b), strict(lambda a, b: a < b), strict(lambda a, b: a >= b)
 
 # (expression, SQL's answer on a row dict, vectorized for a batch without hazards)
 CASES: list[tuple[Expression, Callable[[dict[str, Any]], Any], bool]] = [
-    (col("a") + col("b"), lambda r: plus(r["a"], r["b"]), True),
-    (col("a") - lit(3), lambda r: minus(r["a"], 3), True),
-    (col("a") * col("b") + lit(1), lambda r: plus(times(r["a"], r["b"]), 1), True),
+    (col("a") + col("b"), lambda r: int64(plus(r["a"], r["b"])), True),  # INT + BIGINT: BIGINT
+    (col("a") - lit(3), lambda r: int32(minus(r["a"], 3)), True),
+    (col("a") + lit(1), lambda r: int32(plus(r["a"], 1)), True),  # INT: 2147483647 + 1 = -2147483648
+    (col("a") * col("a"), lambda r: int32(times(r["a"], r["a"])), True),
+    (col("b") * col("b"), lambda r: int64(times(r["b"], r["b"])), True),
+    (col("b").cast(DataTypes.INT()), lambda r: int32(r["b"]), True),  # narrowing keeps the low 32 bits
+    (col("b") / lit(-1), lambda r: int64(div(r["b"], -1)), True),  # -2**63 / -1 wraps to -2**63
+    (col("a") * col("b") + lit(1), lambda r: int64(plus(int64(times(r["a"], r["b"])), 1)), True),
     (col("a") / col("b"), lambda r: div(r["a"], r["b"]), True),
     (col("a") % col("b"), lambda r: mod(r["a"], r["b"]), True),
-    (-col("a"), lambda r: None if r["a"] is None else -r["a"], True),
-    (col("b").abs, lambda r: None if r["b"] is None else abs(r["b"]), True),
+    (-col("a"), lambda r: int32(None if r["a"] is None else -r["a"]), True),
+    (col("b").abs, lambda r: int64(None if r["b"] is None else abs(r["b"])), True),
     (col("x") + col("a"), lambda r: plus(r["x"], r["a"]), True),
+    (col("x") + col("b"), lambda r: plus(r["x"], r["b"]), True),
+    (col("x") < col("b"), lambda r: lt(r["x"], r["b"]), True),
     (col("x") * lit(2.5) - col("y"), lambda r: minus(times(r["x"], 2.5), r["y"]), True),
     (col("x") / col("y"), lambda r: div(r["x"], r["y"]), True),
     (col("a") / col("y"), lambda r: div(r["a"], r["y"]), True),
@@ -169,9 +191,21 @@ CASES: list[tuple[Expression, Callable[[dict[str, Any]], Any], bool]] = [
     (col("a").cast(DataTypes.DOUBLE()), lambda r: None if r["a"] is None else float(r["a"]), True),
     (col("f").cast(DataTypes.STRING()), lambda r: None if r["f"] is None else ("TRUE" if r["f"] else "FALSE"), True),
     (col("a").cast(DataTypes.BOOLEAN()), lambda r: None if r["a"] is None else r["a"] != 0, True),
-    (col("b").cast(DataTypes.BIGINT()) + lit(1), lambda r: plus(r["b"], 1), True),
+    (col("b").cast(DataTypes.BIGINT()) + lit(1), lambda r: int64(plus(r["b"], 1)), True),
     ((col("a") * lit(2) > col("b")) & col("s").is_not_null,
-     lambda r: sql_and(lt(r["b"], times(r["a"], 2)), r["s"] is not None), True),
+     lambda r: sql_and(lt(r["b"], int32(times(r["a"], 2))), r["s"] is not None), True),
+    # CASE: the first TRUE condition's branch (a null condition is not true), NULL without ELSE,
+    # an INT branch of a DOUBLE CASE gives a double; only the chosen branch may fail
+    ((col("a") > lit(0)).then(col("s"), lit("neg")),
+     lambda r: r["s"] if lt(0, r["a"]) is True else "neg", True),
+    (Expression("call", (col("f"), col("b"), col("g"), col("a"), lit(None)), "case"),
+     lambda r: r["b"] if r["f"] is True else r["a"] if r["g"] is True else None, True),
+    (Expression("call", (col("f"), col("a"), col("x")), "case"),
+     lambda r: (None if r["a"] is None else float(r["a"])) if r["f"] is True else r["x"], True),
+    (Expression("call", (col("b") == lit(0), lit(None), col("a") / col("b")), "case"),
+     lambda r: None if r["b"] == 0 else div(r["a"], r["b"]), True),
+    ((col("a").is_null).then(lit(True), col("f") & col("g")),
+     lambda r: True if r["a"] is None else sql_and(r["f"], r["g"]), True),
     (col("d") + lit(1), lambda r: r["d"] + 1, False),  # DECIMAL: the row path
     (col("x").cast(DataTypes.STRING()), lambda r: None if r["x"] is None else str(r["x"]), False),
 ]

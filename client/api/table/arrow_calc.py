@@ -5,15 +5,16 @@ expression tree once per row in Python. :func:`compile_expression` turns the par
 pyarrow.compute can evaluate with *exactly* the row path's results (arithmetic, comparisons,
 three-valued AND/OR/NOT, IS [NOT] NULL/TRUE/FALSE, UPPER/LOWER of ASCII text, CHAR_LENGTH, TRIM,
 CONCAT, LIKE with a literal pattern, SUBSTRING with literal bounds, IN of literals, BETWEEN,
-COALESCE, CASTs between integer, double, boolean and string where the text is the same) into
+COALESCE, CASE, CASTs between integer, double, boolean and string where the text is the same) into
 functions of the batch's columns. Everything else (Python UDFs, JSON_VALUE, temporal and DECIMAL
 values, a FLOAT cast, ...) stays on the row path, expression by expression: :class:`ArrowCalc`
 computes the filter and the projections that compiled over arrays and the others row by row on the
 same batch.
 
-Exactness: the row path is Python, so its integers never overflow and a zero divisor raises. Where
-Arrow would answer differently, the batch *falls back* to the row path instead (the row path then
-gives its own answer or error): an integer result outside 64 bits (Arrow's checked kernels raise),
+Exactness: the row path's integers wrap at their declared type's width as Java's do (INT 32 bits,
+BIGINT 64) and a zero divisor raises. Where Arrow would answer differently, the batch *falls back*
+to the row path instead (the row path then gives its own answer or error): an integer result
+outside its type's range (Arrow's checked kernels raise beyond 64 bits; a narrower type is checked),
 a zero divisor, an integer beyond 2**53 meeting a double (Python compares and converts exactly),
 non-ASCII text under UPPER/LOWER (Python maps e.g. 'ß' to 'SS'), a column value of a Python type
 other than its column type's (a DOUBLE column holding ints divides as ints in Python), a value
@@ -95,7 +96,7 @@ class _Compiler:
             scalar = _pa().scalar(e.value, _arrow_type(kind))
             return (lambda cols, n: scalar), kind
         if e.kind == "cast":
-            return self._cast(e)
+            return _in_range(self._cast(e), e.dtype)
         if e.kind != "call":
             return None
         builder = _CALLS.get(e.value)
@@ -106,7 +107,8 @@ class _Compiler:
         args = [self.compile(a) for a in e.args]
         if any(a is None for a in args):
             return None
-        return builder(self, e, args)
+        out = builder(self, e, args)
+        return _in_range(out, e.dtype) if e.value in _WRAPPING else out
 
     def _cast(self, e: Resolved) -> tuple[_Fn, str] | None:
         inner = self.compile(e.args[0])
@@ -142,6 +144,29 @@ class _Compiler:
             if kind == "bool":
                 return (lambda cols, n: pc.if_else(f(cols, n), "TRUE", "FALSE")), "str"
         return None
+
+
+_WRAPPING = {"plus", "minus", "times", "divide", "mod", "negate", "abs"}
+_NARROW = {"TINYINT": 8, "SMALLINT": 16, "INT": 32}
+
+
+def _in_range(compiled: tuple[_Fn, str] | None, dtype: DataType) -> tuple[_Fn, str] | None:
+    """An integer result of a type narrower than 64 bits, checked to be in its range: the row path
+    wraps it as Java does (INT's 2147483647 + 1 is -2147483648), Arrow's int64 would not, so a batch
+    with a value outside falls back. (BIGINT overflow raises in Arrow's checked kernels: falls back too.)"""
+    bits = _NARROW.get(dtype.root)
+    if compiled is None or compiled[1] != "int" or bits is None:
+        return compiled
+    f = compiled[0]
+    pc = _pc()
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    def checked(cols: dict[int, Any], n: int) -> Any:
+        v = f(cols, n)
+        if not _all(pc.and_(pc.greater_equal(v, lo), pc.less_equal(v, hi))):
+            raise _Fallback(f"a {dtype.root} result outside {bits} bits wraps")
+        return v
+    return checked, "int"
 
 
 def _all(mask: Any) -> bool:
@@ -379,6 +404,43 @@ def _coalesce(c: _Compiler, e: Resolved, args: list[tuple[_Fn, str]]) -> tuple[_
     return (lambda cols, n: _array(pc.coalesce(*[g(cols, n) for g in fs]), n)), kind
 
 
+def _case(c: _Compiler, e: Resolved, args: list[tuple[_Fn, str]]) -> tuple[_Fn, str] | None:
+    """CASE as pyarrow's case_when (a null condition is not true, as on the row path). Every branch
+    is computed for every row: a branch that would fail on a row it is not chosen for makes the
+    batch fall back (the row path evaluates only the chosen branch)."""
+    conds, results = args[0:-1:2], [*args[1:-1:2], args[-1]]
+    if any(k not in ("bool", "null") for _, k in conds):
+        return None
+    kinds = {k for _, k in results} - {"null"}
+    if not kinds:
+        return None
+    if kinds <= {"int", "float"}:
+        kind = "float" if "float" in kinds else "int"
+        if kind == "float" and e.dtype.root != "DOUBLE":
+            return None  # a FLOAT or DECIMAL result: the row path's values
+    elif len(kinds) == 1:
+        kind = kinds.pop()
+    else:
+        return None
+    pc, pa = _pc(), _pa()
+    target = _arrow_type(kind)
+
+    def as_kind(f: _Fn, k: str) -> _Fn:
+        if k == kind:
+            return f
+        if k == "null":
+            return lambda cols, n: pa.scalar(None, target)
+        return lambda cols, n: _to_double(f(cols, n), k)
+    cfs = [f if k == "bool" else (lambda cols, n: pa.scalar(None, pa.bool_())) for f, k in conds]
+    rfs = [as_kind(f, k) for f, k in results]
+    names = [str(i) for i in range(len(cfs))]
+
+    def case(cols: dict[int, Any], n: int) -> Any:
+        struct = pa.StructArray.from_arrays([_array(g(cols, n), n) for g in cfs], names=names)
+        return pc.case_when(struct, *[_array(g(cols, n), n) for g in rfs])
+    return case, kind
+
+
 _CALLS: dict[str, Callable[..., tuple[_Fn, str] | None]] = {
     "plus": _arith("add_checked", "add"),
     "minus": _arith("subtract_checked", "subtract"),
@@ -410,6 +472,7 @@ _CALLS: dict[str, Callable[..., tuple[_Fn, str] | None]] = {
     "in": _in,
     "between": _between,
     "coalesce": _coalesce,
+    "case": _case,
 }
 
 

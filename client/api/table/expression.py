@@ -16,7 +16,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from millstream.table.types import DataType, DataTypes, infer_type, is_integer, is_numeric, wider
+from millstream.table.date_format import compile_pattern, date_format
+from millstream.table.types import INT_BITS, DataType, DataTypes, infer_type, is_integer, is_numeric, wider, wrap_int
 
 __all__ = ["Expression", "Resolved", "resolve", "as_expression", "AGGREGATES", "TableException", "ValidationException"]
 
@@ -127,6 +128,11 @@ class Expression:
     def in_(self, *values: Any) -> "Expression": return self._call("in", *values)
     def between(self, lower: Any, upper: Any) -> "Expression": return self._call("between", lower, upper)
 
+    def then(self, if_true: Any, if_false: Any) -> "Expression":
+        """PyFlink's ternary: ``if_true`` where this condition is TRUE, else ``if_false`` (a null
+        condition counts as not true): SQL's ``CASE WHEN cond THEN a ELSE b END``."""
+        return self._call("case", if_true, if_false)
+
     def __str__(self) -> str:
         if self.kind == "col":
             return str(self.value)
@@ -197,10 +203,21 @@ class Resolved:
             return self.value.eval(*[a.eval(row) for a in self.args])
         if self.value in _LOGIC:
             return _LOGIC[self.value](self.args, row)
+        if self.value == "case":
+            branch = _case(self.args, row)
+            v = branch.eval(row)  # in the result type: an INT branch of a DOUBLE CASE gives a double
+            return v if v is None or branch.dtype.root == self.dtype.root else cast_value(v, self.dtype)
         vals = [a.eval(row) for a in self.args]
         if any(v is None for v in vals) and self.value not in _NULL_AWARE:
             return None
-        return _FUNCTIONS[self.value][0](*vals) if self.value != "json_value" else _json_value(vals[0], vals[1], self.dtype)
+        if self.value == "json_value":
+            return _json_value(vals[0], vals[1], self.dtype)
+        out = _FUNCTIONS[self.value][0](*vals)
+        if self.value in _WRAPPING and type(out) is int:  # Java's fixed-width integers (Flink's codegen)
+            bits = INT_BITS.get(self.dtype.root)
+            if bits is not None:
+                return wrap_int(out, bits)
+        return out
 
     def __str__(self) -> str:
         return self.text
@@ -226,7 +243,49 @@ def _or(args: tuple[Resolved, ...], row: Sequence[Any]) -> Any:
     return None if a is None or b is None else False
 
 
+def _case(args: tuple[Resolved, ...], row: Sequence[Any]) -> Resolved:
+    """CASE's chosen branch: args are (condition, result)* then the ELSE result; a null condition
+    is not true. Only the chosen branch is evaluated (one that would fail on this row does not)."""
+    for i in range(0, len(args) - 1, 2):
+        if args[i].eval(row) is True:
+            return args[i + 1]
+    return args[-1]
+
+
 _LOGIC: dict[str, Callable[[tuple[Resolved, ...], Sequence[Any]], Any]] = {"and": _and, "or": _or}
+
+
+def common_type(types: Sequence[DataType]) -> DataType:
+    """The type of CASE's branches (Flink's least restrictive type): numbers widen, CHARs of one
+    length stay CHAR(n) and text of different lengths is VARCHAR of the longest (no blank padding,
+    FLINK-9559); a NULL branch (or no ELSE) makes it nullable; other types must be equal."""
+    known = [t for t in types if t.root != "NULL"]
+    nullable = len(known) < len(types) or any(t.nullable for t in known)
+    if not known:
+        return DataTypes.NULL()
+    first = known[0]
+    if all(is_numeric(t) for t in known):
+        out = first
+        for t in known[1:]:
+            out = wider(out, t)
+    elif all(t.root in ("CHAR", "VARCHAR") for t in known):
+        lengths = {t.length for t in known}
+        if all(t.root == "CHAR" for t in known) and len(lengths) == 1:
+            out = first
+        else:
+            out = DataTypes.VARCHAR(max(t.length if t.length is not None else 2147483647 for t in known))
+    elif all(t.root == first.root and t.length == first.length and t.scale == first.scale for t in known):
+        out = first.as_time_attr(None)
+    else:
+        raise TypeError(f"CASE branches have no common type: {', '.join(str(t) for t in known)}")
+    return out.nullable_() if nullable else out.not_null()
+
+
+def _case_type(ts: list[DataType]) -> DataType:
+    for c in ts[0:-1:2]:
+        if c.root not in ("BOOLEAN", "NULL"):
+            raise TypeError(f"a CASE condition must be BOOLEAN, got {c}")
+    return common_type([*ts[1:-1:2], ts[-1]])
 
 
 def _int_div(a: Any, b: Any) -> Any:
@@ -294,9 +353,19 @@ def cast_value(v: Any, t: DataType) -> Any:
     r = t.root
     try:
         if is_integer(t):
-            if isinstance(v, str):
-                return int(v.strip())
-            return int(v)
+            bits = INT_BITS[r]
+            if isinstance(v, str):  # Flink's CAST of text to an integer fails beyond the type's range
+                n = int(v.strip())
+                if wrap_int(n, bits) != n:
+                    raise ValueError(f"out of the range of {r}")
+                return n
+            if isinstance(v, float):  # Java's (int) / (long) of a double: saturates, NaN is 0
+                if v != v:
+                    return 0
+                half = 1 << (bits - 1)
+                return max(-half, min(half - 1, int(v))) if v not in (float("inf"), float("-inf")) else \
+                    (half - 1 if v > 0 else -half)
+            return wrap_int(int(v), bits)  # an integer (or DECIMAL) narrows as Java's cast
         if r == "FLOAT":
             return to_float32(float(v))
         if r == "DOUBLE":
@@ -354,6 +423,21 @@ def _temporal_plus(ts: list[DataType]) -> DataType:
     return wider(ts[0], ts[1]) if is_numeric(ts[0]) else DataTypes.STRING()
 
 
+def _date_format_type(ts: list[DataType]) -> DataType:
+    if len(ts) != 2 or ts[0].root not in ("TIMESTAMP", "TIMESTAMP_LTZ", "DATE", "VARCHAR", "CHAR", "NULL") \
+            or ts[1].root not in ("VARCHAR", "CHAR", "NULL"):
+        raise TypeError("DATE_FORMAT takes (TIMESTAMP or its STRING, STRING format), got "
+                        f"({', '.join(str(t) for t in ts)})")
+    return DataTypes.STRING()
+
+
+def _date_format(value: Any, pattern: str) -> str:
+    try:
+        return date_format(value, pattern)
+    except ValueError as e:
+        raise TableException(str(e)) from None
+
+
 def _proctime() -> datetime.datetime:
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
@@ -395,7 +479,11 @@ _FUNCTIONS: dict[str, tuple[Callable[..., Any], Callable[[list[DataType]], DataT
     "between": (lambda a, lo, hi: lo <= a <= hi, lambda ts: DataTypes.BOOLEAN()),
     "coalesce": (lambda *a: next((x for x in a if x is not None), None), lambda ts: ts[0]),
     "json_value": (_json_value, lambda ts: DataTypes.STRING()),
+    "case": (lambda *a: None, _case_type),  # evaluated by _case (lazily)
+    "date_format": (_date_format, _date_format_type),
 }
+# integer results that wrap at their type's width (INT: 32 bits, BIGINT: 64 bits), as in Java
+_WRAPPING = {"plus", "minus", "times", "divide", "mod", "negate", "abs"}
 _NULL_AWARE = {"proctime", "is_null", "is_not_null", "is_true", "is_false", "coalesce"}
 _SQL_TEXT = {"plus": "+", "minus": "-", "times": "*", "divide": "/", "mod": "MOD", "equals": "=", "not_equals": "<>",
              "less_than": "<", "less_than_or_equal": "<=", "greater_than": ">", "greater_than_or_equal": ">=",
@@ -443,6 +531,11 @@ def resolve(expr: Expression, columns: Sequence[tuple[str, DataType]], where: st
         if expr.value not in _FUNCTIONS:
             raise ValidationException(f"No match found for function signature {expr.value}()")
         args = tuple(resolve(a, columns, where) for a in expr.args)
+        if expr.value == "date_format" and len(args) == 2 and args[1].kind == "lit" and isinstance(args[1].value, str):
+            try:
+                compile_pattern(args[1].value)  # a bad literal pattern fails before anything runs
+            except ValueError as e:
+                raise ValidationException(str(e)) from None
         if expr.value == "json_value":
             dtype = expr.dtype or DataTypes.STRING()
         else:

@@ -6,7 +6,7 @@ from typing import Any
 from millstream.table.expression import Expression, as_expression, literal_type
 from millstream.table.types import DataType
 
-__all__ = ["col", "lit", "call", "concat", "and_", "or_", "not_", "coalesce", "row_interval", "UNBOUNDED_ROW",
+__all__ = ["col", "lit", "call", "concat", "and_", "or_", "not_", "coalesce", "date_format", "row_interval", "UNBOUNDED_ROW",
            "UNBOUNDED_RANGE", "CURRENT_ROW", "CURRENT_RANGE"]
 
 
@@ -56,6 +56,10 @@ def not_(e: Any) -> Expression:
 def coalesce(*args: Any) -> Expression:
     return Expression("call", tuple(map(as_expression, args)), "coalesce")
 
+
+def date_format(timestamp: Any, format: Any) -> Expression:
+    """Flink's DATE_FORMAT: ``timestamp`` as text by a Java SimpleDateFormat pattern."""
+    return Expression("call", (as_expression(timestamp), as_expression(format)), "date_format")
 
 
 def row_interval(rows: int) -> Expression:

@@ -19,6 +19,7 @@ from millstream.common.typeinfo import Types
 from millstream.datastream.functions import FlatMapFunction, KeyedCoProcessFunction, KeyedProcessFunction, MapFunction
 from millstream.datastream.state import ValueStateDescriptor
 from millstream.table.expression import Resolved, to_float32
+from millstream.table.types import wrap_int
 
 __all__ = ["CalcFunction", "CorrelateFunction", "GroupAggregateFunction", "LimitFunction",
            "SortLimitFunction", "RowToText", "AggCall", "GroupState", "row_of", "is_accumulate", "END_OF_INPUT"]
@@ -98,6 +99,7 @@ class AggCall:
     arg: int | None
     integral: bool = False
     single: bool = False  # a FLOAT argument: sums in single precision, as Flink's FLOAT arithmetic
+    bits: int | None = None  # an integer argument's width: SUM / SUM0 wrap at it, as Flink's SUM(INT) is INT
 
     def round(self, v: Any) -> Any:
         return to_float32(v) if self.single and v is not None else v
@@ -135,11 +137,11 @@ class AggCall:
         if f in ("min", "max"):
             return (min if f == "min" else max)(acc) if acc else None
         if f == "sum0":
-            return acc[0]
+            return acc[0] if self.bits is None else wrap_int(acc[0], self.bits)
         if acc[1] == 0:
             return None
-        if f == "sum":
-            return acc[0]
+        if f == "sum":  # wrapping the total equals wrapping each step (arithmetic modulo 2**bits)
+            return acc[0] if self.bits is None else wrap_int(acc[0], self.bits)
         total, n = acc
         if self.integral:
             q = abs(total) // n

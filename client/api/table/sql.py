@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.hive import Hive
+from sqlglot.tokens import TokenType
 
 from millstream.table import plan as p
 from millstream.table.expression import Expression, TableException, ValidationException
@@ -32,6 +34,25 @@ __all__ = ["SqlParserException", "parse", "query", "create_table", "insert_targe
 DIALECT = "hive"
 
 
+class _Dialect(Hive):
+    """Hive's dialect reading Flink's ``BYTES`` (VARBINARY(2147483647)) as a type and, as Flink's
+    standard SQL, ``''`` in a string literal as a quote (Hive reads 'a''b' as two literals)."""
+
+    class Tokenizer(Hive.Tokenizer):
+        KEYWORDS = {**Hive.Tokenizer.KEYWORDS, "BYTES": TokenType.VARBINARY}
+        STRING_ESCAPES = ["'", *Hive.Tokenizer.STRING_ESCAPES]
+
+
+# sqlglot's Hive dialect reads DATE_FORMAT as Hive's (and rewrites its pattern): renamed to a name
+# of the same length that stays a plain function call (error columns stay right), named back below.
+_DATE_FORMAT, _DATE_FORMAT_ALIAS = re.compile(r"\bDATE_FORMAT(?=\s*\()", re.I), "DATEFORMAT_"
+
+
+def _rename_date_format(statement: str) -> str:
+    parts = statement.split("'")  # outside string literals only (even parts)
+    return "'".join(_DATE_FORMAT.sub(_DATE_FORMAT_ALIAS, x) if i % 2 == 0 else x for i, x in enumerate(parts))
+
+
 class SqlParserException(TableException):
     """A statement that does not parse: names the line, column and token."""
 
@@ -43,8 +64,9 @@ def parse(statement: str, known_names: list[str]) -> Any:
             statement = re.sub(r"(?<![`\w$])" + re.escape(name) + r"(?![\w$`])", f"`{name}`", statement)
     statement, watermarks = _take_watermarks(statement)
     statement, tvfs = _take_window_tvfs(statement)
+    statement = _rename_date_format(statement)
     try:
-        parsed = sqlglot.parse(statement, read=DIALECT)
+        parsed = sqlglot.parse(statement, read=_Dialect)
     except sqlglot.errors.ParseError as e:
         err = e.errors[0] if e.errors else {}
         token = err.get("highlight") or ""
@@ -227,11 +249,17 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
     if isinstance(node, exp.Between):
         return Expression("call", tuple(expression(a, t_env) for a in (node.this, node.args["low"], node.args["high"])),
                           "between")
+    if isinstance(node, exp.Case):
+        return _case(node, t_env)
+    if isinstance(node, exp.If):  # Flink's IF(condition, a, b)
+        args = [node.this, node.args["true"], node.args.get("false") or exp.Null()]
+        return Expression("call", tuple(expression(a, t_env) for a in args), "case")
     if isinstance(node, exp.Substring):
         args = [node.this, node.args.get("start"), node.args.get("length")]
         return Expression("call", tuple(expression(a, t_env) for a in args if a is not None), "substring")
     if isinstance(node, exp.Anonymous):
         name = str(node.this)
+        name = "DATE_FORMAT" if name.upper() == _DATE_FORMAT_ALIAS else name
         args = [expression(a, t_env) for a in node.expressions]
         if name.upper() == "JSON_VALUE":
             return args[0].json_value(args[1].value)
@@ -242,12 +270,31 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
     raise _unsupported(node)
 
 
+def _case(node: exp.Case, t_env: "TableEnvironment") -> Expression:
+    """``CASE WHEN c THEN r ... [ELSE e] END`` and ``CASE x WHEN v THEN r ...`` (each WHEN ``x = v``)
+    as one "case" call: (condition, result)* then the ELSE result, NULL without an ELSE."""
+    subject = expression(node.this, t_env) if node.this is not None else None
+    args: list[Expression] = []
+    for branch in node.args.get("ifs") or []:
+        when = expression(branch.this, t_env)
+        args += [Expression("call", (subject, when), "equals") if subject is not None else when,
+                 expression(branch.args["true"], t_env)]
+    default = node.args.get("default")
+    args.append(expression(default, t_env) if default is not None else lit(None))
+    return Expression("call", tuple(args), "case")
+
+
 _TIMESTAMP_TYPES = {exp.DataType.Type.TIMESTAMP: "TIMESTAMP", exp.DataType.Type.TIMESTAMPLTZ: "TIMESTAMP_LTZ",
                     exp.DataType.Type.TIMESTAMPTZ: "TIMESTAMP_LTZ"}
 
 
 def _cast_type(to: exp.DataType) -> Any:
-    """The DataType of a CAST's target (sqlglot's Hive dialect prints TIMESTAMP without its precision)."""
+    """The DataType of a CAST's target (sqlglot's Hive dialect prints TIMESTAMP without its precision
+    and VARBINARY as BINARY)."""
+    if to.this in (exp.DataType.Type.VARBINARY, exp.DataType.Type.BINARY):
+        params = [e.this.this for e in to.expressions if isinstance(e, exp.DataTypeParam)]
+        binary = "VARBINARY" if to.this == exp.DataType.Type.VARBINARY else "BINARY"
+        return parse_type(f"{binary}({params[0]})" if params else "BYTES" if binary == "VARBINARY" else "BINARY")
     name = _TIMESTAMP_TYPES.get(to.this)
     if name is not None:
         params = [e.this.this for e in to.expressions if isinstance(e, exp.DataTypeParam)]
@@ -275,7 +322,7 @@ def interval_of(node: exp.Interval) -> datetime.timedelta:
 def parse_expression(text: str, t_env: "TableEnvironment") -> Expression:
     """A SQL expression's text (a computed column, a watermark) as a Table API expression."""
     try:
-        node = sqlglot.parse_one(text, read=DIALECT)
+        node = sqlglot.parse_one(_rename_date_format(text), read=_Dialect)
     except sqlglot.errors.ParseError as e:
         raise SqlParserException(f"SQL parse failed in the expression {text!r}: {str(e).splitlines()[0]}") from None
     return expression(cast(exp.Expression, node), t_env)

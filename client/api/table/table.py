@@ -15,7 +15,7 @@ from millstream.table.expression import (AGGREGATES, INTERVAL_UNITS_MS, Expressi
                                          output_name, resolve)
 from millstream.table.pandas_conversion import to_dataframe
 from millstream.table.runtime_functions import AggCall
-from millstream.table.types import DataType, DataTypes, is_integer
+from millstream.table.types import INT_BITS, DataType, DataTypes, is_integer
 from millstream.table.vectorized import pandas_agg_call
 from millstream.table.window import GroupWindow, OverWindow, WindowSpec
 from millstream.table.interval_join import interval_join_of, join_columns
@@ -340,7 +340,8 @@ class GroupedTable:
                 else:
                     arg_type = DataTypes.BIGINT()
                 name = f"$agg{len(calls)}"
-                calls.append(AggCall(e.value, arg_index, is_integer(arg_type), arg_type.root == "FLOAT"))
+                calls.append(AggCall(e.value, arg_index, is_integer(arg_type), arg_type.root == "FLOAT",
+                                     INT_BITS.get(arg_type.root) if arg_index is not None else None))
                 agg_cols.append((name, DataTypes.BIGINT(False) if e.value == "count" else arg_type.nullable_()))
                 return Expression("col", value=name)
             if is_udaf_call(e):  # a pandas UDAF (millstream.table.vectorized)
@@ -502,7 +503,8 @@ class OverWindowedTable:
                 pre_exprs.append(r)
                 pre_cols.append((f"$f{len(pre_cols)}", r.dtype))
                 name = f"w0$o{len(calls)}"
-                calls.append(AggCall(agg.value, len(pre_cols) - 1, is_integer(r.dtype), r.dtype.root == "FLOAT"))
+                calls.append(AggCall(agg.value, len(pre_cols) - 1, is_integer(r.dtype), r.dtype.root == "FLOAT",
+                                     INT_BITS.get(r.dtype.root)))
                 agg_cols.append((name, DataTypes.BIGINT(False) if agg.value == "count" else r.dtype.nullable_()))
                 return Expression("col", value=name)
             return Expression(e.kind, tuple(extract(a) for a in e.args), e.value, e.dtype) if e.args else e

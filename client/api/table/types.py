@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-__all__ = ["DataType", "DataTypes", "RowField", "Schema", "infer_type", "parse_type", "NUMERIC_RANK"]
+__all__ = ["DataType", "DataTypes", "RowField", "Schema", "infer_type", "parse_type", "NUMERIC_RANK", "INT_BITS",
+           "wrap_int"]
 
 MAX_LENGTH = 2147483647
 
@@ -202,6 +203,16 @@ NUMERIC_RANK = {"TINYINT": 0, "SMALLINT": 1, "INT": 2, "BIGINT": 3, "DECIMAL": 4
 
 def is_integer(t: DataType) -> bool:
     return t.root in _INTEGERS
+
+
+INT_BITS = {"TINYINT": 8, "SMALLINT": 16, "INT": 32, "BIGINT": 64}
+
+
+def wrap_int(v: int, bits: int) -> int:
+    """``v`` in a two's complement integer of ``bits`` bits, as Java's (and so Flink's) integer
+    arithmetic and narrowing casts give it: INT's 2147483647 + 1 is -2147483648."""
+    half = 1 << (bits - 1)
+    return v if -half <= v < half else ((v + half) & ((1 << bits) - 1)) - half
 
 
 def is_numeric(t: DataType) -> bool:
