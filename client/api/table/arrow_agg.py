@@ -87,8 +87,10 @@ def partial_width(calls: Sequence[AggCall]) -> int:
     return 1 + sum(_partial_width(c) for c in calls)
 
 
-def _fold_rows(keys: Sequence[int], calls: Sequence[AggCall], values: list[list[Any]]) -> list[Row]:
-    """The partials of a batch computed in Python with the row path's accumulators."""
+def _fold_rows(keys: Sequence[int], calls: Sequence[AggCall], values: list[list[Any]],
+               doubles: frozenset[int] = frozenset()) -> list[Row]:
+    """The partials of a batch computed in Python with the row path's accumulators; a MIN/MAX of a
+    DOUBLE column (``doubles``) carries all its distinct values (see merge), of others the result."""
     groups: dict[tuple[Any, ...], GroupState] = {}
     for v in values:
         key = tuple(v[k] for k in keys)
@@ -103,7 +105,11 @@ def _fold_rows(keys: Sequence[int], calls: Sequence[AggCall], values: list[list[
             if c.func == "count":
                 parts.append(acc[0])
             elif c.func in ("min", "max"):
-                parts.append(tuple(acc))  # every distinct value, in order: see merge
+                if c.arg in doubles:
+                    parts.append(tuple(acc))  # every distinct value, in order: see merge
+                else:
+                    v = c.value(acc)
+                    parts.append(() if v is None else (v,))
             else:
                 parts.extend(acc)
         out.append(row_of(key + tuple(parts)))
@@ -149,7 +155,10 @@ class LocalAggregate(FlatMapFunction):
                 partials = self._arrow(values)
             except _Fallback:
                 pass
-        out[0] = partials if partials is not None else _fold_rows(self.keys, self.calls, values)
+        if partials is None:
+            doubles = frozenset(i for i, t in enumerate(self.input_types) if t.root == "DOUBLE")
+            partials = _fold_rows(self.keys, self.calls, values, doubles)
+        out[0] = partials
         return out
 
     def _arrow(self, values: list[list[Any]]) -> list[Row]:
