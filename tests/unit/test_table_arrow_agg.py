@@ -60,8 +60,9 @@ def _row_path(keys: tuple[int, ...], rows: list[list[Any]]) -> dict[tuple[Any, .
     return {k: g.values(CALLS) for k, g in groups.items()}
 
 
-def _two_phase(keys: tuple[int, ...], batches: list[list[list[Any]]], min_rows: int) -> dict[tuple[Any, ...], tuple[Any, ...]]:
-    local = LocalAggregate(keys, CALLS, TYPES, min_rows=min_rows)
+def _two_phase(keys: tuple[int, ...], batches: list[list[list[Any]]], min_rows: int,
+               sample_rows: int = arrow_agg.SAMPLE_ROWS) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    local = LocalAggregate(keys, CALLS, TYPES, min_rows=min_rows, sample_rows=sample_rows)
     groups: dict[tuple[Any, ...], GroupState] = {}
     for b in batches:
         for part in local.flat_map_batch([Row(*r) for r in b]):
@@ -92,6 +93,7 @@ def test_two_phase_equals_row_path_and_python(keys: tuple[int, ...], seed: int, 
     expected = _row_path(keys, rows)
     for min_rows in (0, arrow_agg.MIN_ROWS):
         _same(_two_phase(keys, batches, min_rows), expected)
+    _same(_two_phase(keys, batches, 0, sample_rows=1), expected)  # one-row partials after a first batch
     if not hazards:  # NaN and -0.0 make min/max order-dependent in plain Python too
         _same(_python(keys, rows), expected)
 
@@ -222,3 +224,18 @@ def test_the_planner_splits_the_aggregation_only_where_flink_allows_it() -> None
                       GroupAggregateFunction)
     assert isinstance(_aggregate_function("batch", {}, "SELECT k, SUM(CAST(v AS DOUBLE)) FROM t GROUP BY k"),
                       GroupAggregateFunction)
+
+
+def test_many_keys_with_few_rows_each_stop_the_fold_and_few_keys_do_not() -> None:
+    rng = random.Random(9)
+    many = [[i, "a", rng.randint(0, 9), rng.uniform(0, 1), True] for i in range(400)]  # a key per row
+    local = LocalAggregate((0,), CALLS, TYPES, sample_rows=300)
+    assert [len(p) for p in local.flat_map_batch([Row(*r) for r in many[:200]])][:2] == [200, 0]
+    assert not local._skip
+    local.flat_map_batch([Row(*r) for r in many[200:]])
+    assert local._skip  # 400 partials of 400 rows
+    assert [len(p) for p in local.flat_map_batch([Row(*r) for r in many[:100]])] == [1] * 100
+    few = LocalAggregate((4,), CALLS, TYPES, sample_rows=300)
+    for _ in range(3):
+        few.flat_map_batch([Row(*r) for r in many[:200]])
+    assert not few._skip

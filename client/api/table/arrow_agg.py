@@ -39,6 +39,10 @@ __all__ = ["LocalAggregate", "GlobalAggregateFunction", "vectorizes", "partial_w
 
 _INT64_MAX = 2**63 - 1
 MIN_ROWS = 64  # fewer rows in a batch: folded in Python (Arrow's per-call cost outweighs the rows')
+# Adaptive local phase (as Flink's adaptive local hash aggregation): after SAMPLE_ROWS rows, a subtask whose
+# batches folded to more than DISTINCT_RATE partials per row (many keys, few rows each) stops folding and
+# hands each row on as a one-row partial: the fold then only cost time (bench/sql_agg.py --keys name).
+SAMPLE_ROWS, DISTINCT_RATE = 20_000, 0.5
 
 
 class _Fallback(Exception):
@@ -138,14 +142,19 @@ class LocalAggregate(FlatMapFunction):
     operator hands it a slice of records at a time (``flat_map_batch``)."""
 
     def __init__(self, keys: Sequence[int], calls: Sequence[AggCall], input_types: Sequence[DataType],
-                 min_rows: int = MIN_ROWS) -> None:
+                 min_rows: int = MIN_ROWS, sample_rows: int = SAMPLE_ROWS) -> None:
         self.keys, self.calls, self.input_types, self.min_rows = tuple(keys), tuple(calls), tuple(input_types), min_rows
+        self.sample_rows = sample_rows
+        self._rows_seen = self._partials_seen = 0
+        self._skip = False  # folding does not pay here: one partial per row (see SAMPLE_ROWS)
 
     def flat_map(self, value: Row) -> Any:
         return self.flat_map_batch([value])[0]
 
     def flat_map_batch(self, records: list[Row]) -> list[list[Row]]:
         values, _ = values_and_kinds(records)  # insert-only input: the planner checks
+        if self._skip:
+            return [[p] for p in self._one_row_partials(values)]
         out: list[list[Row]] = [[] for _ in records]
         if not records:
             return out
@@ -159,6 +168,33 @@ class LocalAggregate(FlatMapFunction):
             doubles = frozenset(i for i, t in enumerate(self.input_types) if t.root == "DOUBLE")
             partials = _fold_rows(self.keys, self.calls, values, doubles)
         out[0] = partials
+        if self._rows_seen < self.sample_rows:
+            self._rows_seen += len(records)
+            self._partials_seen += len(partials)
+            self._skip = self._rows_seen >= self.sample_rows and self._partials_seen > DISTINCT_RATE * self._rows_seen
+        return out
+
+    def _one_row_partials(self, values: list[list[Any]]) -> list[Row]:
+        """Each row as the partial of a batch of itself (what merge adds is what the row path's apply adds)."""
+        out = []
+        keys, calls = self.keys, self.calls
+        for v in values:
+            parts: list[Any] = [v[k] for k in keys]
+            parts.append(1)
+            for c in calls:
+                if c.arg is None:
+                    parts.append(1)
+                    continue
+                x = v[c.arg]
+                if c.func == "count":
+                    parts.append(0 if x is None else 1)
+                elif c.func in ("min", "max"):
+                    parts.append(() if x is None else (x,))
+                elif x is None:
+                    parts += (0, 0)
+                else:
+                    parts += (x, 1)
+            out.append(row_of(parts))
         return out
 
     def _arrow(self, values: list[list[Any]]) -> list[Row]:
