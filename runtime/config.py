@@ -620,10 +620,11 @@ VECTORIZED_CALC_ENABLED: ConfigOption[bool] = _option(
     "over Arrow arrays, a batch of rows at a time (millstream/table/arrow_calc.py); false: row by row. "
     "Millstream's own option: Flink's Calc is generated Java code.")
 VECTORIZED_AGG_ENABLED: ConfigOption[bool] = _option(
-    "table.exec.millstream.vectorized-agg.enabled", _BOOL, True,
+    "table.exec.millstream.vectorized-agg.enabled", _BOOL, False,
     "Whether a GROUP BY of built-in aggregates over insert-only input runs in two phases, the local one "
     "folding each batch of rows per key over Arrow arrays (millstream/table/arrow_agg.py); in streaming "
-    "mode only with table.exec.mini-batch.enabled. false: row by row. Millstream's own option.")
+    "mode only with table.exec.mini-batch.enabled. Off by default: it paid with few keys and lost with many "
+    "(bench/sql_agg.py). false: row by row after the keyed exchange. Millstream's own option.")
 MINI_BATCH_ENABLED: ConfigOption[bool] = _option(
     "table.exec.mini-batch.enabled", _BOOL, False,
     "Whether a streaming GROUP BY may fold a batch of input rows per key before emitting, so it emits fewer "

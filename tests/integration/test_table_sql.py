@@ -190,6 +190,7 @@ def test_a_streaming_group_by_under_mini_batch_emits_a_valid_changelog_of_the_sa
     rows = _many_orders()
     t_env = env(streaming=True)
     t_env.get_config().set("table.exec.mini-batch.enabled", "true")
+    t_env.get_config().set("table.exec.millstream.vectorized-agg.enabled", "true")
     t_env.create_temporary_view("big", t_env.from_elements(rows, ["id", "item", "qty"]))
     shown: dict[Any, tuple[Any, ...]] = {}
     updates = 0

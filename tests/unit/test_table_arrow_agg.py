@@ -210,19 +210,21 @@ def _aggregate_function(mode: str, options: dict[str, str], sql: str = "SELECT k
 
 def test_the_planner_splits_the_aggregation_only_where_flink_allows_it() -> None:
     from millstream.table.runtime_functions import GroupAggregateFunction
-    on = {"table.exec.mini-batch.enabled": "true"}
-    assert isinstance(_aggregate_function("batch", {}), GlobalAggregateFunction)  # on by default in batch mode
-    assert isinstance(_aggregate_function("stream", {}), GroupAggregateFunction)  # per-row changelog without mini-batch
+    v = {"table.exec.millstream.vectorized-agg.enabled": "true"}
+    on = {**v, "table.exec.mini-batch.enabled": "true"}
+    assert isinstance(_aggregate_function("batch", {}), GroupAggregateFunction)  # off by default (bench/sql_agg.py)
+    assert isinstance(_aggregate_function("batch", v), GlobalAggregateFunction)
+    assert isinstance(_aggregate_function("stream", v), GroupAggregateFunction)  # per-row changelog without mini-batch
     assert isinstance(_aggregate_function("stream", on), GlobalAggregateFunction)
     off = {"table.exec.millstream.vectorized-agg.enabled": "false"}
     assert isinstance(_aggregate_function("batch", off), GroupAggregateFunction)
     assert isinstance(_aggregate_function("stream", {**on, **off}), GroupAggregateFunction)
-    one = {"table.optimizer.agg-phase-strategy": "ONE_PHASE"}
+    one = {**v, "table.optimizer.agg-phase-strategy": "ONE_PHASE"}
     assert isinstance(_aggregate_function("batch", one), GroupAggregateFunction)
     # a retracting input (an updating GROUP BY beneath) and a UDF-free but inexact aggregate stay on rows
     assert isinstance(_aggregate_function("stream", on, "SELECT v, COUNT(*) FROM u GROUP BY v", updating=True),
                       GroupAggregateFunction)
-    assert isinstance(_aggregate_function("batch", {}, "SELECT k, SUM(CAST(v AS DOUBLE)) FROM t GROUP BY k"),
+    assert isinstance(_aggregate_function("batch", v, "SELECT k, SUM(CAST(v AS DOUBLE)) FROM t GROUP BY k"),
                       GroupAggregateFunction)
 
 
