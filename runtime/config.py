@@ -619,6 +619,21 @@ VECTORIZED_CALC_ENABLED: ConfigOption[bool] = _option(
     "Whether a Calc (SQL projection and filter) computes the expressions pyarrow.compute evaluates exactly "
     "over Arrow arrays, a batch of rows at a time (millstream/table/arrow_calc.py); false: row by row. "
     "Millstream's own option: Flink's Calc is generated Java code.")
+VECTORIZED_AGG_ENABLED: ConfigOption[bool] = _option(
+    "table.exec.millstream.vectorized-agg.enabled", _BOOL, False,
+    "Whether a GROUP BY of built-in aggregates over insert-only input runs in two phases, the local one "
+    "folding each batch of rows per key over Arrow arrays (millstream/table/arrow_agg.py); in streaming "
+    "mode only with table.exec.mini-batch.enabled. Off by default: it paid with few keys and lost with many "
+    "(bench/sql_agg.py). false: row by row after the keyed exchange. Millstream's own option.")
+MINI_BATCH_ENABLED: ConfigOption[bool] = _option(
+    "table.exec.mini-batch.enabled", _BOOL, False,
+    "Whether a streaming GROUP BY may fold a batch of input rows per key before emitting, so it emits fewer "
+    "intermediate -U/+U updates (Flink's mini-batch; Millstream's batch is the slice a task receives).")
+AGG_PHASE_STRATEGY: ConfigOption[str] = _option(
+    "table.optimizer.agg-phase-strategy", _STR, "AUTO",
+    "ONE_PHASE: a GROUP BY aggregates after the keyed exchange only; AUTO and TWO_PHASE allow the local "
+    "pre-aggregation before it (where table.exec.millstream.vectorized-agg.enabled applies).",
+    choices=("AUTO", "ONE_PHASE", "TWO_PHASE"))
 ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS: ConfigOption[int] = _option(
     "table.exec.async-scalar.max-concurrent-operations", _INT, 10,
     "Most calls of async scalar functions in flight per task; a full task holds its input back.",
@@ -807,7 +822,8 @@ PIPELINE_OPTIONS: tuple[ConfigOption[Any], ...] = (
 # configuration (its environment's Configuration, the file, MILLSTREAM_CONF_*, `millstream run -D`).
 TABLE_OPTIONS: tuple[ConfigOption[Any], ...] = (
     ARROW_BATCH_SIZE, ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS, ASYNC_SCALAR_TIMEOUT, ASYNC_SCALAR_RETRY_STRATEGY,
-    ASYNC_SCALAR_RETRY_DELAY, ASYNC_SCALAR_MAX_ATTEMPTS, VECTORIZED_CALC_ENABLED)
+    ASYNC_SCALAR_RETRY_DELAY, ASYNC_SCALAR_MAX_ATTEMPTS, VECTORIZED_CALC_ENABLED,
+    VECTORIZED_AGG_ENABLED, MINI_BATCH_ENABLED, AGG_PHASE_STRATEGY)
 JOBMANAGER_JOB_OPTIONS: tuple[ConfigOption[Any], ...] = (
     SLOT_REQUEST_TIMEOUT,
     RESTART_STRATEGY_TYPE, RESTART_FIXED_DELAY_ATTEMPTS, RESTART_FIXED_DELAY_DELAY, RESTART_FAILURE_RATE_MAX_FAILURES,

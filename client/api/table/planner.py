@@ -22,7 +22,7 @@ from millstream.common.watermark_strategy import WatermarkStrategy
 from millstream.datastream.async_data_stream import AsyncDataStream
 from millstream.runtime import config as cfg
 from millstream.runtime import operator_factories
-from millstream.table import arrow_calc, async_calc, vectorized
+from millstream.table import arrow_agg, arrow_calc, async_calc, vectorized
 from millstream.table import plan as p
 from millstream.table.types import DataTypes
 from millstream.table.expression import Resolved, TableException, cast_value, text_of
@@ -265,11 +265,37 @@ def _correlate(node: p.Correlate, env: Any, batch: bool) -> Any:
 
 
 def _aggregate(node: p.Aggregate, env: Any, batch: bool) -> Any:
+    if _two_phase(node, env, batch):
+        return _local_global_aggregate(node, env, batch)
     stream = translate(node.input, env, batch)
     keys = node.keys
     f = GroupAggregateFunction(keys, node.calls, batch)
     keyed = stream.key_by(KeyOf(keys))
     return keyed.process(f).name(node.describe())
+
+
+def _two_phase(node: p.Aggregate, env: Any, batch: bool) -> bool:
+    """Whether the GROUP BY splits into a local phase over Arrow arrays and a global one
+    (millstream.table.arrow_agg): insert-only input, exactly vectorizable aggregates, and in streaming
+    mode mini-batch on (fewer intermediate updates are mini-batch's semantics in Flink)."""
+    conf = cfg.Configuration.from_dict(_table_options(env))
+    if not conf.get(cfg.VECTORIZED_AGG_ENABLED) or conf.get(cfg.AGG_PHASE_STRATEGY) == "ONE_PHASE":
+        return False
+    if not batch and not conf.get(cfg.MINI_BATCH_ENABLED):
+        return False
+    return not really_updating(node.input) and \
+        arrow_agg.vectorizes(node.keys, node.calls, [t for _, t in node.input.columns])
+
+
+def _local_global_aggregate(node: p.Aggregate, env: Any, batch: bool) -> Any:
+    stream = translate(node.input, env, batch)
+    types = [t for _, t in node.input.columns]
+    names = node.describe().replace("GroupAggregate(", "", 1)
+    local = stream.flat_map(arrow_agg.LocalAggregate(node.keys, node.calls, types)) \
+        .name("LocalGroupAggregate(" + names).set_parallelism(stream.get_transformation().parallelism)
+    keys = range(len(node.keys))
+    f = arrow_agg.GlobalAggregateFunction(len(node.keys), node.calls, batch)
+    return local.key_by(KeyOf(keys)).process(f).name("GlobalGroupAggregate(" + names)
 
 
 def _python_aggregate(node: p.PythonAggregate, env: Any, batch: bool) -> Any:
