@@ -66,7 +66,7 @@ def vectorizes(keys: Sequence[int], calls: Sequence[AggCall], input_types: Seque
     if any(_kind(input_types[k]) not in ("int", "str", "bool") for k in keys):
         return False
     for c in calls:
-        if c.func not in ("count", "sum", "sum0", "avg", "min", "max") or c.single:
+        if c.func not in ("count", "sum", "sum0", "avg", "min", "max") or c.single or c.distinct:
             return False
         if c.arg is None:
             if c.func != "count":

@@ -77,6 +77,14 @@ class Expression:
     def _agg(self, name: str) -> "Expression":
         return Expression("agg", (self,), name)
 
+    @property
+    def distinct(self) -> "Expression":
+        """PyFlink's ``col('a').count.distinct``: the aggregate sees each distinct non-NULL value
+        once (SQL's ``COUNT(DISTINCT a)``)."""
+        if self.kind != "agg" or self.args[0].kind == "distinct":
+            raise ValidationException(f"distinct applies to an aggregate (col('a').count.distinct), got {self}")
+        return Expression("agg", (Expression("distinct", self.args),), self.value)
+
     count = property(lambda self: self._agg("count"))
     sum = property(lambda self: self._agg("sum"))
     sum0 = property(lambda self: self._agg("sum0"))
@@ -150,6 +158,8 @@ class Expression:
             return f"{self.value}({self.args[0]})"
         if self.kind == "over":
             return f"{self.args[0]} OVER {self.args[1]}"
+        if self.kind == "distinct":
+            return f"DISTINCT {self.args[0]}"
         name = self.value.upper() if isinstance(self.value, str) else str(self.value)
         return f"{name}({', '.join(map(str, self.args))})"
 

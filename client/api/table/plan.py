@@ -166,7 +166,7 @@ class Aggregate(SingleInputNode):
         names = self.input.names
         select = [names[k] for k in self.keys]
         for call, name in zip(self.calls, self.names[len(self.keys):]):
-            arg = "*" if call.arg is None else names[call.arg]
+            arg = "*" if call.arg is None else ("DISTINCT " if call.distinct else "") + names[call.arg]
             select.append(f"{call.func.upper()}({arg}) AS {name}")
         group = f"groupBy=[{', '.join(names[k] for k in self.keys)}], " if self.keys else ""
         return f"GroupAggregate({group}select=[{', '.join(select)}])"

@@ -100,18 +100,46 @@ class AggCall:
     integral: bool = False
     single: bool = False  # a FLOAT argument: sums in single precision, as Flink's FLOAT arithmetic
     bits: int | None = None  # an integer argument's width: SUM / SUM0 wrap at it, as Flink's SUM(INT) is INT
+    # COUNT(DISTINCT a) and the like: each non-NULL value counts once however many rows hold it; a
+    # retraction takes it out when its last row goes (Flink's distinct aggregates keep a value ->
+    # count map state per group, as here).
+    distinct: bool = False
 
     def round(self, v: Any) -> Any:
         return to_float32(v) if self.single and v is not None else v
 
     def create(self) -> Any:
+        if self.distinct:
+            return [{}, self._create()]  # value -> rows holding it; the aggregate over the distinct values
+        return self._create()
+
+    def accumulate(self, acc: Any, row: Sequence[Any], sign: int) -> Any:
+        if not self.distinct:
+            return self._accumulate(acc, row, sign)
+        v = row[self.arg] if self.arg is not None else None
+        if v is None:
+            return acc
+        seen = acc[0]
+        n = seen.get(v, 0) + sign
+        if n > 0:
+            seen[v] = n
+        else:
+            seen.pop(v, None)
+        if (sign > 0 and n == 1) or (sign < 0 and n == 0):  # the value's first row came or its last went
+            self._accumulate(acc[1], row, sign)
+        return acc
+
+    def value(self, acc: Any) -> Any:
+        return self._value(acc[1] if self.distinct else acc)
+
+    def _create(self) -> Any:
         if self.func in ("min", "max"):
             return {}  # value -> count: retractable
         if self.func == "avg":
             return [0, 0]
         return [0, 0]  # count: [n]; sum: [sum, non-null count]
 
-    def accumulate(self, acc: Any, row: Sequence[Any], sign: int) -> Any:
+    def _accumulate(self, acc: Any, row: Sequence[Any], sign: int) -> Any:
         v = None if self.arg is None else row[self.arg]
         if self.func == "count":
             if self.arg is None or v is not None:
@@ -130,7 +158,7 @@ class AggCall:
         acc[1] += sign
         return acc
 
-    def value(self, acc: Any) -> Any:
+    def _value(self, acc: Any) -> Any:
         f = self.func
         if f == "count":
             return acc[0]

@@ -232,8 +232,10 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
     name = _AGGS.get(type(node))
     if name is not None:
         arg = node.this
-        if isinstance(arg, exp.Distinct):
-            raise _unsupported(node)
+        if isinstance(arg, exp.Distinct):  # COUNT(DISTINCT a): one argument only, as Flink's
+            if len(arg.expressions) != 1:
+                raise _unsupported(node)
+            return Expression("agg", (Expression("distinct", (expression(arg.expressions[0], t_env),)),), name)
         inner = lit(1) if isinstance(arg, exp.Star) or arg is None else expression(arg, t_env)
         return Expression("agg", (inner,), name)
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):

@@ -330,8 +330,11 @@ class GroupedTable:
                 if e.value not in AGGREGATES:
                     raise ValidationException(f"unknown aggregate {e.value}")
                 arg = e.args[0]
+                distinct = arg.kind == "distinct"
+                if distinct:
+                    arg = arg.args[0]
                 arg_index: int | None = None
-                if not (e.value == "count" and arg.kind == "lit" and arg.value is not None):
+                if distinct or not (e.value == "count" and arg.kind == "lit" and arg.value is not None):
                     r = resolve(arg, node.columns, "an aggregate")
                     arg_index = len(pre_exprs)
                     pre_exprs.append(r)
@@ -341,7 +344,7 @@ class GroupedTable:
                     arg_type = DataTypes.BIGINT()
                 name = f"$agg{len(calls)}"
                 calls.append(AggCall(e.value, arg_index, is_integer(arg_type), arg_type.root == "FLOAT",
-                                     INT_BITS.get(arg_type.root) if arg_index is not None else None))
+                                     INT_BITS.get(arg_type.root) if arg_index is not None else None, distinct))
                 agg_cols.append((name, DataTypes.BIGINT(False) if e.value == "count" else arg_type.nullable_()))
                 return Expression("col", value=name)
             if is_udaf_call(e):  # a pandas UDAF (millstream.table.vectorized)
