@@ -634,6 +634,10 @@ AGG_PHASE_STRATEGY: ConfigOption[str] = _option(
     "ONE_PHASE: a GROUP BY aggregates after the keyed exchange only; AUTO and TWO_PHASE allow the local "
     "pre-aggregation before it (where table.exec.millstream.vectorized-agg.enabled applies).",
     choices=("AUTO", "ONE_PHASE", "TWO_PHASE"))
+SINK_NOT_NULL_ENFORCER: ConfigOption[str] = _option(
+    "table.exec.sink.not-null-enforcer", _STR, "ERROR",
+    "What an INSERT does with a NULL in a sink column declared NOT NULL: ERROR fails the job naming the "
+    "column, DROP drops the row silently (Flink's option).", choices=("ERROR", "DROP"))
 ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS: ConfigOption[int] = _option(
     "table.exec.async-scalar.max-concurrent-operations", _INT, 10,
     "Most calls of async scalar functions in flight per task; a full task holds its input back.",
@@ -823,7 +827,7 @@ PIPELINE_OPTIONS: tuple[ConfigOption[Any], ...] = (
 TABLE_OPTIONS: tuple[ConfigOption[Any], ...] = (
     ARROW_BATCH_SIZE, ASYNC_SCALAR_MAX_CONCURRENT_OPERATIONS, ASYNC_SCALAR_TIMEOUT, ASYNC_SCALAR_RETRY_STRATEGY,
     ASYNC_SCALAR_RETRY_DELAY, ASYNC_SCALAR_MAX_ATTEMPTS, VECTORIZED_CALC_ENABLED,
-    VECTORIZED_AGG_ENABLED, MINI_BATCH_ENABLED, AGG_PHASE_STRATEGY)
+    VECTORIZED_AGG_ENABLED, MINI_BATCH_ENABLED, AGG_PHASE_STRATEGY, SINK_NOT_NULL_ENFORCER)
 JOBMANAGER_JOB_OPTIONS: tuple[ConfigOption[Any], ...] = (
     SLOT_REQUEST_TIMEOUT,
     RESTART_STRATEGY_TYPE, RESTART_FIXED_DELAY_ATTEMPTS, RESTART_FIXED_DELAY_DELAY, RESTART_FAILURE_RATE_MAX_FAILURES,

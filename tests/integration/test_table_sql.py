@@ -262,3 +262,24 @@ def test_distinct_aggregates_streaming_over_an_updating_input_and_in_batch(clust
     for _, item, qty in ORDERS:
         totals[item] += qty
     assert +final == Counter({(len({t % 2 for t in totals.values()}), len(totals)): 1}) == Counter({(2, 3): 1})
+
+
+def test_a_null_into_a_not_null_sink_column_fails_the_insert_naming_it_or_is_dropped(cluster: Any, tmp_path: Path) -> None:
+    """Flink's sink NOT NULL enforcer: ERROR (the default) fails the INSERT job with the column's name,
+    'table.exec.sink.not-null-enforcer' = 'DROP' writes every row but those."""
+    rows = [(1, "a"), (2, None), (3, "c"), (4, None)]
+    for mode in ("ERROR", "DROP"):
+        t_env = env(streaming=False, parallelism=1)
+        t_env.get_config().set("table.exec.sink.not-null-enforcer", mode)
+        t_env.create_temporary_view("src", t_env.from_elements(rows, ["id", "name"]))
+        out = tmp_path / mode
+        t_env.execute_sql(f"CREATE TABLE out_{mode} (id INT, name STRING NOT NULL) WITH ("
+                          f"'connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv')")
+        result = t_env.execute_sql(f"INSERT INTO out_{mode} SELECT id, name FROM src")
+        if mode == "ERROR":
+            with pytest.raises(Exception, match="Column 'name' is NOT NULL, however, a null value is being written"):
+                result.wait()
+        else:
+            result.wait()
+            written = sorted(line for f in out.rglob("part-*") for line in f.read_text().splitlines())
+            assert written == ["1,a", "3,c"]

@@ -219,17 +219,17 @@ def _calc(node: p.Calc, env: Any, batch: bool) -> Any:
     if any(async_calc.has_async_udf(e) for e in exprs):
         return _async_calc(node, env, batch)
     if any(vectorized.has_pandas_udf(e) for e in exprs):  # called per batch of rows (millstream.table.vectorized)
-        size = cfg.Configuration.from_dict(_table_options(env)).get(cfg.ARROW_BATCH_SIZE)
+        size = cfg.Configuration.from_dict(table_options(env)).get(cfg.ARROW_BATCH_SIZE)
         f = vectorized.VectorizedCalc(node.projections, node.condition, len(node.input.columns), size)
         return _forward(node, env, batch, f)
     types = [t for _, t in node.input.columns]
-    if (cfg.Configuration.from_dict(_table_options(env)).get(cfg.VECTORIZED_CALC_ENABLED)
+    if (cfg.Configuration.from_dict(table_options(env)).get(cfg.VECTORIZED_CALC_ENABLED)
             and arrow_calc.vectorizes(node.projections, node.condition, types)):  # over Arrow arrays, exactly
         return _forward(node, env, batch, arrow_calc.ArrowCalc(node.projections, node.condition, types))
     return _forward(node, env, batch, CalcFunction(node.projections, node.condition))
 
 
-def _table_options(env: Any) -> dict[str, Any]:
+def table_options(env: Any) -> dict[str, Any]:
     """The job's options as Flink's TableConfig reads them: set on the TableConfig, else in the
     environment's Configuration, else in the configuration file and MILLSTREAM_CONF_* variables."""
     options = cfg.load_configuration().to_dict()
@@ -242,7 +242,7 @@ def _table_options(env: Any) -> dict[str, Any]:
 
 def _async_calc(node: p.Calc, env: Any, batch: bool) -> Any:
     """Flink's AsyncCalc: the async wait operator, ordered, configured by table.exec.async-scalar.*."""
-    options = async_calc.async_options(_table_options(env))
+    options = async_calc.async_options(table_options(env))
     f = async_calc.AsyncCalc(node.projections, node.condition, len(node.input.columns))
     stream = translate(node.input, env, batch)
     out = AsyncDataStream.ordered_wait_with_retry(stream, f, options["timeout_ms"], async_calc.retry_strategy(options),
@@ -252,7 +252,7 @@ def _async_calc(node: p.Calc, env: Any, batch: bool) -> Any:
 
 def _map_row(node: p.MapRow, env: Any, batch: bool) -> Any:
     if getattr(node.func, "func_type", "general") == "pandas":  # one DataFrame per batch
-        size = cfg.Configuration.from_dict(_table_options(env)).get(cfg.ARROW_BATCH_SIZE)
+        size = cfg.Configuration.from_dict(table_options(env)).get(cfg.ARROW_BATCH_SIZE)
         f = vectorized.VectorizedMap(node.func, node.input.columns, len(node.columns), size)
         return _forward(node, env, batch, f)
     return _forward(node, env, batch, MapRowFunction(node.func, node.input.names, len(node.columns)))
@@ -278,7 +278,7 @@ def _two_phase(node: p.Aggregate, env: Any, batch: bool) -> bool:
     """Whether the GROUP BY splits into a local phase over Arrow arrays and a global one
     (millstream.table.arrow_agg): insert-only input, exactly vectorizable aggregates, and in streaming
     mode mini-batch on (fewer intermediate updates are mini-batch's semantics in Flink)."""
-    conf = cfg.Configuration.from_dict(_table_options(env))
+    conf = cfg.Configuration.from_dict(table_options(env))
     if not conf.get(cfg.VECTORIZED_AGG_ENABLED) or conf.get(cfg.AGG_PHASE_STRATEGY) == "ONE_PHASE":
         return False
     if not batch and not conf.get(cfg.MINI_BATCH_ENABLED):

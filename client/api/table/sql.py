@@ -731,7 +731,11 @@ def create_table(create: exp.Create, t_env: "TableEnvironment") -> None:
         if computed:
             builder.column_by_expression(c.name, expression(computed[0].this, t_env))
         elif isinstance(c, exp.ColumnDef) and c.args.get("kind") is not None:
-            builder.column(c.name, _cast_type(c.args["kind"]))
+            dtype = _cast_type(c.args["kind"])
+            if any(isinstance(k.kind, exp.NotNullColumnConstraint) and not k.kind.args.get("allow_null")
+                   for k in c.args.get("constraints") or []):
+                dtype = dtype.not_null()
+            builder.column(c.name, dtype)
         elif isinstance(c, exp.PrimaryKey):
             if "NOT ENFORCED" not in [str(o).upper() for o in c.args.get("options") or []]:
                 raise ValidationException("Flink doesn't support ENFORCED mode for PRIMARY KEY constraint. ENFORCED/"

@@ -16,7 +16,8 @@ from millstream.table import sql
 from millstream.table.connectors import ConnectorTable
 from millstream.table.explain_detail import ExplainDetail
 from millstream.table.expression import Expression, TableException, ValidationException, builtin_names
-from millstream.table.planner import optimize, really_updating, translate
+from millstream.runtime import config as cfg
+from millstream.table.planner import table_options, optimize, really_updating, translate
 from millstream.table.table import Table
 from millstream.table.table_descriptor import TableDescriptor
 from millstream.table.table_result import ResultKind, TableResult
@@ -305,7 +306,9 @@ class TableEnvironment:
             if self._streaming and not sink.accepts_updates() and _really_updating(table._node):
                 raise TableException(f"Table sink '{sink.full_name}' doesn't support consuming update changes which "
                                      f"is produced by node {_updating_node(table._node)}")
-            sink.sink(translate(optimize(table._node), self._env, not self._streaming))
+            stream = translate(optimize(table._node), self._env, not self._streaming)
+            enforcer = _not_null_enforcer(sink, table._node.columns, self._env)
+            sink.sink(stream if enforcer is None else stream.filter(enforcer).name(enforcer.describe()))
         client = self._env.execute_async("insert-into_" + ",".join(self._sink_table(t).full_name for t, _ in inserts))
         return TableResult([("default_catalog.default_database." + str(t), DataTypes.BIGINT()) for t, _ in inserts],
                            ResultKind.SUCCESS_WITH_CONTENT, None, client, self._streaming)
@@ -416,6 +419,39 @@ class StreamTableEnvironment(TableEnvironment):
         streaming = environment_settings.is_streaming_mode() if environment_settings else \
             env.get_runtime_mode() is not RuntimeExecutionMode.BATCH
         return StreamTableEnvironment(env, streaming)
+
+
+class NotNullEnforcer:
+    """Flink's sink NOT NULL constraint (its ConstraintEnforcer): a row with NULL in a column the sink
+    declares NOT NULL fails the job naming the column (ERROR) or is dropped (DROP)."""
+
+    def __init__(self, columns: Sequence[tuple[int, str]], drop: bool) -> None:
+        self.columns, self.drop = list(columns), drop
+
+    def __call__(self, value: Row) -> bool:
+        for index, name in self.columns:
+            if value[index] is None:
+                if self.drop:
+                    return False
+                raise TableException(
+                    f"Column '{name}' is NOT NULL, however, a null value is being written into it. You can set job "
+                    f"configuration '{cfg.SINK_NOT_NULL_ENFORCER.key}'='DROP' to suppress this exception and drop "
+                    "such records silently.")
+        return True
+
+    def describe(self) -> str:
+        return f"ConstraintEnforcer[NotNullEnforcer(fields=[{', '.join(n for _, n in self.columns)}])]"
+
+
+def _not_null_enforcer(sink: ConnectorTable, query_columns: Sequence[tuple[str, DataType]],
+                       env: Any) -> "NotNullEnforcer | None":
+    """The enforcer of the sink's NOT NULL columns the query may fill with NULL (none: no operator)."""
+    columns = [(i, name) for i, ((name, sink_type), (_, query_type)) in enumerate(zip(sink.columns, query_columns))
+               if not sink_type.nullable and query_type.nullable]
+    if not columns:
+        return None
+    mode = cfg.Configuration.from_dict(table_options(env)).get(cfg.SINK_NOT_NULL_ENFORCER)
+    return NotNullEnforcer(columns, drop=mode == "DROP")
 
 
 class _NamedRow:
