@@ -39,7 +39,10 @@ def test_a_streaming_insert_into_a_partitioned_csv_table_is_exactly_once_across_
     out, slow, pids = tmp_path / "out", tmp_path / "slow", tmp_path / "pids"
     slow.touch()
     pids.mkdir()
-    count = 3000
+    # 60 s of throttle: a barrier waits behind the records queued before it (10.7 s seen in CI), so
+    # with 15 s (3,000) the job could end before two checkpoints and the kill; the throttle is lifted
+    # after the kill, so a longer input costs no time
+    count = 12_000
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     env.enable_checkpointing(200)
@@ -105,7 +108,7 @@ def test_partition_commit_after_a_kill_9_is_still_exactly_once_and_commits_every
     out, slow, pids = tmp_path / "out", tmp_path / "slow", tmp_path / "pids"
     slow.touch()
     pids.mkdir()
-    count = 2000
+    count = 12_000  # as above: long enough that the kill comes before the end; unthrottled after it
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     env.enable_checkpointing(200)
