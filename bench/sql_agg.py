@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from sql_calc import order_files, orders_ddl  # noqa: E402  (the same data)
+from sql_calc import alternating_pairs, order_files, orders_ddl  # noqa: E402  (the same data and pairs)
 
 ROWS, FILES, PAIRS, SEED = 1_000_000, 2, 3, 37
 OPTION = "table.exec.millstream.vectorized-agg.enabled"
@@ -69,7 +68,6 @@ def report(rows: int = ROWS, files: int = FILES, pairs: int = PAIRS, seed: int =
 
     directory = order_files(rows, files, seed)
     small = order_files(20_000, 1, seed)
-    times: dict[bool, list[float]] = {True: [], False: []}
     with MiniCluster(cfg.Configuration.from_dict(cfg.env_overrides(os.environ)), num_slots=2) as cluster:
         os.environ[ENV_JOBMANAGER] = cluster.address
         by_arrays, by_rows = collected(small, True, key), collected(small, False, key)
@@ -79,17 +77,7 @@ def report(rows: int = ROWS, files: int = FILES, pairs: int = PAIRS, seed: int =
         print(f"\nsql_agg: GROUP BY {key} ({len(by_rows):,} groups, 6 aggregates) over {rows:,} CSV rows, batch mode, "
               f"p=2; results checked equal both ways on 20,000 rows; load average at start "
               f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
-        for pair in range(pairs):
-            for vectorized in ((True, False) if pair % 2 == 0 else (False, True)):
-                s = run_job(directory, vectorized, key)
-                times[vectorized].append(s)
-                print(f"  pair {pair + 1}: {'two-phase' if vectorized else 'row path '} {s:7.1f} s "
-                      f"({rows / s:,.0f} rows/s)  load {os.getloadavg()[0]:.2f}", flush=True)
-    v, r = statistics.median(times[True]), statistics.median(times[False])
-    load = os.getloadavg()
-    print(f"  median: two-phase {v:.1f} s, row path {r:.1f} s: {r / v:.2f}x; "
-          f"load average at end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    return {"vectorized_s": v, "row_path_s": r, "speedup": r / v, "load": load[0]}
+        return alternating_pairs(lambda vectorized: run_job(directory, vectorized, key), pairs, rows, "two-phase")
 
 
 def main() -> None:

@@ -106,7 +106,6 @@ def report(rows: int = ROWS, files: int = FILES, pairs: int = PAIRS, seed: int =
     directory = order_files(rows, files, seed)
     small = order_files(20_000, 1, seed)
     size = sum(p.stat().st_size for p in directory.iterdir())
-    times: dict[bool, list[float]] = {True: [], False: []}
     with MiniCluster(cfg.Configuration.from_dict(cfg.env_overrides(os.environ)), num_slots=2) as cluster:
         os.environ[ENV_JOBMANAGER] = cluster.address
         by_arrays, by_rows = collected(small, True), collected(small, False)
@@ -117,15 +116,22 @@ def report(rows: int = ROWS, files: int = FILES, pairs: int = PAIRS, seed: int =
         print(f"\nsql_calc: projection + filter (6 expressions, 3 conditions) over {rows:,} CSV rows "
               f"({size / 1e6:.0f} MB, {files} files), batch mode, p=2; {len(by_rows):,} rows checked equal both ways; "
               f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
-        for pair in range(pairs):
-            for vectorized in ((True, False) if pair % 2 == 0 else (False, True)):
-                s = run_job(directory, vectorized)
-                times[vectorized].append(s)
-                print(f"  pair {pair + 1}: {'vectorized' if vectorized else 'row path  '} {s:7.1f} s "
-                      f"({rows / s:,.0f} rows/s)  load {os.getloadavg()[0]:.2f}", flush=True)
+        return alternating_pairs(lambda vectorized: run_job(directory, vectorized), pairs, rows, "vectorized")
+
+
+def alternating_pairs(run: Any, pairs: int, rows: int, label: str) -> dict[str, float]:
+    """``run(vectorized)`` and ``run(not vectorized)`` in ``pairs`` alternating pairs (the order
+    flips each pair); the medians, their ratio and the load at the end."""
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for pair in range(pairs):
+        for vectorized in ((True, False) if pair % 2 == 0 else (False, True)):
+            s = run(vectorized)
+            times[vectorized].append(s)
+            print(f"  pair {pair + 1}: {label if vectorized else 'row path':<10} {s:7.1f} s "
+                  f"({rows / s:,.0f} rows/s)  load {os.getloadavg()[0]:.2f}", flush=True)
     v, r = statistics.median(times[True]), statistics.median(times[False])
     load = os.getloadavg()
-    print(f"  median: vectorized {v:.1f} s, row path {r:.1f} s: {r / v:.2f}x; "
+    print(f"  median: {label} {v:.1f} s, row path {r:.1f} s: {r / v:.2f}x; "
           f"load average at end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return {"vectorized_s": v, "row_path_s": r, "speedup": r / v, "load": load[0]}
 

@@ -32,8 +32,9 @@ from millstream.common.row import Row, values_and_kinds
 from millstream.common.typeinfo import Types
 from millstream.datastream.functions import FlatMapFunction, KeyedProcessFunction
 from millstream.datastream.state import ValueStateDescriptor
+from millstream.table.arrow_calc import column_kind
 from millstream.table.runtime_functions import END_OF_INPUT, AggCall, GroupState, row_of
-from millstream.table.types import DataType, is_integer
+from millstream.table.types import DataType
 
 __all__ = ["LocalAggregate", "GlobalAggregateFunction", "vectorizes", "partial_width"]
 
@@ -49,21 +50,9 @@ class _Fallback(Exception):
     """This batch cannot be folded over arrays with the row path's exact results."""
 
 
-def _kind(t: DataType) -> str | None:
-    if is_integer(t):
-        return "int"
-    if t.root == "DOUBLE":
-        return "float"
-    if t.root in ("VARCHAR", "CHAR"):
-        return "str"
-    if t.root == "BOOLEAN":
-        return "bool"
-    return None
-
-
 def vectorizes(keys: Sequence[int], calls: Sequence[AggCall], input_types: Sequence[DataType]) -> bool:
     """Whether every part of the aggregation folds exactly over Arrow arrays (module docstring)."""
-    if any(_kind(input_types[k]) not in ("int", "str", "bool") for k in keys):
+    if any(column_kind(input_types[k]) not in ("int", "str", "bool") for k in keys):
         return False
     for c in calls:
         if c.func not in ("count", "sum", "sum0", "avg", "min", "max") or c.single or c.distinct:
@@ -72,7 +61,7 @@ def vectorizes(keys: Sequence[int], calls: Sequence[AggCall], input_types: Seque
             if c.func != "count":
                 return False
             continue
-        kind = _kind(input_types[c.arg])
+        kind = column_kind(input_types[c.arg])
         if c.func == "count" and kind is None:
             return False
         if c.func in ("sum", "sum0", "avg") and kind != "int":
@@ -205,7 +194,7 @@ class LocalAggregate(FlatMapFunction):
 
         def col(i: int) -> Any:
             if i not in cols:
-                cols[i] = _column(values, i, _kind(self.input_types[i]) or "")
+                cols[i] = _column(values, i, column_kind(self.input_types[i]) or "")
             return cols[i]
 
         data: dict[str, Any] = {}

@@ -42,7 +42,7 @@ class _Fallback(Exception):
 _Fn = Callable[[dict[int, Any], int], Any]
 
 
-def _column_kind(t: DataType) -> str | None:
+def column_kind(t: DataType) -> str | None:
     """The Python type of a column's values: int, float, str or bool; None: not vectorized."""
     if is_integer(t):
         return "int"
@@ -83,7 +83,7 @@ class _Compiler:
 
     def compile(self, e: Resolved) -> tuple[_Fn, str] | None:
         if e.kind == "ref":
-            kind = _column_kind(self.input_types[e.value])
+            kind = column_kind(self.input_types[e.value])
             if kind is None:
                 return None
             self.columns[e.value] = kind
@@ -116,7 +116,7 @@ class _Compiler:
             return None
         f, kind = inner
         pc, pa = _pc(), _pa()
-        target = _column_kind(e.dtype)
+        target = column_kind(e.dtype)
         if target == "int" and kind == "int":
             return f, "int"
         if target == "int" and kind == "bool":
