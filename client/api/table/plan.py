@@ -166,7 +166,8 @@ class Aggregate(SingleInputNode):
         names = self.input.names
         select = [names[k] for k in self.keys]
         for call, name in zip(self.calls, self.names[len(self.keys):]):
-            arg = "*" if call.arg is None else ("DISTINCT " if call.distinct else "") + names[call.arg]
+            distinct = "DISTINCT " if getattr(call, "distinct", False) else ""  # a pandas UDAF has no DISTINCT
+            arg = "*" if call.arg is None else distinct + names[call.arg]
             select.append(f"{call.func.upper()}({arg}) AS {name}")
         group = f"groupBy=[{', '.join(names[k] for k in self.keys)}], " if self.keys else ""
         return f"GroupAggregate({group}select=[{', '.join(select)}])"
