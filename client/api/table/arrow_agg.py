@@ -26,14 +26,12 @@ on the row path entirely: a different order of additions rounds differently.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from millstream.common.row import Row, values_and_kinds
-from millstream.common.typeinfo import Types
-from millstream.datastream.functions import FlatMapFunction, KeyedProcessFunction
-from millstream.datastream.state import ValueStateDescriptor
+from millstream.datastream.functions import FlatMapFunction
 from millstream.table.arrow_calc import column_kind
-from millstream.table.runtime_functions import END_OF_INPUT, AggCall, GroupState, row_of
+from millstream.table.runtime_functions import AggCall, GroupAggregateFunction, GroupState, row_of
 from millstream.table.types import DataType
 
 __all__ = ["LocalAggregate", "GlobalAggregateFunction", "vectorizes", "partial_width"]
@@ -256,34 +254,14 @@ def merge(calls: Sequence[AggCall], group: GroupState, parts: Sequence[Any]) -> 
         i += _partial_width(c)
 
 
-class GlobalAggregateFunction(KeyedProcessFunction):
-    """Flink's GlobalGroupAggregate: merges partial records (keyed by their first ``n_keys``
-    columns) into the group's state; streaming emits the changelog after each partial, batch mode
-    the final values at the end of input, as the row path's GroupAggregate."""
+class GlobalAggregateFunction(GroupAggregateFunction):
+    """Flink's GlobalGroupAggregate: the row path's GroupAggregate (its state, changelog and batch
+    end) over partial records keyed by their first ``n_keys`` columns, each merged into the group's
+    accumulators instead of applied as one row."""
 
     def __init__(self, n_keys: int, calls: Sequence[AggCall], batch: bool) -> None:
-        self.n_keys, self.calls, self.batch = n_keys, tuple(calls), batch
+        super().__init__(range(n_keys), calls, batch)
+        self.n_keys = n_keys
 
-    def open(self, runtime_context: Any) -> None:
-        self.state = runtime_context.get_state(ValueStateDescriptor("group", Types.PICKLED_BYTE_ARRAY()))
-
-    def process_element(self, value: Row, ctx: Any) -> Iterable[Row]:
-        values = list(value)
-        group = self.state.value()
-        if group is None:
-            group = GroupState.new(self.calls)
-            if self.batch:
-                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-        merge(self.calls, group, values[self.n_keys:])
-        if self.batch:
-            self.state.update(group)
-            return
-        out, _ = group.changelog(tuple(values[:self.n_keys]), self.calls)
-        self.state.update(group)
-        yield from out
-
-    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Row]:
-        group = self.state.value()
-        if group is not None and group.rows > 0:
-            yield row_of(tuple(ctx.get_current_key()) + group.values(self.calls))
-        self.state.clear()
+    def _fold(self, group: GroupState, values: list[Any], accumulate: bool) -> None:
+        merge(self.calls, group, values[self.n_keys:])  # partials of insert-only input: always accumulate

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 
 from millstream.common.row import Row, RowKind
 from millstream.common.typeinfo import Types
-from millstream.datastream.functions import FlatMapFunction, KeyedCoProcessFunction, KeyedProcessFunction, MapFunction
+from millstream.datastream.functions import FlatMapFunction, KeyedProcessFunction, MapFunction
 from millstream.datastream.state import ValueStateDescriptor
 from millstream.table.expression import Resolved, to_float32
 from millstream.table.types import wrap_int
@@ -231,7 +231,7 @@ class GroupAggregateFunction(KeyedProcessFunction):
             group = GroupState.new(self.calls)
             if self.batch:
                 ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-        group.apply(self.calls, values, is_accumulate(value.get_row_kind()))
+        self._fold(group, values, is_accumulate(value.get_row_kind()))
         if self.batch:
             self.state.update(group)
             return
@@ -241,6 +241,10 @@ class GroupAggregateFunction(KeyedProcessFunction):
         else:
             self.state.update(group)
         yield from out
+
+    def _fold(self, group: GroupState, values: list[Any], accumulate: bool) -> None:
+        """Adds (or retracts) one input row to its group (the two-phase global phase folds partials)."""
+        group.apply(self.calls, values, accumulate)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Row]:
         group = self.state.value()
