@@ -34,29 +34,29 @@ def part_files(out: Path) -> list[Path]:
     return [p for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")]
 
 
-def test_a_streaming_insert_into_a_partitioned_csv_table_is_exactly_once_across_a_kill_9(
-        cluster: Any, tmp_path: Path) -> None:
-    out, slow, pids = tmp_path / "out", tmp_path / "slow", tmp_path / "pids"
+# 60 s of throttle at p=2: a barrier waits behind the records queued before it (10.7 s seen in CI),
+# so with 15 s (3,000) the job could end before two checkpoints and the kill; the throttle is lifted
+# after the kill, so a longer input costs no time
+COUNT = 12_000
+
+
+def _insert_killed_once(cluster: Any, tmp_path: Path, ddl: str, insert: str) -> Any:
+    """Runs ``insert`` from a throttled stream ``numbers`` (column i: 0..COUNT-1, p=2, checkpoints
+    every 200 ms) into the table ``ddl`` creates; after two checkpoints kills a worker running it
+    with SIGKILL, lifts the throttle once the job restarted, and returns the ended job's summary."""
+    slow, pids = tmp_path / "slow", tmp_path / "pids"
     slow.touch()
     pids.mkdir()
-    # 60 s of throttle: a barrier waits behind the records queued before it (10.7 s seen in CI), so
-    # with 15 s (3,000) the job could end before two checkpoints and the kill; the throttle is lifted
-    # after the kill, so a longer input costs no time
-    count = 12_000
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     env.enable_checkpointing(200)
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
-    numbers = (env.from_source(NumberSequenceSource(0, count - 1), WatermarkStrategy.no_watermarks(), "numbers")
+    numbers = (env.from_source(NumberSequenceSource(0, COUNT - 1), WatermarkStrategy.no_watermarks(), "numbers")
                .map(Throttle(str(slow), 0.01)).map(NotePid(str(pids))).map(lambda i: i, output_type=Types.LONG()))
     t_env = StreamTableEnvironment.create(env)
     t_env.create_temporary_view("numbers", t_env.from_data_stream(numbers).alias("i"))
-    t_env.execute_sql(f"""
-        CREATE TABLE out_t (i BIGINT, label STRING, p INT) PARTITIONED BY (p) WITH (
-          'connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv',
-          'sink.rolling-policy.rollover-interval' = '1 s', 'sink.rolling-policy.check-interval' = '1 s')""")
-    result = t_env.execute_sql("INSERT INTO out_t SELECT i, CONCAT('n', CAST(i AS STRING)), CAST(i % 3 AS INT) FROM numbers")
-    job_id = result.get_job_client().get_job_id().to_bytes()
+    t_env.execute_sql(ddl)
+    job_id = t_env.execute_sql(insert).get_job_client().get_job_id().to_bytes()
     with ClusterClient(cluster.address) as client:
         poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, what="two completed checkpoints")
         victim = poll_for(lambda: sorted(pids.glob("pid-*")), 30, what="a worker's pid")[0]
@@ -64,7 +64,17 @@ def test_a_streaming_insert_into_a_partitioned_csv_table_is_exactly_once_across_
         poll_for(lambda: client.status(job_id).num_restarts >= 1 or ended(client, job_id), 120, interval=0.1,
                  what="the restart")
         slow.unlink()
-        summary = poll_for(lambda: ended(client, job_id), 240, interval=0.2, what="the job to end")
+        return poll_for(lambda: ended(client, job_id), 240, interval=0.2, what="the job to end")
+
+
+def test_a_streaming_insert_into_a_partitioned_csv_table_is_exactly_once_across_a_kill_9(
+        cluster: Any, tmp_path: Path) -> None:
+    out, count = tmp_path / "out", COUNT
+    summary = _insert_killed_once(cluster, tmp_path, f"""
+        CREATE TABLE out_t (i BIGINT, label STRING, p INT) PARTITIONED BY (p) WITH (
+          'connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv',
+          'sink.rolling-policy.rollover-interval' = '1 s', 'sink.rolling-policy.check-interval' = '1 s')""",
+        "INSERT INTO out_t SELECT i, CONCAT('n', CAST(i AS STRING)), CAST(i % 3 AS INT) FROM numbers")
     assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
     assert summary.num_restarts == 1 and summary.checkpoints.latest_restored_id >= 2, summary
     files = part_files(out)
@@ -105,33 +115,12 @@ def test_partition_commit_after_a_kill_9_is_still_exactly_once_and_commits_every
     """The success-file partition commit across a failover: the restored writers commit the
     restored checkpoint's files and still owe their partitions' commits, so after the end every
     partition holds each row once and its ``_SUCCESS``."""
-    out, slow, pids = tmp_path / "out", tmp_path / "slow", tmp_path / "pids"
-    slow.touch()
-    pids.mkdir()
-    count = 12_000  # as above: long enough that the kill comes before the end; unthrottled after it
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    env.enable_checkpointing(200)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 100))
-    numbers = (env.from_source(NumberSequenceSource(0, count - 1), WatermarkStrategy.no_watermarks(), "numbers")
-               .map(Throttle(str(slow), 0.01)).map(NotePid(str(pids))).map(lambda i: i, output_type=Types.LONG()))
-    t_env = StreamTableEnvironment.create(env)
-    t_env.create_temporary_view("numbers", t_env.from_data_stream(numbers).alias("i"))
-    t_env.execute_sql(f"""
+    out, count = tmp_path / "out", COUNT
+    summary = _insert_killed_once(cluster, tmp_path, f"""
         CREATE TABLE out_t (i BIGINT, p INT) PARTITIONED BY (p) WITH (
           'connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv',
           'sink.partition-commit.policy.kind' = 'success-file', 'sink.partition-commit.trigger' = 'process-time',
-          'sink.partition-commit.delay' = '1 h')""")
-    result = t_env.execute_sql("INSERT INTO out_t SELECT i, CAST(i % 3 AS INT) FROM numbers")
-    job_id = result.get_job_client().get_job_id().to_bytes()
-    with ClusterClient(cluster.address) as client:
-        poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 2, 120, what="two completed checkpoints")
-        victim = poll_for(lambda: sorted(pids.glob("pid-*")), 30, what="a worker's pid")[0]
-        os.kill(int(victim.read_text()), signal.SIGKILL)
-        poll_for(lambda: client.status(job_id).num_restarts >= 1 or ended(client, job_id), 120, interval=0.1,
-                 what="the restart")
-        slow.unlink()
-        summary = poll_for(lambda: ended(client, job_id), 240, interval=0.2, what="the job to end")
+          'sink.partition-commit.delay' = '1 h')""", "INSERT INTO out_t SELECT i, CAST(i % 3 AS INT) FROM numbers")
     assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
     assert summary.num_restarts == 1 and summary.checkpoints.latest_restored_id >= 2, summary
     # a delay of an hour: every partition is done only by the end of the input
