@@ -182,3 +182,18 @@ def test_date_format_refuses_an_unknown_letter_and_a_non_timestamp(t_env: TableE
         resolve(parse_expression("DATE_FORMAT(ts, 'yyyy-qq')", t_env), TS)
     with pytest.raises(ValidationException, match="DATE_FORMAT takes"):
         resolve(parse_expression("DATE_FORMAT(1, 'yyyy')", t_env), TS)
+
+
+def test_invert_is_pyflinks_is_not_true_while_sql_not_is_three_valued(t_env: TableEnvironment) -> None:
+    """PyFlink maps ``~expr`` to isNotTrue (NULL gives TRUE); SQL's NOT NULL is NULL."""
+    cols = [("f", DataTypes.BOOLEAN())]
+    rows = [[True], [False], [None]]
+    invert = resolve(~col("f"), cols)
+    assert [invert.eval(r) for r in rows] == [False, True, True]
+    assert str(invert.dtype) == "BOOLEAN NOT NULL"
+    assert [resolve(col("f").is_not_false, cols).eval(r) for r in rows] == [True, False, True]
+    assert [resolve(parse_expression("NOT f", t_env), cols).eval(r) for r in rows] == [False, True, None]
+    assert [resolve(parse_expression("f IS TRUE", t_env), cols).eval(r) for r in rows] == [True, False, False]
+    assert [resolve(parse_expression("f IS NOT TRUE", t_env), cols).eval(r) for r in rows] == [False, True, True]
+    assert [resolve(parse_expression("f IS FALSE", t_env), cols).eval(r) for r in rows] == [False, True, False]
+    assert [resolve(parse_expression("f IS NOT FALSE", t_env), cols).eval(r) for r in rows] == [True, False, True]

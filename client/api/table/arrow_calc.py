@@ -282,17 +282,20 @@ def _logic(name: str) -> Callable[..., tuple[_Fn, str] | None]:
     return build
 
 
+# name -> (invert the value?, the answer for NULL)
+_TRUTH_TESTS = {"is_true": (False, False), "is_false": (True, False), "is_not_true": (True, True),
+                "is_not_false": (False, True)}
+
+
 def _null_test(name: str) -> Callable[..., tuple[_Fn, str] | None]:
     def build(c: _Compiler, e: Resolved, args: list[tuple[_Fn, str]]) -> tuple[_Fn, str] | None:
         (f, kind), = args
         pc = _pc()
-        if name in ("is_true", "is_false"):
+        if name in _TRUTH_TESTS:
             if kind != "bool":
                 return None
-            if name == "is_true":
-                op = (lambda v: pc.fill_null(v, False))
-            else:
-                op = (lambda v: pc.fill_null(pc.invert(v), False))
+            negate, when_null = _TRUTH_TESTS[name]
+            op = (lambda v: pc.fill_null(pc.invert(v) if negate else v, when_null))
             return (lambda cols, n: _array(op(f(cols, n)), n)), "bool"
         test = pc.is_null if name == "is_null" else pc.is_valid
         return (lambda cols, n: _array(test(f(cols, n)), n)), "bool"
@@ -462,6 +465,8 @@ _CALLS: dict[str, Callable[..., tuple[_Fn, str] | None]] = {
     "is_not_null": _null_test("is_not_null"),
     "is_true": _null_test("is_true"),
     "is_false": _null_test("is_false"),
+    "is_not_true": _null_test("is_not_true"),
+    "is_not_false": _null_test("is_not_false"),
     "upper": _string_fn("ascii_upper"),
     "lower": _string_fn("ascii_lower"),
     "char_length": _string_fn("utf8_length", "int"),

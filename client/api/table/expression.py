@@ -68,7 +68,8 @@ class Expression:
     def __rand__(self, o: Any) -> "Expression": return as_expression(o)._call("and", self)
     def __or__(self, o: Any) -> "Expression": return self._call("or", o)
     def __ror__(self, o: Any) -> "Expression": return as_expression(o)._call("or", self)
-    def __invert__(self) -> "Expression": return self._call("not")
+    # PyFlink's ~expr is isNotTrue (TRUE for NULL), not SQL's three-valued NOT
+    def __invert__(self) -> "Expression": return self._call("is_not_true")
     __hash__ = object.__hash__
 
     def __bool__(self) -> bool:
@@ -95,6 +96,8 @@ class Expression:
     is_not_null = property(lambda self: self._call("is_not_null"))
     is_true = property(lambda self: self._call("is_true"))
     is_false = property(lambda self: self._call("is_false"))
+    is_not_true = property(lambda self: self._call("is_not_true"))
+    is_not_false = property(lambda self: self._call("is_not_false"))
     upper_case = property(lambda self: self._call("upper"))
     lower_case = property(lambda self: self._call("lower"))
     char_length = property(lambda self: self._call("char_length"))
@@ -478,6 +481,8 @@ _FUNCTIONS: dict[str, tuple[Callable[..., Any], Callable[[list[DataType]], DataT
     "is_not_null": (lambda a: a is not None, lambda ts: DataTypes.BOOLEAN(False)),
     "is_true": (lambda a: a is True, lambda ts: DataTypes.BOOLEAN(False)),
     "is_false": (lambda a: a is False, lambda ts: DataTypes.BOOLEAN(False)),
+    "is_not_true": (lambda a: a is not True, lambda ts: DataTypes.BOOLEAN(False)),
+    "is_not_false": (lambda a: a is not False, lambda ts: DataTypes.BOOLEAN(False)),
     "upper": (lambda s: s.upper(), lambda ts: DataTypes.STRING()),
     "lower": (lambda s: s.lower(), lambda ts: DataTypes.STRING()),
     "char_length": (len, lambda ts: DataTypes.INT()),
@@ -494,7 +499,7 @@ _FUNCTIONS: dict[str, tuple[Callable[..., Any], Callable[[list[DataType]], DataT
 }
 # integer results that wrap at their type's width (INT: 32 bits, BIGINT: 64 bits), as in Java
 _WRAPPING = {"plus", "minus", "times", "divide", "mod", "negate", "abs"}
-_NULL_AWARE = {"proctime", "is_null", "is_not_null", "is_true", "is_false", "coalesce"}
+_NULL_AWARE = {"proctime", "is_null", "is_not_null", "is_true", "is_false", "is_not_true", "is_not_false", "coalesce"}
 _SQL_TEXT = {"plus": "+", "minus": "-", "times": "*", "divide": "/", "mod": "MOD", "equals": "=", "not_equals": "<>",
              "less_than": "<", "less_than_or_equal": "<=", "greater_than": ">", "greater_than_or_equal": ">=",
              "and": "AND", "or": "OR"}

@@ -240,6 +240,9 @@ def expression(node: exp.Expression, t_env: "TableEnvironment") -> Expression:
         return Expression("agg", (inner,), name)
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
         return Expression("call", (expression(node.this, t_env),), "is_null")
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):  # IS [NOT] TRUE / FALSE
+        # NOT over IS TRUE is IS NOT TRUE, as IS TRUE is never NULL
+        return Expression("call", (expression(node.this, t_env),), "is_true" if node.expression.this else "is_false")
     if isinstance(node, exp.DPipe):
         return Expression("call", (expression(node.this, t_env), expression(node.expression, t_env)), "concat")
     if isinstance(node, exp.Concat):
