@@ -192,10 +192,11 @@ def measure_pyspark_dataframe(path: str, split: str) -> dict:
             "words": sum(counts.values()), "distinct": len(counts), "digest": _digest(counts)}
 
 
-def measure_end_to_end(path: str, script: str, *options: str) -> dict:
-    """Wall time of a whole program in a fresh process, as a user runs it (``python job.py``)."""
+def measure_end_to_end(path: str, script: str, split: str = "") -> dict:
+    """Wall time of a whole program in a fresh process, as a user runs it (``python job.py``);
+    ``split``: bench/wordcount_dataframe.py's ``--split``."""
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, os.path.join(ROOT, script), *options,
+    out = subprocess.run([sys.executable, os.path.join(ROOT, script), *(["--split", split] if split else []),
                           *(["--input"] if script.startswith("examples") else []), path], capture_output=True, text=True)
     wall = time.perf_counter() - started
     if out.returncode != 0:
@@ -525,7 +526,7 @@ def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
         r = {"counter": _run("counter", path), "counter2": _run("counter_two", path), "rdd": _run("pyspark", path),
              **{f"frame_{split}": _run("pyspark_dataframe", path, split) for split in SPLITS}, "mill": _run("millstream", path)}
         split = faster_split({k: r[f"frame_{k}"]["job_s"] for k in SPLITS})
-        r["e2e_frame"] = _run("end_to_end", path, "bench/wordcount_dataframe.py", "--split", split)
+        r["e2e_frame"] = _run("end_to_end", path, "bench/wordcount_dataframe.py", split)
         r["e2e_mill"] = _run("end_to_end", path, "examples/word_count.py")
         truth = truth or r["counter"]
         for name, other in r.items():
