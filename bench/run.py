@@ -538,13 +538,14 @@ def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
                        "spark_startup": r["frame_literal"]["startup_s"], "mill_startup": r["mill"]["startup_s"]})
         print(f"round {len(rounds)}: " + ", ".join(f"{k} {v:.2f}" for k, v in rounds[-1].items()) + f" (faster split: {split})",
               file=sys.stderr, flush=True)
+    if truth is None:
+        raise SystemExit("--wordcount-rounds: expected at least 1")
     session = None
     if a.session_jobs > 0:
         session = measure_session(path, a.session_jobs)
         for job in session["jobs"]:
             assert job["digest"] == truth["digest"], ("session", truth, job)
     m = wordcount_summary(rounds, session)
-    assert truth is not None
     words = truth["words"]
     print(f"\nword count, {a.size_mb} MB, {words:,} words, {truth['distinct']:,} distinct (every engine's counts agree, "
           f"word by word); {len(rounds)} rounds, medians")
