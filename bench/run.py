@@ -2,10 +2,12 @@
 
 1. word count over a generated Zipf corpus: Millstream (parallelism 2, one TaskManager) vs the same
    job written directly in PySpark, with RDDs (flatMap/map/reduceByKey on local[2]) and with
-   DataFrames (split/explode/groupBy, bench/wordcount_dataframe.py) vs a single-process
-   ``collections.Counter`` (the per-core floor); then end to end, each a fresh ``python`` process:
-   examples/word_count.py (embedded cluster) vs bench/wordcount_dataframe.py; three rounds of every
-   engine in turn, medians;
+   DataFrames (split/explode/groupBy, bench/wordcount_dataframe.py, split on ``\s+`` and on ``" "``:
+   the ratios take each round's faster one) vs ``collections.Counter``: one process (the per-core
+   floor) and two at once on the corpus's halves, merged (the two-core floor); then end to end, each
+   a fresh ``python`` process: examples/word_count.py (embedded cluster) vs
+   bench/wordcount_dataframe.py; three rounds of every engine in turn, medians; then the job 3
+   times in a row on a ``millstream cluster start`` (``--session-jobs``), the first job apart;
 2. exchange throughput: source -> rebalance -> sink across two TaskManagers;
 3. latency: a 1,000 records/s source -> key_by -> map -> sink, emission to sink, p50/p99;
 4. collect: ``execute_and_collect`` of 20 M small records, 5 runs in a row, with the JobManager's
