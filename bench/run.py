@@ -2,7 +2,7 @@
 
 1. word count over a generated Zipf corpus: Millstream (parallelism 2, one TaskManager) vs the same
    job written directly in PySpark, with RDDs (flatMap/map/reduceByKey on local[2]) and with
-   DataFrames (split/explode/groupBy, bench/wordcount_dataframe.py, split on ``\s+`` and on ``" "``:
+   DataFrames (split/explode/groupBy, bench/wordcount_dataframe.py, split on ``\\s+`` and on ``" "``:
    the ratios take each round's faster one) vs ``collections.Counter``: one process (the per-core
    floor) and two at once on the corpus's halves, merged (the two-core floor); then end to end, each
    a fresh ``python`` process: examples/word_count.py (embedded cluster) vs
