@@ -16,7 +16,10 @@ unchanged on either backend. Here ``groups[kg]`` is a view over RocksDB rows:
   a small per-state write-back cache (``_LOANS`` entries, least recently used written back first)
   and is written when it leaves the cache or at a snapshot. A key's first write goes through at
   once (its row then exists for scans); later writes of a cached key, immutable values too (a
-  count, a sum: the read-modify-write of every aggregation), only replace the cached value;
+  count, a sum: the read-modify-write of every aggregation), only replace the cached value. A
+  cached value is written back only if it may differ from its row: it was written, or handed out
+  and is mutable (``dirty``); a snapshot writes back those changed since the last one, an eviction
+  of an unchanged value writes nothing;
 - map state: one row per map entry, ``kg | len(key) | key | user key``; the value of a key is a live
   :class:`RocksMap` over its rows, so ``get``/``put`` touch one row and iteration walks the rows
   with a RocksDB iterator instead of loading the map.
@@ -61,6 +64,16 @@ __all__ = ["RocksDBOptions", "TaskRocksDB", "RocksDBKeyedStateBackend", "RocksMa
            "RocksTtlCompactionCleanup", "StateBackendDiskFullError", "encode_key"]
 
 _LOANS = 4096  # values per state kept in the write-back cache
+# Values a caller cannot change in place: handing one out does not make its row stale.
+_SETTLED = frozenset({int, float, complex, str, bytes, bool, type(None)})
+
+
+def _settled(value: Any) -> bool:
+    """Whether ``value`` cannot be mutated in place: a scalar, or a flat tuple of scalars."""
+    t = type(value)
+    if t in _SETTLED:
+        return True
+    return t is tuple and all(type(v) in _SETTLED for v in value)
 
 
 class StateBackendDiskFullError(OSError):
@@ -438,7 +451,7 @@ class _Cf:
 class RocksStateTable(StateTable):
     """A state whose ``groups`` are views over RocksDB rows (see the module docstring)."""
 
-    __slots__ = ("cf", "serializer", "loans", "_views")
+    __slots__ = ("cf", "serializer", "loans", "dirty", "_views")
 
     def __init__(self, name: str, kind: str, ttl: bool, cf: _Cf) -> None:
         super().__init__(name, kind, ttl)
@@ -446,6 +459,9 @@ class RocksStateTable(StateTable):
         self.serializer = RecordSerializer()
         # (row key) -> (key group, key, value): mutable values handed out, written back on eviction
         self.loans: OrderedDict[bytes, tuple[int, Any, Any]] = OrderedDict()
+        # Loaned rows whose value may differ from the row in RocksDB (written, or handed out and
+        # mutable, since its last write-back); always a subset of ``loans``.
+        self.dirty: set[bytes] = set()
         self._views: dict[int, Any] = {}
         self.groups = _RocksGroups(self)  # type: ignore[assignment]
 
@@ -468,25 +484,42 @@ class RocksStateTable(StateTable):
                 yield kg, key, value
 
     def loan(self, row: bytes, kg: int, key: Any, value: Any) -> None:
+        """Caches ``value`` (just read from or written to ``row``), dirty unless it cannot change."""
         loans = self.loans
         loans[row] = (kg, key, value)
         loans.move_to_end(row)
+        if not _settled(value):
+            self.dirty.add(row)
         if len(loans) > _LOANS:
             old_row, (_, _, old) = loans.popitem(last=False)
-            self.cf.put(old_row, self.serializer.serialize(old))
+            if old_row in self.dirty:  # an unchanged value's row is current: nothing to write
+                self.dirty.discard(old_row)
+                self.cf.put(old_row, self.serializer.serialize(old))
 
-    def flush(self) -> None:
-        """Writes back every loaned value (they stay loaned: still the live objects)."""
-        ser, put = self.serializer.serialize, self.cf.put
-        for row, (_, _, value) in self.loans.items():
-            put(row, ser(value))
+    def unloan(self, row: bytes) -> None:
+        """Drops ``row``'s cached value without writing it (its row is deleted or rewritten)."""
+        self.loans.pop(row, None)
+        self.dirty.discard(row)
+
+    def flush(self) -> int:
+        """Writes back the loaned values changed since their last write-back (they stay loaned:
+        still the live objects); returns how many."""
+        dirty = self.dirty
+        if not dirty:
+            return 0
+        ser, put, loans = self.serializer.serialize, self.cf.put, self.loans
+        for row in dirty:
+            put(row, ser(loans[row][2]))
+        n = len(dirty)
+        dirty.clear()
+        return n
 
     def flush_group(self, kg: int) -> None:
-        """Writes back the loaned values of one key group (before its rows are read)."""
-        ser, put = self.serializer.serialize, self.cf.put
-        for row, (loan_kg, _, value) in self.loans.items():
-            if loan_kg == kg:
-                put(row, ser(value))
+        """Writes back the changed loaned values of one key group (before its rows are read)."""
+        ser, put, loans = self.serializer.serialize, self.cf.put, self.loans
+        for row in [r for r in self.dirty if loans[r][0] == kg]:
+            put(row, ser(loans[row][2]))
+            self.dirty.discard(row)
 
     def flush_and_release(self) -> None:
         self.flush()
@@ -562,7 +595,10 @@ class _RocksGroup(MutableMapping):
         loaned = t.loans.get(row)
         if loaned is not None:
             t.loans.move_to_end(row)
-            return loaned[2]
+            value = loaned[2]
+            if type(value) not in _SETTLED and not _settled(value):  # the caller may change it in place
+                t.dirty.add(row)
+            return value
         data = t.cf.get(row)
         if data is None:
             return default
@@ -583,6 +619,7 @@ class _RocksGroup(MutableMapping):
         if row in loans:  # its row exists: the new value is written back with the loan
             loans[row] = (self._kg, key, value)
             loans.move_to_end(row)
+            t.dirty.add(row)
         else:
             # Written now (the row exists for scans) and loaned (later changes, in place or by
             # another write, reach RocksDB when the loan is written back).
@@ -597,7 +634,7 @@ class _RocksGroup(MutableMapping):
             if default is _MISSING:
                 raise KeyError(key)
             return default
-        t.loans.pop(row, None)
+        t.unloan(row)
         t.cf.delete(row)
         return v
 
@@ -613,7 +650,7 @@ class _RocksGroup(MutableMapping):
     def clear(self) -> None:
         t = self._t
         for row in [r for r in t.loans if r.startswith(self._prefix)]:
-            del t.loans[row]
+            t.unloan(row)
         t.cf.delete_prefix(self._prefix)
 
     def materialized_items(self) -> Iterator[tuple[Any, Any]]:
@@ -820,12 +857,13 @@ class RocksTtlCompactionCleanup:
             live = (stored if now < stored[1] + ttl else None) if kind == MAP else \
                 _ttl.unexpired_or_none(kind, stored, ttl, now)
             if live is None:
-                loans.pop(row, None)
+                t.unloan(row)
                 cf.delete(row)
                 deleted += 1
             elif live is not stored:
                 if loaned is not None:
                     loans[row] = (loaned[0], loaned[1], live)
+                    t.dirty.discard(row)  # written just below
                 cf.put(row, ser.serialize(live))
             it.next()
         self.deleted += deleted

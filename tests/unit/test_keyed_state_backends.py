@@ -419,6 +419,115 @@ def test_rocksdb_updates_of_a_cached_immutable_value_are_written_back_once_yet_e
     assert handles(restored)["value"].value() == 1000
 
 
+def _count_writes(table: Any) -> list[bytes]:
+    """The rows ``table`` writes from now on (its column family wrapped)."""
+    writes: list[bytes] = []
+    cf = table.cf
+
+    class CountingWrites:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(cf, name)
+
+        def put(self, k: bytes, v: bytes) -> None:
+            writes.append(k)
+            cf.put(k, v)
+
+    table.cf = CountingWrites()
+    return writes
+
+
+def _restored(snapshot: Any) -> Any:
+    b = backend()
+    b.restore(snapshot)
+    return b
+
+
+def test_rocksdb_snapshot_writes_back_only_the_cached_values_changed_since_the_last_one() -> None:
+    """A full snapshot writes back the cached values written since the previous snapshot, not every
+    cached one: 10 of 100 counts updated between two snapshots make 10 row writes, none updated
+    makes none; each snapshot still holds every key's latest value."""
+    _rocksdb_only()
+    b = backend()
+    s = handles(b)["value"]
+    for i in range(100):
+        b.set_current_key(i)
+        s.update(0)
+        s.update(s.value() + i)  # a read-modify-write of a cached value: written back at the snapshot
+    writes = _count_writes(b.table("value", "value"))
+    first = b.snapshot()
+    assert len(set(writes)) == 100
+    writes.clear()
+    for i in range(10):
+        b.set_current_key(i)
+        s.update(s.value() + 1000)
+    second = b.snapshot()
+    assert len(writes) == 10 and len(set(writes)) == 10
+    writes.clear()
+    third = b.snapshot()
+    assert writes == []
+    for snapshot, bumped in ((first, 0), (second, 1000), (third, 1000)):
+        r = _restored(snapshot)
+        rs = handles(r)["value"]
+        for i in range(100):
+            r.set_current_key(i)
+            assert rs.value() == i + (bumped if i < 10 else 0)
+
+
+def test_rocksdb_a_cached_value_changed_in_place_after_a_snapshot_is_in_the_next() -> None:
+    """Lists and accumulators are changed in place (``list.append``, an AggregateFunction's
+    ``add``) with no write: a value handed out after a snapshot counts as changed for the next one."""
+    _rocksdb_only()
+    b = backend()
+    h = handles(b)
+    for key in ("a", "b"):
+        b.set_current_key(key)
+        h["list"].add(1)
+        h["aggregating"].add(10)
+    b.snapshot()
+    writes = _count_writes(b.table("list", "list"))
+    b.set_current_key("a")
+    h["list"].add(2)  # appended to the cached list in place
+    h["aggregating"].add(20)  # Mean.add changes the cached accumulator in place
+    second = b.snapshot()
+    assert len(writes) == 1  # key "a" of the list state; "b" was not touched
+    r = _restored(second)
+    rh = handles(r)
+    r.set_current_key("a")
+    assert list(rh["list"].get()) == [1, 2] and rh["aggregating"].get() == 15
+    r.set_current_key("b")
+    assert list(rh["list"].get()) == [1] and rh["aggregating"].get() == 10
+
+
+def test_rocksdb_evicting_an_unchanged_cached_value_writes_nothing_and_a_changed_one_its_value() -> None:
+    """The write-back cache holds ``_LOANS`` values per state; one that leaves it is written only if
+    it changed since its row was last written."""
+    _rocksdb_only()
+    from millstream.runtime.state.rocksdb_backend import _LOANS, encode_key
+
+    b = backend()
+    h = handles(b)
+    n = _LOANS + 500
+    for i in range(n):  # first writes go through at once; the cached ints are unchanged after them
+        b.set_current_key(i)
+        h["value"].update(i)
+    writes = _count_writes(b.table("value", "value"))
+    for i in range(n):  # reads of cached ints evict others: nothing to write
+        b.set_current_key(i)
+        assert h["value"].value() == i
+    assert writes == []
+    b.set_current_key("x")
+    h["list"].add(1)
+    h["list"].add(2)  # in place, cached
+    list_writes = _count_writes(b.table("list", "list"))
+    for i in range(_LOANS):  # new keys push "x" out of the cache
+        b.set_current_key(i)
+        h["list"].add(i)
+    x_row = b.key_group_of("x").to_bytes(2, "big") + encode_key("x")
+    assert len(list_writes) == _LOANS + 1 and list_writes.count(x_row) == 1  # each first write, and "x" on eviction
+    b.set_current_key("x")
+    assert list(h["list"].get()) == [1, 2]
+
+
 def test_rocksdb_map_iteration_does_not_load_the_map() -> None:
     _rocksdb_only()
     b = backend()
