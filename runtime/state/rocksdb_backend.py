@@ -57,7 +57,7 @@ from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.heap_backend import MAP, HeapMapState, KeyedStateBackend, TimerQueue
 from millstream.runtime.state.options_factory import load_options_factory
 from millstream.runtime.state.rocksdb_views import PinnedViews
-from millstream.runtime.state.row_format import _KG, _LEN, _TS, _TS_BIAS, ROWS_VERSION, decode_timer_row  # the row layout
+from millstream.runtime.state.row_format import _KG, _LEN, _TS, _TS_BIAS, ROWS_VERSIONS, decode_timer_row  # the row layout
 from millstream.runtime.state.state_table import _MISSING, StateTable, _no_key
 
 __all__ = ["RocksDBOptions", "TaskRocksDB", "RocksDBKeyedStateBackend", "RocksMap", "RocksTimerQueue",
@@ -1036,13 +1036,18 @@ class RocksTimerQueue(TimerQueue):
         self._after_head_removed(kg, cache)
         return ts, pickle.loads(row[10:]), kg
 
-    def restore_rows(self, key_group: int, suffixes: list[bytes]) -> None:
-        """Timer rows of a version-2 snapshot (their keys after the key group), written as they are."""
-        prefix = _KG.pack(key_group)
+    def restore_rows(self, key_group: int, rows: list[bytes], whole: bool = False) -> None:
+        """Timer rows of a version-2 snapshot (their keys after the key group) or, ``whole``, of a
+        version-3 one (whole row keys), written as they are."""
         put = self._cf.put
-        for suffix in suffixes:
-            put(prefix + suffix, b"")
-        if suffixes:
+        if whole:
+            for row in rows:
+                put(row, b"")
+        else:
+            prefix = _KG.pack(key_group)
+            for suffix in rows:
+                put(prefix + suffix, b"")
+        if rows:
             self._refresh(key_group)
 
     def __len__(self) -> int:
@@ -1112,23 +1117,29 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return {} if t is None else {k: v for _, k, v in t.items()}
 
     def _restore_payload(self, kg: int, payload: dict[str, Any]) -> None:
-        """A version-2 payload's rows go in byte for byte (the same layout); the rest as decoded state."""
-        if payload.get("version") == ROWS_VERSION:
+        """A version-2 or -3 payload's rows go in byte for byte (the same layout); the rest as decoded state."""
+        version = payload.get("version")
+        if version in ROWS_VERSIONS:
             prefix = _KG.pack(kg)
-            for name, (kind, ttl, rows) in payload.get("rows", {}).items():
-                table = self.table(name, kind, ttl)
+            for name, spec in payload.get("rows", {}).items():
+                table = self.table(name, spec[0], spec[1])
                 table.flush_and_release()  # type: ignore[attr-defined]  # no loaned value may overwrite a restored row
                 put = table.cf.put  # type: ignore[attr-defined]
-                for suffix, value in rows:
-                    put(prefix + suffix, value)
+                if version == 2:  # [(row key after the key group, value)]
+                    for suffix, value in spec[2]:
+                        put(prefix + suffix, value)
+                else:  # [row key], [value]
+                    for row, value in zip(spec[2], spec[3]):
+                        put(row, value)
             timer_rows = payload.get("timer_rows", {})
+            skip = 0 if version == 2 else 2
             for field in ("processing_timers", "event_timers"):
                 queue = getattr(self, field)
-                suffixes = timer_rows.get(field, ())
+                rows = timer_rows.get(field, ())
                 if isinstance(queue, RocksTimerQueue):
-                    queue.restore_rows(kg, list(suffixes))
+                    queue.restore_rows(kg, list(rows), whole=version != 2)
                 else:  # HEAP timers with RocksDB state
-                    queue.restore_group(kg, [decode_timer_row(r) for r in suffixes])
+                    queue.restore_group(kg, [decode_timer_row(r[skip:]) for r in rows])
             payload = {"version": 1, "states": payload.get("states", {}), "ttl": payload.get("ttl", ()),
                        "processing_timers": payload.get("processing_timers", []),
                        "event_timers": payload.get("event_timers", [])}

@@ -681,7 +681,7 @@ def test_a_full_rocksdb_checkpoint_restores_on_either_backend_at_another_paralle
         b.processing_timers.register(5000 + i, key, b.current_key_group)
     native = take_full_snapshot(b.db, {"op": b}, 1)
     blobs = native.canonical()["op"]
-    assert {deserialize(blob)["version"] for blob in blobs.values()} == {ROWS_VERSION}
+    assert {deserialize(blob)["version"] for blob in blobs.values()} == {ROWS_VERSION} == {3}
     seen: dict[Any, tuple] = {}
     timers: list[tuple[str, int, Any]] = []
     for index in range(2):
@@ -703,6 +703,67 @@ def test_a_full_rocksdb_checkpoint_restores_on_either_backend_at_another_paralle
     assert seen == {key: (f"v{i}", [i, -i], {f"m{i % 3}": [i]}, i, i) for i, key in enumerate(keys)}
     assert sorted(timers, key=repr) == sorted([("event_timers", 1000 + i, k) for i, k in enumerate(keys)]
                                               + [("processing_timers", 5000 + i, k) for i, k in enumerate(keys)], key=repr)
+
+
+def _as_version_2(blob: bytes) -> bytes:
+    """A version-3 key group as a version-2 snapshot wrote it: rows as [(row key after the key group,
+    value)], timer rows as their keys after the key group (row_format's docstring)."""
+    import pickle
+
+    from millstream.runtime.serialization import deserialize
+
+    p = deserialize(blob)
+    assert p["version"] == 3
+    p["version"] = 2
+    p["rows"] = {name: (kind, ttl, [(k[2:], v) for k, v in zip(keys, values)])
+                 for name, (kind, ttl, keys, values) in p["rows"].items()}
+    p["timer_rows"] = {field: [k[2:] for k in keys] for field, keys in p["timer_rows"].items()}
+    return pickle.dumps(p)
+
+
+@pytest.mark.parametrize("target", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_full_rocksdb_snapshot_of_many_rows_restores_whole_from_either_row_format(target: str, version: int) -> None:
+    """10,000 keys of a value state, a list state and event timers in one key-group range: the
+    writer thread reads them in chunks, splits them by key group and writes each group's row keys
+    and values as two lists (version 3); a version-2 snapshot (one (key, value) pair per row,
+    written before) still restores. Either backend, rescaled to two subtasks, gets every key."""
+    _rocksdb_only()
+    from millstream.runtime.state.rocksdb_snapshot import take_full_snapshot
+
+    b = backend()
+    h = handles(b)
+    n = 10_000
+    for i in range(n):
+        b.set_current_key(i)
+        h["value"].update(i * 3)
+        h["list"].add(i)
+        b.event_timers.register(100 + i, i, b.current_key_group)
+    blobs = take_full_snapshot(b.db, {"op": b}, 1).canonical()["op"]
+    if version == 2:
+        blobs = {kg: _as_version_2(blob) for kg, blob in blobs.items()}
+    values, lists, timers = {}, {}, []
+    for index in range(2):
+        r = backend(2, index, kind=target)
+        r.restore(blobs)
+        rh = handles(r)
+        for i in range(n):
+            if r.key_group_range.contains(r.key_group_of(i)):
+                r.set_current_key(i)
+                values[i], lists[i] = rh["value"].value(), list(rh["list"].get())
+        while (t := r.event_timers.poll(10**9)) is not None:
+            timers.append(t[:2])
+    assert values == {i: i * 3 for i in range(n)} and lists == {i: [i] for i in range(n)}
+    assert sorted(timers) == [(100 + i, i) for i in range(n)]
+
+
+def test_splitting_sorted_row_keys_by_key_group() -> None:
+    from millstream.runtime.state.rocksdb_snapshot import _split_groups
+
+    keys = [bytes([0, 1, 5]), bytes([0, 1, 9]), bytes([0, 7, 1]), bytes([1, 0, 0]), bytes([1, 0, 2]),
+            bytes([0xFF, 0xFF, 1]), bytes([0xFF, 0xFF, 2])]
+    assert _split_groups(keys) == [(1, 0, 2), (7, 2, 3), (256, 3, 5), (0xFFFF, 5, 7)]
+    assert _split_groups([]) == []
 
 
 def test_the_rest_checkpoint_config_names_the_jobs_state_backend(tmp_path: Any) -> None:
