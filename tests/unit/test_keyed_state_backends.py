@@ -757,6 +757,37 @@ def test_a_full_rocksdb_snapshot_of_many_rows_restores_whole_from_either_row_for
     assert sorted(timers) == [(100 + i, i) for i in range(n)]
 
 
+@pytest.mark.parametrize("version", [2, 3])
+def test_rocksdb_timer_rows_of_a_full_snapshot_restore_into_heap_timers(version: int) -> None:
+    """A full snapshot taken with RocksDB timers restores on a RocksDB backend whose timers are on
+    the heap (``timer-service.factory: HEAP``): the timer rows are decoded, from either row format."""
+    _rocksdb_only()
+    from millstream.runtime.state.rocksdb_backend import RocksTimerQueue
+    from millstream.runtime.state.rocksdb_snapshot import take_full_snapshot
+
+    was = state_backends.selected.get("timers", "ROCKSDB")
+    try:
+        state_backends.selected["timers"] = "ROCKSDB"
+        b = backend()
+        assert isinstance(b.event_timers, RocksTimerQueue)
+        for i in range(300):
+            b.set_current_key(("k", i))
+            b.event_timers.register(7 + i, ("k", i), b.current_key_group)
+        blobs = take_full_snapshot(b.db, {"op": b}, 1).canonical()["op"]
+        if version == 2:
+            blobs = {kg: _as_version_2(blob) for kg, blob in blobs.items()}
+        state_backends.selected["timers"] = "HEAP"
+        r = backend()
+        assert not isinstance(r.event_timers, RocksTimerQueue)
+        r.restore(blobs)
+    finally:
+        state_backends.selected["timers"] = was
+    fired = []
+    while (t := r.event_timers.poll(10**9)) is not None:
+        fired.append(t[:2])
+    assert fired == [(7 + i, ("k", i)) for i in range(300)]
+
+
 def test_splitting_sorted_row_keys_by_key_group() -> None:
     from millstream.runtime.state.rocksdb_snapshot import _split_groups
 
