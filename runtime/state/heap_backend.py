@@ -487,14 +487,14 @@ class KeyedStateBackend:
             if not r.contains(kg):
                 continue
             payload = deserialize(blob)
-            if payload.get("version") not in (_SNAPSHOT_VERSION, _row_format.ROWS_VERSION):
+            if payload.get("version") not in (_SNAPSHOT_VERSION, *_row_format.ROWS_VERSIONS):
                 raise ValueError(f"Key group {kg}: unknown keyed-state snapshot version {payload.get('version')!r}")
             self._restore_payload(kg, payload)
             loaded.append(kg)
         return sorted(loaded)
 
     def _restore_payload(self, kg: int, payload: dict[str, Any]) -> None:
-        """One key group's payload; one of RocksDB rows (version 2) is decoded first."""
+        """One key group's payload; one of RocksDB rows (version 2 or 3) is decoded first."""
         payload = _row_format.as_canonical(payload)
         ttl_names = payload.get("ttl", ())
         for name, (kind, entries) in payload["states"].items():

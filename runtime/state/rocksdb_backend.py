@@ -16,7 +16,10 @@ unchanged on either backend. Here ``groups[kg]`` is a view over RocksDB rows:
   a small per-state write-back cache (``_LOANS`` entries, least recently used written back first)
   and is written when it leaves the cache or at a snapshot. A key's first write goes through at
   once (its row then exists for scans); later writes of a cached key, immutable values too (a
-  count, a sum: the read-modify-write of every aggregation), only replace the cached value;
+  count, a sum: the read-modify-write of every aggregation), only replace the cached value. A
+  cached value is written back only if it may differ from its row: it was written, or handed out
+  and is mutable (``dirty``); a snapshot writes back those changed since the last one, an eviction
+  of an unchanged value writes nothing;
 - map state: one row per map entry, ``kg | len(key) | key | user key``; the value of a key is a live
   :class:`RocksMap` over its rows, so ``get``/``put`` touch one row and iteration walks the rows
   with a RocksDB iterator instead of loading the map.
@@ -54,13 +57,23 @@ from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.heap_backend import MAP, HeapMapState, KeyedStateBackend, TimerQueue
 from millstream.runtime.state.options_factory import load_options_factory
 from millstream.runtime.state.rocksdb_views import PinnedViews
-from millstream.runtime.state.row_format import _KG, _LEN, _TS, _TS_BIAS, ROWS_VERSION, decode_timer_row  # the row layout
+from millstream.runtime.state.row_format import _KG, _LEN, _TS, _TS_BIAS, ROWS_VERSIONS, decode_timer_row  # the row layout
 from millstream.runtime.state.state_table import _MISSING, StateTable, _no_key
 
 __all__ = ["RocksDBOptions", "TaskRocksDB", "RocksDBKeyedStateBackend", "RocksMap", "RocksTimerQueue",
            "RocksTtlCompactionCleanup", "StateBackendDiskFullError", "encode_key"]
 
 _LOANS = 4096  # values per state kept in the write-back cache
+# Values a caller cannot change in place: handing one out does not make its row stale.
+_SETTLED = frozenset({int, float, complex, str, bytes, bool, type(None)})
+
+
+def _settled(value: Any) -> bool:
+    """Whether ``value`` cannot be mutated in place: a scalar, or a flat tuple of scalars."""
+    t = type(value)
+    if t in _SETTLED:
+        return True
+    return t is tuple and all(type(v) in _SETTLED for v in value)
 
 
 class StateBackendDiskFullError(OSError):
@@ -438,7 +451,7 @@ class _Cf:
 class RocksStateTable(StateTable):
     """A state whose ``groups`` are views over RocksDB rows (see the module docstring)."""
 
-    __slots__ = ("cf", "serializer", "loans", "_views")
+    __slots__ = ("cf", "serializer", "loans", "dirty", "_views")
 
     def __init__(self, name: str, kind: str, ttl: bool, cf: _Cf) -> None:
         super().__init__(name, kind, ttl)
@@ -446,6 +459,9 @@ class RocksStateTable(StateTable):
         self.serializer = RecordSerializer()
         # (row key) -> (key group, key, value): mutable values handed out, written back on eviction
         self.loans: OrderedDict[bytes, tuple[int, Any, Any]] = OrderedDict()
+        # Loaned rows whose value may differ from the row in RocksDB (written, or handed out and
+        # mutable, since its last write-back); always a subset of ``loans``.
+        self.dirty: set[bytes] = set()
         self._views: dict[int, Any] = {}
         self.groups = _RocksGroups(self)  # type: ignore[assignment]
 
@@ -468,25 +484,42 @@ class RocksStateTable(StateTable):
                 yield kg, key, value
 
     def loan(self, row: bytes, kg: int, key: Any, value: Any) -> None:
+        """Caches ``value`` (just read from or written to ``row``), dirty unless it cannot change."""
         loans = self.loans
         loans[row] = (kg, key, value)
         loans.move_to_end(row)
+        if not _settled(value):
+            self.dirty.add(row)
         if len(loans) > _LOANS:
             old_row, (_, _, old) = loans.popitem(last=False)
-            self.cf.put(old_row, self.serializer.serialize(old))
+            if old_row in self.dirty:  # an unchanged value's row is current: nothing to write
+                self.dirty.discard(old_row)
+                self.cf.put(old_row, self.serializer.serialize(old))
 
-    def flush(self) -> None:
-        """Writes back every loaned value (they stay loaned: still the live objects)."""
-        ser, put = self.serializer.serialize, self.cf.put
-        for row, (_, _, value) in self.loans.items():
-            put(row, ser(value))
+    def unloan(self, row: bytes) -> None:
+        """Drops ``row``'s cached value without writing it (its row is deleted or rewritten)."""
+        self.loans.pop(row, None)
+        self.dirty.discard(row)
+
+    def flush(self) -> int:
+        """Writes back the loaned values changed since their last write-back (they stay loaned:
+        still the live objects); returns how many."""
+        dirty = self.dirty
+        if not dirty:
+            return 0
+        ser, put, loans = self.serializer.serialize, self.cf.put, self.loans
+        for row in dirty:
+            put(row, ser(loans[row][2]))
+        n = len(dirty)
+        dirty.clear()
+        return n
 
     def flush_group(self, kg: int) -> None:
-        """Writes back the loaned values of one key group (before its rows are read)."""
-        ser, put = self.serializer.serialize, self.cf.put
-        for row, (loan_kg, _, value) in self.loans.items():
-            if loan_kg == kg:
-                put(row, ser(value))
+        """Writes back the changed loaned values of one key group (before its rows are read)."""
+        ser, put, loans = self.serializer.serialize, self.cf.put, self.loans
+        for row in [r for r in self.dirty if loans[r][0] == kg]:
+            put(row, ser(loans[row][2]))
+            self.dirty.discard(row)
 
     def flush_and_release(self) -> None:
         self.flush()
@@ -562,7 +595,10 @@ class _RocksGroup(MutableMapping):
         loaned = t.loans.get(row)
         if loaned is not None:
             t.loans.move_to_end(row)
-            return loaned[2]
+            value = loaned[2]
+            if type(value) not in _SETTLED and not _settled(value):  # the caller may change it in place
+                t.dirty.add(row)
+            return value
         data = t.cf.get(row)
         if data is None:
             return default
@@ -583,6 +619,7 @@ class _RocksGroup(MutableMapping):
         if row in loans:  # its row exists: the new value is written back with the loan
             loans[row] = (self._kg, key, value)
             loans.move_to_end(row)
+            t.dirty.add(row)
         else:
             # Written now (the row exists for scans) and loaned (later changes, in place or by
             # another write, reach RocksDB when the loan is written back).
@@ -597,7 +634,7 @@ class _RocksGroup(MutableMapping):
             if default is _MISSING:
                 raise KeyError(key)
             return default
-        t.loans.pop(row, None)
+        t.unloan(row)
         t.cf.delete(row)
         return v
 
@@ -613,7 +650,7 @@ class _RocksGroup(MutableMapping):
     def clear(self) -> None:
         t = self._t
         for row in [r for r in t.loans if r.startswith(self._prefix)]:
-            del t.loans[row]
+            t.unloan(row)
         t.cf.delete_prefix(self._prefix)
 
     def materialized_items(self) -> Iterator[tuple[Any, Any]]:
@@ -820,12 +857,13 @@ class RocksTtlCompactionCleanup:
             live = (stored if now < stored[1] + ttl else None) if kind == MAP else \
                 _ttl.unexpired_or_none(kind, stored, ttl, now)
             if live is None:
-                loans.pop(row, None)
+                t.unloan(row)
                 cf.delete(row)
                 deleted += 1
             elif live is not stored:
                 if loaned is not None:
                     loans[row] = (loaned[0], loaned[1], live)
+                    t.dirty.discard(row)  # written just below
                 cf.put(row, ser.serialize(live))
             it.next()
         self.deleted += deleted
@@ -998,13 +1036,18 @@ class RocksTimerQueue(TimerQueue):
         self._after_head_removed(kg, cache)
         return ts, pickle.loads(row[10:]), kg
 
-    def restore_rows(self, key_group: int, suffixes: list[bytes]) -> None:
-        """Timer rows of a version-2 snapshot (their keys after the key group), written as they are."""
-        prefix = _KG.pack(key_group)
+    def restore_rows(self, key_group: int, rows: list[bytes], whole: bool = False) -> None:
+        """Timer rows of a version-2 snapshot (their keys after the key group) or, ``whole``, of a
+        version-3 one (whole row keys), written as they are."""
         put = self._cf.put
-        for suffix in suffixes:
-            put(prefix + suffix, b"")
-        if suffixes:
+        if whole:
+            for row in rows:
+                put(row, b"")
+        else:
+            prefix = _KG.pack(key_group)
+            for suffix in rows:
+                put(prefix + suffix, b"")
+        if rows:
             self._refresh(key_group)
 
     def __len__(self) -> int:
@@ -1074,23 +1117,29 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return {} if t is None else {k: v for _, k, v in t.items()}
 
     def _restore_payload(self, kg: int, payload: dict[str, Any]) -> None:
-        """A version-2 payload's rows go in byte for byte (the same layout); the rest as decoded state."""
-        if payload.get("version") == ROWS_VERSION:
+        """A version-2 or -3 payload's rows go in byte for byte (the same layout); the rest as decoded state."""
+        version = payload.get("version")
+        if version in ROWS_VERSIONS:
             prefix = _KG.pack(kg)
-            for name, (kind, ttl, rows) in payload.get("rows", {}).items():
-                table = self.table(name, kind, ttl)
+            for name, spec in payload.get("rows", {}).items():
+                table = self.table(name, spec[0], spec[1])
                 table.flush_and_release()  # type: ignore[attr-defined]  # no loaned value may overwrite a restored row
                 put = table.cf.put  # type: ignore[attr-defined]
-                for suffix, value in rows:
-                    put(prefix + suffix, value)
+                if version == 2:  # [(row key after the key group, value)]
+                    for suffix, value in spec[2]:
+                        put(prefix + suffix, value)
+                else:  # [row key], [value]
+                    for row, value in zip(spec[2], spec[3]):
+                        put(row, value)
             timer_rows = payload.get("timer_rows", {})
+            skip = 0 if version == 2 else 2
             for field in ("processing_timers", "event_timers"):
                 queue = getattr(self, field)
-                suffixes = timer_rows.get(field, ())
+                rows = timer_rows.get(field, ())
                 if isinstance(queue, RocksTimerQueue):
-                    queue.restore_rows(kg, list(suffixes))
+                    queue.restore_rows(kg, list(rows), whole=version != 2)
                 else:  # HEAP timers with RocksDB state
-                    queue.restore_group(kg, [decode_timer_row(r) for r in suffixes])
+                    queue.restore_group(kg, [decode_timer_row(r[skip:]) for r in rows])
             payload = {"version": 1, "states": payload.get("states", {}), "ttl": payload.get("ttl", ()),
                        "processing_timers": payload.get("processing_timers", []),
                        "event_timers": payload.get("event_timers", [])}

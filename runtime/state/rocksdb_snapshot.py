@@ -24,6 +24,7 @@ into a RocksDB backend, or decoded into canonical key groups for the heap.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 from typing import Any, Callable, Iterator, Optional
@@ -35,7 +36,7 @@ from millstream.runtime.state import ttl as _ttl
 from millstream.runtime.state.rocksdb_backend import (_KG, RocksDBKeyedStateBackend, RocksTimerQueue,
                                                       TaskRocksDB, _guard, _next_prefix)
 from millstream.runtime.state.rocksdb_views import ViewsReleased
-from millstream.runtime.state.row_format import ROWS_VERSION, decode_state_row, decode_timer_row
+from millstream.runtime.state.row_format import ROWS_VERSION, decode_state_row, decode_timer_row, dumps_flat
 
 __all__ = ["NATIVE_FORMAT", "SHARED_LIST_SUFFIX", "FullSnapshot", "NativeSnapshot", "restore_native",
            "shared_file_path", "take_full_snapshot", "take_native_snapshot"]
@@ -253,36 +254,55 @@ def restore_native(handle: dict[str, Any], state_path: str, key_group_range: Key
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _key_groups(it: Any, lo: bytes, hi: bytes, cancelled: Callable[[], bool],
-                keys_only: bool = False) -> Optional[list[tuple[int, list[Any]]]]:
-    """[(kg, rows)] of the rows in [lo, hi) of a RocksDB iterator, in order: a row is (row key after
-    the key group, value), or with ``keys_only`` the row key alone. None once ``cancelled()``
-    (asked at each key group)."""
-    out: list[tuple[int, list[Any]]] = []
-    valid, key, value, step = it.valid, it.key, it.value, it.next
-    prefix = b"\xff\xff\xff"  # no row starts with it
-    append: Any = None
+_CHUNK = range(4096)  # rows read between two looks at ``cancelled``
+
+
+def _read_range(it: Any, lo: bytes, hi: bytes, cancelled: Callable[[], bool],
+                keys_only: bool = False) -> Optional[tuple[list[bytes], list[bytes]]]:
+    """([row key], [value]) of the rows in [lo, hi) of a RocksDB iterator, in order (no values
+    with ``keys_only``). Flat lists of bytes: no tuple per row, so reading makes no work for the
+    garbage collector; an iterator past its end has no key (rocksdict returns None), which spares a
+    ``valid()`` call per row. None once ``cancelled()`` (asked every 4,096 rows)."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    add_key, add_value = keys.append, values.append
+    key, value, step = it.key, it.value, it.next
     it.seek(lo)
-    while valid():
-        row = key()
-        if row >= hi:
-            break
-        if not row.startswith(prefix):
-            if cancelled():
-                return None
-            prefix = row[:2]
-            rows: list[Any] = []
-            append = rows.append
-            out.append((_KG.unpack(prefix)[0], rows))
-        append(row[2:] if keys_only else (row[2:], value()))
-        step()
+    while not cancelled():
+        if keys_only:
+            for _ in _CHUNK:
+                row = key()
+                if row is None or row >= hi:
+                    return keys, values
+                add_key(row)
+                step()
+        else:
+            for _ in _CHUNK:
+                row = key()
+                if row is None or row >= hi:
+                    return keys, values
+                add_key(row)
+                add_value(value())
+                step()
+    return None
+
+
+def _split_groups(keys: list[bytes]) -> list[tuple[int, int, int]]:
+    """[(kg, start, end)]: the slices of sorted row keys that share a key group (a bisection each)."""
+    out = []
+    i, n = 0, len(keys)
+    while i < n:
+        kg = _KG.unpack_from(keys[i])[0]
+        j = n if kg >= 0xFFFF else bisect.bisect_left(keys, _KG.pack(kg + 1), i)
+        out.append((kg, i, j))
+        i = j
     return out
 
 
 def _canonical_groups(open_cf: Callable[[str], Any], handle: dict[str, Any], r: KeyGroupRange,
                       ttl_full: dict[str, int] | None = None, now_ms: int = 0,
                       cancelled: Callable[[], bool] = lambda: False) -> Optional[dict[str, dict[int, bytes]]]:
-    """The key groups of ``r`` as version-2 payloads (:mod:`~millstream.runtime.state.row_format`):
+    """The key groups of ``r`` as version-3 payloads (:mod:`~millstream.runtime.state.row_format`):
     each row's bytes as they are, split by key group, nothing decoded; except the states whose
     expired entries a full snapshot leaves out (``cleanup_full_snapshot``), decoded to be judged.
     ``open_cf(cf name)``: an iterator over the column family, None if it has none (a state created
@@ -301,18 +321,19 @@ def _canonical_groups(open_cf: Callable[[str], Any], handle: dict[str, Any], r: 
 
     for cf_name, (op_id, name, kind, ttl) in handle["states"].items():
         it = open_cf(cf_name)
-        groups = [] if it is None else _key_groups(it, lo, hi, cancelled)
-        if groups is None:
+        read = ([], []) if it is None else _read_range(it, lo, hi, cancelled)
+        if read is None:
             return None
+        keys, values = read
         ttl_ms = ttl_full.get(cf_name)
-        for kg, rows in groups:
+        for kg, i, j in _split_groups(keys):
             p = payload(op_id, kg)
             if ttl_ms is None:
-                p["rows"][name] = (kind, ttl, rows)
+                p["rows"][name] = (kind, ttl, keys[i:j], values[i:j])
                 continue
             entries: dict[Any, Any] = {}
-            for suffix, value in rows:
-                decode_state_row(kind, suffix, value, entries)
+            for row, value in zip(keys[i:j], values[i:j]):
+                decode_state_row(kind, row[2:], value, entries)
             live = {}
             for key, stored in entries.items():
                 kept = _ttl.unexpired_or_none(kind, stored, ttl_ms, now_ms)
@@ -325,19 +346,27 @@ def _canonical_groups(open_cf: Callable[[str], Any], handle: dict[str, Any], r: 
                     p["ttl"].append(name)
     for cf_name, (op_id, field) in handle["timer_cfs"].items():
         it = open_cf(cf_name)
-        groups = [] if it is None else _key_groups(it, lo, hi, cancelled, keys_only=True)
-        if groups is None:
+        read = ([], []) if it is None else _read_range(it, lo, hi, cancelled, keys_only=True)
+        if read is None:
             return None
-        for kg, suffixes in groups:
-            payload(op_id, kg)["timer_rows"][field] = suffixes
+        keys = read[0]
+        for kg, i, j in _split_groups(keys):
+            payload(op_id, kg)["timer_rows"][field] = keys[i:j]
     for op_id, heap_groups in handle.get("heap_timers", {}).items():
         for kg, timers in heap_groups.items():
             if r.contains(kg):
                 p = payload(op_id, kg)
                 p["processing_timers"].extend(timers["processing_timers"])
                 p["event_timers"].extend(timers["event_timers"])
-    ser = RecordSerializer()
-    return {op_id: {kg: ser.serialize(p) for kg, p in groups.items()} for op_id, groups in payloads.items()}
+    return {op_id: {kg: _dumps_payload(p) for kg, p in groups.items()} for op_id, groups in payloads.items()}
+
+
+def _dumps_payload(p: dict[str, Any]) -> bytes:
+    """A key group's payload: flat (no memo) when it is rows only; decoded state (TTL states a full
+    snapshot filters) or HEAP timers hold the user's keys, which take the records' serializer."""
+    if p["states"] or p["processing_timers"] or p["event_timers"]:
+        return RecordSerializer().serialize(p)
+    return dumps_flat(p)
 
 
 def _range_rows(db: Any, cf_name: str, r: KeyGroupRange) -> Iterator[tuple[bytes, bytes]]:

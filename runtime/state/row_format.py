@@ -15,16 +15,22 @@ and adds ``rows`` ({state name: (kind, ttl, [(row key after the key group, value
 backend restores those rows byte for byte; the heap backend decodes them (:func:`as_canonical`),
 so either backend still restores the other's snapshots, also after a rescale (the unit is still
 the key group).
+
+Version 3 (written since; version 2 is still read) keeps a state's rows as two parallel lists,
+``rows`` = {state name: (kind, ttl, [row key], [value bytes])}, and ``timer_rows`` = {field: [row
+key]}, each row key whole (with its key group): the writer thread builds no tuple and slices no key
+per row, and the pickle is bytes after bytes (no memo); a RocksDB restore puts the rows as they are.
 """
 from __future__ import annotations
 
+import io
 import pickle
 import struct
 from typing import Any
 
-from millstream.runtime.serialization import deserialize
+from millstream.runtime.serialization import PROTOCOL, deserialize
 
-__all__ = ["ROWS_VERSION", "as_canonical", "decode_state_row", "decode_timer_row"]
+__all__ = ["ROWS_VERSION", "ROWS_VERSIONS", "as_canonical", "decode_state_row", "decode_timer_row", "dumps_flat"]
 
 _KG = struct.Struct(">H")
 _LEN = struct.Struct(">I")
@@ -32,7 +38,18 @@ _TS = struct.Struct(">Q")
 _TS_BIAS = 1 << 63  # timestamps are signed: biased so that byte order is numeric order
 _MAP = "map"  # heap_backend.MAP (not imported: heap_backend imports this module)
 
-ROWS_VERSION = 2
+ROWS_VERSION = 3  # what a snapshot writes
+ROWS_VERSIONS = (2, 3)  # what a restore reads
+
+
+def dumps_flat(payload: Any) -> bytes:
+    """``payload`` (plain containers of bytes, strings and numbers, no cycles) pickled without a memo:
+    the memo's table entry per bytes object is most of the cost of pickling a key group's rows."""
+    buf = io.BytesIO()
+    p = pickle.Pickler(buf, PROTOCOL)
+    p.fast = True  # no memo: each object written as it comes (fine without shared or cyclic references)
+    p.dump(payload)
+    return buf.getvalue()
 
 
 def decode_state_row(kind: str, suffix: bytes, value: bytes, entries: dict[Any, Any]) -> None:
@@ -52,19 +69,23 @@ def decode_timer_row(suffix: bytes) -> tuple[int, Any]:
 
 def as_canonical(payload: dict[str, Any]) -> dict[str, Any]:
     """A key group's payload in the version-1 form (rows decoded); a version-1 payload as it is."""
-    if payload.get("version") != ROWS_VERSION:
+    version = payload.get("version")
+    if version not in ROWS_VERSIONS:
         return payload
     states = dict(payload.get("states", {}))
     ttl = list(payload.get("ttl", ()))
-    for name, (kind, is_ttl, rows) in payload.get("rows", {}).items():
+    for name, spec in payload.get("rows", {}).items():
+        kind, is_ttl = spec[0], spec[1]
         entries = states.setdefault(name, (kind, {}))[1]
-        for suffix, value in rows:
+        for suffix, value in (spec[2] if version == 2 else zip([k[2:] for k in spec[2]], spec[3])):
             decode_state_row(kind, suffix, value, entries)
         if is_ttl and name not in ttl:
             ttl.append(name)
     out = {"version": 1, "states": states}
+    skip = 0 if version == 2 else 2  # version 3: whole row keys
     for field in ("processing_timers", "event_timers"):
-        out[field] = list(payload.get(field, ())) + [decode_timer_row(r) for r in payload.get("timer_rows", {}).get(field, ())]
+        out[field] = list(payload.get(field, ())) + [decode_timer_row(r[skip:])
+                                                     for r in payload.get("timer_rows", {}).get(field, ())]
     if ttl:
         out["ttl"] = ttl
     return out

@@ -419,6 +419,115 @@ def test_rocksdb_updates_of_a_cached_immutable_value_are_written_back_once_yet_e
     assert handles(restored)["value"].value() == 1000
 
 
+def _count_writes(table: Any) -> list[bytes]:
+    """The rows ``table`` writes from now on (its column family wrapped)."""
+    writes: list[bytes] = []
+    cf = table.cf
+
+    class CountingWrites:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(cf, name)
+
+        def put(self, k: bytes, v: bytes) -> None:
+            writes.append(k)
+            cf.put(k, v)
+
+    table.cf = CountingWrites()
+    return writes
+
+
+def _restored(snapshot: Any) -> Any:
+    b = backend()
+    b.restore(snapshot)
+    return b
+
+
+def test_rocksdb_snapshot_writes_back_only_the_cached_values_changed_since_the_last_one() -> None:
+    """A full snapshot writes back the cached values written since the previous snapshot, not every
+    cached one: 10 of 100 counts updated between two snapshots make 10 row writes, none updated
+    makes none; each snapshot still holds every key's latest value."""
+    _rocksdb_only()
+    b = backend()
+    s = handles(b)["value"]
+    for i in range(100):
+        b.set_current_key(i)
+        s.update(0)
+        s.update(s.value() + i)  # a read-modify-write of a cached value: written back at the snapshot
+    writes = _count_writes(b.table("value", "value"))
+    first = b.snapshot()
+    assert len(set(writes)) == 100
+    writes.clear()
+    for i in range(10):
+        b.set_current_key(i)
+        s.update(s.value() + 1000)
+    second = b.snapshot()
+    assert len(writes) == 10 and len(set(writes)) == 10
+    writes.clear()
+    third = b.snapshot()
+    assert writes == []
+    for snapshot, bumped in ((first, 0), (second, 1000), (third, 1000)):
+        r = _restored(snapshot)
+        rs = handles(r)["value"]
+        for i in range(100):
+            r.set_current_key(i)
+            assert rs.value() == i + (bumped if i < 10 else 0)
+
+
+def test_rocksdb_a_cached_value_changed_in_place_after_a_snapshot_is_in_the_next() -> None:
+    """Lists and accumulators are changed in place (``list.append``, an AggregateFunction's
+    ``add``) with no write: a value handed out after a snapshot counts as changed for the next one."""
+    _rocksdb_only()
+    b = backend()
+    h = handles(b)
+    for key in ("a", "b"):
+        b.set_current_key(key)
+        h["list"].add(1)
+        h["aggregating"].add(10)
+    b.snapshot()
+    writes = _count_writes(b.table("list", "list"))
+    b.set_current_key("a")
+    h["list"].add(2)  # appended to the cached list in place
+    h["aggregating"].add(20)  # Mean.add changes the cached accumulator in place
+    second = b.snapshot()
+    assert len(writes) == 1  # key "a" of the list state; "b" was not touched
+    r = _restored(second)
+    rh = handles(r)
+    r.set_current_key("a")
+    assert list(rh["list"].get()) == [1, 2] and rh["aggregating"].get() == 15
+    r.set_current_key("b")
+    assert list(rh["list"].get()) == [1] and rh["aggregating"].get() == 10
+
+
+def test_rocksdb_evicting_an_unchanged_cached_value_writes_nothing_and_a_changed_one_its_value() -> None:
+    """The write-back cache holds ``_LOANS`` values per state; one that leaves it is written only if
+    it changed since its row was last written."""
+    _rocksdb_only()
+    from millstream.runtime.state.rocksdb_backend import _LOANS, encode_key
+
+    b = backend()
+    h = handles(b)
+    n = _LOANS + 500
+    for i in range(n):  # first writes go through at once; the cached ints are unchanged after them
+        b.set_current_key(i)
+        h["value"].update(i)
+    writes = _count_writes(b.table("value", "value"))
+    for i in range(n):  # reads of cached ints evict others: nothing to write
+        b.set_current_key(i)
+        assert h["value"].value() == i
+    assert writes == []
+    b.set_current_key("x")
+    h["list"].add(1)
+    h["list"].add(2)  # in place, cached
+    list_writes = _count_writes(b.table("list", "list"))
+    for i in range(_LOANS):  # new keys push "x" out of the cache
+        b.set_current_key(i)
+        h["list"].add(i)
+    x_row = b.key_group_of("x").to_bytes(2, "big") + encode_key("x")
+    assert len(list_writes) == _LOANS + 1 and list_writes.count(x_row) == 1  # each first write, and "x" on eviction
+    b.set_current_key("x")
+    assert list(h["list"].get()) == [1, 2]
+
+
 def test_rocksdb_map_iteration_does_not_load_the_map() -> None:
     _rocksdb_only()
     b = backend()
@@ -572,7 +681,7 @@ def test_a_full_rocksdb_checkpoint_restores_on_either_backend_at_another_paralle
         b.processing_timers.register(5000 + i, key, b.current_key_group)
     native = take_full_snapshot(b.db, {"op": b}, 1)
     blobs = native.canonical()["op"]
-    assert {deserialize(blob)["version"] for blob in blobs.values()} == {ROWS_VERSION}
+    assert {deserialize(blob)["version"] for blob in blobs.values()} == {ROWS_VERSION} == {3}
     seen: dict[Any, tuple] = {}
     timers: list[tuple[str, int, Any]] = []
     for index in range(2):
@@ -594,6 +703,98 @@ def test_a_full_rocksdb_checkpoint_restores_on_either_backend_at_another_paralle
     assert seen == {key: (f"v{i}", [i, -i], {f"m{i % 3}": [i]}, i, i) for i, key in enumerate(keys)}
     assert sorted(timers, key=repr) == sorted([("event_timers", 1000 + i, k) for i, k in enumerate(keys)]
                                               + [("processing_timers", 5000 + i, k) for i, k in enumerate(keys)], key=repr)
+
+
+def _as_version_2(blob: bytes) -> bytes:
+    """A version-3 key group as a version-2 snapshot wrote it: rows as [(row key after the key group,
+    value)], timer rows as their keys after the key group (row_format's docstring)."""
+    import pickle
+
+    from millstream.runtime.serialization import deserialize
+
+    p = deserialize(blob)
+    assert p["version"] == 3
+    p["version"] = 2
+    p["rows"] = {name: (kind, ttl, [(k[2:], v) for k, v in zip(keys, values)])
+                 for name, (kind, ttl, keys, values) in p["rows"].items()}
+    p["timer_rows"] = {field: [k[2:] for k in keys] for field, keys in p["timer_rows"].items()}
+    return pickle.dumps(p)
+
+
+@pytest.mark.parametrize("target", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_full_rocksdb_snapshot_of_many_rows_restores_whole_from_either_row_format(target: str, version: int) -> None:
+    """10,000 keys of a value state, a list state and event timers in one key-group range: the
+    writer thread reads them in chunks, splits them by key group and writes each group's row keys
+    and values as two lists (version 3); a version-2 snapshot (one (key, value) pair per row,
+    written before) still restores. Either backend, rescaled to two subtasks, gets every key."""
+    _rocksdb_only()
+    from millstream.runtime.state.rocksdb_snapshot import take_full_snapshot
+
+    b = backend()
+    h = handles(b)
+    n = 10_000
+    for i in range(n):
+        b.set_current_key(i)
+        h["value"].update(i * 3)
+        h["list"].add(i)
+        b.event_timers.register(100 + i, i, b.current_key_group)
+    blobs = take_full_snapshot(b.db, {"op": b}, 1).canonical()["op"]
+    if version == 2:
+        blobs = {kg: _as_version_2(blob) for kg, blob in blobs.items()}
+    values, lists, timers = {}, {}, []
+    for index in range(2):
+        r = backend(2, index, kind=target)
+        r.restore(blobs)
+        rh = handles(r)
+        for i in range(n):
+            if r.key_group_range.contains(r.key_group_of(i)):
+                r.set_current_key(i)
+                values[i], lists[i] = rh["value"].value(), list(rh["list"].get())
+        while (t := r.event_timers.poll(10**9)) is not None:
+            timers.append(t[:2])
+    assert values == {i: i * 3 for i in range(n)} and lists == {i: [i] for i in range(n)}
+    assert sorted(timers) == [(100 + i, i) for i in range(n)]
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_rocksdb_timer_rows_of_a_full_snapshot_restore_into_heap_timers(version: int) -> None:
+    """A full snapshot taken with RocksDB timers restores on a RocksDB backend whose timers are on
+    the heap (``timer-service.factory: HEAP``): the timer rows are decoded, from either row format."""
+    _rocksdb_only()
+    from millstream.runtime.state.rocksdb_backend import RocksTimerQueue
+    from millstream.runtime.state.rocksdb_snapshot import take_full_snapshot
+
+    was = state_backends.selected.get("timers", "ROCKSDB")
+    try:
+        state_backends.selected["timers"] = "ROCKSDB"
+        b = backend()
+        assert isinstance(b.event_timers, RocksTimerQueue)
+        for i in range(300):
+            b.set_current_key(("k", i))
+            b.event_timers.register(7 + i, ("k", i), b.current_key_group)
+        blobs = take_full_snapshot(b.db, {"op": b}, 1).canonical()["op"]
+        if version == 2:
+            blobs = {kg: _as_version_2(blob) for kg, blob in blobs.items()}
+        state_backends.selected["timers"] = "HEAP"
+        r = backend()
+        assert not isinstance(r.event_timers, RocksTimerQueue)
+        r.restore(blobs)
+    finally:
+        state_backends.selected["timers"] = was
+    fired = []
+    while (t := r.event_timers.poll(10**9)) is not None:
+        fired.append(t[:2])
+    assert fired == [(7 + i, ("k", i)) for i in range(300)]
+
+
+def test_splitting_sorted_row_keys_by_key_group() -> None:
+    from millstream.runtime.state.rocksdb_snapshot import _split_groups
+
+    keys = [bytes([0, 1, 5]), bytes([0, 1, 9]), bytes([0, 7, 1]), bytes([1, 0, 0]), bytes([1, 0, 2]),
+            bytes([0xFF, 0xFF, 1]), bytes([0xFF, 0xFF, 2])]
+    assert _split_groups(keys) == [(1, 0, 2), (7, 2, 3), (256, 3, 5), (0xFFFF, 5, 7)]
+    assert _split_groups([]) == []
 
 
 def test_the_rest_checkpoint_config_names_the_jobs_state_backend(tmp_path: Any) -> None:
