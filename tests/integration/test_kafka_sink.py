@@ -15,6 +15,7 @@ One MiniCluster and one broker for the module; each test writes to its own topic
 """
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -247,17 +248,9 @@ def test_exactly_once_across_savepoints_resumed_at_parallelism_2_then_1_then_2(c
         summary = poll_for(lambda: ended(client, last), 180, interval=0.2, what="the last run to end")
     finished(summary)
     got = read_topic(kafka_broker, topic, lambda got: len(got) >= count)
-    if len(got) < count:
-        import sys
-        t0 = time.monotonic()
-        unc = read_topic(kafka_broker, topic, lambda got: len(got) >= count, committed_only=False)
-        print(f"DIAG committed {len(got)} uncommitted {len(unc)} (read in {time.monotonic()-t0:.1f}s)", file=sys.stderr)
-        from collections import Counter as C
-        print("DIAG committed per partition", C(m.partition() for m in got), "uncommitted", C(m.partition() for m in unc), file=sys.stderr)
-        for wait in (30, 60, 90):
-            time.sleep(30)
-            again = read_topic(kafka_broker, topic, lambda got: len(got) >= count)
-            print(f"DIAG after {wait}s committed {len(again)}", file=sys.stderr)
+    if len(got) < count:  # seen once under load (2,856 missing, each split's tail): say whether they were written
+        written = read_topic(kafka_broker, topic, lambda got: len(got) >= count, committed_only=False)
+        print(f"{len(got)} records committed, {len(written)} written (read uncommitted)", file=sys.stderr)
     assert_each_once(got, [f"r{i}" for i in range(count)])
 
 
