@@ -41,7 +41,7 @@ from millstream.datastream.window import (
 )
 from millstream.runtime.operators.window_logic import MergingWindowSet
 from millstream.runtime.state.heap_backend import HeapMapState, TimerQueue
-from millstream.runtime.timestamps import LONG_MAX
+from millstream.runtime.timestamps import LONG_MAX, LONG_MIN
 
 if TYPE_CHECKING:
     from millstream.runtime.operators.window import WindowOperator
@@ -164,22 +164,18 @@ class FastWindowPath:
         lateness = self.lateness if self.event_time else 0
         window = cast(TimeWindow, None)  # set by the first record: last_start is None until then
         last_start = None
-        max_ts = 0
-        cleanup: int | None = None
+        # below this start a window is one the watermark reached (none for processing time)
+        late_to = lim if lim is not None else 4 * LONG_MIN
         for key, kg, record, t in zip(keys, key_groups, records, times):
             b.current_key, b.current_key_group = key, kg
             start = t - (t - offset) % size
-            if lim is not None and start <= lim:
+            if start <= late_to:
                 generic(key, kg, record, t)  # a window the watermark reached: lateness rules
                 continue
             if start != last_start:  # consecutive records mostly share a window
                 cached = windows.get(start)
                 window = self._window(start) if cached is None else cached
                 last_start = start
-                max_ts = window.end - 1
-                cleanup = max_ts + lateness  # a second timer only when it differs and is not the end of time
-                if cleanup == max_ts or cleanup >= LONG_MAX:
-                    cleanup = None
             try:
                 group = groups[kg]
             except KeyError:
@@ -187,11 +183,12 @@ class FastWindowPath:
             slot = (key, window)
             current = group.get(slot, _MISSING)
             if current is _MISSING:
-                if inline_new:
+                if inline_new:  # as _register: the cleanup timer too when it differs, unless at the end of time
                     group[slot] = record
+                    max_ts = window.end - 1
                     register(max_ts, slot, kg)
-                    if cleanup is not None:
-                        register(cleanup, slot, kg)
+                    if lateness and max_ts + lateness < LONG_MAX:
+                        register(max_ts + lateness, slot, kg)
                 else:
                     self._new_pane(group, slot, record, kg)
                 continue
