@@ -55,37 +55,57 @@ class TimerQueue:
     Timers are bucketed by timestamp (``{timestamp: {key: key_group}}``, an insertion-ordered dict
     per timestamp) under a heap of the distinct timestamps: windows of one size end together, so a
     job's timers share few timestamps, and registering, polling and deleting one costs a dict
-    operation instead of a heap push and pop among all timers with a live-set check. A deleted timer
-    stays in its bucket as a tombstone (None) until a poll passes it, and registering it again
-    revives it in place: the order a heap of (timestamp, sequence) entries with lazily skipped
-    stale entries gave. Snapshots read the timers per key group through an index built on demand
-    (a snapshot asks for every group in turn) and dropped by the next change.
+    operation instead of a heap push and pop among all timers with a live-set check. A timestamp
+    with one timer holds it as a ``[key, key_group]`` pair instead (timers at distinct timestamps
+    then take no more memory than before). A deleted timer stays in its bucket as a tombstone
+    (key group None) until a poll passes it, and registering it again revives it in place: the
+    order a heap of (timestamp, sequence) entries with lazily skipped stale entries gave. Snapshots
+    read the timers per key group through an index built on demand (a snapshot asks for every group
+    in turn) and dropped by the next change.
     """
 
     def __init__(self) -> None:
-        self._times: list[int] = []  # heap of the timestamps with a bucket (possibly stale)
-        self._buckets: dict[int, OrderedDict[Any, int | None]] = {}
+        self._times: list[int] = []  # heap of the timestamps with a bucket
+        self._buckets: dict[int, list[Any] | OrderedDict[Any, int | None]] = {}
         self._index: dict[int, list[tuple[int, Any]]] | None = None  # key group -> its timers, by time
 
     def register(self, timestamp: int, key: Any, key_group: int) -> None:
         bucket = self._buckets.get(timestamp)
         if bucket is None:
-            bucket = self._buckets[timestamp] = OrderedDict()
+            self._buckets[timestamp] = [key, key_group]
             heapq.heappush(self._times, timestamp)
+        elif isinstance(bucket, list):
+            if bucket[0] is key or bucket[0] == key:
+                if bucket[1] is not None:
+                    return  # live already
+                bucket[1] = key_group  # revived
+            else:
+                self._buckets[timestamp] = OrderedDict(((bucket[0], bucket[1]), (key, key_group)))
         elif bucket.get(key) is not None:
             return  # live already: deduplicated, keeps its place
-        bucket[key] = key_group  # new (at the end) or a tombstone revived in place
+        else:
+            bucket[key] = key_group  # new (at the end) or a tombstone revived in place
         self._index = None
 
     def delete(self, timestamp: int, key: Any, key_group: int) -> None:
         bucket = self._buckets.get(timestamp)
-        if bucket is not None and bucket.get(key) is not None:
+        if bucket is None:
+            return
+        if isinstance(bucket, list):
+            if bucket[1] is not None and (bucket[0] is key or bucket[0] == key):
+                bucket[1] = None
+                self._index = None
+        elif bucket.get(key) is not None:
             bucket[key] = None
             self._index = None
 
+    @staticmethod
+    def _items(bucket: list[Any] | OrderedDict[Any, int | None]) -> Iterable[tuple[Any, int | None]]:
+        return ((bucket[0], bucket[1]),) if isinstance(bucket, list) else bucket.items()
+
     def _is_live(self, timestamp: int, key: Any, key_group: int) -> bool:
         bucket = self._buckets.get(timestamp)
-        return bucket is not None and bucket.get(key) == key_group
+        return bucket is not None and any(k == key and kg == key_group for k, kg in self._items(bucket))
 
     def peek(self) -> int | None:
         """The earliest live timestamp, or None."""
@@ -94,7 +114,7 @@ class TimerQueue:
             ts = times[0]
             bucket = buckets.get(ts)
             if bucket is not None:
-                for kg in bucket.values():
+                for _, kg in self._items(bucket):
                     if kg is not None:
                         return ts
                 del buckets[ts]  # tombstones only
@@ -110,6 +130,13 @@ class TimerQueue:
         while times and times[0] <= up_to:
             ts = times[0]
             bucket = buckets.get(ts)
+            if isinstance(bucket, list):
+                del buckets[ts]
+                heapq.heappop(times)
+                if bucket[1] is not None:
+                    self._index = None
+                    return ts, bucket[0], bucket[1]
+                continue
             while bucket:
                 key, kg = bucket.popitem(last=False)
                 if kg is not None:
@@ -124,14 +151,14 @@ class TimerQueue:
         return None
 
     def __len__(self) -> int:
-        return sum(kg is not None for bucket in self._buckets.values() for kg in bucket.values())
+        return sum(kg is not None for bucket in self._buckets.values() for _, kg in self._items(bucket))
 
     def _by_group(self) -> dict[int, list[tuple[int, Any]]]:
         index = self._index
         if index is None:
             index = {}
             for ts in sorted(self._buckets):
-                for key, kg in self._buckets[ts].items():
+                for key, kg in self._items(self._buckets[ts]):
                     if kg is not None:
                         group = index.get(kg)
                         if group is None:

@@ -215,6 +215,20 @@ def test_heap_timers_of_one_timestamp_fire_in_registration_order_and_snapshot_so
             fired.append(t[:2])
         assert fired == expected
     assert q.peek() == 12 and restored.peek() is None and len(q) == 1
+    # a timestamp's only timer, deleted: nothing is due; registered again, then a second one joins
+    # it: the first keeps its place, as does a deleted one revived after another joined
+    q.register(5, "a", 1)
+    q.delete(5, "a", 1)
+    assert q.peek() == 12 and len(q) == 1
+    q.register(5, "a", 1)
+    q.register(5, "b", 1)
+    q.register(5, "a", 1)
+    q.register(6, "x", 1)
+    q.delete(6, "x", 1)
+    q.register(6, "y", 1)
+    q.register(6, "x", 1)
+    assert q.snapshot_group(1) == [(5, "a"), (5, "b"), (6, "x"), (6, "y")]
+    assert [q.poll(6)[:2] for _ in range(4)] == [(5, "a"), (5, "b"), (6, "x"), (6, "y")] and q.poll(6) is None
 
 
 @pytest.mark.parametrize("target", ["hashmap", "rocksdb"])
