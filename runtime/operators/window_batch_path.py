@@ -41,7 +41,7 @@ from millstream.datastream.window import (
 )
 from millstream.runtime.operators.window_logic import MergingWindowSet
 from millstream.runtime.state.heap_backend import HeapMapState, TimerQueue
-from millstream.runtime.timestamps import LONG_MAX
+from millstream.runtime.timestamps import LONG_MAX, LONG_MIN
 
 if TYPE_CHECKING:
     from millstream.runtime.operators.window import WindowOperator
@@ -157,12 +157,19 @@ class FastWindowPath:
         groups = op._panes.groups
         fold = self._fold()
         register_always = self.register_always
+        # A reduce pane's first element is the pane, and its timers go straight into the queue
+        # (what _new_pane and _register do, inlined: it runs once per key and window).
+        inline_new = self.kind == "reduce"
+        register = b.event_timers.register if self.event_time else b.processing_timers.register
+        lateness = self.lateness if self.event_time else 0
         window = cast(TimeWindow, None)  # set by the first record: last_start is None until then
         last_start = None
+        # a window starting at or below this is one the watermark reached (none in processing time)
+        late_to = lim if lim is not None else 4 * LONG_MIN
         for key, kg, record, t in zip(keys, key_groups, records, times):
             b.current_key, b.current_key_group = key, kg
             start = t - (t - offset) % size
-            if lim is not None and start <= lim:
+            if start <= late_to:
                 generic(key, kg, record, t)  # a window the watermark reached: lateness rules
                 continue
             if start != last_start:  # consecutive records mostly share a window
@@ -176,7 +183,14 @@ class FastWindowPath:
             slot = (key, window)
             current = group.get(slot, _MISSING)
             if current is _MISSING:
-                self._new_pane(group, slot, record, kg)
+                if inline_new:  # as _register: the cleanup timer too when it differs, unless at the end of time
+                    group[slot] = record
+                    max_ts = window.end - 1
+                    register(max_ts, slot, kg)
+                    if lateness and max_ts + lateness < LONG_MAX:
+                        register(max_ts + lateness, slot, kg)
+                else:
+                    self._new_pane(group, slot, record, kg)
                 continue
             if fold is None:
                 current.append(record)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
+from collections import OrderedDict
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from millstream.datastream import state as api
@@ -48,46 +49,76 @@ class KeyGroupOutOfRangeError(RuntimeError):
 
 
 class TimerQueue:
-    """Timers of one time domain: deduplicated per (timestamp, key), fired in timestamp order.
+    """Timers of one time domain: deduplicated per (timestamp, key), fired in timestamp order and,
+    at one timestamp, in the order they were first registered.
 
-    A heap orders the timers; a set per key group says which are live, so deleting is O(1) and a
-    stale heap entry is skipped when it surfaces. Heap entries carry a sequence number so that
-    equal timestamps never compare keys (which may not be orderable).
+    Timers are bucketed by timestamp (``{timestamp: {key: key_group}}``, an insertion-ordered dict
+    per timestamp) under a heap of the distinct timestamps: windows of one size end together, so a
+    job's timers share few timestamps, and registering, polling and deleting one costs a dict
+    operation instead of a heap push and pop among all timers with a live-set check. A timestamp
+    with one timer holds it as a ``[key, key_group]`` pair instead (timers at distinct timestamps
+    then take no more memory than before). A deleted timer stays in its bucket as a tombstone
+    (key group None) until a poll passes it, and registering it again revives it in place: the
+    order a heap of (timestamp, sequence) entries with lazily skipped stale entries gave. Snapshots
+    read the timers per key group through an index built on demand (a snapshot asks for every group
+    in turn) and dropped by the next change.
     """
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, Any, int]] = []
-        self._live: dict[int, set[tuple[int, Any]]] = {}
-        self._seq = itertools.count()
+        self._times: list[int] = []  # heap of the timestamps with a bucket
+        self._buckets: dict[int, list[Any] | OrderedDict[Any, int | None]] = {}
+        self._index: dict[int, list[tuple[int, Any]]] | None = None  # key group -> its timers, by time
 
     def register(self, timestamp: int, key: Any, key_group: int) -> None:
-        live = self._live.get(key_group)
-        if live is None:
-            live = self._live[key_group] = set()
-        entry = (timestamp, key)
-        if entry not in live:
-            live.add(entry)
-            heapq.heappush(self._heap, (timestamp, next(self._seq), key, key_group))
+        bucket = self._buckets.get(timestamp)
+        if bucket is None:
+            self._buckets[timestamp] = [key, key_group]
+            heapq.heappush(self._times, timestamp)
+        elif isinstance(bucket, list):
+            if bucket[0] is key or bucket[0] == key:
+                if bucket[1] is not None:
+                    return  # live already
+                bucket[1] = key_group  # revived
+            else:
+                self._buckets[timestamp] = OrderedDict(((bucket[0], bucket[1]), (key, key_group)))
+        elif bucket.get(key) is not None:
+            return  # live already: deduplicated, keeps its place
+        else:
+            bucket[key] = key_group  # new (at the end) or a tombstone revived in place
+        self._index = None
 
     def delete(self, timestamp: int, key: Any, key_group: int) -> None:
-        live = self._live.get(key_group)
-        if live is not None:
-            live.discard((timestamp, key))
-            if not live:
-                del self._live[key_group]
+        bucket = self._buckets.get(timestamp)
+        if bucket is None:
+            return
+        if isinstance(bucket, list):
+            if bucket[1] is not None and (bucket[0] is key or bucket[0] == key):
+                bucket[1] = None
+                self._index = None
+        elif bucket.get(key) is not None:
+            bucket[key] = None
+            self._index = None
+
+    @staticmethod
+    def _items(bucket: list[Any] | OrderedDict[Any, int | None]) -> Iterable[tuple[Any, int | None]]:
+        return ((bucket[0], bucket[1]),) if isinstance(bucket, list) else bucket.items()
 
     def _is_live(self, timestamp: int, key: Any, key_group: int) -> bool:
-        live = self._live.get(key_group)
-        return live is not None and (timestamp, key) in live
+        bucket = self._buckets.get(timestamp)
+        return bucket is not None and any(k == key and kg == key_group for k, kg in self._items(bucket))
 
     def peek(self) -> int | None:
         """The earliest live timestamp, or None."""
-        heap = self._heap
-        while heap:
-            ts, _, key, kg = heap[0]
-            if self._is_live(ts, key, kg):
-                return ts
-            heapq.heappop(heap)
+        times, buckets = self._times, self._buckets
+        while times:
+            ts = times[0]
+            bucket = buckets.get(ts)
+            if bucket is not None:
+                for _, kg in self._items(bucket):
+                    if kg is not None:
+                        return ts
+                del buckets[ts]  # tombstones only
+            heapq.heappop(times)
         return None
 
     def poll(self, up_to: float) -> tuple[int, Any, int] | None:
@@ -95,22 +126,52 @@ class TimerQueue:
 
         Polling one at a time lets a timer registered while firing fire in the same round when due.
         """
-        heap = self._heap
-        while heap and heap[0][0] <= up_to:
-            ts, _, key, kg = heapq.heappop(heap)
-            if self._is_live(ts, key, kg):
-                self.delete(ts, key, kg)
-                return ts, key, kg
+        times, buckets = self._times, self._buckets
+        while times and times[0] <= up_to:
+            ts = times[0]
+            bucket = buckets.get(ts)
+            if isinstance(bucket, list):
+                del buckets[ts]
+                heapq.heappop(times)
+                if bucket[1] is not None:
+                    self._index = None
+                    return ts, bucket[0], bucket[1]
+                continue
+            while bucket:
+                key, kg = bucket.popitem(last=False)
+                if kg is not None:
+                    if not bucket:
+                        del buckets[ts]
+                        heapq.heappop(times)
+                    self._index = None
+                    return ts, key, kg
+            if bucket is not None:
+                del buckets[ts]
+            heapq.heappop(times)
         return None
 
     def __len__(self) -> int:
-        return sum(len(s) for s in self._live.values())
+        return sum(kg is not None for bucket in self._buckets.values() for _, kg in self._items(bucket))
+
+    def _by_group(self) -> dict[int, list[tuple[int, Any]]]:
+        index = self._index
+        if index is None:
+            index = {}
+            for ts in sorted(self._buckets):
+                for key, kg in self._items(self._buckets[ts]):
+                    if kg is not None:
+                        group = index.get(kg)
+                        if group is None:
+                            group = index[kg] = []
+                        group.append((ts, key))
+            self._index = index
+        return index
 
     def key_groups(self) -> Iterable[int]:
-        return self._live.keys()
+        return list(self._by_group())
 
     def snapshot_group(self, key_group: int) -> list[tuple[int, Any]]:
-        return sorted(self._live.get(key_group, ()), key=lambda e: e[0])
+        return list(self._by_group().get(key_group, ()))
 
     def restore_group(self, key_group: int, entries: Iterable[tuple[int, Any]]) -> None:
         for ts, key in entries:

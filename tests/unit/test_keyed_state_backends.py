@@ -18,9 +18,11 @@ from millstream.common import Types
 from millstream.datastream import (EmbeddedRocksDBStateBackend, HashMapStateBackend, KeyedProcessFunction,
                                    RuntimeContext, StreamExecutionEnvironment)
 from millstream.datastream.functions import AggregateFunction, ReduceFunction
+from millstream.datastream.window import TimeWindow
 from millstream.datastream.state import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                                          ReducingStateDescriptor, ValueStateDescriptor)
 from millstream.runtime.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
+from millstream.runtime.state.heap_backend import TimerQueue
 from millstream.runtime.task.environment import ManualClock
 from tests.unit import state_backends
 from tests.unit.test_runtime_chain import collect, make_chain, run_job, vertex
@@ -185,6 +187,48 @@ def test_timers_fire_in_order_deduplicated_and_deletable() -> None:
     assert q.peek() == 30 and q.poll(29) is None
     q.register(5, "e", b.key_group_of("e"))
     assert q.poll(100)[:2] == (5, "e") and q.poll(100)[:2] == (30, "a") and q.poll(100) is None
+
+
+def test_heap_timers_of_one_timestamp_fire_in_registration_order_and_snapshot_so() -> None:
+    """The heap queue (timers bucketed by timestamp): timers of one timestamp fire in the order they
+    were first registered (a duplicate keeps the first place, a deleted timer registered again its
+    old one, as the heap of (timestamp, sequence) entries it replaced), and a key group's snapshot
+    lists its timers in timestamp order and that order, so a restored queue fires them alike."""
+    q = TimerQueue()
+    keys = [(f"k{i}", TimeWindow(0, 10)) for i in range(50)]  # window timers' keys
+    for k in keys:
+        q.register(9, k, 7)
+    q.register(9, keys[3], 7)
+    q.delete(9, keys[5], 7)
+    q.register(9, keys[5], 7)
+    q.delete(9, keys[8], 7)
+    q.register(4, "early", 7)
+    q.register(12, "late", 2)
+    assert len(q) == 51 and sorted(q.key_groups()) == [2, 7] and q.peek() == 4
+    expected = [(4, "early")] + [(9, k) for i, k in enumerate(keys) if i != 8]
+    assert q.snapshot_group(7) == expected and q.snapshot_group(2) == [(12, "late")] and q.snapshot_group(3) == []
+    restored = TimerQueue()
+    restored.restore_group(7, q.snapshot_group(7))
+    for queue in (q, restored):
+        fired = []
+        while (t := queue.poll(9)) is not None:
+            fired.append(t[:2])
+        assert fired == expected
+    assert q.peek() == 12 and restored.peek() is None and len(q) == 1
+    # a timestamp's only timer, deleted: nothing is due; registered again, then a second one joins
+    # it: the first keeps its place, as does a deleted one revived after another joined
+    q.register(5, "a", 1)
+    q.delete(5, "a", 1)
+    assert q.peek() == 12 and len(q) == 1
+    q.register(5, "a", 1)
+    q.register(5, "b", 1)
+    q.register(5, "a", 1)
+    q.register(6, "x", 1)
+    q.delete(6, "x", 1)
+    q.register(6, "y", 1)
+    q.register(6, "x", 1)
+    assert q.snapshot_group(1) == [(5, "a"), (5, "b"), (6, "x"), (6, "y")]
+    assert [q.poll(6)[:2] for _ in range(4)] == [(5, "a"), (5, "b"), (6, "x"), (6, "y")] and q.poll(6) is None
 
 
 @pytest.mark.parametrize("target", ["hashmap", "rocksdb"])
