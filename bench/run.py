@@ -270,29 +270,13 @@ def measure_session(path: str, jobs: int) -> dict:
     """``millstream cluster start`` (one TaskManager, 2 slots), then the word count job submitted to it
     ``jobs`` times in a row, each from a fresh client process (job only), then ``cluster stop``;
     with the CPU seconds the cluster's processes used from its start's return to each job's end."""
-    import tempfile
+    from startup import session_cluster
 
-    from startup import _free_port
-
-    env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
-    with tempfile.TemporaryDirectory(prefix="millstream-bench-session-") as directory:
-        env["MILLSTREAM_CLUSTER_DIR"] = directory
-        cli = [sys.executable, "-m", "millstream.client.cli", "cluster"]
-        started = time.perf_counter()
-        out = subprocess.run([*cli, "start", "--taskmanagers", "1", "--slots", "2", "--port", str(_free_port()),
-                              "-Drest.port=0"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-        start_s = time.perf_counter() - started
-        try:
-            if out.returncode != 0:
-                raise RuntimeError(f"cluster start failed ({out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-3000:]}")
-            with open(os.path.join(directory, "cluster.json")) as f:
-                state = json.load(f)
-            runs, cpu = [], [_tree_cpu_s(state["pids"])]
-            for _ in range(jobs):
-                runs.append(_run("millstream", path, state["jobmanager"]))
-                cpu.append(_tree_cpu_s(state["pids"]))
-        finally:
-            subprocess.run([*cli, "stop"], capture_output=True, env=env, cwd=ROOT, timeout=120)
+    with session_cluster() as (start_s, state):
+        runs, cpu = [], [_tree_cpu_s(state["pids"])]
+        for _ in range(jobs):
+            runs.append(_run("millstream", path, state["jobmanager"]))
+            cpu.append(_tree_cpu_s(state["pids"]))
     return {"start_s": start_s, "jobs": runs, "cluster_cpu_s": [b - a for a, b in zip(cpu, cpu[1:])]}
 
 

@@ -21,12 +21,14 @@ it returns, i.e. every TaskManager registered, then ``cluster stop``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from typing import Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -73,13 +75,16 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def cluster_start_once(before: str | None = None) -> dict[str, float]:
-    """Seconds ``millstream cluster start`` takes to return (its TaskManager registered)."""
+@contextlib.contextmanager
+def session_cluster(pythonpath: str | None = None) -> Iterator[tuple[float, dict]]:
+    """``millstream cluster start`` (one TaskManager, 2 slots) in a scratch cluster directory:
+    yields the seconds it took to return (its TaskManager registered) and its ``cluster.json``
+    (``jobmanager`` address, ``pids``); ``cluster stop`` at the end."""
     import tempfile
 
     env = {k: v for k, v in os.environ.items() if k != "MILLSTREAM_JOBMANAGER"}
-    if before is not None:
-        env["PYTHONPATH"] = before
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     with tempfile.TemporaryDirectory(prefix="millstream-bench-cluster-") as directory:
         env["MILLSTREAM_CLUSTER_DIR"] = directory
         cli = [sys.executable, "-m", "millstream.client.cli", "cluster"]
@@ -87,10 +92,19 @@ def cluster_start_once(before: str | None = None) -> dict[str, float]:
         out = subprocess.run([*cli, "start", "--taskmanagers", "1", "--slots", "2", "--port", str(_free_port()),
                               "-Drest.port=0"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
         ready = time.time() - started
-        subprocess.run([*cli, "stop"], capture_output=True, env=env, cwd=ROOT, timeout=120)
-    if out.returncode != 0:
-        raise RuntimeError(f"cluster start failed ({out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-3000:]}")
-    return {"ready": ready}
+        try:
+            if out.returncode != 0:
+                raise RuntimeError(f"cluster start failed ({out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-3000:]}")
+            with open(os.path.join(directory, "cluster.json")) as f:
+                yield ready, json.load(f)
+        finally:
+            subprocess.run([*cli, "stop"], capture_output=True, env=env, cwd=ROOT, timeout=120)
+
+
+def cluster_start_once(before: str | None = None) -> dict[str, float]:
+    """Seconds ``millstream cluster start`` takes to return (its TaskManager registered)."""
+    with session_cluster(before) as (ready, _):
+        return {"ready": ready}
 
 
 def run_once(kind: str, before: str | None = None) -> dict[str, float]:

@@ -439,19 +439,7 @@ def test_rocksdb_updates_of_a_cached_immutable_value_are_written_back_once_yet_e
     s = handles(b)["value"]
     b.set_current_key("k")
     s.update(0)
-    table = b.table("value", "value")
-    writes = []
-    cf = table.cf
-
-    class CountingWrites:  # the column family, counting its row writes
-        def __getattr__(self, name: str) -> Any:
-            return getattr(cf, name)
-
-        def put(self, k: bytes, v: bytes) -> None:
-            writes.append(k)
-            cf.put(k, v)
-
-    table.cf = CountingWrites()
+    writes = _count_writes(b.table("value", "value"))
     for _ in range(1000):
         s.update(s.value() + 1)
     assert s.value() == 1000 and len(writes) == 0
