@@ -103,10 +103,6 @@ class TimerQueue:
     def _items(bucket: list[Any] | OrderedDict[Any, int | None]) -> Iterable[tuple[Any, int | None]]:
         return ((bucket[0], bucket[1]),) if isinstance(bucket, list) else bucket.items()
 
-    def _is_live(self, timestamp: int, key: Any, key_group: int) -> bool:
-        bucket = self._buckets.get(timestamp)
-        return bucket is not None and any(k == key and kg == key_group for k, kg in self._items(bucket))
-
     def peek(self) -> int | None:
         """The earliest live timestamp, or None."""
         times, buckets = self._times, self._buckets
