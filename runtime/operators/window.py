@@ -362,6 +362,7 @@ class WindowOperator(StreamOperator):
                 return
         timestamps = stamps or [None] * len(records)
         b = self.backend
+        b.settle()  # the batch path's open panes, for the generic path's reads
         try:
             for key, kg, record, ts in zip(keys, key_groups, records, timestamps):
                 b.current_key, b.current_key_group = key, kg
@@ -505,6 +506,8 @@ class WindowOperator(StreamOperator):
         try:
             if fast is not None:
                 fast.fire(queue, up_to)
+            elif (due := queue.peek()) is not None and due <= up_to:
+                b.settle()  # the batch path's open panes, for the generic loop's reads
             while (timer := queue.poll(up_to)) is not None:
                 time, (key, window), kg = timer
                 b.current_key, b.current_key_group = key, kg

@@ -9,7 +9,9 @@ and either path can restore the other's state. What it saves is the generic mach
 - windows come from arithmetic on the timestamp (Python's floor modulo is Flink's remainder rule
   with the negative wrap), and one TimeWindow object per window start is reused, so the pane dict
   finds its key by identity instead of calling ``TimeWindow.__eq__``;
-- the element goes straight into the key group's pane dict (reduce, aggregate or list);
+- the element goes straight into the key group's pane dict (reduce, aggregate or list); on the heap,
+  a tumbling window's panes stay out of that dict while the window is open, in a dict by window
+  start then key, and go into it when anything reads the state whole (``FastWindowPath.open``);
 - timers are registered only when a pane is created. The generic path calls the trigger on every
   element, but EventTimeTrigger's timer at ``max_timestamp`` and the cleanup timer are deduplicated
   per (key, window), and a pane of a window the watermark has not reached was created by an element
@@ -84,6 +86,15 @@ class FastWindowPath:
         self._windows: dict[int, TimeWindow] = {}
         self._checked_restored = False
         self.register_always = False
+        # Heap state, tumbling windows: the panes of the windows still open live here, by window
+        # start then key, rather than in the pane table by (key, window), so an element costs a
+        # lookup by its key alone (the table's tuple key hashes the TimeWindow in Python, twice per
+        # element). A pane is in exactly one of the two places; ``settle`` writes these into the
+        # table, which the backend calls before anything reads its tables whole (a snapshot).
+        self.open: dict[int, _OpenWindow] | None = None
+        if self.tumbling and type(op._panes.groups) is dict:
+            self.open = {}
+            op.backend.state_holders.append(self.settle)
 
     def _window(self, start: int) -> TimeWindow:
         windows = self._windows
@@ -101,10 +112,14 @@ class FastWindowPath:
             # Panes present before the first batch were restored (see the module docstring).
             self._checked_restored = True
             self.register_always = self.lateness > 0 and bool(op._panes.groups)
+            if self.register_always:
+                self.open = None  # every element registers its timers: the table's path does that
         # A window's max timestamp is start + size - 1; the watermark reached it when start <= lim.
         # Processing-time windows are never late (the generic path's is_window_late).
         lim = op.current_watermark - self.size + 1 if self.event_time else None
-        if self.tumbling:
+        if self.open is not None:
+            self._tumbling_open(keys, key_groups, records, times, lim)
+        elif self.tumbling:
             self._tumbling(keys, key_groups, records, times, lim)
         else:
             self._sliding(keys, key_groups, records, times, lim)
@@ -199,6 +214,88 @@ class FastWindowPath:
             if register_always:
                 self._register(slot, kg)
 
+    def _tumbling_open(self, keys: list[Any], key_groups: list[int], records: list[Any], times: list[int],
+                       lim: int | None) -> None:
+        """``_tumbling`` on the open windows' panes (see ``open``)."""
+        op = self.op
+        b = op.backend
+        size, offset = self.size, self.offset
+        generic = op._process_element
+        open_windows = cast(dict, self.open)
+        fold = self._fold()
+        late_to = lim if lim is not None else 4 * LONG_MIN
+        last_start = None
+        entry = cast(_OpenWindow, None)  # set with last_start
+        panes: dict[Any, Any] = {}
+        for key, kg, record, t in zip(keys, key_groups, records, times):
+            b.current_key, b.current_key_group = key, kg
+            start = t - (t - offset) % size
+            if start != last_start:  # consecutive records mostly share a window
+                if start <= late_to:  # a window the watermark reached: lateness rules, on the table
+                    self._settle_window(start)
+                    generic(key, kg, record, t)
+                    last_start = None
+                    continue
+                entry = open_windows.get(start)
+                if entry is None:
+                    cached = self._windows.get(start)
+                    entry = open_windows[start] = _OpenWindow(self._window(start) if cached is None else cached)
+                panes = entry.panes
+                last_start = start
+            current = panes.get(key, _MISSING)
+            if current is _MISSING:
+                self._open_pane(entry, key, kg, record, fold)
+            elif fold is None:
+                current.append(record)
+            else:
+                panes[key] = fold(current, record)
+
+    def _open_pane(self, entry: "_OpenWindow", key: Any, kg: int, record: Any,
+                   fold: Callable[[Any, Any], Any] | None) -> None:
+        """The key's first element in an open window since the pane was last settled: the pane
+        moves over from the table (its timers are registered already), or is new (it registers them)."""
+        groups = self.op._panes.groups
+        slot = (key, entry.window)
+        group = groups.get(kg)
+        current = _MISSING if group is None else group.pop(slot, _MISSING)
+        if current is _MISSING:
+            kind = self.kind
+            if kind == "reduce":
+                current = record
+            elif kind == "aggregate":
+                agg = self.op._agg
+                current = agg.add(record, agg.create_accumulator())
+            else:
+                current = [record]
+            self._register(slot, kg)
+        else:
+            if not group:
+                del groups[kg]  # as the table drops an empty group
+            if fold is None:
+                current.append(record)
+            else:
+                current = fold(current, record)
+        entry.panes[key] = current
+        entry.key_groups[key] = kg
+
+    def settle(self) -> None:
+        """Writes the open windows' panes into the pane table (they leave ``open``)."""
+        for start in list(self.open or ()):
+            self._settle_window(start)
+
+    def _settle_window(self, start: int) -> None:
+        entry = self.open.pop(start, None) if self.open else None
+        if entry is None:
+            return
+        groups = self.op._panes.groups
+        window, pane_groups = entry.window, entry.key_groups
+        for key, pane in entry.panes.items():
+            kg = pane_groups[key]
+            group = groups.get(kg)
+            if group is None:
+                group = groups[kg] = {}
+            group[(key, window)] = pane
+
     def _sliding(self, keys: list[Any], key_groups: list[int], records: list[Any], times: list[int],
                  lim: int | None) -> None:
         op = self.op
@@ -253,6 +350,7 @@ class FastWindowPath:
         function = op._function
         clears = type(function).clear is not fn.InternalWindowFunction.clear  # process functions' clear()
         poll, delete = queue.poll, queue.delete
+        open_windows = self.open
         while (timer := poll(up_to)) is not None:
             time, slot, kg = timer
             key, window = slot
@@ -262,8 +360,18 @@ class FastWindowPath:
             if not fires and time != cleanup:
                 continue  # EventTimeTrigger: CONTINUE, and not the cleanup time
             b.current_key, b.current_key_group = key, kg
-            group = groups.get(kg)
-            if group is None:
+            entry = open_windows.get(window.start) if open_windows else None
+            if entry is not None and key in entry.panes:  # an open window's pane (see ``open``)
+                if time == cleanup:
+                    pane = entry.panes.pop(key)
+                    del entry.key_groups[key]
+                    if not entry.panes:
+                        del open_windows[window.start]
+                else:
+                    pane = entry.panes[key]
+                    if kind == "list":
+                        pane = list(pane)  # a copy: the function may keep it while the pane grows
+            elif (group := groups.get(kg)) is None:
                 pane = _MISSING
             elif time == cleanup:  # the pane goes now: hand it over, no copy needed
                 pane = group.pop(slot, _MISSING)
@@ -283,6 +391,17 @@ class FastWindowPath:
                 if clears:
                     window_ctx.store.ns.window = window
                     function.clear(window, window_ctx)
+
+
+class _OpenWindow:
+    """An open window's panes on the heap: {key: pane} and {key: key group}."""
+
+    __slots__ = ("window", "panes", "key_groups")
+
+    def __init__(self, window: TimeWindow) -> None:
+        self.window = window
+        self.panes: dict[Any, Any] = {}
+        self.key_groups: dict[Any, int] = {}
 
 
 class SessionWindowPath:

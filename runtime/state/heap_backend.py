@@ -358,6 +358,9 @@ class KeyedStateBackend:
         # Incremental TTL cleanups that run once per record (run_cleanup_for_every_record); the
         # keyed operators call run_record_cleanups per batch, so without them it costs one check.
         self.record_cleanups: list[Any] = []
+        # Operators that keep some of their state outside the tables between batches (the window
+        # batch path's open panes): each writes it into the tables when anything reads them whole.
+        self.state_holders: list[Callable[[], None]] = []
 
     def assign_key_groups(self, keys: list[Any]) -> list[int]:
         """The key groups of a batch of keys, each checked against this subtask's range."""
@@ -485,13 +488,20 @@ class KeyedStateBackend:
     def state_kind(self, name: str) -> str:
         return self._tables[name].kind
 
+    def settle(self) -> None:
+        """Writes the state operators hold outside the tables into them (see ``state_holders``)."""
+        for write_back in self.state_holders:
+            write_back()
+
     def entries(self, name: str) -> dict[Any, Any]:
         """{key: value} of one state across all key groups (a copy)."""
+        self.settle()
         t = self._tables.get(name)
         return {} if t is None else {k: v for _, k, v in t.items()}
 
     def key_groups(self) -> list[int]:
         """Key groups holding any state or timer."""
+        self.settle()
         groups: set[int] = set()
         for t in self._tables.values():
             groups.update(t.groups)
@@ -532,6 +542,7 @@ class KeyedStateBackend:
 
     def snapshot_states(self, kg: int) -> dict[str, tuple[str, dict[Any, Any]]]:
         """{state name: (kind, {key: value})} of one key group, plain objects (the snapshot format)."""
+        self.settle()
         return {name: (t.kind, dict(t.groups[kg])) for name, t in self._tables.items() if kg in t.groups}
 
     def restore(self, key_group_states: Mapping[int, bytes]) -> list[int]:

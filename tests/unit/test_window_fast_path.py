@@ -222,6 +222,19 @@ def test_the_batch_path_gives_the_generic_paths_results_late_data_and_state(job:
         assert fast.side(LATE), "the script must make some elements late"
 
 
+@pytest.mark.parametrize("job", [j for j in event_time_jobs() if "tumbling" in j])
+def test_a_snapshot_after_every_step_sees_every_open_pane_and_changes_no_result(job: str) -> None:
+    """On the heap the batch path keeps open windows' panes out of the pane table until something
+    reads the state whole (a snapshot), and moves each back on its key's next element: the state
+    and results stay the generic path's, step after step."""
+    fast, generic = harnesses(event_time_jobs()[job], SameEventTimeTrigger())
+    for step in event_time_script(6):
+        assert run(fast, [step]) == run(generic, [step])
+        assert state_of(fast) == state_of(generic)
+    assert fast.stamped_out() == generic.stamped_out()
+    assert fast.side(LATE) == generic.side(LATE)
+
+
 @pytest.mark.parametrize("seed", [4, 5])
 @pytest.mark.parametrize("job", [j for j in event_time_jobs() if "lateness" in j or "sliding" in j or "sessions" in j])
 def test_each_path_restores_the_others_checkpoint_mid_window(job: str, seed: int) -> None:
