@@ -221,7 +221,8 @@ class FastWindowPath:
         b = op.backend
         size, offset = self.size, self.offset
         generic = op._process_element
-        open_windows = cast(dict, self.open)
+        open_windows = self.open
+        assert open_windows is not None  # this path runs only with open panes
         fold = self._fold()
         late_to = lim if lim is not None else 4 * LONG_MIN
         last_start = None
@@ -236,10 +237,11 @@ class FastWindowPath:
                     generic(key, kg, record, t)
                     last_start = None
                     continue
-                entry = open_windows.get(start)
-                if entry is None:
+                opened = open_windows.get(start)
+                if opened is None:
                     cached = self._windows.get(start)
-                    entry = open_windows[start] = _OpenWindow(self._window(start) if cached is None else cached)
+                    opened = open_windows[start] = _OpenWindow(self._window(start) if cached is None else cached)
+                entry = opened
                 panes = entry.panes
                 last_start = start
             current = panes.get(key, _MISSING)
@@ -350,7 +352,7 @@ class FastWindowPath:
         function = op._function
         clears = type(function).clear is not fn.InternalWindowFunction.clear  # process functions' clear()
         poll, delete = queue.poll, queue.delete
-        open_windows = self.open
+        open_windows = self.open if self.open is not None else {}
         while (timer := poll(up_to)) is not None:
             time, slot, kg = timer
             key, window = slot
