@@ -10,8 +10,8 @@ and either path can restore the other's state. What it saves is the generic mach
   with the negative wrap), and one TimeWindow object per window start is reused, so the pane dict
   finds its key by identity instead of calling ``TimeWindow.__eq__``;
 - the element goes straight into the key group's pane dict (reduce, aggregate or list); on the heap,
-  a tumbling window's panes stay out of that dict while the window is open, in a dict by window
-  start then key, and go into it when anything reads the state whole (``FastWindowPath.open``);
+  a window's panes stay out of that dict while the window is open, in a dict by window start then
+  key, and go into it when anything reads the state whole (``FastWindowPath.open``);
 - timers are registered only when a pane is created. The generic path calls the trigger on every
   element, but EventTimeTrigger's timer at ``max_timestamp`` and the cleanup timer are deduplicated
   per (key, window), and a pane of a window the watermark has not reached was created by an element
@@ -86,13 +86,13 @@ class FastWindowPath:
         self._windows: dict[int, TimeWindow] = {}
         self._checked_restored = False
         self.register_always = False
-        # Heap state, tumbling windows: the panes of the windows still open live here, by window
+        # Heap state: the panes of the windows still open live here, by window
         # start then key, rather than in the pane table by (key, window), so an element costs a
         # lookup by its key alone (the table's tuple key hashes the TimeWindow in Python, twice per
         # element). A pane is in exactly one of the two places; ``settle`` writes these into the
         # table, which the backend calls before anything reads its tables whole (a snapshot).
         self.open: dict[int, _OpenWindow] | None = None
-        if self.tumbling and type(op._panes.groups) is dict:
+        if type(op._panes.groups) is dict:
             self.open = {}
             op.backend.state_holders.append(self.settle)
 
@@ -118,7 +118,10 @@ class FastWindowPath:
         # Processing-time windows are never late (the generic path's is_window_late).
         lim = op.current_watermark - self.size + 1 if self.event_time else None
         if self.open is not None:
-            self._tumbling_open(keys, key_groups, records, times, lim)
+            if self.tumbling:
+                self._tumbling_open(keys, key_groups, records, times, lim)
+            else:
+                self._sliding_open(keys, key_groups, records, times, lim)
         elif self.tumbling:
             self._tumbling(keys, key_groups, records, times, lim)
         else:
@@ -233,7 +236,7 @@ class FastWindowPath:
             start = t - (t - offset) % size
             if start != last_start:  # consecutive records mostly share a window
                 if start <= late_to:  # a window the watermark reached: lateness rules, on the table
-                    self._settle_window(start)
+                    self._settle_pane(start, key)
                     generic(key, kg, record, t)
                     last_start = None
                     continue
@@ -251,6 +254,39 @@ class FastWindowPath:
                 current.append(record)
             else:
                 panes[key] = fold(current, record)
+
+    def _sliding_open(self, keys: list[Any], key_groups: list[int], records: list[Any], times: list[int],
+                      lim: int | None) -> None:
+        """``_sliding`` on the open windows' panes (see ``open``)."""
+        op = self.op
+        b = op.backend
+        size, slide, offset = self.size, self.slide, self.offset
+        generic = op._process_element
+        open_windows = self.open
+        assert open_windows is not None  # this path runs only with open panes
+        fold = self._fold()
+        for key, kg, record, t in zip(keys, key_groups, records, times):
+            b.current_key, b.current_key_group = key, kg
+            last = t - (t - offset) % slide  # the latest window start at or before t
+            starts = range(last, t - size, -slide)  # Flink's order: latest start first
+            if not starts or (lim is not None and starts[-1] <= lim):
+                for start in starts:  # the generic path reads and writes the key's panes in the table
+                    self._settle_pane(start, key)
+                generic(key, kg, record, t)  # no window (a gap between windows) or one the watermark reached
+                continue
+            for start in starts:
+                entry = open_windows.get(start)
+                if entry is None:
+                    cached = self._windows.get(start)
+                    entry = open_windows[start] = _OpenWindow(self._window(start) if cached is None else cached)
+                panes = entry.panes
+                current = panes.get(key, _MISSING)
+                if current is _MISSING:
+                    self._open_pane(entry, key, kg, record, fold)
+                elif fold is None:
+                    current.append(record)
+                else:
+                    panes[key] = fold(current, record)
 
     def _open_pane(self, entry: "_OpenWindow", key: Any, kg: int, record: Any,
                    fold: Callable[[Any, Any], Any] | None) -> None:
@@ -284,6 +320,23 @@ class FastWindowPath:
         """Writes the open windows' panes into the pane table (they leave ``open``)."""
         for start in list(self.open or ()):
             self._settle_window(start)
+
+    def _settle_pane(self, start: int, key: Any) -> None:
+        """Writes one key's pane of an open window into the pane table."""
+        entry = self.open.get(start) if self.open else None
+        if entry is None:
+            return
+        pane = entry.panes.pop(key, _MISSING)
+        if pane is _MISSING:
+            return
+        kg = entry.key_groups.pop(key)
+        if not entry.panes:
+            del cast(dict, self.open)[start]
+        groups = self.op._panes.groups
+        group = groups.get(kg)
+        if group is None:
+            group = groups[kg] = {}
+        group[(key, entry.window)] = pane
 
     def _settle_window(self, start: int) -> None:
         entry = self.open.pop(start, None) if self.open else None

@@ -222,7 +222,7 @@ def test_the_batch_path_gives_the_generic_paths_results_late_data_and_state(job:
         assert fast.side(LATE), "the script must make some elements late"
 
 
-@pytest.mark.parametrize("job", [j for j in event_time_jobs() if "tumbling" in j])
+@pytest.mark.parametrize("job", [j for j in event_time_jobs() if "tumbling" in j or "sliding" in j])
 def test_a_snapshot_after_every_step_sees_every_open_pane_and_changes_no_result(job: str) -> None:
     """On the heap the batch path keeps open windows' panes out of the pane table until something
     reads the state whole (a snapshot), and moves each back on its key's next element: the state
