@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import enum
 import heapq
+import itertools
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence
+
+_INT_ONLY = frozenset((int,))
 
 from millstream.common.watermark_strategy import (
     LONG_MAX,
@@ -446,10 +449,11 @@ class TimestampsAndWatermarks:
         on the events themselves (punctuated); periodic watermarks come from :meth:`emit_periodic`."""
         if timestamps is not None and len(timestamps) != len(values):
             raise ValueError(f"{len(values)} records but {len(timestamps)} timestamps")
-        previous: list[int | None] = list(timestamps) if timestamps is not None else [None] * len(values)
-        assigned = self._assign(values, previous)
+        assigned = self._assign(values, timestamps)
         if self.progressive and values:
-            event_times = [LONG_MIN if t is None else t for t in assigned]
+            # with an assigner every timestamp is an int (checked): a copy for the generator
+            event_times: list[int] = (list(assigned) if self.assigner is not None  # type: ignore[arg-type]
+                                      else [LONG_MIN if t is None else t for t in assigned])
             if split is None:
                 self._main_used = True
                 self.main_generator.on_events(values, event_times, self.output)
@@ -458,13 +462,23 @@ class TimestampsAndWatermarks:
                 out.generator.on_events(values, event_times, out.immediate)
         return WatermarkBatch(assigned, self.output.drain())
 
-    def _assign(self, values: Sequence[Any], previous: list[int | None]) -> list[int | None]:
+    def _assign(self, values: Sequence[Any], timestamps: Sequence[int | None] | None) -> list[int | None]:
+        """The records' new timestamps (a new list), each checked to be an int of 64 bits."""
         assigner = self.assigner
         if assigner is None:
-            return previous
-        out = [assigner.extract_timestamp(v, LONG_MIN if t is None else t) for v, t in zip(values, previous)]
-        for value, ts in zip(values, out):
-            if type(ts) is not int:
+            return list(timestamps) if timestamps is not None else [None] * len(values)
+        current: Any
+        if timestamps is None:
+            current = itertools.repeat(LONG_MIN)
+        elif None in timestamps:
+            current = [LONG_MIN if t is None else t for t in timestamps]
+        else:
+            current = timestamps
+        out = list(map(assigner.extract_timestamp, values, current))  # one C-level loop calling the user's method
+        if not _INT_ONLY.issuperset(map(type, out)):  # (the usual case is checked without a Python loop)
+            for value, ts in zip(values, out):
+                if type(ts) is int:
+                    continue
                 try:
                     operator.index(ts)
                 except TypeError:
