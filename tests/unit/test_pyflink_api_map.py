@@ -491,16 +491,22 @@ UNRELATED_CALLS: dict[tuple[str, str], str] = {
 
 
 def called_method_names() -> set[str]:
-    """Every ``x.name(...)`` call's ``name`` in Millstream's packages (API, client, runtime, TM, JM)."""
+    """Every ``x.name(...)`` call's ``name`` in Millstream's packages (API, client, runtime, TM, JM),
+    and every ``map(x.name, ...)``'s (the method called once per element)."""
     names: set[str] = set()
     for package in ("millstream", "millstream.client", "millstream.runtime", "millstream.taskmanager",
                     "millstream.jobmanager"):
         package_dir = Path(importlib.import_module(package).__file__ or "").resolve().parent
         for path in package_dir.rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                    if (path.relative_to(ROOT).as_posix(), node.func.attr) not in UNRELATED_CALLS:
-                        names.add(node.func.attr)
+                if not isinstance(node, ast.Call):
+                    continue
+                called = node.func
+                if isinstance(called, ast.Name) and called.id == "map" and node.args:
+                    called = node.args[0]
+                if isinstance(called, ast.Attribute):
+                    if (path.relative_to(ROOT).as_posix(), called.attr) not in UNRELATED_CALLS:
+                        names.add(called.attr)
     return names
 
 
