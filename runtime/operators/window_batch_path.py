@@ -241,10 +241,7 @@ class FastWindowPath:
                     last_start = None
                     continue
                 opened = open_windows.get(start)
-                if opened is None:
-                    cached = self._windows.get(start)
-                    opened = open_windows[start] = _OpenWindow(self._window(start) if cached is None else cached)
-                entry = opened
+                entry = self._open_window(start) if opened is None else opened
                 panes = entry.panes
                 last_start = start
             current = panes.get(key, _MISSING)
@@ -277,8 +274,7 @@ class FastWindowPath:
             for start in starts:
                 entry = open_windows.get(start)
                 if entry is None:
-                    cached = self._windows.get(start)
-                    entry = open_windows[start] = _OpenWindow(self._window(start) if cached is None else cached)
+                    entry = self._open_window(start)
                 panes = entry.panes
                 current = panes.get(key, _MISSING)
                 if current is _MISSING:
@@ -287,6 +283,11 @@ class FastWindowPath:
                     current.append(record)
                 else:
                     panes[key] = fold(current, record)
+
+    def _open_window(self, start: int) -> "_OpenWindow":
+        cached = self._windows.get(start)
+        entry = cast(dict, self.open)[start] = _OpenWindow(self._window(start) if cached is None else cached)
+        return entry
 
     def _open_pane(self, entry: "_OpenWindow", key: Any, kg: int, record: Any,
                    fold: Callable[[Any, Any], Any] | None) -> None:
