@@ -172,6 +172,10 @@ class CompletedCheckpointStore:
         self.job_dir = base / self.job_id
         self.num_retained = num_retained
         self._completed: list[CompletedCheckpoint] = []  # oldest first
+        # The shared files of the checkpoint subsumed last: a task learns of a newer checkpoint's
+        # completion asynchronously, and until then may base an incremental checkpoint on the
+        # older one (a barrier can overtake the notification), so they go one subsumption later.
+        self._subsumed_refs: set[str] = set()
         self._unconfirmed: set[int] = set()  # added with subsume=False, not yet subsume()d
         # The JobMaster calls from threads (a finalization, a discard): one at a time.
         self._lock = threading.RLock()
@@ -321,6 +325,7 @@ class CompletedCheckpointStore:
         confirmed = [c for c in self._completed if c.checkpoint_id not in self._unconfirmed]
         for old in confirmed[:-self.num_retained]:
             if old.checkpoint_id < checkpoint_id:
+                self._subsumed_refs = self.shared_references(old.directory)
                 self._completed.remove(old)
                 self._delete_dir(old.directory)
         for n, d in self._chk_dirs():
@@ -353,7 +358,7 @@ class CompletedCheckpointStore:
         shared = self.job_dir / SHARED_DIR
         if not self._completed or not shared.is_dir():
             return []
-        live: set[str] = set()
+        live: set[str] = set(self._subsumed_refs)
         for c in self._completed:
             live |= self.shared_references(c.directory)
         try:
