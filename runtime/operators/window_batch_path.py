@@ -27,6 +27,7 @@ and either path can restore the other's state. What it saves is the generic mach
 """
 from __future__ import annotations
 
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from millstream.datastream import functions as fn
@@ -474,6 +475,23 @@ class SessionWindowPath:
     trigger would fire at once, or lateness applies) goes through the generic path, after its key's
     set is written back; so does a window joining two or more sessions (the set's full merge, with
     the operator's merge function). Timers fire in the generic loop.
+
+    Open sessions (heap state, no allowed lateness). Each element that extends a session changes
+    its window: in the table layout that is a new TimeWindow, the set's entry moved, the old timer
+    deleted and the new one registered, and the pane found again by ``(key, state window)``, each
+    hashing a TimeWindow in Python. So a key's only in-flight session lives in ``open`` instead, as
+    ``[start, end, pane, state window, key group]``, out of the set, the pane table and the timer
+    queue, and an element costs a lookup by its key. ``by_end`` holds the open sessions by end, each
+    end's in the order their timers would have been registered (an extended session moves to the
+    back of its new end's, as the generic path's new timer goes to the back of its timestamp's).
+    A session goes into the table layout (``_settle_end``, its timer registered) with every open
+    session of the same end, keeping that order against the queue's timers of that timestamp:
+    - when the watermark reaches it (``fire``, before the generic loop polls),
+    - before the table path registers a timer at its timestamp,
+    - when its key's element does not extend it (a second session, or a late element),
+    - when anything reads the state whole (``settle``: a snapshot, the generic path).
+    A key whose only in-flight session is in the table (restored, or settled) moves it back to
+    ``open`` on an element that extends it, its old timer deleted as the generic path deletes it.
     """
 
     event_time = True
@@ -487,11 +505,20 @@ class SessionWindowPath:
         # The heap's map state keeps each key's set as a plain dict: changed in place, nothing to write back.
         self.in_place = type(handle) is HeapMapState
         self._set_groups: Any = handle._table.groups if self.in_place else None
+        self.open: dict[Any, list[Any]] | None = None
+        self.by_end: dict[int, dict[Any, list[Any]]] = {}
+        self._ends: list[int] = []  # heap of by_end's ends (some maybe gone already)
+        if self.in_place and not self.lateness and type(op._panes.groups) is dict:
+            self.open = {}
+            op.backend.state_holders.append(self.settle)
 
     def _fold(self) -> Callable[[Any, Any], Any] | None:
         return FastWindowPath._fold(cast(FastWindowPath, self))
 
     def process(self, keys: list[Any], key_groups: list[int], records: list[Any], times: list[int]) -> None:
+        if self.open is not None:
+            self._process_open(keys, key_groups, records, times)
+            return
         op = self.op
         b = op.backend
         sets: dict[Any, tuple[MergingWindowSet, int]] = {}  # RocksDB: the batch's sets, written back at its end
@@ -501,6 +528,66 @@ class SessionWindowPath:
             for key, (merging, kg) in sets.items():  # written back even when an element failed, as the generic path does
                 b.current_key, b.current_key_group = key, kg
                 merging.persist()
+
+    def _process_open(self, keys: list[Any], key_groups: list[int], records: list[Any], times: list[int]) -> None:
+        op = self.op
+        gap, kind, agg = self.gap, self.kind, op._agg
+        watermark = op.current_watermark
+        open_sessions, by_end, ends = cast(dict, self.open), self.by_end, self._ends
+        set_groups, groups = self._set_groups, op._panes.groups
+        fold = self._fold()
+        for key, kg, record, t in zip(keys, key_groups, records, times):
+            end = t + gap
+            late = end - 1 <= watermark
+            session = open_sessions.get(key)
+            if session is not None:
+                start, last = session[0], session[1]
+                if start <= t and end <= last:  # inside: the session's window is unchanged
+                    if fold is None:
+                        session[2].append(record)
+                    else:
+                        session[2] = fold(session[2], record)
+                    continue
+                if not late and t <= last and start <= end:  # extends it: a new window, its timer at the back
+                    del by_end[last][key]
+                    if t < start:
+                        session[0] = t
+                    if end > last:
+                        session[1] = last = end
+                    bucket = by_end.get(last)
+                    if bucket is None:
+                        bucket = by_end[last] = {}
+                        heappush(ends, last)
+                    bucket[key] = session
+                    if fold is None:
+                        session[2].append(record)
+                    else:
+                        session[2] = fold(session[2], record)
+                    continue
+                self._settle_end(last)  # a second session, or a late element: the table's path
+            elif not late:
+                set_group = set_groups.get(kg)
+                mapping = None if set_group is None else set_group.get(key)
+                if not mapping:  # a new session
+                    if kind == "reduce":
+                        pane = record
+                    elif kind == "aggregate":
+                        pane = agg.add(record, agg.create_accumulator())
+                    else:
+                        pane = [record]
+                    session = [t, end, pane, TimeWindow(t, end), kg]
+                    open_sessions[key] = session
+                    bucket = by_end.get(end)
+                    if bucket is None:
+                        bucket = by_end[end] = {}
+                        heappush(ends, end)
+                    bucket[key] = session
+                    if mapping is not None:
+                        del set_group[key]
+                    continue
+                if len(mapping) == 1 and self._reopen(key, kg, mapping, set_group, record, t):
+                    continue
+            self._process({}, [key], [kg], [record], [t])
 
     def _process(self, sets: dict[Any, tuple[MergingWindowSet, int]], keys: list[Any], key_groups: list[int],
                  records: list[Any], times: list[int]) -> None:
@@ -517,12 +604,16 @@ class SessionWindowPath:
         timers = b.event_timers
         register, delete = timers.register, timers.delete
         agg = op._agg
+        by_end, settle_end = self.by_end, self._settle_end  # open sessions: settled before a timer of their end
         for key, kg, record, t in zip(keys, key_groups, records, times):
             b.current_key, b.current_key_group = key, kg
             if t + gap - 1 <= watermark:  # the new window's end is behind the watermark: lateness rules
                 cached = sets.pop(key, None)
                 if cached is not None:
                     cached[0].persist()
+                if by_end:  # the generic merge may register a timer at the end of any of the key's sessions
+                    for w in list(set_groups.get(kg, {}).get(key, ())):
+                        settle_end(w.end)
                 generic(key, kg, record, t)
                 continue
             merging: Any = None
@@ -561,6 +652,8 @@ class SessionWindowPath:
                 elif count == 1:
                     actual = TimeWindow(min(start, touched.start), max(end, touched.end))
                     mapping[actual] = mapping.pop(touched)
+                    if by_end:
+                        settle_end(actual.end)
                     # _merge: EventTimeTrigger.on_merge registers the merged window's timer (its end is
                     # past the watermark: it holds the new window); the merged-away window's trigger
                     # timer and cleanup timer go; its pane is the state window's already.
@@ -570,6 +663,8 @@ class SessionWindowPath:
                     if lateness and touched.end - 1 + lateness < LONG_MAX:
                         delete(touched.end - 1 + lateness, old, kg)
                 else:
+                    if by_end:  # the merged window ends where the last of the joined sessions ends
+                        settle_end(max([end] + [w.end for w in mapping if w.start <= end and start <= w.end]))
                     if merging is None:  # the full merge of the set's class, on the state's dict
                         merging = MergingWindowSet(assigner)
                         merging._mapping = mapping
@@ -594,9 +689,74 @@ class SessionWindowPath:
             # (the same timer without lateness); both deduplicated by the queue
             slot = (key, actual)
             end_ts = actual.end - 1
+            if by_end:
+                settle_end(actual.end)
             register(end_ts, slot, kg)
             if lateness and end_ts + lateness < LONG_MAX:
                 register(end_ts + lateness, slot, kg)
 
+
+    def _reopen(self, key: Any, kg: int, mapping: dict[TimeWindow, TimeWindow], set_group: dict[Any, Any],
+                record: Any, t: int) -> bool:
+        """Moves the key's one session in the table to ``open`` when ``record`` extends it: what the
+        generic merge does (the old timer deleted, the pane kept under its state window), but
+        the new timer left to ``_settle_end``."""
+        ((window, state_window),) = mapping.items()
+        end = t + self.gap
+        if (window.start <= t and end <= window.end) or not (t <= window.end and window.start <= end):
+            return False  # inside (nothing changes) or apart (a second session): the table's path
+        group = self.op._panes.groups.get(kg)
+        pane = _MISSING if group is None else group.pop((key, state_window), _MISSING)
+        if pane is _MISSING:
+            return False
+        if not group:
+            del self.op._panes.groups[kg]
+        del set_group[key]
+        self.op.backend.event_timers.delete(window.end - 1, (key, window), kg)
+        fold = self._fold()
+        if fold is None:
+            pane.append(record)
+        else:
+            pane = fold(pane, record)
+        last = max(end, window.end)
+        session = [min(t, window.start), last, pane, state_window, kg]
+        cast(dict, self.open)[key] = session
+        bucket = self.by_end.get(last)
+        if bucket is None:
+            bucket = self.by_end[last] = {}
+            heappush(self._ends, last)
+        bucket[key] = session
+        return True
+
+    def _settle_end(self, end: int) -> None:
+        """The open sessions ending at ``end`` go into the table layout, their timers registered in order."""
+        bucket = self.by_end.pop(end, None)
+        if not bucket:
+            return
+        open_sessions, set_groups, groups = cast(dict, self.open), self._set_groups, self.op._panes.groups
+        register = self.op.backend.event_timers.register
+        for key, (start, _, pane, state_window, kg) in bucket.items():
+            del open_sessions[key]
+            window = TimeWindow(start, end)
+            set_group = set_groups.get(kg)
+            if set_group is None:
+                set_group = set_groups[kg] = {}
+            set_group[key] = {window: state_window}
+            group = groups.get(kg)
+            if group is None:
+                group = groups[kg] = {}
+            group[(key, state_window)] = pane
+            register(end - 1, (key, window), kg)
+
+    def settle(self) -> None:
+        """Every open session into the table layout (see the class docstring)."""
+        for end in list(self.by_end):
+            self._settle_end(end)
+        self._ends.clear()
+
     def fire(self, queue: TimerQueue, up_to: int) -> None:
-        """Session timers fire in the operator's generic loop (a timer there reads the key's set)."""
+        """Session timers fire in the operator's generic loop (a timer there reads the key's set):
+        the open sessions the watermark reached go into the table layout first."""
+        ends = self._ends
+        while ends and ends[0] - 1 <= up_to:
+            self._settle_end(heappop(ends))

@@ -140,6 +140,8 @@ def event_time_jobs() -> dict[str, Callable[[Any, Callable[[Any], Any]], Any]]:
             s.key_by(key0).window(sliding(3, 5))).side_output_late_data(LATE).reduce(add),
         "tumbling window_all apply": lambda s, t: t(s.window_all(tumbling(10))).apply(Everything()),
         "sessions reduce": lambda s, t: t(s.key_by(key0).window(sessions(4))).reduce(add),
+        "sessions aggregate + window function": lambda s, t: t(s.key_by(key0).window(sessions(3)))
+        .aggregate(CountSum(), WithStart()),
         "sessions reduce + window function, lateness, late output": lambda s, t: t(
             s.key_by(key0).window(sessions(3))).allowed_lateness(6).side_output_late_data(LATE).reduce(add, WithStart()),
         "sessions aggregate, lateness": lambda s, t: t(s.key_by(key0).window(sessions(2))).allowed_lateness(3)
@@ -222,13 +224,48 @@ def test_the_batch_path_gives_the_generic_paths_results_late_data_and_state(job:
         assert fast.side(LATE), "the script must make some elements late"
 
 
-@pytest.mark.parametrize("job", [j for j in event_time_jobs() if "tumbling" in j or "sliding" in j])
-def test_a_snapshot_after_every_step_sees_every_open_pane_and_changes_no_result(job: str) -> None:
-    """On the heap the batch path keeps open windows' panes out of the pane table until something
-    reads the state whole (a snapshot), and moves each back on its key's next element: the state
-    and results stay the generic path's, step after step."""
+def tied_sessions_script(seed: int, steps: int = 80) -> list[tuple[str, Any]]:
+    """Many keys on few timestamps, so that sessions of different keys end at the same time: the
+    order in which they fire is the order their timers were registered, which the batch path's
+    open sessions must keep. Some elements are late, some bridge two sessions of their key."""
+    rng = random.Random(seed)
+    script: list[tuple[str, Any]] = []
+    high = 0
+    for _ in range(steps):
+        batch = []
+        for _ in range(rng.randint(1, 15)):
+            high += rng.choice((0, 0, 0, 1, 4))
+            behind = rng.choice((0, 0, 1, 2, 3, 6, 12))
+            batch.append(((f"k{rng.randint(0, 11)}", rng.randint(1, 9)), high - behind))
+        script.append(("feed", batch))
+        if rng.random() < 0.4:
+            script.append(("watermark", high - rng.randint(0, 5)))
+    script.append(("watermark", LONG_MAX))
+    return script
+
+
+@pytest.mark.parametrize("seed", [7, 8, 9])
+@pytest.mark.parametrize("job", [j for j in event_time_jobs() if "sessions" in j])
+def test_sessions_of_many_keys_ending_together_fire_in_the_generic_paths_order(job: str, seed: int) -> None:
     fast, generic = harnesses(event_time_jobs()[job], SameEventTimeTrigger())
-    for step in event_time_script(6):
+    script = tied_sessions_script(seed)
+    assert run(fast, script) == run(generic, script)
+    outputs = fast.stamped_out()
+    assert outputs == generic.stamped_out()
+    stamps = [ts for _, ts in outputs]
+    assert len(stamps) - len(set(stamps)) > 10, "the script must make sessions end together"
+    assert fast.side(LATE) == generic.side(LATE)
+
+
+@pytest.mark.parametrize("job", [j for j in event_time_jobs()
+                                 if "tumbling" in j or "sliding" in j or "sessions" in j])
+def test_a_snapshot_after_every_step_sees_every_open_pane_and_changes_no_result(job: str) -> None:
+    """On the heap the batch path keeps open windows' panes and open sessions out of the state
+    tables and the timer queue until something reads the state whole (a snapshot), and moves each
+    back on its key's next element: the state and results stay the generic path's, step after step."""
+    fast, generic = harnesses(event_time_jobs()[job], SameEventTimeTrigger())
+    script = event_time_script(6) if "sessions" not in job else tied_sessions_script(6)
+    for step in script:
         assert run(fast, [step]) == run(generic, [step])
         assert state_of(fast) == state_of(generic)
     assert fast.stamped_out() == generic.stamped_out()
