@@ -28,6 +28,15 @@ open across a checkpoint. Instead:
   transactional id and marker group they were written for, so a rescaled restore commits another
   subtask's batches under that subtask's id.
 
+librdkafka's transactional calls (initializing, sending the marker, committing) time out with a
+retriable error that says "retry call to resume": the writer resumes such a call (up to
+``_RESUMES`` times, as Flink's committer retries a retriable commit, ``sink.committer.retries``)
+while its task is not cancelled, rather than aborting and failing over. A broker that stalls for
+longer than max.block.ms (a loaded machine) so costs a wait, not a failover that re-writes the batch
+(an abort cannot even run while a commit is in flight: librdkafka refuses it, _CONFLICT). A commit
+that fails for good is aborted; if the abort fails too, the failure says so: the transaction stays
+open until the broker aborts it, and read_committed consumers of its partitions see nothing after it.
+
 The job id is in the marker group because a new job with the same prefix starts its checkpoint
 ids again at 1 and must not read an older job's markers as its own. Transactions are open only
 while a commit runs: a kill -9 leaves a lingering transaction only if it lands inside a commit.
@@ -40,8 +49,9 @@ held until the input ends and committed then (a bounded job's single transaction
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from millstream.runtime import operator_factories
 from millstream.runtime.operators.base import OperatorContext, StreamOperator
@@ -49,7 +59,10 @@ from millstream.runtime.timestamps import timestamps_of
 
 __all__ = ["KafkaSinkOperator", "PendingBatch", "PendingBatches", "already_committed"]
 
+log = logging.getLogger(__name__)
+
 _STATE_VERSION = 1
+_RESUMES = 10  # a transactional call timed out (retriable): resumed this many times at most
 KafkaRecord = tuple[str, Optional[bytes], bytes, Optional[int]]  # topic, key, value, timestamp (ms)
 # Client properties a marker consumer shares with the producer (how to reach and log in to the cluster).
 _CONNECTION_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.id", "socket.", "broker.")
@@ -317,7 +330,7 @@ class KafkaSinkOperator(StreamOperator):
         if producer is None:
             try:
                 producer = self._ck.Producer({**self._config, "transactional.id": transactional_id})
-                producer.init_transactions(self._timeout_s)
+                self._resumed(producer.init_transactions, f"initializing transactional id {transactional_id!r}")
             except Exception as e:
                 self.fail(e, f"initializing transactional id {transactional_id!r} at {self._servers}")
             self._txn_producers[transactional_id] = producer
@@ -329,22 +342,42 @@ class KafkaSinkOperator(StreamOperator):
             return
         producer = self._transactional_producer(batch.transactional_id)
         ck = self._ck
+        what = f"checkpoint {batch.checkpoint_id}'s transaction (transactional id {batch.transactional_id!r})"
         try:
             producer.begin_transaction()
             for record in batch.records:
                 self._produce(producer, record)
             marker = [ck.TopicPartition(t, 0, batch.checkpoint_id) for t in batch.topics]
             group = self._marker_consumer(batch.marker_group).consumer_group_metadata()
-            producer.send_offsets_to_transaction(marker, group, self._timeout_s)
-            producer.commit_transaction(self._timeout_s)
+            self._resumed(lambda timeout: producer.send_offsets_to_transaction(marker, group, timeout),
+                          f"sending the commit marker of {what}")
+            self._resumed(producer.commit_transaction, f"committing {what}")
         except Exception as e:
             self._txn_producers.pop(batch.transactional_id, None)
             try:
                 producer.abort_transaction(self._timeout_s)
-            except Exception:  # noqa: BLE001 - the commit's error is the one to report
-                pass
+                left = ""
+            except Exception as abort_error:  # noqa: BLE001 - the commit's error is the one to report; say the abort's
+                left = (f"; aborting it failed too ({abort_error}): the transaction stays open until the broker "
+                        f"aborts it, and read_committed consumers of its partitions see nothing after it until then")
             self.fail(e, f"committing the records of checkpoint {batch.checkpoint_id} in a Kafka transaction "
-                         f"(transactional id {batch.transactional_id!r}) at {self._servers}")
+                         f"(transactional id {batch.transactional_id!r}) at {self._servers}{left}")
+
+    def _resumed(self, call: Callable[[float], Any], what: str) -> None:
+        """``call(timeout_s)``, a transactional call of librdkafka, resumed after a retriable error
+        (a timeout: "retry call to resume") up to ``_RESUMES`` times while the task is not cancelled;
+        any other error (abortable, fatal, fenced), or the last retriable one, is raised."""
+        for attempt in range(_RESUMES + 1):
+            try:
+                call(self._timeout_s)
+                return
+            except self._ck.KafkaException as e:
+                error = e.args[0] if e.args else None
+                retriable = (isinstance(error, self._ck.KafkaError) and error.retriable()
+                             and not error.txn_requires_abort() and not error.fatal())
+                if not retriable or attempt == _RESUMES or self.ctx.env.is_cancelled():
+                    raise
+                log.warning("%s at %s: %s; resuming it (%d/%d)", what, self._servers, error, attempt + 1, _RESUMES)
 
     def close(self) -> None:
         """Lets go of the clients; never commits. Records of NONE / AT_LEAST_ONCE not flushed yet

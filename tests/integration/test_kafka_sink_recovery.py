@@ -8,6 +8,7 @@ produced on purpose rather than by chance:
 * a restore that is itself restored again (a failure during recovery) still writes nothing twice;
 * a rescaled restore commits other subtasks' batches under their own transactional ids;
 * a zombie writer of the failed attempt is fenced by the restore and cannot commit;
+* a commit that times out while the broker stalls is resumed, not aborted into a failover;
 * a record the broker refuses fails AT_LEAST_ONCE's snapshot (the barrier waits for every
   acknowledgement), NONE's end of input, and EXACTLY_ONCE's commit, naming topic and broker.
 
@@ -15,8 +16,12 @@ The job on a real cluster, failing mid-job, is in test_kafka_sink.py.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import threading
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -151,6 +156,41 @@ def test_a_zombie_writer_of_the_failed_attempt_is_fenced_by_the_restore(kafka_br
     with pytest.raises(OperatorError, match="committing the records of checkpoint 2"):
         zombie.notify_checkpoint_complete(2)  # a stale notification reaching the zombie
     assert committed(kafka_broker, topic, 1) == ["a"]
+
+
+@contextlib.contextmanager
+def stalled(broker: KafkaBroker, seconds: float) -> Iterator[None]:
+    """The broker stops answering (SIGSTOP of its process group) for ``seconds``, from now."""
+    assert broker.proc is not None
+    pgid = broker.proc.pid
+    resume = threading.Timer(seconds, os.killpg, args=(pgid, signal.SIGCONT))
+    os.killpg(pgid, signal.SIGSTOP)
+    resume.start()
+    try:
+        yield
+    finally:
+        resume.cancel()
+        os.killpg(pgid, signal.SIGCONT)
+
+
+def test_a_commit_that_times_out_while_the_broker_stalls_is_resumed_not_failed(kafka_broker, topic) -> None:
+    """librdkafka's transactional calls time out with a retriable error ("retry call to resume").
+    The writer resumes them (as Flink's committer retries a retriable commit) rather than aborting
+    into a failover: an abort cannot even run while the commit is in flight (_CONFLICT), so the
+    task failed with the transaction open, and the restore wrote the batch again behind it. On a
+    broker that never aborts that transaction (tansu), read_committed consumers then saw nothing
+    after it (the CI failure of test_kafka_sink's savepoint test had this signature)."""
+    writers = Writers(kafka_broker, topic, 1, f"p-{topic}", **{"max.block.ms": "1000"})
+    writer = writers.new()
+    writer.process_batch(["a"])
+    writer.snapshot_state(1)
+    writer.notify_checkpoint_complete(1)  # the transactional producer is initialized now
+    writer.process_batch(["b", "c"])
+    writer.snapshot_state(2)
+    with stalled(kafka_broker, 2.5):  # longer than max.block.ms: the commit's calls time out
+        writer.notify_checkpoint_complete(2)
+    assert committed(kafka_broker, topic, 3) == ["a", "b", "c"]
+    assert not writer.has_uncommitted_output()
 
 
 def test_without_checkpointing_the_records_are_committed_when_the_input_ends(kafka_broker, topic) -> None:
