@@ -15,7 +15,6 @@ One MiniCluster and one broker for the module; each test writes to its own topic
 """
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -80,12 +79,12 @@ def values(messages: list[Any]) -> list[str]:
     return [m.value().decode() for m in messages]
 
 
-def assert_each_once(messages: list[Any], expected: list[str]) -> None:
+def assert_each_once(messages: list[Any], expected: list[str], context: str = "") -> None:
     got = values(messages)
     duplicated = sorted({v for v in got if got.count(v) > 1}) if len(got) != len(set(got)) else []
-    assert not duplicated, f"{len(duplicated)} records written twice, e.g. {duplicated[:5]}"
+    assert not duplicated, f"{len(duplicated)} records written twice, e.g. {duplicated[:5]}{context}"
     missing = sorted(set(expected) - set(got))
-    assert not missing, f"{len(missing)} records missing, e.g. {missing[:5]}"
+    assert not missing, f"{len(missing)} records missing, e.g. {missing[:5]}{context}"
     assert sorted(got) == sorted(expected)
 
 
@@ -109,8 +108,29 @@ def run(cluster: Any, env: StreamExecutionEnvironment, name: str, timeout: float
         return poll_for(lambda: ended(client, job_id), timeout, interval=0.2, what=f"job {name!r} to end")
 
 
-def finished(summary: Any) -> None:
-    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message
+def finished(summary: Any, context: str = "") -> None:
+    assert JobStatus.from_proto(summary.status) is JobStatus.FINISHED, summary.failure.message + context
+
+
+def run_report(cluster: Any, client: ClusterClient, job_id: bytes) -> str:
+    """One line per job for a failure message: its status, restarts, checkpoints and the root
+    cause of each failed attempt (the JobManager's exception history, what Flink's REST API shows
+    at /jobs/:jobid/exceptions), each cut to its first line and the traceback's last line."""
+    summary = client.status(job_id)
+    cp = summary.checkpoints
+    checkpoints = ", ".join(f"{h.id}{'s' if h.is_savepoint else ''} {h.status}" for h in reversed(cp.history))
+    line = (f"{summary.job_name} ({job_id.hex()[:8]}): {JobStatus.from_proto(summary.status).name}, "
+            f"{summary.num_restarts} restarts, restored checkpoint {cp.latest_restored_id}, checkpoints {checkpoints}")
+    try:
+        exceptions = cluster.job_manager.dispatcher.record(job_id).exception_history()
+    except Exception as e:  # noqa: BLE001 - a diagnostic: say why there is none
+        return f"{line}; no exception history ({e})"
+    for entry in exceptions:
+        failure = entry.failure
+        message = (failure.message.strip().splitlines() or [""])[0]
+        last = (failure.traceback.strip().splitlines() or [""])[-1]
+        line += f"\n    {failure.task_name or 'job'}: {message[:300]}" + (f" | {last[:300]}" if last != message else "")
+    return line
 
 
 # -- NONE and AT_LEAST_ONCE ----------------------------------------------------------------------
@@ -214,7 +234,19 @@ def test_exactly_once_after_a_task_failure_mid_job(cluster, kafka_broker, tmp_pa
 def test_exactly_once_across_savepoints_resumed_at_parallelism_2_then_1_then_2(cluster, kafka_broker, tmp_path) -> None:
     """Stop-with-savepoint and resume at another parallelism: each new subtask gets old subtasks'
     pending batches (round-robin) with the transactional id and marker group (of the old job) they
-    were written for, commits the ones not committed yet, and every record is in Kafka once."""
+    were written for, commits the ones not committed yet, and every record is in Kafka once.
+
+    Failed once in 3 CI runs (the whole suite on 2 loaded cores): 6,144 records committed, 10,428
+    written; every record of the last run invisible to read_committed and one split's tail written
+    twice. That is the mark of a transaction left open by an attempt of the last run that failed
+    (or was cancelled) mid-commit, whose restore wrote the batch again: Kafka aborts such a
+    transaction when the restore initializes the transactional id; tansu never does
+    (test_kafka_broker.py's xfail tests), so it hides everything after it for good. Why that run
+    failed over is not known: not reproduced in 34 runs here (25 of them pinned to one core beside a
+    busy loop), none of which restarted. A commit that timed out under load did fail over then (now
+    resumed instead: test_kafka_sink_recovery.py). A failure now names each run's restarts, their
+    root causes and checkpoints. In about half of those runs the parallelism-1 run had read its
+    input to the end before its stop, so the last run had nothing to write (no checkpoint)."""
     topic = new_topic(kafka_broker)
     count = 9000
     slow, savepoints = tmp_path / "slow", tmp_path / "savepoints"
@@ -234,9 +266,11 @@ def test_exactly_once_across_savepoints_resumed_at_parallelism_2_then_1_then_2(c
 
     savepoint = None
     seen = 0
+    runs: list[bytes] = []
     with ClusterClient(cluster.address) as client:
         for parallelism in (2, 1):
             job_id = client.submit(job(parallelism, savepoint))
+            runs.append(job_id)
             before = seen
             poll_for(lambda: client.status(job_id).checkpoints.num_completed >= 1, 120, what="a completed checkpoint")
             seen = len(read_topic(kafka_broker, topic, lambda got: len(got) > before, timeout_s=30, linger_s=0))
@@ -245,13 +279,15 @@ def test_exactly_once_across_savepoints_resumed_at_parallelism_2_then_1_then_2(c
         assert 0 < seen < count, seen
         slow.unlink()
         last = client.submit(job(2, savepoint))
+        runs.append(last)
         summary = poll_for(lambda: ended(client, last), 180, interval=0.2, what="the last run to end")
-    finished(summary)
+        context = "\nthe three runs:\n" + "\n".join(run_report(cluster, client, job_id) for job_id in runs)
+    finished(summary, context)
     got = read_topic(kafka_broker, topic, lambda got: len(got) >= count)
-    if len(got) < count:  # seen once under load (2,856 missing, each split's tail): say whether they were written
+    if len(got) < count:  # seen under load (2,856 missing, each split's tail): say whether they were written
         written = read_topic(kafka_broker, topic, lambda got: len(got) >= count, committed_only=False)
-        print(f"{len(got)} records committed, {len(written)} written (read uncommitted)", file=sys.stderr)
-    assert_each_once(got, [f"r{i}" for i in range(count)])
+        context = f"\n{len(got)} records committed, {len(written)} written (read uncommitted){context}"
+    assert_each_once(got, [f"r{i}" for i in range(count)], context)
 
 
 # -- keys, topic selection, RowFieldExtractorSchema ----------------------------------------------
