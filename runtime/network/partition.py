@@ -157,7 +157,8 @@ class ResultPartition:
         self._changed = threading.Condition(self._lock)  # the task thread waits here: space, consumed
         self._subs = [_Subpartition(i, self._lock) for i in range(num_subpartitions)]
         self._broadcast_staged = _Staging()
-        self.serializer = RecordSerializer()  # one per writer: a switch to classes by value sticks
+        # one per writer: a switch to classes by value sticks; records in flight share no objects
+        self.serializer = RecordSerializer(shared=False)
         self._finished = False
         self._failure: str | None = None
         self._closed = False

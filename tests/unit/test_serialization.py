@@ -45,6 +45,37 @@ def test_builtin_records_take_the_c_pickler_unchanged() -> None:
     assert deserialize(s.serialize(records)) == records
 
 
+def test_records_in_flight_go_without_the_picklers_memo_and_read_back_equal() -> None:
+    """A result partition's serializer (shared=False): no memo, so an object held twice arrives as
+    two equal objects, as records pickled one at a time would; the default keeps the sharing."""
+    bid = (1041, 1008, 225, "Google", "https://www.nexmark.com/ryoz/_wej/ff_/item.htm?query=1", 1700000000090, "x" * 60)
+    records = [bid] * 3 + word_count_buffer()
+    unshared, shared = RecordSerializer(shared=False), RecordSerializer()
+    data = unshared.serialize(records)
+    assert deserialize(data) == records and unshared.by_value is False
+    inner = [1, 2]
+    (got,) = deserialize(unshared.serialize([(inner, inner)]))
+    assert got == ([1, 2], [1, 2]) and got[0] is not got[1]
+    (got,) = deserialize(shared.serialize([(inner, inner)]))
+    assert got[0] is got[1]
+
+
+def test_a_cyclic_record_in_flight_goes_with_the_memo() -> None:
+    cyclic: list[Any] = [1]
+    cyclic.append(cyclic)
+    s = RecordSerializer(shared=False)
+    (got,) = deserialize(s.serialize([cyclic]))
+    assert got[0] == 1 and got[1] is got
+    assert s.by_value is False  # not the cloudpickle fallback: the next batches go without the memo again
+
+
+def test_a_class_not_importable_by_reference_travels_by_value_in_flight_too() -> None:
+    Order = main_class()
+    s = RecordSerializer(shared=False)
+    assert deserialize(s.serialize([Order("a", 1), Order("a", 1)])) == [Order("a", 1)] * 2
+    assert s.by_value is True
+
+
 def test_a_class_not_importable_by_reference_travels_by_value() -> None:
     Order = main_class()
     with pytest.raises(pickle.PicklingError):
