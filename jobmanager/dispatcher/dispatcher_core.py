@@ -566,12 +566,18 @@ class DispatcherCore:
             raise DispatcherError(ErrorKind.INVALID_ARGUMENT, f"max_bytes must be positive, got {request.max_bytes}")
         record = self.record(request.job_id)
         if record.collect_restarted is not None:
+            checkpointed = record.job_master is not None and record.job_master.checkpoints is not None
+            why = ("collected results do not outlive a restart, even with checkpoints (Flink's checkpointed "
+                   "collect, which hands a result out only once a checkpoint covers it, is not built), so they end "
+                   "here. Write the results to a sink that commits on checkpoints (FileSink, KafkaSink) instead"
+                   if checkpointed else
+                   "without checkpoints a restarted job starts over and its records would arrive twice, so the "
+                   "collected results end here. Use RestartStrategies.no_restart() with execute_and_collect, or "
+                   "write the results to a sink")
             raise DispatcherError(
                 ErrorKind.FAILED_PRECONDITION,
                 f"Job {request.job_id.hex()} restarted after a failure ({record.collect_restarted}) while execute_and_collect "
-                "was reading its results; without checkpoints a restarted job starts over and its records would "
-                "arrive twice, so the collected results end here. Use RestartStrategies.no_restart() with "
-                "execute_and_collect, or write the results to a sink.",
+                f"was reading its results; {why}.",
             )
         if record.collect is None and record.status.is_terminal():
             # Every batch was acknowledged (or discarded with a failed job): the end.

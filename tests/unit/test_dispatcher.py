@@ -504,6 +504,20 @@ def test_a_restart_while_results_are_collected_discards_them_and_the_client_is_t
     assert record.collect.buffered_bytes == 0
 
 
+def test_a_checkpointed_job_that_restarts_while_collected_says_results_do_not_outlive_it() -> None:
+    core = DispatcherCore(job_retention_ms=60_000)
+    job_master = _run(core, checkpoints=FakeCheckpoints(None))
+    job_id = job_master.core.job_id
+    record = core.record(job_id)
+    assert core.offer_collected(job_id, b"attempt-0", _batch(0, 10))[0]
+    job_master.core.failure = cpb.JobFailure(message="ChannelError: the producer closed the connection")
+    core.job_status_changed(record, JobStatus.RESTARTING, None, T0 + 5)
+    message = _refused(ErrorKind.FAILED_PRECONDITION, core.fetch_collected,
+                       cpb.FetchCollectRequest(job_id=job_id, offset=0, max_bytes=100), False)
+    assert "even with checkpoints" in message and "FileSink" in message and "ChannelError" in message
+    assert "without checkpoints" not in message
+
+
 def test_a_restart_before_anything_was_collected_leaves_collecting_alone() -> None:
     core = DispatcherCore(job_retention_ms=60_000)
     job_master = _run(core)
