@@ -23,8 +23,6 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence
 
-_INT_ONLY = frozenset((int,))
-
 from millstream.common.watermark_strategy import (
     LONG_MAX,
     LONG_MIN,
@@ -41,6 +39,8 @@ __all__ = [
     "LONG_MAX", "LONG_MIN", "InputWatermarks", "StatusWatermarkValve", "TimestampsAndWatermarks", "WatermarkBatch",
     "WatermarkEmitter", "WatermarkEvent", "WatermarkOutputMultiplexer", "WatermarkStatus",
 ]
+
+_INT_ONLY = frozenset((int,))  # the types of a batch of timestamps that needs no per-record check
 
 
 class WatermarkStatus(str, enum.Enum):

@@ -52,6 +52,16 @@ if TYPE_CHECKING:
 __all__ = ["FastWindowPath", "SessionWindowPath", "fast_path_for"]
 
 _MISSING: Any = object()
+
+
+def _first_pane(kind: str, agg: Any, record: Any) -> Any:
+    """A pane holding one element: ``kind`` "reduce" (the element), "aggregate" (an accumulator
+    it was added to, ``agg`` the AggregateFunction) or "list"."""
+    if kind == "reduce":
+        return record
+    if kind == "aggregate":
+        return agg.add(record, agg.create_accumulator())
+    return [record]
 _TUMBLING = (TumblingEventTimeWindows, TumblingProcessingTimeWindows)
 _SLIDING = (SlidingEventTimeWindows, SlidingProcessingTimeWindows)
 _EVENT_TIME = (TumblingEventTimeWindows, SlidingEventTimeWindows)
@@ -131,14 +141,7 @@ class FastWindowPath:
     def _new_pane(self, group: dict[Any, Any], slot: tuple[Any, TimeWindow], record: Any, kg: int) -> None:
         """The pane's first element, then the trigger's timer and the cleanup timer (the same one
         without lateness; none at the end of time), as on_element and _register_cleanup_timer do."""
-        kind = self.kind
-        if kind == "reduce":
-            group[slot] = record
-        elif kind == "aggregate":
-            agg = self.op._agg
-            group[slot] = agg.add(record, agg.create_accumulator())
-        else:
-            group[slot] = [record]
+        group[slot] = _first_pane(self.kind, self.op._agg, record)
         self._register(slot, kg)
 
     def _register(self, slot: tuple[Any, TimeWindow], kg: int) -> None:
@@ -299,14 +302,7 @@ class FastWindowPath:
         group = groups.get(kg)
         current = _MISSING if group is None else group.pop(slot, _MISSING)
         if current is _MISSING:
-            kind = self.kind
-            if kind == "reduce":
-                current = record
-            elif kind == "aggregate":
-                agg = self.op._agg
-                current = agg.add(record, agg.create_accumulator())
-            else:
-                current = [record]
+            current = _first_pane(self.kind, self.op._agg, record)
             self._register(slot, kg)
         else:
             if not group:
@@ -549,6 +545,7 @@ class SessionWindowPath:
                         session[2] = fold(session[2], record)
                     continue
                 if not late and t <= last and start <= end:  # extends it: a new window, its timer at the back
+                    # (what _file_open does, inline: most elements take this branch)
                     del by_end[last][key]
                     if t < start:
                         session[0] = t
@@ -569,23 +566,11 @@ class SessionWindowPath:
                 set_group = set_groups.get(kg)
                 mapping = None if set_group is None else set_group.get(key)
                 if not mapping:  # a new session
-                    if kind == "reduce":
-                        pane = record
-                    elif kind == "aggregate":
-                        pane = agg.add(record, agg.create_accumulator())
-                    else:
-                        pane = [record]
-                    session = [t, end, pane, TimeWindow(t, end), kg]
-                    open_sessions[key] = session
-                    bucket = by_end.get(end)
-                    if bucket is None:
-                        bucket = by_end[end] = {}
-                        heappush(ends, end)
-                    bucket[key] = session
+                    self._file_open(key, [t, end, _first_pane(kind, agg, record), TimeWindow(t, end), kg])
                     if mapping is not None:
                         del set_group[key]
                     continue
-                if len(mapping) == 1 and self._reopen(key, kg, mapping, set_group, record, t):
+                if len(mapping) == 1 and self._reopen(key, kg, mapping, set_group, record, t, fold):
                     continue
             self._process({}, [key], [kg], [record], [t])
 
@@ -675,12 +660,7 @@ class SessionWindowPath:
             pane_slot = (key, mapping[actual])
             current = group.get(pane_slot, _MISSING)
             if current is _MISSING:
-                if kind == "reduce":
-                    group[pane_slot] = record
-                elif kind == "aggregate":
-                    group[pane_slot] = agg.add(record, agg.create_accumulator())
-                else:
-                    group[pane_slot] = [record]
+                group[pane_slot] = _first_pane(kind, agg, record)
             elif fold is None:
                 current.append(record)
             else:
@@ -695,9 +675,8 @@ class SessionWindowPath:
             if lateness and end_ts + lateness < LONG_MAX:
                 register(end_ts + lateness, slot, kg)
 
-
     def _reopen(self, key: Any, kg: int, mapping: dict[TimeWindow, TimeWindow], set_group: dict[Any, Any],
-                record: Any, t: int) -> bool:
+                record: Any, t: int, fold: Callable[[Any, Any], Any] | None) -> bool:
         """Moves the key's one session in the table to ``open`` when ``record`` extends it: what the
         generic merge does (the old timer deleted, the pane kept under its state window), but
         the new timer left to ``_settle_end``."""
@@ -713,20 +692,22 @@ class SessionWindowPath:
             del self.op._panes.groups[kg]
         del set_group[key]
         self.op.backend.event_timers.delete(window.end - 1, (key, window), kg)
-        fold = self._fold()
         if fold is None:
             pane.append(record)
         else:
             pane = fold(pane, record)
-        last = max(end, window.end)
-        session = [min(t, window.start), last, pane, state_window, kg]
-        cast(dict, self.open)[key] = session
-        bucket = self.by_end.get(last)
-        if bucket is None:
-            bucket = self.by_end[last] = {}
-            heappush(self._ends, last)
-        bucket[key] = session
+        self._file_open(key, [min(t, window.start), max(end, window.end), pane, state_window, kg])
         return True
+
+    def _file_open(self, key: Any, session: list[Any]) -> None:
+        """``session`` is the key's open session, at the back of its end's (see the class docstring)."""
+        cast(dict, self.open)[key] = session
+        end = session[1]
+        bucket = self.by_end.get(end)
+        if bucket is None:
+            bucket = self.by_end[end] = {}
+            heappush(self._ends, end)
+        bucket[key] = session
 
     def _settle_end(self, end: int) -> None:
         """The open sessions ending at ``end`` go into the table layout, their timers registered in order."""
