@@ -95,18 +95,31 @@ def _digest(counts: Any) -> str:
     return hashlib.sha256(repr(sorted(counts.items())).encode()).hexdigest()[:16]
 
 
-def _counts(path: str, start: int = 0, lines: int | None = None) -> collections.Counter[str]:
+def _counts(path: str, start: int = 0, lines: int | None = None, user_function: bool = False) -> collections.Counter[str]:
     """``collections.Counter`` of the words of ``path``'s lines from byte ``start`` (a line's first
-    byte), ``lines`` of them (None: to the end); the same text-mode reading either way."""
+    byte), ``lines`` of them (None: to the end); the same text-mode reading either way.
+    ``user_function``: each line goes through the job's own ``split_words`` (examples/word_count.py)
+    and the words of its ``(word, 1)`` pairs are counted: the work any engine running that function
+    does at least, with no engine around it."""
     import io
     import itertools
+    from operator import itemgetter
 
     counts: collections.Counter[str] = collections.Counter()
+    update = counts.update
     with open(path, "rb") as raw:
         raw.seek(start)
         f = io.TextIOWrapper(raw, encoding="utf-8")
-        for line in (f if lines is None else itertools.islice(f, lines)):
-            counts.update(line.split())
+        lines_read = f if lines is None else itertools.islice(f, lines)
+        if user_function:
+            from word_count import split_words
+
+            first = itemgetter(0)
+            for line in lines_read:
+                update(map(first, split_words(line)))
+        else:
+            for line in lines_read:
+                update(line.split())
     return counts
 
 
@@ -130,14 +143,15 @@ def halves(path: str) -> tuple[int, int]:
     return middle, lines
 
 
-def _count_half(path: str, start: int, lines: int | None, conn: Any) -> None:
-    conn.send(_counts(path, start, lines))
+def _count_half(path: str, start: int, lines: int | None, user_function: bool, conn: Any) -> None:
+    conn.send(_counts(path, start, lines, user_function))
     conn.close()
 
 
-def measure_counter_two(path: str) -> dict:
+def measure_counter_two(path: str, user_function: str = "false") -> dict:
     """Two ``collections.Counter`` processes at once, one per half of the corpus (by lines), until
-    both are done and their Counters merged in this process: the floor of two processes on two cores."""
+    both are done and their Counters merged in this process: the floor of two processes on two cores.
+    ``user_function`` "true": each line through the job's ``split_words`` first (see _counts)."""
     import multiprocessing
 
     middle, lines = halves(path)
@@ -146,7 +160,7 @@ def measure_counter_two(path: str) -> dict:
     pipes, procs = [], []
     for start, n in ((0, lines), (middle, None)):
         receive, send = fork.Pipe(duplex=False)
-        procs.append(fork.Process(target=_count_half, args=(path, start, n, send)))
+        procs.append(fork.Process(target=_count_half, args=(path, start, n, user_function == "true", send)))
         procs[-1].start()
         send.close()
         pipes.append(receive)
@@ -479,8 +493,9 @@ def faster_split(job_s: dict[str, float]) -> str:
 def wordcount_summary(rounds: list[dict[str, float]], session: dict | None = None) -> dict[str, float]:
     """Medians of the rounds' figures and of their own ratios (a round ran every engine in turn, so
     machine drift hits all of a round's figures alike). A round's ``frame`` is its faster DataFrame
-    variant; the floors: ``counter`` (one core, halved: the issue's two-core floor) and ``counter2``
-    (two Counter processes at once, merged). ``session``: measure_session()'s jobs, the first apart
+    variant; the floors: ``counter`` (one core, halved: the issue's two-core floor), ``counter2``
+    (two Counter processes at once, merged) and ``user_fn2`` (the same with the job's ``split_words``
+    before the count: what any engine running that function pays at least). ``session``: measure_session()'s jobs, the first apart
     from the median of the rest."""
     if not rounds:
         raise ValueError("no word count rounds")
@@ -494,7 +509,8 @@ def wordcount_summary(rounds: list[dict[str, float]], session: dict | None = Non
 
     summary = {k: col(k) for k in rounds[0]}
     summary.update(vs_rdd=ratio("mill", "rdd"), vs_frame=ratio("mill", "frame"), vs_floor=ratio("mill", "counter", 0.5),
-                   vs_two_process_floor=ratio("mill", "counter2"), e2e_vs_frame=ratio("e2e_mill", "e2e_frame"))
+                   vs_two_process_floor=ratio("mill", "counter2"), vs_user_function_floor=ratio("mill", "user_fn2"),
+                   user_function_floor_vs_floor=ratio("user_fn2", "counter", 0.5), e2e_vs_frame=ratio("e2e_mill", "e2e_frame"))
     if session is not None:
         jobs = [job["wall_s"] for job in session["jobs"]]
         summary["session_first"] = jobs[0]
@@ -509,7 +525,8 @@ def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
     path = _corpus(a.size_mb)
     rounds, truth = [], None
     for _ in range(a.wordcount_rounds):
-        r = {"counter": _run("counter", path), "counter2": _run("counter_two", path), "rdd": _run("pyspark", path),
+        r = {"counter": _run("counter", path), "counter2": _run("counter_two", path),
+             "user_fn2": _run("counter_two", path, "true"), "rdd": _run("pyspark", path),
              **{f"frame_{split}": _run("pyspark_dataframe", path, split) for split in SPLITS}, "mill": _run("millstream", path)}
         split = faster_split({k: r[f"frame_{k}"]["job_s"] for k in SPLITS})
         r["e2e_frame"] = _run("end_to_end", path, "bench/wordcount_dataframe.py", split)
@@ -518,7 +535,8 @@ def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
         for name, other in r.items():
             assert (truth["words"], truth["distinct"]) == (other["words"], other["distinct"]), (name, truth, other)
             assert other.get("digest", truth["digest"]) == truth["digest"], (name, truth, other)
-        rounds.append({"counter": r["counter"]["wall_s"], "counter2": r["counter2"]["wall_s"], "rdd": r["rdd"]["job_s"],
+        rounds.append({"counter": r["counter"]["wall_s"], "counter2": r["counter2"]["wall_s"],
+                       "user_fn2": r["user_fn2"]["wall_s"], "rdd": r["rdd"]["job_s"],
                        **{f"frame_{k}": r[f"frame_{k}"]["job_s"] for k in SPLITS}, "mill": r["mill"]["wall_s"],
                        "e2e_frame": r["e2e_frame"]["wall_s"], "e2e_mill": r["e2e_mill"]["wall_s"],
                        "spark_startup": r["frame_literal"]["startup_s"], "mill_startup": r["mill"]["startup_s"]})
@@ -545,6 +563,9 @@ def bench_wordcount(a: argparse.Namespace) -> list[Figure]:
           f"   two-core floor (halved): {m['counter'] / 2:.1f} s; Millstream {m['vs_floor']:.2f}x of it (goal ≤ 1.25x)")
     print(f"{'collections.Counter, 2 processes + merge':<44}{m['counter2']:>8.1f}{words / m['counter2']:>14,.0f}"
           f"   Millstream {m['vs_two_process_floor']:.2f}x of it")
+    print(f"{'split_words + Counter, 2 processes + merge':<44}{m['user_fn2']:>8.1f}{words / m['user_fn2']:>14,.0f}"
+          f"   Millstream {m['vs_user_function_floor']:.2f}x of it; it is {m['user_function_floor_vs_floor']:.2f}x the "
+          f"two-core floor itself")
     print(f"start-up: Spark session {m['spark_startup']:.1f} s (DataFrame runs); Millstream embedded cluster {m['mill_startup']:.1f} s")
     e2e_rounds = ", ".join(f"{r['e2e_mill'] / r['e2e_frame']:.2f}x" for r in rounds)
     print(f"end to end (a fresh `python script`; the DataFrame script with the round's faster split): PySpark DataFrame "
@@ -573,6 +594,9 @@ def wordcount_figures(m: dict[str, float], size_mb: int) -> list[Figure]:
         Figure("wordcount.counter_s", f"{what}: collections.Counter, 1 core", m["counter"], "s", "lower"),
         Figure("wordcount.counter_two_processes_s", f"{what}: 2 collections.Counter processes on halves, merged",
                m["counter2"], "s", "lower"),
+        Figure("wordcount.user_function_two_processes_s",
+               f"{what}: 2 processes of the job's `split_words` + collections.Counter on halves, merged",
+               m["user_fn2"], "s", "lower"),
         Figure("wordcount.vs_rdd", "word count job only: Millstream / PySpark RDD", m["vs_rdd"], "x", "lower", "≤ 0.5x"),
         Figure("wordcount.vs_dataframe", "word count job only: Millstream / PySpark DataFrame (faster split)", m["vs_frame"],
                "x", "lower", "≤ 0.65x"),
@@ -580,6 +604,11 @@ def wordcount_figures(m: dict[str, float], size_mb: int) -> list[Figure]:
                "≤ 1.25x"),
         Figure("wordcount.vs_two_process_floor", "word count job only: Millstream / 2 Counter processes",
                m["vs_two_process_floor"], "x", "lower"),
+        Figure("wordcount.vs_user_function_floor", "word count job only: Millstream / 2 `split_words` + Counter processes",
+               m["vs_user_function_floor"], "x", "lower"),
+        Figure("wordcount.user_function_floor_vs_floor",
+               "word count: 2 `split_words` + Counter processes / (Counter 1 core / 2), no engine at all",
+               m["user_function_floor_vs_floor"], "x", "lower"),
         Figure("wordcount.millstream_end_to_end_s", f"{what}, end to end: `python examples/word_count.py` (embedded)",
                m["e2e_mill"], "s", "lower"),
         Figure("wordcount.dataframe_end_to_end_s", f"{what}, end to end: `python bench/wordcount_dataframe.py` (faster split)",

@@ -14,7 +14,7 @@ from table import Generated, merge, parse_block  # noqa: E402
 
 
 def _round(**figures: float) -> dict[str, float]:
-    base = {"counter": 6.0, "counter2": 3.5, "rdd": 16.0, "frame_regex": 9.0, "frame_literal": 8.0, "mill": 8.0,
+    base = {"counter": 6.0, "counter2": 3.5, "user_fn2": 5.0, "rdd": 16.0, "frame_regex": 9.0, "frame_literal": 8.0, "mill": 8.0,
             "e2e_frame": 15.0, "e2e_mill": 14.0, "spark_startup": 5.0, "mill_startup": 5.5}
     return {**base, **figures}
 
@@ -42,9 +42,11 @@ def test_each_round_is_compared_with_its_own_faster_dataframe_variant() -> None:
 
 
 def test_floors_one_core_halved_and_two_processes() -> None:
-    m = run.wordcount_summary([_round(counter=6.0, counter2=3.6, mill=7.5)])
+    m = run.wordcount_summary([_round(counter=6.0, counter2=3.6, user_fn2=4.5, mill=7.5)])
     assert m["vs_floor"] == pytest.approx(7.5 / 3.0)
     assert m["vs_two_process_floor"] == pytest.approx(7.5 / 3.6)
+    assert m["vs_user_function_floor"] == pytest.approx(7.5 / 4.5)
+    assert m["user_function_floor_vs_floor"] == pytest.approx(4.5 / 3.0)
 
 
 def test_session_jobs_report_the_first_apart_from_the_median_of_the_rest() -> None:
@@ -75,6 +77,10 @@ def test_halves_split_on_a_line_boundary_and_count_every_word_once(tmp_path) -> 
     assert first == run._counts(str(path))
     two, one = run.measure_counter_two(str(path)), run.measure_counter(str(path))
     assert (two["words"], two["distinct"], two["digest"]) == (one["words"], one["distinct"], one["digest"])
+    # Through the job's own split_words: the same counts (its pairs' words are the line's words).
+    assert run._counts(str(path), user_function=True) == first
+    user = run.measure_counter_two(str(path), "true")
+    assert (user["words"], user["distinct"], user["digest"]) == (one["words"], one["distinct"], one["digest"])
 
 
 def test_the_new_figures_become_rows_of_the_readme_table() -> None:
