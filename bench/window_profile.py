@@ -31,12 +31,10 @@ from millstream.common.watermark_strategy import TimestampAssigner
 from millstream.datastream import StreamExecutionEnvironment, WindowFunction
 from millstream.datastream.window import EventTimeSessionWindows, TumblingEventTimeWindows
 from millstream.runtime import operator_factories
-from millstream.runtime.serialization import deserialize
 from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.task.environment import ManualClock, SimpleTaskEnvironment
-from millstream.runtime.timestamps import stamped
 from millstream.runtime.network.partition import ResultPartition
-from millstream.runtime.network.protocol import BUFFER, Watermark, decode_event
+from millstream.runtime.network.protocol import BUFFER, Watermark, decode_buffer, decode_event
 
 import cloudpickle
 
@@ -131,9 +129,7 @@ def run(events: int, users: int, batch: int, ms_per_batch: int, parallelism: int
                 _, frame = queue.popleft() if hasattr(queue, "popleft") else queue.pop(0)
                 kind, payload = frame[0], frame[5:]
                 if kind == BUFFER:
-                    records = timed("decode", deserialize, payload)
-                    if type(records) is tuple:
-                        records = stamped(*records)
+                    records = timed("decode", decode_buffer, payload)
                     timed("window", w.process_batch, records, target)
                     timed("window", w.between_batches)
                 else:

@@ -31,6 +31,30 @@ def key_function(selector: Any) -> Callable[[Any], Any]:
         return selector
     raise TypeError(f"A key selector must be a KeySelector or a callable, got {type(selector).__name__}")
 
+def split_by_channel(records: list[Any], stamps: list[Any] | None, channels: list[int],
+                     n: int) -> list[tuple[list[Any], list[Any] | None]]:
+    """Per channel ``0..n-1``: the records whose ``channels`` entry is it, and their timestamps
+    (None without)."""
+    if n <= _SPLIT_BY_MASK_MAX_CHANNELS:
+        split: list[tuple[list[Any], list[Any] | None]] = []
+        for c in range(n):
+            keep = [x == c for x in channels]
+            split.append((list(itertools.compress(records, keep)),
+                          None if stamps is None else list(itertools.compress(stamps, keep))))
+        return split
+    if stamps is None:
+        lists: list[list[Any]] = [[] for _ in range(n)]
+        for channel, record in zip(channels, records):
+            lists[channel].append(record)
+        return [(routed, None) for routed in lists]
+    out: list[tuple[list[Any], list[Any]]] = [([], []) for _ in range(n)]
+    for channel, record, stamp in zip(channels, records, stamps):
+        routed, routed_stamps = out[channel]
+        routed.append(record)
+        routed_stamps.append(stamp)
+    return out  # type: ignore[return-value]
+
+
 class StreamPartitioner:
     ship_strategy: ClassVar[str] = ""
     pointwise: ClassVar[bool] = False
@@ -56,20 +80,7 @@ class StreamPartitioner:
 
     def route_stamped(self, records: list[Any], stamps: list[Any]) -> list[tuple[list[Any], list[Any]]]:
         """``route`` for timestamped records: per channel its records and their timestamps."""
-        channels = self.channels(records)
-        n = self.num_channels
-        if n <= _SPLIT_BY_MASK_MAX_CHANNELS:
-            split = []
-            for c in range(n):
-                keep = [x == c for x in channels]
-                split.append((list(itertools.compress(records, keep)), list(itertools.compress(stamps, keep))))
-            return split
-        out: list[tuple[list[Any], list[Any]]] = [([], []) for _ in range(n)]
-        for channel, record, stamp in zip(channels, records, stamps):
-            routed, routed_stamps = out[channel]
-            routed.append(record)
-            routed_stamps.append(stamp)
-        return out
+        return split_by_channel(records, stamps, self.channels(records), self.num_channels)  # type: ignore[return-value]
 
     def channels(self, records: list[Any]) -> list[int]:
         """The channel of each record, in order (what ``route_stamped`` sorts by)."""
@@ -174,6 +185,19 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
     def setup(self, num_channels: int) -> None:
         super().setup(num_channels)
         self._channel_of: dict[Any, int] = {}
+        self._key_group_of: dict[Any, int] = {}  # route_keyed's cache, exact str/bytes/int keys only
+        max_p = self.max_parallelism
+        # route_keyed: a key group fits a byte, and bytes.translate maps a batch's key groups to
+        # channels (and channels to one channel's 0/1 selectors) in one C call each.
+        self._groups_fit = 0 < max_p <= 256
+        if self._groups_fit:
+            owner = [keygroups.compute_operator_index_for_key_group(max_p, num_channels, kg) for kg in range(max_p)]
+            self._channel_of_group = bytes(owner + [0] * (256 - max_p))
+            split_channels = range(num_channels if num_channels <= _SPLIT_BY_MASK_MAX_CHANNELS else 0)
+            self._selectors = [bytes(int(i == c) for i in range(256)) for c in split_channels]
+            # A channel's key groups, in order, are the batch's bytes with every other channel's
+            # groups deleted (a group's channel follows from its value).
+            self._other_groups = [bytes(g for g in range(max_p) if owner[g] != c) for c in split_channels]
 
     def route(self, records: list[Any]) -> list[list[Any]]:
         # Hashing a key (Java hashCode + murmur) costs ~1 us; keys repeat, so remember each key's
@@ -201,7 +225,9 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         # keys, so a batch of only such keys may look all of them up at once (an int never equals
         # a cached str, and True or 1.0, which equal 1 but hash otherwise in Java, are never cached).
         get_key = key_function(self.key_selector)
-        keys = get_key.keys_of(records) if type(get_key) is NarrowedKey else list(map(get_key, records))
+        return self._channels_of_keys(get_key.keys_of(records) if type(get_key) is NarrowedKey else list(map(get_key, records)))
+
+    def _channels_of_keys(self, keys: list[Any]) -> list[int]:
         assign, max_p, n = keygroups.assign_key_to_parallel_operator, self.max_parallelism, self.num_channels
         cache = self._channel_of
         if len(cache) > 1_000_000:
@@ -225,6 +251,45 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
                     if channel < 0:
                         channel = cache[key] = assign(key, max_p, n)
                     out[i] = channel
+        return out
+
+    def route_keyed(self, records: list[Any], stamps: list[Any] | None) -> list[tuple[list[Any], list[Any] | None, bytes | None]]:
+        """Per channel: its records, their timestamps (None for none) and their key groups, one byte
+        each, so the consumer need not hash the keys again (None when a key is not an exact
+        str/bytes/int, whose group is not cached, or the maximum parallelism exceeds 256)."""
+        get_key = key_function(self.key_selector)
+        keys = get_key.keys_of(records) if type(get_key) is NarrowedKey else list(map(get_key, records))
+        n = self.num_channels
+        if not self._groups_fit or not _CACHEABLE_KEYS.issuperset(map(type, keys)):
+            return [(routed, routed_stamps, None)
+                    for routed, routed_stamps in split_by_channel(records, stamps, self._channels_of_keys(keys), n)]
+        cache = self._key_group_of
+        if len(cache) > 1_000_000:
+            cache.clear()
+        groups = list(map(cache.get, keys, _MINUS_ONE))
+        if groups and min(groups) < 0:
+            assign, max_p = keygroups.assign_to_key_group, self.max_parallelism
+            for i, group in enumerate(groups):
+                if group < 0:
+                    key = keys[i]
+                    group = cache.get(key, -1)  # the batch may hold the key more than once
+                    if group < 0:
+                        group = cache[key] = assign(key, max_p)
+                    groups[i] = group
+        packed = bytes(groups)
+        channel_bytes = packed.translate(self._channel_of_group)
+        if n > _SPLIT_BY_MASK_MAX_CHANNELS:
+            split = split_by_channel(records, stamps, list(channel_bytes), n)
+            group_lists: list[bytearray] = [bytearray() for _ in range(n)]
+            for channel, group in zip(channel_bytes, packed):
+                group_lists[channel].append(group)
+            return [(routed, routed_stamps, bytes(g)) for (routed, routed_stamps), g in zip(split, group_lists)]
+        out: list[tuple[list[Any], list[Any] | None, bytes | None]] = []
+        for selector, others in zip(self._selectors, self._other_groups):
+            keep = channel_bytes.translate(selector)
+            out.append((list(itertools.compress(records, keep)),
+                        None if stamps is None else list(itertools.compress(stamps, keep)),
+                        packed.translate(None, others)))
         return out
 
     def __eq__(self, other: object) -> bool:

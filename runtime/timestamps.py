@@ -9,13 +9,19 @@ never assigns them pays nothing.
 Lists are shared by every consumer of an output and never mutated after they are emitted; the
 same holds for a batch's ``timestamps``, so an operator that keeps records one-to-one (map, a
 reduce) hands the input's ``timestamps`` on unchanged.
+
+A batch that arrived over a keyed exchange may also carry its records' key groups (``key_groups``,
+one byte a record, computed by the producer's partitioner to pick the channel): the keyed operator
+it is handed to takes them instead of hashing every key again (``key_groups_of``). Only the batch
+as it arrived has them; any batch an operator builds is a new list without.
 """
 from __future__ import annotations
 
 from itertools import compress
 from typing import Any, Iterable, Sequence
 
-__all__ = ["LONG_MAX", "LONG_MIN", "TimestampedBatch", "filtered", "repeated", "stamped", "timestamps_of"]
+__all__ = ["LONG_MAX", "LONG_MIN", "KeyGroupedBatch", "TimestampedBatch", "filtered", "grouped", "key_groups_of", "repeated",
+           "stamped", "timestamps_of"]
 
 LONG_MIN = -(2**63)  # Java's Long.MIN_VALUE: the watermark before any input
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: the final watermark at the end of input
@@ -24,7 +30,7 @@ LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE: the final watermark at the end of
 class TimestampedBatch(list):
     """Records with their event timestamps: ``self[i]`` has timestamp ``self.timestamps[i]``."""
 
-    __slots__ = ("timestamps",)
+    __slots__ = ("timestamps", "key_groups")  # key_groups: set only by grouped()
 
     def __init__(self, records: Iterable[Any] = (), timestamps: Sequence[int | None] | None = None) -> None:
         super().__init__(records)
@@ -57,6 +63,35 @@ def stamped(records: list[Any], timestamps: list[int | None] | None) -> list[Any
     list.extend(batch, records)
     batch.timestamps = timestamps
     return batch
+
+
+class KeyGroupedBatch(list):
+    """Records without timestamps, with the key group of each as it arrived (see ``grouped``)."""
+
+    __slots__ = ("key_groups",)
+
+    def __reduce__(self) -> Any:  # pickles as the plain list it is (a slice is one too)
+        return list, (list(self),)
+
+
+def grouped(records: list[Any], timestamps: list[int | None] | None, key_groups: bytes) -> list[Any]:
+    """A received batch whose producer sent each record's key group (``key_groups[i]`` is
+    ``records[i]``'s); see the module docstring."""
+    if timestamps is not None:
+        batch: Any = stamped(records, timestamps)
+    else:
+        batch = KeyGroupedBatch.__new__(KeyGroupedBatch)
+        list.extend(batch, records)
+    batch.key_groups = key_groups
+    return batch
+
+
+def key_groups_of(records: list[Any]) -> bytes | None:
+    """The key groups a received batch came with, or None."""
+    kind = type(records)
+    if kind is TimestampedBatch or kind is KeyGroupedBatch:
+        return getattr(records, "key_groups", None)
+    return None
 
 
 def filtered(records: list[Any], timestamps: list[int | None] | None, keep: list[Any]) -> list[Any]:

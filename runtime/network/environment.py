@@ -36,8 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, cast
 
-from millstream.runtime.serialization import DeserializationError, deserialize
-from millstream.runtime.timestamps import stamped
+from millstream.runtime.serialization import DeserializationError
 from millstream.runtime.rpc.tls import TlsSettings
 from millstream.runtime.network import local
 from millstream.runtime.network.partition import PartitionServer, ResultPartition
@@ -59,6 +58,7 @@ from millstream.runtime.network.protocol import (
     Watermark,
     WatermarkStatus,
     close_socket,
+    decode_buffer,
     decode_error,
     decode_event,
     encode_credit,
@@ -227,9 +227,7 @@ class InputGate:
         if kind == BUFFER:
             self._pending_ack = ch
             try:
-                payload = deserialize(payload)
-                if type(payload) is tuple:  # (records, timestamps): see ResultPartition._write_buffer
-                    payload = stamped(*payload)
+                payload = decode_buffer(payload)
             except DeserializationError as e:  # e.g. a record's class is not importable here: say from where
                 error = ChannelError(ch.spec, str(e))
                 self._fail(error)

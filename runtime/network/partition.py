@@ -55,15 +55,27 @@ _EOP_FRAME = encode_frame(EVENT, encode_event(EndOfPartition()))
 
 class _Staging:
     """Records waiting for a buffer, and their timestamps once any of them has one (a buffer of
-    timestamped records travels as ``(records, timestamps)``; see ``runtime.timestamps``)."""
+    timestamped records travels as ``(records, timestamps)``; see ``runtime.timestamps``), and, on a
+    keyed exchange, their key groups while every staged record came with one (the buffer then
+    travels as ``(records, timestamps or None, key groups)``)."""
 
-    __slots__ = ("records", "stamps")
+    __slots__ = ("records", "stamps", "groups")
 
     def __init__(self) -> None:
         self.records: list[Any] = []
         self.stamps: list[int | None] | None = None
+        self.groups: bytearray | None = None
 
-    def add(self, records: list[Any], stamps: list[int | None] | None) -> None:
+    def add(self, records: list[Any], stamps: list[int | None] | None, groups: bytes | None = None) -> None:
+        if not records:
+            return
+        if not self.records:
+            self.groups = None if groups is None else bytearray(groups)
+        elif self.groups is not None:
+            if groups is None:
+                self.groups = None  # these records have none: the buffer goes without
+            else:
+                self.groups += groups
         if stamps is not None and self.stamps is None:
             self.stamps = [None] * len(self.records)
         if self.stamps is not None:
@@ -73,11 +85,14 @@ class _Staging:
     def __len__(self) -> int:
         return len(self.records)
 
-    def cut(self, start: int, end: int) -> tuple[list[Any], list[int | None] | None]:
-        return self.records[start:end], None if self.stamps is None else self.stamps[start:end]
+    def cut(self, start: int, end: int) -> tuple[list[Any], list[int | None] | None, bytes | None]:
+        return (self.records[start:end], None if self.stamps is None else self.stamps[start:end],
+                None if self.groups is None else bytes(self.groups[start:end]))
 
     def drop(self, n: int) -> None:
         del self.records[:n]
+        if self.groups is not None:
+            del self.groups[:n]
         if self.stamps is not None:
             del self.stamps[:n]
             if not self.records:
@@ -86,6 +101,7 @@ class _Staging:
     def clear(self) -> None:
         self.records.clear()
         self.stamps = None
+        self.groups = None
 
 
 class _Subpartition:
@@ -159,6 +175,7 @@ class ResultPartition:
         self._broadcast_staged = _Staging()
         # one per writer: a switch to classes by value sticks; records in flight share no objects
         self.serializer = RecordSerializer(shared=False)
+        self._route_keyed = getattr(partitioner, "route_keyed", None)
         self._finished = False
         self._failure: str | None = None
         self._closed = False
@@ -195,6 +212,12 @@ class ResultPartition:
             self._stage(self._broadcast_staged, records, stamps, self._subs)
         elif self.num_subpartitions == 1:  # forward and friends: no per-record channel selection
             self._stage(self._subs[0].staged, records, stamps, self._subs)
+        elif self._route_keyed is not None:  # a keyed exchange: the key groups go along
+            for sub, (routed, routed_stamps, groups) in zip(self._subs, self._route_keyed(records, stamps)):
+                if routed:
+                    sub.staged.add(routed, routed_stamps, groups)
+                if len(sub.staged) >= self.records_per_buffer:
+                    self._stage(sub.staged, [], None, [sub])
         elif stamps is None:
             for sub, routed in zip(self._subs, self.partitioner.route(records)):
                 if routed:
@@ -264,7 +287,7 @@ class ResultPartition:
                targets: list[_Subpartition]) -> None:
         size = self.records_per_buffer
         if not staged and len(records) == size:  # a whole buffer as given: no copy
-            self._write_buffer(list(records) if stamps is not None else records, stamps, targets)
+            self._write_buffer(list(records) if stamps is not None else records, stamps, None, targets)
             return
         staged.add(records, stamps)
         start = 0
@@ -273,9 +296,14 @@ class ResultPartition:
             start += size
         staged.drop(start)
 
-    def _write_buffer(self, records: list[Any], stamps: list[int | None] | None, targets: list[_Subpartition]) -> None:
-        # Timestamped records travel as (records, timestamps); the input gate rebuilds the batch.
-        payload = self.serializer.serialize(records if stamps is None else (records, stamps))
+    def _write_buffer(self, records: list[Any], stamps: list[int | None] | None, groups: bytes | None,
+                      targets: list[_Subpartition]) -> None:
+        # Timestamped records travel as (records, timestamps), with key groups as (records,
+        # timestamps or None, key groups); the input gate rebuilds the batch.
+        if groups is not None:
+            payload = self.serializer.serialize((records, stamps, groups))
+        else:
+            payload = self.serializer.serialize(records if stamps is None else (records, stamps))
         frame = encode_frame(BUFFER, payload)
         for sub in targets:
             self._enqueue(sub, frame, costs_credit=True)

@@ -30,7 +30,9 @@ from enum import IntEnum
 from typing import Any, Callable
 
 from millstream.runtime.rpc import wire_bounds
+from millstream.runtime.serialization import deserialize
 from millstream.runtime.task.barrier_handler import CancelCheckpointMarker, CheckpointBarrier
+from millstream.runtime.timestamps import grouped, stamped
 from millstream.runtime.watermarks import WatermarkStatus
 
 __all__ = [
@@ -66,6 +68,15 @@ def encode_frame(kind: FrameKind, payload: bytes) -> bytes:
     # One bytes object per frame: the copy is negligible next to pickling, and one sendall per frame
     # (or a join of several) keeps the sender simple.
     return _HEADER.pack(kind, len(payload)) + payload
+
+
+def decode_buffer(payload: bytes | memoryview) -> list[Any]:
+    """A BUFFER frame's batch as ``ResultPartition`` wrote it: a list of records, ``(records,
+    timestamps)`` or ``(records, timestamps or None, key groups)``."""
+    batch = deserialize(payload)
+    if type(batch) is tuple:
+        return stamped(*batch) if len(batch) == 2 else grouped(*batch)
+    return batch
 
 
 def encode_credit(n: int) -> bytes:

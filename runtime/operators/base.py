@@ -28,7 +28,7 @@ from millstream.runtime.operators.sources import SourceCancelled, SourceFunction
 from millstream.runtime.operators.watermarking import Watermarking
 from millstream.runtime.state.heap_backend import VALUE, KeyedStateBackend
 from millstream.runtime.task.environment import BATCH, StreamingRuntimeContext, TaskEnvironment
-from millstream.runtime.timestamps import LONG_MIN, filtered, repeated, stamped, timestamps_of
+from millstream.runtime.timestamps import LONG_MIN, filtered, key_groups_of, repeated, stamped, timestamps_of
 
 __all__ = [
     "Emit", "OperatorContext", "OperatorError", "StreamOperator", "SourceOperator", "call_target",
@@ -210,6 +210,16 @@ class StreamOperator:
         assert selector is not None and backend is not None
         try:
             keys = selector.keys_of(records) if type(selector) is NarrowedKey else list(map(selector, records))
+            # A batch as it arrived over the keyed exchange carries the key groups its producer
+            # computed for the same keys (exact str/bytes/int ones): looking every key up again cost
+            # ~0.26 us a key once the window's panes had pushed the cache out of the CPU's.
+            shipped = key_groups_of(records)
+            if shipped is not None and len(shipped) == len(keys):
+                r = backend.key_group_range
+                if r.start_key_group <= min(shipped) and max(shipped) <= r.end_key_group:
+                    if backend.record_cleanups:
+                        backend.run_record_cleanups(len(records))
+                    return keys, list(shipped)
             try:
                 key_groups = backend.assign_key_groups(keys)  # hashes every key: fails on an unhashable one
             except TypeError:

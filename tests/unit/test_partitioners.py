@@ -81,3 +81,43 @@ def test_stamped_hash_routing_follows_each_keys_group_and_computes_each_cacheabl
     cacheable = [k for k in keys if type(k) in (str, bytes, int)]
     computed_cacheable = [(type(k), k) for k in computed if type(k) in (str, bytes, int)]
     assert sorted(map(repr, computed_cacheable)) == sorted(map(repr, {(type(k), k) for k in cacheable}))  # once each
+
+
+# -- key groups shipped with a keyed exchange's buffers ---------------------------------------------
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 12])
+@pytest.mark.parametrize("stamped", [True, False])
+def test_keyed_routing_sends_each_records_key_group_along(channels: int, stamped: bool) -> None:
+    partitioner = p.KeyGroupStreamPartitioner(as_key_selector(lambda r: r[0]), max_parallelism=128)
+    partitioner.setup(channels)
+    keys = ["a", "b", 7, b"x", "a", 7, 10**30, -3]
+    records = [(k, i) for i, k in enumerate(keys * 30)]
+    stamps = [1000 + i for i in range(len(records))] if stamped else None
+    for _ in range(2):  # the second pass is served from the key-group cache
+        routed = partitioner.route_keyed(records, stamps)
+        assert len(routed) == channels
+        for channel, (batch, batch_stamps, groups) in enumerate(routed):
+            assert [i for _, i in batch] == sorted(i for _, i in batch)  # the batch's order is kept
+            assert batch_stamps == ([1000 + i for _, i in batch] if stamped else None)
+            assert groups is not None and len(groups) == len(batch)
+            for (key, _), group in zip(batch, groups):
+                assert group == keygroups.assign_to_key_group(key, 128)
+                assert keygroups.compute_operator_index_for_key_group(128, channels, group) == channel
+        assert sorted(i for batch, _, _ in routed for _, i in batch) == list(range(len(records)))
+
+
+@pytest.mark.parametrize("keys, max_parallelism", [
+    ([1, 1.0, True, "1"], 128),   # 1 == 1.0 == True hash otherwise in Java: never cached, no groups sent
+    ([(1, 2), (3, 4)], 128),      # composite keys: not cached either
+    (["a", "b"], 512),            # a key group does not fit a byte
+])
+def test_keyed_routing_sends_no_key_groups_it_does_not_cache(keys: list, max_parallelism: int) -> None:
+    partitioner = p.KeyGroupStreamPartitioner(as_key_selector(lambda r: r[0]), max_parallelism=max_parallelism)
+    partitioner.setup(3)
+    records = [(k, i) for i, k in enumerate(keys * 5)]
+    routed = partitioner.route_keyed(records, None)
+    assert all(groups is None for _, _, groups in routed)
+    for channel, (batch, _, _) in enumerate(routed):
+        for key, _ in batch:
+            assert keygroups.assign_key_to_parallel_operator(key, max_parallelism, 3) == channel
