@@ -31,6 +31,7 @@ def key_function(selector: Any) -> Callable[[Any], Any]:
         return selector
     raise TypeError(f"A key selector must be a KeySelector or a callable, got {type(selector).__name__}")
 
+
 def split_by_channel(records: list[Any], stamps: list[Any] | None, channels: list[int],
                      n: int) -> list[tuple[list[Any], list[Any] | None]]:
     """Per channel ``0..n-1``: the records whose ``channels`` entry is it, and their timestamps
@@ -81,6 +82,13 @@ class StreamPartitioner:
     def route_stamped(self, records: list[Any], stamps: list[Any]) -> list[tuple[list[Any], list[Any]]]:
         """``route`` for timestamped records: per channel its records and their timestamps."""
         return split_by_channel(records, stamps, self.channels(records), self.num_channels)  # type: ignore[return-value]
+
+    def route_batch(self, records: list[Any], stamps: list[Any] | None) -> list[tuple[list[Any], list[Any] | None, bytes | None]]:
+        """What a result partition stages per channel: its records, their timestamps (None for
+        none) and their key groups (None here: only a keyed exchange sends them)."""
+        if stamps is None:
+            return [(routed, None, None) for routed in self.route(records)]
+        return [(routed, routed_stamps, None) for routed, routed_stamps in self.route_stamped(records, stamps)]
 
     def channels(self, records: list[Any]) -> list[int]:
         """The channel of each record, in order (what ``route_stamped`` sorts by)."""
@@ -185,9 +193,9 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
     def setup(self, num_channels: int) -> None:
         super().setup(num_channels)
         self._channel_of: dict[Any, int] = {}
-        self._key_group_of: dict[Any, int] = {}  # route_keyed's cache, exact str/bytes/int keys only
+        self._key_group_of: dict[Any, int] = {}  # route_batch's cache, exact str/bytes/int keys only
         max_p = self.max_parallelism
-        # route_keyed: a key group fits a byte, and bytes.translate maps a batch's key groups to
+        # route_batch: a key group fits a byte, and bytes.translate maps a batch's key groups to
         # channels (and channels to one channel's 0/1 selectors) in one C call each.
         self._groups_fit = 0 < max_p <= 256
         if self._groups_fit:
@@ -198,85 +206,62 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
             # A channel's key groups, in order, are the batch's bytes with every other channel's
             # groups deleted (a group's channel follows from its value).
             self._other_groups = [bytes(g for g in range(max_p) if owner[g] != c) for c in split_channels]
-
     def route(self, records: list[Any]) -> list[list[Any]]:
-        # Hashing a key (Java hashCode + murmur) costs ~1 us; keys repeat, so remember each key's
-        # channel. Only exact str/bytes/int keys are cached: 1 == 1.0 == True hash differently in Java.
-        out: list[list[Any]] = [[] for _ in range(self.num_channels)]
-        selector = self.key_selector
-        get_key = key_function(selector)
-        cache = self._channel_of
-        if len(cache) > 1_000_000:
-            cache.clear()
-        assign, max_p, n = keygroups.assign_key_to_parallel_operator, self.max_parallelism, self.num_channels
-        cacheable = (str, bytes, int)
-        for record in records:
-            key = get_key(record)
-            channel = cache.get(key) if type(key) in cacheable else None
-            if channel is None:
-                channel = assign(key, max_p, n)
-                if type(key) in cacheable:
-                    cache[key] = channel
-            out[channel].append(record)
-        return out
+        return [routed for routed, _ in split_by_channel(records, None, self.channels(records), self.num_channels)]
 
     def channels(self, records: list[Any]) -> list[int]:
-        # As ``route``: each str/bytes/int key's channel is remembered. The cache holds only such
-        # keys, so a batch of only such keys may look all of them up at once (an int never equals
-        # a cached str, and True or 1.0, which equal 1 but hash otherwise in Java, are never cached).
+        # Hashing a key (Java hashCode + murmur) costs ~1 us; keys repeat, so each exact
+        # str/bytes/int key's channel is remembered. The cache holds only such keys, so a batch of
+        # only such keys may look all of them up at once (an int never equals a cached str, and
+        # True or 1.0, which equal 1 but hash otherwise in Java, are never cached).
+        return self._channels_of_keys(self._keys(records))
+
+    def _keys(self, records: list[Any]) -> list[Any]:
         get_key = key_function(self.key_selector)
-        return self._channels_of_keys(get_key.keys_of(records) if type(get_key) is NarrowedKey else list(map(get_key, records)))
+        return get_key.keys_of(records) if type(get_key) is NarrowedKey else list(map(get_key, records))
+
+    @staticmethod
+    def _cached(keys: list[Any], cache: dict[Any, int], compute: Callable[[Any], int]) -> list[int]:
+        """``compute(key)`` of each key of a batch of exact str/bytes/int keys, remembered in ``cache``."""
+        if len(cache) > 1_000_000:
+            cache.clear()  # amortized bound on memory for ever-new keys
+        out = list(map(cache.get, keys, _MINUS_ONE))
+        if out and min(out) < 0:
+            for i, value in enumerate(out):
+                if value < 0:
+                    key = keys[i]
+                    value = cache.get(key, -1)  # the batch may hold the key more than once
+                    if value < 0:
+                        value = cache[key] = compute(key)
+                    out[i] = value
+        return out
 
     def _channels_of_keys(self, keys: list[Any]) -> list[int]:
         assign, max_p, n = keygroups.assign_key_to_parallel_operator, self.max_parallelism, self.num_channels
+        if _CACHEABLE_KEYS.issuperset(map(type, keys)):
+            return self._cached(keys, self._channel_of, lambda key: assign(key, max_p, n))
         cache = self._channel_of
-        if len(cache) > 1_000_000:
-            cache.clear()
-        if not _CACHEABLE_KEYS.issuperset(map(type, keys)):
-            out = []
-            for key in keys:
-                channel = cache.get(key) if type(key) in _CACHEABLE_KEYS else None
-                if channel is None:
-                    channel = assign(key, max_p, n)
-                    if type(key) in _CACHEABLE_KEYS:
-                        cache[key] = channel
-                out.append(channel)
-            return out
-        out = list(map(cache.get, keys, _MINUS_ONE))
-        if out and min(out) < 0:
-            for i, channel in enumerate(out):
-                if channel < 0:
-                    key = keys[i]
-                    channel = cache.get(key, -1)  # the batch may hold the key more than once
-                    if channel < 0:
-                        channel = cache[key] = assign(key, max_p, n)
-                    out[i] = channel
+        out = []
+        for key in keys:
+            channel = cache.get(key) if type(key) in _CACHEABLE_KEYS else None
+            if channel is None:
+                channel = assign(key, max_p, n)
+                if type(key) in _CACHEABLE_KEYS:
+                    cache[key] = channel
+            out.append(channel)
         return out
 
-    def route_keyed(self, records: list[Any], stamps: list[Any] | None) -> list[tuple[list[Any], list[Any] | None, bytes | None]]:
+    def route_batch(self, records: list[Any], stamps: list[Any] | None) -> list[tuple[list[Any], list[Any] | None, bytes | None]]:
         """Per channel: its records, their timestamps (None for none) and their key groups, one byte
         each, so the consumer need not hash the keys again (None when a key is not an exact
         str/bytes/int, whose group is not cached, or the maximum parallelism exceeds 256)."""
-        get_key = key_function(self.key_selector)
-        keys = get_key.keys_of(records) if type(get_key) is NarrowedKey else list(map(get_key, records))
+        keys = self._keys(records)
         n = self.num_channels
         if not self._groups_fit or not _CACHEABLE_KEYS.issuperset(map(type, keys)):
             return [(routed, routed_stamps, None)
                     for routed, routed_stamps in split_by_channel(records, stamps, self._channels_of_keys(keys), n)]
-        cache = self._key_group_of
-        if len(cache) > 1_000_000:
-            cache.clear()
-        groups = list(map(cache.get, keys, _MINUS_ONE))
-        if groups and min(groups) < 0:
-            assign, max_p = keygroups.assign_to_key_group, self.max_parallelism
-            for i, group in enumerate(groups):
-                if group < 0:
-                    key = keys[i]
-                    group = cache.get(key, -1)  # the batch may hold the key more than once
-                    if group < 0:
-                        group = cache[key] = assign(key, max_p)
-                    groups[i] = group
-        packed = bytes(groups)
+        assign, max_p = keygroups.assign_to_key_group, self.max_parallelism
+        packed = bytes(self._cached(keys, self._key_group_of, lambda key: assign(key, max_p)))
         channel_bytes = packed.translate(self._channel_of_group)
         if n > _SPLIT_BY_MASK_MAX_CHANNELS:
             split = split_by_channel(records, stamps, list(channel_bytes), n)

@@ -175,7 +175,6 @@ class ResultPartition:
         self._broadcast_staged = _Staging()
         # one per writer: a switch to classes by value sticks; records in flight share no objects
         self.serializer = RecordSerializer(shared=False)
-        self._route_keyed = getattr(partitioner, "route_keyed", None)
         self._finished = False
         self._failure: str | None = None
         self._closed = False
@@ -212,22 +211,10 @@ class ResultPartition:
             self._stage(self._broadcast_staged, records, stamps, self._subs)
         elif self.num_subpartitions == 1:  # forward and friends: no per-record channel selection
             self._stage(self._subs[0].staged, records, stamps, self._subs)
-        elif self._route_keyed is not None:  # a keyed exchange: the key groups go along
-            for sub, (routed, routed_stamps, groups) in zip(self._subs, self._route_keyed(records, stamps)):
+        else:  # a keyed exchange's key groups go along
+            for sub, (routed, routed_stamps, groups) in zip(self._subs, self.partitioner.route_batch(records, stamps)):
                 if routed:
                     sub.staged.add(routed, routed_stamps, groups)
-                if len(sub.staged) >= self.records_per_buffer:
-                    self._stage(sub.staged, [], None, [sub])
-        elif stamps is None:
-            for sub, routed in zip(self._subs, self.partitioner.route(records)):
-                if routed:
-                    sub.staged.add(routed, None)
-                if len(sub.staged) >= self.records_per_buffer:
-                    self._stage(sub.staged, [], None, [sub])
-        else:
-            for sub, (routed, routed_stamps) in zip(self._subs, self.partitioner.route_stamped(records, stamps)):
-                if routed:
-                    sub.staged.add(routed, routed_stamps)
                 if len(sub.staged) >= self.records_per_buffer:
                     self._stage(sub.staged, [], None, [sub])
 

@@ -214,19 +214,18 @@ class StreamOperator:
             # computed for the same keys (exact str/bytes/int ones): looking every key up again cost
             # ~0.26 us a key once the window's panes had pushed the cache out of the CPU's.
             shipped = key_groups_of(records)
-            if shipped is not None and len(shipped) == len(keys):
-                r = backend.key_group_range
-                if r.start_key_group <= min(shipped) and max(shipped) <= r.end_key_group:
-                    if backend.record_cleanups:
-                        backend.run_record_cleanups(len(records))
-                    return keys, list(shipped)
-            try:
-                key_groups = backend.assign_key_groups(keys)  # hashes every key: fails on an unhashable one
-            except TypeError:
-                # PyFlink accepts list, dict and set keys (it compares serialized keys): hold their
-                # hashable twins. Paid only by batches with such a key, never on the common path.
-                keys = hashable_keys(keys)
-                key_groups = backend.assign_key_groups(keys)
+            r = backend.key_group_range
+            if (shipped and len(shipped) == len(keys)
+                    and r.start_key_group <= min(shipped) and max(shipped) <= r.end_key_group):
+                key_groups = list(shipped)
+            else:
+                try:
+                    key_groups = backend.assign_key_groups(keys)  # hashes every key: fails on an unhashable one
+                except TypeError:
+                    # PyFlink accepts list, dict and set keys (it compares serialized keys): hold their
+                    # hashable twins. Paid only by batches with such a key, never on the common path.
+                    keys = hashable_keys(keys)
+                    key_groups = backend.assign_key_groups(keys)
             if backend.record_cleanups:  # state TTL: incremental cleanup per record, run per batch
                 backend.run_record_cleanups(len(records))
         except Exception as e:

@@ -95,7 +95,7 @@ def test_keyed_routing_sends_each_records_key_group_along(channels: int, stamped
     records = [(k, i) for i, k in enumerate(keys * 30)]
     stamps = [1000 + i for i in range(len(records))] if stamped else None
     for _ in range(2):  # the second pass is served from the key-group cache
-        routed = partitioner.route_keyed(records, stamps)
+        routed = partitioner.route_batch(records, stamps)
         assert len(routed) == channels
         for channel, (batch, batch_stamps, groups) in enumerate(routed):
             assert [i for _, i in batch] == sorted(i for _, i in batch)  # the batch's order is kept
@@ -116,7 +116,7 @@ def test_keyed_routing_sends_no_key_groups_it_does_not_cache(keys: list, max_par
     partitioner = p.KeyGroupStreamPartitioner(as_key_selector(lambda r: r[0]), max_parallelism=max_parallelism)
     partitioner.setup(3)
     records = [(k, i) for i, k in enumerate(keys * 5)]
-    routed = partitioner.route_keyed(records, None)
+    routed = partitioner.route_batch(records, None)
     assert all(groups is None for _, _, groups in routed)
     for channel, (batch, _, _) in enumerate(routed):
         for key, _ in batch:
