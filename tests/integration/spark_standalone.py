@@ -102,6 +102,8 @@ class SparkStandalone:
             return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
         except OSError:
             return 0
+        except ValueError:  # not JSON: a master a second after its UI started once answered /json/ with an HTML page
+            return 0
 
     def wait_for_workers(self, n: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
