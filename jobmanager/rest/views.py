@@ -468,16 +468,12 @@ def checkpoints_view(job: JobView) -> dict[str, Any]:
     # latest.savepoint and latest.failed: kept by the JobMaster also once they left the history.
     savepoint = c.latest_savepoint if c.HasField("latest_savepoint") else next(
         (h for h in history if h.status == "COMPLETED" and h.is_savepoint), None)
-    failed: dict[str, Any] | None = None
-    if c.num_failed:
-        message = f"{c.last_failure_reason}: {c.last_failure_message}".strip(": ")
-        last_failed = c.latest_failed if c.HasField("latest_failed") else next(
-            (h for h in history if h.status == "FAILED"), None)
-        if last_failed is None or last_failed.failure_message != c.last_failure_message:
-            # a trigger that failed before it drew an id: no checkpoint of its own
-            last_failed = cpb.CheckpointHistoryEntry(id=-1, status="FAILED", failure_message=message)
-        failed = _checkpoint_history_entry(last_failed, s.vertices)
-        failed["failure_message"] = message
+    # latest.failed: the last failed checkpoint that drew an id. A trigger that failed before it
+    # drew one counts in ``counts.failed`` only, as in Flink's CheckpointStatsTracker; an entry
+    # without an id would send the dashboard to /checkpoints/details/-1, which has no answer.
+    last_failed = c.latest_failed if c.HasField("latest_failed") else next(
+        (h for h in history if h.status == "FAILED"), None)
+    failed = _checkpoint_history_entry(last_failed, s.vertices) if last_failed is not None and last_failed.id > 0 else None
     restored_view = None
     if c.latest_restored_id:
         restored_view = {"id": c.latest_restored_id, "restore_timestamp": c.latest_restored_at_ms,

@@ -125,7 +125,27 @@ def test_checkpoints_counts_and_latest() -> None:
     assert view["counts"] == {"restored": 1, "total": 5, "in_progress": 1, "completed": 3, "failed": 1}
     completed = view["latest"]["completed"]
     assert (completed["id"], completed["state_size"], completed["end_to_end_duration"]) == (4, 1234, 50)
-    assert view["latest"]["restored"]["id"] == 2 and view["latest"]["failed"]["status"] == "FAILED"
+    assert view["latest"]["restored"]["id"] == 2
+    # its one failure drew no id (a trigger that could not start): counted, but no latest failed
+    # checkpoint, as Flink's CheckpointStatsTracker keeps it
+    assert view["latest"]["failed"] is None
+
+
+def test_a_trigger_that_fails_before_an_id_leaves_the_latest_failed_checkpoint_one_with_details() -> None:
+    """The dashboard asks /checkpoints/details/<latest.failed.id>: it must name a checkpoint the
+    details path answers, never one without an id (CI once got a 404 for details/-1)."""
+    job = running_job()
+    job.summary.checkpoints.CopyFrom(cpb.CheckpointSummary(
+        num_completed=1, num_failed=2, last_completed_id=5, last_completed_at_ms=7_000, last_duration_ms=100,
+        last_failure_reason="NOT_ALL_REQUIRED_TASKS_RUNNING", last_failure_message="not all tasks are running",
+        history=[cpb.CheckpointHistoryEntry(id=5, status="COMPLETED", trigger_timestamp_ms=6_900, end_timestamp_ms=7_000),
+                 cpb.CheckpointHistoryEntry(id=4, status="FAILED", trigger_timestamp_ms=5_000, end_timestamp_ms=6_000,
+                                            failure_message="expired")]))
+    view = views.checkpoints_view(job)
+    assert view["counts"]["failed"] == 2
+    failed = view["latest"]["failed"]
+    assert (failed["id"], failed["failure_message"]) == (4, "expired")
+    assert views.checkpoint_details_view(job, str(failed["id"]))["status"] == "FAILED"
 
 
 def taskmanager(slot_tasks: dict[int, int] | None = None) -> TaskManagerView:
