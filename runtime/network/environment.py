@@ -16,7 +16,8 @@ the buffers, and cost no credit.
 
 Threads: the task thread calls ``emit``/``flush``/``finish`` and ``poll``; the server has an accept
 thread; a connected subpartition has a sender and a credit reader; a gate has one reader per
-channel. Every wait is woken by ``close()`` (sockets are shut down, conditions notified) or is
+channel. A channel whose producer is in the same process (:mod:`.local`) has none once attached:
+the producer's task thread hands it buffers, the consumer's returns credit. Every wait is woken by ``close()`` (sockets are shut down, conditions notified) or is
 sliced so that a cancelled task notices within 50 ms; dead processes are seen at once
 (their kernel closes the sockets), vanished hosts within ~30 s (TCP keepalive, see ``tune_socket``).
 
@@ -34,7 +35,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 from millstream.runtime.serialization import DeserializationError
 from millstream.runtime.rpc.tls import TlsSettings
@@ -62,6 +63,7 @@ from millstream.runtime.network.protocol import (
     decode_error,
     decode_event,
     encode_credit,
+    split_frame,
     never_cancelled,
     start_thread,
     tune_socket,
@@ -117,6 +119,27 @@ class _Channel:
         self.ended = False  # END_OF_PARTITION received: no more credit to give
         self.attempts = 0   # connection attempts so far: the backoff's exponent
         self.thread: threading.Thread | None = None
+        self.producer: ResultPartition | None = None  # read directly: the producer is in this process
+        self.local_end: _LocalEnd | None = None  # ... through this end
+
+
+class _LocalEnd:
+    """A channel's end of an in-process channel (:class:`local.LocalConsumer`): the producer's task
+    thread hands it frames, which it queues for ``poll`` as the reader thread of a socket does."""
+
+    def __init__(self, gate: InputGate, ch: _Channel) -> None:
+        self._gate, self._ch = gate, ch
+
+    def deliver(self, frame: bytes) -> None:
+        kind, payload = split_frame(frame)
+        try:
+            self._gate._on_frame(self._ch, kind, payload)
+        except (ChannelError, ValueError) as e:  # e.g. an event this side cannot decode
+            self._gate._fail(e if isinstance(e, ChannelError) else ChannelError(self._ch.spec, str(e)))
+
+    def fail(self, message: str) -> None:
+        if not self._gate._closing.is_set():
+            self._gate._fail(ChannelError(self._ch.spec, message))
 
 
 class InputGate:
@@ -247,21 +270,32 @@ class InputGate:
     def _return_credit(self, ch: _Channel) -> None:
         with ch.lock:  # the reader closes the socket under this lock at END_OF_PARTITION
             ch.in_flight -= 1
-            if ch.ended or ch.sock is None or self._closing.is_set():
+            if ch.ended or self._closing.is_set():
+                return
+            producer = ch.producer
+            if producer is None:
+                if ch.sock is None:
+                    return
+                ch.credit += 1
+                try:
+                    ch.sock.sendall(_ONE_CREDIT)
+                except OSError as e:
+                    # Not raised here: the reader sees the same broken connection and reports it, with
+                    # the producer's own ERROR message when one arrived first.
+                    log.debug("input channel %s: returning credit failed: %s", ch.spec.describe(), e)
                 return
             ch.credit += 1
-            try:
-                ch.sock.sendall(_ONE_CREDIT)
-            except OSError as e:
-                # Not raised here: the reader sees the same broken connection and reports it, with the
-                # producer's own ERROR message when one arrived first.
-                log.debug("input channel %s: returning credit failed: %s", ch.spec.describe(), e)
+        # outside ch.lock: the partition hands frames over under its own lock, and they take ch.lock
+        producer.grant_local(ch.spec.subpartition_index, 1)
 
     def close(self) -> None:
         self._closing.set()
         for ch in self._channels:
             with ch.lock:
                 close_socket(ch.sock)
+                producer, end, ch.producer = ch.producer, ch.local_end, None
+            if producer is not None and end is not None:
+                producer.detach_local(ch.spec.subpartition_index, end)
         self._queue.put(None)
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         for ch in self._channels:
@@ -297,6 +331,8 @@ class InputGate:
         deadline = time.monotonic() + self._connect_timeout_s
         while True:
             reader = self._connect(ch, deadline)
+            if reader is None:
+                return  # read directly from a producer in this process: this thread's work is done
             kind, payload = reader.read()
             if kind == ERROR:
                 code, message = decode_error(payload)
@@ -309,7 +345,7 @@ class InputGate:
                     return
                 kind, payload = reader.read()
 
-    def _on_frame(self, ch: _Channel, kind: int, payload: bytes) -> bool:
+    def _on_frame(self, ch: _Channel, kind: int, payload: bytes | memoryview) -> bool:
         """Queues one frame for poll(); True after END_OF_PARTITION."""
         if kind == BUFFER:
             with ch.lock:
@@ -321,7 +357,7 @@ class InputGate:
             self._queue.put((ch, BUFFER, payload, len(payload)))
             return False
         if kind == EVENT:
-            event = decode_event(payload)
+            event = decode_event(bytes(payload))  # bytes(bytes) is no copy; a local frame's view: a few bytes
             if type(event) is EndOfPartition:
                 with ch.lock:  # the producer learns the data arrived when we close
                     ch.ended = True
@@ -330,11 +366,12 @@ class InputGate:
             self._queue.put((ch, EVENT, event, len(payload)))
             return type(event) is EndOfPartition
         if kind == ERROR:
-            raise ChannelError(ch.spec, f"the producer failed: {decode_error(payload)[1]}")
+            raise ChannelError(ch.spec, f"the producer failed: {decode_error(bytes(payload))[1]}")
         raise ChannelError(ch.spec, f"protocol violation: unexpected frame kind {kind}")
 
-    def _connect(self, ch: _Channel, deadline: float) -> FrameReader:
-        """Connects and sends HELLO, retrying until ``deadline`` while the producer is not there yet."""
+    def _connect(self, ch: _Channel, deadline: float) -> FrameReader | None:
+        """Connects and sends HELLO, retrying until ``deadline`` while the producer is not there yet;
+        None once attached to a producer in this process, which then hands frames over itself."""
         while True:
             if self._closing.is_set():
                 raise ChannelError(ch.spec, "the input gate was closed while connecting")
@@ -342,18 +379,37 @@ class InputGate:
                 address = self._resolve(ch.spec)
             except Exception as e:  # resolve raises to say the producer is gone for good
                 raise ChannelError(ch.spec, f"the producer is gone: {e}") from e
+            hello = Hello(ch.spec.result_id, ch.spec.partition_index, ch.spec.subpartition_index,
+                          ch.spec.producer_attempt_id, self._initial_credit)
+            in_process = local.server_at(address) if address is not None else None
             if address is None:
                 reason = "the producer does not serve its partition yet"
+            elif in_process is not None:  # a subtask of the same slot: read its subpartition directly
+                partition, refusal = in_process.partition_for(hello)
+                if partition is not None:
+                    end = _LocalEnd(self, ch)
+                    with ch.lock:  # before the attach: a buffer handed over at once may be acked at once
+                        if self._closing.is_set():
+                            raise ChannelError(ch.spec, "the input gate was closed while connecting")
+                        ch.producer, ch.local_end, ch.credit = partition, end, self._initial_credit
+                    refusal = partition.attach_local(hello, end)
+                    if refusal is None:
+                        if self._closing.is_set():  # close() ran before the attach: it found nothing to detach
+                            partition.detach_local(ch.spec.subpartition_index, end)
+                        self.local_channels += 1
+                        return None
+                    with ch.lock:
+                        ch.producer = ch.local_end = None
+                assert refusal is not None
+                code, message = refusal
+                if code != ErrorCode.PARTITION_NOT_FOUND:
+                    raise ChannelError(ch.spec, f"the producer refused: {message}")
+                reason = message  # registered a moment later, or gone
             else:
-                # a producer serving from this process (a subtask of the same slot): through memory
-                in_process = local.connect_local(address)
                 try:
-                    if in_process is not None:
-                        sock = cast(socket.socket, in_process)  # it has the socket methods used here
-                    else:
-                        sock = socket.create_connection(address, timeout=max(0.05, min(deadline - time.monotonic(), 5.0)))
-                        if self._tls_context is not None:
-                            sock = self._tls(sock, address)
+                    sock = socket.create_connection(address, timeout=max(0.05, min(deadline - time.monotonic(), 5.0)))
+                    if self._tls_context is not None:
+                        sock = self._tls(sock, address)
                 except ssl.SSLCertVerificationError as e:  # no retry can fix a certificate
                     raise ChannelError(ch.spec, f"TLS handshake with {address[0]}:{address[1]} failed: {e}") from e
                 except OSError as e:
@@ -361,16 +417,12 @@ class InputGate:
                 else:
                     tune_socket(sock)
                     sock.settimeout(None)  # close() and TCP keepalive bound every wait from here on
-                    if in_process is not None:
-                        self.local_channels += 1
                     with ch.lock:
                         if self._closing.is_set():
                             sock.close()
                             continue
                         ch.sock = sock
                         ch.credit = self._initial_credit
-                    hello = Hello(ch.spec.result_id, ch.spec.partition_index, ch.spec.subpartition_index,
-                                  ch.spec.producer_attempt_id, self._initial_credit)
                     sock.sendall(hello.encode())
                     return FrameReader(sock)
             self._backoff(ch, deadline, reason)

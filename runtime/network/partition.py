@@ -117,6 +117,7 @@ class _Subpartition:
         self.queued_buffers = 0
         self.credit = 0
         self.sock: socket.socket | None = None
+        self.consumer: local.LocalConsumer | None = None  # a consumer in this process: frames go to it directly
         self.wakeup = threading.Condition(lock)  # its sender waits here for frames or credit
         self.eop_taken = False    # the sender took END_OF_PARTITION off the queue
         self.eop_written = False  # ... and the kernel accepted it
@@ -306,7 +307,10 @@ class ResultPartition:
                 sub.queued_buffers += 1
                 self.max_backlog_seen = max(self.max_backlog_seen, sub.queued_buffers)
             sub.queue.append((costs_credit, frame))
-            sub.wakeup.notify()
+            if sub.consumer is not None:
+                self._hand_over(sub)
+            else:
+                sub.wakeup.notify()
 
     def _wait_for_space(self, sub: _Subpartition) -> None:
         # Sliced waits: is_cancelled() is a plain callable nobody signals us about.
@@ -335,15 +339,10 @@ class ResultPartition:
     def _attach(self, hello: Hello, sock: socket.socket, reader: FrameReader) -> tuple[ErrorCode, str] | None:
         """Hands a consumer's connection to its subpartition; a refusal (code, message) otherwise."""
         with self._lock:
-            if self._closed or self._failure is not None:
-                return ErrorCode.PRODUCER_FAILED, f"{self.describe()} " + (
-                    f"failed: {self._failure}" if self._failure else "was released")
-            if not 0 <= hello.subpartition_index < self.num_subpartitions:
-                return ErrorCode.SUBPARTITION_UNAVAILABLE, (
-                    f"{self.describe()} has {self.num_subpartitions} subpartitions, not {hello.subpartition_index + 1}")
+            refusal = self._refusal(hello, lambda sub: sub.sock is not None or sub.consumer is not None)
+            if refusal is not None:
+                return refusal
             sub = self._subs[hello.subpartition_index]
-            if sub.sock is not None:
-                return ErrorCode.SUBPARTITION_UNAVAILABLE, f"{self.describe(sub.index)} already has a consumer"
             sub.sock = sock
             sub.credit = hello.initial_credit
             name = f"{self.result_id.hex()[:8]}-{self.partition_index}-{sub.index}"
@@ -353,6 +352,74 @@ class ResultPartition:
             ]
             sub.wakeup.notify()
         return None
+
+    def _refusal(self, hello: Hello, has_consumer: Callable[[_Subpartition], bool]) -> tuple[ErrorCode, str] | None:
+        """Why a consumer may not attach (lock held), or None."""
+        if self._closed or self._failure is not None:
+            return ErrorCode.PRODUCER_FAILED, f"{self.describe()} " + (
+                f"failed: {self._failure}" if self._failure else "was released")
+        if not 0 <= hello.subpartition_index < self.num_subpartitions:
+            return ErrorCode.SUBPARTITION_UNAVAILABLE, (
+                f"{self.describe()} has {self.num_subpartitions} subpartitions, not {hello.subpartition_index + 1}")
+        if has_consumer(self._subs[hello.subpartition_index]):
+            return ErrorCode.SUBPARTITION_UNAVAILABLE, f"{self.describe(hello.subpartition_index)} already has a consumer"
+        return None
+
+    # -- a consumer in this process (the consumer's task thread calls these) ------------------------
+
+    def attach_local(self, hello: Hello, consumer: local.LocalConsumer) -> tuple[ErrorCode, str] | None:
+        """Makes ``consumer`` the subpartition's reader: what its credit lets through is handed to it
+        now, on this thread, the rest as it is queued or as credit returns; a refusal (code, message)
+        otherwise."""
+        with self._lock:
+            refusal = self._refusal(hello, lambda sub: sub.sock is not None or sub.consumer is not None)
+            if refusal is not None:
+                return refusal
+            sub = self._subs[hello.subpartition_index]
+            sub.consumer = consumer
+            sub.credit = hello.initial_credit
+            self._hand_over(sub)
+        return None
+
+    def grant_local(self, index: int, credit: int) -> None:
+        """The local consumer of subpartition ``index`` processed ``credit`` buffers."""
+        with self._lock:
+            sub = self._subs[index]
+            if sub.consumer is None:
+                return  # failed or released meanwhile: nothing more to hand over
+            sub.credit += credit
+            self._hand_over(sub)
+
+    def detach_local(self, index: int, consumer: local.LocalConsumer) -> None:
+        """``consumer``, the local consumer of subpartition ``index``, went away (its gate closed)."""
+        with self._lock:
+            sub = self._subs[index]
+            if sub.consumer is not consumer:
+                return  # ended, failed or released before, or another consumer's
+            sub.consumer = None
+            sub.peer_closed = True
+            self._changed.notify_all()
+            early = not sub.eop_taken
+        if early:
+            self._subpartition_failed(sub, "the consumer closed its connection before the end of the partition")
+
+    def _hand_over(self, sub: _Subpartition) -> None:
+        """Gives the local consumer every frame its credit allows (lock held), on the calling thread."""
+        consumer = sub.consumer
+        assert consumer is not None
+        handed = False
+        while frames := self._take_sendable(sub):
+            handed = True
+            for frame in frames:
+                consumer.deliver(frame)
+            if sub.eop_taken:  # the consumer has it all and lets go, as its reader closes a socket
+                sub.eop_written = sub.peer_closed = True
+                sub.consumer = None
+                break
+        if handed:
+            self._changed.notify_all()  # queue space for a blocked emit; wait_consumed
+
+    # -- connections (server and sender threads) ---------------------------------------------------
 
     def _take_sendable(self, sub: _Subpartition) -> list[bytes]:
         """Frames the sender may write now (lock held): events freely, buffers while credit lasts."""
@@ -441,7 +508,12 @@ class ResultPartition:
             self._failure = message
             error_frame = encode_error(ErrorCode.PRODUCER_FAILED, f"{self.describe()} failed: {message}")
             for sub in self._subs:
-                if sub.sock is not None and not sub.eop_taken and sub.error is None:
+                if sub.consumer is not None:
+                    sub.queue.clear()
+                    sub.queued_buffers = 0
+                    sub.consumer.fail(f"the producer failed: {self.describe()} failed: {message}")
+                    sub.consumer = None
+                elif sub.sock is not None and not sub.eop_taken and sub.error is None:
                     sub.queue.clear()
                     sub.queued_buffers = 0
                     sub.queue.append((False, error_frame))
@@ -460,6 +532,9 @@ class ResultPartition:
             self._closed = True
             socks = [sub.sock for sub in self._subs]
             for sub in self._subs:
+                if sub.consumer is not None:  # as the socket's EOF tells a remote consumer
+                    sub.consumer.fail("the producer closed the connection before the end of the partition")
+                    sub.consumer = None
                 sub.wakeup.notify_all()
             self._changed.notify_all()
         for sock in socks:
@@ -508,7 +583,7 @@ class PartitionServer:
         if self._thread is None:
             self._thread = start_thread(self._accept_loop, f"accept-{self.address[1]}")
             if self._local:
-                local.register(self.address, lambda conn: start_thread(self._handshake, "handshake", conn))
+                local.register(self.address, self)
         return self
 
     def __enter__(self) -> PartitionServer:
@@ -539,7 +614,7 @@ class PartitionServer:
         try:
             tune_socket(conn)
             conn.settimeout(self._handshake_timeout_s)  # a consumer sends HELLO right after connecting
-            if self._tls_context is not None and not isinstance(conn, local.LocalConnection):  # memory: no wire
+            if self._tls_context is not None:
                 conn = self._tls_accept(conn)
             reader = FrameReader(conn, wire_bounds.MAX_HELLO_BYTES)  # an unknown peer: a HELLO is small
             kind, payload = reader.read()
@@ -548,21 +623,8 @@ class PartitionServer:
             reader.max_frame_bytes = 64  # from here on the consumer sends CREDIT frames only
             hello = Hello.decode(payload)
             conn.settimeout(None)  # from here on, close() and TCP keepalive bound every wait
-            with self._lock:
-                partition = self._partitions.get((hello.result_id, hello.partition_index))
-            if partition is None:
-                host, port = self.address
-                refusal: tuple[ErrorCode, str] | None = (
-                    ErrorCode.PARTITION_NOT_FOUND,
-                    f"partition {hello.result_id.hex()}#{hello.partition_index} is not served at {host}:{port}",
-                )
-            elif partition.attempt_id != hello.attempt_id:
-                refusal = (
-                    ErrorCode.STALE_ATTEMPT,
-                    f"{partition.describe()} is served for producer attempt {partition.attempt_id.hex()}, "
-                    f"not {hello.attempt_id.hex()}",
-                )
-            else:
+            partition, refusal = self.partition_for(hello)
+            if partition is not None:
                 refusal = partition._attach(hello, conn, reader)
             if refusal is not None:
                 conn.sendall(encode_error(*refusal))
@@ -578,6 +640,20 @@ class PartitionServer:
                 self._handshaking.discard(conn)
             if not attached:
                 close_socket(conn)
+
+    def partition_for(self, hello: Hello) -> tuple[ResultPartition | None, tuple[ErrorCode, str] | None]:
+        """The partition ``hello`` asks for, or why there is none to attach to."""
+        host, port = self.address
+        with self._lock:
+            partition = None if self._closed else self._partitions.get((hello.result_id, hello.partition_index))
+        if partition is None:
+            return None, (ErrorCode.PARTITION_NOT_FOUND,
+                          f"partition {hello.result_id.hex()}#{hello.partition_index} is not served at {host}:{port}")
+        if partition.attempt_id != hello.attempt_id:
+            return None, (ErrorCode.STALE_ATTEMPT,
+                          f"{partition.describe()} is served for producer attempt {partition.attempt_id.hex()}, "
+                          f"not {hello.attempt_id.hex()}")
+        return partition, None
 
     def _tls_accept(self, raw: socket.socket) -> socket.socket:
         """The TLS side of an accepted connection (tracked for ``close()`` in place of ``raw``);

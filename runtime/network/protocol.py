@@ -70,6 +70,13 @@ def encode_frame(kind: FrameKind, payload: bytes) -> bytes:
     return _HEADER.pack(kind, len(payload)) + payload
 
 
+def split_frame(frame: bytes) -> tuple[int, memoryview]:
+    """A whole frame's kind and payload (a view, no copy): how an in-process consumer reads the
+    frames a producer queued."""
+    kind, _length = _HEADER.unpack_from(frame)
+    return kind, memoryview(frame)[_HEADER.size:]
+
+
 def decode_buffer(payload: bytes | memoryview) -> list[Any]:
     """A BUFFER frame's batch as ``ResultPartition`` wrote it: a list of records, ``(records,
     timestamps)`` or ``(records, timestamps or None, key groups)``."""

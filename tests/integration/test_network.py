@@ -189,17 +189,35 @@ def test_a_local_server_is_reached_through_memory_only_while_it_serves() -> None
 
     server = PartitionServer(local=True).start()
     try:
-        conn = local.connect_local(server.address)
-        assert isinstance(conn, local.LocalConnection)
-        conn.close()
+        assert local.server_at(server.address) is server
     finally:
         server.close()
-    assert local.connect_local(server.address) is None  # closed: a consumer falls back to a socket
+    assert local.server_at(server.address) is None  # closed: a consumer falls back to a socket
     plain = PartitionServer().start()
     try:
-        assert local.connect_local(plain.address) is None  # not local: consumers use the socket
+        assert local.server_at(plain.address) is None  # not local: consumers use the socket
     finally:
         plain.close()
+
+
+def test_an_in_process_channel_needs_no_thread_of_its_own_once_attached() -> None:
+    """Flink's local input channel: the producer's task thread hands buffers to the consumer and
+    the consumer's returns credit; no sender, credit or reader thread carries them."""
+    net = Net(local=True)
+    try:
+        server = net.server()
+        partition = net.partition(server, ForwardPartitioner(), records_per_buffer=10, max_backlog_per_subpartition=2)
+        gate = net.gate([spec()], {"tm-0": server}, initial_credit=2)
+        poll_for(lambda: gate.local_channels == 1, 5, what="the channel to attach")
+        poll_for(lambda: not [t for t in _network_threads() if not t.startswith("millstream-net-accept")], 5,
+                 what="no thread but the server's accept thread")
+        emit_all(partition, list(range(35)), 10)  # 4 buffers: 2 within the credit, 2 queued in the backlog
+        partition.finish()
+        assert records_of(drain(gate)) == list(range(35))  # each poll's credit let the next buffer through
+        assert partition.wait_consumed(1)
+        assert gate.max_in_flight_seen <= 2
+    finally:
+        net.close()
 
 
 class FirstField:
