@@ -15,6 +15,9 @@ from millstream.runtime.narrowing import NarrowedKey
 _CACHEABLE_KEYS = frozenset({str, bytes, int})  # no key of another type equals one of these yet hashes otherwise in Java
 _MINUS_ONE = itertools.repeat(-1)
 _SPLIT_BY_MASK_MAX_CHANNELS = 8  # up to this many channels, one C-level pass per channel beats a Python loop
+_INT_KEYS = frozenset({int})
+_DENSE_KEYS_MAX = 1 << 22  # int keys in [0, this) have their key group in a byte table (<= 4 MB)
+_UNKNOWN_GROUP = 255  # a dense table's byte for a key not seen yet (the table is used while max parallelism < 256)
 
 
 
@@ -198,6 +201,9 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         # route_batch: a key group fits a byte, and bytes.translate maps a batch's key groups to
         # channels (and channels to one channel's 0/1 selectors) in one C call each.
         self._groups_fit = 0 < max_p <= 256
+        # key group of each small non-negative int key seen, by value: one byte read where a dict
+        # lookup compares the key with the stored int object, a cache miss among many keys
+        self._dense_groups = bytearray() if 0 < max_p < _UNKNOWN_GROUP else None
         if self._groups_fit:
             owner = [keygroups.compute_operator_index_for_key_group(max_p, num_channels, kg) for kg in range(max_p)]
             self._channel_of_group = bytes(owner + [0] * (256 - max_p))
@@ -251,6 +257,24 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
             out.append(channel)
         return out
 
+    def _dense(self, keys: list[Any]) -> bytes | None:
+        """The key groups of a batch of ints in ``[0, _DENSE_KEYS_MAX)``, one byte each, from the
+        dense table (grown and filled as keys come); None for any other batch."""
+        table = self._dense_groups
+        if table is None or not keys or not _INT_KEYS.issuperset(map(type, keys)):
+            return None
+        if min(keys) < 0 or (high := max(keys)) >= _DENSE_KEYS_MAX:
+            return None
+        if high >= len(table):
+            table.extend(bytes([_UNKNOWN_GROUP]) * (min(_DENSE_KEYS_MAX, max(high + 1, 2 * len(table))) - len(table)))
+        packed = bytes(map(table.__getitem__, keys))
+        if _UNKNOWN_GROUP in packed:
+            assign, max_p = keygroups.assign_to_key_group, self.max_parallelism
+            for key in set(itertools.compress(keys, [g == _UNKNOWN_GROUP for g in packed])):
+                table[key] = assign(key, max_p)
+            packed = bytes(map(table.__getitem__, keys))
+        return packed
+
     def route_batch(self, records: list[Any], stamps: list[Any] | None) -> list[tuple[list[Any], list[Any] | None, bytes | None]]:
         """Per channel: its records, their timestamps (None for none) and their key groups, one byte
         each, so the consumer need not hash the keys again (None when a key is not an exact
@@ -261,7 +285,9 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
             return [(routed, routed_stamps, None)
                     for routed, routed_stamps in split_by_channel(records, stamps, self._channels_of_keys(keys), n)]
         assign, max_p = keygroups.assign_to_key_group, self.max_parallelism
-        packed = bytes(self._cached(keys, self._key_group_of, lambda key: assign(key, max_p)))
+        packed = self._dense(keys)
+        if packed is None:
+            packed = bytes(self._cached(keys, self._key_group_of, lambda key: assign(key, max_p)))
         channel_bytes = packed.translate(self._channel_of_group)
         if n > _SPLIT_BY_MASK_MAX_CHANNELS:
             split = split_by_channel(records, stamps, list(channel_bytes), n)

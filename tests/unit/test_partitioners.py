@@ -121,3 +121,29 @@ def test_keyed_routing_sends_no_key_groups_it_does_not_cache(keys: list, max_par
     for channel, (batch, _, _) in enumerate(routed):
         for key, _ in batch:
             assert keygroups.assign_key_to_parallel_operator(key, max_parallelism, 3) == channel
+
+
+@pytest.mark.parametrize("max_parallelism", [128, 254, 255, 256])
+def test_int_keys_key_groups_match_hashing_in_and_beyond_the_dense_table(max_parallelism: int) -> None:
+    """Small non-negative int keys take their key group from a byte table by value (up to 2^22;
+    max parallelism < 255, so 255 can mean 'not seen yet'); any other batch is hashed as before.
+    Every group must equal the hash's, as the table grows, with repeats, 0, and batches beyond it."""
+    partitioner = p.KeyGroupStreamPartitioner(as_key_selector(lambda r: r[0]), max_parallelism=max_parallelism)
+    partitioner.setup(3)
+    batches = [
+        [0, 5, 5, 17, 0],                   # a fresh table, a key twice in the batch
+        [3, 1000, 17, 999_999],             # grows it
+        [2**22 - 1, 6],                     # its last entry
+        [2**22, 1],                         # one beyond: the whole batch is hashed
+        [-1, 4],                            # negative: hashed
+        [5, 17, 1000, 0, 2**22 - 1],        # all seen: read from the table only
+    ]
+    for keys in batches:
+        records = [(k, i) for i, k in enumerate(keys)]
+        routed = partitioner.route_batch(records, None)
+        assert sorted(i for batch, _, _ in routed for _, i in batch) == list(range(len(keys)))
+        for channel, (batch, _, groups) in enumerate(routed):
+            assert groups is not None and len(groups) == len(batch)
+            for (key, _), group in zip(batch, groups):
+                assert group == keygroups.assign_to_key_group(key, max_parallelism), (key, keys)
+                assert keygroups.compute_operator_index_for_key_group(max_parallelism, 3, group) == channel
