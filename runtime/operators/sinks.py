@@ -15,7 +15,11 @@ from millstream.runtime.task.environment import TaskEnvironment
 
 __all__ = ["COLLECT_BATCH_SIZE", "PrintSinkOperator", "SinkFunctionOperator", "CollectSinkOperator"]
 
-COLLECT_BATCH_SIZE = 1024  # records per emit_collect call unless the sink's options say otherwise
+# Records per emit_collect call unless the sink's options say otherwise. Each call is a report to the
+# JobMaster and a fetch by the client (~1.6 ms of their CPU in the windows benchmark, which has 500 k
+# results): 1,024 cost 1.45-1.54 s of the client process's CPU there, 8,192 0.82-0.84 s. Payloads
+# are cut to 1 MB parts whatever the count; a trickle still leaves at the buffer timeout.
+COLLECT_BATCH_SIZE = 8192
 
 
 

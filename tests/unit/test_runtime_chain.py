@@ -35,6 +35,7 @@ from millstream.datastream.state import (
     ValueStateDescriptor,
 )
 from millstream.runtime import operator_factories
+from millstream.runtime.operators import sinks
 from millstream.runtime.serialization import RecordSerializer, deserialize
 from millstream.runtime.task.chain import OperatorChain, OperatorError
 from millstream.runtime.task.environment import BATCH, STREAMING, ManualClock, SimpleTaskEnvironment
@@ -772,10 +773,11 @@ def test_file_sink_unwritable_directory_names_operator_and_path(env: StreamExecu
 
 
 def test_collect_sink_emits_batches_never_per_record(env: StreamExecutionEnvironment) -> None:
-    collect(env.from_sequence(1, 2500))
+    size = sinks.COLLECT_BATCH_SIZE
+    collect(env.from_sequence(1, 2 * size + size // 2))
     run = run_source(vertex(env, "Sequence"), source_batch_size=10)
-    assert run.collected() == list(range(1, 2501))
-    assert run.env.collect_calls == 3  # 1024 + 1024 as they fill up, the rest at the end
+    assert run.collected() == list(range(1, 2 * size + size // 2 + 1))
+    assert run.env.collect_calls == 3  # a batch, another as they fill up, the rest at the end
 
 
 # -- failures name the operator ----------------------------------------------------------------
