@@ -37,6 +37,22 @@ def test_requirements_are_installed_for_the_jobs_tasks(cluster, tmp_path: Path) 
         assert sorted(results) == ["1:42", "2:42", "3:42", "4:42"]
 
 
+def worker_gc(_: int) -> tuple[tuple[int, int, int], bool]:
+    import gc
+
+    return gc.get_threshold(), gc.get_freeze_count() > 0
+
+
+def test_the_tasks_run_with_the_daemons_garbage_collector_settings(cluster) -> None:
+    """Set once in Spark's Python daemon before it forks the workers (spark.daemon.GC_THRESHOLDS)."""
+    from millstream.taskmanager.spark.daemon import GC_THRESHOLDS
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    with jobmanager_env(cluster.address), env.from_collection([1, 2]).rebalance().map(worker_gc).execute_and_collect("gc") as results:
+        assert list(results) == [(GC_THRESHOLDS, True)] * 2
+
+
 def test_python_executable_other_than_the_workers_fails_the_job_with_the_reason(cluster, tmp_path: Path) -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
