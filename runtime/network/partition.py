@@ -339,7 +339,7 @@ class ResultPartition:
     def _attach(self, hello: Hello, sock: socket.socket, reader: FrameReader) -> tuple[ErrorCode, str] | None:
         """Hands a consumer's connection to its subpartition; a refusal (code, message) otherwise."""
         with self._lock:
-            refusal = self._refusal(hello, lambda sub: sub.sock is not None or sub.consumer is not None)
+            refusal = self._refusal(hello)
             if refusal is not None:
                 return refusal
             sub = self._subs[hello.subpartition_index]
@@ -353,15 +353,16 @@ class ResultPartition:
             sub.wakeup.notify()
         return None
 
-    def _refusal(self, hello: Hello, has_consumer: Callable[[_Subpartition], bool]) -> tuple[ErrorCode, str] | None:
-        """Why a consumer may not attach (lock held), or None."""
+    def _refusal(self, hello: Hello) -> tuple[ErrorCode, str] | None:
+        """Why a consumer, by socket or in this process, may not attach (lock held), or None."""
         if self._closed or self._failure is not None:
             return ErrorCode.PRODUCER_FAILED, f"{self.describe()} " + (
                 f"failed: {self._failure}" if self._failure else "was released")
         if not 0 <= hello.subpartition_index < self.num_subpartitions:
             return ErrorCode.SUBPARTITION_UNAVAILABLE, (
                 f"{self.describe()} has {self.num_subpartitions} subpartitions, not {hello.subpartition_index + 1}")
-        if has_consumer(self._subs[hello.subpartition_index]):
+        taken = self._subs[hello.subpartition_index]
+        if taken.sock is not None or taken.consumer is not None:
             return ErrorCode.SUBPARTITION_UNAVAILABLE, f"{self.describe(hello.subpartition_index)} already has a consumer"
         return None
 
@@ -372,7 +373,7 @@ class ResultPartition:
         now, on this thread, the rest as it is queued or as credit returns; a refusal (code, message)
         otherwise."""
         with self._lock:
-            refusal = self._refusal(hello, lambda sub: sub.sock is not None or sub.consumer is not None)
+            refusal = self._refusal(hello)
             if refusal is not None:
                 return refusal
             sub = self._subs[hello.subpartition_index]
