@@ -17,9 +17,10 @@ the buffers, and cost no credit.
 Threads: the task thread calls ``emit``/``flush``/``finish`` and ``poll``; the server has an accept
 thread; a connected subpartition has a sender and a credit reader; a gate has one reader per
 channel. A channel whose producer is in the same process (:mod:`.local`) has none once attached:
-the producer's task thread hands it buffers, the consumer's returns credit. Every wait is woken by ``close()`` (sockets are shut down, conditions notified) or is
-sliced so that a cancelled task notices within 50 ms; dead processes are seen at once
-(their kernel closes the sockets), vanished hosts within ~30 s (TCP keepalive, see ``tune_socket``).
+the producer's task thread hands it buffers, the consumer's returns credit. Every wait is woken by
+``close()`` (sockets are shut down, conditions notified) or is sliced so that a cancelled task
+notices within 50 ms; dead processes are seen at once (their kernel closes the sockets), vanished
+hosts within ~30 s (TCP keepalive, see ``tune_socket``).
 
 Modules: :mod:`network_protocol` (the wire format, defined once), :mod:`network_partition` (the
 producer side: ``ResultPartition``, ``PartitionServer``) and this one (the consumer side:
@@ -63,8 +64,8 @@ from millstream.runtime.network.protocol import (
     decode_error,
     decode_event,
     encode_credit,
-    split_frame,
     never_cancelled,
+    split_frame,
     start_thread,
     tune_socket,
 )
