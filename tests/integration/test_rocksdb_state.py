@@ -75,8 +75,10 @@ def test_rescale_2_3_1_through_savepoints_switching_backends(cluster, tmp_path) 
 
 def test_fifty_incremental_checkpoints_with_three_retained_leave_no_orphan_shared_files(cluster, checkpoint_dir,
                                                                                         tmp_path) -> None:
-    """While the job runs: three checkpoints retained, and every file of ``shared/`` referenced by
-    one of them, except uploads newer than the latest completed checkpoint (the one in flight)."""
+    """While the job runs: three checkpoints retained, every file they reference in ``shared/``,
+    and every file of ``shared/`` that none of them references gone a few checkpoints later (the
+    store keeps the files of the checkpoint it dropped last one subsumption longer, for a task that
+    has not heard of the newer completion yet), unless a newer checkpoint references it again."""
     from millstream.runtime.checkpoint_storage import METADATA_FILE, SHARED_DIR, CompletedCheckpointStore
 
     conf = Configuration()
@@ -97,22 +99,31 @@ def test_fifty_incremental_checkpoints_with_three_retained_leave_no_orphan_share
                 return sorted((d for d in job_dir.glob("chk-*") if (d / METADATA_FILE).is_file()),
                               key=lambda d: int(d.name[4:]))
 
-            checked = 0
-            while checked < 3:  # a consistent view at three moments: no checkpoint completed meanwhile
-                try:
-                    before = complete()
-                    latest = (before[-1] / METADATA_FILE).stat().st_mtime
-                    referenced = set().union(*(CompletedCheckpointStore.shared_references(d) for d in before))
-                    shared = {p.name: p.stat().st_mtime for p in (job_dir / SHARED_DIR).iterdir()}
-                    if complete() != before:
-                        continue
-                except FileNotFoundError:
-                    continue
-                checked += 1
-                assert 3 <= len(before) <= 4, [d.name for d in before]  # 4: the oldest not dropped yet
-                assert referenced and referenced <= set(shared)
-                orphans = [name for name, mtime in shared.items() if name not in referenced and mtime < latest]
-                assert not orphans, f"{len(orphans)} unreferenced shared files, e.g. {orphans[:3]}"
+            def consistent_view() -> tuple[list[Path], set[str], dict[str, float]]:
+                """Retained checkpoints, the shared files they reference, and ``shared/`` (name ->
+                mtime), read while no checkpoint completed."""
+                while True:
+                    try:
+                        before = complete()
+                        referenced = set().union(*(CompletedCheckpointStore.shared_references(d) for d in before))
+                        shared = {p.name: p.stat().st_mtime for p in (job_dir / SHARED_DIR).iterdir()}
+                        if complete() == before:
+                            return before, referenced, shared
+                    except FileNotFoundError:
+                        pass
+
+            for _ in range(3):
+                retained, referenced, shared = consistent_view()
+                assert 3 <= len(retained) <= 4, [d.name for d in retained]  # 4: the oldest not dropped yet
+                assert referenced and referenced <= set(shared), sorted(referenced - set(shared))[:3]
+                latest = (retained[-1] / METADATA_FILE).stat().st_mtime
+                unreferenced = {name for name, mtime in shared.items() if name not in referenced and mtime < latest}
+                newest = int(retained[-1].name[4:])
+                poll_for(lambda: int(complete()[-1].name[4:]) >= newest + 4, 60, interval=0.1,
+                         what="four more completed checkpoints")
+                _, referenced_later, shared_later = consistent_view()
+                orphans = sorted(name for name in unreferenced if name in shared_later and name not in referenced_later)
+                assert not orphans, f"{len(orphans)} shared files unreferenced for four checkpoints, e.g. {orphans[:3]}"
         finally:
             client.cancel(job_id)
             poll_for(lambda: ended(client, job_id), 60, what="the cancelled job to end")
