@@ -9,17 +9,15 @@ combined: the built-in ones and plain reduce callables (see JobGraphGenerator._c
 from __future__ import annotations
 
 import collections
-import types
 from operator import countOf, itemgetter
 from typing import Any, Callable
 
 from millstream.runtime import operator_factories
 from millstream.runtime.keys import hashable_key, hashable_keys
-from millstream.runtime.partitioners import key_function
+from millstream.runtime.partitioners import key_function, subscript_of
 from millstream.runtime.operators.base import OperatorError, make_aggregator
 
 _MISSING = object()
-_FIELD_0 = (lambda record: record[0]).__code__
 _first, _second = itemgetter(0), itemgetter(1)
 
 
@@ -29,17 +27,6 @@ def _hashable(value: Any) -> bool:
         return True
     except TypeError:
         return False
-
-
-def _is_field_zero(fn: Any) -> bool:
-    """Whether ``fn`` is a plain ``lambda r: r[0]`` (any argument name): the same bytecode, constants
-    and names, one argument, no defaults, closure or globals. Calling it and indexing ``[0]`` are
-    then the same operation, so the combiner may index without calling it."""
-    code = getattr(fn, "__code__", None)
-    return (type(fn) is types.FunctionType and code is not None and code.co_code == _FIELD_0.co_code
-            and code.co_consts == _FIELD_0.co_consts and code.co_names == _FIELD_0.co_names
-            and code.co_argcount == 1 and not code.co_kwonlyargcount and not code.co_freevars
-            and fn.__defaults__ is None and fn.__kwdefaults__ is None)
 
 
 def _all_pairs(records: list[Any]) -> bool:
@@ -70,7 +57,8 @@ class CombiningWriter:
         self._firsts: dict[Any, Any] = {}  # ... and each key's first record
         # Keyed by ``lambda r: r[0]`` (word count's shape): a key is the first field, and the dict
         # keeps the first record's own key object, so no first record needs keeping.
-        self._by_field_0 = _is_field_zero(self._key)
+        field = subscript_of(self._key)
+        self._by_field_0 = type(field) is int and field == 0
         self._reduce: Callable[[Any, Any], Any] | None = None
         self._pairs = False
         self._watermark: int | None = None
