@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import itertools
 import random
-import types
-from operator import itemgetter
 from typing import Any, Callable, ClassVar
 
 from millstream.runtime import keygroups
 from millstream.runtime.narrowing import NarrowedKey
+from millstream.runtime.subscripts import field_getter
 
 _CACHEABLE_KEYS = frozenset({str, bytes, int})  # no key of another type equals one of these yet hashes otherwise in Java
 _MINUS_ONE = itertools.repeat(-1)
@@ -20,14 +19,12 @@ _SPLIT_BY_MASK_MAX_CHANNELS = 8  # up to this many channels, one C-level pass pe
 _INT_KEYS = frozenset({int})
 _DENSE_KEYS_MAX = 1 << 22  # int keys in [0, this) have their key group in a byte table (<= 4 MB)
 _UNKNOWN_GROUP = 255  # a dense table's byte for a key not seen yet (the table is used while max parallelism < 256)
-_SUBSCRIPT = (lambda record: record[0]).__code__  # the bytecode of every ``lambda r: r[<constant>]``
-
 
 
 def key_function(selector: Any) -> Callable[[Any], Any]:
     """What to call per record to get its key: a KeySelector's ``get_key`` (a wrapped plain function
     directly), any object with ``get_key``, or a callable; ``operator.itemgetter(c)`` in place of a
-    plain ``lambda r: r[c]`` (see :func:`subscript_of`)."""
+    plain ``lambda r: r[c]`` (runtime/subscripts.py)."""
     make = getattr(selector, "_key_function", None)
     if make is not None:
         function = make()
@@ -37,27 +34,7 @@ def key_function(selector: Any) -> Callable[[Any], Any]:
         function = selector
     else:
         raise TypeError(f"A key selector must be a KeySelector or a callable, got {type(selector).__name__}")
-    field = subscript_of(function)
-    return function if field is None else itemgetter(field)
-
-
-def subscript_of(fn: Any) -> int | str | None:
-    """``c`` when ``fn`` is a plain function ``r: r[c]`` of an int or str constant (a lambda or a
-    def, any argument name; no default, closure or global) or ``operator.itemgetter(c)``; else None.
-    Calling such a function and ``operator.itemgetter(c)`` are the same subscription (the same
-    ``__getitem__`` call, result and error), but the getter is a C call: ``map`` runs it per record
-    without a Python frame (~40 ns a record less for ``key_by(lambda e: e[1])``)."""
-    if type(fn) is itemgetter:
-        items = fn.__reduce__()[1]
-        field = items[0] if len(items) == 1 else None
-    else:
-        code = getattr(fn, "__code__", None)
-        if (type(fn) is not types.FunctionType or code is None or code.co_code != _SUBSCRIPT.co_code
-                or len(code.co_consts) != 2 or code.co_names or code.co_argcount != 1 or code.co_kwonlyargcount
-                or code.co_freevars or fn.__defaults__ is not None or fn.__kwdefaults__ is not None):
-            return None
-        field = code.co_consts[1]  # [0] is None or a def's docstring
-    return field if type(field) in (int, str) else None
+    return field_getter(function)
 
 
 def split_by_channel(records: list[Any], stamps: list[Any] | None, channels: list[int],

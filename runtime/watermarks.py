@@ -21,7 +21,7 @@ import heapq
 import itertools
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 from millstream.common.watermark_strategy import (
     LONG_MAX,
@@ -32,8 +32,10 @@ from millstream.common.watermark_strategy import (
     WatermarkGenerator,
     WatermarkOutput,
     WatermarkStrategy,
+    _FunctionTimestampAssigner,
     monotonic_millis,
 )
+from millstream.runtime.subscripts import subscript_of
 
 __all__ = [
     "LONG_MAX", "LONG_MIN", "InputWatermarks", "StatusWatermarkValve", "TimestampsAndWatermarks", "WatermarkBatch",
@@ -41,6 +43,18 @@ __all__ = [
 ]
 
 _INT_ONLY = frozenset((int,))  # the types of a batch of timestamps that needs no per-record check
+
+
+def _timestamp_getter(assigner: TimestampAssigner | None) -> Callable[[Any], Any] | None:
+    """``operator.itemgetter(c)`` when the assigner's ``extract_timestamp(value, record_timestamp)``
+    (or the function given to ``with_timestamp_assigner``) is exactly ``value[c]``, else None."""
+    if assigner is None:
+        return None
+    extract: Any = assigner.extract_timestamp
+    if type(assigner) is _FunctionTimestampAssigner:
+        extract = assigner.function
+    field = subscript_of(extract, position=0, arity=2)
+    return None if field is None else operator.itemgetter(field)
 
 
 class WatermarkStatus(str, enum.Enum):
@@ -428,6 +442,7 @@ class TimestampsAndWatermarks:
             raise ValueError(f"the auto watermark interval cannot be negative, got {auto_watermark_interval_ms} ms")
         self.strategy = strategy
         self.assigner: TimestampAssigner | None = strategy.timestamp_assigner
+        self._timestamp_field = _timestamp_getter(self.assigner)
         self.clock = clock or monotonic_millis
         self.interval_ms = auto_watermark_interval_ms
         self.progressive = emit_progressive_watermarks
@@ -468,13 +483,16 @@ class TimestampsAndWatermarks:
         if assigner is None:
             return list(timestamps) if timestamps is not None else [None] * len(values)
         current: Any
-        if timestamps is None:
-            current = itertools.repeat(LONG_MIN)
-        elif None in timestamps:
-            current = [LONG_MIN if t is None else t for t in timestamps]
+        if self._timestamp_field is not None:  # ``return value[c]``: a C-level loop with no Python call
+            out = list(map(self._timestamp_field, values))
         else:
-            current = timestamps
-        out = list(map(assigner.extract_timestamp, values, current))  # one C-level loop calling the user's method
+            if timestamps is None:
+                current = itertools.repeat(LONG_MIN)
+            elif None in timestamps:
+                current = [LONG_MIN if t is None else t for t in timestamps]
+            else:
+                current = timestamps
+            out = list(map(assigner.extract_timestamp, values, current))  # one C-level loop calling the user's method
         if not _INT_ONLY.issuperset(map(type, out)):  # (the usual case is checked without a Python loop)
             for value, ts in zip(values, out):
                 if type(ts) is int:

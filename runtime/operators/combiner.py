@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 from millstream.runtime import operator_factories
 from millstream.runtime.keys import hashable_key, hashable_keys
-from millstream.runtime.partitioners import key_function, subscript_of
+from millstream.runtime.partitioners import key_function
+from millstream.runtime.subscripts import subscript_of
 from millstream.runtime.operators.base import OperatorError, make_aggregator
 
 _MISSING = object()

@@ -5,7 +5,6 @@ import collections
 import random
 
 import cloudpickle
-import pytest
 
 from millstream.datastream import ReduceFunction, RuntimeExecutionMode, StreamExecutionEnvironment
 from millstream.runtime.operators.combiner import CombiningWriter
@@ -131,38 +130,6 @@ def test_counting_whole_batches_of_ones_gives_the_sequential_sums_exactly() -> N
     only_true = [("t", True)] * 3 + [("u", True)]  # bools add up to ints, but a lone True stays True
     (partial,) = _combine(_dataset(RuntimeExecutionMode.BATCH, lambda k: k.sum(1)), [only_true])
     assert sorted(map(repr, partial)) == ["('t', 3)", "('u', True)"]
-
-
-def test_only_a_plain_lambda_of_a_constant_field_is_taken_for_indexing() -> None:
-    from operator import itemgetter
-
-    from millstream.runtime.partitioners import key_function, subscript_of
-
-    offset = 0
-
-    def with_default(r, i=0):  # noqa: ANN001, ANN202
-        return r[i]
-
-    def field_zero(row):  # noqa: ANN001, ANN202
-        return row[0]
-
-    def documented(row):  # noqa: ANN001, ANN202
-        """The user's field."""
-        return row["user"]
-
-    assert subscript_of(lambda pair: pair[0]) == 0 and subscript_of(lambda x: x[0]) == 0 and subscript_of(field_zero) == 0
-    assert subscript_of(cloudpickle.loads(cloudpickle.dumps(lambda w: w[0]))) == 0
-    assert subscript_of(lambda e: e[1]) == 1 and subscript_of(lambda e: e[-1]) == -1
-    assert subscript_of(documented) == "user" and subscript_of(itemgetter(2)) == 2
-    for other in (lambda p: p[0].lower(), lambda p: p[offset], lambda p, q=0: p[0], with_default, lambda p: p[True],
-                  lambda p: p[1.0], lambda p: p[(0, 1)], itemgetter(0, 1), lambda p: p, str.lower, len):
-        assert subscript_of(other) is None, other
-    # key_function hands the runtime a C getter for such a lambda: the same keys, the same errors
-    get_key = key_function(lambda e: e[1])
-    assert type(get_key) is itemgetter and get_key((7, "k", 3)) == "k" and get_key({1: "v"}) == "v"
-    with pytest.raises(IndexError, match="tuple index out of range"):
-        get_key((7,))
-    assert key_function(with_default) is with_default
 
 
 def _counting(narrow):
