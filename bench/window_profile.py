@@ -35,6 +35,7 @@ from millstream.runtime.task.chain import OperatorChain
 from millstream.runtime.task.environment import ManualClock, SimpleTaskEnvironment
 from millstream.runtime.network.partition import ResultPartition
 from millstream.runtime.network.protocol import BUFFER, Watermark, decode_buffer, decode_event
+from millstream.taskmanager.spark.daemon import tune_gc
 
 import cloudpickle
 
@@ -181,6 +182,7 @@ def main() -> None:
     p.add_argument("--session-gap-ms", type=int, default=0,
                    help="event-time session windows of this gap instead of the 10 s tumbling ones (q11's shape)")
     a = p.parse_args()
+    tune_gc()  # the collector as a TaskManager's Python workers run it
     for _ in range(a.runs):
         wall = time.perf_counter()
         r = run(a.events, a.users, a.batch, a.ms_per_batch, a.parallelism, a.seed, a.profile, a.session_gap_ms)
