@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from operator import itemgetter
 from typing import Any, Callable, ClassVar
 
 from millstream.runtime import keygroups
@@ -259,22 +260,29 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
             out.append(channel)
         return out
 
-    def _dense(self, keys: list[Any]) -> bytes | None:
+    def _dense(self, keys: list[Any], key_types: set[type]) -> bytes | None:
         """The key groups of a batch of ints in ``[0, _DENSE_KEYS_MAX)``, one byte each, from the
-        dense table (grown and filled as keys come); None for any other batch."""
+        dense table (grown and filled as keys come); None for any other batch. ``key_types``: the
+        types of ``keys``."""
         table = self._dense_groups
-        if table is None or not keys or not _INT_KEYS.issuperset(map(type, keys)):
+        if table is None or not keys or not _INT_KEYS.issuperset(key_types):
             return None
-        if min(keys) < 0 or (high := max(keys)) >= _DENSE_KEYS_MAX:
+        if min(keys) < 0:  # a negative index would read the table from its end
             return None
-        if high >= len(table):
+        # One C call reads every key's byte (itemgetter of one key returns the byte, not a tuple).
+        look_up = itemgetter(*keys) if len(keys) > 1 else lambda t: (t[keys[0]],)
+        try:
+            packed = bytes(look_up(table))
+        except IndexError:  # a key beyond the table: grow it to the largest key, if that is dense
+            if (high := max(keys)) >= _DENSE_KEYS_MAX:
+                return None
             table.extend(bytes([_UNKNOWN_GROUP]) * (min(_DENSE_KEYS_MAX, max(high + 1, 2 * len(table))) - len(table)))
-        packed = bytes(map(table.__getitem__, keys))
+            packed = bytes(look_up(table))
         if _UNKNOWN_GROUP in packed:
             assign, max_p = keygroups.assign_to_key_group, self.max_parallelism
             for key in set(itertools.compress(keys, [g == _UNKNOWN_GROUP for g in packed])):
                 table[key] = assign(key, max_p)
-            packed = bytes(map(table.__getitem__, keys))
+            packed = bytes(look_up(table))
         return packed
 
     def route_batch(self, records: list[Any], stamps: list[Any] | None) -> list[tuple[list[Any], list[Any] | None, bytes | None]]:
@@ -283,11 +291,12 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         str/bytes/int, whose group is not cached, or the maximum parallelism exceeds 256)."""
         keys = self._keys(records)
         n = self.num_channels
-        if not self._groups_fit or not _CACHEABLE_KEYS.issuperset(map(type, keys)):
+        key_types = set(map(type, keys))
+        if not self._groups_fit or not _CACHEABLE_KEYS.issuperset(key_types):
             return [(routed, routed_stamps, None)
                     for routed, routed_stamps in split_by_channel(records, stamps, self._channels_of_keys(keys), n)]
         assign, max_p = keygroups.assign_to_key_group, self.max_parallelism
-        packed = self._dense(keys)
+        packed = self._dense(keys, key_types)
         if packed is None:
             packed = bytes(self._cached(keys, self._key_group_of, lambda key: assign(key, max_p)))
         channel_bytes = packed.translate(self._channel_of_group)

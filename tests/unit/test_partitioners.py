@@ -137,6 +137,9 @@ def test_int_keys_key_groups_match_hashing_in_and_beyond_the_dense_table(max_par
         [2**22, 1],                         # one beyond: the whole batch is hashed
         [-1, 4],                            # negative: hashed
         [5, 17, 1000, 0, 2**22 - 1],        # all seen: read from the table only
+        [42],                               # one key: not seen yet
+        [17],                               # one key: seen
+        [2**22 + 5],                        # one key beyond the table: hashed
     ]
     for keys in batches:
         records = [(k, i) for i, k in enumerate(keys)]
