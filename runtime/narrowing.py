@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 from millstream.common.row import Row, _create_row
 from millstream.runtime.timestamps import stamped, timestamps_of
 
-__all__ = ["NarrowedKey", "batch_narrower", "value_narrower"]
+__all__ = ["NarrowedKey", "batch_narrower", "ints_in_range", "value_narrower"]
 
 Convert = Callable[[Any], Any]
 
@@ -107,7 +107,7 @@ def value_narrower(type_info: Any) -> Convert | None:
 _INT_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}  # struct's standard-size signed integers
 
 
-def _in_range(values: Iterable[Any], count: int, bits: int) -> bool:
+def ints_in_range(values: Iterable[Any], count: int, bits: int) -> bool:
     """Whether every one of the ``count`` values is an integer within range, checked by packing them
     as Java's integers in one C call (struct refuses a value out of range or not an integer): the
     converter would leave such a batch as it is (it changes only ints out of range). Half the cost
@@ -142,7 +142,7 @@ def batch_narrower(type_info: Any) -> Callable[[list[Any]], list[Any]] | None:
         if checks is not None:
             try:
                 count = len(records)
-                if all(_in_range(records if get is None else map(get, records), count, bits) for get, bits in checks):
+                if all(ints_in_range(records if get is None else map(get, records), count, bits) for get, bits in checks):
                     return records
             except (TypeError, IndexError, KeyError):
                 pass
@@ -172,6 +172,6 @@ class NarrowedKey:
         would change none), instead of two Python calls more per record."""
         keys = list(map(self.get_key_of, records))
         bits = getattr(self.narrow, "bits", None)
-        if bits is not None and _in_range(keys, len(keys), bits):
+        if bits is not None and ints_in_range(keys, len(keys), bits):
             return keys
         return list(map(self.narrow, keys))
