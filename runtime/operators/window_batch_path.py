@@ -12,7 +12,9 @@ and either path can restore the other's state. What it saves is the generic mach
 - the element goes straight into the key group's pane dict (reduce, aggregate or list); on the heap,
   a window's panes stay out of that dict while the window is open, in a dict by window start then
   key, and go into it when anything reads the state whole (``FastWindowPath.open``);
-- timers are registered only when a pane is created. The generic path calls the trigger on every
+- timers are registered only when a pane is created (event time without allowed lateness: when an
+  open window's pane is settled; until then the window's firing takes its panes from the open
+  windows, in the same order as their timers would fire). The generic path calls the trigger on every
   element, but EventTimeTrigger's timer at ``max_timestamp`` and the cleanup timer are deduplicated
   per (key, window), and a pane of a window the watermark has not reached was created by an element
   that registered both (they go only when the window is cleaned up, with the pane). The one
@@ -106,6 +108,11 @@ class FastWindowPath:
         if type(op._panes.groups) is dict:
             self.open = {}
             op.backend.state_holders.append(self.settle)
+        # Event time without allowed lateness: a new pane of an open window registers its timer
+        # only when it leaves ``open`` (settled: before a snapshot or the generic path reads it).
+        # Until then its window's firing takes it from ``open`` (see ``fire``), in creation order
+        # after the window's registered timers, which is the order eager registration gives.
+        self.lazy_timers = self.open is not None and self.event_time and self.lateness == 0
 
     def _window(self, start: int) -> TimeWindow:
         windows = self._windows
@@ -298,13 +305,15 @@ class FastWindowPath:
         """The key's first element in an open window since the pane was last settled: the pane
         moves over from the table (its timers are registered already), or is new (it registers them)."""
         groups = self.op._panes.groups
-        slot = (key, entry.window)
         group = groups.get(kg)
-        current = _MISSING if group is None else group.pop(slot, _MISSING)
+        current = _MISSING if group is None else group.pop((key, entry.window), _MISSING)
         if current is _MISSING:
             current = _first_pane(self.kind, self.op._agg, record)
-            self._register(slot, kg)
+            if not self.lazy_timers:
+                self._register((key, entry.window), kg)
         else:
+            if self.lazy_timers:
+                entry.timed.add(key)  # a pane from the table has its timer
             if not group:
                 del groups[kg]  # as the table drops an empty group
             if fold is None:
@@ -330,6 +339,9 @@ class FastWindowPath:
         kg = entry.key_groups.pop(key)
         if not entry.panes:
             del cast(dict, self.open)[start]
+        if self.lazy_timers and key not in entry.timed:
+            self._register((key, entry.window), kg)
+        entry.timed.discard(key)
         groups = self.op._panes.groups
         group = groups.get(kg)
         if group is None:
@@ -342,8 +354,11 @@ class FastWindowPath:
             return
         groups = self.op._panes.groups
         window, pane_groups = entry.window, entry.key_groups
+        lazy, timed = self.lazy_timers, entry.timed
         for key, pane in entry.panes.items():
             kg = pane_groups[key]
+            if lazy and key not in timed:
+                self._register((key, window), kg)
             group = groups.get(kg)
             if group is None:
                 group = groups[kg] = {}
@@ -392,7 +407,37 @@ class FastWindowPath:
         would with this trigger: EventTimeTrigger fires at the window's max timestamp,
         ProcessingTimeTrigger on any of its timers; at the cleanup time the pane, the trigger's timer
         and the function's per-window state go. Nothing registers timers while windows fire here
-        (the triggers register on elements only), so polling the queue to the end is the generic order."""
+        (the triggers register on elements only), so polling the queue to the end is the generic order;
+        with ``lazy_timers``, an open window's panes without a timer fire where their timers would be
+        (after the registered ones of the same time: those panes were created first)."""
+        if self.lazy_timers and self.open:
+            # Windows with panes that registered no timer yet, due now: each fires after the
+            # queue's timers up to its own time (its registered panes among them).
+            size = self.size
+            for start in sorted(s for s, e in self.open.items() if len(e.timed) < len(e.panes) and s + size - 1 <= up_to):
+                self._fire_queue(queue, start + size - 1)
+                self._fire_untimed(start)
+        self._fire_queue(queue, up_to)
+
+    def _fire_untimed(self, start: int) -> None:
+        """An open window's panes left after its registered timers fired: none has a timer (see
+        ``lazy_timers``); each fires and is cleaned up, in creation order, as its timer would."""
+        entry = cast(dict, self.open).pop(start)
+        op = self.op
+        b = op.backend
+        call, window = op._call, entry.window
+        get_result = op._agg.get_result if self.kind == "aggregate" else None
+        function, window_ctx = op._function, op._window_ctx
+        clears = type(function).clear is not fn.InternalWindowFunction.clear
+        key_groups = entry.key_groups
+        for key, pane in entry.panes.items():
+            b.current_key, b.current_key_group = key, key_groups[key]
+            call(key, window, get_result(pane) if get_result is not None else pane)
+            if clears:
+                window_ctx.store.ns.window = window
+                function.clear(window, window_ctx)
+
+    def _fire_queue(self, queue: TimerQueue, up_to: int) -> None:
         op = self.op
         b = op.backend
         event_time, lateness, kind = self.event_time, self.lateness, self.kind
@@ -418,6 +463,7 @@ class FastWindowPath:
                 if time == cleanup:
                     pane = entry.panes.pop(key)
                     del entry.key_groups[key]
+                    entry.timed.discard(key)
                     if not entry.panes:
                         del open_windows[window.start]
                 else:
@@ -449,12 +495,13 @@ class FastWindowPath:
 class _OpenWindow:
     """An open window's panes on the heap: {key: pane} and {key: key group}."""
 
-    __slots__ = ("window", "panes", "key_groups")
+    __slots__ = ("window", "panes", "key_groups", "timed")
 
     def __init__(self, window: TimeWindow) -> None:
         self.window = window
         self.panes: dict[Any, Any] = {}
         self.key_groups: dict[Any, int] = {}
+        self.timed: set[Any] = set()  # keys whose pane has its timer registered (FastWindowPath.lazy_timers)
 
 
 class SessionWindowPath:
