@@ -509,7 +509,7 @@ class TimestampsAndWatermarks:
                 break
         if not ints_in_range(out, len(out), 64):  # one C pass (struct), where min and max took two
             raise ValueError(f"{type(assigner).__name__}.extract_timestamp returned a timestamp outside 64 bits")
-        return out  # type: ignore[return-value]
+        return out
 
     # -- splits --------------------------------------------------------------------------------
 
