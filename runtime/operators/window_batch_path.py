@@ -303,7 +303,8 @@ class FastWindowPath:
     def _open_pane(self, entry: "_OpenWindow", key: Any, kg: int, record: Any,
                    fold: Callable[[Any, Any], Any] | None) -> None:
         """The key's first element in an open window since the pane was last settled: the pane
-        moves over from the table (its timers are registered already), or is new (it registers them)."""
+        moves over from the table (its timers are registered already), or is new (it registers them,
+        unless ``lazy_timers`` leaves that to its settling)."""
         groups = self.op._panes.groups
         group = groups.get(kg)
         current = _MISSING if group is None else group.pop((key, entry.window), _MISSING)
