@@ -291,8 +291,7 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         str/bytes/int, whose group is not cached, or the maximum parallelism exceeds 256)."""
         keys = self._keys(records)
         n = self.num_channels
-        key_types = set(map(type, keys))
-        if not self._groups_fit or not _CACHEABLE_KEYS.issuperset(key_types):
+        if not self._groups_fit or not _CACHEABLE_KEYS.issuperset(key_types := set(map(type, keys))):
             return [(routed, routed_stamps, None)
                     for routed, routed_stamps in split_by_channel(records, stamps, self._channels_of_keys(keys), n)]
         assign, max_p = keygroups.assign_to_key_group, self.max_parallelism

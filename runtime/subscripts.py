@@ -14,7 +14,7 @@ import types
 from operator import itemgetter
 from typing import Any, Callable
 
-__all__ = ["field_getter", "subscript_of"]
+__all__ = ["field_getter", "getter_of", "subscript_of"]
 
 _TEMPLATE = (lambda record: record[0]).__code__  # RESUME, LOAD_FAST 0, LOAD_CONST 1, BINARY_SUBSCR, RETURN_VALUE
 _LOAD_FAST_0 = bytes((dis.opmap["LOAD_FAST"], 0))
@@ -46,8 +46,13 @@ def subscript_of(fn: Any, position: int = 0, arity: int = 1) -> int | str | None
     return field if type(field) in (int, str) else None
 
 
+def getter_of(fn: Any, position: int = 0, arity: int = 1) -> Callable[[Any], Any] | None:
+    """``operator.itemgetter(c)`` applied to argument ``position`` when ``fn`` is exactly
+    ``args[position][c]`` (see :func:`subscript_of`), else None."""
+    field = subscript_of(fn, position, arity)
+    return None if field is None else itemgetter(field)
+
+
 def field_getter(fn: Callable[..., Any]) -> Callable[[Any], Any]:
-    """``operator.itemgetter(c)`` for a one-argument ``fn`` that is ``r[c]`` (see
-    :func:`subscript_of`), else ``fn`` itself."""
-    field = subscript_of(fn)
-    return fn if field is None else itemgetter(field)
+    """``operator.itemgetter(c)`` for a one-argument ``fn`` that is ``r[c]``, else ``fn`` itself."""
+    return getter_of(fn) or fn

@@ -36,7 +36,7 @@ from millstream.common.watermark_strategy import (
     monotonic_millis,
 )
 from millstream.runtime.narrowing import ints_in_range
-from millstream.runtime.subscripts import subscript_of
+from millstream.runtime.subscripts import getter_of
 
 __all__ = [
     "LONG_MAX", "LONG_MIN", "InputWatermarks", "StatusWatermarkValve", "TimestampsAndWatermarks", "WatermarkBatch",
@@ -54,8 +54,7 @@ def _timestamp_getter(assigner: TimestampAssigner | None) -> Callable[[Any], Any
     extract: Any = assigner.extract_timestamp
     if type(assigner) is _FunctionTimestampAssigner:
         extract = assigner.function
-    field = subscript_of(extract, position=0, arity=2)
-    return None if field is None else operator.itemgetter(field)
+    return getter_of(extract, position=0, arity=2)
 
 
 class WatermarkStatus(str, enum.Enum):
